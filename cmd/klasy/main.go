@@ -1,0 +1,150 @@
+// Command klasy weaves aspects into a running Linux kernel.
+//
+// main is thin: each subcommand lives in its own file (cmd_*.go) and
+// registers itself with register() from an init function, so subcommands
+// can be added without touching this file.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// command is one klasy subcommand.
+type command struct {
+	Name    string // as typed: "check", "lab"
+	Summary string // one line for `klasy --help`
+	// Help is the long text for `klasy help NAME` / `klasy NAME --help`:
+	// usage line first, then what it does and a short example.
+	Help string
+	Run  func(io *stdio, args []string) error
+}
+
+// stdio carries the streams a command writes to: data to Out,
+// diagnostics and progress to Err.
+type stdio struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+}
+
+// exitError makes run return a specific exit status without printing
+// anything more (the command already printed its diagnostics).
+type exitError struct{ Code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// usageError is printed with a hint to the command's help.
+type usageError struct {
+	Cmd string
+	Msg string
+}
+
+func (e usageError) Error() string { return e.Msg }
+
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.Name]; dup {
+		panic("klasy: command registered twice: " + c.Name)
+	}
+	commands[c.Name] = c
+}
+
+const overview = `klasy - a dynamic aspect-oriented weaver for Linux kernels
+
+An aspect is C advice tagged with XML that says where in a running kernel
+it runs (a pointcut) and when (before/after):
+
+  <aspect>
+    <import>linux/fs.h</import>
+    <advice>
+      <pointcut>access(inode.i_uid) AND within_function(notify_change)
+                AND target(ip)</pointcut>
+      <before>
+        struct inode *i = ip;
+        printk("i_uid %u\n", i_uid_read(i));
+      </before>
+    </advice>
+  </aspect>
+
+  klasy weave inode_trace.klasy     # hooks go live in the running kernel
+  klasy trace                       # symbolized log of what advice printed
+  klasy unweave inode_trace.klasy   # the kernel is back to what it was
+`
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, overview)
+	fmt.Fprintf(w, "\nUsage: klasy COMMAND [ARGS...]\n\nCommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].Summary)
+	}
+	fmt.Fprintf(w, "  %-12s %s\n", "help", "show help for a command: klasy help COMMAND")
+	fmt.Fprintf(w, "\nRun 'klasy help COMMAND' or 'klasy COMMAND --help' for details.\n")
+}
+
+// run is main without os.Exit, for tests.
+func run(s *stdio, args []string) error {
+	if len(args) == 0 {
+		usage(s.Err)
+		return exitError{2}
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "--help", "-help":
+		usage(s.Out)
+		return nil
+	case "help":
+		if len(rest) == 0 {
+			usage(s.Out)
+			return nil
+		}
+		c, ok := commands[rest[0]]
+		if !ok {
+			return fmt.Errorf("unknown command %q (run 'klasy --help' for the list)", rest[0])
+		}
+		fmt.Fprint(s.Out, strings.TrimLeft(c.Help, "\n"))
+		return nil
+	}
+	c, ok := commands[name]
+	if !ok {
+		return fmt.Errorf("unknown command %q (run 'klasy --help' for the list)", name)
+	}
+	for _, a := range rest {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "--help" || a == "-help" {
+			fmt.Fprint(s.Out, strings.TrimLeft(c.Help, "\n"))
+			return nil
+		}
+	}
+	err := c.Run(s, rest)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %s (run 'klasy help %s' for usage)", c.Name, ue.Msg, c.Name)
+	}
+	return err
+}
+
+func main() {
+	err := run(&stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.Args[1:])
+	if err == nil {
+		return
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		os.Exit(ee.Code)
+	}
+	fmt.Fprintf(os.Stderr, "klasy: %v\n", err)
+	os.Exit(1)
+}

@@ -1,0 +1,3 @@
+module github.com/klasy/klasy
+
+go 1.26
