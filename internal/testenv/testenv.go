@@ -1,0 +1,39 @@
+// Package testenv decides what a test does when something it needs from
+// the machine (a lab kernel, the GCC plugin, linux-source) is missing.
+//
+// Run by hand, such a test skips and says what is missing and how to get
+// it. Under `make test`, which installs everything, KLASY_TEST_REQUIRE=all
+// turns the same absence into a failure, so CI cannot go green by skipping.
+package testenv
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// Required reports whether KLASY_TEST_REQUIRE (a comma-separated list,
+// or "all") names feature.
+func Required(feature string) bool {
+	for _, f := range strings.Split(os.Getenv("KLASY_TEST_REQUIRE"), ",") {
+		f = strings.TrimSpace(f)
+		if f == "all" || f == feature {
+			return true
+		}
+	}
+	return false
+}
+
+// Need skips t (or fails it when the feature is required) if err is not
+// nil. err should say what is missing and how to get it, e.g.
+// "no lab kernel in ~/.cache/klasy: run make debian-kernel".
+func Need(t testing.TB, feature string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if Required(feature) {
+		t.Fatalf("%s required (KLASY_TEST_REQUIRE=%s) but unavailable: %v", feature, os.Getenv("KLASY_TEST_REQUIRE"), err)
+	}
+	t.Skipf("%s unavailable: %v", feature, err)
+}
