@@ -1,0 +1,401 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+const (
+	// streamWindow is how many records the agent may send ahead of the
+	// ones the caller's fn has consumed; maxStreamWindow bounds what a
+	// client may ask for.
+	streamWindow    = 16
+	maxStreamWindow = 256
+)
+
+// Client talks to an agent over a byte stream (a QEMU serial socket, a
+// pipe). It is safe for concurrent use: requests are multiplexed by id,
+// so a Stream in progress does not hold up a Run.
+//
+// Damaged input: garbage without a frame magic is skipped (counted in
+// Stats). A frame whose header is intact but whose payload is damaged,
+// oversized or of another version fails the request it names with a
+// *FrameError. A damaged header cannot be attributed to a request, and
+// the response it carried is lost, so it fails every request in flight
+// with a *FrameError rather than leaving them to their deadlines; the
+// connection stays usable for new requests. When the connection ends,
+// every request in flight and every later one fails with ErrConnLost.
+type Client struct {
+	conn io.ReadWriteCloser
+	wmu  sync.Mutex // serialises frame writes
+
+	mu      sync.Mutex
+	pending map[uint32]*call
+	nextID  uint32
+	down    error // set once the connection is gone
+	done    chan struct{}
+
+	skipped  atomic.Int64
+	badFrame atomic.Int64
+}
+
+// ClientStats counts what the client discarded from the line.
+type ClientStats struct {
+	SkippedBytes  int64 // garbage bytes outside frames
+	DamagedFrames int64 // frames rejected as corrupt, truncated or oversized
+}
+
+type call struct {
+	frames chan Frame
+	failed chan struct{}
+	once   sync.Once
+	err    error
+}
+
+func (c *call) fail(err error) {
+	c.once.Do(func() { c.err = err; close(c.failed) })
+}
+
+// NewClient starts a client on conn; it owns conn from now on and closes
+// it on Close.
+func NewClient(conn io.ReadWriteCloser) *Client {
+	c := &Client{conn: conn, pending: map[uint32]*call{}, done: make(chan struct{})}
+	go c.readLoop()
+	return c
+}
+
+// Close closes the connection; requests in flight fail with ErrConnLost.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.down == nil {
+		c.down = fmt.Errorf("%w: client closed", ErrConnLost)
+	}
+	c.mu.Unlock()
+	err := c.conn.Close()
+	<-c.done
+	return err
+}
+
+// Stats reports what the client has discarded so far.
+func (c *Client) Stats() ClientStats {
+	return ClientStats{SkippedBytes: c.skipped.Load(), DamagedFrames: c.badFrame.Load()}
+}
+
+func (c *Client) readLoop() {
+	defer close(c.done)
+	fr := NewFrameReader(c.conn, MaxPayload)
+	for {
+		f, err := fr.ReadFrame()
+		c.skipped.Store(fr.Skipped)
+		if err != nil {
+			var fe *FrameError
+			if errors.As(err, &fe) && !errors.Is(err, ErrTruncatedFrame) {
+				c.badFrame.Add(1)
+				err = fmt.Errorf("agent: received %w", fe)
+				if fe.HasID {
+					c.failCall(fe.ID, err)
+				} else {
+					c.failAll(err)
+				}
+				continue
+			}
+			if errors.Is(err, ErrTruncatedFrame) {
+				c.badFrame.Add(1)
+			}
+			c.mu.Lock()
+			if c.down == nil {
+				if err == io.EOF {
+					c.down = fmt.Errorf("%w: agent closed the connection", ErrConnLost)
+				} else {
+					c.down = fmt.Errorf("%w: %v", ErrConnLost, err)
+				}
+			}
+			down := c.down
+			c.mu.Unlock()
+			c.failAll(down)
+			return
+		}
+		c.mu.Lock()
+		cl := c.pending[f.ID]
+		c.mu.Unlock()
+		if cl == nil || f.Type < MsgResult {
+			// A late answer to a canceled request, or a request echoed
+			// back by a tty not yet in raw mode: not for anyone.
+			continue
+		}
+		select {
+		case cl.frames <- f:
+		default:
+			cl.fail(fmt.Errorf("agent: protocol error: agent sent more than %d unacknowledged frames for request %d", cap(cl.frames), f.ID))
+		}
+	}
+}
+
+func (c *Client) failCall(id uint32, err error) {
+	c.mu.Lock()
+	cl := c.pending[id]
+	c.mu.Unlock()
+	if cl != nil {
+		cl.fail(err)
+	}
+}
+
+func (c *Client) failAll(err error) {
+	c.mu.Lock()
+	calls := make([]*call, 0, len(c.pending))
+	for _, cl := range c.pending {
+		calls = append(calls, cl)
+	}
+	c.mu.Unlock()
+	for _, cl := range calls {
+		cl.fail(err)
+	}
+}
+
+// start registers a new request and sends it.
+func (c *Client) start(typ MsgType, payload []byte, buffer int) (uint32, *call, error) {
+	cl := &call{frames: make(chan Frame, buffer), failed: make(chan struct{})}
+	c.mu.Lock()
+	if c.down != nil {
+		err := c.down
+		c.mu.Unlock()
+		return 0, nil, err
+	}
+	for {
+		c.nextID++
+		if c.nextID != 0 && c.pending[c.nextID] == nil {
+			break
+		}
+	}
+	id := c.nextID
+	c.pending[id] = cl
+	c.mu.Unlock()
+	if err := c.send(Frame{Type: typ, ID: id, Payload: payload}); err != nil {
+		c.finish(id)
+		return 0, nil, err
+	}
+	return id, cl, nil
+}
+
+func (c *Client) finish(id uint32) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+func (c *Client) send(f Frame) error {
+	b, err := AppendFrame(nil, f)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := c.conn.Write(b); err != nil {
+		c.mu.Lock()
+		down := c.down
+		c.mu.Unlock()
+		if down != nil {
+			return down
+		}
+		return fmt.Errorf("%w: sending %s: %v", ErrConnLost, f.Type, err)
+	}
+	return nil
+}
+
+// cancel tells the agent to stop request id; best effort.
+func (c *Client) cancel(id uint32) {
+	c.finish(id)
+	_ = c.send(Frame{Type: MsgCancel, ID: id})
+}
+
+// next waits for the next frame of a request.
+func (c *Client) next(ctx context.Context, id uint32, cl *call) (Frame, error) {
+	select {
+	case f := <-cl.frames:
+		return f, nil
+	case <-cl.failed:
+		select { // a frame that arrived before the failure still counts
+		case f := <-cl.frames:
+			return f, nil
+		default:
+		}
+		return Frame{}, cl.err
+	case <-ctx.Done():
+		c.cancel(id)
+		return Frame{}, ctx.Err()
+	}
+}
+
+// roundTrip sends a request and waits for its single result.
+func (c *Client) roundTrip(ctx context.Context, op string, typ MsgType, payload []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("agent %s: %w", op, err)
+	}
+	id, cl, err := c.start(typ, payload, 1)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", op, err)
+	}
+	f, err := c.next(ctx, id, cl)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("agent %s: %w", op, err)
+		}
+		c.finish(id)
+		return nil, fmt.Errorf("agent %s: %w", op, err)
+	}
+	c.finish(id)
+	return resultPayload(f)
+}
+
+// resultPayload returns the payload of a result frame or the agent's
+// error carried by an error frame.
+func resultPayload(f Frame) ([]byte, error) {
+	switch f.Type {
+	case MsgResult:
+		return f.Payload, nil
+	case MsgError:
+		re, err := decodeRemoteError(f.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		return nil, re
+	}
+	return nil, fmt.Errorf("agent: protocol error: unexpected %s frame for request %d", f.Type, f.ID)
+}
+
+// Ping checks that the agent answers.
+func (c *Client) Ping(ctx context.Context) error {
+	p, err := c.roundTrip(ctx, "ping", MsgPing, nil)
+	if err == nil && len(p) != 0 {
+		err = fmt.Errorf("agent ping: %d unexpected bytes in the answer", len(p))
+	}
+	return err
+}
+
+// RunResult is what a command run by the agent produced. ExitCode is
+// 128+N when the command was killed by signal N, as in a shell.
+type RunResult struct {
+	Stdout, Stderr []byte
+	ExitCode       int
+}
+
+// Run runs argv in the guest with stdin as its standard input and waits
+// for it. A non-zero exit is not an error: it is in ExitCode. Errors are
+// for a command that could not start (errors.Is(err, os.ErrNotExist) for
+// a missing program), an agent that refuses to run commands
+// (ErrRunDisabled), or output too large for one frame (ErrTooLarge).
+// Canceling ctx kills the command.
+func (c *Client) Run(ctx context.Context, argv []string, stdin []byte) (RunResult, error) {
+	if len(argv) == 0 {
+		return RunResult{}, errors.New("agent run: empty command")
+	}
+	p, err := c.roundTrip(ctx, "run", MsgRun, runRequest{Argv: argv, Stdin: stdin}.encode())
+	if err != nil {
+		return RunResult{}, err
+	}
+	return decodeRunResult(p)
+}
+
+// WriteFile writes data to path in the guest, creating it with mode if it
+// does not exist and truncating it if it does. The mode of an existing
+// regular file is set to mode too.
+func (c *Client) WriteFile(ctx context.Context, path string, data []byte, mode os.FileMode) error {
+	p, err := c.roundTrip(ctx, "write file", MsgWriteFile, writeFileRequest{Path: path, Mode: mode, Data: data}.encode())
+	if err == nil && len(p) != 0 {
+		err = fmt.Errorf("agent write file: %d unexpected bytes in the answer", len(p))
+	}
+	return err
+}
+
+// ReadFile reads a whole file (procfs, sysfs and debugfs files included)
+// from the guest. A file larger than a frame fails with ErrTooLarge: use
+// Stream for those.
+func (c *Client) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	p, err := c.roundTrip(ctx, "read file", MsgReadFile, encodeString(path))
+	if err != nil {
+		return nil, err
+	}
+	return decodeBytes("read-file result", p)
+}
+
+// LoadModule loads a kernel module image (the bytes of a .ko) with
+// init_module(2); params is the module parameter string ("a=1 b=x").
+// The kernel's error comes back as a *RemoteError carrying the errno
+// (errors.Is(err, syscall.EEXIST) for a module already loaded).
+func (c *Client) LoadModule(ctx context.Context, image []byte, params string) error {
+	p, err := c.roundTrip(ctx, "load module", MsgLoadModule, loadModuleRequest{Image: image, Params: params}.encode())
+	if err == nil && len(p) != 0 {
+		err = fmt.Errorf("agent load module: %d unexpected bytes in the answer", len(p))
+	}
+	return err
+}
+
+// UnloadModule removes a module with delete_module(2) without waiting
+// (O_NONBLOCK, as rmmod does): a module in use fails with EWOULDBLOCK.
+func (c *Client) UnloadModule(ctx context.Context, name string) error {
+	p, err := c.roundTrip(ctx, "unload module", MsgUnloadModule, encodeString(name))
+	if err == nil && len(p) != 0 {
+		err = fmt.Errorf("agent unload module: %d unexpected bytes in the answer", len(p))
+	}
+	return err
+}
+
+// Module is one line of the guest's /proc/modules.
+type Module struct {
+	Name string
+	Size int64
+	Refs int
+}
+
+// Modules lists the modules loaded in the guest, in /proc/modules order.
+func (c *Client) Modules(ctx context.Context) ([]Module, error) {
+	p, err := c.roundTrip(ctx, "modules", MsgModules, nil)
+	if err != nil {
+		return nil, err
+	}
+	return decodeModules(p)
+}
+
+// Stream reads path in the guest (a device such as /dev/kmsg, a pipe such
+// as trace_pipe, or a plain file) and calls fn with each record, one
+// read(2) worth of bytes, in order. It returns nil at end of file, fn's
+// error if fn fails, ctx.Err() when ctx is done (the agent stops reading
+// in both cases), or the agent's error. fn may keep the chunk.
+func (c *Client) Stream(ctx context.Context, path string, fn func(chunk []byte) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("agent stream %s: %w", path, err)
+	}
+	// Room for the window plus the closing result.
+	id, cl, err := c.start(MsgStream, streamRequest{Path: path, Window: streamWindow}.encode(), streamWindow+2)
+	if err != nil {
+		return fmt.Errorf("agent stream %s: %w", path, err)
+	}
+	for {
+		f, err := c.next(ctx, id, cl)
+		if err != nil {
+			c.finish(id)
+			return fmt.Errorf("agent stream %s: %w", path, err)
+		}
+		if f.Type != MsgStreamData {
+			c.finish(id)
+			p, err := resultPayload(f)
+			if err == nil && len(p) != 0 {
+				err = fmt.Errorf("agent stream %s: %d unexpected bytes in the answer", path, len(p))
+			}
+			return err
+		}
+		if err := fn(f.Payload); err != nil {
+			c.cancel(id)
+			return err
+		}
+		if err := c.send(Frame{Type: MsgStreamAck, ID: id, Payload: encodeUint(1)}); err != nil {
+			c.finish(id)
+			return fmt.Errorf("agent stream %s: %w", path, err)
+		}
+	}
+}

@@ -1,0 +1,47 @@
+// Package agent is the protocol between klasy on the host and the klasy
+// agent inside a guest kernel (the lab's QEMU guests today, other domains
+// later): run a command (lab only), read and write files, load and unload
+// kernel modules, list modules, and stream records from a device or file.
+//
+// # Wire format
+//
+// Both directions carry frames. A frame is a 24-byte header followed by
+// its payload; integers in the header are big-endian:
+//
+//	offset size field
+//	0      4    magic 0xA9 'K' 'L' 'S'
+//	4      1    version (1)
+//	5      1    type (MsgType: requests < 0x80, responses >= 0x80)
+//	6      2    flags (reserved, 0)
+//	8      4    request id (chosen by the client, never 0)
+//	12     4    payload length (at most MaxPayload, 16 MiB)
+//	16     4    CRC32C (Castagnoli) of the payload
+//	20     4    CRC32C of header bytes 0..19
+//
+// The header has its own checksum so that a damaged length is caught
+// before the reader waits for (or allocates) a payload that never comes.
+// Payload fields are unsigned varints, zig-zag signed varints and byte
+// strings prefixed by their length as an unsigned varint, in an order
+// fixed per type (messages.go); decoders reject trailing bytes.
+//
+// Every request gets exactly one final answer with its id: MsgResult or
+// MsgError (kind, errno, operation, the agent's message). A stream answers
+// with MsgStreamData frames first; the agent sends at most the window the
+// client asked for ahead of the client's MsgStreamAck frames, so a slow
+// consumer never blocks the reader that also serves other requests.
+// MsgCancel stops a request (a Run's process is killed).
+//
+// # Damaged input
+//
+// A serial line is not a reliable pipe: a guest console may print onto it
+// before the agent starts, and a tty that is not yet raw echoes and
+// rewrites bytes. Readers therefore skip bytes until the next magic (the
+// first byte is not ASCII, so text never matches) and accept a frame only
+// when both checksums, the version and the length limit check out. A
+// damaged frame is never executed. The agent answers a frame whose header
+// is intact but whose payload is damaged or too large with an error for
+// that id; the client fails the request it names. A damaged header names
+// no request: the agent drops it, the client fails every request in
+// flight, since one of their answers was lost. A connection that ends
+// fails everything with ErrConnLost.
+package agent

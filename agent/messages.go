@@ -1,0 +1,200 @@
+package agent
+
+// Payload layouts of each request and its result. Each encode function
+// has a matching decode function; decoders reject trailing bytes.
+
+import (
+	"fmt"
+	"os"
+)
+
+type runRequest struct {
+	Argv  []string
+	Stdin []byte
+}
+
+func (r runRequest) encode() []byte {
+	var e enc
+	e.uint(uint64(len(r.Argv)))
+	for _, a := range r.Argv {
+		e.str(a)
+	}
+	e.bytes(r.Stdin)
+	return e.b
+}
+
+func decodeRunRequest(p []byte) (runRequest, error) {
+	d := dec{b: p}
+	n := d.uint()
+	if n > uint64(len(p)) { // each argument takes at least one byte
+		return runRequest{}, fmt.Errorf("decoding run request: %d arguments in %d bytes", n, len(p))
+	}
+	var r runRequest
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		r.Argv = append(r.Argv, d.str())
+	}
+	r.Stdin = d.bytes()
+	if err := d.done(); err != nil {
+		return runRequest{}, fmt.Errorf("decoding run request: %w", err)
+	}
+	return r, nil
+}
+
+func (r RunResult) encode() []byte {
+	var e enc
+	e.bytes(r.Stdout)
+	e.bytes(r.Stderr)
+	e.int(int64(r.ExitCode))
+	return e.b
+}
+
+func decodeRunResult(p []byte) (RunResult, error) {
+	d := dec{b: p}
+	r := RunResult{Stdout: d.bytes(), Stderr: d.bytes(), ExitCode: int(d.int())}
+	if err := d.done(); err != nil {
+		return RunResult{}, fmt.Errorf("decoding run result: %w", err)
+	}
+	return r, nil
+}
+
+type writeFileRequest struct {
+	Path string
+	Mode os.FileMode
+	Data []byte
+}
+
+func (r writeFileRequest) encode() []byte {
+	var e enc
+	e.str(r.Path)
+	e.uint(uint64(r.Mode))
+	e.bytes(r.Data)
+	return e.b
+}
+
+func decodeWriteFileRequest(p []byte) (writeFileRequest, error) {
+	d := dec{b: p}
+	r := writeFileRequest{Path: d.str(), Mode: os.FileMode(d.uint()), Data: d.bytes()}
+	if err := d.done(); err != nil {
+		return writeFileRequest{}, fmt.Errorf("decoding write-file request: %w", err)
+	}
+	return r, nil
+}
+
+// pathRequest is the payload of read-file and unload-module: one string.
+func encodeString(s string) []byte {
+	var e enc
+	e.str(s)
+	return e.b
+}
+
+func decodeString(what string, p []byte) (string, error) {
+	d := dec{b: p}
+	s := d.str()
+	if err := d.done(); err != nil {
+		return "", fmt.Errorf("decoding %s: %w", what, err)
+	}
+	return s, nil
+}
+
+func encodeBytes(b []byte) []byte {
+	var e enc
+	e.bytes(b)
+	return e.b
+}
+
+func decodeBytes(what string, p []byte) ([]byte, error) {
+	d := dec{b: p}
+	b := d.bytes()
+	if err := d.done(); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", what, err)
+	}
+	return b, nil
+}
+
+type loadModuleRequest struct {
+	Image  []byte
+	Params string
+}
+
+func (r loadModuleRequest) encode() []byte {
+	var e enc
+	e.bytes(r.Image)
+	e.str(r.Params)
+	return e.b
+}
+
+func decodeLoadModuleRequest(p []byte) (loadModuleRequest, error) {
+	d := dec{b: p}
+	r := loadModuleRequest{Image: d.bytes(), Params: d.str()}
+	if err := d.done(); err != nil {
+		return loadModuleRequest{}, fmt.Errorf("decoding load-module request: %w", err)
+	}
+	return r, nil
+}
+
+func encodeModules(ms []Module) []byte {
+	var e enc
+	e.uint(uint64(len(ms)))
+	for _, m := range ms {
+		e.str(m.Name)
+		e.int(m.Size)
+		e.int(int64(m.Refs))
+	}
+	return e.b
+}
+
+func decodeModules(p []byte) ([]Module, error) {
+	d := dec{b: p}
+	n := d.uint()
+	if n > uint64(len(p)) {
+		return nil, fmt.Errorf("decoding module list: %d modules in %d bytes", n, len(p))
+	}
+	ms := make([]Module, 0, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		ms = append(ms, Module{Name: d.str(), Size: d.int(), Refs: int(d.int())})
+	}
+	if err := d.done(); err != nil {
+		return nil, fmt.Errorf("decoding module list: %w", err)
+	}
+	return ms, nil
+}
+
+type streamRequest struct {
+	Path   string
+	Window int // chunks the agent may send before it must wait for an ack
+}
+
+func (r streamRequest) encode() []byte {
+	var e enc
+	e.str(r.Path)
+	e.uint(uint64(r.Window))
+	return e.b
+}
+
+func decodeStreamRequest(p []byte) (streamRequest, error) {
+	d := dec{b: p}
+	path := d.str()
+	w := d.uint()
+	if err := d.done(); err != nil {
+		return streamRequest{}, fmt.Errorf("decoding stream request: %w", err)
+	}
+	if w == 0 || w > maxStreamWindow {
+		return streamRequest{}, fmt.Errorf("decoding stream request: window %d outside 1..%d", w, maxStreamWindow)
+	}
+	return streamRequest{Path: path, Window: int(w)}, nil
+}
+
+func encodeUint(v uint64) []byte {
+	var e enc
+	e.uint(v)
+	return e.b
+}
+
+func decodeUint(what string, p []byte) (uint64, error) {
+	d := dec{b: p}
+	v := d.uint()
+	if err := d.done(); err != nil {
+		return 0, fmt.Errorf("decoding %s: %w", what, err)
+	}
+	return v, nil
+}

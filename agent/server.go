@@ -1,0 +1,493 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ServerOptions configures the agent side.
+type ServerOptions struct {
+	// AllowRun lets clients run arbitrary commands. Only for the lab:
+	// an agent in a real deployment only loads modules and moves files.
+	AllowRun bool
+	// Log receives one line per damaged frame, refused request and
+	// connection event; nil discards them.
+	Log io.Writer
+
+	procModules string // /proc/modules unless a test says otherwise
+}
+
+const (
+	streamChunk = 64 << 10
+	// maxRunOutput bounds stdout and stderr each so that both fit in one
+	// result frame.
+	maxRunOutput = (MaxPayload - 64) / 2
+)
+
+// Serve answers requests read from conn until ctx is done (it then
+// closes conn and returns ctx.Err()), the peer closes the connection
+// (nil), or reading fails (the error). Each request runs in its own
+// goroutine, so a long Run or Stream does not hold up others.
+//
+// Damaged input is never executed: bytes outside frames are skipped up to
+// the next magic; a frame with an intact header but a damaged payload,
+// an unsupported version or an oversized length is answered with an
+// error for its id (and cancels the request of that id, if one is
+// running, since it may have been its cancel or ack); a frame with a
+// damaged header is dropped.
+func Serve(ctx context.Context, conn io.ReadWriteCloser, opts ServerOptions) error {
+	if opts.procModules == "" {
+		opts.procModules = "/proc/modules"
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	s := &server{opts: opts, conn: conn, active: map[uint32]*active{}}
+	go func() {
+		<-ctx.Done()
+		s.closeOnce.Do(func() { conn.Close() })
+	}()
+	fr := NewFrameReader(conn, MaxPayload)
+	var skipped int64
+	var result error
+	for {
+		f, err := fr.ReadFrame()
+		if fr.Skipped != skipped {
+			s.logf("skipped %d bytes of garbage on the line", fr.Skipped-skipped)
+			skipped = fr.Skipped
+		}
+		if err != nil {
+			var fe *FrameError
+			if errors.As(err, &fe) && !errors.Is(err, ErrTruncatedFrame) {
+				s.logf("rejected frame: %v", fe)
+				if fe.HasID {
+					s.cancel(fe.ID)
+					s.reply(fe.ID, &RemoteError{Op: fe.Type.String(), Kind: KindBadFrame,
+						Msg: "request arrived damaged and was not run: " + fe.Error()})
+				}
+				continue
+			}
+			if ctx.Err() != nil {
+				result = ctx.Err()
+			} else if err != io.EOF {
+				result = fmt.Errorf("agent: reading requests: %w", err)
+			}
+			break
+		}
+		s.dispatch(ctx, f)
+	}
+	stop()
+	s.mu.Lock()
+	for _, a := range s.active {
+		a.cancel()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return result
+}
+
+type server struct {
+	opts      ServerOptions
+	conn      io.ReadWriteCloser
+	closeOnce sync.Once
+	wmu       sync.Mutex
+
+	mu     sync.Mutex
+	active map[uint32]*active
+	wg     sync.WaitGroup
+}
+
+type active struct {
+	cancel context.CancelFunc
+	acks   chan int // stream credits returned by the client
+}
+
+func (s *server) logf(format string, args ...any) {
+	if s.opts.Log != nil {
+		fmt.Fprintf(s.opts.Log, "klasy agent: "+format+"\n", args...)
+	}
+}
+
+func (s *server) send(f Frame) {
+	b, err := AppendFrame(nil, f)
+	if err != nil {
+		// Results are bounded below MaxPayload; this is a bug, but the
+		// client must still hear about it.
+		b, _ = AppendFrame(nil, Frame{Type: MsgError, ID: f.ID, Payload: encodeRemoteError(
+			&RemoteError{Op: f.Type.String(), Kind: KindTooLarge, Msg: err.Error()})})
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if _, err := s.conn.Write(b); err != nil {
+		s.logf("sending %s for request %d: %v", f.Type, f.ID, err)
+	}
+}
+
+func (s *server) reply(id uint32, re *RemoteError) {
+	s.send(Frame{Type: MsgError, ID: id, Payload: encodeRemoteError(re)})
+}
+
+func (s *server) cancel(id uint32) {
+	s.mu.Lock()
+	a := s.active[id]
+	s.mu.Unlock()
+	if a != nil {
+		a.cancel()
+	}
+}
+
+func (s *server) dispatch(ctx context.Context, f Frame) {
+	switch f.Type {
+	case MsgCancel:
+		s.cancel(f.ID)
+		return
+	case MsgStreamAck:
+		n, err := decodeUint("stream ack", f.Payload)
+		s.mu.Lock()
+		a := s.active[f.ID]
+		s.mu.Unlock()
+		if err != nil || n == 0 || n > maxStreamWindow {
+			s.logf("bad stream ack for request %d", f.ID)
+			if a != nil {
+				a.cancel()
+			}
+			return
+		}
+		if a != nil && a.acks != nil {
+			select {
+			case a.acks <- int(n):
+			default: // more acks than chunks sent: the stream ends anyway
+			}
+		}
+		return
+	}
+	handler, ok := handlers[f.Type]
+	if !ok {
+		s.logf("unsupported request %s (id %d)", f.Type, f.ID)
+		s.reply(f.ID, &RemoteError{Op: f.Type.String(), Kind: KindUnsupported,
+			Msg: fmt.Sprintf("this agent does not handle %s frames", f.Type)})
+		return
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	a := &active{cancel: cancel}
+	if f.Type == MsgStream {
+		a.acks = make(chan int, maxStreamWindow)
+	}
+	s.mu.Lock()
+	if s.active[f.ID] != nil {
+		s.mu.Unlock()
+		cancel()
+		s.reply(f.ID, &RemoteError{Op: f.Type.String(), Kind: KindBadRequest,
+			Msg: fmt.Sprintf("request id %d is already in use", f.ID)})
+		return
+	}
+	s.active[f.ID] = a
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			delete(s.active, f.ID)
+			s.mu.Unlock()
+			cancel()
+		}()
+		res, err := handler(s, rctx, f, a)
+		if err != nil {
+			re := remoteErrorFrom(f.Type.String(), err)
+			if rctx.Err() != nil && ctx.Err() == nil {
+				re = &RemoteError{Op: f.Type.String(), Kind: KindCanceled, Msg: "canceled by the client"}
+			}
+			s.send(Frame{Type: MsgError, ID: f.ID, Payload: encodeRemoteError(re)})
+			return
+		}
+		s.send(Frame{Type: MsgResult, ID: f.ID, Payload: res})
+	}()
+}
+
+type handlerFunc func(s *server, ctx context.Context, f Frame, a *active) ([]byte, error)
+
+var handlers map[MsgType]handlerFunc
+
+func init() {
+	handlers = map[MsgType]handlerFunc{
+		MsgPing: func(s *server, ctx context.Context, f Frame, a *active) ([]byte, error) {
+			if len(f.Payload) != 0 {
+				return nil, badRequest("ping", "ping carries no payload, got %d bytes", len(f.Payload))
+			}
+			return nil, nil
+		},
+		MsgRun:          (*server).run,
+		MsgWriteFile:    (*server).writeFile,
+		MsgReadFile:     (*server).readFile,
+		MsgLoadModule:   (*server).loadModule,
+		MsgUnloadModule: (*server).unloadModule,
+		MsgModules:      (*server).modules,
+		MsgStream:       (*server).stream,
+	}
+}
+
+func badRequest(op, format string, args ...any) *RemoteError {
+	return &RemoteError{Op: op, Kind: KindBadRequest, Msg: fmt.Sprintf(format, args...)}
+}
+
+func asBadRequest(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &RemoteError{Op: op, Kind: KindBadRequest, Msg: err.Error()}
+}
+
+// cappedBuffer keeps at most max bytes and remembers that it overflowed.
+type cappedBuffer struct {
+	bytes.Buffer
+	max      int
+	overflow bool
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.max {
+		b.overflow = true
+		return 0, ErrTooLarge
+	}
+	return b.Buffer.Write(p)
+}
+
+func (s *server) run(ctx context.Context, f Frame, _ *active) ([]byte, error) {
+	if !s.opts.AllowRun {
+		s.logf("refused to run a command (agent started without --allow-run)")
+		return nil, &RemoteError{Op: "run", Kind: KindRunDisabled,
+			Msg: "running commands is disabled on this agent (start it with --allow-run, lab only)"}
+	}
+	req, err := decodeRunRequest(f.Payload)
+	if err != nil {
+		return nil, asBadRequest("run", err)
+	}
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return nil, badRequest("run", "empty command")
+	}
+	cmd := exec.CommandContext(ctx, req.Argv[0], req.Argv[1:]...)
+	cmd.Stdin = bytes.NewReader(req.Stdin)
+	stdout := &cappedBuffer{max: maxRunOutput}
+	stderr := &cappedBuffer{max: maxRunOutput}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.WaitDelay = 2 * time.Second
+	err = cmd.Run()
+	if stdout.overflow || stderr.overflow {
+		return nil, &RemoteError{Op: "run", Kind: KindTooLarge,
+			Msg: fmt.Sprintf("%s: output exceeds %d bytes; redirect it to a file and Stream it", req.Argv[0], maxRunOutput)}
+	}
+	res := RunResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		res.ExitCode = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.ExitCode = 128 + int(ws.Signal())
+		}
+	default:
+		return nil, remoteErrorFrom("run", err)
+	}
+	return res.encode(), nil
+}
+
+func (s *server) writeFile(_ context.Context, f Frame, _ *active) ([]byte, error) {
+	req, err := decodeWriteFileRequest(f.Payload)
+	if err != nil {
+		return nil, asBadRequest("write file", err)
+	}
+	if req.Path == "" {
+		return nil, badRequest("write file", "empty path")
+	}
+	if req.Mode&^os.ModePerm != 0 {
+		return nil, badRequest("write file", "mode %v: only permission bits may be set", req.Mode)
+	}
+	file, err := os.OpenFile(req.Path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, req.Mode)
+	if err != nil {
+		return nil, remoteErrorFrom("write file", err)
+	}
+	// sysfs and debugfs files take one write per value: do not split it.
+	if _, err := file.Write(req.Data); err != nil {
+		file.Close()
+		return nil, remoteErrorFrom("write file", err)
+	}
+	if fi, err := file.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() != req.Mode {
+		if err := file.Chmod(req.Mode); err != nil {
+			file.Close()
+			return nil, remoteErrorFrom("write file", err)
+		}
+	}
+	if err := file.Close(); err != nil {
+		return nil, remoteErrorFrom("write file", err)
+	}
+	return nil, nil
+}
+
+// maxReadFile leaves room for the length prefix in the result frame.
+const maxReadFile = MaxPayload - 16
+
+func (s *server) readFile(_ context.Context, f Frame, _ *active) ([]byte, error) {
+	path, err := decodeString("read-file request", f.Payload)
+	if err != nil {
+		return nil, asBadRequest("read file", err)
+	}
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, remoteErrorFrom("read file", err)
+	}
+	defer file.Close()
+	// procfs and sysfs report size 0: read to EOF, one byte past the
+	// limit to tell "exactly full" from "too large".
+	data, err := io.ReadAll(io.LimitReader(file, maxReadFile+1))
+	if err != nil {
+		return nil, remoteErrorFrom("read file", err)
+	}
+	if len(data) > maxReadFile {
+		return nil, &RemoteError{Op: "read file", Kind: KindTooLarge,
+			Msg: fmt.Sprintf("%s is larger than %d bytes; use Stream", path, maxReadFile)}
+	}
+	return encodeBytes(data), nil
+}
+
+func (s *server) loadModule(_ context.Context, f Frame, _ *active) ([]byte, error) {
+	req, err := decodeLoadModuleRequest(f.Payload)
+	if err != nil {
+		return nil, asBadRequest("load module", err)
+	}
+	if len(req.Image) == 0 {
+		return nil, badRequest("load module", "empty module image")
+	}
+	if err := initModule(req.Image, req.Params); err != nil {
+		return nil, remoteErrorFrom("load module", fmt.Errorf("init_module: %w", err))
+	}
+	return nil, nil
+}
+
+func (s *server) unloadModule(_ context.Context, f Frame, _ *active) ([]byte, error) {
+	name, err := decodeString("unload-module request", f.Payload)
+	if err != nil {
+		return nil, asBadRequest("unload module", err)
+	}
+	if name == "" || strings.ContainsAny(name, "/\x00") {
+		return nil, badRequest("unload module", "bad module name %q", name)
+	}
+	if err := deleteModule(name); err != nil {
+		return nil, remoteErrorFrom("unload module", fmt.Errorf("delete_module %s: %w", name, err))
+	}
+	return nil, nil
+}
+
+func (s *server) modules(_ context.Context, f Frame, _ *active) ([]byte, error) {
+	if len(f.Payload) != 0 {
+		return nil, badRequest("modules", "modules request carries no payload, got %d bytes", len(f.Payload))
+	}
+	data, err := os.ReadFile(s.opts.procModules)
+	if err != nil {
+		return nil, remoteErrorFrom("modules", err)
+	}
+	ms, err := ParseProcModules(data)
+	if err != nil {
+		return nil, remoteErrorFrom("modules", err)
+	}
+	return encodeModules(ms), nil
+}
+
+// ParseProcModules parses the text of /proc/modules:
+// "name size refcount deps state address" per line.
+func ParseProcModules(data []byte) ([]Module, error) {
+	var ms []Module
+	for i, line := range strings.Split(string(data), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		fs := strings.Fields(line)
+		if len(fs) < 3 {
+			return nil, fmt.Errorf("parsing /proc/modules line %d %q: want at least 3 fields", i+1, line)
+		}
+		size, err := strconv.ParseInt(fs[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("parsing /proc/modules line %d: size: %w", i+1, err)
+		}
+		refs := -1 // "-": the module cannot be unloaded, so it has no count
+		if fs[2] != "-" {
+			r, err := strconv.Atoi(fs[2])
+			if err != nil {
+				return nil, fmt.Errorf("parsing /proc/modules line %d: refcount: %w", i+1, err)
+			}
+			refs = r
+		}
+		ms = append(ms, Module{Name: fs[0], Size: size, Refs: refs})
+	}
+	return ms, nil
+}
+
+func (s *server) stream(ctx context.Context, f Frame, a *active) ([]byte, error) {
+	req, err := decodeStreamRequest(f.Payload)
+	if err != nil {
+		return nil, asBadRequest("stream", err)
+	}
+	file, err := os.Open(req.Path)
+	if err != nil {
+		return nil, remoteErrorFrom("stream", err)
+	}
+	// A read of a device may block past cancellation; closing from here
+	// interrupts it for pollable files, and the reader goroutine exits on
+	// its own for the rest.
+	defer func() { go file.Close() }()
+	type chunk struct {
+		b   []byte
+		err error
+	}
+	chunks := make(chan chunk)
+	go func() {
+		for {
+			b := make([]byte, streamChunk)
+			n, err := file.Read(b)
+			select {
+			case chunks <- chunk{b[:n], err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	credits := req.Window
+	for {
+		var c chunk
+		select {
+		case c = <-chunks:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if len(c.b) > 0 {
+			for credits == 0 {
+				select {
+				case n := <-a.acks:
+					credits += n
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			credits--
+			s.send(Frame{Type: MsgStreamData, ID: f.ID, Payload: c.b})
+		}
+		if c.err == io.EOF {
+			return nil, nil
+		}
+		if c.err != nil {
+			return nil, remoteErrorFrom("stream", c.err)
+		}
+	}
+}

@@ -1,0 +1,59 @@
+//go:build linux
+
+package agent
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+func initModule(image []byte, params string) error {
+	return unix.InitModule(image, params)
+}
+
+func deleteModule(name string) error {
+	// O_NONBLOCK as rmmod does: fail with EWOULDBLOCK instead of waiting
+	// for a module in use.
+	return unix.DeleteModule(name, unix.O_NONBLOCK)
+}
+
+// OpenSerial opens a serial device (or a pty) for the agent protocol and
+// puts it in raw mode: no echo, no line editing, no CR/LF translation, no
+// signals, 8 data bits, reads return as soon as one byte is there. Input
+// that arrived before, while the line was still cooked, is discarded.
+func OpenSerial(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	if err := MakeRaw(fd); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	// Non-blocking so the Go runtime polls it and Close interrupts a read.
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// MakeRaw puts the terminal fd in raw mode (cfmakeraw(3) plus CLOCAL and
+// CREAD, VMIN 1, VTIME 0) and flushes pending input.
+func MakeRaw(fd int) error {
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return fmt.Errorf("reading terminal settings: %w", err)
+	}
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON | unix.IXOFF | unix.IXANY
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag &^= unix.CSIZE | unix.PARENB | unix.CRTSCTS
+	t.Cflag |= unix.CS8 | unix.CLOCAL | unix.CREAD
+	t.Cc[unix.VMIN] = 1
+	t.Cc[unix.VTIME] = 0
+	// TCSETSF: apply after output drains and drop input received while
+	// the line was cooked (it may hold echoes and half frames).
+	if err := unix.IoctlSetTermios(fd, unix.TCSETSF, t); err != nil {
+		return fmt.Errorf("setting raw mode: %w", err)
+	}
+	return nil
+}
