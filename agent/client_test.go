@@ -603,3 +603,45 @@ func TestServerRejectsDuplicateID(t *testing.T) {
 		t.Errorf("error = %v", re)
 	}
 }
+
+func TestSizeLimitsAreErrorsNotTruncation(t *testing.T) {
+	c := pipeClient(t, ServerOptions{AllowRun: true})
+	ctx := testCtx(t)
+	dir := t.TempDir()
+
+	big := filepath.Join(dir, "big")
+	err := c.WriteFile(ctx, big, make([]byte, MaxPayload), 0o644)
+	if !errors.Is(err, ErrFrameTooLarge) {
+		t.Errorf("WriteFile(16 MiB) = %v, want ErrFrameTooLarge", err)
+	}
+	if _, err := os.Stat(big); err == nil {
+		t.Error("an oversized WriteFile created the file")
+	}
+
+	// A sparse file just over the limit: ReadFile refuses, Stream reads it.
+	sparse := filepath.Join(dir, "sparse")
+	f, err := os.Create(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(maxReadFile + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = c.ReadFile(ctx, sparse)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "use Stream") {
+		t.Errorf("ReadFile(too large) = %v, want ErrTooLarge pointing at Stream", err)
+	}
+	var n int64
+	if err := c.Stream(ctx, sparse, func(b []byte) error { n += int64(len(b)); return nil }); err != nil || n != maxReadFile+1 {
+		t.Errorf("Stream(large file) = %d bytes, %v; want %d", n, err, maxReadFile+1)
+	}
+
+	_, err = c.Run(ctx, []string{"head", "-c", fmt.Sprint(maxRunOutput + 1), "/dev/zero"}, nil)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Run(output too large) = %v, want ErrTooLarge", err)
+	}
+	if err := c.Ping(ctx); err != nil {
+		t.Errorf("Ping after refusals: %v", err)
+	}
+}

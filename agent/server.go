@@ -248,18 +248,20 @@ func asBadRequest(op string, err error) error {
 }
 
 // cappedBuffer keeps at most max bytes and remembers that it overflowed.
+// It has no ReadFrom (unlike an embedded bytes.Buffer), so io.Copy goes
+// through Write and the cap holds.
 type cappedBuffer struct {
-	bytes.Buffer
+	buf      bytes.Buffer
 	max      int
 	overflow bool
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if b.Len()+len(p) > b.max {
+	if b.buf.Len()+len(p) > b.max {
 		b.overflow = true
 		return 0, ErrTooLarge
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
 
 func (s *server) run(ctx context.Context, f Frame, _ *active) ([]byte, error) {
@@ -286,7 +288,7 @@ func (s *server) run(ctx context.Context, f Frame, _ *active) ([]byte, error) {
 		return nil, &RemoteError{Op: "run", Kind: KindTooLarge,
 			Msg: fmt.Sprintf("%s: output exceeds %d bytes; redirect it to a file and Stream it", req.Argv[0], maxRunOutput)}
 	}
-	res := RunResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	res := RunResult{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes()}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
