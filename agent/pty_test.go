@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +142,36 @@ func TestCookedPTYDamageIsDetected(t *testing.T) {
 	t.Logf("cooked line: %v (client discarded %+v)", err, c.Stats())
 	if _, err := os.Stat(target); err == nil {
 		t.Fatal("a request damaged by the cooked line was executed")
+	}
+}
+
+func TestOpenSerialSettings(t *testing.T) {
+	master, slavePath := openPTY(t)
+	defer master.Close()
+	f, err := OpenSerial(slavePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tio *unix.Termios
+	sc.Control(func(fd uintptr) { tio, err = unix.IoctlGetTermios(int(fd), unix.TCGETS) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tio.Lflag&(unix.ICANON|unix.ECHO|unix.ISIG|unix.IEXTEN) != 0 || tio.Iflag&(unix.ICRNL|unix.IXON) != 0 || tio.Oflag&unix.OPOST != 0 {
+		t.Errorf("line not raw: lflag %#x iflag %#x oflag %#x", tio.Lflag, tio.Iflag, tio.Oflag)
+	}
+	if tio.Cflag&unix.CSIZE != unix.CS8 || tio.Cflag&unix.CBAUD != unix.B115200 || tio.Cc[unix.VMIN] != 1 {
+		t.Errorf("cflag %#x vmin %d: want 8 bits, 115200 baud, VMIN 1", tio.Cflag, tio.Cc[unix.VMIN])
+	}
+
+	regular := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(regular, nil, 0o600)
+	if _, err := OpenSerial(regular); err == nil || !strings.Contains(err.Error(), "not a character device") {
+		t.Errorf("OpenSerial(regular file) = %v, want a refusal", err)
 	}
 }

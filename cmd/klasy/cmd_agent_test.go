@@ -121,7 +121,7 @@ func TestAgentCommandErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"agent", "--device", "/no/such/tty"}, "opening /no/such/tty: no such file or directory"},
-		{[]string{"agent", "--device", "/dev/null"}, "opening /dev/null: reading terminal settings"},
+		{[]string{"agent", "--device", "/etc/passwd"}, "opening /etc/passwd: not a character device"},
 		{[]string{"agent", "--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"agent", "extra"}, `unexpected argument "extra"`},
 	}
