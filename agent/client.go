@@ -189,7 +189,7 @@ func (c *Client) finish(id uint32) {
 }
 
 func (c *Client) send(f Frame) error {
-	b, err := AppendFrame(nil, f)
+	b, err := AppendFrameCompressed(nil, f)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
