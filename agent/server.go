@@ -201,6 +201,14 @@ func (s *server) dispatch(ctx context.Context, f Frame) {
 			s.mu.Unlock()
 			cancel()
 		}()
+		defer func() {
+			// A bug in one handler must not take the agent, and with it
+			// the guest's only channel, down.
+			if p := recover(); p != nil {
+				s.logf("panic handling %s (id %d): %v", f.Type, f.ID, p)
+				s.reply(f.ID, &RemoteError{Op: f.Type.String(), Kind: KindOther, Msg: fmt.Sprintf("agent bug: panic: %v", p)})
+			}
+		}()
 		res, err := handler(s, rctx, f, a)
 		if err != nil {
 			re := remoteErrorFrom(f.Type.String(), err)
@@ -282,6 +290,9 @@ func (s *server) run(ctx context.Context, f Frame, _ *active) ([]byte, error) {
 	stdout := &cappedBuffer{max: maxRunOutput}
 	stderr := &cappedBuffer{max: maxRunOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// Cancel kills the whole process group, so `sh -c` does not leave
+	// its children running.
+	ownProcessGroup(cmd)
 	cmd.WaitDelay = 2 * time.Second
 	err = cmd.Run()
 	if stdout.overflow || stderr.overflow {

@@ -6,9 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
+
+func ownProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+}
 
 func initModule(image []byte, params string) error {
 	return unix.InitModule(image, params)
