@@ -222,6 +222,10 @@ func (fr *FrameReader) discard(n int) {
 	if fr.off == len(fr.buf) {
 		fr.buf = fr.buf[:0]
 		fr.off = 0
+		if cap(fr.buf) > 1<<20 {
+			// Do not hold a large frame's buffer in a small guest.
+			fr.buf = nil
+		}
 	}
 }
 
