@@ -13,6 +13,9 @@ import (
 func Format(w io.Writer, f *File) error {
 	bw := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+	if f.Comment != "" {
+		p("<!-- %s -->\n", strings.ReplaceAll(f.Comment, "--", "- -"))
+	}
 	p("<aspect>\n")
 	for _, im := range f.Imports {
 		p("  <import>%s</import>\n", escapeText(im.Header))
