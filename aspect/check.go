@@ -142,9 +142,11 @@ func (c *checker) lexical(pc *Pointcut, t *Term) {
 	case t.WithinFile != nil:
 		p := t.WithinFile.Path
 		for i, tok := range p.Tokens {
-			if i > 0 && p.Tokens[i-1].Pos.Offset+len(p.Tokens[i-1].Value) != tok.Pos.Offset {
-				c.errf(at(pc, tok.Pos.Offset), "blank inside the file pattern of within_file: write the path without spaces, e.g. within_file(net/core/dev.c)")
-				break
+			if strings.TrimSpace(tok.Value) == "" {
+				if i+1 < len(p.Tokens) {
+					c.errf(at(pc, p.Tokens[i+1].Pos.Offset), "blank inside the file pattern of within_file: write the path without spaces, e.g. within_file(net/core/dev.c)")
+				}
+				continue
 			}
 			if j := strings.IndexByte(tok.Value, '*'); j >= 0 {
 				c.errf(at(pc, tok.Pos.Offset+j), "within_file: the wildcard is %%, not *: e.g. within_file(net/ipv4/ip_%%.c)")
@@ -275,7 +277,7 @@ func (c *checker) group(pc *Pointcut, g []*Term, r *Rule) {
 			if _, clash := bound[x.ID.Value]; clash {
 				c.errf(at(pc, x.ID.Pos.Offset), "flow ID variable %s is already bound in this AND-group; choose another name, e.g. id", x.ID.Value)
 			}
-			if x.ID.Value == x.Var.Value {
+			if _, clash := bound[x.ID.Value]; !clash && x.ID.Value == x.Var.Value {
 				c.errf(at(pc, x.ID.Pos.Offset), "flow ID variable %s is the same as the structure variable; choose another name, e.g. id", x.ID.Value)
 			}
 		}

@@ -305,8 +305,12 @@ func (s *xmlScanner) entity() (string, *xmlError) {
 	start := s.i
 	semi := -1
 	for j := s.i + 1; j < len(s.src) && j < s.i+12; j++ {
-		if s.src[j] == ';' {
+		c := s.src[j]
+		if c == ';' && j > s.i+1 {
 			semi = j
+			break
+		}
+		if !(c == '#' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
 			break
 		}
 	}
