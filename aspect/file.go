@@ -9,7 +9,7 @@ import (
 // File is a parsed aspect file: <aspect> with its imports, advice and
 // xflow definitions.
 type File struct {
-	Name    string
+	Name string
 	// Comment, if set, is printed by Format as an XML comment before
 	// <aspect> (translations say what they were made from).
 	Comment string
