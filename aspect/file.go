@@ -412,13 +412,6 @@ func (b *builder) pass(n *xmlNode) *Pass {
 			b.errf(n.off, "<%s> needs at least one <field name=\"MEMBER\" offset=\"BIT\" size=\"BITS\"/> saying where in the header the flow ID travels", n.name)
 		}
 		b.checkFieldOverlap(p.Fields)
-		bits := 0
-		for _, f := range p.Fields {
-			bits += max(f.Size, 0)
-		}
-		if bits > 32 {
-			b.errf(n.off, "the fields of <%s> carry %d bits but a flow ID has 32: shrink the sizes so they add up to at most 32", n.name, bits)
-		}
 	}
 	return p
 }

@@ -230,8 +230,12 @@ func (t *translator) transit(fl *aspect.Flow, r *aspect.Rule, n int) (*aspect.Ad
 		}
 		shift := 0
 		for _, fd := range in.Fields {
-			m := from + "->" + fd.Member.Value
-			lines = append(lines, fmt.Sprintf("%s |= (unsigned int)((%s >> %d) & %s) << %d;", id, m, fd.Offset, mask(fd.Size), shift))
+			// A flow ID has 32 bits; fields past them carry only zeros
+			// (ch. 5.3.1: upper bits that do not fit are ignored).
+			if shift < 32 {
+				m := from + "->" + fd.Member.Value
+				lines = append(lines, fmt.Sprintf("%s |= (unsigned int)((%s >> %d) & %s) << %d;", id, m, fd.Offset, mask(fd.Size), shift))
+			}
 			shift += fd.Size
 		}
 		if p.Kind.Removes() {
