@@ -122,23 +122,36 @@ func at(pc *Pointcut, off int) int { return pc.Text.Offset(off) }
 func (c *checker) name(pc *Pointcut, n *Name, what, example string, pattern bool) {
 	v := n.Value
 	switch {
+	case pattern && strings.Contains(v, "*"):
+		c.errf(at(pc, n.Pos.Offset+strings.IndexByte(v, '*')), "%q: the wildcard is %%, not * (* means a pointer in C): write %s", v, strings.ReplaceAll(example, "*", "%"))
 	case strings.Contains(v, "*"):
-		c.errf(at(pc, n.Pos.Offset+strings.IndexByte(v, '*')), "%q: the wildcard is %%, not * (* means a pointer in C): write %s", v, strings.ReplaceAll(v, "*", "%"))
+		c.errf(at(pc, n.Pos.Offset+strings.IndexByte(v, '*')), "%s %q cannot contain *: name one C identifier, e.g. %s", what, v, example)
 	case !pattern && strings.Contains(v, "%"):
 		c.errf(at(pc, n.Pos.Offset), "%s %q cannot contain the wildcard %%: name one C identifier, e.g. %s", what, v, example)
-	case !isIdent(strings.ReplaceAll(v, "%", "x")):
+	case pattern && !isIdent(strings.ReplaceAll(v, "%", "x")):
+		c.errf(at(pc, n.Pos.Offset), "%s pattern %q is not a C identifier with %% wildcards, e.g. %s", what, v, patternExamples[what])
+	case !pattern && !isIdent(v):
 		c.errf(at(pc, n.Pos.Offset), "%s %q is not a C identifier: e.g. %s", what, v, example)
 	}
 }
 
+var patternExamples = map[string]string{
+	"function":  "vfs_read or skb_%",
+	"structure": "sk_buff or %",
+	"member":    "data or d%",
+}
+
 // lexical checks each designator's arguments on their own.
 func (c *checker) lexical(pc *Pointcut, t *Term) {
+	var sb strings.Builder
+	t.write(&sb)
+	self := sb.String() // for "write ... instead" in wildcard errors
 	switch {
 	case t.Execution != nil:
-		c.name(pc, t.Execution.Func, "function", "execution(vfs_read)", true)
+		c.name(pc, t.Execution.Func, "function", self, true)
 	case t.Access != nil:
-		c.name(pc, t.Access.Struct, "structure", "access(sk_buff.data)", true)
-		c.name(pc, t.Access.Member, "member", "access(sk_buff.data)", true)
+		c.name(pc, t.Access.Struct, "structure", self, true)
+		c.name(pc, t.Access.Member, "member", self, true)
 	case t.WithinFile != nil:
 		p := t.WithinFile.Path
 		for i, tok := range p.Tokens {
@@ -156,7 +169,7 @@ func (c *checker) lexical(pc *Pointcut, t *Term) {
 			c.name(pc, d, "domain", "within_file(netfront.c@linuxU)", false)
 		}
 	case t.WithinFunction != nil:
-		c.name(pc, t.WithinFunction.Func, "function", "within_function(skb_clone)", true)
+		c.name(pc, t.WithinFunction.Func, "function", self, true)
 		if d := t.WithinFunction.Domain; d != nil {
 			c.name(pc, d, "domain", "within_function(netif_rx@linux0)", false)
 		}

@@ -263,6 +263,15 @@ func (b *builder) pointcut(n *xmlNode) *Pointcut {
 	return &Pointcut{Expr: expr, Text: t}
 }
 
+func hasChild(n *xmlNode, name string) bool {
+	for _, c := range n.children {
+		if c.name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // only returns the single child named name, reporting repeats.
 func (b *builder) only(n *xmlNode, names ...string) *xmlNode {
 	var found *xmlNode
@@ -291,6 +300,9 @@ func (b *builder) build(root *xmlNode) {
 		return
 	}
 	b.checkShape(root)
+	if len(root.children) == 0 || !hasChild(root, "advice") && !hasChild(root, "xflow") {
+		b.errf(root.off, "<aspect> has no <advice> and no <xflow>: nothing to weave; add e.g. <advice><pointcut>execution(vfs_read)</pointcut><before>printk(\"read\\n\");</before></advice>")
+	}
 	for _, c := range root.children {
 		switch c.name {
 		case "import":
