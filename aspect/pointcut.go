@@ -269,6 +269,7 @@ func explainParseError(text string, perr participle.Error) *pointcutError {
 	// participle names grammar nodes; say it in the language's terms.
 	msg = strings.ReplaceAll(msg, `(expected "(" ~")"* ")")`, `(expected "(" after a designator name)`)
 	msg = strings.ReplaceAll(msg, `(expected Term)`, `(expected a designator or "(")`)
+	msg = strings.NewReplacer(" Name)", " NAME)", "(expected Name)", "(expected a NAME)", "(expected Path)", "(expected a PATH)").Replace(msg)
 	if ute, ok := perr.(*participle.UnexpectedTokenError); ok {
 		tok := ute.Unexpected
 		if tok.EOF() {
