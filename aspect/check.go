@@ -283,6 +283,9 @@ func (c *checker) group(pc *Pointcut, g []*Term, r *Rule) {
 		if _, ok := c.flows[x.Flow.Value]; !ok && isIdent(x.Flow.Value) {
 			c.errf(at(pc, x.Flow.Pos.Offset), "no xflow named %s is defined; %s", x.Flow.Value, c.declared())
 		}
+		if _, clash := bound[x.Flow.Value]; clash {
+			c.errf(at(pc, x.Flow.Pos.Offset), "flow name %s is also an advice variable of this AND-group; the generated code names the flow %s, so rename the variable", x.Flow.Value, x.Flow.Value)
+		}
 		if b, ok := bound[x.Var.Value]; !ok || b.Argument != nil {
 			c.errf(at(pc, x.Var.Pos.Offset), "xflow(%s, %s): %s is not bound in this AND-group; bind it with target(%s) or local_var(LOCAL, %s)", x.Flow.Value, x.Var.Value, x.Var.Value, x.Var.Value, x.Var.Value)
 		}
@@ -353,6 +356,24 @@ func (c *checker) flow(fl *Flow) {
 					hint = "names of xin_move/xin_copy in this flow: " + strings.Join(sortedStrings(names), ", ")
 				}
 				c.errf(p.Name.Off, "<%s name=%q> names no <xin_move> or <xin_copy> of xflow %s; %s", p.Kind, p.Name.Value, fl.Name, hint)
+			}
+		}
+		for _, a := range []Attr{p.From, p.To} {
+			if a.Value == fl.Name {
+				c.errf(a.Off, "variable %q has the name of the flow; the generated code names the flow %s, so the variable needs another name", a.Value, fl.Name)
+			}
+		}
+		if r.Pointcut != nil {
+			// The translation declares from and to as locals of the
+			// advice body; a binding of the same name would clash.
+			for _, t := range Leaves(r.Pointcut.Expr) {
+				if v := boundVar(t); v != nil {
+					for _, a := range []Attr{p.From, p.To} {
+						if a.Value == v.Value {
+							c.errf(a.Off, "%q is already bound by %s in the <transit>'s pointcut; klasy binds from and to itself with local_var, so drop that binding or use another advice variable name there", a.Value, t.Designator())
+						}
+					}
+				}
 			}
 		}
 		if p.Kind != Move && p.Kind != Copy && r.Pointcut != nil {
