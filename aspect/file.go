@@ -2,8 +2,11 @@ package aspect
 
 import (
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // File is a parsed aspect file: <aspect> with its imports, advice and
@@ -116,6 +119,15 @@ func (f *File) Position(off int) Position {
 type builder struct {
 	f     *File
 	diags Diagnostics
+	jobs  []pointcutJob
+}
+
+// pointcutJob is a <pointcut> whose text is parsed after the XML walk,
+// all of them in parallel: parsing pointcuts is most of klasy check's
+// time on a large aspect.
+type pointcutJob struct {
+	text Text
+	dst  **Pointcut
 }
 
 func (b *builder) errf(off int, format string, args ...any) {
@@ -253,14 +265,43 @@ func isIdent(s string) bool {
 	return true
 }
 
-func (b *builder) pointcut(n *xmlNode) *Pointcut {
-	t := n.allText()
-	expr, err := parsePointcut(t.S)
-	if err != nil {
-		b.errf(t.Offset(err.off), "%s", err.msg)
-		return nil
+func (b *builder) pointcut(n *xmlNode, dst **Pointcut) {
+	b.jobs = append(b.jobs, pointcutJob{text: n.allText(), dst: dst})
+}
+
+// parsePointcuts runs the queued pointcut parses on all CPUs and reports
+// their errors in document order.
+func (b *builder) parsePointcuts() {
+	errs := make([]*pointcutError, len(b.jobs))
+	workers := min(runtime.GOMAXPROCS(0), len(b.jobs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(b.jobs) {
+					return
+				}
+				j := b.jobs[i]
+				expr, err := parsePointcut(j.text.S)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				*j.dst = &Pointcut{Expr: expr, Text: j.text}
+			}
+		}()
 	}
-	return &Pointcut{Expr: expr, Text: t}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			b.errf(b.jobs[i].text.Offset(err.off), "%s", err.msg)
+		}
+	}
+	b.jobs = nil
 }
 
 func hasChild(n *xmlNode, name string) bool {
@@ -332,7 +373,7 @@ func (b *builder) advice(n *xmlNode) *Advice {
 		b.errf(n.off, "<advice> has no <pointcut>: add one such as <pointcut>access(sk_buff.data)</pointcut>")
 	} else {
 		b.checkShape(pc)
-		a.Pointcut = b.pointcut(pc)
+		b.pointcut(pc, &a.Pointcut)
 	}
 	body := b.only(n, "before", "after")
 	if body == nil {
@@ -368,7 +409,7 @@ func (b *builder) rule(n *xmlNode, kind RuleKind) *Rule {
 		b.errf(n.off, "<%s> has no <pointcut>: add one such as <pointcut>access(sk_buff.data) AND within_function(skb_clone)</pointcut>", kind)
 	} else {
 		b.checkShape(pc)
-		r.Pointcut = b.pointcut(pc)
+		b.pointcut(pc, &r.Pointcut)
 	}
 	switch kind {
 	case Start, Quit:
@@ -478,6 +519,7 @@ func Parse(filename string, src []byte) (*File, Diagnostics) {
 	}
 	b := &builder{f: f}
 	b.build(root)
+	b.parsePointcuts()
 	return f, b.diags.sortDedup()
 }
 

@@ -43,20 +43,21 @@ type And struct {
 	Terms []*Term `parser:"@@ ( 'AND' @@ )*"`
 }
 
-// Term is a parenthesized expression or one designator. The designator
+// Term is one designator or a parenthesized expression. The designator
 // keywords are matched here, before the designator's struct, so that
-// trying the alternatives in turn allocates little.
+// trying the alternatives in turn allocates little; the most common
+// designators come first for the same reason.
 type Term struct {
 	Pos            lexer.Position
-	Group          *Or             `parser:"'(' @@ ')'"`
-	Execution      *Execution      `parser:"| 'execution' '(' @@ ')'"`
-	Access         *Access         `parser:"| 'access' '(' @@ ')'"`
-	WithinFile     *WithinFile     `parser:"| 'within_file' '(' @@ ')'"`
-	WithinFunction *WithinFunction `parser:"| 'within_function' '(' @@ ')'"`
+	Access         *Access         `parser:"  'access' '(' @@ ')'"`
 	Target         *Target         `parser:"| 'target' '(' @@ ')'"`
+	WithinFunction *WithinFunction `parser:"| 'within_function' '(' @@ ')'"`
+	WithinFile     *WithinFile     `parser:"| 'within_file' '(' @@ ')'"`
 	LocalVar       *LocalVar       `parser:"| 'local_var' '(' @@ ')'"`
+	Execution      *Execution      `parser:"| 'execution' '(' @@ ')'"`
 	Argument       *Argument       `parser:"| 'argument' '(' @@ ')'"`
 	Xflow          *XflowPC        `parser:"| 'xflow' '(' @@ ')'"`
+	Group          *Or             `parser:"| '(' @@ ')'"`
 	Unknown        *Unknown        `parser:"| @@"`
 }
 
