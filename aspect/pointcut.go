@@ -18,6 +18,7 @@ package aspect
 import (
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/alecthomas/participle/v2"
@@ -259,6 +260,10 @@ func parsePointcut(text string) (*Expr, *pointcutError) {
 	return nil, explainParseError(text, perr)
 }
 
+// grammarExpect matches participle's "(expected ...)" when it names a
+// grammar type rather than tokens.
+var grammarExpect = regexp.MustCompile(`\(expected [^)]*\b(?:Or|And|Term|Execution|Access|WithinFile|WithinFunction|Target|LocalVar|Argument|XflowPC|Unknown|Name|Path)\b.*$`)
+
 // explainParseError rewrites participle's message so that it says what
 // would be accepted at that place.
 func explainParseError(text string, perr participle.Error) *pointcutError {
@@ -271,6 +276,19 @@ func explainParseError(text string, perr participle.Error) *pointcutError {
 	msg = strings.ReplaceAll(msg, `(expected "(" ~")"* ")")`, `(expected "(" after a designator name)`)
 	msg = strings.ReplaceAll(msg, `(expected Term)`, `(expected a designator or "(")`)
 	msg = strings.NewReplacer(" Name)", " NAME)", "(expected Name)", "(expected a NAME)", "(expected Path)", "(expected a PATH)").Replace(msg)
+	// Other expectations name Go types of the grammar (WithinFile, And):
+	// drop them; the usage hint below says it better.
+	hadExpect := strings.Contains(msg, "(expected")
+	if m := grammarExpect.FindStringIndex(msg); m != nil {
+		exp := msg[m[0]:]
+		msg = strings.TrimRight(msg[:m[0]], " ")
+		if strings.HasPrefix(exp, "(expected And") || strings.HasPrefix(exp, "(expected Term") {
+			msg += ` (expected a designator or "(")`
+		}
+	}
+	if !hadExpect && strings.HasPrefix(msg, "unexpected token") && enclosingDesignator(text, off) == "" {
+		msg += ` (expected AND, OR, ")" or the end of the pointcut)`
+	}
 	if ute, ok := perr.(*participle.UnexpectedTokenError); ok {
 		tok := ute.Unexpected
 		if tok.EOF() {
