@@ -271,10 +271,17 @@ func (c *checker) group(pc *Pointcut, g []*Term, r *Rule) {
 			bound[v.Value] = t
 		}
 	}
+	ids := map[string]bool{}
 	for _, t := range g {
 		x := t.Xflow
 		if x == nil {
 			continue
+		}
+		if x.ID != nil {
+			if ids[x.ID.Value] {
+				c.errf(at(pc, x.ID.Pos.Offset), "flow ID variable %s is given by two xflow(...) of this AND-group; give each its own name", x.ID.Value)
+			}
+			ids[x.ID.Value] = true
 		}
 		if r != nil {
 			c.errf(pos(t), "xflow(...) cannot be used inside a flow definition; it selects data of a flow in an <advice>")
