@@ -162,6 +162,28 @@ var contentModel = map[string]struct {
 	"field":     {attrs: []string{"name", "offset", "size"}},
 }
 
+// misplaced adds a hint for elements that exist but sit elsewhere, or
+// that users of other AOP systems expect.
+var misplaced = map[string]string{
+	"pointcut":  "; a <pointcut> belongs in an <advice>, <start>, <transit> or <quit>",
+	"before":    "; <before> belongs in an <advice>",
+	"after":     "; <after> belongs in an <advice>",
+	"around":    "; klasy has no around advice (dissertation ch. 4.2): use <before> or <after>",
+	"advice":    "; <advice> belongs directly in <aspect>",
+	"field":     "; <field> belongs in an <xin_move> or <xin_copy>",
+	"select":    "; <select> belongs in a <start> or <quit>",
+	"action":    "; <action> belongs in a <start>, <transit> or <quit>",
+	"move":      "; <move> belongs in a <transit>",
+	"copy":      "; <copy> belongs in a <transit>",
+	"xin_move":  "; <xin_move> belongs in a <transit>",
+	"xin_copy":  "; <xin_copy> belongs in a <transit>",
+	"xout_move": "; <xout_move> belongs in a <transit>",
+	"xout_copy": "; <xout_copy> belongs in a <transit>",
+	"start":     "; <start> belongs in an <xflow name=\"...\">",
+	"transit":   "; <transit> belongs in an <xflow name=\"...\">",
+	"quit":      "; <quit> belongs in an <xflow name=\"...\">",
+}
+
 func tags(names []string) string {
 	var s []string
 	for _, n := range names {
@@ -215,7 +237,7 @@ func (b *builder) checkShape(n *xmlNode) map[string]Attr {
 		case len(m.children) == 0:
 			b.errf(c.off, "element <%s> inside <%s>: <%s> has no content; write it as <%s .../>", c.name, n.name, n.name, n.name)
 		default:
-			b.errf(c.off, "unknown element <%s> in <%s>: it holds %s", c.name, n.name, tags(m.children))
+			b.errf(c.off, "unknown element <%s> in <%s>: it holds %s%s", c.name, n.name, tags(m.children), misplaced[c.name])
 		}
 	}
 	return attrs
