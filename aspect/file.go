@@ -237,7 +237,11 @@ func (b *builder) checkShape(n *xmlNode) map[string]Attr {
 		case len(m.children) == 0:
 			b.errf(c.off, "element <%s> inside <%s>: <%s> has no content; write it as <%s .../>", c.name, n.name, n.name, n.name)
 		default:
-			b.errf(c.off, "unknown element <%s> in <%s>: it holds %s%s", c.name, n.name, tags(m.children), misplaced[c.name])
+			hint := misplaced[c.name]
+			if known := similarElement(c.name); known != "" {
+				hint = fmt.Sprintf("; did you mean <%s>?", known)
+			}
+			b.errf(c.off, "unknown element <%s> in <%s>: it holds %s%s", c.name, n.name, tags(m.children), hint)
 		}
 	}
 	return attrs
@@ -537,6 +541,7 @@ func Parse(filename string, src []byte) (*File, Diagnostics) {
 		if xerr.opened >= 0 {
 			msg += fmt.Sprintf(" opened at line %d", f.Position(xerr.opened).Line)
 		}
+		msg += xerr.hint
 		return nil, Diagnostics{{Pos: f.Position(xerr.off), Msg: msg}}
 	}
 	b := &builder{f: f}

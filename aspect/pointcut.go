@@ -298,6 +298,13 @@ func explainParseError(text string, perr participle.Error) *pointcutError {
 			if strings.Contains(full, "expected") {
 				msg += strings.TrimPrefix(full, fmt.Sprintf("unexpected token %q", tok))
 			}
+			// A dangling operator is the token to point at.
+			for _, op := range []string{"AND", "OR"} {
+				if i := off - len(op); i >= 0 && text[i:off] == op && (i == 0 || !isWordByte(text[i-1])) {
+					off = i
+					msg = op + " at the end of the pointcut has nothing after it: remove it or add a designator"
+				}
+			}
 		}
 		if tok.Value == "and" || tok.Value == "or" || tok.Value == "And" || tok.Value == "Or" {
 			msg += "; the operators are written AND and OR in capitals"
@@ -319,7 +326,7 @@ func explainParseError(text string, perr participle.Error) *pointcutError {
 	}
 	if d := enclosingDesignator(text, off); d != "" {
 		msg += "; usage: " + designatorUsage(d)
-	} else if !strings.Contains(msg, "capitals") {
+	} else if !strings.Contains(msg, "capitals") && !strings.Contains(msg, "has nothing after it") {
 		msg += "; a pointcut is designators such as access(sk_buff.data) joined by AND and OR, with optional parentheses and a final ;"
 	}
 	return &pointcutError{off: off, msg: msg}

@@ -81,8 +81,9 @@ type xmlError struct {
 	off int
 	msg string
 	// opened, if not -1, is the offset of a start tag the message refers
-	// to; the caller appends its line.
+	// to; the caller appends its line, then hint.
 	opened int
+	hint   string
 }
 
 func (e *xmlError) Error() string { return e.msg }
@@ -401,6 +402,7 @@ func (s *xmlScanner) content(n *xmlNode) *xmlError {
 			if name != n.name {
 				e := s.errf(noff-2, "end tag </%s> does not match <%s>", name, n.name)
 				e.opened = n.off
+				e.hint = endTagHint(n, name)
 				return e
 			}
 			flush(end) // the final text run ends just before the end tag
@@ -454,4 +456,54 @@ func (s *xmlScanner) content(n *xmlNode) *xmlError {
 			s.i++
 		}
 	}
+}
+
+// endTagHint explains the two usual causes of a mismatched end tag: the
+// element was written self-closing (<xin_move .../>) before its content,
+// or its name is misspelt.
+func endTagHint(open *xmlNode, name string) string {
+	for _, c := range open.children {
+		if c.name == name && c.selfEnd {
+			return fmt.Sprintf(": the <%s .../> before it is self-closing; write <%s ...> without the / to put content inside it", name, name)
+		}
+	}
+	if known := similarElement(name); known != "" {
+		return fmt.Sprintf(": there is no element <%s>; did you mean <%s>?", name, known)
+	}
+	return ""
+}
+
+// similarElement returns a known element name one edit (a letter
+// changed, added or dropped) away from name, if any.
+func similarElement(name string) string {
+	if _, ok := contentModel[name]; ok {
+		return ""
+	}
+	best := ""
+	for known := range contentModel {
+		if oneEdit(known, name) && (best == "" || known < best) {
+			best = known
+		}
+	}
+	return best
+}
+
+func oneEdit(a, b string) bool {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	if len(a)-len(b) > 1 {
+		return false
+	}
+	i := 0
+	for i < len(b) && a[i] == b[i] {
+		i++
+	}
+	if i == len(b) {
+		return len(a) != len(b)
+	}
+	if len(a) == len(b) {
+		return a[i+1:] == b[i+1:]
+	}
+	return a[i+1:] == b[i:]
 }
