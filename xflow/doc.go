@@ -1,4 +1,8 @@
-// Package xflow implements flow IDs for the xflow pointcut (dissertation
-// ch. 5): translating start/transit/quit into plain advice, the runtime
-// pointer-to-flow-ID table, and inter-domain transit through header bits.
+// Package xflow implements the xflow pointcut of XenLASY (dissertation
+// ch. 5) at the language level: Translate turns xflow definitions
+// (<start>, <transit>, <quit>) and advice using xflow(...) into plain
+// advice that calls the flow ID runtime (get_new_flowid, register_flowid,
+// get_flowid, remove_flowid). The runtime itself - the table from
+// structure pointers to flow IDs - belongs to the weaver's kernel module
+// and is not here.
 package xflow

@@ -1,0 +1,398 @@
+package aspect
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// mark is written into test inputs where a diagnostic must point; the
+// test removes it and expects a diagnostic at that byte.
+const mark = "»"
+
+// unmark removes the marks from src and returns their offsets.
+func unmark(src string) (string, []int) {
+	var offs []int
+	for {
+		i := strings.Index(src, mark)
+		if i < 0 {
+			return src, offs
+		}
+		offs = append(offs, i)
+		src = src[:i] + src[i+len(mark):]
+	}
+}
+
+// advice wraps a pointcut and body into a whole aspect file.
+func advice(pc string) string {
+	return "<aspect>\n  <advice>\n    <pointcut>" + pc + "</pointcut>\n    <before>f();</before>\n  </advice>\n</aspect>\n"
+}
+
+const netflowDef = `  <xflow name="netflow">
+    <start><pointcut>access(sk_buff.data) AND within_function(__alloc_skb)</pointcut></start>
+  </xflow>
+`
+
+func withFlow(pc string) string {
+	return "<aspect>\n" + netflowDef + "  <advice>\n    <pointcut>" + pc + "</pointcut>\n    <before>f();</before>\n  </advice>\n</aspect>\n"
+}
+
+func flowRules(rules string) string {
+	return "<aspect>\n  <xflow name=\"netflow\">\n" + rules + "  </xflow>\n</aspect>\n"
+}
+
+// TestRules holds one failing input per rule of the language. Each
+// input marks with » every place a diagnostic must point at, and the
+// diagnostics must say what would be accepted instead (want).
+func TestRules(t *testing.T) {
+	tests := []struct {
+		rule string
+		src  string
+		want []string // substrings of the messages, in order
+	}{
+		// Pointcut combination rules (ch. 4.2).
+		{"AND-group without access or execution",
+			advice("»within_file(sk_buff.c) AND within_function(skb_clone)"),
+			[]string{"needs an access(...) or an execution(...)"}},
+		{"OR leaves an alternative without access (AND binds tighter)",
+			advice("access(sk_buff.data) AND within_file(sk_buff.c) OR »within_file(dev.c)"),
+			[]string{"needs an access(...) or an execution(...)"}},
+		{"access and execution never ANDed",
+			advice("access(sk_buff.data) AND »execution(skb_clone)"),
+			[]string{"access and execution cannot be joined by AND"}},
+		{"execution only with execution and argument",
+			advice("execution(skb_clone) AND »within_file(dev.c)"),
+			[]string{"within_file cannot be combined with execution"}},
+		{"target only with access, not execution",
+			advice("execution(vfs_read) AND »target(f)"),
+			[]string{"target cannot be combined with execution: execution is joined by AND only with other execution(...) and argument(...); to get a parameter write argument(PARAM, VAR)"}},
+		{"target alone has no access",
+			advice("»target(f)"),
+			[]string{"needs an access(...) or an execution(...)"}},
+		{"argument only with execution",
+			advice("access(sk_buff.data) AND »argument(size, sizep)"),
+			[]string{"argument(...) needs an execution(...)"}},
+		{"argument in an OR alternative without execution",
+			advice("(access(sk_buff.len) OR execution(alloc_skb)) AND »argument(size, sizep)"),
+			[]string{"argument(...) needs an execution(...)"}},
+		{"variable bound twice",
+			advice("access(sk_buff.data) AND target(s) AND local_var(skb, »s)"),
+			[]string{"bound twice"}},
+		// Lexical rules.
+		{"* is not a wildcard",
+			advice("access(sk_buff.»*)"),
+			[]string{"the wildcard is %, not *"}},
+		{"* in a file pattern",
+			advice("access(sk_buff.len) AND within_file(net/ipv4/ip_»*.c)"),
+			[]string{"the wildcard is %, not *"}},
+		{"wildcard in a variable name",
+			advice("access(sk_buff.len) AND target(»s%)"),
+			[]string{"cannot contain the wildcard %"}},
+		{"blank inside a path",
+			advice("access(sk_buff.len) AND within_file(net/core/ »dev.c)"),
+			[]string{"blank inside the file pattern"}},
+		{"unknown designator",
+			advice("access(sk_buff.len) AND »cflow(foo)"),
+			[]string{"unknown pointcut designator cflow: klasy knows execution, access"}},
+		// Syntax, positions inside multi-line pointcuts with escapes.
+		{"syntax error on a later line of a pointcut, after an entity",
+			advice("access(sk_buff.len) AND\n      within_file(a.c)&#32;&#x20;&#9; »junk"),
+			[]string{`unexpected token "junk"`}},
+		{"entity-escaped && in a pointcut",
+			advice("access(sk_buff.len) »&amp;&amp; target(s)"),
+			[]string{"combine pointcuts with AND and OR, not && and ||"}},
+		{"missing closing parenthesis",
+			advice("access(sk_buff.len\n      »AND target(s)"),
+			[]string{`unexpected token "AND" (expected ")"); usage: access(STRUCT.MEMBER)`}},
+		{"missing AND between designators",
+			advice("access(sk_buff.len) »target(s)"),
+			[]string{`unexpected token "target" (expected AND, OR, ")" or the end of the pointcut)`}},
+		{"OR with nothing after it",
+			advice("access(sk_buff.len) OR»;"),
+			[]string{`unexpected token ";" (expected a designator or "(")`}},
+		{"empty within_file",
+			advice("access(sk_buff.len) AND within_file(»)"),
+			[]string{`unexpected token ")"; usage: within_file(PATH[@DOMAIN])`}},
+		{"wrong argument count",
+			advice("access(sk_buff.len) AND target(a»,b)"),
+			[]string{"usage: target(VAR)"}},
+		{"&& instead of AND",
+			advice("access(sk_buff.len) »&& target(s)"),
+			[]string{"bare '&' in XML text"}},
+		{"lower-case and",
+			advice("access(sk_buff.len) »and target(s)"),
+			[]string{"written AND and OR in capitals"}},
+		{"pointcut ends early",
+			advice("access(sk_buff.len) AND within_function(f»"),
+			[]string{`pointcut ends early (expected ")")`}},
+		{"dangling AND (Figure 5.4 as extracted)",
+			advice("\n      access(sk_buff.data) AND\n      within_function(alloc_skb_from_cache) »AND\n    "),
+			[]string{"AND at the end of the pointcut has nothing after it"}},
+		{"self-closed element with content after it (Figure 5.10 as extracted)",
+			flowRules("    <transit><pointcut>access(a.b)</pointcut>\n      <xin_move name=\"n\" from=\"s\" to=\"t\"/>\n      <field name=\"flags\" offset=\"4\" size=\"12\"/>\n      »</xin_move>\n    </transit>\n"),
+			[]string{"end tag </xin_move> does not match <transit> opened at line 3: the <xin_move .../> before it is self-closing"}},
+		{"misspelt element",
+			"<aspect>\n  »<advice><pointcut>access(a.b)</pointcut>»<befor>f();</befor></advice>\n</aspect>\n",
+			[]string{"<advice> has no <before> or <after>", "unknown element <befor> in <advice>: it holds <pointcut>, <before>, <after>; did you mean <before>?"}},
+		{"empty pointcut",
+			advice("»  "),
+			[]string{"empty pointcut"}},
+		// xflow pointcut (ch. 5.2).
+		{"xflow names an undefined flow",
+			withFlow("access(sk_buff.%) AND target(skb) AND xflow(»diskflow, skb)"),
+			[]string{"no xflow named diskflow is defined; defined flows: netflow"}},
+		{"xflow variable not bound",
+			withFlow("access(sk_buff.%) AND target(skb) AND xflow(netflow, »sk, id)"),
+			[]string{"sk is not bound in this AND-group; bind it with target(sk) or local_var(LOCAL, sk)"}},
+		{"xflow variable bound only in another alternative",
+			withFlow("access(sk_buff.%) AND target(skb) OR access(sock.sk_rcvbuf) AND xflow(netflow, »skb)"),
+			[]string{"skb is not bound in this AND-group"}},
+		{"xflow variable bound by argument",
+			withFlow("execution(kfree_skb) AND argument(skb, s) AND »xflow(netflow, »s)"),
+			[]string{"xflow cannot be combined with execution", "s is not bound in this AND-group"}},
+		{"flow name used as an advice variable",
+			withFlow("access(sk_buff.%) AND target(netflow) AND xflow(»netflow, netflow)"),
+			[]string{"flow name netflow is also an advice variable"}},
+		{"flow ID variable clashes",
+			withFlow("access(sk_buff.%) AND target(skb) AND xflow(netflow, skb, »skb)"),
+			[]string{"already bound"}},
+		{"two flow checks with one ID variable",
+			withFlow("access(sk_buff.sk) AND target(s) AND local_var(sk, k) AND xflow(netflow, s, id) AND xflow(netflow, k, »id)"),
+			[]string{"given by two xflow(...)"}},
+		{"xflow inside a flow rule",
+			flowRules("    <start><pointcut>access(sk_buff.data) AND target(s) AND »xflow(netflow, s)</pointcut></start>\n"),
+			[]string{"xflow(...) cannot be used inside a flow definition"}},
+		// Flow definitions (ch. 5.3).
+		{"transit without move/copy/xin/xout",
+			flowRules("    »<transit><pointcut>access(sk_buff.head) AND within_function(skb_clone)</pointcut></transit>\n"),
+			[]string{"<transit> needs one of <move>, <copy>, <xin_move>, <xin_copy>, <xout_move>, <xout_copy>, <action>"}},
+		{"transit with both move and copy",
+			flowRules("    <transit><pointcut>access(sk_buff.head)</pointcut><move from=\"skb\" to=\"n\"/>»<copy from=\"skb\" to=\"n\"/></transit>\n"),
+			[]string{"<transit> has both <move> and <copy>; it takes one of"}},
+		{"move to itself",
+			flowRules("    <transit><pointcut>access(sk_buff.head)</pointcut><move from=\"skb\" to=\"»skb\"/></transit>\n"),
+			[]string{"from and to name the same variable"}},
+		{"move variable already bound by the pointcut",
+			flowRules("    <transit><pointcut>access(sk_buff.head) AND target(skb)</pointcut><move from=\"»skb\" to=\"n\"/></transit>\n"),
+			[]string{`"skb" is already bound by target in the <transit>'s pointcut`}},
+		{"move without to",
+			flowRules("    <transit><pointcut>access(sk_buff.head)</pointcut>»<move from=\"skb\"/></transit>\n"),
+			[]string{`<move> needs a to attribute: <move from="skb" to="n"/>`}},
+		{"xout names no xin",
+			flowRules("    <transit><pointcut>access(netif_tx_request.flags)</pointcut><xout_move name=\"»xennet\" from=\"txp\" to=\"skb\"/></transit>\n"),
+			[]string{`names no <xin_move> or <xin_copy> of xflow netflow`}},
+		{"xin without field",
+			flowRules("    <transit><pointcut>access(netif_tx_request.flags)</pointcut>»<xin_move name=\"n\" from=\"skb\" to=\"tx\"></xin_move></transit>\n"),
+			[]string{"needs at least one <field"}},
+		{"field offset not a number",
+			flowRules("    <transit><pointcut>access(netif_tx_request.flags)</pointcut><xin_copy name=\"n\" from=\"skb\" to=\"tx\"><field name=\"flags\" offset=\"»four\" size=\"12\"/></xin_copy></transit>\n"),
+			[]string{"must be a whole number from 0 to 63"}},
+		{"overlapping fields",
+			flowRules("    <transit><pointcut>access(netif_tx_request.flags)</pointcut><xin_copy name=\"n\" from=\"skb\" to=\"tx\"><field name=\"flags\" offset=\"0\" size=\"8\"/>»<field name=\"flags\" offset=\"4\" size=\"8\"/></xin_copy></transit>\n"),
+			[]string{"overlap another field"}},
+		{"xin header type unknown",
+			flowRules("    <transit><pointcut>access(%.flags)</pointcut>»<xin_copy name=\"n\" from=\"skb\" to=\"tx\"><field name=\"flags\" offset=\"0\" size=\"8\"/></xin_copy></transit>\n"),
+			[]string{"must access exactly one structure, named without %"}},
+		{"start on an execution pointcut without action",
+			flowRules("    <start><pointcut>»execution(__alloc_skb)</pointcut></start>\n"),
+			[]string{"must select member accesses with access(...)"}},
+		{"select without local_var",
+			flowRules("    <start><pointcut>access(sk_buff.data)</pointcut>»<select/></start>\n"),
+			[]string{"<select> needs a local_var attribute"}},
+		{"select and action together",
+			flowRules("    <quit><pointcut>access(sk_buff.data)</pointcut><select local_var=\"d\"/>»<action>f();</action></quit>\n"),
+			[]string{"has both <select> and <action>"}},
+		{"flow defined twice",
+			"<aspect>\n" + netflowDef + "  <xflow name=\"»netflow\">\n    <quit><pointcut>access(sk_buff.%)</pointcut></quit>\n  </xflow>\n</aspect>\n",
+			[]string{"xflow \"netflow\" is defined twice"}},
+		{"flow name not an identifier",
+			"<aspect>\n  <xflow name=\"»net flow\">\n    <quit><pointcut>access(sk_buff.%)</pointcut></quit>\n  </xflow>\n</aspect>\n",
+			[]string{"is not a C identifier"}},
+		{"empty flow",
+			"<aspect>\n  »<xflow name=\"netflow\"></xflow>\n</aspect>\n",
+			[]string{"is empty"}},
+		// Advice structure (ch. 4.2).
+		{"advice without before or after",
+			"<aspect>\n  »<advice><pointcut>access(sk_buff.data)</pointcut></advice>\n</aspect>\n",
+			[]string{"<advice> has no <before> or <after>"}},
+		{"advice without pointcut",
+			"<aspect>\n  »<advice><before>f();</before></advice>\n</aspect>\n",
+			[]string{"<advice> has no <pointcut>"}},
+		{"advice with before and after",
+			"<aspect>\n  <advice><pointcut>access(sk_buff.data)</pointcut><before>f();</before>»<after>g();</after></advice>\n</aspect>\n",
+			[]string{"has both <before> and <after>"}},
+		{"two pointcuts",
+			"<aspect>\n  <advice><pointcut>access(sk_buff.data)</pointcut>»<pointcut>access(sk_buff.len)</pointcut><before>f();</before></advice>\n</aspect>\n",
+			[]string{"has a second <pointcut>"}},
+		{"unknown element",
+			"<aspect>\n  »<advice><pointcut>access(sk_buff.data)</pointcut>»<around>f();</around></advice>\n</aspect>\n",
+			[]string{"<advice> has no <before> or <after>", "unknown element <around> in <advice>: it holds <pointcut>, <before>, <after>; klasy has no around advice"}},
+		{"pointcut directly in aspect (Figure 5.15's typo)",
+			"<aspect>\n  »<pointcut>access(a.b)</pointcut>\n  <advice><pointcut>access(a.b)</pointcut><before>f();</before></advice>\n</aspect>\n",
+			[]string{"unknown element <pointcut> in <aspect>: it holds <import>, <advice>, <xflow>; a <pointcut> belongs in an <advice>"}},
+		{"unknown attribute",
+			flowRules("    <transit><pointcut>access(sk_buff.head)</pointcut><move from=\"skb\" to=\"n\" »via=\"x\"/></transit>\n"),
+			[]string{"unknown attribute via on <move>: it takes from, to"}},
+		{"attribute on an element that takes none",
+			"<aspect>\n  <advice »name=\"x\"><pointcut>access(sk_buff.data)</pointcut><before>f();</before></advice>\n</aspect>\n",
+			[]string{"unknown attribute name: <advice> takes no attributes"}},
+		{"element inside a body",
+			"<aspect>\n  <advice><pointcut>access(sk_buff.data)</pointcut><before>»<b>x</b></before></advice>\n</aspect>\n",
+			[]string{"holds only text"}},
+		{"text directly in aspect",
+			"<aspect>\n  »printk(\"x\");\n  <advice><pointcut>execution(vfs_read)</pointcut><before>f();</before></advice>\n</aspect>\n",
+			[]string{"is not allowed directly in <aspect>"}},
+		{"import with angle brackets",
+			"<aspect>\n  <import>»&lt;linux/fs.h&gt;</import>\n  <advice><pointcut>execution(vfs_read)</pointcut><before>f();</before></advice>\n</aspect>\n",
+			[]string{"without <> or quotes"}},
+		{"aspect with nothing to weave",
+			"»<aspect>\n  <import>linux/fs.h</import>\n</aspect>\n",
+			[]string{"<aspect> has no <advice> and no <xflow>: nothing to weave"}},
+		{"pattern that is not an identifier",
+			advice("execution(vfs»-read)"),
+			[]string{`unexpected token "-"`}},
+		{"pattern starting with a digit",
+			advice("execution(»9p_read)"),
+			[]string{`function pattern "9p_read" is not a C identifier with % wildcards`}},
+		{"* in a variable name",
+			advice("access(a.b) AND target(»*p)"),
+			[]string{`advice variable "*p" cannot contain *`}},
+		{"root is not aspect",
+			"»<advice><pointcut>access(a.b)</pointcut><before>f();</before></advice>\n",
+			[]string{"an aspect file starts with <aspect>"}},
+		// XML layer.
+		{"raw < in C code",
+			"<aspect>\n  <advice><pointcut>access(sk_buff.len)</pointcut><before>if (a »< b) f();</before></advice>\n</aspect>\n",
+			[]string{"write < as &lt; or wrap the code in <![CDATA["}},
+		{"raw < before a letter in C code",
+			"<aspect>\n  <advice><pointcut>access(sk_buff.len)</pointcut><before>for (i = 0; i <n»; i++) f();</before></advice>\n</aspect>\n",
+			[]string{"malformed tag <n"}},
+		{"unknown entity",
+			"<aspect>\n  <advice><pointcut>access(sk_buff.len)</pointcut><before>»&nbsp;</before></advice>\n</aspect>\n",
+			[]string{"unknown entity &nbsp;"}},
+		{"bare &",
+			"<aspect>\n  <advice><pointcut>access(sk_buff.len)</pointcut><before>f(»&x);</before></advice>\n</aspect>\n",
+			[]string{"bare '&'"}},
+		{"mismatched end tag",
+			"<aspect>\n  <xflow name=\"f\"><transit><pointcut>access(a.b)</pointcut><xin_move name=\"n\" from=\"s\" to=\"t\"><field name=\"flags\" offset=\"4\" size=\"12\"/>»</xen_move></transit></xflow>\n</aspect>\n",
+			[]string{"end tag </xen_move> does not match <xin_move> opened at line 2: there is no element <xen_move>; did you mean <xin_move>?"}},
+		{"unclosed element",
+			"<aspect>\n  <advice>\n»</aspect>\n",
+			[]string{"end tag </aspect> does not match <advice>"}},
+		{"empty file",
+			"»",
+			[]string{"empty aspect file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			src, offs := unmark(tt.src)
+			if len(offs) != len(tt.want) {
+				t.Fatalf("test has %d marks for %d messages", len(offs), len(tt.want))
+			}
+			f := &File{Name: "x.klasy", lines: newLineIndex("x.klasy", []byte(src))}
+			_, diags := Load("x.klasy", []byte(src))
+			if len(diags) != len(tt.want) {
+				t.Fatalf("got %d diagnostics, want %d:\n%v", len(diags), len(tt.want), diags)
+			}
+			for i, d := range diags {
+				want := f.Position(offs[i])
+				if d.Pos.Line != want.Line || d.Pos.Col != want.Col {
+					t.Errorf("diagnostic %q at %d:%d, want %d:%d", d.Msg, d.Pos.Line, d.Pos.Col, want.Line, want.Col)
+				}
+				if !strings.Contains(d.Msg, tt.want[i]) {
+					t.Errorf("message %q does not contain %q", d.Msg, tt.want[i])
+				}
+				if !strings.HasPrefix(d.String(), fmt.Sprintf("x.klasy:%d:%d: ", want.Line, want.Col)) {
+					t.Errorf("printed %q, want FILE:LINE:COL: message", d.String())
+				}
+			}
+		})
+	}
+}
+
+func TestAllErrorsReported(t *testing.T) {
+	src := `<aspect>
+  <advice>
+    <pointcut>within_file(a.c) OR access(x.*)</pointcut>
+    <before>f();</before>
+  </advice>
+  <advice>
+    <pointcut>execution(f) AND target(t)</pointcut>
+  </advice>
+  <bogus/>
+</aspect>
+`
+	_, diags := Load("x.klasy", []byte(src))
+	want := []string{
+		"3:15: within_file(a.c): every AND-group",
+		"3:44: \"*\": the wildcard is %",
+		"6:3: <advice> has no <before> or <after>",
+		"7:32: target cannot be combined with execution",
+		"9:3: unknown element <bogus> in <aspect>",
+	}
+	var got []string
+	for _, d := range diags {
+		got = append(got, fmt.Sprintf("%d:%d: %s", d.Pos.Line, d.Pos.Col, d.Msg))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d diagnostics, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("diagnostic %d = %q, want prefix %q", i, got[i], want[i])
+		}
+	}
+}
+
+// TestValidPointcuts lists forms the language accepts, with the
+// AND-groups each expands to (AND binds tighter than OR).
+func TestValidPointcuts(t *testing.T) {
+	tests := []struct{ pc, groups string }{
+		{"execution(check_free_space)", "execution(check_free_space)"},
+		{"execution(check_free_space())", "execution(check_free_space())"},
+		{"execution(vfs_%) AND argument(file, f)", "execution(vfs_%) AND argument(file, f)"},
+		{"access(inode.i_uid) AND within_function(inode_change_ok) AND target(inode_value);",
+			"access(inode.i_uid) AND within_function(inode_change_ok) AND target(inode_value)"},
+		{"access(sk_buff.data) AND within_file(sk_buff.c) OR access(sk_buff.len)",
+			"access(sk_buff.data) AND within_file(sk_buff.c) | access(sk_buff.len)"},
+		{"access(sk_buff.%) AND (within_file(dev.c) OR within_file(net/ipv4/ip_%.c))",
+			"access(sk_buff.%) AND within_file(dev.c) | access(sk_buff.%) AND within_file(net/ipv4/ip_%.c)"},
+		{"access(sk_buff.%) AND access(%.data)", "access(sk_buff.%) AND access(%.data)"},
+		{"access(netif_tx_request.flags) AND within_file(drivers/net/xen-netfront.c@linuxU)",
+			"access(netif_tx_request.flags) AND within_file(drivers/net/xen-netfront.c@linuxU)"},
+		{"access(%.%) AND within_function(netif_rx@linux0) AND local_var(skb, s)",
+			"access(%.%) AND within_function(netif_rx@linux0) AND local_var(skb, s)"},
+		{"((access(a.b)))", "access(a.b)"},
+		{"\n  access(task_struct.se)\n  AND within_file(kernel/sched/core.c) ;\n", "access(task_struct.se) AND within_file(kernel/sched/core.c)"},
+	}
+	for _, tt := range tests {
+		_, diags := Load("x.klasy", []byte(advice(tt.pc)))
+		if len(diags) > 0 {
+			t.Errorf("%q: %v", tt.pc, diags)
+			continue
+		}
+		e, perr := parsePointcut(tt.pc)
+		if perr != nil {
+			t.Fatalf("%q: %s", tt.pc, perr.msg)
+		}
+		groups, _ := Groups(e)
+		var gs []string
+		for _, g := range groups {
+			gs = append(gs, alternative(g))
+		}
+		if got := strings.Join(gs, " | "); got != tt.groups {
+			t.Errorf("%q: groups\n got %s\nwant %s", tt.pc, got, tt.groups)
+		}
+	}
+}
+
+func TestTooManyGroups(t *testing.T) {
+	pc := "access(a.b)"
+	for i := 0; i < 11; i++ {
+		pc += " AND (within_file(x.c) OR within_file(y.c))"
+	}
+	_, diags := Load("x.klasy", []byte(advice(pc)))
+	if len(diags) != 1 || !strings.Contains(diags[0].Msg, "more than 1024 AND-groups") {
+		t.Fatalf("got %v", diags)
+	}
+}

@@ -1,0 +1,562 @@
+package aspect
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// File is a parsed aspect file: <aspect> with its imports, advice and
+// xflow definitions.
+type File struct {
+	Name string
+	// Comment, if set, is printed by Format as an XML comment before
+	// <aspect> (translations say what they were made from).
+	Comment string
+	Imports []*Import
+	Advice  []*Advice
+	Flows   []*Flow
+	lines   *lineIndex
+}
+
+// Import is <import>linux/fs.h</import>.
+type Import struct {
+	Off    int
+	Header string
+}
+
+// Advice is <advice>: a pointcut and a before or after body.
+type Advice struct {
+	Off      int
+	Pointcut *Pointcut
+	When     string // "before" or "after"
+	Body     Text
+}
+
+// Flow is an <xflow name="..."> definition.
+type Flow struct {
+	Off     int
+	Name    string
+	NameOff int
+	Rules   []*Rule
+}
+
+// RuleKind says which element a flow rule is.
+type RuleKind string
+
+const (
+	Start   RuleKind = "start"
+	Transit RuleKind = "transit"
+	Quit    RuleKind = "quit"
+)
+
+// Rule is a <start>, <transit> or <quit> of a flow.
+type Rule struct {
+	Off      int
+	Kind     RuleKind
+	Pointcut *Pointcut
+	Select   *Select // start and quit: the variable holding the structure
+	Action   *Text   // hand-written registration code instead of the default
+	Pass     *Pass   // transit: how the flow ID passes on
+}
+
+// Select is <select local_var="data"/>.
+type Select struct {
+	Off      int
+	LocalVar Attr
+}
+
+// PassKind is the element that says how a transit passes a flow ID.
+type PassKind string
+
+const (
+	Move     PassKind = "move"
+	Copy     PassKind = "copy"
+	XinMove  PassKind = "xin_move"
+	XinCopy  PassKind = "xin_copy"
+	XoutMove PassKind = "xout_move"
+	XoutCopy PassKind = "xout_copy"
+)
+
+// Removes reports whether the source keeps its flow ID after the pass.
+func (k PassKind) Removes() bool { return k == Move || k == XinMove || k == XoutMove }
+
+// Pass is <move>, <copy>, <xin_*> or <xout_*> inside a <transit>.
+type Pass struct {
+	Off    int
+	Kind   PassKind
+	Name   Attr // xin_* and xout_*: the channel name shared by both ends
+	From   Attr
+	To     Attr
+	Fields []*Field // xin_* only
+}
+
+// Field is a bit field of a header carrying flow ID bits across domains.
+type Field struct {
+	Off    int
+	Member Attr
+	Offset int
+	Size   int
+}
+
+// Attr is an attribute value with the offset of its first character.
+type Attr struct {
+	Value string
+	Off   int
+}
+
+// Position converts a byte offset into this file to a position.
+func (f *File) Position(off int) Position {
+	if f.lines == nil {
+		return Position{Filename: f.Name, Offset: off, Line: 1, Col: off + 1}
+	}
+	return f.lines.pos(off)
+}
+
+type builder struct {
+	f     *File
+	diags Diagnostics
+	jobs  []pointcutJob
+}
+
+// pointcutJob is a <pointcut> whose text is parsed after the XML walk,
+// all of them in parallel: parsing pointcuts is most of klasy check's
+// time on a large aspect.
+type pointcutJob struct {
+	text Text
+	dst  **Pointcut
+}
+
+func (b *builder) errf(off int, format string, args ...any) {
+	b.diags = append(b.diags, Diagnostic{Pos: b.f.Position(off), Msg: fmt.Sprintf(format, args...)})
+}
+
+// contentModel says, per element, which children and attributes it may
+// have and whether it holds text (C code, a header name, a pointcut).
+var contentModel = map[string]struct {
+	children []string
+	attrs    []string
+	text     bool
+}{
+	"aspect":    {children: []string{"import", "advice", "xflow"}},
+	"import":    {text: true},
+	"advice":    {children: []string{"pointcut", "before", "after"}},
+	"pointcut":  {text: true},
+	"before":    {text: true},
+	"after":     {text: true},
+	"xflow":     {children: []string{"start", "transit", "quit"}, attrs: []string{"name"}},
+	"start":     {children: []string{"pointcut", "select", "action"}},
+	"quit":      {children: []string{"pointcut", "select", "action"}},
+	"transit":   {children: []string{"pointcut", "move", "copy", "xin_move", "xin_copy", "xout_move", "xout_copy", "action"}},
+	"select":    {attrs: []string{"local_var"}},
+	"action":    {text: true},
+	"move":      {attrs: []string{"from", "to"}},
+	"copy":      {attrs: []string{"from", "to"}},
+	"xin_move":  {children: []string{"field"}, attrs: []string{"name", "from", "to"}},
+	"xin_copy":  {children: []string{"field"}, attrs: []string{"name", "from", "to"}},
+	"xout_move": {attrs: []string{"name", "from", "to"}},
+	"xout_copy": {attrs: []string{"name", "from", "to"}},
+	"field":     {attrs: []string{"name", "offset", "size"}},
+}
+
+// misplaced adds a hint for elements that exist but sit elsewhere, or
+// that users of other AOP systems expect.
+var misplaced = map[string]string{
+	"pointcut":  "; a <pointcut> belongs in an <advice>, <start>, <transit> or <quit>",
+	"before":    "; <before> belongs in an <advice>",
+	"after":     "; <after> belongs in an <advice>",
+	"around":    "; klasy has no around advice (dissertation ch. 4.2): use <before> or <after>",
+	"advice":    "; <advice> belongs directly in <aspect>",
+	"field":     "; <field> belongs in an <xin_move> or <xin_copy>",
+	"select":    "; <select> belongs in a <start> or <quit>",
+	"action":    "; <action> belongs in a <start>, <transit> or <quit>",
+	"move":      "; <move> belongs in a <transit>",
+	"copy":      "; <copy> belongs in a <transit>",
+	"xin_move":  "; <xin_move> belongs in a <transit>",
+	"xin_copy":  "; <xin_copy> belongs in a <transit>",
+	"xout_move": "; <xout_move> belongs in a <transit>",
+	"xout_copy": "; <xout_copy> belongs in a <transit>",
+	"start":     "; <start> belongs in an <xflow name=\"...\">",
+	"transit":   "; <transit> belongs in an <xflow name=\"...\">",
+	"quit":      "; <quit> belongs in an <xflow name=\"...\">",
+}
+
+func tags(names []string) string {
+	var s []string
+	for _, n := range names {
+		s = append(s, "<"+n+">")
+	}
+	return strings.Join(s, ", ")
+}
+
+// checkShape reports unknown attributes, unknown children and stray text
+// in n, and returns the attribute values by name.
+func (b *builder) checkShape(n *xmlNode) map[string]Attr {
+	m := contentModel[n.name]
+	attrs := map[string]Attr{}
+	for _, a := range n.attrs {
+		known := false
+		for _, k := range m.attrs {
+			known = known || k == a.name
+		}
+		if !known {
+			if len(m.attrs) == 0 {
+				b.errf(a.nameOff, "unknown attribute %s: <%s> takes no attributes", a.name, n.name)
+			} else {
+				b.errf(a.nameOff, "unknown attribute %s on <%s>: it takes %s", a.name, n.name, strings.Join(m.attrs, ", "))
+			}
+			continue
+		}
+		attrs[a.name] = Attr{Value: a.value.S, Off: a.value.Offset(0)}
+	}
+	if !m.text {
+		for _, t := range n.text {
+			if s := strings.TrimLeft(t.S, " \t\r\n"); s != "" {
+				hint := "C code belongs in <before>, <after> or <action>"
+				if n.name == "aspect" {
+					hint = "C code belongs in <before> or <after> inside an <advice>"
+				}
+				b.errf(t.Offset(len(t.S)-len(s)), "text %q is not allowed directly in <%s>: %s", firstLine(s), n.name, hint)
+			}
+		}
+	}
+	for _, c := range n.children {
+		ok := false
+		for _, k := range m.children {
+			ok = ok || k == c.name
+		}
+		if ok {
+			continue
+		}
+		switch {
+		case m.text:
+			b.errf(c.off, "element <%s> inside <%s>: <%s> holds only text; if this is C code, write < as &lt; or wrap the code in <![CDATA[ ... ]]>", c.name, n.name, n.name)
+		case len(m.children) == 0:
+			b.errf(c.off, "element <%s> inside <%s>: <%s> has no content; write it as <%s .../>", c.name, n.name, n.name, n.name)
+		default:
+			hint := misplaced[c.name]
+			if known := similarElement(c.name); known != "" {
+				hint = fmt.Sprintf("; did you mean <%s>?", known)
+			}
+			b.errf(c.off, "unknown element <%s> in <%s>: it holds %s%s", c.name, n.name, tags(m.children), hint)
+		}
+	}
+	return attrs
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	return strings.TrimRight(s, " \t\r")
+}
+
+func (b *builder) requireAttr(n *xmlNode, attrs map[string]Attr, name, example string) Attr {
+	a, ok := attrs[name]
+	if !ok {
+		b.errf(n.off, "<%s> needs a %s attribute: %s", n.name, name, example)
+		return Attr{Off: n.off}
+	}
+	if strings.TrimSpace(a.Value) == "" {
+		b.errf(a.Off, "empty %s attribute on <%s>: %s", name, n.name, example)
+	}
+	return a
+}
+
+// identAttr requires a C identifier as the value of an attribute.
+func (b *builder) identAttr(n *xmlNode, attrs map[string]Attr, name, example string) Attr {
+	a := b.requireAttr(n, attrs, name, example)
+	if a.Value != "" && !isIdent(a.Value) {
+		b.errf(a.Off, "%s=%q on <%s> is not a C identifier: %s", name, a.Value, n.name, example)
+	}
+	return a
+}
+
+func isIdent(s string) bool {
+	if s == "" || '0' <= s[0] && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *builder) pointcut(n *xmlNode, dst **Pointcut) {
+	b.jobs = append(b.jobs, pointcutJob{text: n.allText(), dst: dst})
+}
+
+// parsePointcuts runs the queued pointcut parses on all CPUs and reports
+// their errors in document order.
+func (b *builder) parsePointcuts() {
+	errs := make([]*pointcutError, len(b.jobs))
+	workers := min(runtime.GOMAXPROCS(0), len(b.jobs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(b.jobs) {
+					return
+				}
+				j := b.jobs[i]
+				expr, err := parsePointcut(j.text.S)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				*j.dst = &Pointcut{Expr: expr, Text: j.text}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			b.errf(b.jobs[i].text.Offset(err.off), "%s", err.msg)
+		}
+	}
+	b.jobs = nil
+}
+
+func hasChild(n *xmlNode, name string) bool {
+	for _, c := range n.children {
+		if c.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// only returns the single child named name, reporting repeats.
+func (b *builder) only(n *xmlNode, names ...string) *xmlNode {
+	var found *xmlNode
+	for _, c := range n.children {
+		for _, name := range names {
+			if c.name != name {
+				continue
+			}
+			if found != nil {
+				if found.name == c.name {
+					b.errf(c.off, "<%s> has a second <%s>; it takes one", n.name, c.name)
+				} else {
+					b.errf(c.off, "<%s> has both <%s> and <%s>; it takes one of %s", n.name, found.name, c.name, tags(names))
+				}
+				continue
+			}
+			found = c
+		}
+	}
+	return found
+}
+
+func (b *builder) build(root *xmlNode) {
+	if root.name != "aspect" {
+		b.errf(root.off, "the root element is <%s>; an aspect file starts with <aspect>", root.name)
+		return
+	}
+	b.checkShape(root)
+	if len(root.children) == 0 || !hasChild(root, "advice") && !hasChild(root, "xflow") {
+		b.errf(root.off, "<aspect> has no <advice> and no <xflow>: nothing to weave; add e.g. <advice><pointcut>execution(vfs_read)</pointcut><before>printk(\"read\\n\");</before></advice>")
+	}
+	for _, c := range root.children {
+		switch c.name {
+		case "import":
+			b.checkShape(c)
+			t := c.allText()
+			h := strings.TrimSpace(t.S)
+			switch {
+			case h == "":
+				b.errf(c.off, "empty <import>: name a header, e.g. <import>linux/skbuff.h</import>")
+			case strings.ContainsAny(h, "<>\" \t\r\n"):
+				b.errf(t.Offset(len(t.S)-len(strings.TrimLeft(t.S, " \t\r\n"))), "<import> holds one header path without <> or quotes, e.g. <import>linux/skbuff.h</import>")
+			}
+			b.f.Imports = append(b.f.Imports, &Import{Off: c.off, Header: h})
+		case "advice":
+			b.f.Advice = append(b.f.Advice, b.advice(c))
+		case "xflow":
+			b.f.Flows = append(b.f.Flows, b.flow(c))
+		}
+	}
+}
+
+func (b *builder) advice(n *xmlNode) *Advice {
+	b.checkShape(n)
+	a := &Advice{Off: n.off}
+	pc := b.only(n, "pointcut")
+	if pc == nil {
+		b.errf(n.off, "<advice> has no <pointcut>: add one such as <pointcut>access(sk_buff.data)</pointcut>")
+	} else {
+		b.checkShape(pc)
+		b.pointcut(pc, &a.Pointcut)
+	}
+	body := b.only(n, "before", "after")
+	if body == nil {
+		b.errf(n.off, "<advice> has no <before> or <after>: add the C code to run, e.g. <before>printk(\"hit\\n\");</before>")
+	} else {
+		b.checkShape(body)
+		a.When = body.name
+		a.Body = body.allText()
+	}
+	return a
+}
+
+func (b *builder) flow(n *xmlNode) *Flow {
+	attrs := b.checkShape(n)
+	name := b.identAttr(n, attrs, "name", `<xflow name="netflow">`)
+	fl := &Flow{Off: n.off, Name: name.Value, NameOff: name.Off}
+	for _, c := range n.children {
+		if k := RuleKind(c.name); k == Start || k == Transit || k == Quit {
+			fl.Rules = append(fl.Rules, b.rule(c, k))
+		}
+	}
+	if len(n.children) == 0 {
+		b.errf(n.off, "<xflow name=%q> is empty: define where the flow starts, transits and quits with <start>, <transit> and <quit>", fl.Name)
+	}
+	return fl
+}
+
+func (b *builder) rule(n *xmlNode, kind RuleKind) *Rule {
+	b.checkShape(n)
+	r := &Rule{Off: n.off, Kind: kind}
+	pc := b.only(n, "pointcut")
+	if pc == nil {
+		b.errf(n.off, "<%s> has no <pointcut>: add one such as <pointcut>access(sk_buff.data) AND within_function(skb_clone)</pointcut>", kind)
+	} else {
+		b.checkShape(pc)
+		b.pointcut(pc, &r.Pointcut)
+	}
+	switch kind {
+	case Start, Quit:
+		sel := b.only(n, "select", "action")
+		if sel == nil {
+			break
+		}
+		if sel.name == "action" {
+			b.checkShape(sel)
+			t := sel.allText()
+			r.Action = &t
+			break
+		}
+		attrs := b.checkShape(sel)
+		r.Select = &Select{Off: sel.off, LocalVar: b.identAttr(sel, attrs, "local_var", `<select local_var="data"/>`)}
+	case Transit:
+		names := contentModel["transit"].children[1:]
+		p := b.only(n, names...)
+		if p == nil {
+			b.errf(n.off, "<transit> needs one of %s to say how the flow ID passes on, e.g. <move from=\"skb\" to=\"n\"/>", tags(names))
+			break
+		}
+		if p.name == "action" {
+			b.checkShape(p)
+			t := p.allText()
+			r.Action = &t
+			break
+		}
+		r.Pass = b.pass(p)
+	}
+	return r
+}
+
+func (b *builder) pass(n *xmlNode) *Pass {
+	attrs := b.checkShape(n)
+	p := &Pass{Off: n.off, Kind: PassKind(n.name)}
+	inter := strings.HasPrefix(n.name, "x")
+	if inter {
+		p.Name = b.identAttr(n, attrs, "name", fmt.Sprintf(`<%s name="xennet" from="skb" to="tx">`, n.name))
+	}
+	p.From = b.identAttr(n, attrs, "from", fmt.Sprintf(`<%s from="skb" to="n"/>`, n.name))
+	p.To = b.identAttr(n, attrs, "to", fmt.Sprintf(`<%s from="skb" to="n"/>`, n.name))
+	if p.From.Value != "" && p.From.Value == p.To.Value {
+		b.errf(p.To.Off, "<%s> from and to name the same variable %q: to names the variable that receives the flow ID", n.name, p.To.Value)
+	}
+	if p.Kind == XinMove || p.Kind == XinCopy {
+		for _, c := range n.children {
+			if c.name == "field" {
+				p.Fields = append(p.Fields, b.field(c))
+			}
+		}
+		if len(p.Fields) == 0 {
+			b.errf(n.off, "<%s> needs at least one <field name=\"MEMBER\" offset=\"BIT\" size=\"BITS\"/> saying where in the header the flow ID travels", n.name)
+		}
+		b.checkFieldOverlap(p.Fields)
+	}
+	return p
+}
+
+func (b *builder) field(n *xmlNode) *Field {
+	attrs := b.checkShape(n)
+	ex := `<field name="flags" offset="4" size="12"/>`
+	f := &Field{Off: n.off, Member: b.identAttr(n, attrs, "name", ex)}
+	num := func(name string, lo, hi int) int {
+		a := b.requireAttr(n, attrs, name, ex)
+		if a.Value == "" {
+			return -1
+		}
+		v, err := strconv.Atoi(strings.TrimSpace(a.Value))
+		if err != nil || v < lo || v > hi {
+			b.errf(a.Off, "%s=%q on <field> must be a whole number from %d to %d: %s", name, a.Value, lo, hi, ex)
+			return -1
+		}
+		return v
+	}
+	f.Offset = num("offset", 0, 63)
+	f.Size = num("size", 1, 32)
+	if f.Offset >= 0 && f.Size > 0 && f.Offset+f.Size > 64 {
+		b.errf(n.off, "<field> bits %d..%d run past bit 63 of member %s: lower offset or size", f.Offset, f.Offset+f.Size-1, f.Member.Value)
+	}
+	return f
+}
+
+func (b *builder) checkFieldOverlap(fields []*Field) {
+	for i, f := range fields {
+		for _, g := range fields[:i] {
+			if f.Member.Value == g.Member.Value && f.Offset >= 0 && g.Offset >= 0 &&
+				f.Offset < g.Offset+g.Size && g.Offset < f.Offset+f.Size {
+				b.errf(f.Off, "<field> bits %d..%d of %s overlap another field of the same member: each bit can carry one bit of the flow ID", f.Offset, f.Offset+f.Size-1, f.Member.Value)
+			}
+		}
+	}
+}
+
+// Parse reads an aspect file. It returns the file (nil if the XML itself
+// is malformed) and every error found while building it; semantic rules
+// are checked by Check.
+func Parse(filename string, src []byte) (*File, Diagnostics) {
+	f := &File{Name: filename, lines: newLineIndex(filename, src)}
+	root, xerr := parseXML(src)
+	if xerr != nil {
+		msg := xerr.msg
+		if xerr.opened >= 0 {
+			msg += fmt.Sprintf(" opened at line %d", f.Position(xerr.opened).Line)
+		}
+		msg += xerr.hint
+		return nil, Diagnostics{{Pos: f.Position(xerr.off), Msg: msg}}
+	}
+	b := &builder{f: f}
+	b.build(root)
+	b.parsePointcuts()
+	return f, b.diags.sortDedup()
+}
+
+// Load parses and checks an aspect file; the file is usable only if the
+// diagnostics are empty.
+func Load(filename string, src []byte) (*File, Diagnostics) {
+	f, diags := Parse(filename, src)
+	if f == nil {
+		return nil, diags
+	}
+	diags = append(diags, Check(f)...)
+	return f, diags.sortDedup()
+}

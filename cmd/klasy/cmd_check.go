@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/klasy/klasy/aspect"
+)
+
+const checkHelp = `usage: klasy check [--json] FILE...
+
+Check aspect files without touching the kernel: XML structure, pointcut
+syntax and the rules of the aspect language. Prints one line per error,
+FILE:LINE:COL: message, at the offending token, and exits 1 if any file
+has errors, 0 if all are valid.
+
+An aspect is C advice tagged with XML:
+
+  <aspect>
+    <import>linux/skbuff.h</import>
+    <advice>
+      <pointcut>access(sk_buff.len) AND within_file(net/core/dev.c)
+                AND target(skb)</pointcut>
+      <before>
+        struct sk_buff *s = skb;
+        if (s-&gt;len &gt; 1500) printk("big skb %u\n", s-&gt;len);
+      </before>
+    </advice>
+  </aspect>
+
+Pointcut designators (% is the wildcard, never *):
+  execution(FUNC) or execution(FUNC())  function executions
+  access(STRUCT.MEMBER)                 reads and writes of a struct member
+  within_file(PATH[@DOMAIN])            join points in matching files
+  within_function(FUNC[@DOMAIN])        join points in matching functions
+  target(VAR)                           VAR = the accessed structure (void *)
+  local_var(LOCAL, VAR)                 VAR = &LOCAL at the join point
+  argument(PARAM, VAR)                  VAR = &PARAM of an executed function
+  xflow(FLOW, VAR[, ID])                only if VAR's data belongs to FLOW
+
+Combine them with AND and OR (AND binds tighter) and parentheses. Every
+AND-group needs an access or an execution; access and execution are never
+ANDed; execution goes only with execution and argument; target only with
+access. In C code, write < > & as &lt; &gt; &amp; or use <![CDATA[ ... ]]>.
+
+Flows (<xflow name="...">) follow data across threads and Xen domains
+with <start>, <transit> and <quit> rules; see 'klasy help translate'.
+
+Options:
+  --json   one JSON object per diagnostic: {"file","line","col","message"}
+`
+
+func init() {
+	register(&command{
+		Name:    "check",
+		Summary: "check aspect files for errors (FILE:LINE:COL: message)",
+		Help:    checkHelp,
+		Run:     runCheck,
+	})
+}
+
+func runCheck(s *stdio, args []string) error {
+	jsonOut := false
+	var files []string
+	for i, a := range args {
+		switch {
+		case a == "--json":
+			jsonOut = true
+		case a == "--":
+			files = append(files, args[i+1:]...)
+		case len(a) > 1 && a[0] == '-':
+			return usageError{Msg: fmt.Sprintf("unknown flag %s", a)}
+		default:
+			files = append(files, a)
+			continue
+		}
+		if a == "--" {
+			break
+		}
+	}
+	if len(files) == 0 {
+		return usageError{Msg: "no aspect file given"}
+	}
+	failed := false
+	for _, name := range files {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			return fmt.Errorf("reading aspect: %w", err)
+		}
+		_, diags := aspect.Load(name, src)
+		if len(diags) > 0 {
+			failed = true
+		}
+		printDiagnostics(s, diags, jsonOut)
+	}
+	if failed {
+		return exitError{Code: 1}
+	}
+	return nil
+}
+
+// printDiagnostics writes diagnostics to stderr as text, or to stdout
+// as JSON lines for scripts.
+func printDiagnostics(s *stdio, diags aspect.Diagnostics, jsonOut bool) {
+	for _, d := range diags {
+		if !jsonOut {
+			fmt.Fprintln(s.Err, d)
+			continue
+		}
+		b, _ := json.Marshal(struct {
+			File    string `json:"file"`
+			Line    int    `json:"line"`
+			Col     int    `json:"col"`
+			Message string `json:"message"`
+		}{d.Pos.Filename, d.Pos.Line, d.Pos.Col, d.Msg})
+		fmt.Fprintf(s.Out, "%s\n", b)
+	}
+}
