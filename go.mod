@@ -1,3 +1,8 @@
 module github.com/klasy/klasy
 
-go 1.26
+go 1.26.0
+
+require (
+	github.com/go-delve/delve v1.27.2 // indirect
+	golang.org/x/arch v0.32.0 // indirect
+)

@@ -1,0 +1,612 @@
+package dwarfmap
+
+import (
+	"cmp"
+	"debug/dwarf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// unitResult is what one worker learns from one compilation unit; files
+// are local to the unit until merged.
+type unitResult struct {
+	name, compDir string
+	lowPC         uint64
+	version       int
+	files         []string
+	rows          []Row // File is an index into files
+	funcs         []pendingFunc
+	inlines       []pendingInline
+	structs       []pendingStruct
+	err           error
+}
+
+type pendingFunc struct {
+	name     string
+	die      uint64
+	declFile int // index into unitResult.files, -1 unknown
+	declLine int
+	flags    uint32
+	ranges   [][2]uint64
+}
+
+type pendingInline struct {
+	name     string
+	declFile int
+	declLine int
+	die      uint64
+	callFile int
+	callLine int
+	caller   int // index into unitResult.funcs, -1 unknown
+	ranges   [][2]uint64
+}
+
+type pendingStruct struct {
+	name string
+	die  uint64
+	size int64
+	kind uint32
+}
+
+// unitBounds lists [off, end) of every unit header in .debug_info, read
+// straight from the unit lengths so workers can start anywhere.
+func unitBounds(info []byte) ([][2]uint64, error) {
+	var out [][2]uint64
+	for off := uint64(0); off < uint64(len(info)); {
+		if off+4 > uint64(len(info)) {
+			return nil, fmt.Errorf("unit header at %#x: %w", off, ErrTruncated)
+		}
+		n := uint64(binary.LittleEndian.Uint32(info[off:]))
+		hdr := uint64(4)
+		if n == 0xffffffff {
+			if off+12 > uint64(len(info)) {
+				return nil, fmt.Errorf("unit header at %#x: %w", off, ErrTruncated)
+			}
+			n = binary.LittleEndian.Uint64(info[off+4:])
+			hdr = 12
+		} else if n >= 0xfffffff0 {
+			return nil, fmt.Errorf("unit at %#x: bad length %#x", off, n)
+		}
+		end := off + hdr + n
+		if end > uint64(len(info)) || end <= off {
+			return nil, fmt.Errorf("unit at %#x ends at %#x past .debug_info (%d bytes): %w", off, end, len(info), ErrTruncated)
+		}
+		out = append(out, [2]uint64{off, end})
+		off = end
+	}
+	return out, nil
+}
+
+// Progress is called from Build as units finish.
+type Progress func(done, total int)
+
+// Build indexes img: units are decoded in parallel, one worker per CPU,
+// then merged into flat tables in unit order so the result does not
+// depend on scheduling.
+func Build(img *Image, progress Progress) (*Index, error) {
+	if img.ELF.ByteOrder != binary.LittleEndian {
+		return nil, errors.New("only little-endian images are supported")
+	}
+	d, err := img.DWARF()
+	if err != nil {
+		return nil, err
+	}
+	bounds, err := unitBounds(img.sec[".debug_info"])
+	if err != nil {
+		return nil, err
+	}
+	results := make([]unitResult, len(bounds))
+	var next, done atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	workers := min(runtime.GOMAXPROCS(0), len(bounds))
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(bounds) {
+					return
+				}
+				results[i] = readUnit(d, firstDIE(img.sec[".debug_info"], bounds[i]))
+				n := int(done.Add(1))
+				if progress != nil {
+					mu.Lock()
+					progress(n, len(bounds))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range results {
+		if results[i].err != nil {
+			return nil, fmt.Errorf("unit at %#x: %w", bounds[i][0], results[i].err)
+		}
+	}
+	info := img.sec[".debug_info"]
+	for i, b := range bounds {
+		v := 0
+		if h := info[b[0]:b[1]]; len(h) >= 6 && binary.LittleEndian.Uint32(h) != 0xffffffff {
+			v = int(binary.LittleEndian.Uint16(h[4:]))
+		} else if len(h) >= 14 {
+			v = int(binary.LittleEndian.Uint16(h[12:]))
+		}
+		results[i].version = v
+	}
+	x := merge(results, bounds)
+	x.BuildID = img.BuildID
+	x.img = img
+	return x, nil
+}
+
+// firstDIE returns the offset of the unit DIE following the unit header
+// at b[0] (debug/dwarf seeks to DIEs, not headers).
+func firstDIE(info []byte, b [2]uint64) uint64 {
+	h := info[b[0]:b[1]]
+	off, dw64 := uint64(4), false
+	if len(h) >= 4 && binary.LittleEndian.Uint32(h) == 0xffffffff {
+		off, dw64 = 12, true
+	}
+	if uint64(len(h)) < off+2 {
+		return b[0]
+	}
+	ver := binary.LittleEndian.Uint16(h[off:])
+	off += 2
+	sz := uint64(4)
+	if dw64 {
+		sz = 8
+	}
+	if ver >= 5 {
+		if uint64(len(h)) <= off {
+			return b[0]
+		}
+		ut := h[off]
+		off += 1 + 1 + sz // unit_type, address_size, debug_abbrev_offset
+		switch ut {
+		case 0x02, 0x06: // DW_UT_type, DW_UT_split_type: signature + type offset
+			off += 8 + sz
+		case 0x04, 0x05: // DW_UT_skeleton, DW_UT_split_compile: dwo_id
+			off += 8
+		}
+	} else {
+		off += sz + 1 // debug_abbrev_offset, address_size
+	}
+	return b[0] + off
+}
+
+func readUnit(d *dwarf.Data, off uint64) (res unitResult) {
+	defer func() {
+		if r := recover(); r != nil {
+			res.err = fmt.Errorf("malformed DWARF: %v", r)
+		}
+	}()
+	r := d.Reader()
+	r.Seek(dwarf.Offset(off))
+	cu, err := r.Next()
+	if err != nil {
+		res.err = fmt.Errorf("reading unit DIE: %w", err)
+		return
+	}
+	if cu == nil || (cu.Tag != dwarf.TagCompileUnit && cu.Tag != dwarf.TagPartialUnit) {
+		return // type units and the like carry no code
+	}
+	res.name, _ = cu.Val(dwarf.AttrName).(string)
+	res.compDir, _ = cu.Val(dwarf.AttrCompDir).(string)
+	res.lowPC, _ = cu.Val(dwarf.AttrLowpc).(uint64)
+	if err := res.readLines(d, cu); err != nil {
+		res.err = fmt.Errorf("line table of %s: %w", res.name, err)
+		return
+	}
+	if !cu.Children {
+		return
+	}
+
+	type origin struct {
+		name     string
+		declFile int
+		declLine int
+		flags    uint32
+	}
+	origins := map[dwarf.Offset]origin{}
+	// Concrete DIEs naming an abstract origin, resolved after the walk
+	// because the origin may come later in the unit.
+	var funcOrigin, inlOrigin []dwarf.Offset
+	type frame struct{ depth, fn int }
+	var stack []frame
+	depth := 1
+	for depth > 0 {
+		e, err := r.Next()
+		if err != nil {
+			res.err = fmt.Errorf("reading DIEs: %w", err)
+			return
+		}
+		if e == nil {
+			break
+		}
+		if e.Tag == 0 {
+			depth--
+			for len(stack) > 0 && stack[len(stack)-1].depth >= depth {
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		switch e.Tag {
+		case dwarf.TagSubprogram:
+			o := origin{declFile: -1}
+			o.name, _ = e.Val(dwarf.AttrName).(string)
+			if ext, _ := e.Val(dwarf.AttrExternal).(bool); ext {
+				o.flags |= FuncExternal
+			}
+			if in, ok := e.Val(dwarf.AttrInline).(int64); ok && (in == 1 || in == 3) {
+				o.flags |= FuncInline
+			}
+			if f, ok := e.Val(dwarf.AttrDeclFile).(int64); ok {
+				o.declFile = int(f)
+			}
+			if l, ok := e.Val(dwarf.AttrDeclLine).(int64); ok {
+				o.declLine = int(l)
+			}
+			if o.name != "" {
+				origins[e.Offset] = o
+			}
+			rngs, err := d.Ranges(e)
+			if err != nil || len(rngs) == 0 {
+				break
+			}
+			ao, _ := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+			if sp, ok := e.Val(dwarf.AttrSpecification).(dwarf.Offset); ok && ao == 0 {
+				ao = sp
+			}
+			funcOrigin = append(funcOrigin, ao)
+			res.funcs = append(res.funcs, pendingFunc{name: o.name, die: uint64(e.Offset), declFile: o.declFile, declLine: o.declLine, flags: o.flags, ranges: sortRanges(rngs)})
+			if e.Children {
+				stack = append(stack, frame{depth + 1, len(res.funcs) - 1})
+			}
+		case dwarf.TagInlinedSubroutine:
+			rngs, err := d.Ranges(e)
+			if err != nil || len(rngs) == 0 {
+				break
+			}
+			in := pendingInline{die: uint64(e.Offset), callFile: -1, declFile: -1, caller: -1, ranges: sortRanges(rngs)}
+			if f, ok := e.Val(dwarf.AttrCallFile).(int64); ok {
+				in.callFile = int(f)
+			}
+			if l, ok := e.Val(dwarf.AttrCallLine).(int64); ok {
+				in.callLine = int(l)
+			}
+			if len(stack) > 0 {
+				in.caller = stack[len(stack)-1].fn
+			}
+			ao, _ := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+			inlOrigin = append(inlOrigin, ao)
+			res.inlines = append(res.inlines, in)
+		case dwarf.TagStructType, dwarf.TagUnionType:
+			if depth != 1 {
+				break
+			}
+			name, _ := e.Val(dwarf.AttrName).(string)
+			if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); name == "" || decl {
+				break
+			}
+			size, _ := e.Val(dwarf.AttrByteSize).(int64)
+			kind := uint32(KindStruct)
+			if e.Tag == dwarf.TagUnionType {
+				kind = KindUnion
+			}
+			res.structs = append(res.structs, pendingStruct{name, uint64(e.Offset), size, kind})
+		}
+		if e.Children {
+			depth++
+		}
+	}
+
+	// lookup resolves an origin outside this unit's map (a later or
+	// cross-unit DIE) by reading it.
+	lookup := func(off dwarf.Offset) (origin, bool) {
+		if o, ok := origins[off]; ok {
+			return o, true
+		}
+		for hops := 0; off != 0 && hops < 4; hops++ {
+			r.Seek(off)
+			e, err := r.Next()
+			if err != nil || e == nil {
+				return origin{}, false
+			}
+			if name, ok := e.Val(dwarf.AttrName).(string); ok {
+				o := origin{name: name, declFile: -1}
+				if ext, _ := e.Val(dwarf.AttrExternal).(bool); ext {
+					o.flags |= FuncExternal
+				}
+				return o, true
+			}
+			off, _ = e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+		}
+		return origin{}, false
+	}
+	for i, ao := range funcOrigin {
+		f := &res.funcs[i]
+		if ao == 0 {
+			continue
+		}
+		if o, ok := lookup(ao); ok {
+			if f.name == "" {
+				f.name = o.name
+			}
+			f.flags |= o.flags
+			if f.declFile < 0 {
+				f.declFile, f.declLine = o.declFile, o.declLine
+			}
+		}
+	}
+	for i, ao := range inlOrigin {
+		if o, ok := lookup(ao); ok {
+			res.inlines[i].name = o.name
+			res.inlines[i].declFile, res.inlines[i].declLine = o.declFile, o.declLine
+		}
+	}
+	return res
+}
+
+func (res *unitResult) readLines(d *dwarf.Data, cu *dwarf.Entry) error {
+	lr, err := d.LineReader(cu)
+	if err != nil {
+		return err
+	}
+	if lr == nil {
+		return nil
+	}
+	local := map[*dwarf.LineFile]uint32{}
+	var lastF *dwarf.LineFile
+	var lastIdx uint32
+	fileIdx := func(f *dwarf.LineFile) uint32 {
+		if f == lastF {
+			return lastIdx
+		}
+		i, ok := local[f]
+		if !ok {
+			i = uint32(len(res.files))
+			name := ""
+			if f != nil {
+				name = path.Clean(f.Name)
+			}
+			res.files = append(res.files, name)
+			local[f] = i
+		}
+		lastF, lastIdx = f, i
+		return i
+	}
+	// The unit's file table, in order, so decl_file/call_file numbers
+	// index res.files directly.
+	for _, f := range lr.Files() {
+		fileIdx(f)
+	}
+	var le dwarf.LineEntry
+	for {
+		if err := lr.Next(&le); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		var fl uint16
+		if le.IsStmt {
+			fl |= RowStmt
+		}
+		if le.EndSequence {
+			fl |= RowEndSequence
+		}
+		if le.PrologueEnd {
+			fl |= RowPrologueEnd
+		}
+		if le.EpilogueBegin {
+			fl |= RowEpilogueBegin
+		}
+		if le.BasicBlock {
+			fl |= RowBasicBlock
+		}
+		res.rows = append(res.rows, Row{
+			Addr: le.Address, File: fileIdx(le.File), Line: uint32(le.Line),
+			Discriminator: uint32(le.Discriminator), Column: uint16(min(le.Column, 0xffff)), Flags: fl,
+		})
+	}
+}
+
+func sortRanges(r [][2]uint64) [][2]uint64 {
+	slices.SortFunc(r, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	return r
+}
+
+// interner builds the string blob.
+type interner struct {
+	blob []byte
+	m    map[string]strRef
+}
+
+func (in *interner) add(s string) strRef {
+	if r, ok := in.m[s]; ok {
+		return r
+	}
+	r := strRef{uint32(len(in.blob)), uint32(len(s))}
+	in.blob = append(in.blob, s...)
+	in.m[s] = r
+	return r
+}
+
+func merge(results []unitResult, bounds [][2]uint64) *Index {
+	x := &Index{}
+	in := &interner{m: map[string]strRef{}}
+	fileIDs := map[string]uint32{}
+	var nrows, nfuncs, ninl, nrng int
+	for i := range results {
+		nrows += len(results[i].rows)
+		nfuncs += len(results[i].funcs)
+		ninl += len(results[i].inlines)
+		for _, f := range results[i].funcs {
+			nrng += len(f.ranges)
+		}
+		for _, f := range results[i].inlines {
+			nrng += len(f.ranges)
+		}
+	}
+	x.rows = make([]Row, 0, nrows)
+	x.funcs = make([]Func, 0, nfuncs)
+	x.inlines = make([]Inline, 0, ninl)
+	x.ranges = make([][2]uint64, 0, nrng)
+	structSeen := map[string]bool{}
+	for ui := range results {
+		res := &results[ui]
+		gid := make([]uint32, len(res.files))
+		for j, f := range res.files {
+			id, ok := fileIDs[f]
+			if !ok {
+				id = uint32(len(x.files))
+				fileIDs[f] = id
+				x.files = append(x.files, in.add(f))
+			}
+			gid[j] = id
+		}
+		file := func(i int) uint32 {
+			if i < 0 || i >= len(gid) {
+				return noFile
+			}
+			return gid[i]
+		}
+		u := Unit{Name: in.add(res.name), CompDir: in.add(res.compDir), Off: bounds[ui][0], End: bounds[ui][1],
+			LowPC: res.lowPC, RowStart: uint32(len(x.rows)), Version: uint32(res.version)}
+		for _, r := range res.rows {
+			r.File = gid[r.File]
+			x.rows = append(x.rows, r)
+		}
+		u.RowEnd = uint32(len(x.rows))
+		x.units = append(x.units, u)
+		fbase := uint32(len(x.funcs))
+		for _, f := range res.funcs {
+			x.funcs = append(x.funcs, Func{Name: in.add(f.name), DIE: f.die, Unit: uint32(ui),
+				DeclFile: file(f.declFile), DeclLine: uint32(f.declLine), Flags: f.flags,
+				RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
+			x.ranges = append(x.ranges, f.ranges...)
+		}
+		for _, f := range res.inlines {
+			caller := noFile
+			if f.caller >= 0 {
+				caller = fbase + uint32(f.caller)
+			}
+			x.inlines = append(x.inlines, Inline{Name: in.add(f.name), DIE: f.die, Unit: uint32(ui),
+				CallFile: file(f.callFile), CallLine: uint32(f.callLine), Caller: caller,
+				DeclFile: file(f.declFile), DeclLine: uint32(f.declLine),
+				RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
+			x.ranges = append(x.ranges, f.ranges...)
+		}
+		for _, s := range res.structs {
+			if structSeen[s.name] {
+				continue
+			}
+			structSeen[s.name] = true
+			x.structs = append(x.structs, Struct{Name: in.add(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
+		}
+		results[ui] = unitResult{} // let the GC have it
+	}
+	x.strs = in.blob
+	x.finish()
+	return x
+}
+
+// finish computes the derived lookup arrays.
+func (x *Index) finish() {
+	x.byAddr = sortRowsByAddr(x.rows)
+	x.byFile = sortRowsByFile(x.rows, len(x.files))
+	x.byName = make([]uint32, len(x.funcs))
+	for i := range x.byName {
+		x.byName[i] = uint32(i)
+	}
+	slices.SortStableFunc(x.byName, func(a, b uint32) int {
+		return cmp.Compare(x.str(x.funcs[a].Name), x.str(x.funcs[b].Name))
+	})
+	x.inlName = make([]uint32, len(x.inlines))
+	for i := range x.inlName {
+		x.inlName[i] = uint32(i)
+	}
+	slices.SortStableFunc(x.inlName, func(a, b uint32) int {
+		return cmp.Compare(x.str(x.inlines[a].Name), x.str(x.inlines[b].Name))
+	})
+	x.spans = x.spans[:0]
+	for fi, f := range x.funcs {
+		for _, r := range x.ranges[f.RngOff : f.RngOff+f.RngN] {
+			x.spans = append(x.spans, addrSpan{Lo: r[0], Hi: r[1], Func: uint32(fi)})
+		}
+	}
+	slices.SortStableFunc(x.spans, func(a, b addrSpan) int { return cmp.Compare(a.Lo, b.Lo) })
+	slices.SortFunc(x.structs, func(a, b Struct) int { return cmp.Compare(x.str(a.Name), x.str(b.Name)) })
+}
+
+// sortRowsByAddr orders code rows by address. Sequences are already
+// increasing, so sorting whole sequences by their first address usually
+// yields a sorted list; overlapping sequences fall back to a full sort.
+func sortRowsByAddr(rows []Row) []uint32 {
+	type seq struct{ start, end uint32 }
+	var seqs []seq
+	s := 0
+	for i := range rows {
+		if rows[i].Flags&RowEndSequence != 0 {
+			if i > s {
+				seqs = append(seqs, seq{uint32(s), uint32(i)})
+			}
+			s = i + 1
+		}
+	}
+	if s < len(rows) {
+		seqs = append(seqs, seq{uint32(s), uint32(len(rows))})
+	}
+	slices.SortStableFunc(seqs, func(a, b seq) int { return cmp.Compare(rows[a.start].Addr, rows[b.start].Addr) })
+	out := make([]uint32, 0, len(rows))
+	for _, q := range seqs {
+		for i := q.start; i < q.end; i++ {
+			out = append(out, i)
+		}
+	}
+	less := func(a, b uint32) int { return cmp.Compare(rows[a].Addr, rows[b].Addr) }
+	if !slices.IsSortedFunc(out, less) {
+		slices.SortStableFunc(out, less)
+	}
+	return out
+}
+
+// sortRowsByFile orders rows by (file, line, address): a counting sort by
+// file, then a small sort per file.
+func sortRowsByFile(rows []Row, nfiles int) []uint32 {
+	count := make([]uint32, nfiles+1)
+	for _, r := range rows {
+		count[r.File+1]++
+	}
+	for i := 1; i < len(count); i++ {
+		count[i] += count[i-1]
+	}
+	out := make([]uint32, len(rows))
+	pos := slices.Clone(count)
+	for i, r := range rows {
+		out[pos[r.File]] = uint32(i)
+		pos[r.File]++
+	}
+	for f := 0; f < nfiles; f++ {
+		part := out[count[f]:count[f+1]]
+		slices.SortFunc(part, func(a, b uint32) int {
+			if c := cmp.Compare(rows[a].Line, rows[b].Line); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(rows[a].Addr, rows[b].Addr); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+	}
+	return out
+}
