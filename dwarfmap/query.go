@@ -18,6 +18,12 @@ type Line struct {
 	// Stmt is false when no address of the line is a recommended
 	// breakpoint (is_stmt) location.
 	Stmt bool `json:"stmt"`
+	// FallbackFor is set when the requested line has no code and this
+	// nearby line in the same basic block stands in for it (KLASY's
+	// nearest-line rule): Fallback is "before" (use for before advice)
+	// or "after" (for after advice).
+	FallbackFor int    `json:"fallback_for,omitempty"`
+	Fallback    string `json:"fallback,omitempty"`
 }
 
 // Row returns row i of the line table (for tests and tools).
@@ -260,9 +266,57 @@ func (x *Index) Lines(sp LineSpec) ([]Line, error) {
 	}
 	out := x.groupRows(rows, "")
 	if len(out) == 0 && sp.Line != 0 {
-		return nil, fmt.Errorf("%s:%d has no code (the compiler merged or removed it); try a nearby line", sp.File, sp.Line)
+		var all []uint32
+		for _, f := range files {
+			all = append(all, x.fileRows(f, 0)...)
+		}
+		if fb, err := x.nearest(x.groupRows(all, ""), sp.Line); err == nil {
+			return fb, nil
+		} else {
+			return nil, fmt.Errorf("%s:%d has no code (the compiler merged or removed it): %v", sp.File, sp.Line, err)
+		}
 	}
 	return out, nil
+}
+
+// maxFallback is how far the nearest-line rule looks for lines with code.
+const maxFallback = 10
+
+// nearest applies KLASY's rule for a line without code: take the nearest
+// lines before and after it that have code; if some address of one and
+// some address of the other lie in the same basic block, the line runs
+// between them, so the line before stands in for before advice and the
+// line after for after advice.
+func (x *Index) nearest(lines []Line, want int) ([]Line, error) {
+	var before, after *Line
+	for i := range lines {
+		l := &lines[i]
+		if l.Line < want && want-l.Line <= maxFallback && (before == nil || l.Line > before.Line) {
+			before = l
+		}
+		if l.Line > want && l.Line-want <= maxFallback && (after == nil || l.Line < after.Line) {
+			after = l
+		}
+	}
+	if before == nil || after == nil {
+		return nil, fmt.Errorf("no lines with code within %d lines on both sides", maxFallback)
+	}
+	for _, a := range before.Addrs {
+		blk, err := x.BasicBlock(a)
+		if err != nil {
+			continue
+		}
+		for _, b := range after.Addrs {
+			if b > a && b < blk.End {
+				bl, al := *before, *after
+				bl.FallbackFor, bl.Fallback = want, "before"
+				al.FallbackFor, al.Fallback = want, "after"
+				bl.Addrs, al.Addrs = []uint64{a}, []uint64{b}
+				return []Line{bl, al}, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("lines %d and %d, the nearest with code, are not in one basic block", before.Line, after.Line)
 }
 
 // groupRows turns rows into Lines keyed by (function, file, line), sorted
@@ -342,7 +396,14 @@ func (x *Index) funcLines(sp LineSpec) ([]Line, error) {
 		out = append(out, x.groupRows(rows, fi.Name)...)
 	}
 	if len(out) == 0 && sp.Line != 0 {
-		return nil, fmt.Errorf("line %d of %s has no code (the compiler merged or removed it, or it is outside the function)", sp.Line, sp.Func)
+		all, err := x.funcLines(LineSpec{Func: sp.Func})
+		if err == nil {
+			var fb []Line
+			if fb, err = x.nearest(all, sp.Line); err == nil {
+				return fb, nil
+			}
+		}
+		return nil, fmt.Errorf("line %d of %s has no code (the compiler merged or removed it, or it is outside the function): %v", sp.Line, sp.Func, err)
 	}
 	return out, nil
 }

@@ -194,10 +194,30 @@ func (l *Layout) Print(w io.Writer) {
 			name = "<anonymous>"
 		}
 		if m.BitSize != 0 {
-			fmt.Fprintf(w, "%s%s %s:%d;\t/* %d:%d %d */\n", ind, m.Type, name, m.BitSize, m.Offset, m.BitOffset, m.Size)
+			fmt.Fprintf(w, "%s%s:%d;\t/* %d:%d %d */\n", ind, Declare(m.Type, name), m.BitSize, m.Offset, m.BitOffset, m.Size)
 		} else {
-			fmt.Fprintf(w, "%s%s %s;\t/* %d %d */\n", ind, m.Type, name, m.Offset, m.Size)
+			fmt.Fprintf(w, "%s%s;\t/* %d %d */\n", ind, Declare(m.Type, name), m.Offset, m.Size)
 		}
 	}
 	fmt.Fprintln(w, "};")
+}
+
+// Declare writes a C declaration of name with the type spelled typ:
+// "char[48]" and "cb" give "char cb[48]", "void (*)(int)" and "fn" give
+// "void (*fn)(int)", "struct sock *" and "sk" give "struct sock *sk".
+func Declare(typ, name string) string {
+	if i := strings.Index(typ, "(*"); i >= 0 {
+		j := i + 2
+		for j < len(typ) && typ[j] == '*' {
+			j++
+		}
+		return typ[:j] + name + typ[j:]
+	}
+	if i := strings.IndexByte(typ, '['); i >= 0 {
+		return strings.TrimRight(typ[:i], " ") + " " + name + typ[i:]
+	}
+	if strings.HasSuffix(typ, "*") {
+		return typ + name
+	}
+	return typ + " " + name
 }
