@@ -30,6 +30,7 @@ type unitResult struct {
 
 type pendingFunc struct {
 	name     string
+	entry    uint64
 	die      uint64
 	declFile int // index into unitResult.files, -1 unknown
 	declLine int
@@ -234,7 +235,7 @@ func readUnit(d *dwarf.Data, off uint64) (res unitResult) {
 		}
 		if e.Tag == 0 {
 			depth--
-			for len(stack) > 0 && stack[len(stack)-1].depth >= depth {
+			for len(stack) > 0 && stack[len(stack)-1].depth > depth {
 				stack = stack[:len(stack)-1]
 			}
 			continue
@@ -267,7 +268,15 @@ func readUnit(d *dwarf.Data, off uint64) (res unitResult) {
 				ao = sp
 			}
 			funcOrigin = append(funcOrigin, ao)
-			res.funcs = append(res.funcs, pendingFunc{name: o.name, die: uint64(e.Offset), declFile: o.declFile, declLine: o.declLine, flags: o.flags, ranges: sortRanges(rngs)})
+			// The entry is low_pc, else DW_AT_entry_pc, else the first
+			// range gcc lists (the hot part; .cold parts follow).
+			entry := rngs[0][0]
+			if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
+				entry = lo
+			} else if ep, ok := e.Val(dwarf.AttrEntrypc).(uint64); ok {
+				entry = ep
+			}
+			res.funcs = append(res.funcs, pendingFunc{name: o.name, entry: entry, die: uint64(e.Offset), declFile: o.declFile, declLine: o.declLine, flags: o.flags, ranges: sortRanges(rngs)})
 			if e.Children {
 				stack = append(stack, frame{depth + 1, len(res.funcs) - 1})
 			}
@@ -490,7 +499,7 @@ func merge(results []unitResult, bounds [][2]uint64) *Index {
 		x.units = append(x.units, u)
 		fbase := uint32(len(x.funcs))
 		for _, f := range res.funcs {
-			x.funcs = append(x.funcs, Func{Name: in.add(f.name), DIE: f.die, Unit: uint32(ui),
+			x.funcs = append(x.funcs, Func{Name: in.add(f.name), Entry: f.entry, DIE: f.die, Unit: uint32(ui),
 				DeclFile: file(f.declFile), DeclLine: uint32(f.declLine), Flags: f.flags,
 				RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
 			x.ranges = append(x.ranges, f.ranges...)

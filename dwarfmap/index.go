@@ -52,6 +52,7 @@ const noFile = ^uint32(0)
 type Func struct {
 	Name     strRef
 	DIE      uint64 // offset of its DW_TAG_subprogram in .debug_info
+	Entry    uint64 // entry address: low_pc, or the first DW_AT_ranges entry
 	Unit     uint32
 	DeclFile uint32
 	DeclLine uint32

@@ -47,7 +47,8 @@ type FuncInfo struct {
 	File     string      `json:"file"`
 	Line     int         `json:"line"`
 	External bool        `json:"external"`
-	Ranges   [][2]uint64 `json:"-"`
+	Entry    uint64      `json:"-"`
+	Ranges   [][2]uint64 `json:"-"` // by address; .cold parts included
 	// Inlined counts the inlined copies of the function; InlineOnly is
 	// true when it has no out-of-line copy at all.
 	Inlined    int  `json:"inlined"`
@@ -58,7 +59,7 @@ type FuncInfo struct {
 func (x *Index) funcInfo(i int) FuncInfo {
 	f := x.funcs[i]
 	return FuncInfo{Name: x.str(f.Name), File: x.File(f.DeclFile), Line: int(f.DeclLine),
-		External: f.Flags&FuncExternal != 0, Ranges: x.ranges[f.RngOff : f.RngOff+f.RngN], index: i}
+		External: f.Flags&FuncExternal != 0, Entry: f.Entry, Ranges: x.ranges[f.RngOff : f.RngOff+f.RngN], index: i}
 }
 
 // nameRange returns the [lo, hi) of idx (sorted by name) whose names have

@@ -2,6 +2,7 @@ package dwarfmap
 
 import (
 	"debug/dwarf"
+	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"strconv"
@@ -258,6 +259,8 @@ func (lc *locContext) describe(expr []byte) (string, bool) {
 		return "value " + what + " had at function entry (DW_OP_entry_value): not readable here", false
 	case entry:
 		return "computed from values at function entry (DW_OP_entry_value): not readable here", false
+	case len(ops) == 2 && last == byte(op.DW_OP_stack_value) && isConst(o):
+		return fmt.Sprintf("constant %d", constValue(o)), true
 	case last == byte(op.DW_OP_stack_value):
 		return "computed value", true
 	}
@@ -318,7 +321,7 @@ func (img *Image) fdeFor(pc uint64) (fde *frame.FrameDescriptionEntry, err error
 	}()
 	sec := img.sec[".debug_frame"]
 	if len(sec) == 0 {
-		return nil, fmt.Errorf("no .debug_frame")
+		return img.ehFrameFor(pc)
 	}
 	le := binary.LittleEndian
 	for off := 0; off+4 <= len(sec); {
@@ -362,6 +365,30 @@ func (img *Image) fdeFor(pc uint64) (fde *frame.FrameDescriptionEntry, err error
 		off = end
 	}
 	return nil, fmt.Errorf("no .debug_frame entry covers %#x", pc)
+}
+
+// ehFrameFor looks pc up in .eh_frame, which user-space objects carry
+// instead of .debug_frame (the kernel builds with
+// -fno-asynchronous-unwind-tables and has .debug_frame only).
+func (img *Image) ehFrameFor(pc uint64) (*frame.FrameDescriptionEntry, error) {
+	s := img.ELF.Section(".eh_frame")
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		return nil, fmt.Errorf("no .debug_frame or .eh_frame")
+	}
+	data, err := s.Data()
+	if err != nil {
+		return nil, err
+	}
+	fdes, err := frame.Parse(data, binary.LittleEndian, 0, 8, s.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("reading .eh_frame: %w", err)
+	}
+	for _, f := range fdes {
+		if f.Cover(pc) {
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("no .eh_frame entry covers %#x", pc)
 }
 
 func ulebN(b []byte) (uint64, int) {
@@ -413,7 +440,7 @@ func (x *Index) ParseAddr(s string) (uint64, error) {
 	if len(fs) > 1 {
 		return 0, fmt.Errorf("%d functions are called %q: give an address", len(fs), name)
 	}
-	return fs[0].Ranges[0][0] + off, nil
+	return fs[0].Entry + off, nil
 }
 
 // VarsAtLine returns the variables at each address of line in function
@@ -435,4 +462,24 @@ func (x *Index) VarsAtLine(fn string, line int) ([]Var, error) {
 		}
 	}
 	return out, nil
+}
+
+func isConst(o exprOp) bool {
+	return o.code >= 0x30 && o.code <= 0x4f || o.code >= 0x08 && o.code <= 0x11
+}
+
+func constValue(o exprOp) int64 {
+	switch {
+	case o.code >= 0x30 && o.code <= 0x4f:
+		return int64(o.code - 0x30)
+	case o.code == 0x09:
+		return int64(int8(o.u))
+	case o.code == 0x0b:
+		return int64(int16(o.u))
+	case o.code == 0x0d:
+		return int64(int32(o.u))
+	case o.code == 0x11:
+		return o.s
+	}
+	return o.u
 }

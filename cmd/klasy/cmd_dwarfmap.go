@@ -291,11 +291,11 @@ func runVars(s *stdio, args []string) error {
 	for i, v := range vars {
 		if i == 0 || v.Addr != last {
 			f, _ := x.FuncAt(v.Addr)
-			off := uint64(0)
-			if len(f.Ranges) > 0 {
-				off = v.Addr - f.Ranges[0][0]
+			where := fmt.Sprintf("%s+%#x", f.Name, v.Addr-f.Entry)
+			if v.Addr < f.Entry {
+				where = fmt.Sprintf("%s-%#x", f.Name, f.Entry-v.Addr) // a .cold part
 			}
-			fmt.Fprintf(tw, "@%#x <%s+%#x>\n", v.Addr, f.Name, off)
+			fmt.Fprintf(tw, "@%#x <%s>\n", v.Addr, where)
 			last = v.Addr
 		}
 		scope := ""
