@@ -9,6 +9,8 @@ import (
 	"io"
 	"path"
 	"runtime"
+	"runtime/debug"
+	"sort"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,7 +31,7 @@ type unitResult struct {
 }
 
 type pendingFunc struct {
-	name     string
+	name     []byte
 	entry    uint64
 	die      uint64
 	declFile int // index into unitResult.files, -1 unknown
@@ -39,7 +41,7 @@ type pendingFunc struct {
 }
 
 type pendingInline struct {
-	name     string
+	name     []byte
 	declFile int
 	declLine int
 	die      uint64
@@ -50,7 +52,7 @@ type pendingInline struct {
 }
 
 type pendingStruct struct {
-	name string
+	name []byte
 	die  uint64
 	size int64
 	kind uint32
@@ -103,6 +105,9 @@ func Build(img *Image, progress Progress) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A lower GC target while tables grow keeps a vmlinux build well under
+	// 1 GB for about 20% more CPU.
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	results := make([]unitResult, len(bounds))
 	var next, done atomic.Int64
 	var wg sync.WaitGroup
@@ -112,12 +117,13 @@ func Build(img *Image, progress Progress) (*Index, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			cache := map[uint64][]abbrev{}
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(bounds) {
 					return
 				}
-				results[i] = readUnit(d, firstDIE(img.sec[".debug_info"], bounds[i]))
+				results[i] = readUnit(img, d, bounds, i, cache)
 				n := int(done.Add(1))
 				if progress != nil {
 					mu.Lock()
@@ -149,195 +155,178 @@ func Build(img *Image, progress Progress) (*Index, error) {
 	return x, nil
 }
 
-// firstDIE returns the offset of the unit DIE following the unit header
-// at b[0] (debug/dwarf seeks to DIEs, not headers).
-func firstDIE(info []byte, b [2]uint64) uint64 {
-	h := info[b[0]:b[1]]
-	off, dw64 := uint64(4), false
-	if len(h) >= 4 && binary.LittleEndian.Uint32(h) == 0xffffffff {
-		off, dw64 = 12, true
-	}
-	if uint64(len(h)) < off+2 {
-		return b[0]
-	}
-	ver := binary.LittleEndian.Uint16(h[off:])
-	off += 2
-	sz := uint64(4)
-	if dw64 {
-		sz = 8
-	}
-	if ver >= 5 {
-		if uint64(len(h)) <= off {
-			return b[0]
-		}
-		ut := h[off]
-		off += 1 + 1 + sz // unit_type, address_size, debug_abbrev_offset
-		switch ut {
-		case 0x02, 0x06: // DW_UT_type, DW_UT_split_type: signature + type offset
-			off += 8 + sz
-		case 0x04, 0x05: // DW_UT_skeleton, DW_UT_split_compile: dwo_id
-			off += 8
-		}
-	} else {
-		off += sz + 1 // debug_abbrev_offset, address_size
-	}
-	return b[0] + off
-}
-
-func readUnit(d *dwarf.Data, off uint64) (res unitResult) {
+func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[uint64][]abbrev) (res unitResult) {
 	defer func() {
 		if r := recover(); r != nil {
 			res.err = fmt.Errorf("malformed DWARF: %v", r)
 		}
 	}()
-	r := d.Reader()
-	r.Seek(dwarf.Offset(off))
-	cu, err := r.Next()
+	b := bounds[ui]
+	s, err := newUnitScan(img, b[0], b[1], cache)
 	if err != nil {
-		res.err = fmt.Errorf("reading unit DIE: %w", err)
+		res.err = err
 		return
 	}
-	if cu == nil || (cu.Tag != dwarf.TagCompileUnit && cu.Tag != dwarf.TagPartialUnit) {
+	var cu die
+	if !s.next(&cu) {
+		res.err = fmt.Errorf("reading unit DIE: %w", errBadDWARF)
+		return
+	}
+	if cu.tag != dwarf.TagCompileUnit && cu.tag != dwarf.TagPartialUnit {
 		return // type units and the like carry no code
 	}
-	res.name, _ = cu.Val(dwarf.AttrName).(string)
-	res.compDir, _ = cu.Val(dwarf.AttrCompDir).(string)
-	res.lowPC, _ = cu.Val(dwarf.AttrLowpc).(uint64)
-	if err := res.readLines(d, cu); err != nil {
+	if cu.hasBases != [3]bool{} {
+		// The bases apply to the unit DIE's own strx/addrx attributes
+		// too: read it again with them set.
+		s.strOffs, s.addrBase, s.rngBase = cu.strOffs, cu.addrBase, cu.rngBase
+		s.r.p = int(cu.off)
+		s.next(&cu)
+	}
+	s.lowPC = cu.low
+	res.name, res.compDir, res.lowPC = string(cu.name), string(cu.compDir), cu.low
+
+	// Line tables through debug/dwarf's LineReader, which needs the unit
+	// DIE as debug/dwarf decodes it.
+	rdr := d.Reader()
+	rdr.Seek(dwarf.Offset(cu.off))
+	cue, err := rdr.Next()
+	if err != nil || cue == nil {
+		res.err = fmt.Errorf("reading unit DIE: %v", err)
+		return
+	}
+	if err := res.readLines(d, cue); err != nil {
 		res.err = fmt.Errorf("line table of %s: %w", res.name, err)
 		return
 	}
-	if !cu.Children {
+	if !cu.children {
 		return
 	}
 
 	type origin struct {
-		name     string
+		name     []byte
 		declFile int
 		declLine int
 		flags    uint32
 	}
-	origins := map[dwarf.Offset]origin{}
+	origins := map[uint64]origin{}
 	// Concrete DIEs naming an abstract origin, resolved after the walk
 	// because the origin may come later in the unit.
-	var funcOrigin, inlOrigin []dwarf.Offset
+	var funcOrigin, inlOrigin []uint64
 	type frame struct{ depth, fn int }
 	var stack []frame
 	depth := 1
+	var e die
 	for depth > 0 {
-		e, err := r.Next()
-		if err != nil {
-			res.err = fmt.Errorf("reading DIEs: %w", err)
-			return
-		}
-		if e == nil {
-			break
-		}
-		if e.Tag == 0 {
+		if !s.next(&e) {
+			if s.r.err {
+				res.err = fmt.Errorf("reading DIE at %#x: %w", e.off, errBadDWARF)
+				return
+			}
 			depth--
 			for len(stack) > 0 && stack[len(stack)-1].depth > depth {
 				stack = stack[:len(stack)-1]
 			}
 			continue
 		}
-		switch e.Tag {
+		switch e.tag {
 		case dwarf.TagSubprogram:
-			o := origin{declFile: -1}
-			o.name, _ = e.Val(dwarf.AttrName).(string)
-			if ext, _ := e.Val(dwarf.AttrExternal).(bool); ext {
+			o := origin{name: e.name, declFile: int(e.declFile), declLine: int(e.declLine)}
+			if e.external {
 				o.flags |= FuncExternal
 			}
-			if in, ok := e.Val(dwarf.AttrInline).(int64); ok && (in == 1 || in == 3) {
+			if e.inline == 1 || e.inline == 3 {
 				o.flags |= FuncInline
 			}
-			if f, ok := e.Val(dwarf.AttrDeclFile).(int64); ok {
-				o.declFile = int(f)
+			if len(o.name) > 0 {
+				origins[e.off] = o
 			}
-			if l, ok := e.Val(dwarf.AttrDeclLine).(int64); ok {
-				o.declLine = int(l)
+			rngs, err := s.dieRanges(&e)
+			if err != nil {
+				res.err = err
+				return
 			}
-			if o.name != "" {
-				origins[e.Offset] = o
-			}
-			rngs, err := d.Ranges(e)
-			if err != nil || len(rngs) == 0 {
+			if len(rngs) == 0 {
 				break
 			}
-			ao, _ := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
-			if sp, ok := e.Val(dwarf.AttrSpecification).(dwarf.Offset); ok && ao == 0 {
-				ao = sp
+			ao := e.origin
+			if ao == 0 {
+				ao = e.spec
 			}
 			funcOrigin = append(funcOrigin, ao)
 			// The entry is low_pc, else DW_AT_entry_pc, else the first
 			// range gcc lists (the hot part; .cold parts follow).
 			entry := rngs[0][0]
-			if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
-				entry = lo
-			} else if ep, ok := e.Val(dwarf.AttrEntrypc).(uint64); ok {
-				entry = ep
+			if e.hasLow {
+				entry = e.low
+			} else if e.hasEntryPC {
+				entry = e.entryPC
 			}
-			res.funcs = append(res.funcs, pendingFunc{name: o.name, entry: entry, die: uint64(e.Offset), declFile: o.declFile, declLine: o.declLine, flags: o.flags, ranges: sortRanges(rngs)})
-			if e.Children {
+			res.funcs = append(res.funcs, pendingFunc{name: o.name, entry: entry, die: e.off, declFile: o.declFile, declLine: o.declLine, flags: o.flags, ranges: sortRanges(rngs)})
+			if e.children {
 				stack = append(stack, frame{depth + 1, len(res.funcs) - 1})
 			}
 		case dwarf.TagInlinedSubroutine:
-			rngs, err := d.Ranges(e)
-			if err != nil || len(rngs) == 0 {
+			rngs, err := s.dieRanges(&e)
+			if err != nil {
+				res.err = err
+				return
+			}
+			if len(rngs) == 0 {
 				break
 			}
-			in := pendingInline{die: uint64(e.Offset), callFile: -1, declFile: -1, caller: -1, ranges: sortRanges(rngs)}
-			if f, ok := e.Val(dwarf.AttrCallFile).(int64); ok {
-				in.callFile = int(f)
-			}
-			if l, ok := e.Val(dwarf.AttrCallLine).(int64); ok {
-				in.callLine = int(l)
-			}
+			in := pendingInline{die: e.off, callFile: int(e.callFile), callLine: int(e.callLine), declFile: -1, caller: -1, ranges: sortRanges(rngs)}
 			if len(stack) > 0 {
 				in.caller = stack[len(stack)-1].fn
 			}
-			ao, _ := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
-			inlOrigin = append(inlOrigin, ao)
+			inlOrigin = append(inlOrigin, e.origin)
 			res.inlines = append(res.inlines, in)
 		case dwarf.TagStructType, dwarf.TagUnionType:
-			if depth != 1 {
+			if depth != 1 || len(e.name) == 0 || e.decl {
 				break
 			}
-			name, _ := e.Val(dwarf.AttrName).(string)
-			if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); name == "" || decl {
-				break
-			}
-			size, _ := e.Val(dwarf.AttrByteSize).(int64)
 			kind := uint32(KindStruct)
-			if e.Tag == dwarf.TagUnionType {
+			if e.tag == dwarf.TagUnionType {
 				kind = KindUnion
 			}
-			res.structs = append(res.structs, pendingStruct{name, uint64(e.Offset), size, kind})
+			res.structs = append(res.structs, pendingStruct{e.name, e.off, e.byteSize, kind})
 		}
-		if e.Children {
+		if e.children {
+			if !descend(e.tag) && e.sibling > e.off && e.sibling <= b[1] {
+				s.r.p = int(e.sibling) // skip the subtree
+				continue
+			}
 			depth++
 		}
 	}
 
-	// lookup resolves an origin outside this unit's map (a later or
-	// cross-unit DIE) by reading it.
-	lookup := func(off dwarf.Offset) (origin, bool) {
+	// lookup resolves an origin outside this unit's map (a cross-unit
+	// DIE, as LTO makes) by scanning that one DIE.
+	lookup := func(off uint64) (origin, bool) {
 		if o, ok := origins[off]; ok {
 			return o, true
 		}
 		for hops := 0; off != 0 && hops < 4; hops++ {
-			r.Seek(off)
-			e, err := r.Next()
-			if err != nil || e == nil {
+			i := sort.Search(len(bounds), func(i int) bool { return bounds[i][1] > off })
+			if i == len(bounds) {
 				return origin{}, false
 			}
-			if name, ok := e.Val(dwarf.AttrName).(string); ok {
-				o := origin{name: name, declFile: -1}
-				if ext, _ := e.Val(dwarf.AttrExternal).(bool); ext {
+			os, err := newUnitScan(img, bounds[i][0], bounds[i][1], cache)
+			if err != nil {
+				return origin{}, false
+			}
+			os.r.p = int(off)
+			var e die
+			if !os.next(&e) {
+				return origin{}, false
+			}
+			if len(e.name) > 0 {
+				o := origin{name: e.name, declFile: -1}
+				if e.external {
 					o.flags |= FuncExternal
 				}
 				return o, true
 			}
-			off, _ = e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+			off = e.origin
 		}
 		return origin{}, false
 	}
@@ -347,7 +336,7 @@ func readUnit(d *dwarf.Data, off uint64) (res unitResult) {
 			continue
 		}
 		if o, ok := lookup(ao); ok {
-			if f.name == "" {
+			if len(f.name) == 0 {
 				f.name = o.name
 			}
 			f.flags |= o.flags
@@ -440,6 +429,13 @@ type interner struct {
 	m    map[string]strRef
 }
 
+func (in *interner) addBytes(b []byte) strRef {
+	if r, ok := in.m[string(b)]; ok {
+		return r
+	}
+	return in.add(string(b))
+}
+
 func (in *interner) add(s string) strRef {
 	if r, ok := in.m[s]; ok {
 		return r
@@ -499,7 +495,7 @@ func merge(results []unitResult, bounds [][2]uint64) *Index {
 		x.units = append(x.units, u)
 		fbase := uint32(len(x.funcs))
 		for _, f := range res.funcs {
-			x.funcs = append(x.funcs, Func{Name: in.add(f.name), Entry: f.entry, DIE: f.die, Unit: uint32(ui),
+			x.funcs = append(x.funcs, Func{Name: in.addBytes(f.name), Entry: f.entry, DIE: f.die, Unit: uint32(ui),
 				DeclFile: file(f.declFile), DeclLine: uint32(f.declLine), Flags: f.flags,
 				RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
 			x.ranges = append(x.ranges, f.ranges...)
@@ -509,18 +505,18 @@ func merge(results []unitResult, bounds [][2]uint64) *Index {
 			if f.caller >= 0 {
 				caller = fbase + uint32(f.caller)
 			}
-			x.inlines = append(x.inlines, Inline{Name: in.add(f.name), DIE: f.die, Unit: uint32(ui),
+			x.inlines = append(x.inlines, Inline{Name: in.addBytes(f.name), DIE: f.die, Unit: uint32(ui),
 				CallFile: file(f.callFile), CallLine: uint32(f.callLine), Caller: caller,
 				DeclFile: file(f.declFile), DeclLine: uint32(f.declLine),
 				RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
 			x.ranges = append(x.ranges, f.ranges...)
 		}
 		for _, s := range res.structs {
-			if structSeen[s.name] {
+			if structSeen[string(s.name)] {
 				continue
 			}
-			structSeen[s.name] = true
-			x.structs = append(x.structs, Struct{Name: in.add(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
+			structSeen[string(s.name)] = true
+			x.structs = append(x.structs, Struct{Name: in.addBytes(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
 		}
 		results[ui] = unitResult{} // let the GC have it
 	}
