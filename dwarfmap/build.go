@@ -10,8 +10,8 @@ import (
 	"path"
 	"runtime"
 	"runtime/debug"
-	"sort"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 )
