@@ -83,6 +83,10 @@ func compile(t *testing.T, f fixture) string {
 }
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv("DWARFMAP_BENCH_HELPER"); mode != "" {
+		runHelper(mode, os.Getenv("DWARFMAP_BENCH_IMAGE"), os.Getenv("DWARFMAP_BENCH_CACHE"))
+		os.Exit(0)
+	}
 	code := m.Run()
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
