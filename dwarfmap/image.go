@@ -90,6 +90,10 @@ func (img *Image) init() (err error) {
 		}
 	}()
 	if len(img.mapping) < 4 || string(img.mapping[:4]) != elf.ELFMAG {
+		if len(img.mapping) > 0x206 && string(img.mapping[0x202:0x206]) == "HdrS" {
+			return errors.New("this is a compressed boot image (bzImage/vmlinuz), not a vmlinux: use the debug vmlinux " +
+				"(Debian: /usr/lib/debug/boot/vmlinux-<abi> from linux-image-<abi>-dbg; a built kernel: vmlinux in the build tree)")
+		}
 		return errors.New("not an ELF file (expected a vmlinux or a .ko)")
 	}
 	ef, err := elf.NewFile(bytes.NewReader(img.mapping))
