@@ -348,15 +348,14 @@ func (x *Index) groupRows(rows []uint32, fn string) []Line {
 			m[k] = l
 			keys = append(keys, k)
 		}
-		if !slices.Contains(l.Addrs, r.Addr) {
-			l.Addrs = append(l.Addrs, r.Addr)
-		}
+		l.Addrs = append(l.Addrs, r.Addr)
 		l.Stmt = l.Stmt || r.Flags&RowStmt != 0
 	}
 	out := make([]Line, 0, len(keys))
 	for _, k := range keys {
 		l := m[k]
 		slices.Sort(l.Addrs)
+		l.Addrs = slices.Compact(l.Addrs)
 		out = append(out, *l)
 	}
 	slices.SortStableFunc(out, func(a, b Line) int {
