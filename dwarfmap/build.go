@@ -525,32 +525,50 @@ func merge(results []unitResult, bounds [][2]uint64) *Index {
 	return x
 }
 
-// finish computes the derived lookup arrays.
+// finish computes the derived lookup arrays, independent of each other,
+// so concurrently.
 func (x *Index) finish() {
-	x.byAddr = sortRowsByAddr(x.rows)
-	x.byFile = sortRowsByFile(x.rows, len(x.files))
-	x.byName = make([]uint32, len(x.funcs))
-	for i := range x.byName {
-		x.byName[i] = uint32(i)
+	var wg sync.WaitGroup
+	do := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
 	}
-	slices.SortStableFunc(x.byName, func(a, b uint32) int {
-		return cmp.Compare(x.str(x.funcs[a].Name), x.str(x.funcs[b].Name))
-	})
-	x.inlName = make([]uint32, len(x.inlines))
-	for i := range x.inlName {
-		x.inlName[i] = uint32(i)
-	}
-	slices.SortStableFunc(x.inlName, func(a, b uint32) int {
-		return cmp.Compare(x.str(x.inlines[a].Name), x.str(x.inlines[b].Name))
-	})
-	x.spans = x.spans[:0]
-	for fi, f := range x.funcs {
-		for _, r := range x.ranges[f.RngOff : f.RngOff+f.RngN] {
-			x.spans = append(x.spans, addrSpan{Lo: r[0], Hi: r[1], Func: uint32(fi)})
+	do(func() { x.byAddr = sortRowsByAddr(x.rows) })
+	do(func() { x.byFile = sortRowsByFile(x.rows, len(x.files)) })
+	do(func() {
+		x.byName = make([]uint32, len(x.funcs))
+		for i := range x.byName {
+			x.byName[i] = uint32(i)
 		}
-	}
-	slices.SortStableFunc(x.spans, func(a, b addrSpan) int { return cmp.Compare(a.Lo, b.Lo) })
-	slices.SortFunc(x.structs, func(a, b Struct) int { return cmp.Compare(x.str(a.Name), x.str(b.Name)) })
+		slices.SortStableFunc(x.byName, func(a, b uint32) int {
+			return cmp.Compare(x.str(x.funcs[a].Name), x.str(x.funcs[b].Name))
+		})
+	})
+	do(func() {
+		x.inlName = make([]uint32, len(x.inlines))
+		for i := range x.inlName {
+			x.inlName[i] = uint32(i)
+		}
+		slices.SortStableFunc(x.inlName, func(a, b uint32) int {
+			return cmp.Compare(x.str(x.inlines[a].Name), x.str(x.inlines[b].Name))
+		})
+	})
+	do(func() {
+		x.spans = x.spans[:0]
+		for fi, f := range x.funcs {
+			for _, r := range x.ranges[f.RngOff : f.RngOff+f.RngN] {
+				x.spans = append(x.spans, addrSpan{Lo: r[0], Hi: r[1], Func: uint32(fi)})
+			}
+		}
+		slices.SortStableFunc(x.spans, func(a, b addrSpan) int { return cmp.Compare(a.Lo, b.Lo) })
+	})
+	do(func() {
+		slices.SortFunc(x.structs, func(a, b Struct) int { return cmp.Compare(x.str(a.Name), x.str(b.Name)) })
+	})
+	wg.Wait()
 }
 
 // sortRowsByAddr orders code rows by address. Sequences are already
