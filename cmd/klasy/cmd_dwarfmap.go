@@ -107,8 +107,13 @@ with "inline only".
 JSON fields: name, file, line, external, ranges ([["0x..","0x.."]]),
 inlined, inline_only.
 
-Example:
+With --inlined, lists every inlined copy of the matching functions
+instead: the function it was inlined into, the call's file:line and the
+copy's address ranges (JSON: name, caller, call_file, call_line, ranges).
+
+Examples:
   klasy funcs vmlinux 'tcp_%'
+  klasy funcs --inlined vmlinux skb_put
 
 ` + imageHelp,
 		Run: runFuncs,
@@ -118,6 +123,7 @@ Example:
 // queryFlags are the options every dwarfmap command takes.
 type queryFlags struct {
 	json, rebuild, noCache bool
+	inlined                bool
 	vmlinux                string
 }
 
@@ -126,6 +132,9 @@ type queryFlags struct {
 func parseQuery(s *stdio, name string, args []string, npos int) (*queryFlags, []string, error) {
 	q := &queryFlags{}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	if name == "funcs" {
+		fs.BoolVar(&q.inlined, "inlined", false, "")
+	}
 	fs.SetOutput(io.Discard)
 	fs.BoolVar(&q.json, "json", false, "")
 	fs.BoolVar(&q.rebuild, "rebuild", false, "")
@@ -342,6 +351,9 @@ func runFuncs(s *stdio, args []string) error {
 	if len(fs) == 0 {
 		return fmt.Errorf("no function matches %q", pos[1])
 	}
+	if q.inlined {
+		return printInlines(s, q, x, fs)
+	}
 	if q.json {
 		enc := json.NewEncoder(s.Out)
 		for _, f := range fs {
@@ -377,6 +389,49 @@ func runFuncs(s *stdio, args []string) error {
 			inl = fmt.Sprintf("%d inlined", f.Inlined)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s:%d\t%s\t%s\n", f.Name, kind, f.File, f.Line, strings.Join(rs, ","), inl)
+	}
+	return tw.Flush()
+}
+
+func hexRanges(rs [][2]uint64) [][2]string {
+	out := make([][2]string, len(rs))
+	for i, r := range rs {
+		out[i] = [2]string{fmt.Sprintf("%#x", r[0]), fmt.Sprintf("%#x", r[1])}
+	}
+	return out
+}
+
+func printInlines(s *stdio, q *queryFlags, x *dwarfmap.Index, fs []dwarfmap.FuncInfo) error {
+	enc := json.NewEncoder(s.Out)
+	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
+	seen := map[string]bool{}
+	n := 0
+	for _, f := range fs {
+		if seen[f.Name] {
+			continue
+		}
+		seen[f.Name] = true
+		for _, in := range x.Inlines(f.Name) {
+			n++
+			if q.json {
+				type out struct {
+					dwarfmap.InlineInfo
+					Ranges [][2]string `json:"ranges"`
+				}
+				if err := enc.Encode(out{in, hexRanges(in.Ranges)}); err != nil {
+					return err
+				}
+				continue
+			}
+			var rs []string
+			for _, r := range in.Ranges {
+				rs = append(rs, fmt.Sprintf("%#x-%#x", r[0], r[1]))
+			}
+			fmt.Fprintf(tw, "%s\tin %s\t%s:%d\t%s\n", in.Name, in.Caller, in.CallFile, in.CallLine, strings.Join(rs, ","))
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("no inlined copies of the functions matching")
 	}
 	return tw.Flush()
 }

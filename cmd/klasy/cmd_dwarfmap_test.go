@@ -96,6 +96,14 @@ func TestDwarfmapCommands(t *testing.T) {
 		t.Errorf("struct packet: %v\n%s", err, out)
 	}
 
+	out, _, err = runKlasy(t, "funcs", "--inlined", "--json", img, "scale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ins := jsonLines(t, out); len(ins) != 2 || ins[0]["caller"] != "helper" || ins[0]["call_line"].(float64) <= 0 {
+		t.Errorf("funcs --inlined scale: %v", ins)
+	}
+
 	out, _, err = runKlasy(t, "funcs", img, "pro%")
 	if err != nil || !strings.Contains(out, "process") || !strings.Contains(out, "global") {
 		t.Errorf("funcs pro%%: %v\n%s", err, out)
