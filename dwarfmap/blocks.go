@@ -19,7 +19,12 @@ type Block struct {
 // return. Calls do not end a block (the callee returns), matching what
 // KLASY's nearest-line fallback needs: two addresses in one block run
 // together or not at all.
-func (x *Index) BasicBlock(addr uint64) (Block, error) {
+func (x *Index) BasicBlock(addr uint64) (b Block, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = Block{}, fmt.Errorf("decoding code at %#x: %v", addr, r)
+		}
+	}()
 	if err := x.needImage(); err != nil {
 		return Block{}, err
 	}

@@ -365,8 +365,9 @@ func (res *unitResult) readLines(d *dwarf.Data, cu *dwarf.Entry) error {
 	local := map[*dwarf.LineFile]uint32{}
 	var lastF *dwarf.LineFile
 	var lastIdx uint32
+	haveLast := false
 	fileIdx := func(f *dwarf.LineFile) uint32 {
-		if f == lastF {
+		if haveLast && f == lastF {
 			return lastIdx
 		}
 		i, ok := local[f]
@@ -379,7 +380,7 @@ func (res *unitResult) readLines(d *dwarf.Data, cu *dwarf.Entry) error {
 			res.files = append(res.files, name)
 			local[f] = i
 		}
-		lastF, lastIdx = f, i
+		lastF, lastIdx, haveLast = f, i, true
 		return i
 	}
 	// The unit's file table, in order, so decl_file/call_file numbers

@@ -33,7 +33,12 @@ type Layout struct {
 
 // Struct returns the layout of the struct or union called name ("sk_buff",
 // "struct sk_buff" or "union ...").
-func (x *Index) Struct(name string) (*Layout, error) {
+func (x *Index) Struct(name string) (l *Layout, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			l, err = nil, fmt.Errorf("malformed debug info for %s: %v", name, r)
+		}
+	}()
 	if err := x.needImage(); err != nil {
 		return nil, err
 	}

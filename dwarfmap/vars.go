@@ -40,7 +40,15 @@ type Var struct {
 
 // VarsAt returns the parameters and locals in scope at addr, outermost
 // scope first.
-func (x *Index) VarsAt(addr uint64) ([]Var, error) {
+func (x *Index) VarsAt(addr uint64) (vars []Var, err error) {
+	// Decoding here runs over DWARF and .debug_frame that the build did
+	// not check (delve's frame package panics on some damage): a damaged
+	// image gives an error, not a crash.
+	defer func() {
+		if r := recover(); r != nil {
+			vars, err = nil, fmt.Errorf("malformed debug info at %#x: %v", addr, r)
+		}
+	}()
 	if err := x.needImage(); err != nil {
 		return nil, err
 	}
