@@ -18,7 +18,7 @@ import (
 // rebuild):
 //
 //	header   magic "KLASYDM\x00", version, section count, build-id (64
-//	         bytes, hex, NUL padded), image size, CRC-32C of everything
+//	         bytes, hex, NUL padded), image size, CRC-32 of everything
 //	         after the header
 //	table    per section: offset, length in bytes
 //	sections the Index arrays verbatim, each 8-byte aligned
@@ -28,13 +28,15 @@ import (
 // an error (and so a rebuild), never an out-of-range index later.
 const (
 	cacheMagic   = "KLASYDM\x00"
-	cacheVersion = 2
+	cacheVersion = 3
 	numSections  = 13
 	headerSize   = 8 + 4 + 4 + 64 + 8 + 4 + 4
 	tableSize    = numSections * 16
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// IEEE, not Castagnoli: Go computes it with carry-less multiplication at
+// about 26 GB/s here against 10 GB/s, a third of a warm load.
+var crcTable = crc32.IEEETable
 
 // ErrCacheInvalid is wrapped by decode errors.
 var ErrCacheInvalid = errors.New("invalid dwarfmap cache")
@@ -81,7 +83,7 @@ func (x *Index) WriteTo(w io.Writer, imageSize int64) (int64, error) {
 	binary.LittleEndian.PutUint64(hdr[80:], uint64(imageSize))
 	off := uint64(len(hdr))
 	var pad [8]byte
-	crc := crc32.New(castagnoli)
+	crc := crc32.New(crcTable)
 	for i, s := range secs {
 		off = (off + 7) &^ 7
 		binary.LittleEndian.PutUint64(hdr[headerSize+16*i:], off)
@@ -152,7 +154,7 @@ func decode(data []byte) (x *Index, h cacheHeader, err error) {
 	}
 	h.BuildID = string(id)
 	h.ImageSize = int64(binary.LittleEndian.Uint64(data[80:]))
-	if got, want := crc32.Checksum(data[headerSize:], castagnoli), binary.LittleEndian.Uint32(data[88:]); got != want {
+	if got, want := crc32.Checksum(data[headerSize:], crcTable), binary.LittleEndian.Uint32(data[88:]); got != want {
 		return nil, h, fmt.Errorf("%w: checksum mismatch (damaged or partly written file)", ErrCacheInvalid)
 	}
 	var secs [numSections][]byte

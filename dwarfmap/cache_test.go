@@ -257,7 +257,7 @@ func FuzzDecode(f *testing.F) {
 		// Again with a correct checksum, as a buggy or hostile writer
 		// would produce: the structural checks alone must hold.
 		if len(b) >= headerSize+tableSize {
-			binary.LittleEndian.PutUint32(b[88:], crc32.Checksum(b[headerSize:], castagnoli))
+			binary.LittleEndian.PutUint32(b[88:], crc32.Checksum(b[headerSize:], crcTable))
 			if x, _, err := decode(b); err == nil {
 				queryAll(x)
 			}
