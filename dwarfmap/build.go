@@ -289,6 +289,12 @@ func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[u
 				kind = KindUnion
 			}
 			res.structs = append(res.structs, pendingStruct{e.name, e.off, e.byteSize, kind})
+		case dwarf.TagTypedef:
+			// typedef struct {...} spinlock_t: layouts are asked for by
+			// typedef name too; resolved at query time.
+			if depth == 1 && len(e.name) > 0 && e.typ != 0 {
+				res.structs = append(res.structs, pendingStruct{e.name, e.off, 0, KindTypedef})
+			}
 		}
 		if e.children {
 			if !descend(e.tag) && e.sibling > e.off && e.sibling <= b[1] {
@@ -513,10 +519,14 @@ func merge(results []unitResult, bounds [][2]uint64) *Index {
 			x.ranges = append(x.ranges, f.ranges...)
 		}
 		for _, s := range res.structs {
-			if structSeen[string(s.name)] {
+			key := string(s.name)
+			if s.kind == KindTypedef {
+				key = "typedef " + key // C keeps tags and typedef names apart
+			}
+			if structSeen[key] {
 				continue
 			}
-			structSeen[string(s.name)] = true
+			structSeen[key] = true
 			x.structs = append(x.structs, Struct{Name: in.addBytes(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
 		}
 		results[ui] = unitResult{} // let the GC have it

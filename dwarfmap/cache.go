@@ -28,7 +28,7 @@ import (
 // an error (and so a rebuild), never an out-of-range index later.
 const (
 	cacheMagic   = "KLASYDM\x00"
-	cacheVersion = 3
+	cacheVersion = 4
 	numSections  = 13
 	headerSize   = 8 + 4 + 4 + 64 + 8 + 4 + 4
 	tableSize    = numSections * 16

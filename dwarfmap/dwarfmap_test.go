@@ -316,6 +316,17 @@ func TestStructLayout(t *testing.T) {
 			if _, err := x.Struct("nosuch"); err == nil {
 				t.Error("Struct(nosuch) did not fail")
 			}
+			// typedef struct {...} lock_t: asked for by its typedef name.
+			lt, err := x.Struct("lock_t")
+			if err != nil || lt.Size != 4 || lt.Typedef != "struct {...}" || len(lt.Members) != 1 || lt.Members[0].Name != "locked" {
+				t.Errorf("lock_t: %+v, %v", lt, err)
+			}
+			if _, err := x.Struct("not_a_struct"); err == nil || !strings.Contains(err.Error(), "typedef of int") {
+				t.Errorf("not_a_struct: %v", err)
+			}
+			if _, err := x.Struct("struct lock_t"); err == nil {
+				t.Error("struct lock_t (a typedef name, not a tag) did not fail")
+			}
 		})
 	}
 }

@@ -77,8 +77,9 @@ type Inline struct {
 
 // Struct kinds.
 const (
-	KindStruct = 1
-	KindUnion  = 2
+	KindStruct  = 1
+	KindUnion   = 2
+	KindTypedef = 3 // a typedef name, resolved to its struct/union when asked
 )
 
 // Struct is a named struct or union type (its first complete definition).

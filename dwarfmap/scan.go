@@ -359,7 +359,7 @@ type die struct {
 	hasRanges, rngIndex bool
 	entryPC             uint64
 	hasEntryPC          bool
-	origin, spec        uint64
+	origin, spec, typ   uint64
 	sibling             uint64
 	external, decl      bool
 	inline              int64
@@ -378,7 +378,7 @@ type die struct {
 func wanted(t dwarf.Tag) bool {
 	switch t {
 	case dwarf.TagCompileUnit, dwarf.TagPartialUnit, dwarf.TagSubprogram, dwarf.TagInlinedSubroutine,
-		dwarf.TagStructType, dwarf.TagUnionType:
+		dwarf.TagStructType, dwarf.TagUnionType, dwarf.TagTypedef:
 		return true
 	}
 	return false
@@ -453,6 +453,8 @@ func (s *unitScan) next(d *die) bool {
 			d.callFile = int64(v.u)
 		case dwarf.AttrCallLine:
 			d.callLine = int64(v.u)
+		case dwarf.AttrType:
+			d.typ = s.ref(at.form, v.u)
 		case dwarf.AttrByteSize:
 			d.byteSize = int64(v.u)
 		case dwarf.AttrStmtList:

@@ -26,6 +26,7 @@ type Layout struct {
 	Kind    string   `json:"kind"` // struct or union
 	Name    string   `json:"name"`
 	Size    int64    `json:"size"`
+	Typedef string   `json:"typedef_of,omitempty"` // set when Name is a typedef
 	File    string   `json:"file,omitempty"`
 	Line    int      `json:"line,omitempty"`
 	Members []Member `json:"members"`
@@ -50,12 +51,22 @@ func (x *Index) Struct(name string) (l *Layout, err error) {
 		name, want = strings.TrimSpace(n), KindUnion
 	}
 	i := sort.Search(len(x.structs), func(i int) bool { return x.str(x.structs[i].Name) >= name })
+	var typedef *Struct
 	for ; i < len(x.structs) && x.str(x.structs[i].Name) == name; i++ {
 		s := x.structs[i]
+		if s.Kind == KindTypedef {
+			if want == 0 {
+				typedef = &s
+			}
+			continue
+		}
 		if want != 0 && s.Kind != want {
 			continue
 		}
 		return x.layout(s)
+	}
+	if typedef != nil {
+		return x.layout(*typedef)
 	}
 	return nil, fmt.Errorf("no struct or union %q in the debug info", name)
 }
@@ -73,7 +84,34 @@ func (x *Index) layout(s Struct) (*Layout, error) {
 		return nil, fmt.Errorf("struct %s: no DIE at %#x", x.str(s.Name), s.DIE)
 	}
 	l := &Layout{Kind: "struct", Name: x.str(s.Name), Size: int64(s.Size)}
-	if s.Kind == KindUnion {
+	if s.Kind == KindTypedef {
+		// Follow typedefs and qualifiers to the struct or union.
+		for hops := 0; ; hops++ {
+			t, ok := e.Val(dwarf.AttrType).(dwarf.Offset)
+			if !ok || hops > 8 {
+				return nil, fmt.Errorf("%s is a typedef of void, not of a struct or union", l.Name)
+			}
+			off, e = t, tn.entry(t)
+			if e == nil {
+				return nil, fmt.Errorf("typedef %s: no DIE at %#x", l.Name, t)
+			}
+			if e.Tag == dwarf.TagStructType || e.Tag == dwarf.TagUnionType {
+				break
+			}
+			if e.Tag != dwarf.TagTypedef && e.Tag != dwarf.TagConstType && e.Tag != dwarf.TagVolatileType {
+				return nil, fmt.Errorf("%s is a typedef of %s, not of a struct or union", l.Name, tn.name(off))
+			}
+		}
+		l.Size, _ = e.Val(dwarf.AttrByteSize).(int64)
+		if e.Tag == dwarf.TagUnionType {
+			l.Kind = "union"
+		}
+		if tag, _ := e.Val(dwarf.AttrName).(string); tag != "" {
+			l.Typedef = l.Kind + " " + tag
+		} else {
+			l.Typedef = l.Kind + " {...}"
+		}
+	} else if s.Kind == KindUnion {
 		l.Kind = "union"
 	}
 	if ln, ok := e.Val(dwarf.AttrDeclLine).(int64); ok {
@@ -187,7 +225,11 @@ func uleb(b []byte) uint64 {
 
 // Print writes the layout like pahole: type, name, offset and size.
 func (l *Layout) Print(w io.Writer) {
-	fmt.Fprintf(w, "%s %s {\t/* size %d", l.Kind, l.Name, l.Size)
+	if l.Typedef != "" {
+		fmt.Fprintf(w, "typedef %s {\t/* %s: size %d", l.Typedef, l.Name, l.Size)
+	} else {
+		fmt.Fprintf(w, "%s %s {\t/* size %d", l.Kind, l.Name, l.Size)
+	}
 	if l.File != "" {
 		fmt.Fprintf(w, ", %s:%d", l.File, l.Line)
 	}
@@ -203,6 +245,10 @@ func (l *Layout) Print(w io.Writer) {
 		} else {
 			fmt.Fprintf(w, "%s%s;\t/* %d %d */\n", ind, Declare(m.Type, name), m.Offset, m.Size)
 		}
+	}
+	if l.Typedef != "" {
+		fmt.Fprintf(w, "} %s;\n", l.Name)
+		return
 	}
 	fmt.Fprintln(w, "};")
 }

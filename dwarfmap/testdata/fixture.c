@@ -25,7 +25,19 @@ struct packet {
 	void (*done)(struct packet *);
 };
 
+typedef struct {
+	int locked;
+} lock_t;
+
+typedef int not_a_struct;
+
+struct holder {
+	lock_t lock;
+	not_a_struct n;
+};
+
 extern void sink(void *p);
+extern void hold(struct holder *h);
 extern void fail(const char *why) __attribute__((cold, noreturn));
 volatile int global_knob;
 
@@ -63,5 +75,8 @@ int process(struct packet *p, int n)
 int main(void)
 {
 	struct packet p = { 0 };
+	struct holder h = { 0 };
+
+	hold(&h);
 	return process(&p, global_knob);
 }
