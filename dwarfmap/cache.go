@@ -233,15 +233,8 @@ func (x *Index) validate() error {
 	if len(x.byAddr) > len(x.rows) || len(x.byFile) != len(x.rows) || len(x.byName) != len(x.funcs) || len(x.inlName) != len(x.inlines) {
 		return errors.New("sort index sizes disagree")
 	}
-	for _, idx := range [][]uint32{x.byAddr, x.byFile} {
-		var m uint32
-		for _, i := range idx {
-			m = max(m, i)
-		}
-		if len(idx) > 0 && m >= nr {
-			return errors.New("row index out of range")
-		}
-	}
+	// Entries of byAddr and byFile are bounds-checked where used
+	// (Index.row).
 	// Sort orders are not re-checked (that is random access over 100 MB
 	// on every load): the checksum vouches for what the writer wrote, and
 	// a misordered index gives wrong answers, never out-of-range reads.

@@ -29,6 +29,15 @@ type Line struct {
 // Row returns row i of the line table (for tests and tools).
 func (x *Index) Row(i int) Row { return x.rows[i] }
 
+// row returns row i, or an empty row if a (damaged) sort index points
+// past the table: loads do not scan the 8.6 M index entries of a vmlinux.
+func (x *Index) row(i uint32) Row {
+	if int(i) < len(x.rows) {
+		return x.rows[i]
+	}
+	return Row{Flags: RowEndSequence}
+}
+
 // File returns the name of file id f.
 func (x *Index) File(f uint32) string {
 	if f == noFile || int(f) >= len(x.files) {
@@ -182,9 +191,9 @@ func (x *Index) FuncAt(addr uint64) (FuncInfo, bool) {
 
 // rowsIn returns the code rows with addresses in [lo, hi), by address.
 func (x *Index) rowsIn(lo, hi uint64) []uint32 {
-	a := sort.Search(len(x.byAddr), func(i int) bool { return x.rows[x.byAddr[i]].Addr >= lo })
+	a := sort.Search(len(x.byAddr), func(i int) bool { return x.row(x.byAddr[i]).Addr >= lo })
 	b := a
-	for b < len(x.byAddr) && x.rows[x.byAddr[b]].Addr < hi {
+	for b < len(x.byAddr) && x.row(x.byAddr[b]).Addr < hi {
 		b++
 	}
 	return x.byAddr[a:b]
@@ -237,12 +246,12 @@ func (x *Index) matchFiles(name string) []uint32 {
 // address.
 func (x *Index) fileRows(f uint32, line int) []uint32 {
 	lo := sort.Search(len(x.byFile), func(i int) bool {
-		r := x.rows[x.byFile[i]]
+		r := x.row(x.byFile[i])
 		return r.File > f || r.File == f && (line == 0 || int(r.Line) >= line)
 	})
 	hi := lo
 	for hi < len(x.byFile) {
-		r := x.rows[x.byFile[hi]]
+		r := x.row(x.byFile[hi])
 		if r.File != f || line != 0 && int(r.Line) != line {
 			break
 		}
@@ -331,7 +340,7 @@ func (x *Index) groupRows(rows []uint32, fn string) []Line {
 	m := map[key]*Line{}
 	var keys []key
 	for _, ri := range rows {
-		r := x.rows[ri]
+		r := x.row(ri)
 		if r.Flags&RowEndSequence != 0 || r.Line == 0 {
 			continue
 		}
@@ -386,8 +395,8 @@ func (x *Index) funcLines(sp LineSpec) ([]Line, error) {
 			for _, ri := range x.rowsIn(r[0], r[1]) {
 				// A function's own lines: rows of its source file (code
 				// inlined from headers shows under the call line).
-				if fi.File == "" || x.File(x.rows[ri].File) == fi.File {
-					if sp.Line == 0 || int(x.rows[ri].Line) == sp.Line {
+				if fi.File == "" || x.File(x.row(ri).File) == fi.File {
+					if sp.Line == 0 || int(x.row(ri).Line) == sp.Line {
 						rows = append(rows, ri)
 					}
 				}

@@ -5,6 +5,7 @@ package main
 // index (built on first use, then loaded in milliseconds).
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -205,7 +206,9 @@ func hexAddrs(as []uint64) []string {
 	return out
 }
 
-func runLines(s *stdio, args []string) error {
+func runLines(s0 *stdio, args []string) error {
+	s, flush := buffered(s0)
+	defer flush()
 	q, pos, err := parseQuery(s, "lines", args, 2)
 	if err != nil {
 		return err
@@ -247,7 +250,9 @@ func runLines(s *stdio, args []string) error {
 	return tw.Flush()
 }
 
-func runVars(s *stdio, args []string) error {
+func runVars(s0 *stdio, args []string) error {
+	s, flush := buffered(s0)
+	defer flush()
 	q, pos, err := parseQuery(s, "vars", args, 2)
 	if err != nil {
 		return err
@@ -316,7 +321,9 @@ func runVars(s *stdio, args []string) error {
 	return tw.Flush()
 }
 
-func runStruct(s *stdio, args []string) error {
+func runStruct(s0 *stdio, args []string) error {
+	s, flush := buffered(s0)
+	defer flush()
 	q, pos, err := parseQuery(s, "struct", args, 2)
 	if err != nil {
 		return err
@@ -337,7 +344,9 @@ func runStruct(s *stdio, args []string) error {
 	return nil
 }
 
-func runFuncs(s *stdio, args []string) error {
+func runFuncs(s0 *stdio, args []string) error {
+	s, flush := buffered(s0)
+	defer flush()
 	q, pos, err := parseQuery(s, "funcs", args, 2)
 	if err != nil {
 		return err
@@ -434,4 +443,11 @@ func printInlines(s *stdio, q *queryFlags, x *dwarfmap.Index, fs []dwarfmap.Func
 		return fmt.Errorf("no inlined copies of the functions matching")
 	}
 	return tw.Flush()
+}
+
+// buffered returns s with Out buffered (thousands of lines would each be
+// a write otherwise) and the function that flushes it.
+func buffered(s *stdio) (*stdio, func()) {
+	w := bufio.NewWriterSize(s.Out, 64<<10)
+	return &stdio{In: s.In, Out: w, Err: s.Err}, func() { w.Flush() }
 }
