@@ -22,15 +22,16 @@ import (
 // -O2 and -O0, linked into a small executable (one address space, like
 // vmlinux) and also left as a relocatable object (like a .ko).
 type fixture struct {
-	opt  string // "-O2" or "-O0"
+	opt  string // "-O2" or "-O0", and other gcc flags: "-O2 -gdwarf-4", "-O2 -gz"
 	link bool
 }
 
 func (f fixture) String() string {
+	name := strings.ReplaceAll(strings.ReplaceAll(f.opt, " ", ""), "=", "")
 	if f.link {
-		return f.opt + "-exe"
+		return name + "-exe"
 	}
-	return f.opt + "-obj"
+	return name + "-obj"
 }
 
 var (
@@ -69,7 +70,10 @@ func compile(t *testing.T, f fixture) string {
 		t.Fatal(err)
 	}
 	out := filepath.Join(buildDir, "fixture"+f.String())
-	args := []string{f.opt, "-g", "-gdwarf-5", "-fno-asynchronous-unwind-tables"}
+	args := append(strings.Fields(f.opt), "-g", "-fno-asynchronous-unwind-tables")
+	if !strings.Contains(f.opt, "-gdwarf-") {
+		args = append(args, "-gdwarf-5")
+	}
 	if f.link {
 		args = append(args, "-nostdlib", "-Wl,--build-id", "-Wl,-e,main", "-Wl,--unresolved-symbols=ignore-all", "-o", out, src)
 	} else {
@@ -94,7 +98,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var allFixtures = []fixture{{"-O2", true}, {"-O0", true}, {"-O2", false}, {"-O0", false}}
+// DWARF 5 as the kernel builds it, DWARF 4 (.debug_loc, .debug_ranges,
+// DW_OP_GNU_entry_value) and zlib-compressed debug sections (-gz).
+var allFixtures = []fixture{{"-O2", true}, {"-O0", true}, {"-O2", false}, {"-O0", false},
+	{"-O2 -gdwarf-4", true}, {"-O2 -gdwarf-4", false}, {"-O2 -gz", true}, {"-O2 -gz", false}}
 
 func index(t *testing.T, f fixture) *Index {
 	t.Helper()
@@ -214,7 +221,7 @@ func readelfFuncs(t *testing.T, bin string) map[string][2]uint64 {
 // TestFunctionRangesMatchReadelf checks that each function's ranges are
 // exactly its symbol and its .cold symbol, as readelf lists them.
 func TestFunctionRangesMatchReadelf(t *testing.T) {
-	for _, f := range []fixture{{"-O2", true}, {"-O0", true}} {
+	for _, f := range []fixture{{"-O2", true}, {"-O0", true}, {"-O2 -gdwarf-4", true}, {"-O2 -gz", true}} {
 		t.Run(f.String(), func(t *testing.T) {
 			x := index(t, f)
 			syms := readelfFuncs(t, compile(t, f))
@@ -245,7 +252,7 @@ func TestFunctionRangesMatchReadelf(t *testing.T) {
 					t.Errorf("readelf has function %s, index does not", name)
 				}
 			}
-			if f.opt == "-O2" {
+			if strings.HasPrefix(f.opt, "-O2") {
 				if p := x.Funcs("process"); len(p) != 1 || len(p[0].Ranges) != 2 {
 					t.Errorf("process at -O2: want a hot and a .cold range, got %+v", p)
 				}
@@ -346,8 +353,32 @@ func varAt(t *testing.T, vs []Var, name, scope string) Var {
 // TestVariableLocations checks locations hand-read from readelf
 // --debug-dump=info,loc of the fixture compiled by gcc 12.
 func TestVariableLocations(t *testing.T) {
-	t.Run("-O2", func(t *testing.T) {
-		x := index(t, fixture{"-O2", true})
+	for _, opt := range []string{"-O2", "-O2 -gdwarf-4", "-O2 -gz"} {
+		t.Run(opt, func(t *testing.T) { testVarsO2(t, fixture{opt, true}) })
+	}
+	t.Run("-O0", func(t *testing.T) {
+		x := index(t, fixture{"-O0", true})
+		vs, err := x.VarsAtLine("process", marker(t, "sink_call"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// At -O0 everything lives in the frame: gcc's frame base is
+		// DW_OP_call_frame_cfa, with rbp-based CFA after the prologue.
+		for _, name := range []string{"p", "n", "buf", "total", "i"} {
+			v := varAt(t, vs, name, "process")
+			if !v.Available || !strings.HasPrefix(v.Location, "stack CFA-") || !strings.Contains(v.Location, "[rbp") {
+				t.Errorf("%s at -O0: %q, want a CFA-relative stack slot, rbp-based here", name, v.Location)
+			}
+		}
+	})
+}
+
+// testVarsO2 checks the -O2 fixture: DWARF 5 location lists
+// (.debug_loclists, DW_OP_entry_value) or DWARF 4 ones (.debug_loc,
+// DW_OP_GNU_entry_value) must say the same.
+func testVarsO2(t *testing.T, f fixture) {
+	{
+		x := index(t, f)
 		entry := x.Funcs("process")[0].Entry
 		vs, err := x.VarsAt(entry)
 		if err != nil {
@@ -375,7 +406,7 @@ func TestVariableLocations(t *testing.T) {
 		if v := varAt(t, ret, "p", ""); v.Location != "register rbp" {
 			t.Errorf("p at the return line: %q, want register rbp (from its location list)", v.Location)
 		}
-		if v := varAt(t, ret, "n", ""); v.Available || !strings.Contains(v.Location, "DW_OP_entry_value") || !strings.Contains(v.Expr, "DW_OP_entry_value(DW_OP_reg4(rsi))") {
+		if v := varAt(t, ret, "n", ""); v.Available || !strings.Contains(v.Location, "DW_OP_entry_value") || !strings.Contains(v.Expr, "entry_value(DW_OP_reg4(rsi))") {
 			t.Errorf("n at the return line: %+v, want an unavailable entry value of rsi", v)
 		}
 		// step is declared in the loop's lexical block: in scope (depth
@@ -410,22 +441,7 @@ func TestVariableLocations(t *testing.T) {
 				t.Errorf("copy %d: factor = %q, want constant 3 or 5", i, f.Location)
 			}
 		}
-	})
-	t.Run("-O0", func(t *testing.T) {
-		x := index(t, fixture{"-O0", true})
-		vs, err := x.VarsAtLine("process", marker(t, "sink_call"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// At -O0 everything lives in the frame: gcc's frame base is
-		// DW_OP_call_frame_cfa, with rbp-based CFA after the prologue.
-		for _, name := range []string{"p", "n", "buf", "total", "i"} {
-			v := varAt(t, vs, name, "process")
-			if !v.Available || !strings.HasPrefix(v.Location, "stack CFA-") || !strings.Contains(v.Location, "[rbp") {
-				t.Errorf("%s at -O0: %q, want a CFA-relative stack slot, rbp-based here", name, v.Location)
-			}
-		}
-	})
+	}
 }
 
 func TestLinesQueries(t *testing.T) {
