@@ -489,6 +489,11 @@ func TestLinesQueries(t *testing.T) {
 	if ok, _ := x.SameBlock(fb[0].Addrs[0], fb[1].Addrs[0]); !ok {
 		t.Errorf("fallback lines %+v are not in one basic block", fb)
 	}
+	// Variables at such a line are read where the line before it runs.
+	vs, err := x.VarsAtLine("process", cont)
+	if err != nil || len(vs) == 0 || vs[0].FallbackFor != cont || vs[0].Line != cont-1 || vs[0].Addr != fb[0].Addrs[0] {
+		t.Errorf("vars at process:%d: %+v, %v", cont, vs, err)
+	}
 	// Lines with code of their own are returned as they are.
 	if ls, err := x.Lines(LineSpec{Func: "process", Line: cont - 1}); err != nil || len(ls) != 1 || ls[0].FallbackFor != 0 {
 		t.Errorf("process:%d = %+v, %v", cont-1, ls, err)

@@ -34,6 +34,11 @@ type Var struct {
 	Depth    int    `json:"depth"`
 	DeclLine int    `json:"decl_line,omitempty"`
 	Addr     uint64 `json:"-"`
+	// Line is the source line of Addr when asked by FUNC:LINE;
+	// FallbackFor is set when that line had no code and Line, the line
+	// before it in the same basic block, stands in for it.
+	Line        int `json:"line,omitempty"`
+	FallbackFor int `json:"fallback_for,omitempty"`
 	// Available is false when the value cannot be read at Addr.
 	Available bool `json:"available"`
 }
@@ -461,10 +466,18 @@ func (x *Index) VarsAtLine(fn string, line int) ([]Var, error) {
 	}
 	var out []Var
 	for _, l := range lines {
+		if l.Fallback == "after" {
+			// A line without code: the line before it, in the same basic
+			// block, is where its variables can be read (before advice).
+			continue
+		}
 		for _, a := range l.Addrs {
 			vs, err := x.VarsAt(a)
 			if err != nil {
 				return nil, err
+			}
+			for i := range vs {
+				vs[i].FallbackFor, vs[i].Line = l.FallbackFor, l.Line
 			}
 			out = append(out, vs...)
 		}

@@ -309,7 +309,11 @@ func runVars(s0 *stdio, args []string) error {
 			if v.Addr < f.Entry {
 				where = fmt.Sprintf("%s-%#x", f.Name, f.Entry-v.Addr) // a .cold part
 			}
-			fmt.Fprintf(tw, "@%#x <%s>\n", v.Addr, where)
+			note := ""
+			if v.FallbackFor != 0 {
+				note = fmt.Sprintf("  (line %d has no code: line %d, in the same basic block, stands in)", v.FallbackFor, v.Line)
+			}
+			fmt.Fprintf(tw, "@%#x <%s>%s\n", v.Addr, where, note)
 			last = v.Addr
 		}
 		scope := ""
