@@ -108,8 +108,16 @@ func Build(img *Image, progress Progress) (*Index, error) {
 	// A lower GC target while tables grow keeps a vmlinux build well under
 	// 1 GB for about 20% more CPU.
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
+	// Workers decode units in any order; this goroutine merges them in
+	// unit order as they become ready, so merging overlaps decoding and
+	// each unit's tables are freed as soon as they are copied.
 	results := make([]unitResult, len(bounds))
+	ready := make([]chan struct{}, len(bounds))
+	for i := range ready {
+		ready[i] = make(chan struct{})
+	}
 	var next, done atomic.Int64
+	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	workers := min(runtime.GOMAXPROCS(0), len(bounds))
@@ -118,12 +126,13 @@ func Build(img *Image, progress Progress) (*Index, error) {
 		go func() {
 			defer wg.Done()
 			cache := map[uint64][]abbrev{}
-			for {
+			for !stop.Load() {
 				i := int(next.Add(1) - 1)
 				if i >= len(bounds) {
 					return
 				}
 				results[i] = readUnit(img, d, bounds, i, cache)
+				close(ready[i])
 				n := int(done.Add(1))
 				if progress != nil {
 					mu.Lock()
@@ -133,23 +142,19 @@ func Build(img *Image, progress Progress) (*Index, error) {
 			}
 		}()
 	}
+	m := newMerger(len(img.sec[".debug_line"]))
+	for i := range bounds {
+		<-ready[i]
+		if err := results[i].err; err != nil {
+			stop.Store(true)
+			wg.Wait()
+			return nil, fmt.Errorf("unit at %#x: %w", bounds[i][0], err)
+		}
+		m.add(i, &results[i], bounds[i])
+		results[i] = unitResult{} // let the GC have it
+	}
 	wg.Wait()
-	for i := range results {
-		if results[i].err != nil {
-			return nil, fmt.Errorf("unit at %#x: %w", bounds[i][0], results[i].err)
-		}
-	}
-	info := img.sec[".debug_info"]
-	for i, b := range bounds {
-		v := 0
-		if h := info[b[0]:b[1]]; len(h) >= 6 && binary.LittleEndian.Uint32(h) != 0xffffffff {
-			v = int(binary.LittleEndian.Uint16(h[4:]))
-		} else if len(h) >= 14 {
-			v = int(binary.LittleEndian.Uint16(h[12:]))
-		}
-		results[i].version = v
-	}
-	x := merge(results, bounds)
+	x := m.finish()
 	x.BuildID = img.BuildID
 	x.img = img
 	return x, nil
@@ -167,6 +172,7 @@ func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[u
 		res.err = err
 		return
 	}
+	res.version = s.ver
 	var cu die
 	if !s.next(&cu) {
 		res.err = fmt.Errorf("reading unit DIE: %w", errBadDWARF)
@@ -453,85 +459,85 @@ func (in *interner) add(s string) strRef {
 	return r
 }
 
-func merge(results []unitResult, bounds [][2]uint64) *Index {
-	x := &Index{}
-	in := &interner{m: map[string]strRef{}}
-	fileIDs := map[string]uint32{}
-	var nrows, nfuncs, ninl, nrng int
-	for i := range results {
-		nrows += len(results[i].rows)
-		nfuncs += len(results[i].funcs)
-		ninl += len(results[i].inlines)
-		for _, f := range results[i].funcs {
-			nrng += len(f.ranges)
-		}
-		for _, f := range results[i].inlines {
-			nrng += len(f.ranges)
-		}
+// merger builds the flat tables from unit results, in unit order.
+type merger struct {
+	x          *Index
+	in         *interner
+	fileIDs    map[string]uint32
+	structSeen map[string]bool
+}
+
+// newMerger sizes the row table from the line section (Debian's vmlinux:
+// 4 bytes of .debug_line per row), so 4.3 M rows are not copied on growth.
+func newMerger(lineBytes int) *merger {
+	return &merger{
+		x:          &Index{rows: make([]Row, 0, lineBytes/3+1024)},
+		in:         &interner{m: map[string]strRef{}},
+		fileIDs:    map[string]uint32{},
+		structSeen: map[string]bool{},
 	}
-	x.rows = make([]Row, 0, nrows)
-	x.funcs = make([]Func, 0, nfuncs)
-	x.inlines = make([]Inline, 0, ninl)
-	x.ranges = make([][2]uint64, 0, nrng)
-	structSeen := map[string]bool{}
-	for ui := range results {
-		res := &results[ui]
-		gid := make([]uint32, len(res.files))
-		for j, f := range res.files {
-			id, ok := fileIDs[f]
-			if !ok {
-				id = uint32(len(x.files))
-				fileIDs[f] = id
-				x.files = append(x.files, in.add(f))
-			}
-			gid[j] = id
+}
+
+func (m *merger) add(ui int, res *unitResult, bounds [2]uint64) {
+	x, in := m.x, m.in
+	gid := make([]uint32, len(res.files))
+	for j, f := range res.files {
+		id, ok := m.fileIDs[f]
+		if !ok {
+			id = uint32(len(x.files))
+			m.fileIDs[f] = id
+			x.files = append(x.files, in.add(f))
 		}
-		file := func(i int) uint32 {
-			if i < 0 || i >= len(gid) {
-				return noFile
-			}
-			return gid[i]
-		}
-		u := Unit{Name: in.add(res.name), CompDir: in.add(res.compDir), Off: bounds[ui][0], End: bounds[ui][1],
-			LowPC: res.lowPC, RowStart: uint32(len(x.rows)), Version: uint32(res.version)}
-		for _, r := range res.rows {
-			r.File = gid[r.File]
-			x.rows = append(x.rows, r)
-		}
-		u.RowEnd = uint32(len(x.rows))
-		x.units = append(x.units, u)
-		fbase := uint32(len(x.funcs))
-		for _, f := range res.funcs {
-			x.funcs = append(x.funcs, Func{Name: in.addBytes(f.name), Entry: f.entry, DIE: f.die, Unit: uint32(ui),
-				DeclFile: file(f.declFile), DeclLine: uint32(f.declLine), Flags: f.flags,
-				RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
-			x.ranges = append(x.ranges, f.ranges...)
-		}
-		for _, f := range res.inlines {
-			caller := noFile
-			if f.caller >= 0 {
-				caller = fbase + uint32(f.caller)
-			}
-			x.inlines = append(x.inlines, Inline{Name: in.addBytes(f.name), DIE: f.die, Unit: uint32(ui),
-				CallFile: file(f.callFile), CallLine: uint32(f.callLine), Caller: caller,
-				DeclFile: file(f.declFile), DeclLine: uint32(f.declLine),
-				RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
-			x.ranges = append(x.ranges, f.ranges...)
-		}
-		for _, s := range res.structs {
-			key := string(s.name)
-			if s.kind == KindTypedef {
-				key = "typedef " + key // C keeps tags and typedef names apart
-			}
-			if structSeen[key] {
-				continue
-			}
-			structSeen[key] = true
-			x.structs = append(x.structs, Struct{Name: in.addBytes(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
-		}
-		results[ui] = unitResult{} // let the GC have it
+		gid[j] = id
 	}
-	x.strs = in.blob
+	file := func(i int) uint32 {
+		if i < 0 || i >= len(gid) {
+			return noFile
+		}
+		return gid[i]
+	}
+	u := Unit{Name: in.add(res.name), CompDir: in.add(res.compDir), Off: bounds[0], End: bounds[1],
+		LowPC: res.lowPC, RowStart: uint32(len(x.rows)), Version: uint32(res.version)}
+	for _, r := range res.rows {
+		r.File = gid[r.File]
+		x.rows = append(x.rows, r)
+	}
+	u.RowEnd = uint32(len(x.rows))
+	x.units = append(x.units, u)
+	fbase := uint32(len(x.funcs))
+	for _, f := range res.funcs {
+		x.funcs = append(x.funcs, Func{Name: in.addBytes(f.name), Entry: f.entry, DIE: f.die, Unit: uint32(ui),
+			DeclFile: file(f.declFile), DeclLine: uint32(f.declLine), Flags: f.flags,
+			RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
+		x.ranges = append(x.ranges, f.ranges...)
+	}
+	for _, f := range res.inlines {
+		caller := noFile
+		if f.caller >= 0 {
+			caller = fbase + uint32(f.caller)
+		}
+		x.inlines = append(x.inlines, Inline{Name: in.addBytes(f.name), DIE: f.die, Unit: uint32(ui),
+			CallFile: file(f.callFile), CallLine: uint32(f.callLine), Caller: caller,
+			DeclFile: file(f.declFile), DeclLine: uint32(f.declLine),
+			RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
+		x.ranges = append(x.ranges, f.ranges...)
+	}
+	for _, s := range res.structs {
+		key := string(s.name)
+		if s.kind == KindTypedef {
+			key = "typedef " + key // C keeps tags and typedef names apart
+		}
+		if m.structSeen[key] {
+			continue
+		}
+		m.structSeen[key] = true
+		x.structs = append(x.structs, Struct{Name: in.addBytes(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
+	}
+}
+
+func (m *merger) finish() *Index {
+	x := m.x
+	x.strs = m.in.blob
 	x.finish()
 	return x
 }
