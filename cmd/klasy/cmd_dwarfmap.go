@@ -68,8 +68,13 @@ Values that DWARF describes only as "the value a register had at function
 entry" (DW_OP_entry_value) are shown but marked unavailable: a probe in the
 middle of the function cannot read them.
 
+If LINE has no code of its own, the variables are read where the line
+before it runs when both lie in one basic block (KLASY's nearest-line
+rule), and the output says so.
+
 JSON fields: addr, function, name, kind (param/local), type, location,
-expr (the DWARF expression), scope, depth, decl_line, available.
+expr (the DWARF expression), scope, depth, decl_line, available, and for
+FUNC:LINE line (and fallback_for when another line stood in).
 
 Examples:
   klasy vars vmlinux tcp_sendmsg:1494
