@@ -4,5 +4,7 @@ go 1.26.0
 
 require (
 	github.com/alecthomas/participle/v2 v2.1.4
+	github.com/go-delve/delve v1.27.2
+	golang.org/x/arch v0.32.0
 	golang.org/x/sys v0.49.0
 )

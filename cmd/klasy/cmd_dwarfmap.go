@@ -1,0 +1,462 @@
+package main
+
+// klasy lines / vars / struct / funcs: source-level queries against a
+// kernel image's debug info, answered from dwarfmap's build-id keyed
+// index (built on first use, then loaded in milliseconds).
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/klasy/klasy/dwarfmap"
+)
+
+const imageHelp = `IMAGE is a vmlinux with DWARF (Debian: /usr/lib/debug/boot/vmlinux-<abi>
+from linux-image-<abi>-dbg; a built kernel: CONFIG_DEBUG_INFO_DWARF5=y) or a
+.ko with debug info. The first query on an image indexes it (a few seconds
+for a 600 MB vmlinux) and saves the index under $KLASY_CACHE/dwarfmap keyed
+by the image's build-id; later queries load it in milliseconds.
+
+Common options:
+  --json            one JSON object per line, for scripts
+  --vmlinux FILE    with a .ko IMAGE: refuse a module built for another kernel
+  --rebuild         ignore a saved index and build it again
+  --no-cache        neither read nor write the saved index
+`
+
+func init() {
+	register(&command{
+		Name:    "lines",
+		Summary: "list source lines with code and their addresses (like perf probe -L)",
+		Help: `usage: klasy lines [--json] IMAGE FUNC|FILE[:LINE]
+
+Lists the source lines of a function or a file that have code, each with
+the link-time addresses of that code. FILE matches by path suffix
+(skbuff.c, net/core/skbuff.c); FUNC:LINE and FILE:LINE take absolute source
+line numbers. When a line has no code of its own (the compiler merged it),
+the nearest lines before and after it in the same basic block stand in for
+it and are marked "fallback".
+
+JSON fields: function, file, line, addrs (hex strings), stmt, and
+fallback_for/fallback for stand-in lines.
+
+Examples:
+  klasy lines vmlinux tcp_sendmsg
+  klasy lines --json vmlinux net/core/skbuff.c
+  klasy lines vmlinux net/ipv4/tcp.c:1494
+
+` + imageHelp,
+		Run: runLines,
+	})
+	register(&command{
+		Name:    "vars",
+		Summary: "list variables visible at a line or address and where they live (like perf probe -V)",
+		Help: `usage: klasy vars [--json] IMAGE FUNC:LINE|ADDR
+
+Lists the parameters and local variables in scope at each address of
+source line LINE of function FUNC (LINE is the file's line number), or at
+ADDR (0xffffffff81234567 or FUNC+0x10), with how to read each one there:
+a register, a stack slot (CFA-relative, and rsp-relative at that address
+from .debug_frame), memory, a constant, or "optimized out".
+Values that DWARF describes only as "the value a register had at function
+entry" (DW_OP_entry_value) are shown but marked unavailable: a probe in the
+middle of the function cannot read them.
+
+If LINE has no code of its own, the variables are read where the line
+before it runs when both lie in one basic block (KLASY's nearest-line
+rule), and the output says so.
+
+JSON fields: addr, function, name, kind (param/local), type, location,
+expr (the DWARF expression), scope, depth, decl_line, available, and for
+FUNC:LINE line (and fallback_for when another line stood in).
+
+Examples:
+  klasy vars vmlinux tcp_sendmsg:1494
+  klasy vars --json vmlinux tcp_sendmsg_locked+0x40
+
+` + imageHelp,
+		Run: runVars,
+	})
+	register(&command{
+		Name:    "struct",
+		Summary: "print a struct or union layout with member offsets and sizes",
+		Help: `usage: klasy struct [--json] IMAGE NAME
+
+Prints the layout of struct or union NAME (sk_buff, "struct sk_buff",
+"union bpf_attr") as pahole does: each member's type, offset and size in
+bytes, bitfields as OFFSET:BIT, members of anonymous structs and unions
+indented under them with offsets from the start of NAME.
+
+Example:
+  klasy struct vmlinux sk_buff
+
+` + imageHelp,
+		Run: runStruct,
+	})
+	register(&command{
+		Name:    "funcs",
+		Summary: "list functions matching a pattern (% or * wildcards)",
+		Help: `usage: klasy funcs [--json] IMAGE PATTERN
+
+Lists the functions whose names match PATTERN, where % (as in KLASY
+pointcuts) or * matches any characters: address ranges (all of them,
+.cold parts included), declaring file and line, global or static, and how
+many inlined copies exist. Functions that exist only inlined are listed
+with "inline only".
+
+JSON fields: name, file, line, external, ranges ([["0x..","0x.."]]),
+inlined, inline_only.
+
+With --inlined, lists every inlined copy of the matching functions
+instead: the function it was inlined into, the call's file:line and the
+copy's address ranges (JSON: name, caller, call_file, call_line, ranges).
+
+Examples:
+  klasy funcs vmlinux 'tcp_%'
+  klasy funcs --inlined vmlinux skb_put
+
+` + imageHelp,
+		Run: runFuncs,
+	})
+}
+
+// queryFlags are the options every dwarfmap command takes.
+type queryFlags struct {
+	json, rebuild, noCache bool
+	inlined                bool
+	vmlinux                string
+}
+
+// parseQuery parses flags anywhere among the arguments (users type
+// `klasy lines vmlinux f --json`) and returns the positional ones.
+func parseQuery(s *stdio, name string, args []string, npos int) (*queryFlags, []string, error) {
+	q := &queryFlags{}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	if name == "funcs" {
+		fs.BoolVar(&q.inlined, "inlined", false, "")
+	}
+	fs.SetOutput(io.Discard)
+	fs.BoolVar(&q.json, "json", false, "")
+	fs.BoolVar(&q.rebuild, "rebuild", false, "")
+	fs.BoolVar(&q.noCache, "no-cache", false, "")
+	fs.StringVar(&q.vmlinux, "vmlinux", "", "")
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return nil, nil, usageError{Cmd: name, Msg: err.Error()}
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			if args[0] == "--" {
+				pos = append(pos, args[1:]...)
+				break
+			}
+			pos = append(pos, args[0])
+			args = args[1:]
+		}
+	}
+	if len(pos) != npos {
+		return nil, nil, usageError{Cmd: name, Msg: fmt.Sprintf("want %d arguments, got %d", npos, len(pos))}
+	}
+	return q, pos, nil
+}
+
+// openIndex loads the index of image, printing progress of a build to
+// s.Err.
+func openIndex(s *stdio, q *queryFlags, image string) (*dwarfmap.Index, error) {
+	if q.vmlinux != "" {
+		mod, err := dwarfmap.Open(image)
+		if err != nil {
+			return nil, err
+		}
+		defer mod.Close()
+		vm, err := dwarfmap.Open(q.vmlinux)
+		if err != nil && !errors.Is(err, dwarfmap.ErrNoDebugInfo) {
+			return nil, err
+		}
+		if vm != nil {
+			defer vm.Close()
+			if err := dwarfmap.CheckModuleMatches(mod, vm); err != nil {
+				return nil, err
+			}
+		}
+	}
+	x, info, err := dwarfmap.Load(image, dwarfmap.Options{
+		NoCache: q.noCache,
+		Rebuild: q.rebuild,
+		Log:     func(f string, a ...any) { fmt.Fprintf(s.Err, "klasy: "+f+"\n", a...) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !info.FromCache {
+		st := x.Stats()
+		fmt.Fprintf(s.Err, "klasy: indexed %s in %.1fs: %d units, %d line rows, %d functions, %d inlined copies, %d structs\n",
+			image, info.Built.Seconds(), st.Units, st.Rows, st.Funcs, st.Inlines, st.Structs)
+	}
+	return x, nil
+}
+
+func hexAddrs(as []uint64) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = fmt.Sprintf("%#x", a)
+	}
+	return out
+}
+
+func runLines(s0 *stdio, args []string) error {
+	s, flush := buffered(s0)
+	defer flush()
+	q, pos, err := parseQuery(s, "lines", args, 2)
+	if err != nil {
+		return err
+	}
+	sp, err := dwarfmap.ParseLineSpec(pos[1])
+	if err != nil {
+		return usageError{Cmd: "lines", Msg: err.Error()}
+	}
+	x, err := openIndex(s, q, pos[0])
+	if err != nil {
+		return err
+	}
+	defer x.Close()
+	lines, err := x.Lines(sp)
+	if err != nil {
+		return err
+	}
+	if q.json {
+		enc := json.NewEncoder(s.Out)
+		for _, l := range lines {
+			type out struct {
+				dwarfmap.Line
+				Addrs []string `json:"addrs"`
+			}
+			if err := enc.Encode(out{l, hexAddrs(l.Addrs)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
+	for _, l := range lines {
+		note := ""
+		if l.FallbackFor != 0 {
+			note = fmt.Sprintf("  (stands in for line %d, %s advice)", l.FallbackFor, l.Fallback)
+		}
+		fmt.Fprintf(tw, "%s:%d\t%s\t%s%s\n", l.File, l.Line, l.Function, strings.Join(hexAddrs(l.Addrs), " "), note)
+	}
+	return tw.Flush()
+}
+
+func runVars(s0 *stdio, args []string) error {
+	s, flush := buffered(s0)
+	defer flush()
+	q, pos, err := parseQuery(s, "vars", args, 2)
+	if err != nil {
+		return err
+	}
+	spec := pos[1]
+	x, err := openIndex(s, q, pos[0])
+	if err != nil {
+		return err
+	}
+	defer x.Close()
+	var vars []dwarfmap.Var
+	if i := strings.LastIndexByte(spec, ':'); i > 0 && !strings.HasPrefix(spec, "0x") {
+		sp, err := dwarfmap.ParseLineSpec(spec)
+		if err != nil || sp.Func == "" || sp.Line == 0 {
+			return usageError{Cmd: "vars", Msg: fmt.Sprintf("%q is not FUNC:LINE or an address", spec)}
+		}
+		vars, err = x.VarsAtLine(sp.Func, sp.Line)
+		if err != nil {
+			return err
+		}
+	} else {
+		addr, err := x.ParseAddr(spec)
+		if err != nil {
+			return err
+		}
+		if vars, err = x.VarsAt(addr); err != nil {
+			return err
+		}
+	}
+	if q.json {
+		enc := json.NewEncoder(s.Out)
+		for _, v := range vars {
+			fn := ""
+			if f, ok := x.FuncAt(v.Addr); ok {
+				fn = f.Name
+			}
+			type out struct {
+				Addr     string `json:"addr"`
+				Function string `json:"function"`
+				dwarfmap.Var
+			}
+			if err := enc.Encode(out{fmt.Sprintf("%#x", v.Addr), fn, v}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
+	var last uint64
+	for i, v := range vars {
+		if i == 0 || v.Addr != last {
+			f, _ := x.FuncAt(v.Addr)
+			where := fmt.Sprintf("%s+%#x", f.Name, v.Addr-f.Entry)
+			if v.Addr < f.Entry {
+				where = fmt.Sprintf("%s-%#x", f.Name, f.Entry-v.Addr) // a .cold part
+			}
+			note := ""
+			if v.FallbackFor != 0 {
+				note = fmt.Sprintf("  (line %d has no code: line %d, in the same basic block, stands in)", v.FallbackFor, v.Line)
+			}
+			fmt.Fprintf(tw, "@%#x <%s>%s\n", v.Addr, where, note)
+			last = v.Addr
+		}
+		scope := ""
+		if strings.HasPrefix(v.Scope, "inline ") {
+			scope = "  [" + v.Scope + "]"
+		}
+		fmt.Fprintf(tw, "\t%s\t%s\t%s%s\n", v.Kind, dwarfmap.Declare(v.Type, v.Name), v.Location, scope)
+	}
+	return tw.Flush()
+}
+
+func runStruct(s0 *stdio, args []string) error {
+	s, flush := buffered(s0)
+	defer flush()
+	q, pos, err := parseQuery(s, "struct", args, 2)
+	if err != nil {
+		return err
+	}
+	x, err := openIndex(s, q, pos[0])
+	if err != nil {
+		return err
+	}
+	defer x.Close()
+	l, err := x.Struct(pos[1])
+	if err != nil {
+		return err
+	}
+	if q.json {
+		return json.NewEncoder(s.Out).Encode(l)
+	}
+	l.Print(s.Out)
+	return nil
+}
+
+func runFuncs(s0 *stdio, args []string) error {
+	s, flush := buffered(s0)
+	defer flush()
+	q, pos, err := parseQuery(s, "funcs", args, 2)
+	if err != nil {
+		return err
+	}
+	x, err := openIndex(s, q, pos[0])
+	if err != nil {
+		return err
+	}
+	defer x.Close()
+	fs := x.MatchFuncs(pos[1])
+	if len(fs) == 0 {
+		return fmt.Errorf("no function matches %q", pos[1])
+	}
+	if q.inlined {
+		return printInlines(s, q, x, fs)
+	}
+	if q.json {
+		enc := json.NewEncoder(s.Out)
+		for _, f := range fs {
+			rs := make([][2]string, len(f.Ranges))
+			for i, r := range f.Ranges {
+				rs[i] = [2]string{fmt.Sprintf("%#x", r[0]), fmt.Sprintf("%#x", r[1])}
+			}
+			type out struct {
+				dwarfmap.FuncInfo
+				Ranges [][2]string `json:"ranges"`
+			}
+			if err := enc.Encode(out{f, rs}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
+	for _, f := range fs {
+		var rs []string
+		for _, r := range f.Ranges {
+			rs = append(rs, fmt.Sprintf("%#x-%#x", r[0], r[1]))
+		}
+		kind := "static"
+		if f.External {
+			kind = "global"
+		}
+		if f.InlineOnly {
+			kind, rs = "inline only", nil
+		}
+		inl := ""
+		if f.Inlined > 0 {
+			inl = fmt.Sprintf("%d inlined", f.Inlined)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s:%d\t%s\t%s\n", f.Name, kind, f.File, f.Line, strings.Join(rs, ","), inl)
+	}
+	return tw.Flush()
+}
+
+func hexRanges(rs [][2]uint64) [][2]string {
+	out := make([][2]string, len(rs))
+	for i, r := range rs {
+		out[i] = [2]string{fmt.Sprintf("%#x", r[0]), fmt.Sprintf("%#x", r[1])}
+	}
+	return out
+}
+
+func printInlines(s *stdio, q *queryFlags, x *dwarfmap.Index, fs []dwarfmap.FuncInfo) error {
+	enc := json.NewEncoder(s.Out)
+	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
+	seen := map[string]bool{}
+	n := 0
+	for _, f := range fs {
+		if seen[f.Name] {
+			continue
+		}
+		seen[f.Name] = true
+		for _, in := range x.Inlines(f.Name) {
+			n++
+			if q.json {
+				type out struct {
+					dwarfmap.InlineInfo
+					Ranges [][2]string `json:"ranges"`
+				}
+				if err := enc.Encode(out{in, hexRanges(in.Ranges)}); err != nil {
+					return err
+				}
+				continue
+			}
+			var rs []string
+			for _, r := range in.Ranges {
+				rs = append(rs, fmt.Sprintf("%#x-%#x", r[0], r[1]))
+			}
+			fmt.Fprintf(tw, "%s\tin %s\t%s:%d\t%s\n", in.Name, in.Caller, in.CallFile, in.CallLine, strings.Join(rs, ","))
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("no inlined copies of the functions matching")
+	}
+	return tw.Flush()
+}
+
+// buffered returns s with Out buffered (thousands of lines would each be
+// a write otherwise) and the function that flushes it.
+func buffered(s *stdio) (*stdio, func()) {
+	w := bufio.NewWriterSize(s.Out, 64<<10)
+	return &stdio{In: s.In, Out: w, Err: s.Err}, func() { w.Flush() }
+}

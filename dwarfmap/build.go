@@ -1,0 +1,652 @@
+package dwarfmap
+
+import (
+	"cmp"
+	"debug/dwarf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// unitResult is what one worker learns from one compilation unit; files
+// are local to the unit until merged.
+type unitResult struct {
+	name, compDir string
+	lowPC         uint64
+	version       int
+	files         []string
+	rows          []Row // File is an index into files
+	funcs         []pendingFunc
+	inlines       []pendingInline
+	structs       []pendingStruct
+	err           error
+}
+
+type pendingFunc struct {
+	name     []byte
+	entry    uint64
+	die      uint64
+	declFile int // index into unitResult.files, -1 unknown
+	declLine int
+	flags    uint32
+	ranges   [][2]uint64
+}
+
+type pendingInline struct {
+	name     []byte
+	declFile int
+	declLine int
+	die      uint64
+	callFile int
+	callLine int
+	caller   int // index into unitResult.funcs, -1 unknown
+	ranges   [][2]uint64
+}
+
+type pendingStruct struct {
+	name []byte
+	die  uint64
+	size int64
+	kind uint32
+}
+
+// unitBounds lists [off, end) of every unit header in .debug_info, read
+// straight from the unit lengths so workers can start anywhere.
+func unitBounds(info []byte) ([][2]uint64, error) {
+	var out [][2]uint64
+	for off := uint64(0); off < uint64(len(info)); {
+		if off+4 > uint64(len(info)) {
+			return nil, fmt.Errorf("unit header at %#x: %w", off, ErrTruncated)
+		}
+		n := uint64(binary.LittleEndian.Uint32(info[off:]))
+		hdr := uint64(4)
+		if n == 0xffffffff {
+			if off+12 > uint64(len(info)) {
+				return nil, fmt.Errorf("unit header at %#x: %w", off, ErrTruncated)
+			}
+			n = binary.LittleEndian.Uint64(info[off+4:])
+			hdr = 12
+		} else if n >= 0xfffffff0 {
+			return nil, fmt.Errorf("unit at %#x: bad length %#x", off, n)
+		}
+		end := off + hdr + n
+		if end > uint64(len(info)) || end <= off {
+			return nil, fmt.Errorf("unit at %#x ends at %#x past .debug_info (%d bytes): %w", off, end, len(info), ErrTruncated)
+		}
+		out = append(out, [2]uint64{off, end})
+		off = end
+	}
+	return out, nil
+}
+
+// Progress is called from Build as units finish.
+type Progress func(done, total int)
+
+// Build indexes img: units are decoded in parallel, one worker per CPU,
+// then merged into flat tables in unit order so the result does not
+// depend on scheduling.
+func Build(img *Image, progress Progress) (*Index, error) {
+	if img.ELF.ByteOrder != binary.LittleEndian {
+		return nil, errors.New("only little-endian images are supported")
+	}
+	d, err := img.DWARF()
+	if err != nil {
+		return nil, err
+	}
+	bounds, err := unitBounds(img.sec[".debug_info"])
+	if err != nil {
+		return nil, err
+	}
+	// A lower GC target while tables grow keeps a vmlinux build well under
+	// 1 GB for about 20% more CPU.
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
+	// Workers decode units in any order; this goroutine merges them in
+	// unit order as they become ready, so merging overlaps decoding and
+	// each unit's tables are freed as soon as they are copied.
+	results := make([]unitResult, len(bounds))
+	ready := make([]chan struct{}, len(bounds))
+	for i := range ready {
+		ready[i] = make(chan struct{})
+	}
+	var next, done atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	workers := min(runtime.GOMAXPROCS(0), len(bounds))
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cache := map[uint64][]abbrev{}
+			for !stop.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= len(bounds) {
+					return
+				}
+				results[i] = readUnit(img, d, bounds, i, cache)
+				close(ready[i])
+				n := int(done.Add(1))
+				if progress != nil {
+					mu.Lock()
+					progress(n, len(bounds))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	m := newMerger(len(img.sec[".debug_line"]))
+	for i := range bounds {
+		<-ready[i]
+		if err := results[i].err; err != nil {
+			stop.Store(true)
+			wg.Wait()
+			return nil, fmt.Errorf("unit at %#x: %w", bounds[i][0], err)
+		}
+		m.add(i, &results[i], bounds[i])
+		results[i] = unitResult{} // let the GC have it
+	}
+	wg.Wait()
+	x := m.finish()
+	x.BuildID = img.BuildID
+	x.img = img
+	return x, nil
+}
+
+func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[uint64][]abbrev) (res unitResult) {
+	defer func() {
+		if r := recover(); r != nil {
+			res.err = fmt.Errorf("malformed DWARF: %v", r)
+		}
+	}()
+	b := bounds[ui]
+	s, err := newUnitScan(img, b[0], b[1], cache)
+	if err != nil {
+		res.err = err
+		return
+	}
+	res.version = s.ver
+	var cu die
+	if !s.next(&cu) {
+		res.err = fmt.Errorf("reading unit DIE: %w", errBadDWARF)
+		return
+	}
+	if cu.tag != dwarf.TagCompileUnit && cu.tag != dwarf.TagPartialUnit {
+		return // type units and the like carry no code
+	}
+	if cu.hasBases != [3]bool{} {
+		// The bases apply to the unit DIE's own strx/addrx attributes
+		// too: read it again with them set.
+		s.strOffs, s.addrBase, s.rngBase = cu.strOffs, cu.addrBase, cu.rngBase
+		s.r.p = int(cu.off)
+		s.next(&cu)
+	}
+	s.lowPC = cu.low
+	res.name, res.compDir, res.lowPC = string(cu.name), string(cu.compDir), cu.low
+
+	// Line tables through debug/dwarf's LineReader, which needs the unit
+	// DIE as debug/dwarf decodes it.
+	rdr := d.Reader()
+	rdr.Seek(dwarf.Offset(cu.off))
+	cue, err := rdr.Next()
+	if err != nil || cue == nil {
+		res.err = fmt.Errorf("reading unit DIE: %v", err)
+		return
+	}
+	if err := res.readLines(d, cue); err != nil {
+		res.err = fmt.Errorf("line table of %s: %w", res.name, err)
+		return
+	}
+	if !cu.children {
+		return
+	}
+
+	type origin struct {
+		name     []byte
+		declFile int
+		declLine int
+		flags    uint32
+	}
+	origins := map[uint64]origin{}
+	// Concrete DIEs naming an abstract origin, resolved after the walk
+	// because the origin may come later in the unit.
+	var funcOrigin, inlOrigin []uint64
+	type frame struct{ depth, fn int }
+	var stack []frame
+	depth := 1
+	var e die
+	for depth > 0 {
+		if !s.next(&e) {
+			if s.r.err {
+				res.err = fmt.Errorf("reading DIE at %#x: %w", e.off, errBadDWARF)
+				return
+			}
+			depth--
+			for len(stack) > 0 && stack[len(stack)-1].depth > depth {
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		switch e.tag {
+		case dwarf.TagSubprogram:
+			o := origin{name: e.name, declFile: int(e.declFile), declLine: int(e.declLine)}
+			if e.external {
+				o.flags |= FuncExternal
+			}
+			if e.inline == 1 || e.inline == 3 {
+				o.flags |= FuncInline
+			}
+			if len(o.name) > 0 {
+				origins[e.off] = o
+			}
+			rngs, err := s.dieRanges(&e)
+			if err != nil {
+				res.err = err
+				return
+			}
+			if len(rngs) == 0 {
+				break
+			}
+			ao := e.origin
+			if ao == 0 {
+				ao = e.spec
+			}
+			funcOrigin = append(funcOrigin, ao)
+			// The entry is low_pc, else DW_AT_entry_pc, else the first
+			// range gcc lists (the hot part; .cold parts follow).
+			entry := rngs[0][0]
+			if e.hasLow {
+				entry = e.low
+			} else if e.hasEntryPC {
+				entry = e.entryPC
+			}
+			res.funcs = append(res.funcs, pendingFunc{name: o.name, entry: entry, die: e.off, declFile: o.declFile, declLine: o.declLine, flags: o.flags, ranges: sortRanges(rngs)})
+			if e.children {
+				stack = append(stack, frame{depth + 1, len(res.funcs) - 1})
+			}
+		case dwarf.TagInlinedSubroutine:
+			rngs, err := s.dieRanges(&e)
+			if err != nil {
+				res.err = err
+				return
+			}
+			if len(rngs) == 0 {
+				break
+			}
+			in := pendingInline{die: e.off, callFile: int(e.callFile), callLine: int(e.callLine), declFile: -1, caller: -1, ranges: sortRanges(rngs)}
+			if len(stack) > 0 {
+				in.caller = stack[len(stack)-1].fn
+			}
+			inlOrigin = append(inlOrigin, e.origin)
+			res.inlines = append(res.inlines, in)
+		case dwarf.TagStructType, dwarf.TagUnionType:
+			if depth != 1 || len(e.name) == 0 || e.decl {
+				break
+			}
+			kind := uint32(KindStruct)
+			if e.tag == dwarf.TagUnionType {
+				kind = KindUnion
+			}
+			res.structs = append(res.structs, pendingStruct{e.name, e.off, e.byteSize, kind})
+		case dwarf.TagTypedef:
+			// typedef struct {...} spinlock_t: layouts are asked for by
+			// typedef name too; resolved at query time.
+			if depth == 1 && len(e.name) > 0 && e.typ != 0 {
+				res.structs = append(res.structs, pendingStruct{e.name, e.off, 0, KindTypedef})
+			}
+		}
+		if e.children {
+			if !descend(e.tag) && e.sibling > e.off && e.sibling <= b[1] {
+				s.r.p = int(e.sibling) // skip the subtree
+				continue
+			}
+			depth++
+		}
+	}
+
+	// lookup resolves an origin outside this unit's map (a cross-unit
+	// DIE, as LTO makes) by scanning that one DIE.
+	lookup := func(off uint64) (origin, bool) {
+		if o, ok := origins[off]; ok {
+			return o, true
+		}
+		for hops := 0; off != 0 && hops < 4; hops++ {
+			i := sort.Search(len(bounds), func(i int) bool { return bounds[i][1] > off })
+			if i == len(bounds) {
+				return origin{}, false
+			}
+			os, err := newUnitScan(img, bounds[i][0], bounds[i][1], cache)
+			if err != nil {
+				return origin{}, false
+			}
+			os.r.p = int(off)
+			var e die
+			if !os.next(&e) {
+				return origin{}, false
+			}
+			if len(e.name) > 0 {
+				o := origin{name: e.name, declFile: -1}
+				if e.external {
+					o.flags |= FuncExternal
+				}
+				return o, true
+			}
+			off = e.origin
+		}
+		return origin{}, false
+	}
+	for i, ao := range funcOrigin {
+		f := &res.funcs[i]
+		if ao == 0 {
+			continue
+		}
+		if o, ok := lookup(ao); ok {
+			if len(f.name) == 0 {
+				f.name = o.name
+			}
+			f.flags |= o.flags
+			if f.declFile < 0 {
+				f.declFile, f.declLine = o.declFile, o.declLine
+			}
+		}
+	}
+	for i, ao := range inlOrigin {
+		if o, ok := lookup(ao); ok {
+			res.inlines[i].name = o.name
+			res.inlines[i].declFile, res.inlines[i].declLine = o.declFile, o.declLine
+		}
+	}
+	return res
+}
+
+func (res *unitResult) readLines(d *dwarf.Data, cu *dwarf.Entry) error {
+	lr, err := d.LineReader(cu)
+	if err != nil {
+		return err
+	}
+	if lr == nil {
+		return nil
+	}
+	local := map[*dwarf.LineFile]uint32{}
+	var lastF *dwarf.LineFile
+	var lastIdx uint32
+	haveLast := false
+	fileIdx := func(f *dwarf.LineFile) uint32 {
+		if haveLast && f == lastF {
+			return lastIdx
+		}
+		i, ok := local[f]
+		if !ok {
+			i = uint32(len(res.files))
+			name := ""
+			if f != nil {
+				name = path.Clean(f.Name)
+			}
+			res.files = append(res.files, name)
+			local[f] = i
+		}
+		lastF, lastIdx, haveLast = f, i, true
+		return i
+	}
+	// The unit's file table, in order, so decl_file/call_file numbers
+	// index res.files directly.
+	for _, f := range lr.Files() {
+		fileIdx(f)
+	}
+	var le dwarf.LineEntry
+	for {
+		if err := lr.Next(&le); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		var fl uint16
+		if le.IsStmt {
+			fl |= RowStmt
+		}
+		if le.EndSequence {
+			fl |= RowEndSequence
+		}
+		if le.PrologueEnd {
+			fl |= RowPrologueEnd
+		}
+		if le.EpilogueBegin {
+			fl |= RowEpilogueBegin
+		}
+		if le.BasicBlock {
+			fl |= RowBasicBlock
+		}
+		res.rows = append(res.rows, Row{
+			Addr: le.Address, File: fileIdx(le.File), Line: uint32(le.Line),
+			Discriminator: uint32(le.Discriminator), Column: uint16(min(le.Column, 0xffff)), Flags: fl,
+		})
+	}
+}
+
+func sortRanges(r [][2]uint64) [][2]uint64 {
+	slices.SortFunc(r, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	return r
+}
+
+// interner builds the string blob.
+type interner struct {
+	blob []byte
+	m    map[string]strRef
+}
+
+func (in *interner) addBytes(b []byte) strRef {
+	if r, ok := in.m[string(b)]; ok {
+		return r
+	}
+	return in.add(string(b))
+}
+
+func (in *interner) add(s string) strRef {
+	if r, ok := in.m[s]; ok {
+		return r
+	}
+	r := strRef{uint32(len(in.blob)), uint32(len(s))}
+	in.blob = append(in.blob, s...)
+	in.m[s] = r
+	return r
+}
+
+// merger builds the flat tables from unit results, in unit order.
+type merger struct {
+	x          *Index
+	in         *interner
+	fileIDs    map[string]uint32
+	structSeen map[string]bool
+}
+
+// newMerger sizes the row table from the line section (Debian's vmlinux:
+// 4 bytes of .debug_line per row), so 4.3 M rows are not copied on growth.
+func newMerger(lineBytes int) *merger {
+	return &merger{
+		x:          &Index{rows: make([]Row, 0, lineBytes/3+1024)},
+		in:         &interner{m: map[string]strRef{}},
+		fileIDs:    map[string]uint32{},
+		structSeen: map[string]bool{},
+	}
+}
+
+func (m *merger) add(ui int, res *unitResult, bounds [2]uint64) {
+	x, in := m.x, m.in
+	gid := make([]uint32, len(res.files))
+	for j, f := range res.files {
+		id, ok := m.fileIDs[f]
+		if !ok {
+			id = uint32(len(x.files))
+			m.fileIDs[f] = id
+			x.files = append(x.files, in.add(f))
+		}
+		gid[j] = id
+	}
+	file := func(i int) uint32 {
+		if i < 0 || i >= len(gid) {
+			return noFile
+		}
+		return gid[i]
+	}
+	u := Unit{Name: in.add(res.name), CompDir: in.add(res.compDir), Off: bounds[0], End: bounds[1],
+		LowPC: res.lowPC, RowStart: uint32(len(x.rows)), Version: uint32(res.version)}
+	for _, r := range res.rows {
+		r.File = gid[r.File]
+		x.rows = append(x.rows, r)
+	}
+	u.RowEnd = uint32(len(x.rows))
+	x.units = append(x.units, u)
+	fbase := uint32(len(x.funcs))
+	for _, f := range res.funcs {
+		x.funcs = append(x.funcs, Func{Name: in.addBytes(f.name), Entry: f.entry, DIE: f.die, Unit: uint32(ui),
+			DeclFile: file(f.declFile), DeclLine: uint32(f.declLine), Flags: f.flags,
+			RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
+		x.ranges = append(x.ranges, f.ranges...)
+	}
+	for _, f := range res.inlines {
+		caller := noFile
+		if f.caller >= 0 {
+			caller = fbase + uint32(f.caller)
+		}
+		x.inlines = append(x.inlines, Inline{Name: in.addBytes(f.name), DIE: f.die, Unit: uint32(ui),
+			CallFile: file(f.callFile), CallLine: uint32(f.callLine), Caller: caller,
+			DeclFile: file(f.declFile), DeclLine: uint32(f.declLine),
+			RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
+		x.ranges = append(x.ranges, f.ranges...)
+	}
+	for _, s := range res.structs {
+		key := string(s.name)
+		if s.kind == KindTypedef {
+			key = "typedef " + key // C keeps tags and typedef names apart
+		}
+		if m.structSeen[key] {
+			continue
+		}
+		m.structSeen[key] = true
+		x.structs = append(x.structs, Struct{Name: in.addBytes(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
+	}
+}
+
+func (m *merger) finish() *Index {
+	x := m.x
+	x.strs = m.in.blob
+	x.finish()
+	return x
+}
+
+// finish computes the derived lookup arrays, independent of each other,
+// so concurrently.
+func (x *Index) finish() {
+	var wg sync.WaitGroup
+	do := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	do(func() { x.byAddr = sortRowsByAddr(x.rows) })
+	do(func() { x.byFile = sortRowsByFile(x.rows, len(x.files)) })
+	do(func() {
+		x.byName = make([]uint32, len(x.funcs))
+		for i := range x.byName {
+			x.byName[i] = uint32(i)
+		}
+		slices.SortStableFunc(x.byName, func(a, b uint32) int {
+			return cmp.Compare(x.str(x.funcs[a].Name), x.str(x.funcs[b].Name))
+		})
+	})
+	do(func() {
+		x.inlName = make([]uint32, len(x.inlines))
+		for i := range x.inlName {
+			x.inlName[i] = uint32(i)
+		}
+		slices.SortStableFunc(x.inlName, func(a, b uint32) int {
+			return cmp.Compare(x.str(x.inlines[a].Name), x.str(x.inlines[b].Name))
+		})
+	})
+	do(func() {
+		x.spans = x.spans[:0]
+		for fi, f := range x.funcs {
+			for _, r := range x.ranges[f.RngOff : f.RngOff+f.RngN] {
+				x.spans = append(x.spans, addrSpan{Lo: r[0], Hi: r[1], Func: uint32(fi)})
+			}
+		}
+		slices.SortStableFunc(x.spans, func(a, b addrSpan) int { return cmp.Compare(a.Lo, b.Lo) })
+	})
+	do(func() {
+		slices.SortFunc(x.structs, func(a, b Struct) int { return cmp.Compare(x.str(a.Name), x.str(b.Name)) })
+	})
+	wg.Wait()
+}
+
+// sortRowsByAddr orders code rows by address. Sequences are already
+// increasing, so sorting whole sequences by their first address usually
+// yields a sorted list; overlapping sequences fall back to a full sort.
+func sortRowsByAddr(rows []Row) []uint32 {
+	type seq struct{ start, end uint32 }
+	var seqs []seq
+	s := 0
+	for i := range rows {
+		if rows[i].Flags&RowEndSequence != 0 {
+			if i > s {
+				seqs = append(seqs, seq{uint32(s), uint32(i)})
+			}
+			s = i + 1
+		}
+	}
+	if s < len(rows) {
+		seqs = append(seqs, seq{uint32(s), uint32(len(rows))})
+	}
+	slices.SortStableFunc(seqs, func(a, b seq) int { return cmp.Compare(rows[a.start].Addr, rows[b.start].Addr) })
+	out := make([]uint32, 0, len(rows))
+	for _, q := range seqs {
+		for i := q.start; i < q.end; i++ {
+			out = append(out, i)
+		}
+	}
+	less := func(a, b uint32) int { return cmp.Compare(rows[a].Addr, rows[b].Addr) }
+	if !slices.IsSortedFunc(out, less) {
+		slices.SortStableFunc(out, less)
+	}
+	return out
+}
+
+// sortRowsByFile orders rows by (file, line, address): a counting sort by
+// file, then a small sort per file.
+func sortRowsByFile(rows []Row, nfiles int) []uint32 {
+	count := make([]uint32, nfiles+1)
+	for _, r := range rows {
+		count[r.File+1]++
+	}
+	for i := 1; i < len(count); i++ {
+		count[i] += count[i-1]
+	}
+	out := make([]uint32, len(rows))
+	pos := slices.Clone(count)
+	for i, r := range rows {
+		out[pos[r.File]] = uint32(i)
+		pos[r.File]++
+	}
+	for f := 0; f < nfiles; f++ {
+		part := out[count[f]:count[f+1]]
+		slices.SortFunc(part, func(a, b uint32) int {
+			if c := cmp.Compare(rows[a].Line, rows[b].Line); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(rows[a].Addr, rows[b].Addr); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+	}
+	return out
+}

@@ -1,0 +1,410 @@
+package dwarfmap
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func loadInto(t *testing.T, image, dir string) (*Index, LoadInfo, []string) {
+	t.Helper()
+	var logs []string
+	var mu sync.Mutex
+	x, info, err := Load(image, Options{CacheDir: dir, Log: func(f string, a ...any) {
+		mu.Lock()
+		logs = append(logs, f)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x, info, logs
+}
+
+func TestCacheRoundTrip(t *testing.T) {
+	img := compile(t, fixture{"-O2", true})
+	dir := t.TempDir()
+	cold, info, _ := loadInto(t, img, dir)
+	defer cold.Close()
+	if info.FromCache || cold.BuildID == "" || !strings.Contains(info.CachePath, cold.BuildID) {
+		t.Fatalf("first load: %+v (build-id %q)", info, cold.BuildID)
+	}
+	warm, info2, _ := loadInto(t, img, dir)
+	defer warm.Close()
+	if !info2.FromCache {
+		t.Fatal("second load did not use the cache")
+	}
+	if cold.Stats() != warm.Stats() {
+		t.Errorf("stats differ: %+v vs %+v", cold.Stats(), warm.Stats())
+	}
+	// Same answers from both.
+	a, _ := cold.Lines(LineSpec{Func: "process"})
+	b, _ := warm.Lines(LineSpec{Func: "process"})
+	if len(a) == 0 || len(a) != len(b) {
+		t.Fatalf("lines: %d vs %d", len(a), len(b))
+	}
+	for i := range a {
+		if a[i].Line != b[i].Line || !equalU64(a[i].Addrs, b[i].Addrs) {
+			t.Errorf("line %d: %+v vs %+v", i, a[i], b[i])
+		}
+	}
+	va, err1 := warm.VarsAt(warm.Funcs("process")[0].Entry)
+	vb, err2 := cold.VarsAt(cold.Funcs("process")[0].Entry)
+	if err1 != nil || err2 != nil || len(va) != len(vb) || len(va) == 0 {
+		t.Errorf("vars from cache %v %v: %d vs %d", err1, err2, len(va), len(vb))
+	}
+}
+
+func equalU64(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// A damaged, truncated, foreign or stale cache file is rebuilt, never
+// used.
+func TestCacheInvalidIsRebuilt(t *testing.T) {
+	img := compile(t, fixture{"-O2", true})
+	other := compile(t, fixture{"-O0", true})
+	dir := t.TempDir()
+	x, info, _ := loadInto(t, img, dir)
+	x.Close()
+	good, err := os.ReadFile(info.CachePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, oinfo, _ := loadInto(t, other, dir)
+	y.Close()
+	foreign, _ := os.ReadFile(oinfo.CachePath)
+
+	flip := bytes.Clone(good)
+	flip[len(flip)/2] ^= 0x40
+	for name, data := range map[string][]byte{
+		"bit flip":  flip,
+		"truncated": good[:len(good)/2],
+		"empty":     nil,
+		"foreign":   foreign, // another image's index under this build-id
+		"garbage":   []byte(strings.Repeat("not an index ", 100)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := os.WriteFile(info.CachePath, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			x, li, logs := loadInto(t, img, dir)
+			defer x.Close()
+			if li.FromCache {
+				t.Fatal("used an invalid cache file")
+			}
+			if !strings.Contains(strings.Join(logs, "\n"), "rebuilding") {
+				t.Errorf("no notice of the rebuild: %q", logs)
+			}
+			if ls, err := x.Lines(LineSpec{Func: "process"}); err != nil || len(ls) == 0 {
+				t.Errorf("rebuilt index answers %v %v", ls, err)
+			}
+			again, _ := os.ReadFile(info.CachePath)
+			if !bytes.Equal(again, good) {
+				t.Error("the rebuilt cache file differs from a fresh build")
+			}
+		})
+	}
+}
+
+// Two processes building the same index at once each rename a complete
+// file into place; readers never see a partial one.
+func TestCacheConcurrentBuilders(t *testing.T) {
+	img := compile(t, fixture{"-O2", true})
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x, _, err := Load(img, Options{CacheDir: dir})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if _, err := x.Lines(LineSpec{Func: "process"}); err != nil {
+				errs <- err
+			}
+			x.Close()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*"))
+	if len(left) != 0 {
+		t.Errorf("temporary files left behind: %v", left)
+	}
+	_, info, _ := loadInto(t, img, dir)
+	if !info.FromCache {
+		t.Error("no valid cache after concurrent builds")
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	needTools(t)
+	exe := compile(t, fixture{"-O2", true})
+	dir := t.TempDir()
+	stripped := filepath.Join(dir, "stripped")
+	if b, err := exec.Command("objcopy", "--strip-debug", exe, stripped).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy: %v %s", err, b)
+	}
+	data, _ := os.ReadFile(exe)
+	truncated := filepath.Join(dir, "truncated")
+	os.WriteFile(truncated, data[:len(data)*2/3], 0o644)
+	notELF := filepath.Join(dir, "notelf")
+	os.WriteFile(notELF, []byte("#!/bin/sh\necho hi\n"), 0o644)
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, nil, 0o644)
+
+	for _, c := range []struct {
+		path string
+		is   error
+		want string
+	}{
+		{stripped, ErrNoDebugInfo, "CONFIG_DEBUG_INFO_DWARF5"},
+		{truncated, ErrTruncated, "truncated"},
+		{empty, ErrTruncated, "empty"},
+		{notELF, nil, "not an ELF file"},
+		{filepath.Join(dir, "missing"), os.ErrNotExist, "no such file"},
+	} {
+		_, _, err := Load(c.path, Options{CacheDir: dir})
+		if err == nil || (c.is != nil && !errors.Is(err, c.is)) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Load(%s) = %v, want %v mentioning %q", filepath.Base(c.path), err, c.is, c.want)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.idx*")); len(left) != 0 {
+		t.Errorf("a failed load left cache files behind: %v", left)
+	}
+}
+
+func TestModuleMismatch(t *testing.T) {
+	needTools(t)
+	dir := t.TempDir()
+	// A minimal "module" and "vmlinux": what matters is the vermagic in
+	// .modinfo and the linux_banner in .rodata.
+	src := func(name, body string) string {
+		p := filepath.Join(dir, name+".c")
+		os.WriteFile(p, []byte(body), 0o644)
+		out := filepath.Join(dir, name)
+		args := []string{"-g", "-c", "-o", out, p}
+		if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc: %v %s", err, b)
+		}
+		return out
+	}
+	mod := src("mod.ko", `__attribute__((section(".modinfo"), used)) static const char vm[] = "vermagic=6.1.0-56-amd64 SMP preempt mod_unload modversions ";
+int init_module(void) { return 0; }`)
+	same := src("vmlinux-same", `const char linux_banner[] = "Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org) #1 SMP\n"; int f(void) { return 1; }`)
+	other := src("vmlinux-other", `const char linux_banner[] = "Linux version 6.1.0-99-amd64 (debian-kernel@lists.debian.org) #1 SMP\n"; int f(void) { return 1; }`)
+	m, err := Open(mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, c := range []struct {
+		vm      string
+		wantErr string
+	}{{same, ""}, {other, "built for Linux 6.1.0-56-amd64 but"}} {
+		v, err := Open(c.vm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = CheckModuleMatches(m, v)
+		v.Close()
+		if c.wantErr == "" && err != nil || c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
+			t.Errorf("CheckModuleMatches(mod, %s) = %v, want %q", filepath.Base(c.vm), err, c.wantErr)
+		}
+	}
+}
+
+// FuzzDecode feeds the cache reader arbitrary bytes: it must return an
+// index that answers queries without panicking, or an error.
+func FuzzDecode(f *testing.F) {
+	seed := fuzzSeed(f)
+	f.Add(seed)
+	f.Add(seed[:headerSize+tableSize])
+	f.Add([]byte(cacheMagic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// decode needs 8-byte aligned data, as a mapping is.
+		buf := make([]uint64, (len(data)+7)/8)
+		b := asBytes(buf)[:len(data)]
+		copy(b, data)
+		if x, _, err := decode(b); err == nil {
+			queryAll(x)
+		}
+		// Again with a correct checksum, as a buggy or hostile writer
+		// would produce: the structural checks alone must hold.
+		if len(b) >= headerSize+tableSize {
+			binary.LittleEndian.PutUint32(b[88:], crc32.Checksum(b[headerSize:], crcTable))
+			if x, _, err := decode(b); err == nil {
+				queryAll(x)
+			}
+		}
+	})
+}
+
+func queryAll(x *Index) {
+	{
+		x.Lines(LineSpec{File: "fixture.c"})
+		x.Lines(LineSpec{Func: "process"})
+		x.MatchFuncs("%")
+		x.FuncAt(0x1090)
+		x.Inlines("scale")
+		x.Lines(LineSpec{File: "fixture.c", Line: 44})
+		x.Struct("packet")
+	}
+}
+
+// fuzzSeed is a valid cache file of a tiny synthetic index, so the fuzz
+// target needs no compiler.
+func fuzzSeed(f *testing.F) []byte {
+	in := &interner{m: map[string]strRef{}}
+	x := &Index{BuildID: "00ff"}
+	x.files = []strRef{in.add("fixture.c")}
+	x.units = []Unit{{Name: in.add("fixture.c"), RowStart: 0, RowEnd: 3}}
+	x.rows = []Row{{Addr: 0x1090, Line: 44, Flags: RowStmt}, {Addr: 0x1094, Line: 45}, {Addr: 0x10a0, Flags: RowEndSequence}}
+	x.ranges = [][2]uint64{{0x1090, 0x10a0}, {0x1094, 0x1098}}
+	x.funcs = []Func{{Name: in.add("process"), Entry: 0x1090, DeclFile: 0, DeclLine: 43, Flags: FuncExternal, RngOff: 0, RngN: 1}}
+	x.inlines = []Inline{{Name: in.add("scale"), CallFile: 0, CallLine: 45, Caller: 0, RngOff: 1, RngN: 1, DeclFile: 0}}
+	x.structs = []Struct{{Name: in.add("packet"), Size: 48, Kind: KindStruct}}
+	x.strs = in.blob
+	x.finish()
+	var b bytes.Buffer
+	if _, err := x.WriteTo(&b, 1234); err != nil {
+		f.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// FuzzBuild feeds Open and Build damaged images: a clear error or an
+// index, never a panic. Seeded with the compiled fixture when gcc is
+// available.
+func FuzzBuild(f *testing.F) {
+	if _, err := exec.LookPath("gcc"); err == nil {
+		dir := f.TempDir()
+		out := filepath.Join(dir, "fixture")
+		if exec.Command("gcc", "-O2", "-g", "-fno-asynchronous-unwind-tables", "-nostdlib", "-Wl,-e,main",
+			"-Wl,--unresolved-symbols=ignore-all", "-o", out, "testdata/fixture.c").Run() == nil {
+			if b, err := os.ReadFile(out); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	f.Add([]byte("\x7fELF"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		img, err := OpenBytes("fuzz", data)
+		if err != nil {
+			return
+		}
+		x, err := Build(img, nil)
+		if err != nil {
+			return
+		}
+		for _, fi := range x.AllFuncs() {
+			x.VarsAt(fi.Entry)
+			x.BasicBlock(fi.Entry)
+		}
+		x.Struct("packet")
+	})
+}
+
+// TestDamagedImages runs Open, Build and the queries on thousands of
+// deterministic corruptions of the fixture (bytes overwritten, removed,
+// inserted; lengths set to extremes): errors are fine, panics and hangs
+// are not. It found a line-table row left pointing at no file.
+func TestDamagedImages(t *testing.T) {
+	seed, err := os.ReadFile(compile(t, fixture{"-O2", true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Most damage goes into the debug sections, so that Build gets past
+	// the ELF headers; some goes anywhere.
+	ef, err := elf.NewFile(bytes.NewReader(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spans [][2]int
+	for _, s := range ef.Sections {
+		if strings.HasPrefix(s.Name, ".debug_") && s.Size > 16 {
+			spans = append(spans, [2]int{int(s.Offset), int(s.Offset + s.Size)})
+		}
+	}
+	rng := rand.New(rand.NewSource(1))
+	pos := func(size int) int {
+		if rng.Intn(4) == 0 || len(spans) == 0 {
+			return rng.Intn(size - 8)
+		}
+		sp := spans[rng.Intn(len(spans))]
+		return min(sp[0]+rng.Intn(sp[1]-sp[0]), size-8)
+	}
+	n := 20000
+	if testing.Short() {
+		n = 2000
+	}
+	for i := 0; i < n; i++ {
+		data := bytes.Clone(seed)
+		for k := 0; k < 1+rng.Intn(4); k++ {
+			a := pos(len(data))
+			// Mostly overwrites: an insertion or deletion moves the
+			// section headers and rarely gets past elf.NewFile.
+			switch rng.Intn(10) % 5 {
+			case 0, 3:
+				data[a] = byte(rng.Intn(256))
+			case 1:
+				data = append(data[:a], data[min(len(data), a+rng.Intn(64)):]...)
+			case 2:
+				ins := make([]byte, rng.Intn(64))
+				rng.Read(ins)
+				data = append(data[:a], append(ins, data[a:]...)...)
+			default:
+				v := []uint64{0, 0xffffffff, ^uint64(0), 1 << 31, 1 << 40}[rng.Intn(5)]
+				binary.LittleEndian.PutUint64(data[a:], v)
+			}
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			img, err := OpenBytes("damaged", data)
+			if err != nil {
+				return
+			}
+			x, err := Build(img, nil)
+			if err != nil {
+				return
+			}
+			for _, fi := range x.AllFuncs() {
+				x.VarsAt(fi.Entry)
+				x.BasicBlock(fi.Entry)
+			}
+			x.Struct("packet")
+			x.Lines(LineSpec{File: "fixture.c"})
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("mutation %d: no answer in 10 s", i)
+		}
+	}
+}

@@ -1,0 +1,378 @@
+package dwarfmap
+
+import (
+	"bytes"
+	"debug/dwarf"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+)
+
+// ErrNoDebugInfo is returned (wrapped) when an image has no DWARF.
+var ErrNoDebugInfo = errors.New("no DWARF debug info")
+
+// ErrTruncated is returned (wrapped) when a section lies past the end of
+// the file, as after an interrupted download or copy.
+var ErrTruncated = errors.New("file is truncated")
+
+// Image is an opened ELF kernel image (vmlinux or a .ko) with its debug
+// sections. Uncompressed sections of an executable are slices of a
+// read-only mapping of the file, so opening a 600 MB vmlinux costs
+// nothing until the bytes are touched.
+type Image struct {
+	Path    string
+	ELF     *elf.File
+	BuildID string // hex of NT_GNU_BUILD_ID, "" if none
+	Size    int64
+	Rel     bool // ET_REL: a kernel module, debug sections relocated here
+
+	mapping []byte
+	file    *os.File
+	sec     map[string][]byte
+}
+
+// debugSections are the sections dwarfmap reads.
+var debugSections = []string{
+	".debug_info", ".debug_abbrev", ".debug_line", ".debug_str",
+	".debug_line_str", ".debug_str_offsets", ".debug_addr",
+	".debug_ranges", ".debug_rnglists", ".debug_loc", ".debug_loclists",
+	".debug_frame",
+}
+
+// Open maps path and checks that it is an ELF file with DWARF.
+func Open(path string) (*Image, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	img := &Image{Path: path, Size: st.Size(), file: f, sec: map[string][]byte{}}
+	if st.Size() == 0 {
+		img.Close()
+		return nil, fmt.Errorf("%s: empty file: %w", path, ErrTruncated)
+	}
+	img.mapping, err = syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		img.Close()
+		return nil, fmt.Errorf("mapping %s: %w", path, err)
+	}
+	if err := img.init(); err != nil {
+		img.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return img, nil
+}
+
+// OpenBytes opens an image held in memory (tests, fuzzing).
+func OpenBytes(name string, data []byte) (*Image, error) {
+	img := &Image{Path: name, Size: int64(len(data)), mapping: data, sec: map[string][]byte{}}
+	if err := img.init(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return img, nil
+}
+
+func (img *Image) init() (err error) {
+	defer func() {
+		// debug/elf can panic on hostile input; a user gets an error.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed ELF: %v", r)
+		}
+	}()
+	if len(img.mapping) < 4 || string(img.mapping[:4]) != elf.ELFMAG {
+		if len(img.mapping) > 0x206 && string(img.mapping[0x202:0x206]) == "HdrS" {
+			return errors.New("this is a compressed boot image (bzImage/vmlinuz), not a vmlinux: use the debug vmlinux " +
+				"(Debian: /usr/lib/debug/boot/vmlinux-<abi> from linux-image-<abi>-dbg; a built kernel: vmlinux in the build tree)")
+		}
+		return errors.New("not an ELF file (expected a vmlinux or a .ko)")
+	}
+	ef, err := elf.NewFile(bytes.NewReader(img.mapping))
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return fmt.Errorf("reading ELF headers: %w", ErrTruncated)
+		}
+		return fmt.Errorf("reading ELF headers: %w", err)
+	}
+	img.ELF = ef
+	img.Rel = ef.Type == elf.ET_REL
+	for _, s := range ef.Sections {
+		if s.Type != elf.SHT_NOBITS && s.Offset+s.FileSize > uint64(len(img.mapping)) {
+			return fmt.Errorf("section %s ends at byte %d but the file has %d bytes: %w",
+				s.Name, s.Offset+s.FileSize, len(img.mapping), ErrTruncated)
+		}
+	}
+	img.BuildID = readBuildID(ef, img.mapping)
+	for _, name := range debugSections {
+		s := ef.Section(name)
+		if s == nil {
+			continue
+		}
+		var b []byte
+		if s.Flags&elf.SHF_COMPRESSED != 0 || img.Rel {
+			// Compressed sections are inflated once; relocatable ones are
+			// copied so relocations can be applied.
+			b, err = s.Data()
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", name, err)
+			}
+		} else {
+			b = img.mapping[s.Offset : s.Offset+s.FileSize]
+		}
+		if img.Rel {
+			if err := img.relocate(s, b); err != nil {
+				return fmt.Errorf("relocating %s: %w", name, err)
+			}
+		}
+		img.sec[name] = b
+	}
+	if len(img.sec[".debug_info"]) == 0 || len(img.sec[".debug_line"]) == 0 {
+		return noDebugInfoError(ef, img.mapping)
+	}
+	return nil
+}
+
+// noDebugInfoError says where a kernel developer gets the DWARF for this
+// image.
+func noDebugInfoError(ef *elf.File, data []byte) error {
+	release := kernelRelease(ef, data)
+	var hint string
+	switch {
+	case ef.Type == elf.ET_REL:
+		hint = "this module was stripped; use the one from the -dbg package " +
+			"(Debian: /usr/lib/debug/lib/modules/<abi>/... in linux-image-<abi>-dbg) " +
+			"or a module built with CONFIG_DEBUG_INFO_DWARF5=y"
+	case release != "":
+		hint = fmt.Sprintf("this is a stripped kernel (Linux %s); use its debug vmlinux: "+
+			"Debian: apt install linux-image-%s-dbg (/usr/lib/debug/boot/vmlinux-%s); "+
+			"a self-built kernel: CONFIG_DEBUG_INFO_DWARF5=y", release, release, release)
+	default:
+		hint = "Debian: the linux-image-<abi>-dbg package has /usr/lib/debug/boot/vmlinux-<abi>; " +
+			"a self-built kernel needs CONFIG_DEBUG_INFO_DWARF5=y"
+	}
+	return fmt.Errorf("%w (%s)", ErrNoDebugInfo, hint)
+}
+
+// Close unmaps the image.
+func (img *Image) Close() error {
+	if img.mapping != nil && img.file != nil {
+		syscall.Munmap(img.mapping)
+	}
+	img.mapping = nil
+	if img.file != nil {
+		return img.file.Close()
+	}
+	return nil
+}
+
+// Section returns the bytes of a debug section (nil if absent).
+func (img *Image) Section(name string) []byte { return img.sec[name] }
+
+// DWARF returns a debug/dwarf view of the whole image.
+func (img *Image) DWARF() (*dwarf.Data, error) {
+	return img.dwarfFor(img.sec[".debug_info"])
+}
+
+func (img *Image) dwarfFor(info []byte) (d *dwarf.Data, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed DWARF: %v", r)
+		}
+	}()
+	d, err = dwarf.New(img.sec[".debug_abbrev"], nil, nil, info, img.sec[".debug_line"], nil, img.sec[".debug_ranges"], img.sec[".debug_str"])
+	if err != nil {
+		return nil, fmt.Errorf("reading DWARF: %w", err)
+	}
+	for _, n := range []string{".debug_addr", ".debug_line_str", ".debug_str_offsets", ".debug_rnglists"} {
+		if b := img.sec[n]; len(b) > 0 {
+			if err := d.AddSection(n, b); err != nil {
+				return nil, fmt.Errorf("reading %s: %w", n, err)
+			}
+		}
+	}
+	return d, nil
+}
+
+// unitDWARF returns a debug/dwarf view of one compilation unit
+// [off, end) of .debug_info. Entry offsets in it are relative to off:
+// a query touches one unit instead of parsing the headers of all 2,352.
+func (img *Image) unitDWARF(off, end uint64) (*dwarf.Data, error) {
+	info := img.sec[".debug_info"]
+	if off >= end || end > uint64(len(info)) {
+		return nil, fmt.Errorf("unit at %#x..%#x outside .debug_info (%d bytes)", off, end, len(info))
+	}
+	return img.dwarfFor(info[off:end])
+}
+
+func readBuildID(ef *elf.File, data []byte) string {
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_NOTE {
+			continue
+		}
+		if id := buildIDFromNotes(ef.ByteOrder, data, p.Off, p.Filesz); id != "" {
+			return id
+		}
+	}
+	for _, s := range ef.Sections {
+		if s.Type != elf.SHT_NOTE {
+			continue
+		}
+		if id := buildIDFromNotes(ef.ByteOrder, data, s.Offset, s.FileSize); id != "" {
+			return id
+		}
+	}
+	return ""
+}
+
+func buildIDFromNotes(bo binary.ByteOrder, data []byte, off, size uint64) string {
+	if off+size > uint64(len(data)) {
+		return ""
+	}
+	b := data[off : off+size]
+	for len(b) >= 12 {
+		namesz, descsz, typ := bo.Uint32(b), bo.Uint32(b[4:]), bo.Uint32(b[8:])
+		nameEnd := 12 + (uint64(namesz)+3)&^3
+		descEnd := nameEnd + (uint64(descsz)+3)&^3
+		if descEnd > uint64(len(b)) {
+			return ""
+		}
+		name := b[12 : 12+namesz]
+		if typ == 3 && string(bytes.TrimRight(name, "\x00")) == "GNU" { // NT_GNU_BUILD_ID
+			return hex.EncodeToString(b[nameEnd : nameEnd+uint64(descsz)])
+		}
+		b = b[descEnd:]
+	}
+	return ""
+}
+
+// kernelRelease returns the release a vmlinux was built as (from
+// linux_banner, "Linux version 6.1.0-56-amd64 ...") or a module was built
+// for (vermagic in .modinfo). "" if neither is found.
+func kernelRelease(ef *elf.File, data []byte) string {
+	if s := ef.Section(".modinfo"); s != nil && s.Type != elf.SHT_NOBITS && s.Offset+s.FileSize <= uint64(len(data)) {
+		for _, kv := range bytes.Split(data[s.Offset:s.Offset+s.FileSize], []byte{0}) {
+			if v, ok := bytes.CutPrefix(kv, []byte("vermagic=")); ok {
+				if f := strings.Fields(string(v)); len(f) > 0 {
+					return f[0]
+				}
+			}
+		}
+		return ""
+	}
+	s := ef.Section(".rodata")
+	if s == nil || s.Type == elf.SHT_NOBITS || s.Offset+s.FileSize > uint64(len(data)) {
+		return ""
+	}
+	ro := data[s.Offset : s.Offset+s.FileSize]
+	const banner = "Linux version "
+	for i := 0; ; {
+		j := bytes.Index(ro[i:], []byte(banner))
+		if j < 0 {
+			return ""
+		}
+		rest := ro[i+j+len(banner):]
+		if end := bytes.IndexAny(rest, " \x00"); end > 0 && end < 64 {
+			r := string(rest[:end])
+			if strings.ContainsAny(r, "0123456789") && !strings.Contains(r, "%") {
+				return r
+			}
+		}
+		i += j + len(banner)
+	}
+}
+
+// Release is the kernel release of a vmlinux or the vermagic release of
+// a module ("" if unknown).
+func (img *Image) Release() string { return kernelRelease(img.ELF, img.mapping) }
+
+// CheckModuleMatches returns an error when the module mod was not built for
+// the kernel vmlinux (their releases differ).
+func CheckModuleMatches(mod, vmlinux *Image) error {
+	if !mod.Rel {
+		return fmt.Errorf("%s is not a kernel module (.ko)", mod.Path)
+	}
+	mr, vr := mod.Release(), vmlinux.Release()
+	if mr == "" || vr == "" {
+		return fmt.Errorf("cannot tell which kernel %s was built for (module release %q, vmlinux release %q)", mod.Path, mr, vr)
+	}
+	if mr != vr {
+		return fmt.Errorf("%s was built for Linux %s but %s is Linux %s: use the vmlinux of the kernel the module belongs to", mod.Path, mr, vmlinux.Path, vr)
+	}
+	return nil
+}
+
+// relocate applies the S+A relocations of a relocatable object (a .ko)
+// to a copy of one of its debug sections, as debug/elf does for the
+// sections it reads itself.
+func (img *Image) relocate(target *elf.Section, b []byte) error {
+	ef := img.ELF
+	if ef.Machine != elf.EM_X86_64 {
+		return nil
+	}
+	var syms []elf.Symbol
+	for _, rs := range ef.Sections {
+		if rs.Type != elf.SHT_RELA || int(rs.Info) >= len(ef.Sections) || ef.Sections[rs.Info] != target {
+			continue
+		}
+		if syms == nil {
+			var err error
+			if syms, err = ef.Symbols(); err != nil {
+				return err
+			}
+		}
+		rela, err := rs.Data()
+		if err != nil {
+			return err
+		}
+		for len(rela) >= 24 {
+			off := ef.ByteOrder.Uint64(rela)
+			info := ef.ByteOrder.Uint64(rela[8:])
+			add := int64(ef.ByteOrder.Uint64(rela[16:]))
+			rela = rela[24:]
+			symNo, typ := info>>32, elf.R_X86_64(info&0xffffffff)
+			if symNo == 0 || symNo > uint64(len(syms)) {
+				continue
+			}
+			sym := syms[symNo-1]
+			if sym.Section == elf.SHN_UNDEF || sym.Section >= elf.SHN_LORESERVE {
+				continue
+			}
+			v := uint64(int64(sym.Value) + add)
+			switch typ {
+			case elf.R_X86_64_64:
+				if off+8 <= uint64(len(b)) {
+					ef.ByteOrder.PutUint64(b[off:], v)
+				}
+			case elf.R_X86_64_32:
+				if off+4 <= uint64(len(b)) {
+					ef.ByteOrder.PutUint32(b[off:], uint32(v))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// readText returns the bytes of the allocated section holding
+// [addr, addr+n), or nil.
+func (img *Image) readText(addr, n uint64) []byte {
+	for _, s := range img.ELF.Sections {
+		if s.Flags&elf.SHF_ALLOC == 0 || s.Type != elf.SHT_PROGBITS {
+			continue
+		}
+		if addr >= s.Addr && addr+n <= s.Addr+s.Size && s.Offset+s.Size <= uint64(len(img.mapping)) {
+			o := s.Offset + addr - s.Addr
+			return img.mapping[o : o+n]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package dwarfmap
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
+)
+
+// Options control Load.
+type Options struct {
+	// CacheDir holds index files; "" means CacheDir(). NoCache skips it.
+	CacheDir string
+	NoCache  bool
+	// Rebuild ignores an existing cache file.
+	Rebuild bool
+	// Log receives progress and notices (a stale cache being rebuilt);
+	// nil discards them.
+	Log func(format string, args ...any)
+}
+
+// LoadInfo says how Load got its index.
+type LoadInfo struct {
+	CachePath string
+	FromCache bool
+	Built     time.Duration // build time when not from cache
+}
+
+// Load opens the image at path and returns its index, from the cache when
+// a valid one exists for the image's build-id, else by building it (and
+// then saving it). The Index keeps the image open for the queries that
+// decode DWARF lazily; Close it when done.
+func Load(path string, opt Options) (*Index, LoadInfo, error) {
+	var info LoadInfo
+	logf := opt.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	img, err := Open(path)
+	if err != nil {
+		return nil, info, err
+	}
+	dir := opt.CacheDir
+	if dir == "" {
+		dir = CacheDir()
+	}
+	if !opt.NoCache {
+		info.CachePath = filepath.Join(dir, cacheKey(img)+".idx")
+	}
+	if info.CachePath != "" && !opt.Rebuild {
+		x, h, err := loadCache(info.CachePath)
+		switch {
+		case err == nil && h.BuildID == img.BuildID && h.ImageSize == img.Size:
+			x.img = img
+			x.release = chain(x.release, img.Close)
+			info.FromCache = true
+			return x, info, nil
+		case err == nil:
+			x.Close()
+			logf("cache %s is for another image (build-id %q, %d bytes): rebuilding", info.CachePath, h.BuildID, h.ImageSize)
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			logf("cache %s unusable (%v): rebuilding", info.CachePath, err)
+		}
+	}
+	start := time.Now()
+	last := time.Now()
+	x, err := Build(img, func(done, total int) {
+		if time.Since(last) > time.Second || done == total {
+			logf("indexing %s: %d/%d units", filepath.Base(path), done, total)
+			last = time.Now()
+		}
+	})
+	if err != nil {
+		img.Close()
+		return nil, info, err
+	}
+	info.Built = time.Since(start)
+	x.release = img.Close
+	if info.CachePath != "" {
+		if err := writeCache(info.CachePath, x, img.Size); err != nil {
+			// The index is still good; only the next run pays again.
+			logf("cannot save index to %s: %v", info.CachePath, err)
+		}
+	}
+	return x, info, nil
+}
+
+func chain(fns ...func() error) func() error {
+	return func() error {
+		var errs []error
+		for _, f := range fns {
+			if f != nil {
+				errs = append(errs, f())
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// Image returns the image the index was loaded for.
+func (x *Index) Image() *Image { return x.img }
+
+func (x *Index) needImage() error {
+	if x.img == nil {
+		return fmt.Errorf("index has no image attached")
+	}
+	return nil
+}

@@ -1,0 +1,461 @@
+package dwarfmap
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Line is one source line with the addresses of its code.
+type Line struct {
+	Function string   `json:"function"` // function whose code holds the addresses
+	File     string   `json:"file"`
+	Line     int      `json:"line"`
+	Addrs    []uint64 `json:"-"`
+	// Stmt is false when no address of the line is a recommended
+	// breakpoint (is_stmt) location.
+	Stmt bool `json:"stmt"`
+	// FallbackFor is set when the requested line has no code and this
+	// nearby line in the same basic block stands in for it (KLASY's
+	// nearest-line rule): Fallback is "before" (use for before advice)
+	// or "after" (for after advice).
+	FallbackFor int    `json:"fallback_for,omitempty"`
+	Fallback    string `json:"fallback,omitempty"`
+}
+
+// Row returns row i of the line table (for tests and tools).
+func (x *Index) Row(i int) Row { return x.rows[i] }
+
+// row returns row i, or an empty row if a (damaged) sort index points
+// past the table: loads do not scan the 8.6 M index entries of a vmlinux.
+func (x *Index) row(i uint32) Row {
+	if int(i) < len(x.rows) {
+		return x.rows[i]
+	}
+	return Row{Flags: RowEndSequence}
+}
+
+// File returns the name of file id f.
+func (x *Index) File(f uint32) string {
+	if f == noFile || int(f) >= len(x.files) {
+		return ""
+	}
+	return x.str(x.files[f])
+}
+
+// Rows returns every line-table row in table order (end-of-sequence rows
+// included), as objdump --dwarf=decodedline prints them.
+func (x *Index) Rows() []Row { return x.rows }
+
+// FuncInfo describes a function.
+type FuncInfo struct {
+	Name     string      `json:"name"`
+	File     string      `json:"file"`
+	Line     int         `json:"line"`
+	External bool        `json:"external"`
+	Entry    uint64      `json:"-"`
+	Ranges   [][2]uint64 `json:"-"` // by address; .cold parts included
+	// Inlined counts the inlined copies of the function; InlineOnly is
+	// true when it has no out-of-line copy at all.
+	Inlined    int  `json:"inlined"`
+	InlineOnly bool `json:"inline_only"`
+	index      int
+}
+
+func (x *Index) funcInfo(i int) FuncInfo {
+	f := x.funcs[i]
+	return FuncInfo{Name: x.str(f.Name), File: x.File(f.DeclFile), Line: int(f.DeclLine),
+		External: f.Flags&FuncExternal != 0, Entry: f.Entry, Ranges: x.ranges[f.RngOff : f.RngOff+f.RngN], index: i}
+}
+
+// nameRange returns the [lo, hi) of idx (sorted by name) whose names have
+// the given prefix.
+func (x *Index) nameRange(idx []uint32, name func(uint32) strRef, prefix string, exact bool) (int, int) {
+	lo := sort.Search(len(idx), func(i int) bool { return x.str(name(idx[i])) >= prefix })
+	hi := lo
+	for hi < len(idx) {
+		s := x.str(name(idx[hi]))
+		if exact && s != prefix || !exact && !strings.HasPrefix(s, prefix) {
+			break
+		}
+		hi++
+	}
+	return lo, hi
+}
+
+func (x *Index) funcName(i uint32) strRef   { return x.funcs[i].Name }
+func (x *Index) inlineName(i uint32) strRef { return x.inlines[i].Name }
+
+// Funcs returns the functions named name (static functions may share a
+// name), out-of-line copies first.
+func (x *Index) Funcs(name string) []FuncInfo {
+	var out []FuncInfo
+	lo, hi := x.nameRange(x.byName, x.funcName, name, true)
+	for _, i := range x.byName[lo:hi] {
+		out = append(out, x.funcInfo(int(i)))
+	}
+	ilo, ihi := x.nameRange(x.inlName, x.inlineName, name, true)
+	if len(out) > 0 {
+		for i := range out {
+			out[i].Inlined = ihi - ilo
+		}
+		return out
+	}
+	if ihi > ilo {
+		in := x.inlines[x.inlName[ilo]]
+		fi := FuncInfo{Name: name, File: x.File(in.DeclFile), Line: int(in.DeclLine), Inlined: ihi - ilo, InlineOnly: true, index: -1}
+		out = append(out, fi)
+	}
+	return out
+}
+
+// MatchFuncs returns every function whose name matches pattern, where %
+// (or *) matches any run of characters, sorted by name.
+func (x *Index) MatchFuncs(pattern string) []FuncInfo {
+	prefix := pattern
+	if i := strings.IndexAny(pattern, "%*"); i >= 0 {
+		prefix = pattern[:i]
+	} else {
+		return x.Funcs(pattern)
+	}
+	var out []FuncInfo
+	lo, hi := x.nameRange(x.byName, x.funcName, prefix, false)
+	seen := map[string]int{}
+	for _, i := range x.byName[lo:hi] {
+		n := x.str(x.funcs[i].Name)
+		if Match(pattern, n) {
+			seen[n]++
+			out = append(out, x.funcInfo(int(i)))
+		}
+	}
+	ilo, ihi := x.nameRange(x.inlName, x.inlineName, prefix, false)
+	inl := map[string]int{}
+	for _, i := range x.inlName[ilo:ihi] {
+		in := x.inlines[i]
+		n := x.str(in.Name)
+		if !Match(pattern, n) {
+			continue
+		}
+		if inl[n] == 0 && seen[n] == 0 {
+			out = append(out, FuncInfo{Name: n, File: x.File(in.DeclFile), Line: int(in.DeclLine), InlineOnly: true, index: -1})
+		}
+		inl[n]++
+	}
+	for i := range out {
+		out[i].Inlined = inl[out[i].Name]
+	}
+	slices.SortStableFunc(out, func(a, b FuncInfo) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Match reports whether name matches pattern, where % and * match any run
+// of characters (KLASY's pointcut wildcard and perf/stap's).
+func Match(pattern, name string) bool {
+	for {
+		i := strings.IndexAny(pattern, "%*")
+		if i < 0 {
+			return pattern == name
+		}
+		if !strings.HasPrefix(name, pattern[:i]) {
+			return false
+		}
+		name = name[i:]
+		pattern = pattern[i+1:]
+		if pattern == "" {
+			return true
+		}
+		for k := 0; k <= len(name); k++ {
+			if Match(pattern, name[k:]) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// FuncAt returns the function whose code holds addr.
+func (x *Index) FuncAt(addr uint64) (FuncInfo, bool) {
+	i := sort.Search(len(x.spans), func(i int) bool { return x.spans[i].Lo > addr }) - 1
+	// Spans may nest (a function at 0 from a discarded section); look back
+	// a few for one that covers addr.
+	for k := 0; i >= 0 && k < 8; i, k = i-1, k+1 {
+		if s := x.spans[i]; addr >= s.Lo && addr < s.Hi {
+			return x.funcInfo(int(s.Func)), true
+		}
+	}
+	return FuncInfo{}, false
+}
+
+// rowsIn returns the code rows with addresses in [lo, hi), by address.
+func (x *Index) rowsIn(lo, hi uint64) []uint32 {
+	a := sort.Search(len(x.byAddr), func(i int) bool { return x.row(x.byAddr[i]).Addr >= lo })
+	b := a
+	for b < len(x.byAddr) && x.row(x.byAddr[b]).Addr < hi {
+		b++
+	}
+	return x.byAddr[a:b]
+}
+
+// LineSpec is a parsed FUNC, FILE, FUNC:LINE or FILE:LINE.
+type LineSpec struct {
+	Func, File string
+	Line       int // 0: all lines
+}
+
+// ParseLineSpec splits FUNC|FILE[:LINE]. A name with a '/' or a source
+// suffix (.c, .h, .S) is a file.
+func ParseLineSpec(s string) (LineSpec, error) {
+	var sp LineSpec
+	name := s
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		n, err := strconv.Atoi(s[i+1:])
+		if err != nil || n <= 0 {
+			return sp, fmt.Errorf("bad line number in %q (want FUNC, FILE, FUNC:LINE or FILE:LINE)", s)
+		}
+		name, sp.Line = s[:i], n
+	}
+	if name == "" {
+		return sp, fmt.Errorf("empty function or file name in %q", s)
+	}
+	if strings.Contains(name, "/") || strings.HasSuffix(name, ".c") || strings.HasSuffix(name, ".h") || strings.HasSuffix(name, ".S") {
+		sp.File = name
+	} else {
+		sp.Func = name
+	}
+	return sp, nil
+}
+
+// matchFiles returns the file ids whose path equals name or ends in
+// "/"+name.
+func (x *Index) matchFiles(name string) []uint32 {
+	name = strings.TrimPrefix(name, "./")
+	var out []uint32
+	for i, r := range x.files {
+		p := x.str(r)
+		if p == name || strings.HasSuffix(p, "/"+name) {
+			out = append(out, uint32(i))
+		}
+	}
+	return out
+}
+
+// fileRows returns rows of file f (all lines, or line only), by line and
+// address.
+func (x *Index) fileRows(f uint32, line int) []uint32 {
+	lo := sort.Search(len(x.byFile), func(i int) bool {
+		r := x.row(x.byFile[i])
+		return r.File > f || r.File == f && (line == 0 || int(r.Line) >= line)
+	})
+	hi := lo
+	for hi < len(x.byFile) {
+		r := x.row(x.byFile[hi])
+		if r.File != f || line != 0 && int(r.Line) != line {
+			break
+		}
+		hi++
+	}
+	return x.byFile[lo:hi]
+}
+
+// Lines answers `klasy lines`: the source lines of a function, or of a
+// file (or one line of either), each with the addresses of its code.
+func (x *Index) Lines(sp LineSpec) ([]Line, error) {
+	if sp.Func != "" {
+		return x.funcLines(sp)
+	}
+	files := x.matchFiles(sp.File)
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no source file %q in the line tables", sp.File)
+	}
+	var rows []uint32
+	for _, f := range files {
+		rows = append(rows, x.fileRows(f, sp.Line)...)
+	}
+	out := x.groupRows(rows, "")
+	if len(out) == 0 && sp.Line != 0 {
+		var all []uint32
+		for _, f := range files {
+			all = append(all, x.fileRows(f, 0)...)
+		}
+		if fb, err := x.nearest(x.groupRows(all, ""), sp.Line); err == nil {
+			return fb, nil
+		} else {
+			return nil, fmt.Errorf("%s:%d has no code (the compiler merged or removed it): %v", sp.File, sp.Line, err)
+		}
+	}
+	return out, nil
+}
+
+// maxFallback is how far the nearest-line rule looks for lines with code.
+const maxFallback = 10
+
+// nearest applies KLASY's rule for a line without code: take the nearest
+// lines before and after it that have code; if some address of one and
+// some address of the other lie in the same basic block, the line runs
+// between them, so the line before stands in for before advice and the
+// line after for after advice.
+func (x *Index) nearest(lines []Line, want int) ([]Line, error) {
+	var before, after *Line
+	for i := range lines {
+		l := &lines[i]
+		if l.Line < want && want-l.Line <= maxFallback && (before == nil || l.Line > before.Line) {
+			before = l
+		}
+		if l.Line > want && l.Line-want <= maxFallback && (after == nil || l.Line < after.Line) {
+			after = l
+		}
+	}
+	if before == nil || after == nil {
+		return nil, fmt.Errorf("no lines with code within %d lines on both sides", maxFallback)
+	}
+	for _, a := range before.Addrs {
+		blk, err := x.BasicBlock(a)
+		if err != nil {
+			continue
+		}
+		for _, b := range after.Addrs {
+			if b > a && b < blk.End {
+				bl, al := *before, *after
+				bl.FallbackFor, bl.Fallback = want, "before"
+				al.FallbackFor, al.Fallback = want, "after"
+				bl.Addrs, al.Addrs = []uint64{a}, []uint64{b}
+				return []Line{bl, al}, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("lines %d and %d, the nearest with code, are not in one basic block", before.Line, after.Line)
+}
+
+// groupRows turns rows into Lines keyed by (function, file, line), sorted
+// by file, line and function. fn, if set, names the function for all.
+func (x *Index) groupRows(rows []uint32, fn string) []Line {
+	type key struct {
+		fn   string
+		file uint32
+		line uint32
+	}
+	m := map[key]*Line{}
+	var keys []key
+	for _, ri := range rows {
+		r := x.row(ri)
+		if r.Flags&RowEndSequence != 0 || r.Line == 0 {
+			continue
+		}
+		name := fn
+		if name == "" {
+			if f, ok := x.FuncAt(r.Addr); ok {
+				name = f.Name
+			}
+		}
+		k := key{name, r.File, r.Line}
+		l := m[k]
+		if l == nil {
+			l = &Line{Function: name, File: x.File(r.File), Line: int(r.Line)}
+			m[k] = l
+			keys = append(keys, k)
+		}
+		l.Addrs = append(l.Addrs, r.Addr)
+		l.Stmt = l.Stmt || r.Flags&RowStmt != 0
+	}
+	out := make([]Line, 0, len(keys))
+	for _, k := range keys {
+		l := m[k]
+		slices.Sort(l.Addrs)
+		l.Addrs = slices.Compact(l.Addrs)
+		out = append(out, *l)
+	}
+	slices.SortStableFunc(out, func(a, b Line) int {
+		if c := cmp.Compare(a.File, b.File); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Line, b.Line); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Function, b.Function)
+	})
+	return out
+}
+
+func (x *Index) funcLines(sp LineSpec) ([]Line, error) {
+	fis := x.Funcs(sp.Func)
+	if len(fis) == 0 {
+		return nil, fmt.Errorf("no function %q in the debug info", sp.Func)
+	}
+	var out []Line
+	for _, fi := range fis {
+		ranges := fi.Ranges
+		if fi.InlineOnly {
+			ranges = x.inlineRanges(sp.Func)
+		}
+		var rows []uint32
+		for _, r := range ranges {
+			for _, ri := range x.rowsIn(r[0], r[1]) {
+				// A function's own lines: rows of its source file (code
+				// inlined from headers shows under the call line).
+				if fi.File == "" || x.File(x.row(ri).File) == fi.File {
+					if sp.Line == 0 || int(x.row(ri).Line) == sp.Line {
+						rows = append(rows, ri)
+					}
+				}
+			}
+		}
+		out = append(out, x.groupRows(rows, fi.Name)...)
+	}
+	if len(out) == 0 && sp.Line != 0 {
+		all, err := x.funcLines(LineSpec{Func: sp.Func})
+		if err == nil {
+			var fb []Line
+			if fb, err = x.nearest(all, sp.Line); err == nil {
+				return fb, nil
+			}
+		}
+		return nil, fmt.Errorf("line %d of %s has no code (the compiler merged or removed it, or it is outside the function): %v", sp.Line, sp.Func, err)
+	}
+	return out, nil
+}
+
+func (x *Index) inlineRanges(name string) [][2]uint64 {
+	lo, hi := x.nameRange(x.inlName, x.inlineName, name, true)
+	var out [][2]uint64
+	for _, i := range x.inlName[lo:hi] {
+		in := x.inlines[i]
+		out = append(out, x.ranges[in.RngOff:in.RngOff+in.RngN]...)
+	}
+	return out
+}
+
+// InlineInfo is one inlined copy of a function.
+type InlineInfo struct {
+	Name     string      `json:"name"`
+	Caller   string      `json:"caller"`
+	CallFile string      `json:"call_file"`
+	CallLine int         `json:"call_line"`
+	Ranges   [][2]uint64 `json:"-"`
+}
+
+// Inlines returns the inlined copies of the function name.
+func (x *Index) Inlines(name string) []InlineInfo {
+	lo, hi := x.nameRange(x.inlName, x.inlineName, name, true)
+	var out []InlineInfo
+	for _, i := range x.inlName[lo:hi] {
+		in := x.inlines[i]
+		ii := InlineInfo{Name: name, CallFile: x.File(in.CallFile), CallLine: int(in.CallLine), Ranges: x.ranges[in.RngOff : in.RngOff+in.RngN]}
+		if in.Caller != noFile {
+			ii.Caller = x.str(x.funcs[in.Caller].Name)
+		}
+		out = append(out, ii)
+	}
+	return out
+}
+
+// AllFuncs returns every out-of-line function in index order (tests).
+func (x *Index) AllFuncs() []FuncInfo {
+	out := make([]FuncInfo, len(x.funcs))
+	for i := range x.funcs {
+		out[i] = x.funcInfo(i)
+	}
+	return out
+}

@@ -1,0 +1,686 @@
+package dwarfmap
+
+import (
+	"debug/dwarf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// A purpose-built DIE scanner for the index build. debug/dwarf's Reader
+// decodes every attribute of every DIE into interface values (17.9 M DIEs
+// and 4 GB of garbage for Debian's vmlinux, 4 s of CPU); the index needs a
+// dozen attributes of three tags. The scanner skips other attributes by
+// form, jumps over type subtrees with DW_AT_sibling, and returns names as
+// slices of the mapped string sections. Queries still use debug/dwarf and
+// delve's packages on one unit at a time.
+
+var errBadDWARF = errors.New("malformed DWARF")
+
+type attrSpec struct {
+	attr dwarf.Attr
+	form form
+	ic   int64 // DW_FORM_implicit_const value
+}
+
+type abbrev struct {
+	tag      dwarf.Tag
+	children bool
+	attrs    []attrSpec
+}
+
+// form is a DW_FORM_* code (debug/dwarf keeps its names private).
+type form uint64
+
+const (
+	formAddr        form = 0x1
+	formBlock2      form = 0x3
+	formBlock4      form = 0x4
+	formData2       form = 0x5
+	formData4       form = 0x6
+	formData8       form = 0x7
+	formString      form = 0x8
+	formBlock       form = 0x9
+	formBlock1      form = 0xa
+	formData1       form = 0xb
+	formFlag        form = 0xc
+	formSdata       form = 0xd
+	formStrp        form = 0xe
+	formUdata       form = 0xf
+	formRefAddr     form = 0x10
+	formRef1        form = 0x11
+	formRef2        form = 0x12
+	formRef4        form = 0x13
+	formRef8        form = 0x14
+	formRefUdata    form = 0x15
+	formIndirect    form = 0x16
+	formSecOffset   form = 0x17
+	formExprloc     form = 0x18
+	formFlagPresent form = 0x19
+	formStrx        form = 0x1a
+	formAddrx       form = 0x1b
+	formLineStrp    form = 0x1f
+	formRefSig8     form = 0x20
+	formLoclistx    form = 0x22
+	formRnglistx    form = 0x23
+
+	formStrx1        form = 0x25
+	formStrx2        form = 0x26
+	formStrx3        form = 0x27
+	formStrx4        form = 0x28
+	formAddrx1       form = 0x29
+	formAddrx2       form = 0x2a
+	formAddrx3       form = 0x2b
+	formAddrx4       form = 0x2c
+	formGNUAddrIndex form = 0x1f01
+	formGNUStrIndex  form = 0x1f02
+	formGNURefAlt    form = 0x1f20
+	formGNUStrpAlt   form = 0x1f21
+)
+
+func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
+	if off >= uint64(len(b)) {
+		return nil, fmt.Errorf("abbrev offset %#x outside .debug_abbrev: %w", off, errBadDWARF)
+	}
+	r := &rd{b: b, p: int(off)}
+	var tab []abbrev
+	for {
+		code := r.uleb()
+		if code == 0 || r.err {
+			break
+		}
+		if code > 1<<20 {
+			return nil, fmt.Errorf("abbrev code %d: %w", code, errBadDWARF)
+		}
+		a := abbrev{tag: dwarf.Tag(r.uleb())}
+		a.children = r.u8() == 1
+		for {
+			at, fm := dwarf.Attr(r.uleb()), form(r.uleb())
+			if r.err {
+				return nil, fmt.Errorf("abbrev table at %#x: %w", off, errBadDWARF)
+			}
+			if at == 0 && fm == 0 {
+				break
+			}
+			s := attrSpec{attr: at, form: fm}
+			if fm == form(0x21) { // DW_FORM_implicit_const
+				s.ic = r.sleb()
+			}
+			a.attrs = append(a.attrs, s)
+		}
+		for uint64(len(tab)) <= code {
+			tab = append(tab, abbrev{})
+		}
+		tab[code] = a
+	}
+	if r.err {
+		return nil, fmt.Errorf("abbrev table at %#x: %w", off, errBadDWARF)
+	}
+	return tab, nil
+}
+
+// rd reads little-endian DWARF data; a read past the end sets err and
+// returns zeros rather than panicking.
+type rd struct {
+	b   []byte
+	p   int
+	err bool
+}
+
+func (r *rd) u8() uint8 {
+	if r.p >= len(r.b) {
+		r.err = true
+		return 0
+	}
+	v := r.b[r.p]
+	r.p++
+	return v
+}
+
+func (r *rd) fixed(n int) uint64 {
+	if r.p+n > len(r.b) || r.p+n < r.p {
+		r.err = true
+		r.p = len(r.b)
+		return 0
+	}
+	var v uint64
+	for i := n - 1; i >= 0; i-- {
+		v = v<<8 | uint64(r.b[r.p+i])
+	}
+	r.p += n
+	return v
+}
+
+func (r *rd) skip(n uint64) {
+	if n > uint64(len(r.b)-r.p) {
+		r.err = true
+		r.p = len(r.b)
+		return
+	}
+	r.p += int(n)
+}
+
+func (r *rd) uleb() uint64 {
+	var v uint64
+	var shift uint
+	for r.p < len(r.b) {
+		c := r.b[r.p]
+		r.p++
+		if shift < 64 {
+			v |= uint64(c&0x7f) << shift
+		}
+		if c&0x80 == 0 {
+			return v
+		}
+		shift += 7
+	}
+	r.err = true
+	return 0
+}
+
+func (r *rd) sleb() int64 {
+	var v int64
+	var shift uint
+	for r.p < len(r.b) {
+		c := r.b[r.p]
+		r.p++
+		if shift < 64 {
+			v |= int64(c&0x7f) << shift
+		}
+		shift += 7
+		if c&0x80 == 0 {
+			if shift < 64 && c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return v
+		}
+	}
+	r.err = true
+	return 0
+}
+
+func (r *rd) cstr() []byte {
+	for i := r.p; i < len(r.b); i++ {
+		if r.b[i] == 0 {
+			s := r.b[r.p:i]
+			r.p = i + 1
+			return s
+		}
+	}
+	r.err = true
+	r.p = len(r.b)
+	return nil
+}
+
+// unitScan holds what reading attribute values of one unit needs.
+type unitScan struct {
+	img       *Image
+	start     uint64 // unit header offset in .debug_info
+	ver       int
+	addrSize  int
+	offSize   int // 4, or 8 for 64-bit DWARF
+	strOffs   uint64
+	addrBase  uint64
+	rngBase   uint64
+	lowPC     uint64
+	abbrevs   []abbrev
+	r         rd
+	truncated bool
+}
+
+// val is one attribute value: an integer, or bytes (strings, blocks).
+type val struct {
+	u     uint64
+	b     []byte
+	isStr bool
+}
+
+// readAttr reads the value of form f, resolving strings and (with
+// resolveAddr) address indexes.
+func (s *unitScan) readAttr(f form, ic int64) (v val) {
+	r := &s.r
+	switch f {
+	case formAddr:
+		v.u = r.fixed(s.addrSize)
+	case formData1, formRef1, formFlag, formStrx1, formAddrx1:
+		v.u = r.fixed(1)
+	case formData2, formRef2, formStrx2, formAddrx2:
+		v.u = r.fixed(2)
+	case formStrx3, formAddrx3:
+		v.u = r.fixed(3)
+	case formData4, formRef4, formStrx4, formAddrx4:
+		v.u = r.fixed(4)
+	case formData8, formRef8, formRefSig8:
+		v.u = r.fixed(8)
+	case form(0x1e): // data16
+		r.skip(16)
+	case formSdata:
+		v.u = uint64(r.sleb())
+	case formUdata, formRefUdata, formStrx, formAddrx,
+		formRnglistx, formLoclistx, formGNUAddrIndex, formGNUStrIndex:
+		v.u = r.uleb()
+	case formString:
+		v.b, v.isStr = r.cstr(), true
+	case formStrp, formLineStrp, formSecOffset, formGNURefAlt, formGNUStrpAlt:
+		v.u = r.fixed(s.offSize)
+	case formRefAddr:
+		if s.ver <= 2 {
+			v.u = r.fixed(s.addrSize)
+		} else {
+			v.u = r.fixed(s.offSize)
+		}
+	case formBlock1:
+		n := r.fixed(1)
+		v.b = r.bytes(n)
+	case formBlock2:
+		n := r.fixed(2)
+		v.b = r.bytes(n)
+	case formBlock4:
+		n := r.fixed(4)
+		v.b = r.bytes(n)
+	case formBlock, formExprloc:
+		n := r.uleb()
+		v.b = r.bytes(n)
+	case formFlagPresent:
+		v.u = 1
+	case form(0x21): // implicit_const
+		v.u = uint64(ic)
+	case formIndirect:
+		return s.readAttr(form(r.uleb()), ic)
+	default:
+		r.err = true
+	}
+	switch f {
+	case formStrp:
+		v.b, v.isStr = cstrAt(s.img.sec[".debug_str"], v.u), true
+	case formLineStrp:
+		v.b, v.isStr = cstrAt(s.img.sec[".debug_line_str"], v.u), true
+	case formStrx, formStrx1, formStrx2, formStrx3, formStrx4, formGNUStrIndex:
+		so := s.img.sec[".debug_str_offsets"]
+		at := s.strOffs + v.u*uint64(s.offSize)
+		if at+uint64(s.offSize) <= uint64(len(so)) {
+			o := uint64(binary.LittleEndian.Uint32(so[at:]))
+			if s.offSize == 8 {
+				o = binary.LittleEndian.Uint64(so[at:])
+			}
+			v.b, v.isStr = cstrAt(s.img.sec[".debug_str"], o), true
+		}
+	}
+	return v
+}
+
+func (r *rd) bytes(n uint64) []byte {
+	if n > uint64(len(r.b)-r.p) {
+		r.err = true
+		r.p = len(r.b)
+		return nil
+	}
+	b := r.b[r.p : r.p+int(n)]
+	r.p += int(n)
+	return b
+}
+
+func cstrAt(sec []byte, off uint64) []byte {
+	if off >= uint64(len(sec)) {
+		return nil
+	}
+	s := sec[off:]
+	for i, c := range s {
+		if c == 0 {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// addrx resolves an index into .debug_addr.
+func (s *unitScan) addrx(i uint64) (uint64, bool) {
+	a := s.img.sec[".debug_addr"]
+	at := s.addrBase + i*uint64(s.addrSize)
+	if at+uint64(s.addrSize) > uint64(len(a)) {
+		return 0, false
+	}
+	if s.addrSize == 4 {
+		return uint64(binary.LittleEndian.Uint32(a[at:])), true
+	}
+	return binary.LittleEndian.Uint64(a[at:]), true
+}
+
+// die is the decoded subset of a DIE's attributes.
+type die struct {
+	off                 uint64
+	tag                 dwarf.Tag
+	children            bool
+	name                []byte
+	low, high           uint64
+	hasLow, hasHigh     bool
+	highIsOff           bool
+	ranges              uint64
+	hasRanges, rngIndex bool
+	entryPC             uint64
+	hasEntryPC          bool
+	origin, spec, typ   uint64
+	sibling             uint64
+	external, decl      bool
+	inline              int64
+	declFile, declLine  int64
+	callFile, callLine  int64
+	byteSize            int64
+	stmtList            int64
+	compDir             []byte
+	strOffs, addrBase   uint64
+	rngBase             uint64
+	hasBases            [3]bool
+}
+
+// wanted reports whether the scanner decodes the DIEs of tag; others are
+// skipped attribute by attribute.
+func wanted(t dwarf.Tag) bool {
+	switch t {
+	case dwarf.TagCompileUnit, dwarf.TagPartialUnit, dwarf.TagSubprogram, dwarf.TagInlinedSubroutine,
+		dwarf.TagStructType, dwarf.TagUnionType, dwarf.TagTypedef:
+		return true
+	}
+	return false
+}
+
+// descend reports whether children of tag may hold functions or inlined
+// copies; other subtrees are jumped over by DW_AT_sibling when present.
+func descend(t dwarf.Tag) bool {
+	switch t {
+	case dwarf.TagCompileUnit, dwarf.TagPartialUnit, dwarf.TagSubprogram, dwarf.TagInlinedSubroutine,
+		dwarf.TagLexDwarfBlock, dwarf.TagNamespace, dwarf.TagModule:
+		return true
+	}
+	return false
+}
+
+// next reads the DIE at s.r.p into d. It returns false at a null entry.
+func (s *unitScan) next(d *die) bool {
+	r := &s.r
+	*d = die{off: uint64(r.p), declFile: -1, callFile: -1}
+	code := r.uleb()
+	if code == 0 || r.err {
+		return false
+	}
+	if code >= uint64(len(s.abbrevs)) || (s.abbrevs[code].tag == 0 && s.abbrevs[code].attrs == nil) {
+		r.err = true
+		return false
+	}
+	a := &s.abbrevs[code]
+	d.tag, d.children = a.tag, a.children
+	want := wanted(a.tag)
+	for _, at := range a.attrs {
+		if !want && at.attr != dwarf.AttrSibling {
+			s.skipAttr(at.form)
+			continue
+		}
+		v := s.readAttr(at.form, at.ic)
+		switch at.attr {
+		case dwarf.AttrSibling:
+			d.sibling = s.ref(at.form, v.u)
+		case dwarf.AttrName:
+			d.name = v.b
+		case dwarf.AttrLowpc:
+			d.low, d.hasLow = s.addrVal(at.form, v.u)
+		case dwarf.AttrHighpc:
+			d.hasHigh = true
+			d.high = v.u
+			if at.form == formAddr || at.form == formAddrx || (at.form >= formAddrx1 && at.form <= formAddrx4) {
+				d.high, _ = s.addrVal(at.form, v.u)
+			} else {
+				d.highIsOff = true
+			}
+		case dwarf.AttrEntrypc:
+			d.entryPC, d.hasEntryPC = s.addrVal(at.form, v.u)
+		case dwarf.AttrRanges:
+			d.ranges, d.hasRanges, d.rngIndex = v.u, true, at.form == formRnglistx
+		case dwarf.AttrAbstractOrigin:
+			d.origin = s.ref(at.form, v.u)
+		case dwarf.AttrSpecification:
+			d.spec = s.ref(at.form, v.u)
+		case dwarf.AttrExternal:
+			d.external = v.u != 0
+		case dwarf.AttrDeclaration:
+			d.decl = v.u != 0
+		case dwarf.AttrInline:
+			d.inline = int64(v.u)
+		case dwarf.AttrDeclFile:
+			d.declFile = int64(v.u)
+		case dwarf.AttrDeclLine:
+			d.declLine = int64(v.u)
+		case dwarf.AttrCallFile:
+			d.callFile = int64(v.u)
+		case dwarf.AttrCallLine:
+			d.callLine = int64(v.u)
+		case dwarf.AttrType:
+			d.typ = s.ref(at.form, v.u)
+		case dwarf.AttrByteSize:
+			d.byteSize = int64(v.u)
+		case dwarf.AttrStmtList:
+			d.stmtList = int64(v.u)
+		case dwarf.AttrCompDir:
+			d.compDir = v.b
+		case dwarf.AttrStrOffsetsBase:
+			d.strOffs, d.hasBases[0] = v.u, true
+		case dwarf.AttrAddrBase:
+			d.addrBase, d.hasBases[1] = v.u, true
+		case dwarf.AttrRnglistsBase:
+			d.rngBase, d.hasBases[2] = v.u, true
+		}
+	}
+	return !r.err
+}
+
+func (s *unitScan) ref(f form, v uint64) uint64 {
+	switch f {
+	case formRefAddr:
+		return v
+	case formRef1, formRef2, formRef4, formRef8, formRefUdata:
+		return s.start + v
+	}
+	return 0
+}
+
+func (s *unitScan) addrVal(f form, v uint64) (uint64, bool) {
+	switch f {
+	case formAddrx, formAddrx1, formAddrx2, formAddrx3, formAddrx4, formGNUAddrIndex:
+		return s.addrx(v)
+	}
+	return v, true
+}
+
+// skipAttr steps over a value of form f without decoding it.
+func (s *unitScan) skipAttr(f form) {
+	r := &s.r
+	switch f {
+	case formFlagPresent, form(0x21):
+	case formData1, formRef1, formFlag, formStrx1, formAddrx1:
+		r.skip(1)
+	case formData2, formRef2, formStrx2, formAddrx2:
+		r.skip(2)
+	case formStrx3, formAddrx3:
+		r.skip(3)
+	case formData4, formRef4, formStrx4, formAddrx4:
+		r.skip(4)
+	case formData8, formRef8, formRefSig8:
+		r.skip(8)
+	case form(0x1e):
+		r.skip(16)
+	case formAddr:
+		r.skip(uint64(s.addrSize))
+	case formStrp, formLineStrp, formSecOffset, formGNURefAlt, formGNUStrpAlt:
+		r.skip(uint64(s.offSize))
+	case formRefAddr:
+		if s.ver <= 2 {
+			r.skip(uint64(s.addrSize))
+		} else {
+			r.skip(uint64(s.offSize))
+		}
+	case formSdata, formUdata, formRefUdata, formStrx, formAddrx,
+		formRnglistx, formLoclistx, formGNUAddrIndex, formGNUStrIndex:
+		for r.p < len(r.b) && r.b[r.p]&0x80 != 0 {
+			r.p++
+		}
+		r.skip(1)
+	case formString:
+		r.cstr()
+	case formBlock1:
+		r.skip(r.fixed(1))
+	case formBlock2:
+		r.skip(r.fixed(2))
+	case formBlock4:
+		r.skip(r.fixed(4))
+	case formBlock, formExprloc:
+		r.skip(r.uleb())
+	case formIndirect:
+		s.skipAttr(form(r.uleb()))
+	default:
+		r.err = true
+	}
+}
+
+// dieRanges returns the address ranges of d (low/high or DW_AT_ranges).
+func (s *unitScan) dieRanges(d *die) ([][2]uint64, error) {
+	if d.hasLow && d.hasHigh {
+		hi := d.high
+		if d.highIsOff {
+			hi = d.low + d.high
+		}
+		if hi >= d.low {
+			// Zero-length too: an inlined copy optimized down to nothing
+			// still marks where the call was (its entry_pc).
+			return [][2]uint64{{d.low, hi}}, nil
+		}
+		return nil, nil
+	}
+	if !d.hasRanges {
+		return nil, nil
+	}
+	if s.ver >= 5 {
+		return s.rnglist(d.ranges, d.rngIndex)
+	}
+	return s.rangesV4(d.ranges)
+}
+
+func (s *unitScan) rnglist(off uint64, index bool) ([][2]uint64, error) {
+	sec := s.img.sec[".debug_rnglists"]
+	if index {
+		at := s.rngBase + off*uint64(s.offSize)
+		if at+uint64(s.offSize) > uint64(len(sec)) {
+			return nil, fmt.Errorf("rnglistx %d out of range: %w", off, errBadDWARF)
+		}
+		if s.offSize == 8 {
+			off = s.rngBase + binary.LittleEndian.Uint64(sec[at:])
+		} else {
+			off = s.rngBase + uint64(binary.LittleEndian.Uint32(sec[at:]))
+		}
+	}
+	if off >= uint64(len(sec)) {
+		return nil, fmt.Errorf("range list at %#x outside .debug_rnglists: %w", off, errBadDWARF)
+	}
+	r := &rd{b: sec, p: int(off)}
+	base := s.lowPC
+	var out [][2]uint64
+	add := func(lo, hi uint64) {
+		if hi >= lo { // empty ones too, as debug/dwarf: see dieRanges
+			out = append(out, [2]uint64{lo, hi})
+		}
+	}
+	for !r.err {
+		switch r.u8() {
+		case 0: // DW_RLE_end_of_list
+			return out, nil
+		case 1: // base_addressx
+			base, _ = s.addrx(r.uleb())
+		case 2: // startx_endx
+			a, _ := s.addrx(r.uleb())
+			b, _ := s.addrx(r.uleb())
+			add(a, b)
+		case 3: // startx_length
+			a, _ := s.addrx(r.uleb())
+			add(a, a+r.uleb())
+		case 4: // offset_pair
+			a, b := r.uleb(), r.uleb()
+			add(base+a, base+b)
+		case 5: // base_address
+			base = r.fixed(s.addrSize)
+		case 6: // start_end
+			a, b := r.fixed(s.addrSize), r.fixed(s.addrSize)
+			add(a, b)
+		case 7: // start_length
+			a := r.fixed(s.addrSize)
+			add(a, a+r.uleb())
+		default:
+			return nil, fmt.Errorf("range list at %#x: unknown entry: %w", off, errBadDWARF)
+		}
+	}
+	return nil, fmt.Errorf("range list at %#x runs past the section: %w", off, errBadDWARF)
+}
+
+func (s *unitScan) rangesV4(off uint64) ([][2]uint64, error) {
+	sec := s.img.sec[".debug_ranges"]
+	if off >= uint64(len(sec)) {
+		return nil, fmt.Errorf("range list at %#x outside .debug_ranges: %w", off, errBadDWARF)
+	}
+	r := &rd{b: sec, p: int(off)}
+	base := s.lowPC
+	maxAddr := ^uint64(0)
+	if s.addrSize == 4 {
+		maxAddr = 0xffffffff
+	}
+	var out [][2]uint64
+	for !r.err {
+		a, b := r.fixed(s.addrSize), r.fixed(s.addrSize)
+		switch {
+		case a == 0 && b == 0:
+			return out, nil
+		case a == maxAddr:
+			base = b
+		case b >= a:
+			out = append(out, [2]uint64{base + a, base + b})
+		}
+	}
+	return nil, fmt.Errorf("range list at %#x runs past the section: %w", off, errBadDWARF)
+}
+
+// newUnitScan parses the header of the unit at [start, end).
+func newUnitScan(img *Image, start, end uint64, abbrevCache map[uint64][]abbrev) (*unitScan, error) {
+	info := img.sec[".debug_info"]
+	s := &unitScan{img: img, start: start, offSize: 4}
+	r := &rd{b: info[:end], p: int(start)}
+	if uint32(r.fixed(4)) == 0xffffffff {
+		r.fixed(8)
+		s.offSize = 8
+	}
+	s.ver = int(r.fixed(2))
+	var abOff uint64
+	if s.ver >= 5 {
+		ut := r.u8()
+		s.addrSize = int(r.u8())
+		abOff = r.fixed(s.offSize)
+		switch ut {
+		case 0x02, 0x06:
+			r.skip(8 + uint64(s.offSize))
+		case 0x04, 0x05:
+			r.skip(8)
+		}
+	} else {
+		abOff = r.fixed(s.offSize)
+		s.addrSize = int(r.u8())
+	}
+	if r.err || s.ver < 2 || s.ver > 5 || (s.addrSize != 4 && s.addrSize != 8) {
+		return nil, fmt.Errorf("unit at %#x: unsupported header (version %d, address size %d): %w", start, s.ver, s.addrSize, errBadDWARF)
+	}
+	ab, ok := abbrevCache[abOff]
+	if !ok {
+		var err error
+		if ab, err = parseAbbrevs(img.sec[".debug_abbrev"], abOff); err != nil {
+			return nil, err
+		}
+		abbrevCache[abOff] = ab
+	}
+	s.abbrevs = ab
+	s.r = *r
+	return s, nil
+}
