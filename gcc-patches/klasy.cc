@@ -43,7 +43,7 @@ const unsigned header_size = 32;
 
 const char help_text[] =
 	"records struct/union member accesses into the ELF section .debug_klasy\n"
-	"  -fplugin-arg-klasy-dump[=FILE]     also write a readable dump (default: <output>.klasy.txt)\n"
+	"  -fplugin-arg-klasy-dump[=FILE]     also write a readable dump (default: OBJECT-BASENAME.klasy.txt)\n"
 	"  -fplugin-arg-klasy-all-functions   keep functions the call graph drops too (debugging)\n";
 
 struct plugin_info klasy_info = {

@@ -15,4 +15,4 @@ linux-source: plugin
 
 TEST_SETUP  += plugin linux-source
 BENCH_SETUP += plugin linux-source
-BENCH_PKGS  += ./gcc-patches/
+BENCH_PKGS  += ./gcc-patches/plugintest/
