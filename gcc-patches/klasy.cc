@@ -29,6 +29,7 @@
 #include "tree-iterator.h"
 #include "stringpool.h"
 #include "cgraph.h"
+#include "tree-nested.h"
 #include "output.h"
 #include "c-family/c-common.h"
 #include "diagnostic-core.h"
@@ -492,6 +493,8 @@ struct describer {
 		}
 		case COND_EXPR:
 			return unsupported("conditional expression");
+		case COMPOUND_LITERAL_EXPR:
+			return unsupported("compound literal");
 		default:
 			return unsupported(std::string("expression ") + get_tree_code_name(TREE_CODE(t)));
 		}
@@ -778,7 +781,8 @@ struct walker {
 			walk_stmt(TREE_OPERAND(t, 1));
 			return;
 		case DO_STMT:
-			walk_cond(t, TREE_OPERAND(t, 0), loc);
+			/* The condition follows the body: it is its own statement. */
+			walk_stmt(TREE_OPERAND(t, 0));
 			walk_stmt(TREE_OPERAND(t, 1));
 			return;
 		case SWITCH_STMT:
@@ -807,10 +811,9 @@ struct walker {
 	}
 };
 
-void on_pre_genericize(void *event_data, void *)
+void record_function(tree fndecl, int depth)
 {
-	tree fndecl = (tree)event_data;
-	if (!fndecl || TREE_CODE(fndecl) != FUNCTION_DECL || !DECL_SAVED_TREE(fndecl) || seen_error())
+	if (!fndecl || TREE_CODE(fndecl) != FUNCTION_DECL || !DECL_SAVED_TREE(fndecl) || depth > 16)
 		return;
 	function_info f;
 	const char *n = decl_name(fndecl);
@@ -829,6 +832,19 @@ void on_pre_genericize(void *event_data, void *)
 		function_index[fndecl] = functions.size();
 		functions.push_back(f);
 	}
+
+	/* GNU C nested functions are genericized with their parent, without
+	 * an event of their own. */
+	cgraph_node *node = cgraph_node::get(fndecl);
+	for (cgraph_node *n = node ? first_nested_function(node) : NULL; n; n = next_nested_function(n))
+		record_function(n->decl, depth + 1);
+}
+
+void on_pre_genericize(void *event_data, void *)
+{
+	if (seen_error())
+		return;
+	record_function((tree)event_data, 0);
 }
 
 void on_ipa_start(void *, void *)
