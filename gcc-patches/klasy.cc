@@ -529,6 +529,28 @@ base_info describe_base(tree obj)
 /* ---------------------------------------------------------------------- */
 /* Walking a function body */
 
+/* The mode of the object an __atomic_/__sync_ builtin's first argument
+ * points to, or -1 for other calls. */
+int atomic_builtin_mode(tree call)
+{
+	tree fn = strip_conversions(CALL_EXPR_FN(call));
+	if (!fn || TREE_CODE(fn) != ADDR_EXPR)
+		return -1;
+	tree d = TREE_OPERAND(fn, 0);
+	if (!d || TREE_CODE(d) != FUNCTION_DECL || !fndecl_built_in_p(d, BUILT_IN_NORMAL))
+		return -1;
+	const char *n = decl_name(d);
+	if (!n)
+		return -1;
+	if (!strncmp(n, "__atomic_load", 13))
+		return MODE_READ;
+	if (!strncmp(n, "__atomic_store", 14) || !strncmp(n, "__atomic_clear", 14))
+		return MODE_WRITE;
+	if (!strncmp(n, "__atomic_", 9) || !strncmp(n, "__sync_", 7))
+		return MODE_RW;
+	return -1;
+}
+
 struct walker {
 	function_info &fn;
 	location_t stmt_loc = UNKNOWN_LOCATION;
@@ -761,6 +783,22 @@ struct walker {
 			tree v;
 			FOR_EACH_CONSTRUCTOR_VALUE(CONSTRUCTOR_ELTS(t), i, v)
 				walk(v, MODE_READ, loc);
+			return;
+		}
+		case CALL_EXPR: {
+			/* _Atomic members reach us as __atomic_* builtins taking
+			 * their address: give them the builtin's mode. */
+			int m = atomic_builtin_mode(t);
+			int n = call_expr_nargs(t);
+			walk(CALL_EXPR_FN(t), MODE_READ, loc);
+			for (int i = 0; i < n; i++) {
+				tree a = CALL_EXPR_ARG(t, i);
+				tree sa = strip_conversions(a);
+				if (i == 0 && m >= 0 && sa && TREE_CODE(sa) == ADDR_EXPR)
+					walk(TREE_OPERAND(sa, 0), m, loc);
+				else
+					walk(a, MODE_READ, loc);
+			}
 			return;
 		}
 		case TREE_LIST:

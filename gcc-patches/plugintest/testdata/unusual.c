@@ -2,8 +2,8 @@
 /*
  * Shapes the plugin must survive without crashing gcc: it records what it
  * understands and marks the rest unsupported. Compiled at test time with
- * -O2 -g (and -O0 by TestUnoptimized). Atomic members are lowered to
- * __atomic builtins that take their address, hence "addr".
+ * -O2 -g (and -O0 by TestUnusual). _Atomic members are lowered to
+ * __atomic builtins that take their address: the builtin gives the mode.
  */
 #include "accesses.h"
 
@@ -47,8 +47,8 @@ int global_array(int i)
 
 int atomics(struct with_atomic *w)
 {
-	w->refs += 1;	/* want: with_atomic.refs addr param:w */
-	return w->refs;	/* want: with_atomic.refs addr param:w */
+	w->refs += 1;	/* want: with_atomic.refs rw param:w */
+	return w->refs;	/* want: with_atomic.refs read param:w */
 }
 
 unsigned long offset_trick(void)
