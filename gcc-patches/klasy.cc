@@ -287,17 +287,27 @@ struct describer {
 		const char *n = decl_name(d);
 		if (DECL_ARTIFICIAL(d) || !n)
 			return true;
-		/* Kernel macros name their temporaries __mptr, __ptr, ___p1... */
-		return n[0] == '_' && n[1] == '_';
+		/* Kernel macros name their temporaries __mptr, __ptr, ___p1,
+		 * tcp_ptr__, pfo_val__... */
+		size_t len = strlen(n);
+		return (n[0] == '_' && n[1] == '_') || (len > 2 && n[len - 1] == '_' && n[len - 2] == '_');
 	}
 
 	std::string var(tree d, int depth)
 	{
 		tree init = DECL_INITIAL(d);
 		bool local = DECL_CONTEXT(d) && TREE_CODE(DECL_CONTEXT(d)) == FUNCTION_DECL;
-		if (local && !TREE_STATIC(d) && is_macro_temporary(d) && init && init != error_mark_node &&
-		    EXPR_P(init))
-			return desc(init, depth + 1);
+		/* Macro temporaries holding an address stand for what they were
+		 * set from; a struct declared by a macro is just a local. */
+		if (local && TREE_CODE(d) == VAR_DECL && !TREE_STATIC(d) && is_macro_temporary(d) &&
+		    !AGGREGATE_TYPE_P(TREE_TYPE(d))) {
+			if (init && init != error_mark_node && EXPR_P(init))
+				return desc(init, depth + 1);
+			/* RELOC_HIDE (per_cpu_ptr) launders the address through
+			 * inline asm into __ptr: nothing to follow. */
+			return unsupported(std::string("macro temporary ") + (decl_name(d) ? decl_name(d) : "") +
+					   " set by a statement (inline asm?)");
+		}
 		const char *n = decl_name(d);
 		if (!n)
 			return unsupported("compiler temporary");
@@ -495,6 +505,19 @@ struct describer {
 			return unsupported("conditional expression");
 		case COMPOUND_LITERAL_EXPR:
 			return unsupported("compound literal");
+		case PLUS_EXPR:
+		case MINUS_EXPR: {
+			/* Integer arithmetic on an address: per-cpu pointers
+			 * (this_cpu_ptr) add the cpu's offset this way. */
+			std::string l = desc(TREE_OPERAND(t, 0), depth + 1);
+			std::string r = desc(TREE_OPERAND(t, 1), depth + 1);
+			return "(" + l + (TREE_CODE(t) == PLUS_EXPR ? " + " : " - ") + r + ")";
+		}
+		case PREINCREMENT_EXPR:
+		case PREDECREMENT_EXPR:
+		case POSTINCREMENT_EXPR:
+		case POSTDECREMENT_EXPR:
+			return unsupported("the base is incremented in the same expression");
 		default:
 			return unsupported(std::string("expression ") + get_tree_code_name(TREE_CODE(t)));
 		}

@@ -109,3 +109,16 @@ int deep(struct task *p)
 {
 	return p->next->next->next->next->next->next->next->next->count;	/* want: task.next read param:p; task.next read param:p->next; task.next read param:p->next->next; task.next read param:p->next->next->next; task.next read param:p->next->next->next->next; task.next read param:p->next->next->next->next->next; task.next read param:p->next->next->next->next->next->next; task.next read param:p->next->next->next->next->next->next->next; task.count read param:p->next->next->next->next->next->next->next->next */
 }
+
+/* RELOC_HIDE-style laundering through inline asm, as per_cpu_ptr does. */
+#define HIDE(p) ({ unsigned long __ptr; __asm__("" : "=r"(__ptr) : "0"(p)); (struct inner *)__ptr; })
+
+int hidden(struct inner *p)
+{
+	return HIDE(p)->fs;	/* want: inner.fs read unsupported:? */
+}
+
+int incremented(struct inner *p)
+{
+	return (++p)->fs;	/* want: inner.fs read unsupported:? */
+}
