@@ -2,6 +2,7 @@ package debugklasy
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -20,6 +21,10 @@ type Table struct {
 func Open(path string) (*Table, error) {
 	f, err := elf.Open(path)
 	if err != nil {
+		var fe *elf.FormatError
+		if errors.As(err, &fe) {
+			return nil, fmt.Errorf("%s is not an ELF object (want a .o, a .ko or a vmlinux): %w", path, err)
+		}
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	defer f.Close()
