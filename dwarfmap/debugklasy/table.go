@@ -127,3 +127,39 @@ func (t *Table) Query(p *Pattern) []Access {
 	}
 	return out
 }
+
+// Site is one hook line: where the weaver places advice for the accesses
+// of one function on one line.
+type Site struct {
+	File     string
+	Line     int
+	StmtLine int // enclosing statement's line when it differs, for lines without a .debug_line row
+	Function Function
+	Accesses []Access
+}
+
+// Sites groups the accesses p selects by (file, line, function), in table
+// order: the join points of access(p).
+func (t *Table) Sites(p *Pattern) []Site {
+	type key struct {
+		file string
+		line int
+		fn   Function
+	}
+	idx := map[key]int{}
+	var out []Site
+	for _, a := range t.Query(p) {
+		k := key{a.File, a.Line, a.Function}
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, Site{File: a.File, Line: a.Line, Function: a.Function})
+		}
+		if out[i].StmtLine == 0 {
+			out[i].StmtLine = a.StmtLine
+		}
+		out[i].Accesses = append(out[i].Accesses, a)
+	}
+	return out
+}
