@@ -272,7 +272,18 @@ func (l *Lab) connect(ctx context.Context, timeout time.Duration) error {
 	c := agent.NewClient(conn)
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := c.Ping(pctx); err != nil {
+	// A reply meant for an earlier connection (the agent cannot tell
+	// connections apart on a serial line, and every client numbers its
+	// requests from 1) can answer the first ping with an error; a second
+	// ping has a new id.
+	for try := 1; ; try++ {
+		err = c.Ping(pctx)
+		var re *agent.RemoteError
+		if err == nil || try == 3 || !errors.As(err, &re) {
+			break
+		}
+	}
+	if err != nil {
 		c.Close()
 		return fmt.Errorf("pinging the agent of lab %s: %w", l.rec.Name, err)
 	}
