@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klasy/klasy/internal/testenv"
+)
+
+const fixture = "../../gcc-patches/plugintest/testdata/accesses.c"
+
+// fixtureObject compiles the plugin's fixture, with the plugin or without.
+func fixtureObject(t *testing.T, withPlugin bool) string {
+	t.Helper()
+	args := []string{"-O2", "-g", "-c", "-o", filepath.Join(t.TempDir(), "accesses.o"), fixture}
+	if withPlugin {
+		so, err := filepath.Abs("../../gcc-patches/klasy.so")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(so); err != nil {
+			testenv.Need(t, "plugin", fmt.Errorf("gcc-patches/klasy.so not built: run make plugin"))
+		}
+		args = append(args, "-fplugin="+so)
+	}
+	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %v: %v\n%s", args, err, out)
+	}
+	return args[4]
+}
+
+func runAccessesCmd(args ...string) (string, string, error) {
+	var out, errb bytes.Buffer
+	err := run(&stdio{Out: &out, Err: &errb}, append([]string{"accesses"}, args...))
+	return out.String(), errb.String(), err
+}
+
+func TestAccessesJSON(t *testing.T) {
+	obj := fixtureObject(t, true)
+	out, _, err := runAccessesCmd("--json", obj, "inner.f%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("not one JSON object per line: %q: %v", sc.Text(), err)
+		}
+		recs = append(recs, m)
+	}
+	if len(recs) < 5 {
+		t.Fatalf("%d records for inner.f%%, want at least 5:\n%s", len(recs), out)
+	}
+	for _, key := range []string{"struct", "member", "mode", "file", "line", "function", "base", "base_kind"} {
+		if _, ok := recs[0][key]; !ok {
+			t.Errorf("JSON lacks %q: %v", key, recs[0])
+		}
+	}
+	var macro, multi map[string]any
+	for _, r := range recs {
+		switch r["function"] {
+		case "macro_hidden":
+			macro = r
+		case "multi_line":
+			multi = r
+		}
+	}
+	if macro == nil || !strings.Contains(fmt.Sprint(macro["spelling"]), "accesses.h:") || !strings.HasSuffix(fmt.Sprint(macro["file"]), "accesses.c") {
+		t.Errorf("macro-hidden access: want the hook in accesses.c and the spelling in accesses.h: %v", macro)
+	}
+	if macro != nil && (macro["base"] != "p->thread" || macro["base_kind"] != "param" || macro["mode"] != "read") {
+		t.Errorf("macro-hidden access: %v", macro)
+	}
+	if multi == nil || multi["stmt_line"] == nil {
+		t.Errorf("multi-line condition without stmt_line: %v", multi)
+	}
+}
+
+func TestAccessesText(t *testing.T) {
+	obj := fixtureObject(t, true)
+	out, errOut, err := runAccessesCmd(obj, "task.count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "LOCATION") || !strings.Contains(out, "call get_task()") || !strings.Contains(out, "task.count  rw") {
+		t.Errorf("text output:\n%s", out)
+	}
+	if !strings.Contains(errOut, "match task.count") {
+		t.Errorf("no summary on stderr: %q", errOut)
+	}
+}
+
+func TestAccessesErrors(t *testing.T) {
+	plain := fixtureObject(t, false)
+	_, _, err := runAccessesCmd(plain, "task.count")
+	if err == nil || !strings.Contains(err.Error(), "no .debug_klasy section") || !strings.Contains(err.Error(), "make -C gcc-patches") || !strings.Contains(err.Error(), "-fplugin=") {
+		t.Errorf("binary without the section: %v", err)
+	}
+
+	obj := fixtureObject(t, true)
+	b, err := os.ReadFile(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, []byte("KLSY\x01\x00"))
+	if i < 0 {
+		t.Fatal("no unit header in the object")
+	}
+	b[i+4] = 2
+	newer := filepath.Join(t.TempDir(), "newer.o")
+	if err := os.WriteFile(newer, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = runAccessesCmd(newer, "task.count")
+	if err == nil || !strings.Contains(err.Error(), "version 2") || !strings.Contains(err.Error(), "version 1") {
+		t.Errorf("newer format: %v", err)
+	}
+
+	_, _, err = runAccessesCmd(obj, "task")
+	if err == nil || !strings.Contains(err.Error(), "STRUCT.MEMBER") || !strings.Contains(err.Error(), "klasy help accesses") {
+		t.Errorf("bad pattern: %v", err)
+	}
+	_, _, err = runAccessesCmd(obj)
+	if err == nil || !strings.Contains(err.Error(), "want BINARY") {
+		t.Errorf("missing arguments: %v", err)
+	}
+	_, errOut, err := runAccessesCmd(obj, "nosuch.member")
+	var ee exitError
+	if !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(errOut, "no access matches nosuch.member") {
+		t.Errorf("no match: err=%v stderr=%q", err, errOut)
+	}
+}

@@ -1,0 +1,391 @@
+// Package debugklasy reads the .debug_klasy section that the klasy GCC
+// plugin (gcc-patches/klasy.so) writes: every struct/union member access of
+// the functions a compilation unit emits, with the line the weaver hooks and
+// how the accessed struct's address is computed.
+//
+// The format is described in gcc-patches/FORMAT.md. A linked object (.ko,
+// vmlinux) holds one unit per compilation unit; header inline functions are
+// recorded in every unit that uses them, and Table removes those copies.
+package debugklasy
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// SectionName is the ELF section the plugin writes.
+const SectionName = ".debug_klasy"
+
+// Version is the format version this package reads.
+const Version = 1
+
+const (
+	magic         = "KLSY"
+	minHeaderSize = 32
+)
+
+// ErrNoSection is returned (wrapped) for a binary built without the plugin.
+var ErrNoSection = errors.New("no " + SectionName + " section")
+
+// VersionError is returned for a unit of a format version this package
+// does not read.
+type VersionError struct {
+	Got  int // version in the section
+	Want int // version this reader understands
+}
+
+func (e *VersionError) Error() string {
+	rel := "newer"
+	if e.Got < e.Want {
+		rel = "older"
+	}
+	return fmt.Sprintf("%s format version %d is %s than the version %d this klasy reads: rebuild the binary with this klasy's plugin (make -C gcc-patches), or use the klasy that matches it",
+		SectionName, e.Got, rel, e.Want)
+}
+
+// Mode says how a member is accessed.
+type Mode uint8
+
+const (
+	Read      Mode = 0
+	Write     Mode = 1
+	ReadWrite Mode = 2 // x += y, x++
+	Addr      Mode = 3 // &p->x
+)
+
+var modeNames = [...]string{"read", "write", "rw", "addr"}
+
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("mode(%d)", m)
+}
+
+// BaseKind says where the chain computing the accessed struct's address
+// starts.
+type BaseKind uint8
+
+const (
+	Param BaseKind = iota
+	Local
+	Static
+	Global
+	Call        // the chain starts at a call: skb_shinfo(skb), current
+	Unsupported // Reason says why
+)
+
+var baseNames = [...]string{"param", "local", "static", "global", "call", "unsupported"}
+
+func (k BaseKind) String() string {
+	if int(k) < len(baseNames) {
+		return baseNames[k]
+	}
+	return fmt.Sprintf("base(%d)", k)
+}
+
+// Base is how the address of the accessed struct is computed.
+type Base struct {
+	Kind BaseKind
+	// Var is the root variable, or the callee for Kind == Call.
+	Var string
+	// Expr is the C expression of the struct's address: "skb" for
+	// skb->len, "&s" for s.len, "p->thread" for p->thread->fs,
+	// "skb_end_pointer(skb)", "(char *)ptr - 24" after container_of.
+	Expr string
+	// Offset is container_of's (negative) adjustment in bytes.
+	Offset      int64
+	ContainerOf bool
+	Reason      string // why Kind == Unsupported
+}
+
+// Function is a function that the compilation unit emits.
+type Function struct {
+	Name   string
+	File   string
+	Line   int
+	Static bool
+}
+
+// Access is one member access.
+type Access struct {
+	Struct    string // tag; typedef name of an anonymous type; "" if none
+	Member    string
+	Union     bool
+	AnonType  bool   // the container has no tag
+	DeclFile  string // where an anonymous container is declared
+	DeclLine  int
+	ViaAnon   bool // reached through anonymous members (collapsed)
+	Bitfield  bool
+	NoOffset  bool // the layout is not constant: offsets are unknown
+	BitOffset uint64
+	BitSize   uint64
+	Mode      Mode
+
+	// File:Line:Col is where the weaver hooks: the outermost macro
+	// expansion point (the line .debug_line has), the header line for a
+	// header inline function.
+	File string
+	Line int
+	Col  int
+	// StmtLine is the enclosing statement's line in File when it differs
+	// (a multi-line condition), else 0.
+	StmtLine int
+	// Spelling location, when it differs from the hook (macro bodies).
+	SpellFile string
+	SpellLine int
+	SpellCol  int
+
+	Function Function
+	Base     Base
+}
+
+// StructName is the name to print: the tag, the typedef of an anonymous
+// type, or "(anonymous at FILE:LINE)".
+func (a *Access) StructName() string {
+	if a.Struct != "" {
+		return a.Struct
+	}
+	return fmt.Sprintf("(anonymous at %s:%d)", a.DeclFile, a.DeclLine)
+}
+
+// Unit is the part of the section one compilation unit wrote.
+type Unit struct {
+	Name      string // the compilation unit's main file
+	Producer  string
+	Functions []Function
+	Accesses  []Access
+}
+
+const (
+	flagUnion       = 1 << 0
+	flagViaAnon     = 1 << 1
+	flagBitfield    = 1 << 2
+	flagAnonType    = 1 << 3
+	flagNoOffset    = 1 << 4
+	flagContainerOf = 1 << 5
+)
+
+// Parse decodes the contents of a .debug_klasy section: the units of every
+// compilation unit linked into the binary.
+func Parse(data []byte) ([]Unit, error) {
+	var units []Unit
+	off := 0
+	for off < len(data) {
+		if data[off] == 0 { // padding between concatenated units
+			off++
+			continue
+		}
+		u, n, err := parseUnit(data[off:])
+		if err != nil {
+			return units, fmt.Errorf("parsing unit %d at offset %#x: %w", len(units), off, err)
+		}
+		units = append(units, u)
+		off += n
+	}
+	return units, nil
+}
+
+func parseUnit(b []byte) (Unit, int, error) {
+	var u Unit
+	if len(b) < 8 || string(b[:4]) != magic {
+		return u, 0, errors.New("bad magic: not a klasy unit")
+	}
+	le := binary.LittleEndian
+	if v := int(le.Uint16(b[4:])); v != Version {
+		return u, 0, &VersionError{Got: v, Want: Version}
+	}
+	hdr := int(le.Uint16(b[6:]))
+	if hdr < minHeaderSize || len(b) < hdr {
+		return u, 0, fmt.Errorf("header size %d out of range", hdr)
+	}
+	size := int(le.Uint32(b[8:]))
+	nfuncs := int(le.Uint32(b[12:]))
+	nrecs := int(le.Uint32(b[16:]))
+	strsize := int(le.Uint32(b[20:]))
+	if size < hdr+strsize || size > len(b) || strsize < 0 {
+		return u, 0, fmt.Errorf("unit size %d does not fit (header %d, strings %d, %d bytes left)", size, hdr, strsize, len(b))
+	}
+	strtab := b[size-strsize : size]
+	str := func(o uint64) (string, error) {
+		if o >= uint64(len(strtab)) {
+			if o == 0 {
+				return "", nil
+			}
+			return "", fmt.Errorf("string offset %d past the string table (%d bytes)", o, len(strtab))
+		}
+		s := strtab[o:]
+		if i := bytes.IndexByte(s, 0); i >= 0 {
+			s = s[:i]
+		}
+		return string(s), nil
+	}
+	var err error
+	if u.Name, err = str(uint64(le.Uint32(b[24:]))); err != nil {
+		return u, 0, err
+	}
+	if u.Producer, err = str(uint64(le.Uint32(b[28:]))); err != nil {
+		return u, 0, err
+	}
+	r := reader{b: b[hdr : size-strsize], lookup: str}
+	// Each function and record takes at least one byte per field.
+	if nfuncs > len(r.b) || nrecs > len(r.b) {
+		return u, 0, fmt.Errorf("%d functions and %d records cannot fit in %d bytes", nfuncs, nrecs, len(r.b))
+	}
+	u.Functions = make([]Function, 0, nfuncs)
+	for i := 0; i < nfuncs; i++ {
+		f := Function{Name: r.str(), File: r.str(), Line: r.int()}
+		f.Static = r.uleb()&1 != 0
+		if r.err != nil {
+			return u, 0, fmt.Errorf("function %d: %w", i, r.err)
+		}
+		u.Functions = append(u.Functions, f)
+	}
+	u.Accesses = make([]Access, 0, nrecs)
+	for i := 0; i < nrecs; i++ {
+		a, err := r.access(u.Functions)
+		if err != nil {
+			return u, 0, fmt.Errorf("record %d: %w", i, err)
+		}
+		u.Accesses = append(u.Accesses, a)
+	}
+	if len(r.b) != 0 {
+		return u, 0, fmt.Errorf("%d bytes left after %d records", len(r.b), nrecs)
+	}
+	return u, size, nil
+}
+
+type reader struct {
+	b   []byte
+	err error
+	lookup func(uint64) (string, error)
+}
+
+func (r *reader) uleb() uint64 {
+	var v uint64
+	for shift := uint(0); ; shift += 7 {
+		if r.err != nil {
+			return 0
+		}
+		if len(r.b) == 0 {
+			r.err = errors.New("truncated")
+			return 0
+		}
+		c := r.b[0]
+		r.b = r.b[1:]
+		if shift < 64 {
+			v |= uint64(c&0x7f) << shift
+		}
+		if c&0x80 == 0 {
+			return v
+		}
+		if shift > 63 {
+			r.err = errors.New("LEB128 number too long")
+			return 0
+		}
+	}
+}
+
+func (r *reader) sleb() int64 {
+	var v int64
+	var shift uint
+	for {
+		if r.err != nil {
+			return 0
+		}
+		if len(r.b) == 0 {
+			r.err = errors.New("truncated")
+			return 0
+		}
+		c := r.b[0]
+		r.b = r.b[1:]
+		if shift < 64 {
+			v |= int64(c&0x7f) << shift
+		}
+		shift += 7
+		if c&0x80 == 0 {
+			if shift < 64 && c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return v
+		}
+		if shift > 70 {
+			r.err = errors.New("LEB128 number too long")
+			return 0
+		}
+	}
+}
+
+func (r *reader) int() int {
+	v := r.uleb()
+	if v > 1<<31 {
+		if r.err == nil {
+			r.err = fmt.Errorf("number %d out of range", v)
+		}
+		return 0
+	}
+	return int(v)
+}
+
+func (r *reader) str() string {
+	o := r.uleb()
+	if r.err != nil {
+		return ""
+	}
+	s, err := r.lookup(o)
+	if err != nil {
+		r.err = err
+	}
+	return s
+}
+
+func (r *reader) access(funcs []Function) (Access, error) {
+	var a Access
+	fi := r.uleb()
+	a.Struct = r.str()
+	a.Member = r.str()
+	flags := r.uleb()
+	mode := r.uleb()
+	a.BitOffset = r.uleb()
+	a.BitSize = r.uleb()
+	a.File = r.str()
+	a.Line = r.int()
+	a.Col = r.int()
+	a.StmtLine = r.int()
+	a.SpellFile = r.str()
+	a.SpellLine = r.int()
+	a.SpellCol = r.int()
+	kind := r.uleb()
+	a.Base.Var = r.str()
+	a.Base.Expr = r.str()
+	a.Base.Offset = r.sleb()
+	a.Base.Reason = r.str()
+	if flags&flagAnonType != 0 {
+		a.DeclFile = r.str()
+		a.DeclLine = r.int()
+	}
+	if r.err != nil {
+		return a, r.err
+	}
+	if fi >= uint64(len(funcs)) {
+		return a, fmt.Errorf("function index %d out of range (%d functions)", fi, len(funcs))
+	}
+	if mode > uint64(Addr) {
+		return a, fmt.Errorf("unknown mode %d", mode)
+	}
+	if kind > uint64(Unsupported) {
+		return a, fmt.Errorf("unknown base kind %d", kind)
+	}
+	a.Function = funcs[fi]
+	a.Mode = Mode(mode)
+	a.Base.Kind = BaseKind(kind)
+	a.Union = flags&flagUnion != 0
+	a.ViaAnon = flags&flagViaAnon != 0
+	a.Bitfield = flags&flagBitfield != 0
+	a.AnonType = flags&flagAnonType != 0
+	a.NoOffset = flags&flagNoOffset != 0
+	a.Base.ContainerOf = flags&flagContainerOf != 0
+	return a, nil
+}

@@ -1,0 +1,124 @@
+package debugklasy
+
+import (
+	"debug/elf"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Table is every distinct access of a binary: the copies of header inline
+// functions that each compilation unit recorded are merged.
+type Table struct {
+	Units    int      // compilation units in the section
+	Records  int      // records before merging copies
+	Accesses []Access // distinct, sorted by file, line, column
+}
+
+// Open reads the .debug_klasy section of an ELF object (.o, .ko, vmlinux).
+func Open(path string) (*Table, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	defer f.Close()
+	sec := f.Section(SectionName)
+	if sec == nil {
+		return nil, fmt.Errorf("%s: %w: it was not compiled with the klasy plugin; build the plugin with 'make -C gcc-patches' and rebuild with KCFLAGS=-fplugin=$PWD/gcc-patches/klasy.so (see gcc-patches/README.md)", path, ErrNoSection)
+	}
+	data, err := sec.Data()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s of %s: %w", SectionName, path, err)
+	}
+	units, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return NewTable(units), nil
+}
+
+// NewTable merges the units' accesses. Two records are copies when
+// everything but the unit matches: a static inline function from a header
+// is the same code in every unit, while two static functions of the same
+// name in different .c files differ in their file.
+func NewTable(units []Unit) *Table {
+	t := &Table{Units: len(units)}
+	seen := make(map[Access]bool)
+	for _, u := range units {
+		for _, a := range u.Accesses {
+			t.Records++
+			if seen[a] {
+				continue
+			}
+			seen[a] = true
+			t.Accesses = append(t.Accesses, a)
+		}
+	}
+	sort.SliceStable(t.Accesses, func(i, j int) bool {
+		a, b := &t.Accesses[i], &t.Accesses[j]
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		if a.Col != b.Col {
+			return a.Col < b.Col
+		}
+		if a.Struct != b.Struct {
+			return a.Struct < b.Struct
+		}
+		return a.Member < b.Member
+	})
+	return t
+}
+
+// Pattern selects accesses by STRUCT.MEMBER, where % matches any run of
+// characters: "sk_buff.len", "sk_buff.%", "%.i_uid", "task_%.pid".
+type Pattern struct {
+	structRe, memberRe *regexp.Regexp
+	text               string
+}
+
+// ParsePattern checks and compiles a STRUCT.MEMBER pattern.
+func ParsePattern(s string) (*Pattern, error) {
+	st, mem, ok := strings.Cut(s, ".")
+	if !ok || st == "" || mem == "" {
+		return nil, fmt.Errorf("pattern %q is not STRUCT.MEMBER (use %% as a wildcard: sk_buff.%%)", s)
+	}
+	if strings.Contains(mem, ".") {
+		return nil, fmt.Errorf("pattern %q: nested members are not selectable; name the inner struct: inner_struct.member", s)
+	}
+	for _, part := range []string{st, mem} {
+		for _, r := range part {
+			if !(r == '%' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+				return nil, fmt.Errorf("pattern %q: %q is not allowed (identifiers and %% only)", s, r)
+			}
+		}
+	}
+	return &Pattern{structRe: wildcard(st), memberRe: wildcard(mem), text: s}, nil
+}
+
+func wildcard(s string) *regexp.Regexp {
+	return regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(s), "%", ".*") + "$")
+}
+
+func (p *Pattern) String() string { return p.text }
+
+// Match reports whether a is selected. An anonymous type without a typedef
+// is only matched by a struct part of "%".
+func (p *Pattern) Match(a *Access) bool {
+	return p.structRe.MatchString(a.Struct) && p.memberRe.MatchString(a.Member)
+}
+
+// Query returns the accesses the pattern selects, in table order.
+func (t *Table) Query(p *Pattern) []Access {
+	var out []Access
+	for i := range t.Accesses {
+		if p.Match(&t.Accesses[i]) {
+			out = append(out, t.Accesses[i])
+		}
+	}
+	return out
+}

@@ -1,0 +1,190 @@
+package plugintest_test
+
+import (
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/klasy/klasy/dwarfmap/debugklasy"
+	"github.com/klasy/klasy/internal/testenv"
+)
+
+// The kernel files the issue names, with what a plausible table holds:
+// at least min distinct accesses, at least minOn of them on struct on.
+var kernelFiles = []struct {
+	obj   string
+	min   int
+	on    string
+	minOn int
+}{
+	{"net/core/skbuff.o", 1000, "sk_buff", 400},
+	{"fs/attr.o", 50, "iattr", 20},
+	{"kernel/sched/core.o", 1000, "task_struct", 300},
+}
+
+type kernelTree struct {
+	src, build string
+}
+
+func cacheDir() string {
+	if d := os.Getenv("KLASY_CACHE"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "klasy")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "klasy")
+}
+
+// linuxSource returns the tree scripts/setup-linux-source.sh prepared.
+func linuxSource(t testing.TB) kernelTree {
+	t.Helper()
+	top := filepath.Join(cacheDir(), "linux-source-6.1")
+	k := kernelTree{src: filepath.Join(top, "src"), build: filepath.Join(top, "build-plugin-test")}
+	if _, err := os.Stat(filepath.Join(k.build, ".klasy-prepared")); err != nil {
+		testenv.Need(t, "linux-source", fmt.Errorf("no prepared linux-source-6.1 tree in %s: run make linux-source", top))
+	}
+	return k
+}
+
+// makeObjects builds objs in the prepared tree with the plugin, the way a
+// developer would: make KCFLAGS=-fplugin=... Objects are deleted first
+// because make does not notice a changed plugin.
+func (k kernelTree) makeObjects(t testing.TB, so string, objs ...string) {
+	t.Helper()
+	for _, o := range objs {
+		os.Remove(filepath.Join(k.build, o))
+	}
+	args := append([]string{"-s", "-C", k.src, "O=" + k.build, "-j2", "KCFLAGS=-fplugin=" + so}, objs...)
+	out, err := exec.Command("make", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	if bytes.Contains(out, []byte("internal compiler error")) || bytes.Contains(out, []byte("klasy")) {
+		t.Fatalf("make %s printed plugin diagnostics:\n%s", strings.Join(args, " "), out)
+	}
+}
+
+var pluginFlag = regexp.MustCompile(`\s-fplugin(=|-arg-klasy-)\S*`)
+
+// compileCommand returns the gcc command kbuild used for obj (from its
+// .cmd file, without objtool and without any klasy plugin flags), writing
+// to out instead. Run it with sh -c in k.build.
+func (k kernelTree) compileCommand(t testing.TB, obj, out string) string {
+	t.Helper()
+	cmdFile := filepath.Join(k.build, filepath.Dir(obj), "."+filepath.Base(obj)+".cmd")
+	b, err := os.ReadFile(cmdFile)
+	if err != nil {
+		t.Fatalf("reading kbuild's command: %v", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	_, cmd, ok := strings.Cut(line, ":= ")
+	if !ok {
+		t.Fatalf("%s: no command in %q", cmdFile, line)
+	}
+	cmd, _, _ = strings.Cut(cmd, ";") // objtool runs after gcc
+	cmd = pluginFlag.ReplaceAllString(cmd, "")
+	n := strings.Count(cmd, " -o "+obj+" ")
+	if n != 1 {
+		t.Fatalf("%s: %d outputs %q in %q", cmdFile, n, obj, cmd)
+	}
+	cmd = strings.Replace(cmd, " -o "+obj+" ", " -o "+out+" ", 1)
+	cmd = regexp.MustCompile(`-Wp,-MMD,\S+`).ReplaceAllString(cmd, "-Wp,-MMD,"+out+".d")
+	return cmd
+}
+
+func (k kernelTree) run(t testing.TB, cmd string) {
+	t.Helper()
+	c := exec.Command("sh", "-c", cmd)
+	c.Dir = k.build
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, out)
+	}
+}
+
+// TestKernelFiles compiles three files of Debian's linux-source-6.1 with
+// the plugin through kbuild and checks the tables are plausible.
+func TestKernelFiles(t *testing.T) {
+	so := plugin(t)
+	k := linuxSource(t)
+	var objs []string
+	for _, f := range kernelFiles {
+		objs = append(objs, f.obj)
+	}
+	k.makeObjects(t, so, objs...)
+	for _, f := range kernelFiles {
+		t.Run(f.obj, func(t *testing.T) {
+			tab, err := debugklasy.Open(filepath.Join(k.build, f.obj))
+			if err != nil {
+				t.Fatal(err)
+			}
+			on, unsupported, calls, noLine := 0, 0, 0, 0
+			for _, a := range tab.Accesses {
+				if a.Struct == f.on {
+					on++
+				}
+				switch a.Base.Kind {
+				case debugklasy.Unsupported:
+					unsupported++
+				case debugklasy.Call:
+					calls++
+				}
+				if a.Line == 0 || a.File == "" {
+					noLine++
+				}
+			}
+			t.Logf("%s: %d accesses (%d on %s), %d call bases, %d unsupported bases", f.obj, len(tab.Accesses), on, f.on, calls, unsupported)
+			if len(tab.Accesses) < f.min || on < f.minOn {
+				t.Errorf("%d accesses (%d on %s), want at least %d (%d)", len(tab.Accesses), on, f.on, f.min, f.minOn)
+			}
+			if unsupported*10 > len(tab.Accesses) {
+				t.Errorf("%d of %d bases unsupported, want under 10%%", unsupported, len(tab.Accesses))
+			}
+			if noLine > 0 {
+				t.Errorf("%d accesses without a location", noLine)
+			}
+			if tab.Units != 1 {
+				t.Errorf("%d units, want 1", tab.Units)
+			}
+		})
+	}
+}
+
+// TestKernelCodeUnchanged compiles the same kernel files with kbuild's own
+// command line, with and without the plugin: every loaded section must be
+// byte-identical.
+func TestKernelCodeUnchanged(t *testing.T) {
+	so := plugin(t)
+	k := linuxSource(t)
+	for _, f := range kernelFiles {
+		if _, err := os.Stat(filepath.Join(k.build, filepath.Dir(f.obj), "."+filepath.Base(f.obj)+".cmd")); err != nil {
+			k.makeObjects(t, so, f.obj)
+		}
+	}
+	dir := t.TempDir()
+	for _, f := range kernelFiles {
+		t.Run(f.obj, func(t *testing.T) {
+			base := filepath.Join(dir, strings.ReplaceAll(f.obj, "/", "_"))
+			without := base + ".without.o"
+			with := base + ".with.o"
+			k.run(t, k.compileCommand(t, f.obj, without))
+			k.run(t, k.compileCommand(t, f.obj, with)+" -fplugin="+so)
+			sameCode(t, with, without)
+			ef, err := elf.Open(with)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ef.Close()
+			if ef.Section(debugklasy.SectionName) == nil {
+				t.Errorf("%s: no %s with the plugin", f.obj, debugklasy.SectionName)
+			}
+		})
+	}
+}
