@@ -478,6 +478,7 @@ func (l *Lab) down(ctx context.Context, progress io.Writer) error {
 	start := time.Now()
 	if l.rec.alive() {
 		how := "powered off"
+		asked := false
 		if c := l.Client(); c != nil {
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			_, err := c.Run(pctx, []string{"poweroff"}, nil)
@@ -485,8 +486,11 @@ func (l *Lab) down(ctx context.Context, progress io.Writer) error {
 			if err != nil {
 				say("poweroff through the agent failed (%v)", err)
 			}
+			asked = true
+		} else {
+			say("the agent does not answer; stopping QEMU")
 		}
-		if !l.waitExit(ctx, 30*time.Second) {
+		if !asked || !l.waitExit(ctx, 30*time.Second) {
 			how = "stopped by QEMU's quit command (the guest did not power off)"
 			l.qmpQuit()
 			if !l.waitExit(ctx, 5*time.Second) {

@@ -16,7 +16,7 @@ lab-guest:
 	CGO_ENABLED=0 $(GO) build -o $(KLASY_CACHE)/lab/klasy.tmp ./cmd/klasy
 	mv -f $(KLASY_CACHE)/lab/klasy.tmp $(KLASY_CACHE)/lab/klasy
 
-lab-kernel: lab-setup
+lab-kernel: lab-setup plugin-deps
 	./scripts/build-lab-kernel.sh >/dev/null
 
 TEST_SETUP += lab-setup
