@@ -148,6 +148,18 @@ func TestInitramfsForDebianKernel(t *testing.T) {
 	if err != nil || again != path {
 		t.Errorf("second Initramfs = %s, %v; want the cached %s", again, err, path)
 	}
+	// A different agent binary gives a new archive.
+	changed := filepath.Join(t.TempDir(), "klasy")
+	agentBytes, err := os.ReadFile(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(changed, append(agentBytes, 0), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if other, err := Initramfs(k, changed); err != nil || other == path {
+		t.Errorf("Initramfs with a changed agent = %s, %v; want a new archive", other, err)
+	}
 	// Rebuilding from scratch gives identical bytes.
 	os.Remove(path)
 	if _, err := Initramfs(k, agent); err != nil {

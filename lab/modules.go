@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -58,9 +59,10 @@ func moduleDeps(path string) ([]string, error) {
 // unpacked from a .deb has not been through depmod.
 func resolveModules(modDir string, wanted []string) ([]string, error) {
 	byName := map[string]string{}
+	// A kernel with everything built in may install no modules.order.
 	if err := readLines(filepath.Join(modDir, "modules.order"), func(l string) {
 		byName[modName(l)] = l
-	}); err != nil {
+	}); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("listing modules of %s: %w", modDir, err)
 	}
 	builtin := map[string]bool{}

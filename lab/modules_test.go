@@ -74,3 +74,12 @@ func TestConsoleWatcherCompleteLines(t *testing.T) {
 		t.Errorf("got %q, want [two three]", got)
 	}
 }
+
+func TestResolveModulesAllBuiltIn(t *testing.T) {
+	dir := t.TempDir()
+	appendFile(t, dir+"/modules.builtin", "kernel/drivers/virtio/virtio_pci.ko\nkernel/drivers/net/virtio_net.ko\nkernel/drivers/net/ethernet/intel/e1000/e1000.ko\n")
+	order, err := resolveModules(dir, bootModules)
+	if err != nil || len(order) != 0 {
+		t.Errorf("resolveModules with everything built in = %v, %v; want none", order, err)
+	}
+}
