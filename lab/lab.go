@@ -230,10 +230,12 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	watch := consoleWatcher{path: rec.consoleLog()}
 	agentStarting := false
 	lastTry := time.Time{}
+	lastSaid := time.Now()
 	for {
 		for _, line := range watch.newLines() {
 			if msg, ok := strings.CutPrefix(line, "klasy-init: "); ok {
 				progress("%.1fs %s", time.Since(start).Seconds(), msg)
+				lastSaid = time.Now()
 				if strings.HasPrefix(msg, "starting agent") {
 					agentStarting = true
 				}
@@ -247,6 +249,10 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		case <-ctx.Done():
 			return fail(fmt.Errorf("agent did not answer within %v: %w", cfg.BootTimeout, ctx.Err()))
 		default:
+		}
+		if time.Since(lastSaid) > 10*time.Second {
+			progress("%.0fs still booting (TCG is slow on a busy host; console: %s)", time.Since(start).Seconds(), rec.consoleLog())
+			lastSaid = time.Now()
 		}
 		// Bytes sent to the serial port before the agent opens it are
 		// lost, so try only once init says the agent starts, and not
