@@ -75,6 +75,11 @@ func TestDebianLab(t *testing.T) {
 	}
 	a, b := labs[0], labs[1]
 	t.Logf("two labs up after %.1fs", time.Since(start).Seconds())
+	defer func() {
+		if t.Failed() {
+			t.Logf("console of %s:\n%s", a.Name(), consoleTail(a.ConsoleLog(), 40))
+		}
+	}()
 
 	for _, l := range labs {
 		if got := strings.TrimSpace(run(t, ctx, l, "uname", "-r")); got != k.Release {
@@ -109,9 +114,15 @@ func TestDebianLab(t *testing.T) {
 	}
 	t.Logf("module built (%d bytes) after %.1fs", len(m.ko), time.Since(start).Seconds())
 	c := a.Client()
-	if err := c.LoadModule(ctx, m.ko, "symbol=do_sys_openat2"); err != nil {
+	ko, err := StripDebug(m.ko)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadStart := time.Now()
+	if err := c.LoadModule(ctx, ko, "symbol=do_sys_openat2"); err != nil {
 		t.Fatalf("loading the test module: %v", err)
 	}
+	t.Logf("module (%d bytes stripped) loaded in %.1fs", len(ko), time.Since(loadStart).Seconds())
 	mods := run(t, ctx, a, "cat", "/proc/modules")
 	if !strings.Contains(mods, "klasy_lab_test ") {
 		t.Errorf("/proc/modules lacks klasy_lab_test after loading:\n%s", mods)
@@ -139,6 +150,8 @@ func TestDebianLab(t *testing.T) {
 		t.Errorf("kprobe still listed after unloading:\n%s", list)
 	}
 
+	t.Logf("module checked and unloaded after %.1fs", time.Since(start).Seconds())
+
 	// Another client (as another klasy process would) reaches the lab by name.
 	a.Close()
 	a2, err := Get(ctx, a.Name())
@@ -163,6 +176,8 @@ func TestDebianLab(t *testing.T) {
 	if _, err := os.Stat(labDir(b.Name())); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stale state of %s left behind: %v", b.Name(), err)
 	}
+
+	t.Logf("stale lab detected and cleaned after %.1fs", time.Since(start).Seconds())
 
 	// Clean shutdown: QEMU exits by itself, nothing is left.
 	downStart := time.Now()
@@ -238,6 +253,9 @@ func TestBuiltLab(t *testing.T) {
 		t.Logf("note: %s was built without the klasy plugin", k.Vmlinux)
 	}
 	if err := <-modc; err != nil {
+		t.Fatal(err)
+	}
+	if ko, err = StripDebug(ko); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Client().LoadModule(ctx, ko, ""); err != nil {
