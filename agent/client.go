@@ -20,7 +20,10 @@ const (
 
 // Client talks to an agent over a byte stream (a QEMU serial socket, a
 // pipe). It is safe for concurrent use: requests are multiplexed by id,
-// so a Stream in progress does not hold up a Run.
+// so a Stream in progress does not hold up a Run. Frames are written
+// whole, one at a time: a request's context is checked before its frame
+// is written and while it waits for the answer, not in the middle of
+// writing a large frame (cutting a frame short would garble the line).
 //
 // Damaged input: garbage without a frame magic is skipped (counted in
 // Stats). A frame whose header is intact but whose payload is damaged,
@@ -189,7 +192,7 @@ func (c *Client) finish(id uint32) {
 }
 
 func (c *Client) send(f Frame) error {
-	b, err := AppendFrame(nil, f)
+	b, err := AppendFrameCompressed(nil, f)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -207,10 +210,12 @@ func (c *Client) send(f Frame) error {
 	return nil
 }
 
-// cancel tells the agent to stop request id; best effort.
+// cancel tells the agent to stop request id; best effort, and in the
+// background: the line may be busy with a large frame for seconds, and
+// the caller whose context ended should not wait for that.
 func (c *Client) cancel(id uint32) {
 	c.finish(id)
-	_ = c.send(Frame{Type: MsgCancel, ID: id})
+	go c.send(Frame{Type: MsgCancel, ID: id})
 }
 
 // next waits for the next frame of a request.

@@ -12,7 +12,7 @@
 //	0      4    magic 0xA9 'K' 'L' 'S'
 //	4      1    version (1)
 //	5      1    type (MsgType: requests < 0x80, responses >= 0x80)
-//	6      2    flags (reserved, 0)
+//	6      2    flags: bit 0 = payload is DEFLATE-compressed; others 0
 //	8      4    request id (chosen by the client, never 0)
 //	12     4    payload length (at most MaxPayload, 16 MiB)
 //	16     4    CRC32C (Castagnoli) of the payload
@@ -20,6 +20,11 @@
 //
 // The header has its own checksum so that a damaged length is caught
 // before the reader waits for (or allocates) a payload that never comes.
+// The checksums cover the bytes on the wire; a compressed payload must
+// inflate to at most MaxPayload bytes. The client compresses what it sends
+// when that saves an eighth or more (a serial line into a guest under TCG
+// carries tens of KB/s, and a kernel module shrinks about threefold); the
+// agent sends plain payloads, sparing the guest's emulated CPU.
 // Payload fields are unsigned varints, zig-zag signed varints and byte
 // strings prefixed by their length as an unsigned varint, in an order
 // fixed per type (messages.go); decoders reject trailing bytes.

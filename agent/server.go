@@ -201,6 +201,14 @@ func (s *server) dispatch(ctx context.Context, f Frame) {
 			s.mu.Unlock()
 			cancel()
 		}()
+		defer func() {
+			// A bug in one handler must not take the agent, and with it
+			// the guest's only channel, down.
+			if p := recover(); p != nil {
+				s.logf("panic handling %s (id %d): %v", f.Type, f.ID, p)
+				s.reply(f.ID, &RemoteError{Op: f.Type.String(), Kind: KindOther, Msg: fmt.Sprintf("agent bug: panic: %v", p)})
+			}
+		}()
 		res, err := handler(s, rctx, f, a)
 		if err != nil {
 			re := remoteErrorFrom(f.Type.String(), err)
@@ -248,18 +256,20 @@ func asBadRequest(op string, err error) error {
 }
 
 // cappedBuffer keeps at most max bytes and remembers that it overflowed.
+// It has no ReadFrom (unlike an embedded bytes.Buffer), so io.Copy goes
+// through Write and the cap holds.
 type cappedBuffer struct {
-	bytes.Buffer
+	buf      bytes.Buffer
 	max      int
 	overflow bool
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if b.Len()+len(p) > b.max {
+	if b.buf.Len()+len(p) > b.max {
 		b.overflow = true
 		return 0, ErrTooLarge
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
 
 func (s *server) run(ctx context.Context, f Frame, _ *active) ([]byte, error) {
@@ -280,13 +290,16 @@ func (s *server) run(ctx context.Context, f Frame, _ *active) ([]byte, error) {
 	stdout := &cappedBuffer{max: maxRunOutput}
 	stderr := &cappedBuffer{max: maxRunOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// Cancel kills the whole process group, so `sh -c` does not leave
+	// its children running.
+	ownProcessGroup(cmd)
 	cmd.WaitDelay = 2 * time.Second
 	err = cmd.Run()
 	if stdout.overflow || stderr.overflow {
 		return nil, &RemoteError{Op: "run", Kind: KindTooLarge,
 			Msg: fmt.Sprintf("%s: output exceeds %d bytes; redirect it to a file and Stream it", req.Argv[0], maxRunOutput)}
 	}
-	res := RunResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	res := RunResult{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes()}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:

@@ -2,10 +2,13 @@ package agent
 
 import (
 	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -35,6 +38,51 @@ func rawHeader(version, typ byte, flags uint16, id, length uint32, payload []byt
 }
 
 func cat(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
+
+// deflated builds a compressed frame around any payload, even one over
+// the limit, as a hostile or broken peer could.
+func deflated(t testing.TB, payload []byte, id uint32) []byte {
+	var z bytes.Buffer
+	zw, _ := flate.NewWriter(&z, flate.BestSpeed)
+	zw.Write(payload)
+	zw.Close()
+	return cat(rawHeader(Version, byte(MsgWriteFile), FlagDeflate, id, uint32(z.Len()), z.Bytes()), z.Bytes())
+}
+
+func TestCompressedFrames(t *testing.T) {
+	module, err := os.ReadFile("testdata/proc-modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compressible := bytes.Repeat(module, 50)
+	random := make([]byte, 8192)
+	rand.NewChaCha8([32]byte{1}).Read(random)
+	for _, tt := range []struct {
+		name       string
+		payload    []byte
+		compressed bool
+	}{
+		{"small payload stays plain", []byte("tiny"), false},
+		{"compressible payload is deflated", compressible, true},
+		{"incompressible payload stays plain", random, false},
+	} {
+		b, err := AppendFrameCompressed(nil, Frame{Type: MsgWriteFile, ID: 3, Payload: tt.payload})
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags := binary.BigEndian.Uint16(b[6:8])
+		if (flags == FlagDeflate) != tt.compressed {
+			t.Errorf("%s: flags %#x, %d bytes on the wire for %d", tt.name, flags, len(b), len(tt.payload))
+		}
+		f, err := NewFrameReader(bytes.NewReader(b), 0).ReadFrame()
+		if err != nil || !bytes.Equal(f.Payload, tt.payload) || f.ID != 3 {
+			t.Errorf("%s: decoded id %d, %d bytes, %v", tt.name, f.ID, len(f.Payload), err)
+		}
+		if tt.compressed {
+			t.Logf("%d bytes deflated to %d", len(tt.payload), len(b)-HeaderSize)
+		}
+	}
+}
 
 func TestFrameRoundTrip(t *testing.T) {
 	frames := []Frame{
@@ -146,8 +194,14 @@ func TestFrameReaderDamagedInput(t *testing.T) {
 			in:    cat(rawHeader(2, byte(MsgPing), 0, 10, uint32(len(payload)), payload), payload, good(11)),
 			steps: []step{{err: ErrBadVersion, hasID: true, errID: 10, errText: "version 2"}, {id: 11}, {err: io.EOF}}},
 		{name: "reserved flags set",
-			in:    cat(rawHeader(Version, byte(MsgPing), 1, 12, 0, nil)),
-			steps: []step{{err: ErrBadVersion, hasID: true, errID: 12, errText: "flags 0x1"}, {err: io.EOF}}},
+			in:    cat(rawHeader(Version, byte(MsgPing), 2, 12, 0, nil)),
+			steps: []step{{err: ErrBadVersion, hasID: true, errID: 12, errText: "flags 0x2"}, {err: io.EOF}}},
+		{name: "compressed payload that does not inflate",
+			in:    cat(rawHeader(Version, byte(MsgWriteFile), FlagDeflate, 17, 5, []byte("hello")), []byte("hello"), good(18)),
+			steps: []step{{err: ErrCorruptFrame, hasID: true, errID: 17, errText: "inflating payload"}, {id: 18}, {err: io.EOF}}},
+		{name: "compressed payload that inflates past the limit",
+			in:    cat(deflated(t, make([]byte, MaxPayload+1), 19), good(20)),
+			steps: []step{{err: ErrFrameTooLarge, hasID: true, errID: 19, errText: "inflates past the limit"}, {id: 20}, {err: io.EOF}}},
 		// This frame's header holds a 0x0A too, so the damage is caught
 		// there and the whole frame (28 bytes + 1 inserted CR) is skipped.
 		{name: "cooked tty rewrote LF to CRLF",
