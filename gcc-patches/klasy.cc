@@ -29,6 +29,7 @@
 #include "tree-iterator.h"
 #include "stringpool.h"
 #include "cgraph.h"
+#include "tree-nested.h"
 #include "output.h"
 #include "c-family/c-common.h"
 #include "diagnostic-core.h"
@@ -286,17 +287,27 @@ struct describer {
 		const char *n = decl_name(d);
 		if (DECL_ARTIFICIAL(d) || !n)
 			return true;
-		/* Kernel macros name their temporaries __mptr, __ptr, ___p1... */
-		return n[0] == '_' && n[1] == '_';
+		/* Kernel macros name their temporaries __mptr, __ptr, ___p1,
+		 * tcp_ptr__, pfo_val__... */
+		size_t len = strlen(n);
+		return (n[0] == '_' && n[1] == '_') || (len > 2 && n[len - 1] == '_' && n[len - 2] == '_');
 	}
 
 	std::string var(tree d, int depth)
 	{
 		tree init = DECL_INITIAL(d);
 		bool local = DECL_CONTEXT(d) && TREE_CODE(DECL_CONTEXT(d)) == FUNCTION_DECL;
-		if (local && !TREE_STATIC(d) && is_macro_temporary(d) && init && init != error_mark_node &&
-		    EXPR_P(init))
-			return desc(init, depth + 1);
+		/* Macro temporaries holding an address stand for what they were
+		 * set from; a struct declared by a macro is just a local. */
+		if (local && TREE_CODE(d) == VAR_DECL && !TREE_STATIC(d) && is_macro_temporary(d) &&
+		    !AGGREGATE_TYPE_P(TREE_TYPE(d))) {
+			if (init && init != error_mark_node && EXPR_P(init))
+				return desc(init, depth + 1);
+			/* RELOC_HIDE (per_cpu_ptr) launders the address through
+			 * inline asm into __ptr: nothing to follow. */
+			return unsupported(std::string("macro temporary ") + (decl_name(d) ? decl_name(d) : "") +
+					   " set by a statement (inline asm?)");
+		}
 		const char *n = decl_name(d);
 		if (!n)
 			return unsupported("compiler temporary");
@@ -492,6 +503,21 @@ struct describer {
 		}
 		case COND_EXPR:
 			return unsupported("conditional expression");
+		case COMPOUND_LITERAL_EXPR:
+			return unsupported("compound literal");
+		case PLUS_EXPR:
+		case MINUS_EXPR: {
+			/* Integer arithmetic on an address: per-cpu pointers
+			 * (this_cpu_ptr) add the cpu's offset this way. */
+			std::string l = desc(TREE_OPERAND(t, 0), depth + 1);
+			std::string r = desc(TREE_OPERAND(t, 1), depth + 1);
+			return "(" + l + (TREE_CODE(t) == PLUS_EXPR ? " + " : " - ") + r + ")";
+		}
+		case PREINCREMENT_EXPR:
+		case PREDECREMENT_EXPR:
+		case POSTINCREMENT_EXPR:
+		case POSTDECREMENT_EXPR:
+			return unsupported("the base is incremented in the same expression");
 		default:
 			return unsupported(std::string("expression ") + get_tree_code_name(TREE_CODE(t)));
 		}
@@ -525,6 +551,28 @@ base_info describe_base(tree obj)
 
 /* ---------------------------------------------------------------------- */
 /* Walking a function body */
+
+/* The mode of the object an __atomic_/__sync_ builtin's first argument
+ * points to, or -1 for other calls. */
+int atomic_builtin_mode(tree call)
+{
+	tree fn = strip_conversions(CALL_EXPR_FN(call));
+	if (!fn || TREE_CODE(fn) != ADDR_EXPR)
+		return -1;
+	tree d = TREE_OPERAND(fn, 0);
+	if (!d || TREE_CODE(d) != FUNCTION_DECL || !fndecl_built_in_p(d, BUILT_IN_NORMAL))
+		return -1;
+	const char *n = decl_name(d);
+	if (!n)
+		return -1;
+	if (!strncmp(n, "__atomic_load", 13))
+		return MODE_READ;
+	if (!strncmp(n, "__atomic_store", 14) || !strncmp(n, "__atomic_clear", 14))
+		return MODE_WRITE;
+	if (!strncmp(n, "__atomic_", 9) || !strncmp(n, "__sync_", 7))
+		return MODE_RW;
+	return -1;
+}
 
 struct walker {
 	function_info &fn;
@@ -760,6 +808,22 @@ struct walker {
 				walk(v, MODE_READ, loc);
 			return;
 		}
+		case CALL_EXPR: {
+			/* _Atomic members reach us as __atomic_* builtins taking
+			 * their address: give them the builtin's mode. */
+			int m = atomic_builtin_mode(t);
+			int n = call_expr_nargs(t);
+			walk(CALL_EXPR_FN(t), MODE_READ, loc);
+			for (int i = 0; i < n; i++) {
+				tree a = CALL_EXPR_ARG(t, i);
+				tree sa = strip_conversions(a);
+				if (i == 0 && m >= 0 && sa && TREE_CODE(sa) == ADDR_EXPR)
+					walk(TREE_OPERAND(sa, 0), m, loc);
+				else
+					walk(a, MODE_READ, loc);
+			}
+			return;
+		}
 		case TREE_LIST:
 			for (tree l = t; l && TREE_CODE(l) == TREE_LIST; l = TREE_CHAIN(l))
 				walk(TREE_VALUE(l), mode, loc);
@@ -778,7 +842,8 @@ struct walker {
 			walk_stmt(TREE_OPERAND(t, 1));
 			return;
 		case DO_STMT:
-			walk_cond(t, TREE_OPERAND(t, 0), loc);
+			/* The condition follows the body: it is its own statement. */
+			walk_stmt(TREE_OPERAND(t, 0));
 			walk_stmt(TREE_OPERAND(t, 1));
 			return;
 		case SWITCH_STMT:
@@ -807,10 +872,9 @@ struct walker {
 	}
 };
 
-void on_pre_genericize(void *event_data, void *)
+void record_function(tree fndecl, int depth)
 {
-	tree fndecl = (tree)event_data;
-	if (!fndecl || TREE_CODE(fndecl) != FUNCTION_DECL || !DECL_SAVED_TREE(fndecl) || seen_error())
+	if (!fndecl || TREE_CODE(fndecl) != FUNCTION_DECL || !DECL_SAVED_TREE(fndecl) || depth > 16)
 		return;
 	function_info f;
 	const char *n = decl_name(fndecl);
@@ -829,6 +893,19 @@ void on_pre_genericize(void *event_data, void *)
 		function_index[fndecl] = functions.size();
 		functions.push_back(f);
 	}
+
+	/* GNU C nested functions are genericized with their parent, without
+	 * an event of their own. */
+	cgraph_node *node = cgraph_node::get(fndecl);
+	for (cgraph_node *n = node ? first_nested_function(node) : NULL; n; n = next_nested_function(n))
+		record_function(n->decl, depth + 1);
+}
+
+void on_pre_genericize(void *event_data, void *)
+{
+	if (seen_error())
+		return;
+	record_function((tree)event_data, 0);
 }
 
 void on_ipa_start(void *, void *)

@@ -13,6 +13,6 @@ plugin: plugin-deps
 linux-source: plugin
 	@./scripts/setup-linux-source.sh >/dev/null
 
-TEST_SETUP  += plugin linux-source
+TEST_SETUP  += plugin linux-source debian-kernel
 BENCH_SETUP += plugin linux-source
 BENCH_PKGS  += ./gcc-patches/plugintest/

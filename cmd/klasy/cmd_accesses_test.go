@@ -126,6 +126,11 @@ func TestAccessesErrors(t *testing.T) {
 		t.Errorf("newer format: %v", err)
 	}
 
+	_, _, err = runAccessesCmd(fixture, "task.count")
+	if err == nil || !strings.Contains(err.Error(), "not an ELF object") {
+		t.Errorf("C source as binary: %v", err)
+	}
+
 	_, _, err = runAccessesCmd(obj, "task")
 	if err == nil || !strings.Contains(err.Error(), "STRUCT.MEMBER") || !strings.Contains(err.Error(), "klasy help accesses") {
 		t.Errorf("bad pattern: %v", err)

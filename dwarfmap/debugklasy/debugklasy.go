@@ -258,8 +258,8 @@ func parseUnit(b []byte) (Unit, int, error) {
 }
 
 type reader struct {
-	b   []byte
-	err error
+	b      []byte
+	err    error
 	lookup func(uint64) (string, error)
 }
 

@@ -3,6 +3,7 @@ package debugklasy
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -244,4 +245,35 @@ func FuzzParse(f *testing.F) {
 			NewTable(units) // must not panic either
 		}
 	})
+}
+
+func TestSites(t *testing.T) {
+	u := newUnit()
+	u.function("f", "a.c", 1, false)
+	u.function("g", "a.c", 20, true)
+	for _, a := range []Access{
+		{Struct: "sk_buff", Member: "len", File: "a.c", Line: 5, Col: 3},
+		{Struct: "sk_buff", Member: "data_len", File: "a.c", Line: 5, Col: 12},
+		{Struct: "sk_buff", Member: "len", File: "a.c", Line: 7, StmtLine: 6},
+		{Struct: "inode", Member: "i_uid", File: "a.c", Line: 7},
+	} {
+		u.record(0, a, 0)
+	}
+	u.record(1, Access{Struct: "sk_buff", Member: "len", File: "a.c", Line: 22}, 0)
+	units, err := Parse(u.bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePattern("sk_buff.%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range NewTable(units).Sites(p) {
+		got = append(got, fmt.Sprintf("%s:%d(%d) %s %d", s.File, s.Line, s.StmtLine, s.Function.Name, len(s.Accesses)))
+	}
+	want := []string{"a.c:5(0) f 2", "a.c:7(6) f 1", "a.c:22(0) g 1"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("sites %q, want %q", got, want)
+	}
 }

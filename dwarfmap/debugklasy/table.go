@@ -2,6 +2,7 @@ package debugklasy
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -20,6 +21,10 @@ type Table struct {
 func Open(path string) (*Table, error) {
 	f, err := elf.Open(path)
 	if err != nil {
+		var fe *elf.FormatError
+		if errors.As(err, &fe) {
+			return nil, fmt.Errorf("%s is not an ELF object (want a .o, a .ko or a vmlinux): %w", path, err)
+		}
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
 	defer f.Close()
@@ -119,6 +124,42 @@ func (t *Table) Query(p *Pattern) []Access {
 		if p.Match(&t.Accesses[i]) {
 			out = append(out, t.Accesses[i])
 		}
+	}
+	return out
+}
+
+// Site is one hook line: where the weaver places advice for the accesses
+// of one function on one line.
+type Site struct {
+	File     string
+	Line     int
+	StmtLine int // enclosing statement's line when it differs, for lines without a .debug_line row
+	Function Function
+	Accesses []Access
+}
+
+// Sites groups the accesses p selects by (file, line, function), in table
+// order: the join points of access(p).
+func (t *Table) Sites(p *Pattern) []Site {
+	type key struct {
+		file string
+		line int
+		fn   Function
+	}
+	idx := map[key]int{}
+	var out []Site
+	for _, a := range t.Query(p) {
+		k := key{a.File, a.Line, a.Function}
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, Site{File: a.File, Line: a.Line, Function: a.Function})
+		}
+		if out[i].StmtLine == 0 {
+			out[i].StmtLine = a.StmtLine
+		}
+		out[i].Accesses = append(out[i].Accesses, a)
 	}
 	return out
 }

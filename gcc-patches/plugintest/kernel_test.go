@@ -67,7 +67,7 @@ func (k kernelTree) makeObjects(t testing.TB, so string, objs ...string) {
 	if err != nil {
 		t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	if bytes.Contains(out, []byte("internal compiler error")) || bytes.Contains(out, []byte("klasy")) {
+	if bytes.Contains(out, []byte("internal compiler error")) || bytes.Contains(out, []byte("klasy: ")) {
 		t.Fatalf("make %s printed plugin diagnostics:\n%s", strings.Join(args, " "), out)
 	}
 }
@@ -186,5 +186,53 @@ func TestKernelCodeUnchanged(t *testing.T) {
 				t.Errorf("%s: no %s with the plugin", f.obj, debugklasy.SectionName)
 			}
 		})
+	}
+}
+
+// TestOutOfTreeModule builds testdata/module against Debian's kernel
+// headers as gcc-patches/README.md tells a developer to (make -C KDIR M=...
+// KCFLAGS=-fplugin=...): modpost must not complain about the section and
+// the .ko must carry the module's accesses.
+func TestOutOfTreeModule(t *testing.T) {
+	so := plugin(t)
+	kdir := filepath.Join(cacheDir(), "debian", "current", "headers")
+	if _, err := os.Stat(filepath.Join(kdir, "Module.symvers")); err != nil {
+		testenv.Need(t, "debian-kernel", fmt.Errorf("no kernel headers at %s: run make debian-kernel", kdir))
+	}
+	dir := t.TempDir()
+	for _, f := range []string{"Kbuild", "klasy_probe.c"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "module", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"-C", kdir, "M=" + dir, "KCFLAGS=-fplugin=" + so}
+	out, err := exec.Command("make", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	for _, bad := range []string{"orphan", "non-allocatable", "klasy: ", "internal compiler error"} {
+		if bytes.Contains(out, []byte(bad)) {
+			t.Errorf("make printed %q:\n%s", bad, out)
+		}
+	}
+	tab, err := debugklasy.Open(filepath.Join(dir, "klasy_probe.ko"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skbLen, hits bool
+	for _, a := range tab.Accesses {
+		switch {
+		case a.Function.Name == "klasy_probe_len" && a.Struct == "sk_buff" && a.Member == "len" && a.Base.Expr == "skb":
+			skbLen = true
+		case a.Function.Name == "klasy_probe_init" && a.Struct == "probe_entry" && a.Member == "hits" && a.Mode == debugklasy.ReadWrite:
+			hits = true
+		}
+	}
+	if !skbLen || !hits {
+		t.Errorf("klasy_probe.ko lacks skb->len (%v) or e->hits++ (%v) among %d accesses", skbLen, hits, len(tab.Accesses))
 	}
 }

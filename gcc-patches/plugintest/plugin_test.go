@@ -111,7 +111,12 @@ func sortWants(ws []want) []string {
 // member, union, bitfield, writes, compound assignments, address-taken,
 // READ_ONCE/WRITE_ONCE, call-based and container_of bases.
 func TestFixtures(t *testing.T) {
-	for _, unit := range []string{"testdata/accesses.c", "testdata/second.c"} {
+	for _, units := range [][]string{
+		{"testdata/accesses.c", "testdata/accesses.h"},
+		{"testdata/second.c", "testdata/accesses.h"},
+		{"testdata/unusual.c"}, // uses no header inline function
+	} {
+		unit := units[0]
 		t.Run(filepath.Base(unit), func(t *testing.T) {
 			obj := compileWithPlugin(t, unit)
 			tab, err := debugklasy.Open(obj)
@@ -125,7 +130,7 @@ func TestFixtures(t *testing.T) {
 				gotBy[key] = append(gotBy[key], got(a))
 			}
 			wantBy := map[string][]want{}
-			for _, src := range []string{unit, "testdata/accesses.h"} {
+			for _, src := range units {
 				for line, ws := range wants(t, src) {
 					wantBy[fmt.Sprintf("%s:%d", filepath.Base(src), line)] = ws
 				}
@@ -351,7 +356,7 @@ func sameCode(t testing.TB, with, without string) {
 // section is byte-identical with and without it.
 func TestCodeUnchanged(t *testing.T) {
 	so := plugin(t)
-	for _, src := range []string{"testdata/accesses.c", "testdata/second.c"} {
+	for _, src := range []string{"testdata/accesses.c", "testdata/second.c", "testdata/unusual.c"} {
 		dir := t.TempDir()
 		with := compile(t, src, filepath.Join(dir, "with.o"), "-fplugin="+so)
 		without := compile(t, src, filepath.Join(dir, "without.o"))
@@ -430,4 +435,45 @@ func TestOptions(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestUnusual checks what the plugin says about shapes it cannot follow,
+// and that unoptimized builds work too.
+func TestUnusual(t *testing.T) {
+	tab, err := debugklasy.Open(compileWithPlugin(t, "testdata/unusual.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, a := range tab.Accesses {
+		if a.Base.Kind == debugklasy.Unsupported {
+			reasons[a.Function.Name] = a.Base.Reason
+		}
+	}
+	for fn, want := range map[string]string{
+		"conditional_base": "conditional expression",
+		"by_value":         "compound literal",
+		"hidden":           "macro temporary __ptr set by a statement (inline asm?)",
+		"incremented":      "the base is incremented in the same expression",
+	} {
+		if reasons[fn] != want {
+			t.Errorf("%s: unsupported reason %q, want %q", fn, reasons[fn], want)
+		}
+	}
+	if a := find(t, tab, "flexible", "flex.data", debugklasy.Read); a.BitSize != 0 || a.BitOffset != 32 {
+		t.Errorf("flexible array member: offset %d size %d, want 32 0", a.BitOffset, a.BitSize)
+	}
+	find(t, tab, "inner_fn", "task.arr", debugklasy.Read) // GNU C nested function
+
+	for _, src := range []string{"testdata/accesses.c", "testdata/unusual.c"} {
+		out := filepath.Join(t.TempDir(), "o0.o")
+		compile(t, src, out, "-O0", "-fplugin="+plugin(t))
+		o0, err := debugklasy.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(o0.Accesses) == 0 {
+			t.Errorf("%s at -O0: no accesses", src)
+		}
+	}
 }
