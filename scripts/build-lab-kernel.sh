@@ -95,7 +95,14 @@ mkdir -p "$build"
 cp "$cfgdir/.config" "$build/.config"
 make -s -C "$src" O="$build" olddefconfig >&2
 kcflags=
-[ -n "$plugin" ] && kcflags="-fplugin=$plugin"
+if [ -n "$plugin" ]; then
+	# Compile with a private copy: gcc loads the plugin for every file, and
+	# gcc-patches/klasy.so may be rebuilt (make plugin) while this runs.
+	cp "$plugin" "$out/klasy.so.tmp" && mv -f "$out/klasy.so.tmp" "$out/klasy.so"
+	[ "$(sha256sum <"$out/klasy.so" | cut -c1-64)" = "$plugin_hash" ] || die "$plugin changed while being copied; rerun"
+	plugin=$out/klasy.so
+	kcflags="-fplugin=$plugin"
+fi
 log "building the lab kernel in $build (make -j$jobs; cold: 6-15 min on 2 cores)${plugin:+ with plugin $plugin}"
 start=$(date +%s)
 make -C "$src" O="$build" -j"$jobs" KCFLAGS="$kcflags" bzImage modules >"$out/build.log" 2>&1 &
