@@ -133,10 +133,11 @@ touch "$out/.complete"
 ln -sfn "$key" "$top/current.tmp" && mv -T "$top/current.tmp" "$top/current"
 # Builds for other keys are outdated (1.5-3 GB each): running labs keep
 # their kernel in QEMU's memory, so only current is kept.
-for d in "$top"/*/; do
-	d=${d%/}
-	[ "$d" = "$out" ] && continue
-	case $(basename "$d") in [0-9a-f]*) log "removing outdated build $d"; rm -rf "$d" ;; esac
+for d in "$top"/*; do
+	[ "$d" = "$out" ] || [ -L "$d" ] || [ ! -d "$d" ] && continue
+	[[ $(basename "$d") =~ ^[0-9a-f]{16}$ ]] || continue
+	log "removing outdated build $d"
+	rm -rf "$d"
 done
 log "lab kernel $rel built in $(($(date +%s) - start)) s into $out"
 echo "$out"
