@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 //go:embed guest/rcS
@@ -108,6 +109,8 @@ func Initramfs(k Kernel, agent string) (string, error) {
 	prefix := k.Flavor + "-" + k.Release + "-"
 	path := filepath.Join(dir, prefix+key[:16]+".cpio")
 	if _, err := os.Stat(path); err == nil {
+		now := time.Now()
+		os.Chtimes(path, now, now) // in use: keep it from the clean-up below
 		return path, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -132,12 +135,13 @@ func Initramfs(k Kernel, agent string) (string, error) {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", err
 	}
-	// Older archives for this kernel are outdated. QEMU reads the
-	// initramfs into guest memory when it starts, so running labs do
-	// not need theirs any more.
+	// Archives of this kernel not used for an hour are outdated (QEMU
+	// reads the initramfs into guest memory when it starts, so running
+	// labs do not need theirs). Recent ones may be about to boot in
+	// another process with another klasy binary.
 	old, _ := filepath.Glob(filepath.Join(dir, prefix+"*.cpio"))
 	for _, o := range old {
-		if o != path {
+		if fi, err := os.Stat(o); err == nil && o != path && time.Since(fi.ModTime()) > time.Hour {
 			os.Remove(o)
 		}
 	}

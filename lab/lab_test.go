@@ -37,6 +37,7 @@ func run(t *testing.T, ctx context.Context, l *Lab, argv ...string) string {
 func TestDebianLab(t *testing.T) {
 	k := needLab(t, Debian)
 	agent := testAgent(t)
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -280,4 +281,36 @@ func TestBuiltLab(t *testing.T) {
 	if err := l.Down(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestFailedBootReportsConsole boots a guest whose agent cannot start
+// (busybox in place of klasy): Up must give up, say why, show the
+// console's last lines, and leave no QEMU and no state behind.
+func TestFailedBootReportsConsole(t *testing.T) {
+	needLab(t, Debian)
+	bb, err := findBusybox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Parallel()
+	name := testName("fail")
+	start := time.Now()
+	_, err = Up(context.Background(), Config{Name: name, Agent: bb, BootTimeout: 25 * time.Second})
+	if err == nil {
+		Down(context.Background(), name, nil)
+		t.Fatal("Up with an agent that cannot start succeeded")
+	}
+	msg := err.Error()
+	for _, want := range []string{"agent did not answer within 25s", "--- console (last lines) ---", "klasy: applet not found"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Up error lacks %q:\n%s", want, msg)
+		}
+	}
+	if _, err := os.Stat(labDir(name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state of the failed lab left behind: %v", err)
+	}
+	if sts, _ := List(); hasState(sts, name, "running") || hasState(sts, name, "stale") {
+		t.Errorf("failed lab still listed: %+v", sts)
+	}
+	t.Logf("failed boot reported after %.1fs", time.Since(start).Seconds())
 }
