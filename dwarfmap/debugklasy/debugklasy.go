@@ -172,23 +172,34 @@ const (
 // compilation unit linked into the binary.
 func Parse(data []byte) ([]Unit, error) {
 	var units []Unit
-	off := 0
+	err := parseEach(data, func(u Unit) { units = append(units, u) })
+	return units, err
+}
+
+// parseEach calls fn for each unit in turn, so a vmlinux's units need not
+// all be in memory at once.
+func parseEach(data []byte, fn func(Unit)) error {
+	// A vmlinux repeats the same header paths and names in every unit:
+	// share one copy of each string.
+	intern := make(map[string]string)
+	off, n := 0, 0
 	for off < len(data) {
 		if data[off] == 0 { // padding between concatenated units
 			off++
 			continue
 		}
-		u, n, err := parseUnit(data[off:])
+		u, size, err := parseUnit(data[off:], intern)
 		if err != nil {
-			return units, fmt.Errorf("parsing unit %d at offset %#x: %w", len(units), off, err)
+			return fmt.Errorf("parsing unit %d at offset %#x: %w", n, off, err)
 		}
-		units = append(units, u)
-		off += n
+		fn(u)
+		n++
+		off += size
 	}
-	return units, nil
+	return nil
 }
 
-func parseUnit(b []byte) (Unit, int, error) {
+func parseUnit(b []byte, intern map[string]string) (Unit, int, error) {
 	var u Unit
 	if len(b) < 8 || string(b[:4]) != magic {
 		return u, 0, errors.New("bad magic: not a klasy unit")
@@ -220,7 +231,12 @@ func parseUnit(b []byte) (Unit, int, error) {
 		if i := bytes.IndexByte(s, 0); i >= 0 {
 			s = s[:i]
 		}
-		return string(s), nil
+		if v, ok := intern[string(s)]; ok {
+			return v, nil
+		}
+		v := string(s)
+		intern[v] = v
+		return v, nil
 	}
 	var err error
 	if u.Name, err = str(uint64(le.Uint32(b[24:]))); err != nil {

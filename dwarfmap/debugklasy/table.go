@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"regexp"
 	"sort"
 	"strings"
@@ -36,11 +37,11 @@ func Open(path string) (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s of %s: %w", SectionName, path, err)
 	}
-	units, err := Parse(data)
-	if err != nil {
+	b := newBuilder()
+	if err := parseEach(data, b.add); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return NewTable(units), nil
+	return b.finish(), nil
 }
 
 // NewTable merges the units' accesses. Two records are copies when
@@ -48,18 +49,45 @@ func Open(path string) (*Table, error) {
 // is the same code in every unit, while two static functions of the same
 // name in different .c files differ in their file.
 func NewTable(units []Unit) *Table {
-	t := &Table{Units: len(units)}
-	seen := make(map[Access]bool)
+	b := newBuilder()
 	for _, u := range units {
-		for _, a := range u.Accesses {
-			t.Records++
-			if seen[a] {
-				continue
-			}
-			seen[a] = true
-			t.Accesses = append(t.Accesses, a)
-		}
+		b.add(u)
 	}
+	return b.finish()
+}
+
+// builder merges units. It indexes accesses by a hash of their fields
+// rather than by the ~300-byte Access itself: a vmlinux has hundreds of
+// thousands of them.
+type builder struct {
+	t    *Table
+	seed maphash.Seed
+	seen map[uint64][]int32 // hash -> indexes into t.Accesses
+}
+
+func newBuilder() *builder {
+	return &builder{t: &Table{}, seed: maphash.MakeSeed(), seen: make(map[uint64][]int32)}
+}
+
+func (b *builder) add(u Unit) {
+	b.t.Units++
+outer:
+	for _, a := range u.Accesses {
+		b.t.Records++
+		h := maphash.Comparable(b.seed, a)
+		for _, i := range b.seen[h] {
+			if b.t.Accesses[i] == a {
+				continue outer
+			}
+		}
+		b.seen[h] = append(b.seen[h], int32(len(b.t.Accesses)))
+		b.t.Accesses = append(b.t.Accesses, a)
+	}
+}
+
+func (b *builder) finish() *Table {
+	t := b.t
+	b.seen = nil
 	sort.SliceStable(t.Accesses, func(i, j int) bool {
 		a, b := &t.Accesses[i], &t.Accesses[j]
 		if a.File != b.File {
