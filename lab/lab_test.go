@@ -104,8 +104,10 @@ func TestDebianLab(t *testing.T) {
 
 	// The labs' LAN: a reaches b.
 	bAddr, _, _ := strings.Cut(b.LANAddr(), "/")
-	if out := run(t, ctx, a, "ping", "-c", "1", "-W", "10", bAddr); !strings.Contains(out, "1 packets received") {
-		t.Errorf("ping from %s to %s: %s", a.Name(), bAddr, out)
+	// ARP and the first packet may race a link coming up: allow retries.
+	res, err := a.Client().Run(ctx, []string{"sh", "-c", "for i in 1 2 3 4 5; do ping -c 1 -W 2 " + bAddr + " && exit 0; done; exit 1"}, nil)
+	if err != nil || res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "1 packets received") {
+		t.Errorf("ping from %s to %s over the lab LAN: %v %+v\n%s%s", a.Name(), bAddr, err, res, res.Stdout, res.Stderr)
 	}
 
 	// A module built with kbuild against the lab's headers.
@@ -159,7 +161,7 @@ func TestDebianLab(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Get(%s): %v", a.Name(), err)
 	}
-	res, err := a2.Client().Run(ctx, []string{"sh", "-c", "echo out; echo err >&2; exit 7"}, nil)
+	res, err = a2.Client().Run(ctx, []string{"sh", "-c", "echo out; echo err >&2; exit 7"}, nil)
 	if err != nil || res.ExitCode != 7 || string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" {
 		t.Errorf("Run through Get: %+v, %v; want exit 7 with out/err", res, err)
 	}
