@@ -19,7 +19,7 @@ var (
 
 // testAgent builds the static klasy binary of this tree for the guest,
 // so the lab runs the agent code under test.
-func testAgent(t *testing.T) string {
+func testAgent(t testing.TB) string {
 	t.Helper()
 	agentOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "klasy-lab-agent")
@@ -42,7 +42,7 @@ func testAgent(t *testing.T) string {
 
 // needLab skips (or fails under make test) without QEMU, busybox-static
 // or the kernel flavor.
-func needLab(t *testing.T, flavor string) Kernel {
+func needLab(t testing.TB, flavor string) Kernel {
 	t.Helper()
 	_, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {

@@ -21,3 +21,5 @@ lab-kernel: lab-setup plugin-deps
 
 TEST_SETUP += lab-setup
 DEMO_SETUP += lab-setup lab-guest
+BENCH_SETUP += lab-setup
+BENCH_PKGS  += ./lab/
