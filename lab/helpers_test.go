@@ -11,6 +11,14 @@ import (
 	"github.com/klasy/klasy/internal/testenv"
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if agentPath != "" {
+		os.RemoveAll(filepath.Dir(agentPath))
+	}
+	os.Exit(code)
+}
+
 var (
 	agentOnce sync.Once
 	agentPath string
