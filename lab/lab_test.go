@@ -297,13 +297,13 @@ func TestFailedBootReportsConsole(t *testing.T) {
 	t.Parallel()
 	name := testName("fail")
 	start := time.Now()
-	_, err = Up(context.Background(), Config{Name: name, Agent: bb, BootTimeout: 25 * time.Second})
+	_, err = Up(context.Background(), Config{Name: name, Agent: bb, BootTimeout: 45 * time.Second})
 	if err == nil {
 		Down(context.Background(), name, nil)
 		t.Fatal("Up with an agent that cannot start succeeded")
 	}
 	msg := err.Error()
-	for _, want := range []string{"agent did not answer within 25s", "--- console (last lines) ---", "klasy: applet not found"} {
+	for _, want := range []string{"agent did not answer within 45s", "--- console (last lines) ---", "klasy: applet not found"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("Up error lacks %q:\n%s", want, msg)
 		}
