@@ -1,0 +1,18 @@
+// Package lab boots a real Linux kernel under QEMU (TCG) with a busybox
+// initramfs and talks to the klasy agent inside it over a second serial
+// port.
+//
+// A lab is named; its state (QEMU's pid, sockets, console log) lives in
+// Root()/NAME, so labs started by one process can be used and stopped by
+// another (the klasy lab command, tests, the weaver):
+//
+//	l, err := lab.Up(ctx, lab.Config{Name: "a", Kernel: lab.Debian, Progress: os.Stderr})
+//	res, err := l.Client().Run(ctx, []string{"uname", "-r"}, nil)
+//	err = l.Down(ctx)
+//
+// The guest runs busybox init: /etc/klasy/rcS mounts proc, sys, debugfs
+// and devtmpfs, loads the virtio and e1000 modules and configures eth0
+// for QEMU user networking (10.0.2.15/24, the host is 10.0.2.2) and, for
+// labs on the shared LAN, eth1; then `klasy agent --device /dev/ttyS1
+// --allow-run` serves the host and a shell runs on the console (ttyS0).
+package lab

@@ -1,0 +1,604 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/klasy/klasy/agent"
+)
+
+// Config says what lab to boot. Zero values take the defaults.
+type Config struct {
+	Name   string // default "default"
+	Kernel string // Debian (default) or Built
+	MemMB  int    // guest memory, default 512
+	CPUs   int    // guest CPUs, default 1
+	// LAN puts the lab on the labs' shared Ethernet (eth1, 10.33.0.SLOT/24,
+	// a QEMU multicast socket), so labs can talk to each other.
+	LAN bool
+	// Agent is the static klasy binary run as the guest agent; default
+	// AgentBinary().
+	Agent string
+	// BootTimeout bounds the wait for the agent; default 180 s (TCG on
+	// a loaded machine is slow).
+	BootTimeout time.Duration
+	// Progress receives one line per boot step; nil discards them.
+	Progress io.Writer
+}
+
+// Lab is a running lab.
+type Lab struct {
+	rec    record
+	mu     sync.Mutex
+	client *agent.Client
+	conn   net.Conn
+	exited chan struct{} // closed when QEMU exits, if this process started it
+}
+
+// Name returns the lab's name.
+func (l *Lab) Name() string { return l.rec.Name }
+
+// Kernel returns the kernel the lab booted.
+func (l *Lab) Kernel() Kernel { return l.rec.Kernel }
+
+// Dir returns the lab's state directory.
+func (l *Lab) Dir() string { return l.rec.dir() }
+
+// ConsoleLog returns the path of the file QEMU logs the guest console to.
+func (l *Lab) ConsoleLog() string { return l.rec.consoleLog() }
+
+// Addr returns the guest's eth0 address (QEMU user networking).
+func (l *Lab) Addr() string { return l.rec.Addr }
+
+// LANAddr returns the guest's address on the labs' LAN, "" when the lab
+// is not on it.
+func (l *Lab) LANAddr() string { return l.rec.LANAddr }
+
+// PID returns QEMU's process id.
+func (l *Lab) PID() int { return l.rec.PID }
+
+// Client returns the agent client of the lab's connection. Only one
+// connection to a lab's agent can exist at a time: Close it when done.
+func (l *Lab) Client() *agent.Client {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.client
+}
+
+// Close drops the connection to the agent; the lab keeps running.
+func (l *Lab) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.client == nil {
+		return nil
+	}
+	err := l.client.Close()
+	l.client, l.conn = nil, nil
+	return err
+}
+
+const (
+	lanGroup = "230.0.0.33:43133" // multicast group of the labs' LAN
+	lanNet   = "10.33.0."
+)
+
+func (c *Config) defaults() {
+	if c.Name == "" {
+		c.Name = "default"
+	}
+	if c.Kernel == "" {
+		c.Kernel = Debian
+	}
+	if c.MemMB == 0 {
+		c.MemMB = 512
+	}
+	if c.CPUs == 0 {
+		c.CPUs = 1
+	}
+	if c.BootTimeout == 0 {
+		c.BootTimeout = 180 * time.Second
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+}
+
+// Up boots a lab and returns once the agent inside answers a ping. A lab
+// of the same name must not be running; a stale one (its QEMU died) is
+// cleaned up first. On failure nothing is left running and the error
+// carries the tail of the console.
+func Up(ctx context.Context, cfg Config) (*Lab, error) {
+	cfg.defaults()
+	if err := CheckName(cfg.Name); err != nil {
+		return nil, err
+	}
+	if cfg.MemMB < 128 || cfg.MemMB > 65536 {
+		return nil, fmt.Errorf("guest memory %d MB out of range (128..65536)", cfg.MemMB)
+	}
+	if cfg.CPUs < 1 || cfg.CPUs > 64 {
+		return nil, fmt.Errorf("guest CPUs %d out of range (1..64)", cfg.CPUs)
+	}
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return nil, errors.New("qemu-system-x86_64 not found (install qemu-system-x86, or run make lab-setup)")
+	}
+	k, err := FindKernel(cfg.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Agent == "" {
+		if cfg.Agent, err = AgentBinary(); err != nil {
+			return nil, err
+		}
+	}
+	progress := func(format string, a ...any) {
+		fmt.Fprintf(cfg.Progress, "lab %s: %s\n", cfg.Name, fmt.Sprintf(format, a...))
+	}
+	initrd, err := Initramfs(k, cfg.Agent)
+	if err != nil {
+		return nil, fmt.Errorf("building the guest initramfs: %w", err)
+	}
+
+	unlock, err := lockRoot()
+	if err != nil {
+		return nil, err
+	}
+	locked := true
+	defer func() {
+		if locked {
+			unlock()
+		}
+	}()
+	if old, err := loadRecord(cfg.Name); err == nil {
+		if old.alive() {
+			return nil, fmt.Errorf("lab %s is already running (pid %d); stop it with: klasy lab down %s", cfg.Name, old.PID, cfg.Name)
+		}
+		progress("removing stale state of a lab whose QEMU is gone")
+	}
+	if err := os.RemoveAll(labDir(cfg.Name)); err != nil {
+		return nil, err
+	}
+	slot, err := freeSlot()
+	if err != nil {
+		return nil, err
+	}
+	rec := record{
+		Name: cfg.Name, Kernel: k, MemMB: cfg.MemMB, CPUs: cfg.CPUs, Slot: slot,
+		Addr: "10.0.2.15/24", Initramfs: initrd,
+	}
+	if cfg.LAN {
+		rec.LANAddr = lanNet + strconv.Itoa(slot) + "/24"
+	}
+	if err := os.MkdirAll(rec.dir(), 0o755); err != nil {
+		return nil, err
+	}
+	if n := len(rec.agentSocket()); n > 100 {
+		os.RemoveAll(rec.dir())
+		return nil, fmt.Errorf("lab directory %s too long for a unix socket path (%d bytes); set KLASY_LAB_DIR to a shorter one", rec.dir(), n)
+	}
+	qlog, err := os.Create(rec.qemuLog())
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(qemu, rec.qemuArgs()...)
+	cmd.Stdout, cmd.Stderr = qlog, qlog
+	// Its own session: QEMU outlives `klasy lab up` and ignores the
+	// terminal's signals.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	progress("starting QEMU: %s kernel %s, %d MB, %d CPU(s), console log %s", k.Flavor, k.Release, cfg.MemMB, cfg.CPUs, rec.consoleLog())
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		qlog.Close()
+		os.RemoveAll(rec.dir())
+		return nil, fmt.Errorf("starting QEMU: %w", err)
+	}
+	qlog.Close()
+	rec.PID = cmd.Process.Pid
+	rec.Started = start
+	l := &Lab{rec: rec, exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(l.exited) }()
+	fail := func(err error) (*Lab, error) {
+		l.kill()
+		tail := consoleTail(rec.consoleLog(), 25)
+		if q := strings.TrimSpace(consoleTail(rec.qemuLog(), 10)); q != "" {
+			tail += "\n--- qemu.log ---\n" + q
+		}
+		os.RemoveAll(rec.dir())
+		return nil, fmt.Errorf("lab %s: %w\n--- console (last lines) ---\n%s", cfg.Name, err, tail)
+	}
+	if err := rec.save(); err != nil {
+		return fail(err)
+	}
+	// The lab is recorded: others see it as running from here on.
+	unlock()
+	locked = false
+
+	ctx, cancel := context.WithTimeout(ctx, cfg.BootTimeout)
+	defer cancel()
+	watch := consoleWatcher{path: rec.consoleLog()}
+	agentStarting := false
+	lastTry := time.Time{}
+	lastSaid := time.Now()
+	for {
+		for _, line := range watch.newLines() {
+			if msg, ok := strings.CutPrefix(line, "klasy-init: "); ok {
+				progress("%.1fs %s", time.Since(start).Seconds(), msg)
+				lastSaid = time.Now()
+				if strings.HasPrefix(msg, "starting agent") {
+					agentStarting = true
+				}
+			} else if strings.Contains(line, "Kernel panic") {
+				return fail(errors.New("guest kernel panicked"))
+			}
+		}
+		select {
+		case <-l.exited:
+			return fail(errors.New("QEMU exited while the guest was booting"))
+		case <-ctx.Done():
+			return fail(fmt.Errorf("agent did not answer within %v: %w", cfg.BootTimeout, ctx.Err()))
+		default:
+		}
+		if time.Since(lastSaid) > 10*time.Second {
+			progress("%.0fs still booting (TCG is slow on a busy host; console: %s)", time.Since(start).Seconds(), rec.consoleLog())
+			lastSaid = time.Now()
+		}
+		// Bytes sent to the serial port before the agent opens it are
+		// lost, so try only once init says the agent starts, and not
+		// more often than twice a second.
+		if agentStarting && time.Since(lastTry) > 500*time.Millisecond {
+			lastTry = time.Now()
+			if err := l.connect(ctx, time.Second); err == nil {
+				progress("%.1fs agent answered; lab is up", time.Since(start).Seconds())
+				return l, nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// connect dials the agent socket and pings the agent; on success the
+// connection becomes the lab's client.
+func (l *Lab) connect(ctx context.Context, timeout time.Duration) error {
+	conn, err := net.DialTimeout("unix", l.rec.agentSocket(), timeout)
+	if err != nil {
+		return fmt.Errorf("connecting to the agent of lab %s: %w", l.rec.Name, err)
+	}
+	c := agent.NewClient(conn)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// A reply meant for an earlier connection (the agent cannot tell
+	// connections apart on a serial line, and every client numbers its
+	// requests from 1) can answer the first ping with an error; a second
+	// ping has a new id.
+	for try := 1; ; try++ {
+		err = c.Ping(pctx)
+		var re *agent.RemoteError
+		if err == nil || try == 3 || !errors.As(err, &re) {
+			break
+		}
+	}
+	if err != nil {
+		c.Close()
+		return fmt.Errorf("pinging the agent of lab %s: %w", l.rec.Name, err)
+	}
+	l.mu.Lock()
+	if l.client != nil {
+		l.client.Close()
+	}
+	l.client, l.conn = c, conn
+	l.mu.Unlock()
+	return nil
+}
+
+// freeSlot returns the smallest slot number (1..200) no running lab has;
+// it numbers MAC and LAN addresses.
+func freeSlot() (int, error) {
+	used := map[int]bool{}
+	sts, err := List()
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range sts {
+		if s.State == "running" {
+			used[s.rec.Slot] = true
+		}
+	}
+	for i := 1; i <= 200; i++ {
+		if !used[i] {
+			return i, nil
+		}
+	}
+	return 0, errors.New("too many labs running (200)")
+}
+
+func (r record) qemuArgs() []string {
+	app := []string{"console=ttyS0", "panic=-1", "quiet", "klasy.name=" + r.Name, "klasy.ip=" + r.Addr, "klasy.gw=10.0.2.2"}
+	if r.LANAddr != "" {
+		app = append(app, "klasy.lan="+r.LANAddr)
+	}
+	mac := func(nic int) string { return fmt.Sprintf("52:54:00:4b:%02x:%02x", nic, r.Slot) }
+	args := []string{
+		"-name", "klasy-lab-" + r.Name,
+		"-accel", "tcg", "-m", strconv.Itoa(r.MemMB), "-smp", strconv.Itoa(r.CPUs),
+		"-nodefaults", "-display", "none", "-no-reboot",
+		"-kernel", r.Kernel.Image, "-initrd", r.Initramfs, "-append", strings.Join(app, " "),
+		// ttyS0: the console, logged to a file and reachable through a
+		// socket for `klasy lab console`.
+		"-chardev", "socket,id=con,path=" + r.consoleSock() + ",server=on,wait=off,logfile=" + r.consoleLog(),
+		"-serial", "chardev:con",
+		// ttyS1: the agent's channel.
+		"-chardev", "socket,id=agent,path=" + r.agentSocket() + ",server=on,wait=off",
+		"-serial", "chardev:agent",
+		"-qmp", "unix:" + r.qmpSocket() + ",server=on,wait=off",
+		"-netdev", "user,id=net0",
+		"-device", "virtio-net-pci,netdev=net0,mac=" + mac(0),
+	}
+	if r.LANAddr != "" {
+		args = append(args,
+			"-netdev", "socket,id=lan,mcast="+lanGroup,
+			"-device", "e1000,netdev=lan,mac="+mac(1))
+	}
+	return args
+}
+
+// Get returns the running lab called name, connected to its agent.
+func Get(ctx context.Context, name string) (*Lab, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	rec, err := loadRecord(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w (start it with: klasy lab up --name %s)", err, name)
+	}
+	if !rec.alive() {
+		cleanStale(name)
+		return nil, fmt.Errorf("lab %s is not running any more (its QEMU is gone; stale state removed)", name)
+	}
+	l := &Lab{rec: rec}
+	if err := l.connect(ctx, 10*time.Second); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// cleanStale removes the state of a lab whose QEMU is gone.
+func cleanStale(name string) {
+	unlock, err := lockRoot()
+	if err != nil {
+		return
+	}
+	defer unlock()
+	if rec, err := loadRecord(name); err == nil && rec.alive() {
+		return
+	}
+	os.RemoveAll(labDir(name))
+}
+
+// Status describes one lab for `klasy lab status`.
+type Status struct {
+	Name       string    `json:"name"`
+	State      string    `json:"state"` // "running" or "stale" (QEMU gone)
+	PID        int       `json:"pid"`
+	Kernel     string    `json:"kernel"`
+	Release    string    `json:"release"`
+	MemMB      int       `json:"mem_mb"`
+	CPUs       int       `json:"cpus"`
+	Addr       string    `json:"addr"`
+	LANAddr    string    `json:"lan_addr,omitempty"`
+	Started    time.Time `json:"started"`
+	ConsoleLog string    `json:"console_log"`
+	AgentSock  string    `json:"agent_socket"`
+	Dir        string    `json:"dir"`
+	rec        record
+}
+
+// List describes every lab with state under Root(), sorted by name.
+// Labs whose QEMU is gone are reported as "stale"; Clean removes them.
+func List() ([]Status, error) {
+	ents, err := os.ReadDir(Root())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Status
+	for _, e := range ents {
+		if !e.IsDir() || CheckName(e.Name()) != nil {
+			continue
+		}
+		rec, err := loadRecord(e.Name())
+		if err != nil {
+			// A directory without a record is an interrupted up.
+			rec = record{Name: e.Name()}
+		}
+		st := "stale"
+		if rec.alive() {
+			st = "running"
+		}
+		out = append(out, Status{
+			Name: rec.Name, State: st, PID: rec.PID, Kernel: rec.Kernel.Flavor, Release: rec.Kernel.Release,
+			MemMB: rec.MemMB, CPUs: rec.CPUs, Addr: rec.Addr, LANAddr: rec.LANAddr, Started: rec.Started,
+			ConsoleLog: rec.consoleLog(), AgentSock: rec.agentSocket(), Dir: rec.dir(), rec: rec,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// CleanStale removes the state of every lab whose QEMU is gone and
+// returns their names.
+func CleanStale() ([]string, error) {
+	sts, err := List()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, s := range sts {
+		if s.State == "stale" {
+			cleanStale(s.Name)
+			names = append(names, s.Name)
+		}
+	}
+	return names, nil
+}
+
+// Down stops the lab called name: a clean poweroff through the agent,
+// then QEMU's quit command, then SIGKILL, each after a timeout; its state
+// directory is removed. A stale lab is just cleaned up.
+func Down(ctx context.Context, name string, progress io.Writer) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	rec, err := loadRecord(name)
+	if err != nil {
+		return err
+	}
+	l := &Lab{rec: rec}
+	if rec.alive() {
+		l.connect(ctx, 5*time.Second) // without an agent, poweroff falls back to QMP/kill
+	}
+	return l.down(ctx, progress)
+}
+
+// Down powers the lab off (see the function Down) and removes its state.
+func (l *Lab) Down(ctx context.Context) error { return l.down(ctx, io.Discard) }
+
+func (l *Lab) down(ctx context.Context, progress io.Writer) error {
+	if progress == nil {
+		progress = io.Discard
+	}
+	say := func(f string, a ...any) { fmt.Fprintf(progress, "lab %s: %s\n", l.rec.Name, fmt.Sprintf(f, a...)) }
+	start := time.Now()
+	if l.rec.alive() {
+		how := "powered off"
+		asked := false
+		if c := l.Client(); c != nil {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := c.Run(pctx, []string{"poweroff"}, nil)
+			cancel()
+			if err != nil {
+				say("poweroff through the agent failed (%v)", err)
+			}
+			asked = true
+		} else {
+			say("the agent does not answer; stopping QEMU")
+		}
+		if !asked || !l.waitExit(ctx, 30*time.Second) {
+			how = "stopped by QEMU's quit command (the guest did not power off)"
+			l.qmpQuit()
+			if !l.waitExit(ctx, 5*time.Second) {
+				how = "killed (QEMU did not quit)"
+				l.kill()
+			}
+		}
+		say("%s in %.1fs", how, time.Since(start).Seconds())
+	} else {
+		say("QEMU was already gone; removing stale state")
+	}
+	l.Close()
+	unlock, err := lockRoot()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if cur, err := loadRecord(l.rec.Name); err == nil && cur.PID != l.rec.PID && cur.alive() {
+		return nil // a new lab of the same name started meanwhile
+	}
+	if err := os.RemoveAll(l.rec.dir()); err != nil {
+		return fmt.Errorf("removing state of lab %s: %w", l.rec.Name, err)
+	}
+	return nil
+}
+
+// waitExit waits up to d for QEMU to exit.
+func (l *Lab) waitExit(ctx context.Context, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if !l.rec.alive() {
+			if l.exited != nil {
+				<-l.exited
+			}
+			return true
+		}
+		if l.exited != nil {
+			select {
+			case <-l.exited:
+				return true
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return !l.rec.alive()
+}
+
+// qmpQuit asks QEMU to quit through its QMP socket.
+func (l *Lab) qmpQuit() {
+	conn, err := net.DialTimeout("unix", l.rec.qmpSocket(), 2*time.Second)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(3 * time.Second))
+	r := bufio.NewReader(conn)
+	r.ReadString('\n') // greeting
+	fmt.Fprint(conn, `{"execute":"qmp_capabilities"}`+"\n")
+	r.ReadString('\n')
+	fmt.Fprint(conn, `{"execute":"quit"}`+"\n")
+	r.ReadString('\n')
+}
+
+// kill ends QEMU with SIGKILL and waits for it.
+func (l *Lab) kill() {
+	if l.exited != nil {
+		select {
+		case <-l.exited:
+			return // reaped: the pid may belong to someone else now
+		default:
+		}
+		syscall.Kill(l.rec.PID, syscall.SIGKILL)
+		select {
+		case <-l.exited:
+		case <-time.After(5 * time.Second):
+		}
+		return
+	}
+	if l.rec.alive() {
+		syscall.Kill(l.rec.PID, syscall.SIGKILL)
+	}
+	l.waitExit(context.Background(), 5*time.Second)
+}
+
+// ConsoleSocket returns the socket the guest console (ttyS0) is
+// reachable on; QEMU accepts one connection at a time.
+func (l *Lab) ConsoleSocket() string { return l.rec.consoleSock() }
+
+// ConsoleSocketOf returns the console socket of the running lab called
+// name.
+func ConsoleSocketOf(name string) (string, error) {
+	if err := CheckName(name); err != nil {
+		return "", err
+	}
+	rec, err := loadRecord(name)
+	if err != nil {
+		return "", err
+	}
+	if !rec.alive() {
+		return "", fmt.Errorf("lab %s is not running (its QEMU is gone)", name)
+	}
+	return rec.consoleSock(), nil
+}

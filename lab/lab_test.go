@@ -1,0 +1,318 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func testName(suffix string) string { return fmt.Sprintf("t%d-%s", os.Getpid(), suffix) }
+
+func run(t *testing.T, ctx context.Context, l *Lab, argv ...string) string {
+	t.Helper()
+	res, err := l.Client().Run(ctx, argv, nil)
+	if err != nil {
+		t.Fatalf("lab %s: run %q: %v", l.Name(), argv, err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("lab %s: %q exited %d: %s%s", l.Name(), argv, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	return string(res.Stdout)
+}
+
+// TestDebianLab is the lab's end-to-end test: two labs of Debian's
+// kernel at once on a shared LAN; through the agent: uname, the kprobes
+// list, a module built with kbuild against the lab's headers loaded and
+// unloaded; reconnecting from a new client; a crashed lab detected as
+// stale; a clean shutdown leaving no state.
+func TestDebianLab(t *testing.T) {
+	k := needLab(t, Debian)
+	agent := testAgent(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	start := time.Now()
+
+	type built struct {
+		ko  []byte
+		err error
+	}
+	modc := make(chan built, 1)
+	go func() {
+		ko, err := buildModule(k.BuildDir)
+		modc <- built{ko, err}
+	}()
+
+	names := []string{testName("a"), testName("b")}
+	labs := make([]*Lab, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var progress bytes.Buffer
+			labs[i], errs[i] = Up(ctx, Config{Name: n, Kernel: Debian, Agent: agent, LAN: true, Progress: &progress})
+			t.Logf("%s", progress.String())
+		}()
+	}
+	wg.Wait()
+	for i, l := range labs {
+		if l != nil {
+			t.Cleanup(func() { l.Down(context.Background()) })
+		}
+		if errs[i] != nil {
+			t.Fatalf("Up(%s): %v", names[i], errs[i])
+		}
+	}
+	a, b := labs[0], labs[1]
+	t.Logf("two labs up after %.1fs", time.Since(start).Seconds())
+	defer func() {
+		if t.Failed() {
+			t.Logf("console of %s:\n%s", a.Name(), consoleTail(a.ConsoleLog(), 40))
+		}
+	}()
+
+	for _, l := range labs {
+		if got := strings.TrimSpace(run(t, ctx, l, "uname", "-r")); got != k.Release {
+			t.Errorf("lab %s: uname -r = %q, want %q", l.Name(), got, k.Release)
+		}
+		if got := strings.TrimSpace(run(t, ctx, l, "hostname")); got != l.Name() {
+			t.Errorf("lab %s: hostname = %q", l.Name(), got)
+		}
+	}
+	if sts, err := List(); err != nil {
+		t.Fatal(err)
+	} else {
+		running := map[string]bool{}
+		for _, s := range sts {
+			running[s.Name] = s.State == "running"
+		}
+		if !running[a.Name()] || !running[b.Name()] {
+			t.Errorf("List() = %+v, want both labs running", sts)
+		}
+	}
+
+	// The labs' LAN: a reaches b.
+	bAddr, _, _ := strings.Cut(b.LANAddr(), "/")
+	// ARP and the first packet may race a link coming up: allow retries.
+	res, err := a.Client().Run(ctx, []string{"sh", "-c", "for i in 1 2 3 4 5; do ping -c 1 -W 2 " + bAddr + " && exit 0; done; exit 1"}, nil)
+	if err != nil || res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "1 packets received") {
+		t.Errorf("ping from %s to %s over the lab LAN: %v %+v\n%s%s", a.Name(), bAddr, err, res, res.Stdout, res.Stderr)
+	}
+
+	// A module built with kbuild against the lab's headers.
+	m := <-modc
+	if m.err != nil {
+		t.Fatal(m.err)
+	}
+	t.Logf("module built (%d bytes) after %.1fs", len(m.ko), time.Since(start).Seconds())
+	c := a.Client()
+	ko, err := StripDebug(m.ko)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadStart := time.Now()
+	if err := c.LoadModule(ctx, ko, "symbol=do_sys_openat2"); err != nil {
+		t.Fatalf("loading the test module: %v", err)
+	}
+	t.Logf("module (%d bytes stripped) loaded in %.1fs", len(ko), time.Since(loadStart).Seconds())
+	mods := run(t, ctx, a, "cat", "/proc/modules")
+	if !strings.Contains(mods, "klasy_lab_test ") {
+		t.Errorf("/proc/modules lacks klasy_lab_test after loading:\n%s", mods)
+	}
+	list, err := c.ReadFile(ctx, "/sys/kernel/debug/kprobes/list")
+	if err != nil {
+		t.Fatalf("reading the kprobes list: %v", err)
+	}
+	if !strings.Contains(string(list), "do_sys_openat2+0x0") || !strings.Contains(string(list), "[FTRACE]") {
+		t.Errorf("kprobes list lacks the module's probe on do_sys_openat2:\n%s", list)
+	}
+	run(t, ctx, a, "cat", "/proc/version") // opens a file: fires the probe
+	if err := c.UnloadModule(ctx, "klasy_lab_test"); err != nil {
+		t.Fatalf("unloading the test module: %v", err)
+	}
+	if mods := run(t, ctx, a, "cat", "/proc/modules"); strings.Contains(mods, "klasy_lab_test ") {
+		t.Errorf("/proc/modules still lists klasy_lab_test after unloading")
+	}
+	dmesg := run(t, ctx, a, "dmesg")
+	if !strings.Contains(dmesg, "klasy_lab_test: probing do_sys_openat2") || !strings.Contains(dmesg, "klasy_lab_test: unloaded after") ||
+		strings.Contains(dmesg, "unloaded after 0 hits") {
+		t.Errorf("dmesg lacks the module's load and unload messages (with hits):\n%s", lastLines(dmesg, 15))
+	}
+	if list, _ := c.ReadFile(ctx, "/sys/kernel/debug/kprobes/list"); strings.Contains(string(list), "do_sys_openat2") {
+		t.Errorf("kprobe still listed after unloading:\n%s", list)
+	}
+
+	t.Logf("module checked and unloaded after %.1fs", time.Since(start).Seconds())
+
+	// Another client (as another klasy process would) reaches the lab by name.
+	a.Close()
+	a2, err := Get(ctx, a.Name())
+	if err != nil {
+		t.Fatalf("Get(%s): %v", a.Name(), err)
+	}
+	res, err = a2.Client().Run(ctx, []string{"sh", "-c", "echo out; echo err >&2; exit 7"}, nil)
+	if err != nil || res.ExitCode != 7 || string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" {
+		t.Errorf("Run through Get: %+v, %v; want exit 7 with out/err", res, err)
+	}
+	a2.Close() // QEMU serves one connection at a time
+
+	// A lab whose QEMU dies is stale: detected, then cleaned.
+	syscall.Kill(b.PID(), syscall.SIGKILL)
+	<-b.exited
+	if sts, _ := List(); !hasState(sts, b.Name(), "stale") {
+		t.Errorf("List() after killing %s's QEMU = %+v, want it stale", b.Name(), sts)
+	}
+	if _, err := Get(ctx, b.Name()); err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Errorf("Get of a dead lab: %v, want a 'not running' error", err)
+	}
+	if _, err := os.Stat(labDir(b.Name())); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale state of %s left behind: %v", b.Name(), err)
+	}
+
+	t.Logf("stale lab detected and cleaned after %.1fs", time.Since(start).Seconds())
+
+	// Clean shutdown: QEMU exits by itself, nothing is left.
+	downStart := time.Now()
+	pid := a.PID()
+	if err := Down(ctx, a.Name(), nil); err != nil {
+		t.Fatalf("Down(%s): %v", a.Name(), err)
+	}
+	<-a.exited
+	if _, err := os.Stat(labDir(a.Name())); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state of %s left after Down: %v", a.Name(), err)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Errorf("QEMU pid %d still exists after Down", pid)
+	}
+	t.Logf("down in %.1fs; whole test %.1fs", time.Since(downStart).Seconds(), time.Since(start).Seconds())
+}
+
+func hasState(sts []Status, name, state string) bool {
+	for _, s := range sts {
+		if s.Name == name {
+			return s.State == state
+		}
+	}
+	return false
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// TestBuiltLab boots the `built` flavor when `make lab-kernel` has put it
+// in the cache; it is not built by every make test run, so its absence
+// skips even under make test.
+func TestBuiltLab(t *testing.T) {
+	k, err := FindKernel(Built)
+	if err != nil {
+		t.Skipf("no built lab kernel: %v", err)
+	}
+	needLab(t, Debian) // QEMU and busybox
+	agent := testAgent(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	modc := make(chan error, 1)
+	var ko []byte
+	go func() {
+		var err error
+		ko, err = buildModule(k.BuildDir)
+		modc <- err
+	}()
+	l, err := Up(ctx, Config{Name: testName("built"), Kernel: Built, Agent: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Down(context.Background())
+	if got := strings.TrimSpace(run(t, ctx, l, "uname", "-r")); got != k.Release {
+		t.Errorf("uname -r = %q, want %q", got, k.Release)
+	}
+	plugin, _ := os.ReadFile(filepath.Join(filepath.Dir(k.Image), "plugin"))
+	if p := strings.TrimSpace(string(plugin)); p != "none" {
+		f, err := elf.Open(k.Vmlinux)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := f.Section(".debug_klasy"); s == nil || s.Size == 0 {
+			t.Errorf("%s was built with the plugin but has no .debug_klasy section", k.Vmlinux)
+		}
+		f.Close()
+	} else {
+		t.Logf("note: %s was built without the klasy plugin", k.Vmlinux)
+	}
+	if err := <-modc; err != nil {
+		t.Fatal(err)
+	}
+	if ko, err = StripDebug(ko); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Client().LoadModule(ctx, ko, ""); err != nil {
+		t.Fatalf("loading the test module into the built kernel: %v", err)
+	}
+	// Without ftrace in this config the probe is jump-optimized, which
+	// the kernel does asynchronously.
+	var list []byte
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		list, err = l.Client().ReadFile(ctx, "/sys/kernel/debug/kprobes/list")
+		if err != nil || strings.Contains(string(list), "[OPTIMIZED]") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil || !strings.Contains(string(list), "do_sys_openat2+0x0") || !strings.Contains(string(list), "[OPTIMIZED]") {
+		t.Errorf("kprobes list: want do_sys_openat2 [OPTIMIZED]: %v\n%s", err, list)
+	}
+	if err := l.Client().UnloadModule(ctx, "klasy_lab_test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFailedBootReportsConsole boots a guest whose agent cannot start
+// (busybox in place of klasy): Up must give up, say why, show the
+// console's last lines, and leave no QEMU and no state behind.
+func TestFailedBootReportsConsole(t *testing.T) {
+	needLab(t, Debian)
+	bb, err := findBusybox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Parallel()
+	name := testName("fail")
+	start := time.Now()
+	_, err = Up(context.Background(), Config{Name: name, Agent: bb, BootTimeout: 45 * time.Second})
+	if err == nil {
+		Down(context.Background(), name, nil)
+		t.Fatal("Up with an agent that cannot start succeeded")
+	}
+	msg := err.Error()
+	for _, want := range []string{"agent did not answer within 45s", "--- console (last lines) ---", "klasy: applet not found"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Up error lacks %q:\n%s", want, msg)
+		}
+	}
+	if _, err := os.Stat(labDir(name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state of the failed lab left behind: %v", err)
+	}
+	if sts, _ := List(); hasState(sts, name, "running") || hasState(sts, name, "stale") {
+		t.Errorf("failed lab still listed: %+v", sts)
+	}
+	t.Logf("failed boot reported after %.1fs", time.Since(start).Seconds())
+}
