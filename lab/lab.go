@@ -90,7 +90,9 @@ func (l *Lab) Close() error {
 }
 
 const (
-	lanGroup = "230.0.0.33:43133" // multicast group of the labs' LAN
+	// The labs' LAN is a multicast group bound to the loopback interface
+	// (localaddr): its frames never leave this machine.
+	lanGroup = "230.0.0.33:43133,localaddr=127.0.0.1"
 	lanNet   = "10.33.0."
 )
 
