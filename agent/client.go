@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -67,7 +68,11 @@ func (c *call) fail(err error) {
 // NewClient starts a client on conn; it owns conn from now on and closes
 // it on Close.
 func NewClient(conn io.ReadWriteCloser) *Client {
-	c := &Client{conn: conn, pending: map[uint32]*call{}, done: make(chan struct{})}
+	// A serial line cannot tell one host connection from the next: a late
+	// reply to an earlier client's request would match a new client's
+	// request of the same id. Starting each client at a random id makes
+	// such a collision unlikely instead of certain.
+	c := &Client{conn: conn, pending: map[uint32]*call{}, done: make(chan struct{}), nextID: rand.Uint32()}
 	go c.readLoop()
 	return c
 }

@@ -281,9 +281,8 @@ func (l *Lab) connect(ctx context.Context, timeout time.Duration) error {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// A reply meant for an earlier connection (the agent cannot tell
-	// connections apart on a serial line, and every client numbers its
-	// requests from 1) can answer the first ping with an error; a second
-	// ping has a new id.
+	// connections apart on a serial line) can still answer the first ping
+	// with an error if the random ids collide; a second ping has a new id.
 	for try := 1; ; try++ {
 		err = c.Ping(pctx)
 		var re *agent.RemoteError
