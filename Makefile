@@ -22,7 +22,7 @@ include $(sort $(wildcard mk/*.mk))
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/klasy
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/klasy
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
