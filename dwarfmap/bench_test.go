@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klasy/klasy/internal/cachedir"
+
 	"github.com/klasy/klasy/internal/testenv"
 )
 
@@ -21,12 +23,7 @@ import (
 // `make debian-kernel` fetches, and (benchmark only) what
 // scripts/dwarfmap-bench-setup.sh prepares for perf probe and stap.
 
-func kernelCache() string {
-	if c := os.Getenv("KLASY_CACHE"); c != "" {
-		return c
-	}
-	return filepath.Dir(CacheDir())
-}
+func kernelCache() string { return cachedir.Root() }
 
 func debianVmlinux(tb testing.TB) string {
 	tb.Helper()

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"unsafe"
+
+	"github.com/klasy/klasy/internal/cachedir"
 )
 
 // Cache file layout (little-endian, as the host; big-endian hosts always
@@ -273,18 +275,7 @@ func (x *Index) validate() error {
 
 // CacheDir is where indexes are kept: $KLASY_CACHE/dwarfmap, with
 // KLASY_CACHE defaulting as in scripts/lib.sh.
-func CacheDir() string {
-	base := os.Getenv("KLASY_CACHE")
-	if base == "" {
-		c := os.Getenv("XDG_CACHE_HOME")
-		if c == "" {
-			home, _ := os.UserHomeDir()
-			c = filepath.Join(home, ".cache")
-		}
-		base = filepath.Join(c, "klasy")
-	}
-	return filepath.Join(base, "dwarfmap")
-}
+func CacheDir() string { return filepath.Join(cachedir.Root(), "dwarfmap") }
 
 // cacheKey names an image's cache file: its build-id, or for an image
 // without one a hash of its path, size and modification time.

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/klasy/klasy/internal/cachedir"
 )
 
 // Kernel flavors a lab can boot.
@@ -33,19 +35,7 @@ type Kernel struct {
 // CacheDir is where klasy keeps downloads and builds: $KLASY_CACHE, else
 // $XDG_CACHE_HOME/klasy, else ~/.cache/klasy (the same rule as
 // scripts/lib.sh).
-func CacheDir() string {
-	if d := os.Getenv("KLASY_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "klasy")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = os.TempDir()
-	}
-	return filepath.Join(home, ".cache", "klasy")
-}
+func CacheDir() string { return cachedir.Root() }
 
 // FindKernel locates the files of a kernel flavor in the cache. The error
 // says which make target provides what is missing.

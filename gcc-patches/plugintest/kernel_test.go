@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klasy/klasy/internal/cachedir"
+
 	"github.com/klasy/klasy/dwarfmap/debugklasy"
 	"github.com/klasy/klasy/internal/testenv"
 )
@@ -32,16 +34,7 @@ type kernelTree struct {
 	src, build string
 }
 
-func cacheDir() string {
-	if d := os.Getenv("KLASY_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "klasy")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "klasy")
-}
+func cacheDir() string { return cachedir.Root() }
 
 // linuxSource returns the tree scripts/setup-linux-source.sh prepared.
 func linuxSource(t testing.TB) kernelTree {
