@@ -22,9 +22,12 @@ var guestRcS []byte
 //go:embed guest/inittab
 var guestInittab []byte
 
+//go:embed guest/agent
+var guestAgent []byte
+
 // initramfsFormat changes whenever the layout built below changes, so
 // cached archives of an older layout are not reused.
-const initramfsFormat = "klasy-initramfs-1"
+const initramfsFormat = "klasy-initramfs-2"
 
 // guestInputs are the host files an initramfs is made of.
 type guestInputs struct {
@@ -153,6 +156,7 @@ func (in guestInputs) key() (string, error) {
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", initramfsFormat, in.kernel.Flavor, in.kernel.Release)
 	h.Write(guestRcS)
 	h.Write(guestInittab)
+	h.Write(guestAgent)
 	files := []string{in.agent, in.busybox}
 	for _, m := range in.modules {
 		files = append(files, filepath.Join(in.kernel.ModulesDir, m))
@@ -207,6 +211,7 @@ func (in guestInputs) archive() (*cpioArchive, error) {
 	a.file("bin/klasy", 0o755, agent)
 	a.file("etc/inittab", 0o644, guestInittab)
 	a.file("etc/klasy/rcS", 0o755, guestRcS)
+	a.file("etc/klasy/agent", 0o755, guestAgent)
 	a.file("etc/klasy/modules", 0o644, []byte(strings.Join(in.modules, "\n")+"\n"))
 	a.file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"))
 	a.file("etc/group", 0o644, []byte("root:x:0:\n"))

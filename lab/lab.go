@@ -241,6 +241,11 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 				if strings.HasPrefix(msg, "starting agent") {
 					agentStarting = true
 				}
+				// The guest's agent wrapper says this when the agent
+				// dies; init would only respawn it to die again.
+				if status, ok := strings.CutPrefix(msg, "error: agent exited with status "); ok {
+					return fail(fmt.Errorf("the agent in the guest exited with status %s before answering", status))
+				}
 			} else if strings.Contains(line, "Kernel panic") {
 				return fail(errors.New("guest kernel panicked"))
 			}

@@ -297,13 +297,13 @@ func TestFailedBootReportsConsole(t *testing.T) {
 	t.Parallel()
 	name := testName("fail")
 	start := time.Now()
-	_, err = Up(context.Background(), Config{Name: name, Agent: bb, BootTimeout: 45 * time.Second})
+	_, err = Up(context.Background(), Config{Name: name, Agent: bb, BootTimeout: 3 * time.Minute})
 	if err == nil {
 		Down(context.Background(), name, nil)
 		t.Fatal("Up with an agent that cannot start succeeded")
 	}
 	msg := err.Error()
-	for _, want := range []string{"agent did not answer within 45s", "--- console (last lines) ---", "klasy: applet not found"} {
+	for _, want := range []string{"agent in the guest exited with status 127 before answering", "--- console (last lines) ---", "klasy: applet not found"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("Up error lacks %q:\n%s", want, msg)
 		}
@@ -313,6 +313,10 @@ func TestFailedBootReportsConsole(t *testing.T) {
 	}
 	if sts, _ := List(); hasState(sts, name, "running") || hasState(sts, name, "stale") {
 		t.Errorf("failed lab still listed: %+v", sts)
+	}
+	// The agent's exit is on the console: Up must not sit out its timeout.
+	if took := time.Since(start); took > 90*time.Second {
+		t.Errorf("failed boot reported after %v, want well under the 3m boot timeout", took)
 	}
 	t.Logf("failed boot reported after %.1fs", time.Since(start).Seconds())
 }
