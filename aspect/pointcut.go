@@ -143,7 +143,9 @@ type Unknown struct {
 }
 
 // pointcutLexer splits a pointcut into Whitespace, Word (letters,
-// digits, _, % and * so that the checker can say "use %") and Punct
+// digits, _, % and * so that the checker can say "use %"), Op (the
+// reserved words AND and OR, so that a misplaced operator is reported
+// at itself rather than taken for a designator's name) and Punct
 // tokens. It is written by hand because the regexp-based lexer took a
 // quarter of the time klasy check spends on a large aspect.
 var pointcutLexer = &pcLexerDef{}
@@ -151,13 +153,14 @@ var pointcutLexer = &pcLexerDef{}
 const (
 	tokWhitespace lexer.TokenType = -(iota + 2)
 	tokWord
+	tokOp
 	tokPunct
 )
 
 type pcLexerDef struct{}
 
 func (*pcLexerDef) Symbols() map[string]lexer.TokenType {
-	return map[string]lexer.TokenType{"EOF": lexer.EOF, "Whitespace": tokWhitespace, "Word": tokWord, "Punct": tokPunct}
+	return map[string]lexer.TokenType{"EOF": lexer.EOF, "Whitespace": tokWhitespace, "Word": tokWord, "Op": tokOp, "Punct": tokPunct}
 }
 
 func (d *pcLexerDef) Lex(filename string, r io.Reader) (lexer.Lexer, error) {
@@ -196,6 +199,9 @@ func (l *pcLexer) Next() (lexer.Token, error) {
 			l.i++
 		}
 		typ = tokWord
+		if w := l.s[start:l.i]; w == "AND" || w == "OR" {
+			typ = tokOp
+		}
 	case strings.IndexByte("().,;@/-+~", c) >= 0:
 		l.i++
 		typ = tokPunct
@@ -304,6 +310,15 @@ func explainParseError(text string, perr participle.Error) *pointcutError {
 					off = i
 					msg = op + " at the end of the pointcut has nothing after it: remove it or add a designator"
 				}
+			}
+		}
+		if tok.Type == tokOp && enclosingDesignator(text, off) == "" {
+			// An operator where a designator should be: first in the
+			// pointcut or a group, after another operator, or last.
+			if rest := strings.TrimLeft(text[off+len(tok.Value):], " \t\r\n"); rest == "" || rest[0] == ')' || rest[0] == ';' {
+				msg = tok.Value + " has nothing after it: remove it or add a designator"
+			} else {
+				msg = fmt.Sprintf(`unexpected token %q (expected a designator or "(")`, tok.Value)
 			}
 		}
 		if tok.Value == "and" || tok.Value == "or" || tok.Value == "And" || tok.Value == "Or" {
