@@ -197,11 +197,13 @@ func (t *translator) transit(fl *aspect.Flow, r *aspect.Rule, n int) (*aspect.Ad
 		lines = []string{
 			fmt.Sprintf("void *%s = *(void **)%s;", from, hFrom),
 			fmt.Sprintf("struct %s *%s = *(void **)%s;", st, to, hTo),
-			fmt.Sprintf("unsigned int %s = get_flowid(%s, %s);", id, fl.Name, from),
+			fmt.Sprintf("unsigned long long %s = (unsigned int)get_flowid(%s, %s);", id, fl.Name, from),
 			fmt.Sprintf("if (%s != 0) {", id),
 		}
 		// The ID is stored from its low bits upward: the first field
-		// gets the lowest bits. Bits beyond the fields are dropped.
+		// gets the lowest bits. Bits beyond the fields are dropped. It
+		// is shifted in 64 bits because a field may be 32 bits wide,
+		// and shifting a 32-bit int by 32 is undefined in C.
 		for i, fd := range p.Fields {
 			m := to + "->" + fd.Member.Value
 			lines = append(lines, fmt.Sprintf("  %s = (%s & ~((__typeof__(%s))%s << %d)) | ((__typeof__(%s))(%s & %s) << %d);",
