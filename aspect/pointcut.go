@@ -20,6 +20,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
@@ -327,7 +328,11 @@ func explainParseError(text string, perr participle.Error) *pointcutError {
 	} else if strings.Contains(msg, "invalid input text") {
 		c := ""
 		if off < len(text) {
-			c = text[off : off+1]
+			r, n := utf8.DecodeRuneInString(text[off:])
+			c = text[off : off+n]
+			if r == utf8.RuneError {
+				c = text[off : off+1]
+			}
 		}
 		switch c {
 		case "&", "|":
