@@ -14,6 +14,7 @@ package xflow
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/klasy/klasy/aspect"
@@ -330,7 +331,7 @@ func (t *translator) advice(a *aspect.Advice) ([]*aspect.Advice, error) {
 			parts = append(parts, p)
 		}
 		alt := strings.Join(rest, " AND ")
-		if !contains(p.alts, alt) {
+		if !slices.Contains(p.alts, alt) {
 			p.alts = append(p.alts, alt)
 		}
 	}
@@ -347,15 +348,6 @@ func (t *translator) advice(a *aspect.Advice) ([]*aspect.Advice, error) {
 		out = append(out, &aspect.Advice{Pointcut: pc, When: a.When, Body: aspect.PlainText(body)})
 	}
 	return out, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, l := range list {
-		if l == s {
-			return true
-		}
-	}
-	return false
 }
 
 // wrap puts the user's body inside the flow ID checks of Figure 5.18:
