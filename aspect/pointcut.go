@@ -251,10 +251,26 @@ type pointcutError struct {
 	msg string
 }
 
+// maxParenDepth bounds the nesting of parentheses in a pointcut.
+const maxParenDepth = 100
+
 // parsePointcut parses text. Errors carry offsets into text.S.
 func parsePointcut(text string) (*Expr, *pointcutError) {
 	if strings.TrimSpace(text) == "" {
 		return nil, &pointcutError{off: 0, msg: "empty pointcut: write one such as access(sk_buff.data) AND within_function(skb_clone), or execution(vfs_read)"}
+	}
+	// The parser follows parentheses by recursion; bound them so that a
+	// crafted pointcut cannot exhaust the stack.
+	depth := 0
+	for i := 0; i < len(text); i++ {
+		switch text[i] {
+		case '(':
+			if depth++; depth > maxParenDepth {
+				return nil, &pointcutError{off: i, msg: fmt.Sprintf("parentheses nested more than %d deep: write the pointcut with fewer", maxParenDepth)}
+			}
+		case ')':
+			depth--
+		}
 	}
 	expr, err := pointcutParser.ParseString("", text)
 	if err == nil {

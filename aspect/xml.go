@@ -89,9 +89,15 @@ type xmlError struct {
 func (e *xmlError) Error() string { return e.msg }
 
 type xmlScanner struct {
-	src []byte
-	i   int
+	src   []byte
+	i     int
+	depth int // elements open around s.i
 }
+
+// maxElementDepth bounds element nesting, which the scanner follows by
+// recursion: a legitimate aspect nests five deep (<aspect> <xflow>
+// <transit> <xin_move> <field>), a crafted one must not exhaust the stack.
+const maxElementDepth = 64
 
 // parseXML returns the root element of src or the first syntax error.
 func parseXML(src []byte) (*xmlNode, *xmlError) {
@@ -209,6 +215,9 @@ func (s *xmlScanner) name() (string, int) {
 // element scans one element starting at '<'.
 func (s *xmlScanner) element() (*xmlNode, *xmlError) {
 	n := &xmlNode{off: s.i}
+	if s.depth == maxElementDepth {
+		return nil, s.errf(n.off, "elements nested more than %d deep: an aspect nests at most five (<aspect><xflow><transit><xin_move><field>)", maxElementDepth)
+	}
 	s.i++ // '<'
 	name, _ := s.name()
 	if name == "" {
@@ -259,7 +268,10 @@ func (s *xmlScanner) element() (*xmlNode, *xmlError) {
 		}
 		n.attrs = append(n.attrs, xmlAttr{name: an, nameOff: aoff, value: v})
 	}
-	if err := s.content(n); err != nil {
+	s.depth++
+	err := s.content(n)
+	s.depth--
+	if err != nil {
 		return nil, err
 	}
 	return n, nil
