@@ -111,17 +111,19 @@ func (n *namer) name(parts ...string) string {
 	return n.prefix + "_" + strings.Join(parts, "_")
 }
 
-// and appends designators to a pointcut, parenthesizing it if it has OR
-// at the top so that the additions bind to every alternative.
+// and appends designators to each OR alternative of a pointcut, so that
+// they bind to every alternative without a new pair of parentheses: a
+// pointcut nested as deep as klasy check allows stays within the limit.
 func and(pc *aspect.Pointcut, extra ...string) (*aspect.Pointcut, error) {
-	s := pc.Expr.String()
-	if len(pc.Expr.Or.And) > 1 {
-		s = "(" + s + ")"
+	var alts []string
+	for _, a := range pc.Expr.Or.And {
+		alt := (&aspect.Expr{Or: &aspect.Or{And: []*aspect.And{a}}}).String()
+		for _, e := range extra {
+			alt += " AND " + e
+		}
+		alts = append(alts, alt)
 	}
-	for _, e := range extra {
-		s += " AND " + e
-	}
-	return aspect.ParsePointcut(s)
+	return aspect.ParsePointcut(strings.Join(alts, " OR "))
 }
 
 // code formats generated C lines at the indentation Format uses for
