@@ -9,6 +9,7 @@ package aspect
 // point at the right column of the aspect file.
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -183,7 +184,7 @@ func (s *xmlScanner) document() (*xmlNode, *xmlError) {
 
 func (s *xmlScanner) comment() *xmlError {
 	start := s.i
-	end := strings.Index(string(s.src[s.i+4:]), "-->")
+	end := bytes.Index(s.src[s.i+4:], []byte("-->"))
 	if end < 0 {
 		return s.errf(start, "comment <!-- is never closed with -->")
 	}
@@ -193,7 +194,7 @@ func (s *xmlScanner) comment() *xmlError {
 
 func (s *xmlScanner) procInst() *xmlError {
 	start := s.i
-	end := strings.Index(string(s.src[s.i+2:]), "?>")
+	end := bytes.Index(s.src[s.i+2:], []byte("?>"))
 	if end < 0 {
 		return s.errf(start, "processing instruction <? is never closed with ?>")
 	}
@@ -426,7 +427,7 @@ func (s *xmlScanner) content(n *xmlNode) *xmlError {
 		case c == '<' && s.has("<![CDATA["):
 			start := s.i
 			s.i += 9
-			end := strings.Index(string(s.src[s.i:]), "]]>")
+			end := bytes.Index(s.src[s.i:], []byte("]]>"))
 			if end < 0 {
 				return s.errf(start, "<![CDATA[ is never closed with ]]>")
 			}
