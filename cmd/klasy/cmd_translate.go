@@ -34,7 +34,7 @@ A flow is defined once and used in any advice:
     </xflow>
     <advice>
       <pointcut>access(sk_buff.len) AND target(skb) AND xflow(netflow, skb, id)</pointcut>
-      <before>printk("flow %d at %pS\n", id, (void *)pc);</before>
+      <before>printk("flow %d at %pS\n", id, (void *)$pc$);</before>
     </advice>
   </aspect>
 
