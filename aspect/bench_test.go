@@ -9,8 +9,9 @@ import (
 )
 
 // bigAspect generates a valid aspect of about n lines: advice with
-// multi-line pointcuts and bodies with escapes, plus a flow definition,
-// the shape of a large hand-written tracing aspect.
+// multi-line pointcuts and bodies with escapes or in CDATA, comments,
+// plus a flow definition, the shape of a large hand-written tracing
+// aspect.
 func bigAspect(n int) []byte {
 	var b strings.Builder
 	b.WriteString("<aspect>\n  <import>linux/skbuff.h</import>\n")
@@ -25,6 +26,23 @@ func bigAspect(n int) []byte {
 `)
 	lines := 11
 	for i := 0; lines < n-1; i++ {
+		if i%2 == 1 {
+			fmt.Fprintf(&b, `  <!-- advice %d: the body in CDATA -->
+  <advice>
+    <pointcut>
+      access(sk_buff.field%d) AND
+      within_file(net/core/dev%d.c) AND target(skb)
+    </pointcut>
+    <before><![CDATA[
+      struct sk_buff *s = skb;
+      if (s->len < %d && s->data != NULL)
+        printk("len %%u\n", s->len);
+    ]]></before>
+  </advice>
+`, i, i, i, i)
+			lines += 12
+			continue
+		}
 		fmt.Fprintf(&b, `  <advice>
     <pointcut>
       access(sk_buff.field%d) AND
@@ -42,6 +60,16 @@ func bigAspect(n int) []byte {
 	}
 	b.WriteString("</aspect>\n")
 	return []byte(b.String())
+}
+
+// BenchmarkCheck100000Lines is ten times the aspect above: klasy check
+// should take about ten times as long, not a hundred.
+func BenchmarkCheck100000Lines(b *testing.B) {
+	src := bigAspect(100000)
+	b.SetBytes(int64(len(src)))
+	for i := 0; i < b.N; i++ {
+		Load("big.klasy", src)
+	}
 }
 
 // BenchmarkCheck10000Lines measures what klasy check does with a file

@@ -5,6 +5,7 @@ package aspect
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -358,9 +359,10 @@ func (c *checker) flow(fl *Flow) {
 				for n := range xin {
 					names = append(names, n)
 				}
+				slices.Sort(names)
 				hint := "add a <transit> with <xin_move name=\"" + p.Name.Value + "\" ...> that stores the flow ID in a header"
 				if len(names) > 0 {
-					hint = "names of xin_move/xin_copy in this flow: " + strings.Join(sortedStrings(names), ", ")
+					hint = "names of xin_move/xin_copy in this flow: " + strings.Join(names, ", ")
 				}
 				c.errf(p.Name.Off, "<%s name=%q> names no <xin_move> or <xin_copy> of xflow %s; %s", p.Kind, p.Name.Value, fl.Name, hint)
 			}
@@ -410,13 +412,4 @@ func HeaderStruct(pc *Pointcut) (string, bool) {
 		name = s
 	}
 	return name, name != ""
-}
-
-func sortedStrings(s []string) []string {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-	return s
 }

@@ -20,6 +20,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
@@ -143,7 +144,9 @@ type Unknown struct {
 }
 
 // pointcutLexer splits a pointcut into Whitespace, Word (letters,
-// digits, _, % and * so that the checker can say "use %") and Punct
+// digits, _, % and * so that the checker can say "use %"), Op (the
+// reserved words AND and OR, so that a misplaced operator is reported
+// at itself rather than taken for a designator's name) and Punct
 // tokens. It is written by hand because the regexp-based lexer took a
 // quarter of the time klasy check spends on a large aspect.
 var pointcutLexer = &pcLexerDef{}
@@ -151,13 +154,14 @@ var pointcutLexer = &pcLexerDef{}
 const (
 	tokWhitespace lexer.TokenType = -(iota + 2)
 	tokWord
+	tokOp
 	tokPunct
 )
 
 type pcLexerDef struct{}
 
 func (*pcLexerDef) Symbols() map[string]lexer.TokenType {
-	return map[string]lexer.TokenType{"EOF": lexer.EOF, "Whitespace": tokWhitespace, "Word": tokWord, "Punct": tokPunct}
+	return map[string]lexer.TokenType{"EOF": lexer.EOF, "Whitespace": tokWhitespace, "Word": tokWord, "Op": tokOp, "Punct": tokPunct}
 }
 
 func (d *pcLexerDef) Lex(filename string, r io.Reader) (lexer.Lexer, error) {
@@ -196,6 +200,9 @@ func (l *pcLexer) Next() (lexer.Token, error) {
 			l.i++
 		}
 		typ = tokWord
+		if w := l.s[start:l.i]; w == "AND" || w == "OR" {
+			typ = tokOp
+		}
 	case strings.IndexByte("().,;@/-+~", c) >= 0:
 		l.i++
 		typ = tokPunct
@@ -244,10 +251,26 @@ type pointcutError struct {
 	msg string
 }
 
+// maxParenDepth bounds the nesting of parentheses in a pointcut.
+const maxParenDepth = 100
+
 // parsePointcut parses text. Errors carry offsets into text.S.
 func parsePointcut(text string) (*Expr, *pointcutError) {
 	if strings.TrimSpace(text) == "" {
 		return nil, &pointcutError{off: 0, msg: "empty pointcut: write one such as access(sk_buff.data) AND within_function(skb_clone), or execution(vfs_read)"}
+	}
+	// The parser follows parentheses by recursion; bound them so that a
+	// crafted pointcut cannot exhaust the stack.
+	depth := 0
+	for i := 0; i < len(text); i++ {
+		switch text[i] {
+		case '(':
+			if depth++; depth > maxParenDepth {
+				return nil, &pointcutError{off: i, msg: fmt.Sprintf("parentheses nested more than %d deep: write the pointcut with fewer", maxParenDepth)}
+			}
+		case ')':
+			depth--
+		}
 	}
 	expr, err := pointcutParser.ParseString("", text)
 	if err == nil {
@@ -306,13 +329,26 @@ func explainParseError(text string, perr participle.Error) *pointcutError {
 				}
 			}
 		}
+		if tok.Type == tokOp && enclosingDesignator(text, off) == "" {
+			// An operator where a designator should be: first in the
+			// pointcut or a group, after another operator, or last.
+			if rest := strings.TrimLeft(text[off+len(tok.Value):], " \t\r\n"); rest == "" || rest[0] == ')' || rest[0] == ';' {
+				msg = tok.Value + " has nothing after it: remove it or add a designator"
+			} else {
+				msg = fmt.Sprintf(`unexpected token %q (expected a designator or "(")`, tok.Value)
+			}
+		}
 		if tok.Value == "and" || tok.Value == "or" || tok.Value == "And" || tok.Value == "Or" {
 			msg += "; the operators are written AND and OR in capitals"
 		}
 	} else if strings.Contains(msg, "invalid input text") {
 		c := ""
 		if off < len(text) {
-			c = text[off : off+1]
+			r, n := utf8.DecodeRuneInString(text[off:])
+			c = text[off : off+n]
+			if r == utf8.RuneError {
+				c = text[off : off+1]
+			}
 		}
 		switch c {
 		case "&", "|":

@@ -9,6 +9,7 @@ package aspect
 // point at the right column of the aspect file.
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -89,9 +90,15 @@ type xmlError struct {
 func (e *xmlError) Error() string { return e.msg }
 
 type xmlScanner struct {
-	src []byte
-	i   int
+	src   []byte
+	i     int
+	depth int // elements open around s.i
 }
+
+// maxElementDepth bounds element nesting, which the scanner follows by
+// recursion: a legitimate aspect nests five deep (<aspect> <xflow>
+// <transit> <xin_move> <field>), a crafted one must not exhaust the stack.
+const maxElementDepth = 64
 
 // parseXML returns the root element of src or the first syntax error.
 func parseXML(src []byte) (*xmlNode, *xmlError) {
@@ -177,7 +184,7 @@ func (s *xmlScanner) document() (*xmlNode, *xmlError) {
 
 func (s *xmlScanner) comment() *xmlError {
 	start := s.i
-	end := strings.Index(string(s.src[s.i+4:]), "-->")
+	end := bytes.Index(s.src[s.i+4:], []byte("-->"))
 	if end < 0 {
 		return s.errf(start, "comment <!-- is never closed with -->")
 	}
@@ -187,7 +194,7 @@ func (s *xmlScanner) comment() *xmlError {
 
 func (s *xmlScanner) procInst() *xmlError {
 	start := s.i
-	end := strings.Index(string(s.src[s.i+2:]), "?>")
+	end := bytes.Index(s.src[s.i+2:], []byte("?>"))
 	if end < 0 {
 		return s.errf(start, "processing instruction <? is never closed with ?>")
 	}
@@ -209,6 +216,9 @@ func (s *xmlScanner) name() (string, int) {
 // element scans one element starting at '<'.
 func (s *xmlScanner) element() (*xmlNode, *xmlError) {
 	n := &xmlNode{off: s.i}
+	if s.depth == maxElementDepth {
+		return nil, s.errf(n.off, "elements nested more than %d deep: an aspect nests at most five (<aspect><xflow><transit><xin_move><field>)", maxElementDepth)
+	}
 	s.i++ // '<'
 	name, _ := s.name()
 	if name == "" {
@@ -259,7 +269,10 @@ func (s *xmlScanner) element() (*xmlNode, *xmlError) {
 		}
 		n.attrs = append(n.attrs, xmlAttr{name: an, nameOff: aoff, value: v})
 	}
-	if err := s.content(n); err != nil {
+	s.depth++
+	err := s.content(n)
+	s.depth--
+	if err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -414,7 +427,7 @@ func (s *xmlScanner) content(n *xmlNode) *xmlError {
 		case c == '<' && s.has("<![CDATA["):
 			start := s.i
 			s.i += 9
-			end := strings.Index(string(s.src[s.i:]), "]]>")
+			end := bytes.Index(s.src[s.i:], []byte("]]>"))
 			if end < 0 {
 				return s.errf(start, "<![CDATA[ is never closed with ]]>")
 			}

@@ -296,3 +296,25 @@ func TestFlowAdviceFirst(t *testing.T) {
 		t.Fatalf("flow advice must come before user advice, got %+v", out.Advice)
 	}
 }
+
+// TestNestingLimitTranslates: a rule pointcut as deep as klasy check
+// allows, with an OR at the top, translates into an aspect klasy check
+// accepts: the added designators must not nest it one level deeper.
+func TestNestingLimitTranslates(t *testing.T) {
+	deep := strings.Repeat("(", 99) + "access(sk_buff.data)" + strings.Repeat(")", 99)
+	src := `<aspect>
+  <xflow name="f">
+    <start><pointcut>` + deep + ` OR access(sk_buff.len)</pointcut></start>
+  </xflow>
+</aspect>
+`
+	f, diags := aspect.Load("deep.klasy", []byte(src))
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	out, err := Translate(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, "deep.klasy", out)
+}

@@ -14,6 +14,7 @@ package xflow
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/klasy/klasy/aspect"
@@ -110,17 +111,19 @@ func (n *namer) name(parts ...string) string {
 	return n.prefix + "_" + strings.Join(parts, "_")
 }
 
-// and appends designators to a pointcut, parenthesizing it if it has OR
-// at the top so that the additions bind to every alternative.
+// and appends designators to each OR alternative of a pointcut, so that
+// they bind to every alternative without a new pair of parentheses: a
+// pointcut nested as deep as klasy check allows stays within the limit.
 func and(pc *aspect.Pointcut, extra ...string) (*aspect.Pointcut, error) {
-	s := pc.Expr.String()
-	if len(pc.Expr.Or.And) > 1 {
-		s = "(" + s + ")"
+	var alts []string
+	for _, a := range pc.Expr.Or.And {
+		alt := (&aspect.Expr{Or: &aspect.Or{And: []*aspect.And{a}}}).String()
+		for _, e := range extra {
+			alt += " AND " + e
+		}
+		alts = append(alts, alt)
 	}
-	for _, e := range extra {
-		s += " AND " + e
-	}
-	return aspect.ParsePointcut(s)
+	return aspect.ParsePointcut(strings.Join(alts, " OR "))
 }
 
 // code formats generated C lines at the indentation Format uses for
@@ -197,11 +200,13 @@ func (t *translator) transit(fl *aspect.Flow, r *aspect.Rule, n int) (*aspect.Ad
 		lines = []string{
 			fmt.Sprintf("void *%s = *(void **)%s;", from, hFrom),
 			fmt.Sprintf("struct %s *%s = *(void **)%s;", st, to, hTo),
-			fmt.Sprintf("unsigned int %s = get_flowid(%s, %s);", id, fl.Name, from),
+			fmt.Sprintf("unsigned long long %s = (unsigned int)get_flowid(%s, %s);", id, fl.Name, from),
 			fmt.Sprintf("if (%s != 0) {", id),
 		}
 		// The ID is stored from its low bits upward: the first field
-		// gets the lowest bits. Bits beyond the fields are dropped.
+		// gets the lowest bits. Bits beyond the fields are dropped. It
+		// is shifted in 64 bits because a field may be 32 bits wide,
+		// and shifting a 32-bit int by 32 is undefined in C.
 		for i, fd := range p.Fields {
 			m := to + "->" + fd.Member.Value
 			lines = append(lines, fmt.Sprintf("  %s = (%s & ~((__typeof__(%s))%s << %d)) | ((__typeof__(%s))(%s & %s) << %d);",
@@ -328,7 +333,7 @@ func (t *translator) advice(a *aspect.Advice) ([]*aspect.Advice, error) {
 			parts = append(parts, p)
 		}
 		alt := strings.Join(rest, " AND ")
-		if !contains(p.alts, alt) {
+		if !slices.Contains(p.alts, alt) {
 			p.alts = append(p.alts, alt)
 		}
 	}
@@ -345,15 +350,6 @@ func (t *translator) advice(a *aspect.Advice) ([]*aspect.Advice, error) {
 		out = append(out, &aspect.Advice{Pointcut: pc, When: a.When, Body: aspect.PlainText(body)})
 	}
 	return out, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, l := range list {
-		if l == s {
-			return true
-		}
-	}
-	return false
 }
 
 // wrap puts the user's body inside the flow ID checks of Figure 5.18:

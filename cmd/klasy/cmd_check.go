@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/klasy/klasy/aspect"
@@ -13,7 +14,8 @@ const checkHelp = `usage: klasy check [--json] FILE...
 Check aspect files without touching the kernel: XML structure, pointcut
 syntax and the rules of the aspect language. Prints one line per error,
 FILE:LINE:COL: message, at the offending token, and exits 1 if any file
-has errors, 0 if all are valid.
+has errors or cannot be read, 0 if all are valid. A FILE of - is
+standard input, named <stdin> in the messages.
 
 An aspect is C advice tagged with XML:
 
@@ -83,10 +85,13 @@ func runCheck(s *stdio, args []string) error {
 		return usageError{Msg: "no aspect file given"}
 	}
 	failed := false
-	for _, name := range files {
-		src, err := os.ReadFile(name)
+	for _, arg := range files {
+		name, src, err := readAspect(s, arg)
 		if err != nil {
-			return fmt.Errorf("reading aspect: %w", err)
+			// Like gcc with several files: say so and check the rest.
+			fmt.Fprintf(s.Err, "klasy: %v\n", err)
+			failed = true
+			continue
 		}
 		_, diags := aspect.Load(name, src)
 		if len(diags) > 0 {
@@ -98,6 +103,23 @@ func runCheck(s *stdio, args []string) error {
 		return exitError{Code: 1}
 	}
 	return nil
+}
+
+// readAspect reads the aspect file arg, or standard input if arg is
+// "-", and returns the name diagnostics give it.
+func readAspect(s *stdio, arg string) (string, []byte, error) {
+	if arg == "-" {
+		src, err := io.ReadAll(s.In)
+		if err != nil {
+			return "<stdin>", nil, fmt.Errorf("reading aspect from standard input: %w", err)
+		}
+		return "<stdin>", src, nil
+	}
+	src, err := os.ReadFile(arg)
+	if err != nil {
+		return arg, nil, fmt.Errorf("reading aspect: %w", err)
+	}
+	return arg, src, nil
 }
 
 // printDiagnostics writes diagnostics to stderr as text, or to stdout

@@ -101,9 +101,10 @@ func TestCheckUsage(t *testing.T) {
 			t.Errorf("%q: error %v, want a usage error pointing at the help", args, err)
 		}
 	}
-	err := run(&stdio{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}, []string{"check", "/nonexistent.klasy"})
-	if err == nil || !strings.Contains(err.Error(), "reading aspect") {
-		t.Errorf("missing file: %v", err)
+	var errb bytes.Buffer
+	err := run(&stdio{Out: &bytes.Buffer{}, Err: &errb}, []string{"check", "/nonexistent.klasy"})
+	if err == nil || !strings.Contains(errb.String(), "reading aspect") {
+		t.Errorf("missing file: %v, stderr %q", err, errb.String())
 	}
 }
 
@@ -136,5 +137,39 @@ func TestTranslateRoundTrip(t *testing.T) {
 	var ee exitError
 	if !errors.As(err, &ee) || ee.Code != 1 || out.Len() != 0 || !strings.Contains(errb.String(), bad+":5:7:") {
 		t.Errorf("translate of an invalid aspect: err %v, stdout %q, stderr %q", err, out.String(), errb.String())
+	}
+}
+
+// TestCheckStdin: '-' reads the aspect from standard input, as an editor
+// or a pipeline gives it, and names it <stdin> in diagnostics.
+func TestCheckStdin(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := run(&stdio{In: strings.NewReader(invalidAspect), Out: &out, Err: &errb}, []string{"check", "-"})
+	var ee exitError
+	if !errors.As(err, &ee) || ee.Code != 1 || !strings.HasPrefix(errb.String(), "<stdin>:5:7: access and execution") {
+		t.Errorf("check - of an invalid aspect: err %v, stderr %q", err, errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if err := run(&stdio{In: strings.NewReader(validAspect), Out: &out, Err: &errb}, []string{"translate", "-"}); err != nil || !strings.Contains(out.String(), "register_flowid(netflow,") {
+		t.Errorf("translate - of a valid aspect: err %v, stdout %q, stderr %q", err, out.String(), errb.String())
+	}
+}
+
+// TestCheckUnreadableFile: a file that cannot be read is reported like
+// an invalid one, and the other files are still checked.
+func TestCheckUnreadableFile(t *testing.T) {
+	bad := writeAspect(t, "bad.klasy", invalidAspect)
+	missing := filepath.Join(t.TempDir(), "missing.klasy")
+	var out, errb bytes.Buffer
+	err := run(&stdio{Out: &out, Err: &errb}, []string{"check", missing, bad})
+	var ee exitError
+	if !errors.As(err, &ee) || ee.Code != 1 {
+		t.Fatalf("check with a missing file = %v, want exit status 1", err)
+	}
+	for _, want := range []string{"klasy: reading aspect: open " + missing + ": no such file", bad + ":5:7: "} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
 	}
 }

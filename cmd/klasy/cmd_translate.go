@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/xflow"
@@ -15,7 +14,8 @@ calls the flow ID runtime (get_new_flowid, register_flowid, get_flowid,
 remove_flowid), placed before the user's advice, and every advice using
 xflow(...) runs its body only for data of the flow. The output is an
 aspect that 'klasy check' accepts; it is what the weaver weaves. Errors
-are printed as by 'klasy check' and nothing is printed on stdout.
+are printed as by 'klasy check' and nothing is printed on stdout. A FILE
+of - is standard input.
 
 A flow is defined once and used in any advice:
 
@@ -34,7 +34,7 @@ A flow is defined once and used in any advice:
     </xflow>
     <advice>
       <pointcut>access(sk_buff.len) AND target(skb) AND xflow(netflow, skb, id)</pointcut>
-      <before>printk("flow %d at %pS\n", id, (void *)pc);</before>
+      <before>printk("flow %d at %pS\n", id, (void *)$pc$);</before>
     </advice>
   </aspect>
 
@@ -67,11 +67,11 @@ func runTranslate(s *stdio, args []string) error {
 	if len(files) != 1 {
 		return usageError{Msg: "give exactly one aspect file"}
 	}
-	src, err := os.ReadFile(files[0])
+	name, src, err := readAspect(s, files[0])
 	if err != nil {
-		return fmt.Errorf("reading aspect: %w", err)
+		return err
 	}
-	f, diags := aspect.Load(files[0], src)
+	f, diags := aspect.Load(name, src)
 	if len(diags) > 0 {
 		printDiagnostics(s, diags, false)
 		return exitError{Code: 1}
