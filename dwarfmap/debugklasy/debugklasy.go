@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path"
 )
 
 // SectionName is the ELF section the plugin writes.
@@ -181,7 +182,7 @@ func Parse(data []byte) ([]Unit, error) {
 func parseEach(data []byte, fn func(Unit)) error {
 	// A vmlinux repeats the same header paths and names in every unit:
 	// share one copy of each string.
-	intern := make(map[string]string)
+	intern := &interner{strs: make(map[string]string), paths: make(map[string]string)}
 	off, n := 0, 0
 	for off < len(data) {
 		if data[off] == 0 { // padding between concatenated units
@@ -199,7 +200,38 @@ func parseEach(data []byte, fn func(Unit)) error {
 	return nil
 }
 
-func parseUnit(b []byte, intern map[string]string) (Unit, int, error) {
+// interner shares strings between units. Paths are cleaned the way
+// .debug_line readers (dwarfmap) clean theirs: kbuild compiles through
+// "arch/x86/events/intel/../perf_event.h", and a hook file must match the
+// line table's name, and header copies reached through different paths
+// must merge.
+type interner struct {
+	strs  map[string]string
+	paths map[string]string // as written -> cleaned and interned
+}
+
+func (in *interner) str(b []byte) string {
+	if v, ok := in.strs[string(b)]; ok {
+		return v
+	}
+	v := string(b)
+	in.strs[v] = v
+	return v
+}
+
+func (in *interner) path(s string) string {
+	if s == "" {
+		return s
+	}
+	if v, ok := in.paths[s]; ok {
+		return v
+	}
+	v := in.str([]byte(path.Clean(s)))
+	in.paths[s] = v
+	return v
+}
+
+func parseUnit(b []byte, intern *interner) (Unit, int, error) {
 	var u Unit
 	if len(b) < 8 || string(b[:4]) != magic {
 		return u, 0, errors.New("bad magic: not a klasy unit")
@@ -231,28 +263,24 @@ func parseUnit(b []byte, intern map[string]string) (Unit, int, error) {
 		if i := bytes.IndexByte(s, 0); i >= 0 {
 			s = s[:i]
 		}
-		if v, ok := intern[string(s)]; ok {
-			return v, nil
-		}
-		v := string(s)
-		intern[v] = v
-		return v, nil
+		return intern.str(s), nil
 	}
 	var err error
 	if u.Name, err = str(uint64(le.Uint32(b[24:]))); err != nil {
 		return u, 0, err
 	}
+	u.Name = intern.path(u.Name)
 	if u.Producer, err = str(uint64(le.Uint32(b[28:]))); err != nil {
 		return u, 0, err
 	}
-	r := reader{b: b[hdr : size-strsize], lookup: str}
+	r := reader{b: b[hdr : size-strsize], lookup: str, cleanPath: intern.path}
 	// Each function and record takes at least one byte per field.
 	if nfuncs > len(r.b) || nrecs > len(r.b) {
 		return u, 0, fmt.Errorf("%d functions and %d records cannot fit in %d bytes", nfuncs, nrecs, len(r.b))
 	}
 	u.Functions = make([]Function, 0, nfuncs)
 	for i := 0; i < nfuncs; i++ {
-		f := Function{Name: r.str(), File: r.str(), Line: r.int()}
+		f := Function{Name: r.str(), File: r.path(), Line: r.int()}
 		f.Static = r.uleb()&1 != 0
 		if r.err != nil {
 			return u, 0, fmt.Errorf("function %d: %w", i, r.err)
@@ -274,9 +302,10 @@ func parseUnit(b []byte, intern map[string]string) (Unit, int, error) {
 }
 
 type reader struct {
-	b      []byte
-	err    error
-	lookup func(uint64) (string, error)
+	b         []byte
+	err       error
+	lookup    func(uint64) (string, error)
+	cleanPath func(string) string
 }
 
 func (r *reader) uleb() uint64 {
@@ -357,6 +386,11 @@ func (r *reader) str() string {
 	return s
 }
 
+// path reads a string that names a file.
+func (r *reader) path() string {
+	return r.cleanPath(r.str())
+}
+
 func (r *reader) access(funcs []Function) (Access, error) {
 	var a Access
 	fi := r.uleb()
@@ -366,11 +400,11 @@ func (r *reader) access(funcs []Function) (Access, error) {
 	mode := r.uleb()
 	a.BitOffset = r.uleb()
 	a.BitSize = r.uleb()
-	a.File = r.str()
+	a.File = r.path()
 	a.Line = r.int()
 	a.Col = r.int()
 	a.StmtLine = r.int()
-	a.SpellFile = r.str()
+	a.SpellFile = r.path()
 	a.SpellLine = r.int()
 	a.SpellCol = r.int()
 	kind := r.uleb()
@@ -379,7 +413,7 @@ func (r *reader) access(funcs []Function) (Access, error) {
 	a.Base.Offset = r.sleb()
 	a.Base.Reason = r.str()
 	if flags&flagAnonType != 0 {
-		a.DeclFile = r.str()
+		a.DeclFile = r.path()
 		a.DeclLine = r.int()
 	}
 	if r.err != nil {

@@ -158,6 +158,38 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestCleanPaths: kbuild compiles some files through "dir/../header.h";
+// the table names them as .debug_line readers do (path.Clean), and the
+// copies of a header inline function reached through different paths merge.
+func TestCleanPaths(t *testing.T) {
+	unit := func(cu, hdr string) []byte {
+		u := newUnit()
+		u.cu = cu
+		u.function("x86_pmu_has_lbr", hdr, 10, true)
+		u.record(0, Access{Struct: "x86_pmu", Member: "lbr_nr", File: hdr, Line: 12, SpellFile: "src/arch/x86/events/./perf_event.h", SpellLine: 3,
+			DeclFile: "src/include/./linux/perf_event.h", DeclLine: 5}, flagAnonType)
+		return u.bytes()
+	}
+	data := append(unit("src/arch/x86/events/intel/./core.c", "src/arch/x86/events/intel/../perf_event.h"),
+		unit("src/arch/x86/events/amd/core.c", "src/arch/x86/events/amd/../perf_event.h")...)
+	units, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if units[0].Name != "src/arch/x86/events/intel/core.c" {
+		t.Errorf("unit name %q, want it cleaned", units[0].Name)
+	}
+	tab := NewTable(units)
+	if len(tab.Accesses) != 1 {
+		t.Fatalf("%d accesses, want the two copies merged: %+v", len(tab.Accesses), tab.Accesses)
+	}
+	a := tab.Accesses[0]
+	const h = "src/arch/x86/events/perf_event.h"
+	if a.File != h || a.Function.File != h || a.SpellFile != h || a.DeclFile != "src/include/linux/perf_event.h" {
+		t.Errorf("paths not cleaned: file %q function file %q spelling %q declared %q", a.File, a.Function.File, a.SpellFile, a.DeclFile)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	good := sample("a.c")
 	newer := append([]byte(nil), good...)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -289,6 +290,37 @@ func TestConcatenation(t *testing.T) {
 	}
 	if hits := tab.Query(mustPattern(t, "task.flag_%")); len(hits) < 4 {
 		t.Errorf("task.flag_%%: %d hits, want the 4 of both units", len(hits))
+	}
+}
+
+// TestUncleanPaths compiles the two units through paths with "..", as
+// kbuild does for arch/x86/events/intel/../perf_event.h: the table names
+// files the way .debug_line readers (dwarfmap, klasy lines) do, cleaned, so
+// the weaver finds the hook line and the header copies still merge.
+func TestUncleanPaths(t *testing.T) {
+	a := compileWithPlugin(t, "testdata/accesses.c")
+	b := compileWithPlugin(t, "testdata/../testdata/second.c")
+	both := filepath.Join(t.TempDir(), "both.o")
+	if out, err := exec.Command("ld", "-r", "-o", both, a, b).CombinedOutput(); err != nil {
+		t.Fatalf("ld -r: %v\n%s", err, out)
+	}
+	tab, err := debugklasy.Open(both)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, x := range tab.Accesses {
+		for _, p := range []string{x.File, x.SpellFile, x.DeclFile, x.Function.File} {
+			if p != "" && path.Clean(p) != p {
+				t.Errorf("%s.%s in %s: path %q is not clean", x.Struct, x.Member, x.Function.Name, p)
+			}
+		}
+		if x.Function.Name == "task_count" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("task_count listed %d times, want once", n)
 	}
 }
 
