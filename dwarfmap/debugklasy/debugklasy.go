@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 )
 
 // SectionName is the ELF section the plugin writes.
@@ -173,31 +174,56 @@ const (
 // compilation unit linked into the binary.
 func Parse(data []byte) ([]Unit, error) {
 	var units []Unit
-	err := parseEach(data, func(u Unit) { units = append(units, u) })
+	err := parseEach(data, false, func(u Unit) { units = append(units, u) })
 	return units, err
 }
 
 // parseEach calls fn for each unit in turn, so a vmlinux's units need not
-// all be in memory at once.
-func parseEach(data []byte, fn func(Unit)) error {
+// all be in memory at once. With reuse, each unit's Accesses reuse the
+// previous unit's array: fn must copy what it keeps.
+func parseEach(data []byte, reuse bool, fn func(Unit)) error {
 	// A vmlinux repeats the same header paths and names in every unit:
 	// share one copy of each string.
 	intern := &interner{strs: make(map[string]string), paths: make(map[string]string)}
+	var buf []Access
 	off, n := 0, 0
 	for off < len(data) {
 		if data[off] == 0 { // padding between concatenated units
 			off++
 			continue
 		}
-		u, size, err := parseUnit(data[off:], intern)
+		u, size, err := parseUnit(data[off:], intern, buf)
 		if err != nil {
 			return fmt.Errorf("parsing unit %d at offset %#x: %w", n, off, err)
 		}
 		fn(u)
+		if reuse {
+			buf = u.Accesses[:0]
+		}
 		n++
 		off += size
 	}
 	return nil
+}
+
+// countRecords adds up the record counts of the unit headers, to size the
+// table once. It stops at anything odd: parseEach reports it.
+func countRecords(data []byte) int {
+	n := 0
+	for off := 0; off+minHeaderSize <= len(data); {
+		if data[off] == 0 {
+			off++
+			continue
+		}
+		b := data[off:]
+		size := int(binary.LittleEndian.Uint32(b[8:]))
+		if string(b[:4]) != magic || size < minHeaderSize {
+			break
+		}
+		n += int(binary.LittleEndian.Uint32(b[16:]))
+		off += size
+	}
+	return min(n, len(data)) // each record takes a byte or more
 }
 
 // interner shares strings between units. Paths are cleaned the way
@@ -231,7 +257,9 @@ func (in *interner) path(s string) string {
 	return v
 }
 
-func parseUnit(b []byte, intern *interner) (Unit, int, error) {
+// parseUnit decodes the unit at the start of b, appending its accesses to
+// acc[:0].
+func parseUnit(b []byte, intern *interner, acc []Access) (Unit, int, error) {
 	var u Unit
 	if len(b) < 8 || string(b[:4]) != magic {
 		return u, 0, errors.New("bad magic: not a klasy unit")
@@ -287,7 +315,7 @@ func parseUnit(b []byte, intern *interner) (Unit, int, error) {
 		}
 		u.Functions = append(u.Functions, f)
 	}
-	u.Accesses = make([]Access, 0, nrecs)
+	u.Accesses = slices.Grow(acc[:0], nrecs)
 	for i := 0; i < nrecs; i++ {
 		a, err := r.access(u.Functions)
 		if err != nil {

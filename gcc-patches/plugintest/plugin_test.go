@@ -324,7 +324,7 @@ func TestUncleanPaths(t *testing.T) {
 	}
 }
 
-func mustPattern(t *testing.T, s string) *debugklasy.Pattern {
+func mustPattern(t testing.TB, s string) *debugklasy.Pattern {
 	t.Helper()
 	p, err := debugklasy.ParsePattern(s)
 	if err != nil {
