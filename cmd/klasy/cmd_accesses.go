@@ -96,13 +96,14 @@ func runAccesses(s *stdio, args []string) error {
 	fs := flag.NewFlagSet("accesses", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		return usageError{Msg: err.Error()}
 	}
-	if fs.NArg() != 2 {
-		return usageError{Msg: "want BINARY and 'STRUCT.MEMBER'"}
+	if len(pos) != 2 {
+		return usageError{Msg: fmt.Sprintf("want BINARY and 'STRUCT.MEMBER', got %d arguments", len(pos))}
 	}
-	bin, pat := fs.Arg(0), fs.Arg(1)
+	bin, pat := pos[0], pos[1]
 	p, err := debugklasy.ParsePattern(pat)
 	if err != nil {
 		return usageError{Msg: err.Error()}
@@ -146,4 +147,25 @@ func runAccesses(s *stdio, args []string) error {
 	}
 	fmt.Fprintf(s.Err, "klasy accesses: %d of %d accesses match %s\n", len(hits), len(t.Accesses), pat)
 	return nil
+}
+
+// parseInterspersed parses flags before, between and after the positional
+// arguments, as perf and klasy lines accept them ("--" ends the flags), and
+// returns the positional arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil // fs consumed the terminator
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
 }

@@ -100,6 +100,30 @@ func TestAccessesText(t *testing.T) {
 	}
 }
 
+// TestAccessesFlagAnywhere: like klasy lines and perf, --json may follow
+// the arguments.
+func TestAccessesFlagAnywhere(t *testing.T) {
+	obj := fixtureObject(t, true)
+	before, _, err := runAccessesCmd("--json", obj, "task.count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _, err := runAccessesCmd(obj, "task.count", "--json")
+	if err != nil {
+		t.Fatalf("--json after the arguments: %v", err)
+	}
+	if after != before {
+		t.Errorf("--json after the arguments printed\n%s\nwant\n%s", after, before)
+	}
+	if _, _, err := runAccessesCmd(obj, "--", "task.count", "--json"); err == nil || !strings.Contains(err.Error(), "got 3") {
+		t.Errorf("--json after --: %v, want it taken as a third argument", err)
+	}
+	_, _, err = runAccessesCmd(obj, "task.count", "extra")
+	if err == nil || !strings.Contains(err.Error(), "got 3") {
+		t.Errorf("three arguments: %v", err)
+	}
+}
+
 func TestAccessesErrors(t *testing.T) {
 	plain := fixtureObject(t, false)
 	_, _, err := runAccessesCmd(plain, "task.count")
