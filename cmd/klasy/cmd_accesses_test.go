@@ -150,6 +150,12 @@ func TestAccessesErrors(t *testing.T) {
 		t.Errorf("newer format: %v", err)
 	}
 
+	missing := filepath.Join(t.TempDir(), "vmlinux")
+	_, _, err = runAccessesCmd(missing, "task.count")
+	if err == nil || !strings.Contains(err.Error(), "no such file") || strings.Count(err.Error(), missing) != 1 {
+		t.Errorf("missing binary: %v, want the path named once", err)
+	}
+
 	_, _, err = runAccessesCmd(fixture, "task.count")
 	if err == nil || !strings.Contains(err.Error(), "not an ELF object") {
 		t.Errorf("C source as binary: %v", err)

@@ -27,7 +27,7 @@ func Open(path string) (*Table, error) {
 		if errors.As(err, &fe) {
 			return nil, fmt.Errorf("%s is not an ELF object (want a .o, a .ko or a vmlinux): %w", path, err)
 		}
-		return nil, fmt.Errorf("opening %s: %w", path, err)
+		return nil, err // *fs.PathError names the file already
 	}
 	defer f.Close()
 	sec := f.Section(SectionName)
