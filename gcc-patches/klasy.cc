@@ -301,7 +301,9 @@ struct describer {
 		 * set from; a struct declared by a macro is just a local. */
 		if (local && TREE_CODE(d) == VAR_DECL && !TREE_STATIC(d) && is_macro_temporary(d) &&
 		    !AGGREGATE_TYPE_P(TREE_TYPE(d))) {
-			if (init && init != error_mark_node && EXPR_P(init))
+			/* NL_SET_ERR_MSG's __extack = (extack) is set from the
+			 * variable itself, which is a decl, not an expression. */
+			if (init && init != error_mark_node && (EXPR_P(init) || DECL_P(init)))
 				return desc(init, depth + 1);
 			/* RELOC_HIDE (per_cpu_ptr) launders the address through
 			 * inline asm into __ptr: nothing to follow. */

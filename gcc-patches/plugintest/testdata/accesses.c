@@ -114,3 +114,12 @@ static int unused_static(struct task *p)
 {
 	return p->count;
 }
+
+/* A macro temporary set straight from a variable, as NL_SET_ERR_MSG sets
+ * __extack = (extack): the base is the variable. */
+#define SET_COUNT(t, v) do { struct task *__t = (t); if (__t) __t->count = (v); } while (0)
+
+void macro_temporary(struct task *t)
+{
+	SET_COUNT(t, 1);			/* want: task.count write param:t */
+}
