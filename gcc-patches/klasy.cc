@@ -282,6 +282,24 @@ struct describer {
 		}
 	}
 
+	/* s as the operand of ->, . or []: what binds looser (&x, *x, a
+	 * cast, a + b) needs parentheses, or "(char *)p - 40->f" would read
+	 * as p - (40->f). */
+	static std::string operand(const std::string &s)
+	{
+		bool wrap = !s.empty() && (s[0] == '&' || s[0] == '*' || s.compare(0, 8, "(char *)") == 0);
+		int nest = 0;
+		for (size_t i = 0; i < s.size() && !wrap; i++) {
+			if (s[i] == '(' || s[i] == '[')
+				nest++;
+			else if (s[i] == ')' || s[i] == ']')
+				nest--;
+			else if (s[i] == ' ' && nest == 0)
+				wrap = true; /* a binary operator */
+		}
+		return wrap ? "(" + s + ")" : s;
+	}
+
 	static bool is_macro_temporary(tree d)
 	{
 		const char *n = decl_name(d);
@@ -349,9 +367,9 @@ struct describer {
 		std::string s;
 		tree io = strip_conversions(o);
 		if (io && TREE_CODE(io) == INDIRECT_REF)
-			s = desc(TREE_OPERAND(io, 0), depth + 1) + "->";
+			s = operand(desc(TREE_OPERAND(io, 0), depth + 1)) + "->";
 		else
-			s = desc(o, depth + 1) + ".";
+			s = operand(desc(o, depth + 1)) + ".";
 		for (size_t i = names.size(); i-- > 0;)
 			s += std::string(names[i]) + (i ? "." : "");
 		return s;
@@ -406,7 +424,7 @@ struct describer {
 			}
 			if (v % (long long)elem == 0) {
 				*idx = std::to_string(v / (long long)elem);
-				return "&" + *ps + "[" + *idx + "]";
+				return "&" + operand(*ps) + "[" + *idx + "]";
 			}
 			return "(char *)" + *ps + " + " + std::to_string(v);
 		}
@@ -415,12 +433,12 @@ struct describer {
 			unsigned long long m;
 			if (uint_value(TREE_OPERAND(o, 1), &m) && m == elem) {
 				*idx = index(TREE_OPERAND(o, 0), depth);
-				return "&" + *ps + "[" + *idx + "]";
+				return "&" + operand(*ps) + "[" + *idx + "]";
 			}
 		}
 		if (elem == 1) {
 			*idx = index(off, depth);
-			return "&" + *ps + "[" + *idx + "]";
+			return "&" + operand(*ps) + "[" + *idx + "]";
 		}
 		return "(char *)" + *ps + " + " + index(off, depth);
 	}
@@ -469,22 +487,22 @@ struct describer {
 			if (p && TREE_CODE(p) == POINTER_PLUS_EXPR) {
 				std::string ps, idx, s = pointer_plus(p, depth + 1, &ps, &idx);
 				if (!idx.empty())
-					return ps + "[" + idx + "]";
+					return operand(ps) + "[" + idx + "]";
 				return "*(" + s + ")";
 			}
 			/* The front end folded p[0] into *p. */
-			return desc(TREE_OPERAND(t, 0), depth + 1) + "[0]";
+			return operand(desc(TREE_OPERAND(t, 0), depth + 1)) + "[0]";
 		}
 		case MEM_REF: {
 			long long v;
 			if (int_value(TREE_OPERAND(t, 1), &v) && v == 0)
-				return desc(TREE_OPERAND(t, 0), depth + 1) + "[0]";
+				return operand(desc(TREE_OPERAND(t, 0), depth + 1)) + "[0]";
 			return unsupported("memory reference with offset");
 		}
 		case COMPONENT_REF:
 			return component(t, depth);
 		case ARRAY_REF:
-			return desc(TREE_OPERAND(t, 0), depth + 1) + "[" + index(TREE_OPERAND(t, 1), depth) + "]";
+			return operand(desc(TREE_OPERAND(t, 0), depth + 1)) + "[" + index(TREE_OPERAND(t, 1), depth) + "]";
 		case POINTER_PLUS_EXPR: {
 			std::string ps, idx;
 			return pointer_plus(t, depth, &ps, &idx);

@@ -123,3 +123,8 @@ void macro_temporary(struct task *t)
 {
 	SET_COUNT(t, 1);			/* want: task.count write param:t */
 }
+
+int from_member_chain(struct inner *in, struct task *p)
+{
+	return container_of(in, struct task, emb)->thread->fs + (p + 1)->next->ax; /* want: task.thread read param:(char *)in - 40; inner.fs read param:((char *)in - 40)->thread; task.next read param:&p[1]; task.ax read param:(&p[1])->next */
+}
