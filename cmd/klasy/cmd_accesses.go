@@ -34,7 +34,8 @@ Options:
   --json   one JSON object per line: struct, member, mode, file, line,
            function, function_file, base, base_kind, base_var, and when they
            apply spelling, stmt_line, base_reason, declared, union, bitfield,
-           via_anonymous, bit_offset, bit_size
+           via_anonymous, bit_offset (or offset_unknown for a member after a
+           variable-length array), bit_size (0 for a flexible array)
 
 Build a binary with the plugin (see gcc-patches/README.md):
   make -C gcc-patches
@@ -69,8 +70,11 @@ type accessJSON struct {
 	Union        bool   `json:"union,omitempty"`
 	Bitfield     bool   `json:"bitfield,omitempty"`
 	ViaAnonymous bool   `json:"via_anonymous,omitempty"`
-	BitOffset    uint64 `json:"bit_offset"`
-	BitSize      uint64 `json:"bit_size"`
+	// BitOffset is nil when the layout is not constant (a member after a
+	// variable-length array): 0 would be a wrong offset.
+	BitOffset     *uint64 `json:"bit_offset,omitempty"`
+	OffsetUnknown bool    `json:"offset_unknown,omitempty"`
+	BitSize       uint64  `json:"bit_size"`
 }
 
 func toJSON(a *debugklasy.Access) accessJSON {
@@ -81,7 +85,11 @@ func toJSON(a *debugklasy.Access) accessJSON {
 		Base: a.Base.Expr, BaseKind: a.Base.Kind.String(), BaseVar: a.Base.Var,
 		BaseOffset: a.Base.Offset, BaseReason: a.Base.Reason,
 		StmtLine: a.StmtLine, Union: a.Union, Bitfield: a.Bitfield, ViaAnonymous: a.ViaAnon,
-		BitOffset: a.BitOffset, BitSize: a.BitSize,
+		OffsetUnknown: a.NoOffset, BitSize: a.BitSize,
+	}
+	if !a.NoOffset {
+		off := a.BitOffset
+		j.BitOffset = &off
 	}
 	if a.SpellFile != "" {
 		j.Spelling = fmt.Sprintf("%s:%d:%d", a.SpellFile, a.SpellLine, a.SpellCol)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klasy/klasy/dwarfmap/debugklasy"
 	"github.com/klasy/klasy/internal/testenv"
 )
 
@@ -173,5 +174,25 @@ func TestAccessesErrors(t *testing.T) {
 	var ee exitError
 	if !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(errOut, "no access matches nosuch.member") {
 		t.Errorf("no match: err=%v stderr=%q", err, errOut)
+	}
+}
+
+// TestAccessesJSONUnknownOffset: a member after a variable-length array has
+// no constant offset; --json must not print it as offset 0.
+func TestAccessesJSONUnknownOffset(t *testing.T) {
+	for _, tt := range []struct {
+		a    debugklasy.Access
+		want string
+	}{
+		{debugklasy.Access{Member: "after", NoOffset: true, BitSize: 32}, `"offset_unknown":true,"bit_size":32}`},
+		{debugklasy.Access{Member: "len", BitSize: 32}, `"bit_offset":0,"bit_size":32}`},
+	} {
+		b, err := json.Marshal(toJSON(&tt.a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(string(b), tt.want) {
+			t.Errorf("%s: %s, want it to end in %s", tt.a.Member, b, tt.want)
+		}
 	}
 }

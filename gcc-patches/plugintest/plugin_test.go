@@ -496,6 +496,12 @@ func TestUnusual(t *testing.T) {
 		t.Errorf("flexible array member: offset %d size %d, want 32 0", a.BitOffset, a.BitSize)
 	}
 	find(t, tab, "inner_fn", "task.arr", debugklasy.Read) // GNU C nested function
+	if a := find(t, tab, "vla_struct", ".after", debugklasy.Write); !a.NoOffset {
+		t.Errorf("member after a variable-length array: offset %d known, want unknown", a.BitOffset)
+	}
+	if a := find(t, tab, "vla_struct", ".len", debugklasy.Write); a.NoOffset || a.BitOffset != 0 || a.BitSize != 32 {
+		t.Errorf("member before a variable-length array: unknown=%v offset %d size %d, want 0 32", a.NoOffset, a.BitOffset, a.BitSize)
+	}
 
 	for _, src := range []string{"testdata/accesses.c", "testdata/unusual.c"} {
 		out := filepath.Join(t.TempDir(), "o0.o")
