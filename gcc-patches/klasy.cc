@@ -653,7 +653,7 @@ struct walker {
 			tree f = TREE_OPERAND(obj, 1);
 			if (!f || TREE_CODE(f) != FIELD_DECL || decl_name(f))
 				break;
-			unsigned long long o;
+			unsigned long long o = 0;
 			if (!field_bit_position(f, &o))
 				have_off = false;
 			r.bit_offset += o;
