@@ -136,10 +136,12 @@ func TestKernelFiles(t *testing.T) {
 	k.makeObjects(t, so, objs...)
 	for _, f := range kernelFiles {
 		t.Run(f.obj, func(t *testing.T) {
-			tab, err := debugklasy.Open(filepath.Join(k.build, f.obj))
+			obj := filepath.Join(k.build, f.obj)
+			tab, err := debugklasy.Open(obj)
 			if err != nil {
 				t.Fatal(err)
 			}
+			checkLayout(t, obj, tab)
 			on, unsupported, calls, noLine := 0, 0, 0, 0
 			for _, a := range tab.Accesses {
 				if a.Struct == f.on {

@@ -185,11 +185,14 @@ func lineOf(t *testing.T, path, text string) int {
 // TestRecordDetails checks what the want comments do not: layout, flags,
 // locations and the function table.
 func TestRecordDetails(t *testing.T) {
-	tab, err := debugklasy.Open(compileWithPlugin(t, "testdata/accesses.c"))
+	obj := compileWithPlugin(t, "testdata/accesses.c")
+	tab, err := debugklasy.Open(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const c, h = "testdata/accesses.c", "testdata/accesses.h"
+
+	t.Run("layout", func(t *testing.T) { checkLayout(t, obj, tab) })
 
 	t.Run("bitfield", func(t *testing.T) {
 		a := find(t, tab, "bitfields", "task.flag_b", debugklasy.Write)
