@@ -119,12 +119,9 @@ struct place {
 	unsigned line = 0, col = 0;
 };
 
-place spelling_place(location_t loc)
+place to_place(const expanded_location &x)
 {
 	place p;
-	if (loc <= BUILTINS_LOCATION)
-		return p;
-	expanded_location x = expand_location_to_spelling_point(loc);
 	if (x.file)
 		p.file = x.file;
 	p.line = x.line > 0 ? x.line : 0;
@@ -132,19 +129,19 @@ place spelling_place(location_t loc)
 	return p;
 }
 
+place spelling_place(location_t loc)
+{
+	if (loc <= BUILTINS_LOCATION)
+		return place();
+	return to_place(expand_location_to_spelling_point(loc));
+}
+
 /* The outermost macro expansion point: the line .debug_line uses. */
 place hook_place(location_t loc)
 {
-	place p;
 	if (loc <= BUILTINS_LOCATION)
-		return p;
-	location_t r = linemap_resolve_location(line_table, loc, LRK_MACRO_EXPANSION_POINT, NULL);
-	expanded_location x = expand_location(r);
-	if (x.file)
-		p.file = x.file;
-	p.line = x.line > 0 ? x.line : 0;
-	p.col = x.column > 0 ? x.column : 0;
-	return p;
+		return place();
+	return to_place(expand_location(linemap_resolve_location(line_table, loc, LRK_MACRO_EXPANSION_POINT, NULL)));
 }
 
 /* ---------------------------------------------------------------------- */
@@ -867,9 +864,6 @@ struct walker {
 			walk_stmt(TREE_OPERAND(t, 1));
 			return;
 		case SWITCH_STMT:
-			walk_cond(t, TREE_OPERAND(t, 0), loc);
-			walk_stmt(TREE_OPERAND(t, 1));
-			return;
 		case SWITCH_EXPR:
 			walk_cond(t, TREE_OPERAND(t, 0), loc);
 			walk_stmt(TREE_OPERAND(t, 1));
