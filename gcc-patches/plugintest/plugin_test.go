@@ -265,20 +265,30 @@ func TestRecordDetails(t *testing.T) {
 	})
 }
 
+// linkUnits compiles srcs with the plugin, links them with ld -r as kbuild
+// does for built-in.a parts and modules, and reads the result.
+func linkUnits(t *testing.T, srcs ...string) *debugklasy.Table {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "linked.o")
+	args := []string{"-r", "-o", out}
+	for _, src := range srcs {
+		args = append(args, compileWithPlugin(t, src))
+	}
+	if b, err := exec.Command("ld", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ld %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	tab, err := debugklasy.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tab
+}
+
 // TestConcatenation links two units with ld -r, as kbuild does for
 // built-in.a parts and modules: both units survive, the copies of the
 // header inline task_count() merge.
 func TestConcatenation(t *testing.T) {
-	a := compileWithPlugin(t, "testdata/accesses.c")
-	b := compileWithPlugin(t, "testdata/second.c")
-	both := filepath.Join(t.TempDir(), "both.o")
-	if out, err := exec.Command("ld", "-r", "-o", both, a, b).CombinedOutput(); err != nil {
-		t.Fatalf("ld -r: %v\n%s", err, out)
-	}
-	tab, err := debugklasy.Open(both)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tab := linkUnits(t, "testdata/accesses.c", "testdata/second.c")
 	if tab.Units != 2 {
 		t.Errorf("%d units after ld -r, want 2", tab.Units)
 	}
@@ -301,16 +311,7 @@ func TestConcatenation(t *testing.T) {
 // files the way .debug_line readers (dwarfmap, klasy lines) do, cleaned, so
 // the weaver finds the hook line and the header copies still merge.
 func TestUncleanPaths(t *testing.T) {
-	a := compileWithPlugin(t, "testdata/accesses.c")
-	b := compileWithPlugin(t, "testdata/../testdata/second.c")
-	both := filepath.Join(t.TempDir(), "both.o")
-	if out, err := exec.Command("ld", "-r", "-o", both, a, b).CombinedOutput(); err != nil {
-		t.Fatalf("ld -r: %v\n%s", err, out)
-	}
-	tab, err := debugklasy.Open(both)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tab := linkUnits(t, "testdata/accesses.c", "testdata/../testdata/second.c")
 	n := 0
 	for _, x := range tab.Accesses {
 		for _, p := range []string{x.File, x.SpellFile, x.DeclFile, x.Function.File} {
