@@ -119,12 +119,9 @@ struct place {
 	unsigned line = 0, col = 0;
 };
 
-place spelling_place(location_t loc)
+place to_place(const expanded_location &x)
 {
 	place p;
-	if (loc <= BUILTINS_LOCATION)
-		return p;
-	expanded_location x = expand_location_to_spelling_point(loc);
 	if (x.file)
 		p.file = x.file;
 	p.line = x.line > 0 ? x.line : 0;
@@ -132,19 +129,19 @@ place spelling_place(location_t loc)
 	return p;
 }
 
+place spelling_place(location_t loc)
+{
+	if (loc <= BUILTINS_LOCATION)
+		return place();
+	return to_place(expand_location_to_spelling_point(loc));
+}
+
 /* The outermost macro expansion point: the line .debug_line uses. */
 place hook_place(location_t loc)
 {
-	place p;
 	if (loc <= BUILTINS_LOCATION)
-		return p;
-	location_t r = linemap_resolve_location(line_table, loc, LRK_MACRO_EXPANSION_POINT, NULL);
-	expanded_location x = expand_location(r);
-	if (x.file)
-		p.file = x.file;
-	p.line = x.line > 0 ? x.line : 0;
-	p.col = x.column > 0 ? x.column : 0;
-	return p;
+		return place();
+	return to_place(expand_location(linemap_resolve_location(line_table, loc, LRK_MACRO_EXPANSION_POINT, NULL)));
 }
 
 /* ---------------------------------------------------------------------- */
@@ -282,6 +279,24 @@ struct describer {
 		}
 	}
 
+	/* s as the operand of ->, . or []: what binds looser (&x, *x, a
+	 * cast, a + b) needs parentheses, or "(char *)p - 40->f" would read
+	 * as p - (40->f). */
+	static std::string operand(const std::string &s)
+	{
+		bool wrap = !s.empty() && (s[0] == '&' || s[0] == '*' || s.compare(0, 8, "(char *)") == 0);
+		int nest = 0;
+		for (size_t i = 0; i < s.size() && !wrap; i++) {
+			if (s[i] == '(' || s[i] == '[')
+				nest++;
+			else if (s[i] == ')' || s[i] == ']')
+				nest--;
+			else if (s[i] == ' ' && nest == 0)
+				wrap = true; /* a binary operator */
+		}
+		return wrap ? "(" + s + ")" : s;
+	}
+
 	static bool is_macro_temporary(tree d)
 	{
 		const char *n = decl_name(d);
@@ -301,7 +316,9 @@ struct describer {
 		 * set from; a struct declared by a macro is just a local. */
 		if (local && TREE_CODE(d) == VAR_DECL && !TREE_STATIC(d) && is_macro_temporary(d) &&
 		    !AGGREGATE_TYPE_P(TREE_TYPE(d))) {
-			if (init && init != error_mark_node && EXPR_P(init))
+			/* NL_SET_ERR_MSG's __extack = (extack) is set from the
+			 * variable itself, which is a decl, not an expression. */
+			if (init && init != error_mark_node && (EXPR_P(init) || DECL_P(init)))
 				return desc(init, depth + 1);
 			/* RELOC_HIDE (per_cpu_ptr) launders the address through
 			 * inline asm into __ptr: nothing to follow. */
@@ -347,9 +364,9 @@ struct describer {
 		std::string s;
 		tree io = strip_conversions(o);
 		if (io && TREE_CODE(io) == INDIRECT_REF)
-			s = desc(TREE_OPERAND(io, 0), depth + 1) + "->";
+			s = operand(desc(TREE_OPERAND(io, 0), depth + 1)) + "->";
 		else
-			s = desc(o, depth + 1) + ".";
+			s = operand(desc(o, depth + 1)) + ".";
 		for (size_t i = names.size(); i-- > 0;)
 			s += std::string(names[i]) + (i ? "." : "");
 		return s;
@@ -404,7 +421,7 @@ struct describer {
 			}
 			if (v % (long long)elem == 0) {
 				*idx = std::to_string(v / (long long)elem);
-				return "&" + *ps + "[" + *idx + "]";
+				return "&" + operand(*ps) + "[" + *idx + "]";
 			}
 			return "(char *)" + *ps + " + " + std::to_string(v);
 		}
@@ -413,12 +430,12 @@ struct describer {
 			unsigned long long m;
 			if (uint_value(TREE_OPERAND(o, 1), &m) && m == elem) {
 				*idx = index(TREE_OPERAND(o, 0), depth);
-				return "&" + *ps + "[" + *idx + "]";
+				return "&" + operand(*ps) + "[" + *idx + "]";
 			}
 		}
 		if (elem == 1) {
 			*idx = index(off, depth);
-			return "&" + *ps + "[" + *idx + "]";
+			return "&" + operand(*ps) + "[" + *idx + "]";
 		}
 		return "(char *)" + *ps + " + " + index(off, depth);
 	}
@@ -467,22 +484,22 @@ struct describer {
 			if (p && TREE_CODE(p) == POINTER_PLUS_EXPR) {
 				std::string ps, idx, s = pointer_plus(p, depth + 1, &ps, &idx);
 				if (!idx.empty())
-					return ps + "[" + idx + "]";
+					return operand(ps) + "[" + idx + "]";
 				return "*(" + s + ")";
 			}
 			/* The front end folded p[0] into *p. */
-			return desc(TREE_OPERAND(t, 0), depth + 1) + "[0]";
+			return operand(desc(TREE_OPERAND(t, 0), depth + 1)) + "[0]";
 		}
 		case MEM_REF: {
 			long long v;
 			if (int_value(TREE_OPERAND(t, 1), &v) && v == 0)
-				return desc(TREE_OPERAND(t, 0), depth + 1) + "[0]";
+				return operand(desc(TREE_OPERAND(t, 0), depth + 1)) + "[0]";
 			return unsupported("memory reference with offset");
 		}
 		case COMPONENT_REF:
 			return component(t, depth);
 		case ARRAY_REF:
-			return desc(TREE_OPERAND(t, 0), depth + 1) + "[" + index(TREE_OPERAND(t, 1), depth) + "]";
+			return operand(desc(TREE_OPERAND(t, 0), depth + 1)) + "[" + index(TREE_OPERAND(t, 1), depth) + "]";
 		case POINTER_PLUS_EXPR: {
 			std::string ps, idx;
 			return pointer_plus(t, depth, &ps, &idx);
@@ -633,7 +650,7 @@ struct walker {
 			tree f = TREE_OPERAND(obj, 1);
 			if (!f || TREE_CODE(f) != FIELD_DECL || decl_name(f))
 				break;
-			unsigned long long o;
+			unsigned long long o = 0;
 			if (!field_bit_position(f, &o))
 				have_off = false;
 			r.bit_offset += o;
@@ -847,9 +864,6 @@ struct walker {
 			walk_stmt(TREE_OPERAND(t, 1));
 			return;
 		case SWITCH_STMT:
-			walk_cond(t, TREE_OPERAND(t, 0), loc);
-			walk_stmt(TREE_OPERAND(t, 1));
-			return;
 		case SWITCH_EXPR:
 			walk_cond(t, TREE_OPERAND(t, 0), loc);
 			walk_stmt(TREE_OPERAND(t, 1));

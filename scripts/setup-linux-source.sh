@@ -6,7 +6,8 @@
 #   $KLASY_CACHE/linux-source-6.1/build-plugin-test  (x86_64_defconfig +
 #                                                     DWARF 5, `make prepare`)
 # Prints the source directory. Re-running is cheap; an interrupted run
-# starts its step again (temp dir + rename, stamp files).
+# starts its step again (temp dir + rename, stamp files). Concurrent runs
+# wait for each other ($top/.lock).
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -18,6 +19,10 @@ build=$top/build-plugin-test
 tarball=/usr/src/linux-source-6.1.tar.xz
 [ -f "$tarball" ] || die "$tarball missing although linux-source-6.1 is installed"
 mkdir -p "$top"
+# Every worktree on the machine shares this tree (and the plugin tests hold
+# the same lock while they build in it): one set-up at a time.
+exec 9>"$top/.lock"
+flock 9 || die "cannot lock $top/.lock"
 
 if [ ! -f "$src/Makefile" ]; then
 	tmp=$top/src.tmp.$$

@@ -24,17 +24,21 @@ the access pointcut.
 
 Each line gives the hook location (FILE:LINE, where the weaver hooks: the
 macro's expansion point in the .c file for macro code, the header line for a
-header inline function), the function, STRUCT.MEMBER, the mode (read, write,
-rw for += and ++, addr for &), and the base: how the struct's address is
-computed (param/local/static/global variable, or the call it comes from).
-Copies of header inline functions from different compilation units are
-listed once.
+header inline function), then "(stmt N)" when the enclosing statement starts
+on another line (a multi-line condition), the function, STRUCT.MEMBER, the
+mode (read, write, rw for += and ++, addr for &), and the base: how the
+struct's address is computed (param/local/static/global variable, or the
+call it comes from). FILE is the path gcc was given, so absolute in an O=
+build, with "dir/.." cleaned out as klasy lines does. Copies of header
+inline functions from different compilation units are listed once.
 
 Options:
   --json   one JSON object per line: struct, member, mode, file, line,
            function, function_file, base, base_kind, base_var, and when they
-           apply spelling, stmt_line, base_reason, declared, union, bitfield,
-           via_anonymous, bit_offset, bit_size
+           apply column, spelling, stmt_line, base_offset (container_of),
+           base_reason, declared, union, bitfield, via_anonymous; bit_offset
+           (offset_unknown instead after a variable-length array) and
+           bit_size (0 for a flexible array)
 
 Build a binary with the plugin (see gcc-patches/README.md):
   make -C gcc-patches
@@ -69,8 +73,11 @@ type accessJSON struct {
 	Union        bool   `json:"union,omitempty"`
 	Bitfield     bool   `json:"bitfield,omitempty"`
 	ViaAnonymous bool   `json:"via_anonymous,omitempty"`
-	BitOffset    uint64 `json:"bit_offset"`
-	BitSize      uint64 `json:"bit_size"`
+	// BitOffset is nil when the layout is not constant (a member after a
+	// variable-length array): 0 would be a wrong offset.
+	BitOffset     *uint64 `json:"bit_offset,omitempty"`
+	OffsetUnknown bool    `json:"offset_unknown,omitempty"`
+	BitSize       uint64  `json:"bit_size"`
 }
 
 func toJSON(a *debugklasy.Access) accessJSON {
@@ -81,7 +88,11 @@ func toJSON(a *debugklasy.Access) accessJSON {
 		Base: a.Base.Expr, BaseKind: a.Base.Kind.String(), BaseVar: a.Base.Var,
 		BaseOffset: a.Base.Offset, BaseReason: a.Base.Reason,
 		StmtLine: a.StmtLine, Union: a.Union, Bitfield: a.Bitfield, ViaAnonymous: a.ViaAnon,
-		BitOffset: a.BitOffset, BitSize: a.BitSize,
+		OffsetUnknown: a.NoOffset, BitSize: a.BitSize,
+	}
+	if !a.NoOffset {
+		off := a.BitOffset
+		j.BitOffset = &off
 	}
 	if a.SpellFile != "" {
 		j.Spelling = fmt.Sprintf("%s:%d:%d", a.SpellFile, a.SpellLine, a.SpellCol)
@@ -96,13 +107,14 @@ func runAccesses(s *stdio, args []string) error {
 	fs := flag.NewFlagSet("accesses", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		return usageError{Msg: err.Error()}
 	}
-	if fs.NArg() != 2 {
-		return usageError{Msg: "want BINARY and 'STRUCT.MEMBER'"}
+	if len(pos) != 2 {
+		return usageError{Msg: fmt.Sprintf("want BINARY and 'STRUCT.MEMBER', got %d arguments", len(pos))}
 	}
-	bin, pat := fs.Arg(0), fs.Arg(1)
+	bin, pat := pos[0], pos[1]
 	p, err := debugklasy.ParsePattern(pat)
 	if err != nil {
 		return usageError{Msg: err.Error()}
@@ -146,4 +158,25 @@ func runAccesses(s *stdio, args []string) error {
 	}
 	fmt.Fprintf(s.Err, "klasy accesses: %d of %d accesses match %s\n", len(hits), len(t.Accesses), pat)
 	return nil
+}
+
+// parseInterspersed parses flags before, between and after the positional
+// arguments, as perf and klasy lines accept them ("--" ends the flags), and
+// returns the positional arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil // fs consumed the terminator
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klasy/klasy/dwarfmap/debugklasy"
 	"github.com/klasy/klasy/internal/testenv"
 )
 
@@ -100,6 +101,30 @@ func TestAccessesText(t *testing.T) {
 	}
 }
 
+// TestAccessesFlagAnywhere: like klasy lines and perf, --json may follow
+// the arguments.
+func TestAccessesFlagAnywhere(t *testing.T) {
+	obj := fixtureObject(t, true)
+	before, _, err := runAccessesCmd("--json", obj, "task.count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _, err := runAccessesCmd(obj, "task.count", "--json")
+	if err != nil {
+		t.Fatalf("--json after the arguments: %v", err)
+	}
+	if after != before {
+		t.Errorf("--json after the arguments printed\n%s\nwant\n%s", after, before)
+	}
+	if _, _, err := runAccessesCmd(obj, "--", "task.count", "--json"); err == nil || !strings.Contains(err.Error(), "got 3") {
+		t.Errorf("--json after --: %v, want it taken as a third argument", err)
+	}
+	_, _, err = runAccessesCmd(obj, "task.count", "extra")
+	if err == nil || !strings.Contains(err.Error(), "got 3") {
+		t.Errorf("three arguments: %v", err)
+	}
+}
+
 func TestAccessesErrors(t *testing.T) {
 	plain := fixtureObject(t, false)
 	_, _, err := runAccessesCmd(plain, "task.count")
@@ -126,6 +151,12 @@ func TestAccessesErrors(t *testing.T) {
 		t.Errorf("newer format: %v", err)
 	}
 
+	missing := filepath.Join(t.TempDir(), "vmlinux")
+	_, _, err = runAccessesCmd(missing, "task.count")
+	if err == nil || !strings.Contains(err.Error(), "no such file") || strings.Count(err.Error(), missing) != 1 {
+		t.Errorf("missing binary: %v, want the path named once", err)
+	}
+
 	_, _, err = runAccessesCmd(fixture, "task.count")
 	if err == nil || !strings.Contains(err.Error(), "not an ELF object") {
 		t.Errorf("C source as binary: %v", err)
@@ -143,5 +174,25 @@ func TestAccessesErrors(t *testing.T) {
 	var ee exitError
 	if !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(errOut, "no access matches nosuch.member") {
 		t.Errorf("no match: err=%v stderr=%q", err, errOut)
+	}
+}
+
+// TestAccessesJSONUnknownOffset: a member after a variable-length array has
+// no constant offset; --json must not print it as offset 0.
+func TestAccessesJSONUnknownOffset(t *testing.T) {
+	for _, tt := range []struct {
+		a    debugklasy.Access
+		want string
+	}{
+		{debugklasy.Access{Member: "after", NoOffset: true, BitSize: 32}, `"offset_unknown":true,"bit_size":32}`},
+		{debugklasy.Access{Member: "len", BitSize: 32}, `"bit_offset":0,"bit_size":32}`},
+	} {
+		b, err := json.Marshal(toJSON(&tt.a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(string(b), tt.want) {
+			t.Errorf("%s: %s, want it to end in %s", tt.a.Member, b, tt.want)
+		}
 	}
 }

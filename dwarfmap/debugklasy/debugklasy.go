@@ -13,6 +13,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path"
+	"slices"
 )
 
 // SectionName is the ELF section the plugin writes.
@@ -172,34 +174,92 @@ const (
 // compilation unit linked into the binary.
 func Parse(data []byte) ([]Unit, error) {
 	var units []Unit
-	err := parseEach(data, func(u Unit) { units = append(units, u) })
+	err := parseEach(data, false, func(u Unit) { units = append(units, u) })
 	return units, err
 }
 
 // parseEach calls fn for each unit in turn, so a vmlinux's units need not
-// all be in memory at once.
-func parseEach(data []byte, fn func(Unit)) error {
+// all be in memory at once. With reuse, each unit's Accesses reuse the
+// previous unit's array: fn must copy what it keeps.
+func parseEach(data []byte, reuse bool, fn func(Unit)) error {
 	// A vmlinux repeats the same header paths and names in every unit:
 	// share one copy of each string.
-	intern := make(map[string]string)
+	intern := &interner{strs: make(map[string]string), paths: make(map[string]string)}
+	var buf []Access
 	off, n := 0, 0
 	for off < len(data) {
 		if data[off] == 0 { // padding between concatenated units
 			off++
 			continue
 		}
-		u, size, err := parseUnit(data[off:], intern)
+		u, size, err := parseUnit(data[off:], intern, buf)
 		if err != nil {
 			return fmt.Errorf("parsing unit %d at offset %#x: %w", n, off, err)
 		}
 		fn(u)
+		if reuse {
+			buf = u.Accesses[:0]
+		}
 		n++
 		off += size
 	}
 	return nil
 }
 
-func parseUnit(b []byte, intern map[string]string) (Unit, int, error) {
+// countRecords adds up the record counts of the unit headers, to size the
+// table once. It stops at anything odd: parseEach reports it.
+func countRecords(data []byte) int {
+	n := 0
+	for off := 0; off+minHeaderSize <= len(data); {
+		if data[off] == 0 {
+			off++
+			continue
+		}
+		b := data[off:]
+		size := int(binary.LittleEndian.Uint32(b[8:]))
+		if string(b[:4]) != magic || size < minHeaderSize {
+			break
+		}
+		n += int(binary.LittleEndian.Uint32(b[16:]))
+		off += size
+	}
+	return min(n, len(data)) // each record takes a byte or more
+}
+
+// interner shares strings between units. Paths are cleaned the way
+// .debug_line readers (dwarfmap) clean theirs: kbuild compiles through
+// "arch/x86/events/intel/../perf_event.h", and a hook file must match the
+// line table's name, and header copies reached through different paths
+// must merge.
+type interner struct {
+	strs  map[string]string
+	paths map[string]string // as written -> cleaned and interned
+}
+
+func (in *interner) str(b []byte) string {
+	if v, ok := in.strs[string(b)]; ok {
+		return v
+	}
+	v := string(b)
+	in.strs[v] = v
+	return v
+}
+
+func (in *interner) path(s string) string {
+	if s == "" {
+		return s
+	}
+	if v, ok := in.paths[s]; ok {
+		return v
+	}
+	v := in.str([]byte(path.Clean(s)))
+	in.paths[s] = v
+	return v
+}
+
+// parseUnit decodes the unit at the start of b, appending its accesses to
+// acc[:0].
+func parseUnit(b []byte, intern *interner, acc []Access) (Unit, int, error) {
 	var u Unit
 	if len(b) < 8 || string(b[:4]) != magic {
 		return u, 0, errors.New("bad magic: not a klasy unit")
@@ -231,35 +291,31 @@ func parseUnit(b []byte, intern map[string]string) (Unit, int, error) {
 		if i := bytes.IndexByte(s, 0); i >= 0 {
 			s = s[:i]
 		}
-		if v, ok := intern[string(s)]; ok {
-			return v, nil
-		}
-		v := string(s)
-		intern[v] = v
-		return v, nil
+		return intern.str(s), nil
 	}
 	var err error
 	if u.Name, err = str(uint64(le.Uint32(b[24:]))); err != nil {
 		return u, 0, err
 	}
+	u.Name = intern.path(u.Name)
 	if u.Producer, err = str(uint64(le.Uint32(b[28:]))); err != nil {
 		return u, 0, err
 	}
-	r := reader{b: b[hdr : size-strsize], lookup: str}
+	r := reader{b: b[hdr : size-strsize], lookup: str, cleanPath: intern.path}
 	// Each function and record takes at least one byte per field.
 	if nfuncs > len(r.b) || nrecs > len(r.b) {
 		return u, 0, fmt.Errorf("%d functions and %d records cannot fit in %d bytes", nfuncs, nrecs, len(r.b))
 	}
 	u.Functions = make([]Function, 0, nfuncs)
 	for i := 0; i < nfuncs; i++ {
-		f := Function{Name: r.str(), File: r.str(), Line: r.int()}
+		f := Function{Name: r.str(), File: r.path(), Line: r.int()}
 		f.Static = r.uleb()&1 != 0
 		if r.err != nil {
 			return u, 0, fmt.Errorf("function %d: %w", i, r.err)
 		}
 		u.Functions = append(u.Functions, f)
 	}
-	u.Accesses = make([]Access, 0, nrecs)
+	u.Accesses = slices.Grow(acc[:0], nrecs)
 	for i := 0; i < nrecs; i++ {
 		a, err := r.access(u.Functions)
 		if err != nil {
@@ -274,9 +330,10 @@ func parseUnit(b []byte, intern map[string]string) (Unit, int, error) {
 }
 
 type reader struct {
-	b      []byte
-	err    error
-	lookup func(uint64) (string, error)
+	b         []byte
+	err       error
+	lookup    func(uint64) (string, error)
+	cleanPath func(string) string
 }
 
 func (r *reader) uleb() uint64 {
@@ -357,6 +414,11 @@ func (r *reader) str() string {
 	return s
 }
 
+// path reads a string that names a file.
+func (r *reader) path() string {
+	return r.cleanPath(r.str())
+}
+
 func (r *reader) access(funcs []Function) (Access, error) {
 	var a Access
 	fi := r.uleb()
@@ -366,11 +428,11 @@ func (r *reader) access(funcs []Function) (Access, error) {
 	mode := r.uleb()
 	a.BitOffset = r.uleb()
 	a.BitSize = r.uleb()
-	a.File = r.str()
+	a.File = r.path()
 	a.Line = r.int()
 	a.Col = r.int()
 	a.StmtLine = r.int()
-	a.SpellFile = r.str()
+	a.SpellFile = r.path()
 	a.SpellLine = r.int()
 	a.SpellCol = r.int()
 	kind := r.uleb()
@@ -379,7 +441,7 @@ func (r *reader) access(funcs []Function) (Access, error) {
 	a.Base.Offset = r.sleb()
 	a.Base.Reason = r.str()
 	if flags&flagAnonType != 0 {
-		a.DeclFile = r.str()
+		a.DeclFile = r.path()
 		a.DeclLine = r.int()
 	}
 	if r.err != nil {

@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -158,6 +161,38 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestCleanPaths: kbuild compiles some files through "dir/../header.h";
+// the table names them as .debug_line readers do (path.Clean), and the
+// copies of a header inline function reached through different paths merge.
+func TestCleanPaths(t *testing.T) {
+	unit := func(cu, hdr string) []byte {
+		u := newUnit()
+		u.cu = cu
+		u.function("x86_pmu_has_lbr", hdr, 10, true)
+		u.record(0, Access{Struct: "x86_pmu", Member: "lbr_nr", File: hdr, Line: 12, SpellFile: "src/arch/x86/events/./perf_event.h", SpellLine: 3,
+			DeclFile: "src/include/./linux/perf_event.h", DeclLine: 5}, flagAnonType)
+		return u.bytes()
+	}
+	data := append(unit("src/arch/x86/events/intel/./core.c", "src/arch/x86/events/intel/../perf_event.h"),
+		unit("src/arch/x86/events/amd/core.c", "src/arch/x86/events/amd/../perf_event.h")...)
+	units, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if units[0].Name != "src/arch/x86/events/intel/core.c" {
+		t.Errorf("unit name %q, want it cleaned", units[0].Name)
+	}
+	tab := NewTable(units)
+	if len(tab.Accesses) != 1 {
+		t.Fatalf("%d accesses, want the two copies merged: %+v", len(tab.Accesses), tab.Accesses)
+	}
+	a := tab.Accesses[0]
+	const h = "src/arch/x86/events/perf_event.h"
+	if a.File != h || a.Function.File != h || a.SpellFile != h || a.DeclFile != "src/include/linux/perf_event.h" {
+		t.Errorf("paths not cleaned: file %q function file %q spelling %q declared %q", a.File, a.Function.File, a.SpellFile, a.DeclFile)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	good := sample("a.c")
 	newer := append([]byte(nil), good...)
@@ -275,5 +310,48 @@ func TestSites(t *testing.T) {
 	want := []string{"a.c:5(0) f 2", "a.c:7(6) f 1", "a.c:22(0) g 1"}
 	if strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("sites %q, want %q", got, want)
+	}
+}
+
+// TestTableOrder checks the table is sorted by file, line, column, struct
+// and member, ties kept in section order, against a plain stable sort.
+func TestTableOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	u := Unit{Functions: []Function{{Name: "f"}, {Name: "g"}}}
+	for i := 0; i < 2000; i++ {
+		u.Accesses = append(u.Accesses, Access{
+			File: []string{"a.c", "b.h", "include/c.h"}[rng.IntN(3)], Line: rng.IntN(20), Col: rng.IntN(3),
+			Struct: []string{"sk_buff", "sock"}[rng.IntN(2)], Member: []string{"len", "data"}[rng.IntN(2)],
+			Function: u.Functions[rng.IntN(2)], Mode: Mode(rng.IntN(4)),
+		})
+	}
+	tab := NewTable([]Unit{u})
+	// The reference: first copies in section order, then a stable sort.
+	var want []Access
+	seen := map[Access]bool{}
+	for _, a := range u.Accesses {
+		if !seen[a] {
+			seen[a] = true
+			want = append(want, a)
+		}
+	}
+	sort.SliceStable(want, func(i, j int) bool {
+		a, b := want[i], want[j]
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		if a.Col != b.Col {
+			return a.Col < b.Col
+		}
+		if a.Struct != b.Struct {
+			return a.Struct < b.Struct
+		}
+		return a.Member < b.Member
+	})
+	if !slices.Equal(tab.Accesses, want) {
+		t.Errorf("table order differs from a stable sort of the distinct accesses (%d vs %d)", len(tab.Accesses), len(want))
 	}
 }

@@ -1,12 +1,13 @@
 package debugklasy
 
 import (
+	"cmp"
 	"debug/elf"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -26,7 +27,7 @@ func Open(path string) (*Table, error) {
 		if errors.As(err, &fe) {
 			return nil, fmt.Errorf("%s is not an ELF object (want a .o, a .ko or a vmlinux): %w", path, err)
 		}
-		return nil, fmt.Errorf("opening %s: %w", path, err)
+		return nil, err // *fs.PathError names the file already
 	}
 	defer f.Close()
 	sec := f.Section(SectionName)
@@ -37,8 +38,8 @@ func Open(path string) (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s of %s: %w", SectionName, path, err)
 	}
-	b := newBuilder()
-	if err := parseEach(data, b.add); err != nil {
+	b := newBuilder(countRecords(data))
+	if err := parseEach(data, true, b.add); err != nil { // add copies each access
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return b.finish(), nil
@@ -49,7 +50,11 @@ func Open(path string) (*Table, error) {
 // is the same code in every unit, while two static functions of the same
 // name in different .c files differ in their file.
 func NewTable(units []Unit) *Table {
-	b := newBuilder()
+	n := 0
+	for _, u := range units {
+		n += len(u.Accesses)
+	}
+	b := newBuilder(n)
 	for _, u := range units {
 		b.add(u)
 	}
@@ -62,48 +67,94 @@ func NewTable(units []Unit) *Table {
 type builder struct {
 	t    *Table
 	seed maphash.Seed
-	seen map[uint64][]int32 // hash -> indexes into t.Accesses
+	seen map[uint64]int32   // hash -> index into t.Accesses of the first access with it
+	more map[uint64][]int32 // further distinct accesses with the same hash (rare)
 }
 
-func newBuilder() *builder {
-	return &builder{t: &Table{}, seed: maphash.MakeSeed(), seen: make(map[uint64][]int32)}
+// newBuilder makes a builder for about n records.
+func newBuilder(n int) *builder {
+	return &builder{t: &Table{Accesses: make([]Access, 0, n)}, seed: maphash.MakeSeed(),
+		seen: make(map[uint64]int32, n), more: make(map[uint64][]int32)}
 }
 
 func (b *builder) add(u Unit) {
 	b.t.Units++
-outer:
 	for _, a := range u.Accesses {
 		b.t.Records++
-		h := maphash.Comparable(b.seed, a)
-		for _, i := range b.seen[h] {
-			if b.t.Accesses[i] == a {
-				continue outer
-			}
+		if !b.known(&a) {
+			b.t.Accesses = append(b.t.Accesses, a)
 		}
-		b.seen[h] = append(b.seen[h], int32(len(b.t.Accesses)))
-		b.t.Accesses = append(b.t.Accesses, a)
 	}
 }
 
+// known reports whether a is already in the table, and otherwise notes
+// that it is about to be appended.
+func (b *builder) known(a *Access) bool {
+	h := maphash.Comparable(b.seed, *a)
+	next := int32(len(b.t.Accesses))
+	i, ok := b.seen[h]
+	if !ok {
+		b.seen[h] = next
+		return false
+	}
+	if b.t.Accesses[i] == *a {
+		return true
+	}
+	for _, i := range b.more[h] {
+		if b.t.Accesses[i] == *a {
+			return true
+		}
+	}
+	b.more[h] = append(b.more[h], next)
+	return false
+}
+
+// finish sorts the table. It sorts indexes and then moves each access
+// once: swapping the large Access values while sorting cost more than
+// parsing the section.
 func (b *builder) finish() *Table {
 	t := b.t
-	b.seen = nil
-	sort.SliceStable(t.Accesses, func(i, j int) bool {
-		a, b := &t.Accesses[i], &t.Accesses[j]
-		if a.File != b.File {
-			return a.File < b.File
+	b.seen, b.more = nil, nil
+	acc := t.Accesses
+	order := make([]int32, len(acc))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(i, j int32) int {
+		a, b := &acc[i], &acc[j]
+		if c := strings.Compare(a.File, b.File); c != 0 {
+			return c
 		}
-		if a.Line != b.Line {
-			return a.Line < b.Line
+		if c := cmp.Compare(a.Line, b.Line); c != 0 {
+			return c
 		}
-		if a.Col != b.Col {
-			return a.Col < b.Col
+		if c := cmp.Compare(a.Col, b.Col); c != 0 {
+			return c
 		}
-		if a.Struct != b.Struct {
-			return a.Struct < b.Struct
+		if c := strings.Compare(a.Struct, b.Struct); c != 0 {
+			return c
 		}
-		return a.Member < b.Member
+		return strings.Compare(a.Member, b.Member)
 	})
+	// Apply the permutation in place, one cycle at a time: position i
+	// takes the access at order[i].
+	for i := range order {
+		if order[i] < 0 {
+			continue
+		}
+		tmp := acc[i]
+		j := int32(i)
+		for {
+			k := order[j]
+			order[j] = -1
+			if int(k) == i {
+				acc[j] = tmp
+				break
+			}
+			acc[j] = acc[k]
+			j = k
+		}
+	}
 	return t
 }
 

@@ -24,7 +24,8 @@ if grep -q '\.debug_klasy' "$lds"; then
 fi
 grep -q '^[[:space:]]*ELF_DETAILS[[:space:]]*$' "$lds" ||
 	{ echo "prepare-tree.sh: no ELF_DETAILS line in $lds: add this line by hand after the DWARF sections:" >&2; echo "$line" >&2; exit 1; }
-tmp=$lds.klasy-tmp
+tmp=$lds.klasy-tmp.$$
+trap 'rm -f "$tmp"' EXIT # a failed awk leaves nothing behind
 awk -v add="$line" '{ print } /^[[:space:]]*ELF_DETAILS[[:space:]]*$/ && !done { print add; done = 1 }' "$lds" >"$tmp"
 mv -f "$tmp" "$lds"
 echo "prepare-tree.sh: placed .debug_klasy in $lds" >&2

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/dwarfmap/debugklasy"
+	"github.com/klasy/klasy/internal/testenv"
 )
 
 // cpuTime runs cmd in dir and returns the CPU time (user + system) of gcc
@@ -130,7 +131,7 @@ func BenchmarkKernelFiles(b *testing.B) {
 			}
 			lines, hit, hitStmt, recHit := map[fl]bool{}, 0, 0, 0
 			for _, a := range tab.Accesses {
-				key := fl{filepath.Clean(a.File), a.Line}
+				key := fl{a.File, a.Line} // debugklasy cleans paths as lineRows does
 				if rows[key.file][a.Line] {
 					recHit++
 				}
@@ -158,4 +159,38 @@ func BenchmarkKernelFiles(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// BenchmarkOpenVmlinux measures what `klasy accesses VMLINUX 'sk_buff.%'`
+// spends reading and merging the lab kernel's .debug_klasy, beside the
+// baseline of only reading the section's bytes.
+func BenchmarkOpenVmlinux(b *testing.B) {
+	vmlinux := filepath.Join(cacheDir(), "lab-kernel", "current", "vmlinux")
+	if _, err := os.Stat(vmlinux); err != nil {
+		testenv.Need(b, "lab", fmt.Errorf("no lab kernel at %s: run scripts/build-lab-kernel.sh", vmlinux))
+	}
+	p := mustPattern(b, "sk_buff.%")
+	b.Run("read-section", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			f, err := elf.Open(vmlinux)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := f.Section(debugklasy.SectionName).Data(); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+		}
+	})
+	b.Run("open-and-query", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			tab, err := debugklasy.Open(vmlinux)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(len(tab.Query(p))), "hits")
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/klasy/klasy/internal/cachedir"
@@ -44,7 +45,28 @@ func linuxSource(t testing.TB) kernelTree {
 	if _, err := os.Stat(filepath.Join(k.build, ".klasy-prepared")); err != nil {
 		testenv.Need(t, "linux-source", fmt.Errorf("no prepared linux-source-6.1 tree in %s: run make linux-source", top))
 	}
+	lockTree(t, top)
 	return k
+}
+
+// lockTree holds the lock scripts/setup-linux-source.sh takes until t ends.
+// The tree and its build directory are shared by every worktree on the
+// machine: two `make test` runs, each with its own klasy.so, would rebuild
+// the same objects at once and read each other's.
+func lockTree(t testing.TB, top string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(top, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatalf("locking the shared kernel tree: %v", err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+		return
+	}
+	t.Logf("waiting for another user of %s", top)
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("locking the shared kernel tree: %v", err)
+	}
 }
 
 // makeObjects builds objs in the prepared tree with the plugin, the way a
@@ -114,10 +136,12 @@ func TestKernelFiles(t *testing.T) {
 	k.makeObjects(t, so, objs...)
 	for _, f := range kernelFiles {
 		t.Run(f.obj, func(t *testing.T) {
-			tab, err := debugklasy.Open(filepath.Join(k.build, f.obj))
+			obj := filepath.Join(k.build, f.obj)
+			tab, err := debugklasy.Open(obj)
 			if err != nil {
 				t.Fatal(err)
 			}
+			checkLayout(t, obj, tab)
 			on, unsupported, calls, noLine := 0, 0, 0, 0
 			for _, a := range tab.Accesses {
 				if a.Struct == f.on {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -184,11 +185,14 @@ func lineOf(t *testing.T, path, text string) int {
 // TestRecordDetails checks what the want comments do not: layout, flags,
 // locations and the function table.
 func TestRecordDetails(t *testing.T) {
-	tab, err := debugklasy.Open(compileWithPlugin(t, "testdata/accesses.c"))
+	obj := compileWithPlugin(t, "testdata/accesses.c")
+	tab, err := debugklasy.Open(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const c, h = "testdata/accesses.c", "testdata/accesses.h"
+
+	t.Run("layout", func(t *testing.T) { checkLayout(t, obj, tab) })
 
 	t.Run("bitfield", func(t *testing.T) {
 		a := find(t, tab, "bitfields", "task.flag_b", debugklasy.Write)
@@ -261,20 +265,30 @@ func TestRecordDetails(t *testing.T) {
 	})
 }
 
+// linkUnits compiles srcs with the plugin, links them with ld -r as kbuild
+// does for built-in.a parts and modules, and reads the result.
+func linkUnits(t *testing.T, srcs ...string) *debugklasy.Table {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "linked.o")
+	args := []string{"-r", "-o", out}
+	for _, src := range srcs {
+		args = append(args, compileWithPlugin(t, src))
+	}
+	if b, err := exec.Command("ld", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ld %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	tab, err := debugklasy.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tab
+}
+
 // TestConcatenation links two units with ld -r, as kbuild does for
 // built-in.a parts and modules: both units survive, the copies of the
 // header inline task_count() merge.
 func TestConcatenation(t *testing.T) {
-	a := compileWithPlugin(t, "testdata/accesses.c")
-	b := compileWithPlugin(t, "testdata/second.c")
-	both := filepath.Join(t.TempDir(), "both.o")
-	if out, err := exec.Command("ld", "-r", "-o", both, a, b).CombinedOutput(); err != nil {
-		t.Fatalf("ld -r: %v\n%s", err, out)
-	}
-	tab, err := debugklasy.Open(both)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tab := linkUnits(t, "testdata/accesses.c", "testdata/second.c")
 	if tab.Units != 2 {
 		t.Errorf("%d units after ld -r, want 2", tab.Units)
 	}
@@ -292,7 +306,29 @@ func TestConcatenation(t *testing.T) {
 	}
 }
 
-func mustPattern(t *testing.T, s string) *debugklasy.Pattern {
+// TestUncleanPaths compiles the two units through paths with "..", as
+// kbuild does for arch/x86/events/intel/../perf_event.h: the table names
+// files the way .debug_line readers (dwarfmap, klasy lines) do, cleaned, so
+// the weaver finds the hook line and the header copies still merge.
+func TestUncleanPaths(t *testing.T) {
+	tab := linkUnits(t, "testdata/accesses.c", "testdata/../testdata/second.c")
+	n := 0
+	for _, x := range tab.Accesses {
+		for _, p := range []string{x.File, x.SpellFile, x.DeclFile, x.Function.File} {
+			if p != "" && path.Clean(p) != p {
+				t.Errorf("%s.%s in %s: path %q is not clean", x.Struct, x.Member, x.Function.Name, p)
+			}
+		}
+		if x.Function.Name == "task_count" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("task_count listed %d times, want once", n)
+	}
+}
+
+func mustPattern(t testing.TB, s string) *debugklasy.Pattern {
 	t.Helper()
 	p, err := debugklasy.ParsePattern(s)
 	if err != nil {
@@ -464,6 +500,12 @@ func TestUnusual(t *testing.T) {
 		t.Errorf("flexible array member: offset %d size %d, want 32 0", a.BitOffset, a.BitSize)
 	}
 	find(t, tab, "inner_fn", "task.arr", debugklasy.Read) // GNU C nested function
+	if a := find(t, tab, "vla_struct", ".after", debugklasy.Write); !a.NoOffset {
+		t.Errorf("member after a variable-length array: offset %d known, want unknown", a.BitOffset)
+	}
+	if a := find(t, tab, "vla_struct", ".len", debugklasy.Write); a.NoOffset || a.BitOffset != 0 || a.BitSize != 32 {
+		t.Errorf("member before a variable-length array: unknown=%v offset %d size %d, want 0 32", a.NoOffset, a.BitOffset, a.BitSize)
+	}
 
 	for _, src := range []string{"testdata/accesses.c", "testdata/unusual.c"} {
 		out := filepath.Join(t.TempDir(), "o0.o")

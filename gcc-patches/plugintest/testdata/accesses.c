@@ -114,3 +114,17 @@ static int unused_static(struct task *p)
 {
 	return p->count;
 }
+
+/* A macro temporary set straight from a variable, as NL_SET_ERR_MSG sets
+ * __extack = (extack): the base is the variable. */
+#define SET_COUNT(t, v) do { struct task *__t = (t); if (__t) __t->count = (v); } while (0)
+
+void macro_temporary(struct task *t)
+{
+	SET_COUNT(t, 1);			/* want: task.count write param:t */
+}
+
+int from_member_chain(struct inner *in, struct task *p)
+{
+	return container_of(in, struct task, emb)->thread->fs + (p + 1)->next->ax; /* want: task.thread read param:(char *)in - 40; inner.fs read param:((char *)in - 40)->thread; task.next read param:&p[1]; task.ax read param:(&p[1])->next */
+}

@@ -122,3 +122,12 @@ int incremented(struct inner *p)
 {
 	return (++p)->fs;	/* want: inner.fs read unsupported:? */
 }
+
+int vla_struct(int n)
+{
+	struct { int len; int arr[n]; int after; } v;
+
+	v.len = n;		/* want: .len write local:&v */
+	v.after = n;		/* want: .after write local:&v */
+	return v.after;		/* want: .after read local:&v */
+}
