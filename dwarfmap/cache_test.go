@@ -16,13 +16,15 @@ import (
 	"time"
 )
 
-func loadInto(t *testing.T, image, dir string) (*Index, LoadInfo, []string) {
+// loadInto loads image with its cache in dir; the logs include those of
+// later queries (a damaged section is found when first read).
+func loadInto(t *testing.T, image, dir string) (*Index, LoadInfo, *[]string) {
 	t.Helper()
-	var logs []string
+	logs := new([]string)
 	var mu sync.Mutex
 	x, info, err := Load(image, Options{CacheDir: dir, Log: func(f string, a ...any) {
 		mu.Lock()
-		logs = append(logs, f)
+		*logs = append(*logs, f)
 		mu.Unlock()
 	}})
 	if err != nil {
@@ -95,8 +97,14 @@ func TestCacheInvalidIsRebuilt(t *testing.T) {
 
 	flip := bytes.Clone(good)
 	flip[len(flip)/2] ^= 0x40
+	hdrFlip := bytes.Clone(good)
+	hdrFlip[20] ^= 0x01 // in the build-id
+	tableFlip := bytes.Clone(good)
+	tableFlip[headerSize+tableEntry*secRows+16] ^= 0x01 // a section's CRC
 	for name, data := range map[string][]byte{
 		"bit flip":  flip,
+		"header":    hdrFlip,
+		"table":     tableFlip,
 		"truncated": good[:len(good)/2],
 		"empty":     nil,
 		"foreign":   foreign, // another image's index under this build-id
@@ -108,20 +116,69 @@ func TestCacheInvalidIsRebuilt(t *testing.T) {
 			}
 			x, li, logs := loadInto(t, img, dir)
 			defer x.Close()
-			if li.FromCache {
-				t.Fatal("used an invalid cache file")
-			}
-			if !strings.Contains(strings.Join(logs, "\n"), "rebuilding") {
-				t.Errorf("no notice of the rebuild: %q", logs)
-			}
-			if ls, err := x.Lines(LineSpec{Func: "process"}); err != nil || len(ls) == 0 {
+			// A damaged header is found at load; a damaged section when
+			// a query first reads it (Lines reads them all).
+			ls, err := x.Lines(LineSpec{Func: "process"})
+			if err != nil || len(ls) == 0 {
 				t.Errorf("rebuilt index answers %v %v", ls, err)
+			}
+			if li.FromCache && name != "bit flip" {
+				t.Error("used an invalid cache file")
+			}
+			if !strings.Contains(strings.Join(*logs, "\n"), "rebuilding") {
+				t.Errorf("no notice of the rebuild: %q", *logs)
 			}
 			again, _ := os.ReadFile(info.CachePath)
 			if !bytes.Equal(again, good) {
 				t.Error("the rebuilt cache file differs from a fresh build")
 			}
 		})
+	}
+}
+
+// A query reads only the sections it needs: damage in the line table
+// does not stop `klasy funcs` (nor slow it with a rebuild), and the first
+// query that reads the line table finds the damage and rebuilds.
+func TestCacheSectionsCheckedWhenRead(t *testing.T) {
+	img := compile(t, fixture{"-O2", true})
+	dir := t.TempDir()
+	x, info, _ := loadInto(t, img, dir)
+	want := x.MatchFuncs("%")
+	wantLines, _ := x.Lines(LineSpec{Func: "process"})
+	x.Close()
+	good, err := os.ReadFile(info.CachePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Clone(good)
+	rowsOff := binary.LittleEndian.Uint64(data[headerSize+tableEntry*secRows:])
+	data[rowsOff+8] ^= 0x01 // the File of the first row
+	if err := os.WriteFile(info.CachePath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	y, li, logs := loadInto(t, img, dir)
+	defer y.Close()
+	if !li.FromCache {
+		t.Fatal("the header is intact: the load should map the file")
+	}
+	got := y.MatchFuncs("%")
+	if len(got) != len(want) || len(*logs) != 0 {
+		t.Fatalf("funcs from a cache with a damaged line table: %d functions (want %d), logs %q", len(got), len(want), *logs)
+	}
+	ls, err := y.Lines(LineSpec{Func: "process"})
+	if err != nil || len(ls) != len(wantLines) {
+		t.Fatalf("lines after the damaged line table: %d, %v (want %d)", len(ls), err, len(wantLines))
+	}
+	for i := range ls {
+		if ls[i].Line != wantLines[i].Line || !equalU64(ls[i].Addrs, wantLines[i].Addrs) {
+			t.Errorf("line %d: %+v, want %+v", i, ls[i], wantLines[i])
+		}
+	}
+	if !strings.Contains(strings.Join(*logs, "\n"), "rebuilding") {
+		t.Errorf("no notice of the rebuild: %q", *logs)
+	}
+	if again, _ := os.ReadFile(info.CachePath); !bytes.Equal(again, good) {
+		t.Error("the damaged cache file was not replaced by a fresh build")
 	}
 }
 
@@ -254,10 +311,17 @@ func FuzzDecode(f *testing.F) {
 		if x, _, err := decode(b); err == nil {
 			queryAll(x)
 		}
-		// Again with a correct checksum, as a buggy or hostile writer
+		// Again with correct checksums, as a buggy or hostile writer
 		// would produce: the structural checks alone must hold.
 		if len(b) >= headerSize+tableSize {
-			binary.LittleEndian.PutUint32(b[88:], crc32.Checksum(b[headerSize:], crcTable))
+			for i := 0; i < numSections; i++ {
+				e := b[headerSize+tableEntry*i:]
+				off, n := binary.LittleEndian.Uint64(e), binary.LittleEndian.Uint64(e[8:])
+				if off <= uint64(len(b)) && n <= uint64(len(b))-off {
+					binary.LittleEndian.PutUint32(e[16:], crc32.Checksum(b[off:off+n], crcTable))
+				}
+			}
+			binary.LittleEndian.PutUint32(b[88:], headerCRC(b))
 			if x, _, err := decode(b); err == nil {
 				queryAll(x)
 			}

@@ -116,7 +116,8 @@ type Index struct {
 	spans   []addrSpan // function ranges by Lo
 	structs []Struct   // by name
 
-	img     *Image // set once opened against the image, for lazy queries
+	img     *Image        // set once opened against the image, for lazy queries
+	lazy    *lazySections // a mapped cache file's sections not yet checked
 	release func() error
 }
 
@@ -131,6 +132,9 @@ type Stats struct {
 
 // Stats reports how many records the index holds.
 func (x *Index) Stats() Stats {
+	if x.lazy != nil {
+		x = x.lazy.all // the sizes, without reading the sections
+	}
 	return Stats{len(x.units), len(x.files), len(x.rows), len(x.funcs), len(x.inlines), len(x.ranges), len(x.structs)}
 }
 

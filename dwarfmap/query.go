@@ -27,7 +27,10 @@ type Line struct {
 }
 
 // Row returns row i of the line table (for tests and tools).
-func (x *Index) Row(i int) Row { return x.rows[i] }
+func (x *Index) Row(i int) Row {
+	x.need(allSections)
+	return x.rows[i]
+}
 
 // row returns row i, or an empty row if a (damaged) sort index points
 // past the table: loads do not scan the 8.6 M index entries of a vmlinux.
@@ -48,7 +51,10 @@ func (x *Index) File(f uint32) string {
 
 // Rows returns every line-table row in table order (end-of-sequence rows
 // included), as objdump --dwarf=decodedline prints them.
-func (x *Index) Rows() []Row { return x.rows }
+func (x *Index) Rows() []Row {
+	x.need(allSections)
+	return x.rows
+}
 
 // FuncInfo describes a function.
 type FuncInfo struct {
@@ -92,6 +98,9 @@ func (x *Index) inlineName(i uint32) strRef { return x.inlines[i].Name }
 // Funcs returns the functions named name (static functions may share a
 // name), out-of-line copies first.
 func (x *Index) Funcs(name string) []FuncInfo {
+	if x.need(funcSecs) != nil {
+		return nil
+	}
 	var out []FuncInfo
 	lo, hi := x.nameRange(x.byName, x.funcName, name, true)
 	for _, i := range x.byName[lo:hi] {
@@ -115,6 +124,9 @@ func (x *Index) Funcs(name string) []FuncInfo {
 // MatchFuncs returns every function whose name matches pattern, where %
 // (or *) matches any run of characters, sorted by name.
 func (x *Index) MatchFuncs(pattern string) []FuncInfo {
+	if x.need(funcSecs) != nil {
+		return nil
+	}
 	prefix := pattern
 	if i := strings.IndexAny(pattern, "%*"); i >= 0 {
 		prefix = pattern[:i]
@@ -178,6 +190,9 @@ func Match(pattern, name string) bool {
 
 // FuncAt returns the function whose code holds addr.
 func (x *Index) FuncAt(addr uint64) (FuncInfo, bool) {
+	if x.need(funcAtSecs) != nil {
+		return FuncInfo{}, false
+	}
 	i := sort.Search(len(x.spans), func(i int) bool { return x.spans[i].Lo > addr }) - 1
 	// Spans may nest (a function at 0 from a discarded section); look back
 	// a few for one that covers addr.
@@ -263,6 +278,9 @@ func (x *Index) fileRows(f uint32, line int) []uint32 {
 // Lines answers `klasy lines`: the source lines of a function, or of a
 // file (or one line of either), each with the addresses of its code.
 func (x *Index) Lines(sp LineSpec) ([]Line, error) {
+	if err := x.need(allSections); err != nil {
+		return nil, err
+	}
 	if sp.Func != "" {
 		return x.funcLines(sp)
 	}
@@ -438,6 +456,9 @@ type InlineInfo struct {
 
 // Inlines returns the inlined copies of the function name.
 func (x *Index) Inlines(name string) []InlineInfo {
+	if x.need(funcSecs) != nil {
+		return nil
+	}
 	lo, hi := x.nameRange(x.inlName, x.inlineName, name, true)
 	var out []InlineInfo
 	for _, i := range x.inlName[lo:hi] {
@@ -453,6 +474,9 @@ func (x *Index) Inlines(name string) []InlineInfo {
 
 // AllFuncs returns every out-of-line function in index order (tests).
 func (x *Index) AllFuncs() []FuncInfo {
+	if x.need(funcSecs) != nil {
+		return nil
+	}
 	out := make([]FuncInfo, len(x.funcs))
 	for i := range x.funcs {
 		out[i] = x.funcInfo(i)

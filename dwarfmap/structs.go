@@ -43,6 +43,9 @@ func (x *Index) Struct(name string) (l *Layout, err error) {
 	if err := x.needImage(); err != nil {
 		return nil, err
 	}
+	if err := x.need(structSecs); err != nil {
+		return nil, err
+	}
 	name = strings.TrimSpace(name)
 	want := uint32(0)
 	if n, ok := strings.CutPrefix(name, "struct "); ok {
