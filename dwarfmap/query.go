@@ -24,6 +24,9 @@ type Line struct {
 	// or "after" (for after advice).
 	FallbackFor int    `json:"fallback_for,omitempty"`
 	Fallback    string `json:"fallback,omitempty"`
+	// Inlined names the callee, inlined into Function, whose source line
+	// this is (only with LineSpec.Inlined or when asked for by number).
+	Inlined string `json:"inlined,omitempty"`
 }
 
 // Row returns row i of the line table (for tests and tools).
@@ -218,6 +221,9 @@ func (x *Index) rowsIn(lo, hi uint64) []uint32 {
 type LineSpec struct {
 	Func, File string
 	Line       int // 0: all lines
+	// Inlined adds, after a function's own lines, the lines of the
+	// callees inlined into it (marked with Line.Inlined).
+	Inlined bool
 }
 
 // ParseLineSpec splits FUNC|FILE[:LINE]. A name with a '/' or a source
@@ -292,13 +298,13 @@ func (x *Index) Lines(sp LineSpec) ([]Line, error) {
 	for _, f := range files {
 		rows = append(rows, x.fileRows(f, sp.Line)...)
 	}
-	out := x.groupRows(rows, "")
+	out := x.groupRows(rows, "", nil)
 	if len(out) == 0 && sp.Line != 0 {
 		var all []uint32
 		for _, f := range files {
 			all = append(all, x.fileRows(f, 0)...)
 		}
-		if fb, err := x.nearest(x.groupRows(all, ""), sp.Line); err == nil {
+		if fb, err := x.nearest(x.groupRows(all, "", nil), sp.Line); err == nil {
 			return fb, nil
 		} else {
 			return nil, fmt.Errorf("%s:%d has no code (the compiler merged or removed it): %v", sp.File, sp.Line, err)
@@ -347,11 +353,14 @@ func (x *Index) nearest(lines []Line, want int) ([]Line, error) {
 	return nil, fmt.Errorf("lines %d and %d, the nearest with code, are not in one basic block", before.Line, after.Line)
 }
 
-// groupRows turns rows into Lines keyed by (function, file, line), sorted
-// by file, line and function. fn, if set, names the function for all.
-func (x *Index) groupRows(rows []uint32, fn string) []Line {
+// groupRows turns rows into Lines keyed by (function, inlined callee,
+// file, line), sorted by file, line and function, own lines before
+// inlined ones. fn, if set, names the function for all; inlined, if set,
+// gives each row's inlined callee.
+func (x *Index) groupRows(rows []uint32, fn string, inlined func(ri uint32) string) []Line {
 	type key struct {
 		fn   string
+		inl  string
 		file uint32
 		line uint32
 	}
@@ -368,10 +377,14 @@ func (x *Index) groupRows(rows []uint32, fn string) []Line {
 				name = f.Name
 			}
 		}
-		k := key{name, r.File, r.Line}
+		var inl string
+		if inlined != nil {
+			inl = inlined(ri)
+		}
+		k := key{name, inl, r.File, r.Line}
 		l := m[k]
 		if l == nil {
-			l = &Line{Function: name, File: x.File(r.File), Line: int(r.Line)}
+			l = &Line{Function: name, File: x.File(r.File), Line: int(r.Line), Inlined: inl}
 			m[k] = l
 			keys = append(keys, k)
 		}
@@ -385,16 +398,26 @@ func (x *Index) groupRows(rows []uint32, fn string) []Line {
 		l.Addrs = slices.Compact(l.Addrs)
 		out = append(out, *l)
 	}
-	slices.SortStableFunc(out, func(a, b Line) int {
-		if c := cmp.Compare(a.File, b.File); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Line, b.Line); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Function, b.Function)
-	})
+	slices.SortStableFunc(out, lineOrder)
 	return out
+}
+
+// lineOrder sorts own lines before inlined ones, then by file, line and
+// function.
+func lineOrder(a, b Line) int {
+	if ai, bi := a.Inlined != "", b.Inlined != ""; ai != bi {
+		if ai {
+			return 1
+		}
+		return -1
+	}
+	if c := cmp.Compare(a.File, b.File); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Line, b.Line); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Function, b.Function)
 }
 
 func (x *Index) funcLines(sp LineSpec) ([]Line, error) {
@@ -404,23 +427,13 @@ func (x *Index) funcLines(sp LineSpec) ([]Line, error) {
 	}
 	var out []Line
 	for _, fi := range fis {
-		ranges := fi.Ranges
-		if fi.InlineOnly {
-			ranges = x.inlineRanges(sp.Func)
+		out = append(out, x.linesOf(fi, sp.Line, sp.Inlined)...)
+	}
+	if len(out) == 0 && sp.Line != 0 && !sp.Inlined {
+		// A line of an inlined callee, asked for by number.
+		for _, fi := range fis {
+			out = append(out, x.linesOf(fi, sp.Line, true)...)
 		}
-		var rows []uint32
-		for _, r := range ranges {
-			for _, ri := range x.rowsIn(r[0], r[1]) {
-				// A function's own lines: rows of its source file (code
-				// inlined from headers shows under the call line).
-				if fi.File == "" || x.File(x.row(ri).File) == fi.File {
-					if sp.Line == 0 || int(x.row(ri).Line) == sp.Line {
-						rows = append(rows, ri)
-					}
-				}
-			}
-		}
-		out = append(out, x.groupRows(rows, fi.Name)...)
 	}
 	if len(out) == 0 && sp.Line != 0 {
 		all, err := x.funcLines(LineSpec{Func: sp.Func})
@@ -433,6 +446,149 @@ func (x *Index) funcLines(sp LineSpec) ([]Line, error) {
 		return nil, fmt.Errorf("line %d of %s has no code (the compiler merged or removed it, or it is outside the function): %v", sp.Line, sp.Func, err)
 	}
 	return out, nil
+}
+
+// linesOf returns the lines (or line, if not 0) of fi: its own body, as
+// perf probe -L shows it, and with inlined also the lines of the callees
+// inlined into it. A row is a callee's when its address lies in an
+// inlined copy within fi, unless it is the file:line of the outermost
+// copy's call; the call line itself is listed at the copy's entry, since
+// the row there carries the callee's line. Rows from other files than
+// fi's (code inlined from headers) are left out unless inlined is set.
+func (x *Index) linesOf(fi FuncInfo, line int, inlined bool) []Line {
+	ranges := fi.Ranges
+	if fi.InlineOnly {
+		ranges = x.inlineRanges(fi.Name)
+	}
+	// A copy nested in another lies within the other's ranges, so has
+	// less code in all: size orders copies holding one address.
+	type copyRange struct {
+		lo, hi uint64
+		size   uint64 // of all the copy's ranges
+		in     Inline
+	}
+	var copies []copyRange
+	if fi.index >= 0 {
+		for _, in := range x.inlines {
+			if in.Caller == uint32(fi.index) {
+				rs := x.ranges[in.RngOff : in.RngOff+in.RngN]
+				var size uint64
+				for _, r := range rs {
+					size += r[1] - r[0]
+				}
+				for _, r := range rs {
+					copies = append(copies, copyRange{r[0], r[1], size, in})
+				}
+			}
+		}
+	}
+	// at returns the innermost and the outermost inlined copies holding
+	// addr, skipping the copy skip (a DIE offset); ok is false if none.
+	at := func(addr, skip uint64) (inner, outer Inline, ok bool) {
+		var in, out copyRange
+		for _, c := range copies {
+			if addr < c.lo || addr >= c.hi || c.in.DIE == skip {
+				continue
+			}
+			if !ok || c.size < in.size {
+				in = c
+			}
+			if !ok || c.size > out.size {
+				out = c
+			}
+			ok = true
+		}
+		return in.in, out.in, ok
+	}
+	// within returns the copy that c's range lies in, a larger one.
+	within := func(c copyRange) (Inline, bool) {
+		var best copyRange
+		found := false
+		for _, p := range copies {
+			if p.in.DIE != c.in.DIE && p.lo <= c.lo && c.hi <= p.hi && p.size > c.size &&
+				(!found || p.size < best.size) {
+				best, found = p, true
+			}
+		}
+		return best.in, found
+	}
+	fileOK := func(f uint32) bool { return fi.File == "" || x.File(f) == fi.File }
+	var rows []uint32
+	label := map[uint32]string{}
+	for _, r := range ranges {
+		for _, ri := range x.rowsIn(r[0], r[1]) {
+			row := x.row(ri)
+			if line != 0 && int(row.Line) != line {
+				continue
+			}
+			inner, outer, ok := at(row.Addr, 0)
+			if !ok && fi.index >= 0 && row.File == x.funcs[fi.index].DeclFile && int(row.Line) < fi.Line {
+				// Above fi in its file: a line of a callee that the
+				// compiler put next to, not inside, its inlined ranges.
+				// It belongs to the callee defined last before it.
+				for _, c := range copies {
+					if c.in.DeclFile == row.File && c.in.DeclLine <= row.Line && (!ok || c.in.DeclLine > inner.DeclLine) {
+						inner, ok = c.in, true
+					}
+				}
+				outer = inner
+			}
+			if ok && !(outer.CallFile == row.File && outer.CallLine == row.Line) {
+				if inlined {
+					rows = append(rows, ri)
+					label[ri] = x.str(inner.Name)
+				}
+				continue
+			}
+			if fileOK(row.File) {
+				rows = append(rows, ri)
+			}
+		}
+	}
+	out := x.groupRows(rows, fi.Name, func(ri uint32) string { return label[ri] })
+	// Each copy's call line, at its entry (its lowest address): a line of
+	// fi for a copy inlined directly into fi, else of the copy it is in.
+	entry := map[uint64]uint64{}
+	for _, c := range copies {
+		if e, ok := entry[c.in.DIE]; !ok || c.lo < e {
+			entry[c.in.DIE] = c.lo
+		}
+	}
+	var calls []Line
+	for _, c := range copies {
+		in := c.in
+		if entry[in.DIE] != c.lo || in.CallLine == 0 || line != 0 && int(in.CallLine) != line {
+			continue
+		}
+		l := Line{Function: fi.Name, File: x.File(in.CallFile), Line: int(in.CallLine), Addrs: []uint64{c.lo}, Stmt: true}
+		if parent, ok := within(c); ok {
+			if !inlined {
+				continue
+			}
+			l.Inlined = x.str(parent.Name)
+		} else if !fileOK(in.CallFile) {
+			continue
+		}
+		calls = append(calls, l)
+	}
+	return mergeLines(out, calls)
+}
+
+// mergeLines adds the call lines to lines: addresses of a line already
+// there join it, other lines are inserted in order.
+func mergeLines(lines, calls []Line) []Line {
+	for _, c := range calls {
+		i := slices.IndexFunc(lines, func(l Line) bool {
+			return l.Function == c.Function && l.File == c.File && l.Line == c.Line && l.Inlined == c.Inlined
+		})
+		if i >= 0 {
+			lines[i].Addrs = slices.Compact(slices.Sorted(slices.Values(append(lines[i].Addrs, c.Addrs...))))
+			continue
+		}
+		lines = append(lines, c)
+	}
+	slices.SortStableFunc(lines, lineOrder)
+	return lines
 }
 
 func (x *Index) inlineRanges(name string) [][2]uint64 {
