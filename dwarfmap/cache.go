@@ -34,8 +34,8 @@ import (
 // is never used: the index is rebuilt from the image then (see need).
 const (
 	cacheMagic   = "KLASYDM\x00"
-	cacheVersion = 5
-	numSections  = 13
+	cacheVersion = 6
+	numSections  = 15
 	headerSize   = 8 + 4 + 4 + 64 + 8 + 4 + 4
 	tableEntry   = 8 + 8 + 4 + 4
 	tableSize    = numSections * tableEntry
@@ -56,13 +56,16 @@ const (
 	secRanges
 	secSpans
 	secStructs
+	secInlRanges
+	secInlSum
 )
 
 // Sets of sections the queries read. Every query reads names and files,
 // so the small core sections are checked with any of them.
 const (
 	coreSecs    = 1<<secStrs | 1<<secFiles | 1<<secUnits
-	funcSecs    = 1<<secFuncs | 1<<secByName | 1<<secInlines | 1<<secInlName | 1<<secRanges
+	funcSecs    = 1<<secFuncs | 1<<secByName | 1<<secRanges | 1<<secInlSum
+	inlineSecs  = funcSecs | 1<<secInlines | 1<<secInlName | 1<<secInlRanges
 	funcAtSecs  = 1<<secSpans | 1<<secFuncs | 1<<secRanges
 	structSecs  = 1 << secStructs
 	allSections = 1<<numSections - 1
@@ -103,6 +106,7 @@ func (x *Index) sections() [numSections][]byte {
 		x.strs, asBytes(x.files), asBytes(x.units), asBytes(x.rows), asBytes(x.byAddr),
 		asBytes(x.byFile), asBytes(x.funcs), asBytes(x.byName), asBytes(x.inlines),
 		asBytes(x.inlName), asBytes(x.ranges), asBytes(x.spans), asBytes(x.structs),
+		asBytes(x.inlRanges), asBytes(x.inlSum),
 	}
 }
 
@@ -135,6 +139,10 @@ func (x *Index) takeSection(src *Index, i int) {
 		x.spans = src.spans
 	case secStructs:
 		x.structs = src.structs
+	case secInlRanges:
+		x.inlRanges = src.inlRanges
+	case secInlSum:
+		x.inlSum = src.inlSum
 	}
 }
 
@@ -284,6 +292,12 @@ func decode(data []byte) (x *Index, h cacheHeader, err error) {
 	if a.structs, err = fromBytes[Struct](secs[secStructs]); err != nil {
 		return nil, h, err
 	}
+	if a.inlRanges, err = fromBytes[[2]uint64](secs[secInlRanges]); err != nil {
+		return nil, h, err
+	}
+	if a.inlSum, err = fromBytes[inlineSum](secs[secInlSum]); err != nil {
+		return nil, h, err
+	}
 	if len(a.byAddr) > len(a.rows) || len(a.byFile) != len(a.rows) || len(a.byName) != len(a.funcs) || len(a.inlName) != len(a.inlines) {
 		return nil, h, fmt.Errorf("%w: sort index sizes disagree", ErrCacheInvalid)
 	}
@@ -372,7 +386,7 @@ func (x *Index) checkSection(i int, crc uint32) error {
 	okStr := func(r strRef) bool { return uint64(r.Off)+uint64(r.Len) <= ns }
 	nf, nr, nfn, nu := uint32(len(x.files)), uint32(len(x.rows)), uint32(len(x.funcs)), uint32(len(x.units))
 	okFile := func(f uint32) bool { return f < nf || f == noFile }
-	okRng := func(off, n uint32) bool { return uint64(off)+uint64(n) <= uint64(len(x.ranges)) }
+	okRng := func(rs [][2]uint64, off, n uint32) bool { return uint64(off)+uint64(n) <= uint64(len(rs)) }
 	switch i {
 	case secFiles:
 		for _, f := range x.files {
@@ -399,7 +413,7 @@ func (x *Index) checkSection(i int, crc uint32) error {
 		}
 	case secFuncs:
 		for _, f := range x.funcs {
-			if !okStr(f.Name) || f.Unit >= nu || !okFile(f.DeclFile) || !okRng(f.RngOff, f.RngN) {
+			if !okStr(f.Name) || f.Unit >= nu || !okFile(f.DeclFile) || !okRng(x.ranges, f.RngOff, f.RngN) {
 				return errors.New("bad function")
 			}
 		}
@@ -411,7 +425,7 @@ func (x *Index) checkSection(i int, crc uint32) error {
 		}
 	case secInlines:
 		for _, f := range x.inlines {
-			if !okStr(f.Name) || f.Unit >= nu || !okFile(f.CallFile) || !okFile(f.DeclFile) || !okRng(f.RngOff, f.RngN) || (f.Caller >= nfn && f.Caller != noFile) {
+			if !okStr(f.Name) || f.Unit >= nu || !okFile(f.CallFile) || !okFile(f.DeclFile) || !okRng(x.inlRanges, f.RngOff, f.RngN) || (f.Caller >= nfn && f.Caller != noFile) {
 				return errors.New("bad inline")
 			}
 		}
@@ -419,6 +433,12 @@ func (x *Index) checkSection(i int, crc uint32) error {
 		for i, s := range x.spans {
 			if s.Func >= nfn || (i > 0 && x.spans[i-1].Lo > s.Lo) {
 				return errors.New("bad address span")
+			}
+		}
+	case secInlSum:
+		for _, s := range x.inlSum {
+			if !okStr(s.Name) || !okFile(s.DeclFile) {
+				return errors.New("bad inline summary")
 			}
 		}
 	case secStructs:

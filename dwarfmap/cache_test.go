@@ -136,9 +136,10 @@ func TestCacheInvalidIsRebuilt(t *testing.T) {
 	}
 }
 
-// A query reads only the sections it needs: damage in the line table
-// does not stop `klasy funcs` (nor slow it with a rebuild), and the first
-// query that reads the line table finds the damage and rebuilds.
+// A query reads only the sections it needs: damage in the line table or
+// the inlined copies does not stop `klasy funcs` (nor slow it with a
+// rebuild), and the first query that reads them finds the damage and
+// rebuilds.
 func TestCacheSectionsCheckedWhenRead(t *testing.T) {
 	img := compile(t, fixture{"-O2", true})
 	dir := t.TempDir()
@@ -153,6 +154,8 @@ func TestCacheSectionsCheckedWhenRead(t *testing.T) {
 	data := bytes.Clone(good)
 	rowsOff := binary.LittleEndian.Uint64(data[headerSize+tableEntry*secRows:])
 	data[rowsOff+8] ^= 0x01 // the File of the first row
+	inlOff := binary.LittleEndian.Uint64(data[headerSize+tableEntry*secInlines:])
+	data[inlOff] ^= 0x01 // the name of the first inlined copy
 	if err := os.WriteFile(info.CachePath, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -164,6 +167,11 @@ func TestCacheSectionsCheckedWhenRead(t *testing.T) {
 	got := y.MatchFuncs("%")
 	if len(got) != len(want) || len(*logs) != 0 {
 		t.Fatalf("funcs from a cache with a damaged line table: %d functions (want %d), logs %q", len(got), len(want), *logs)
+	}
+	for i := range got {
+		if got[i].Name != want[i].Name || got[i].Inlined != want[i].Inlined || got[i].InlineOnly != want[i].InlineOnly {
+			t.Errorf("function %d: %+v, want %+v", i, got[i], want[i])
+		}
 	}
 	ls, err := y.Lines(LineSpec{Func: "process"})
 	if err != nil || len(ls) != len(wantLines) {
@@ -349,9 +357,10 @@ func fuzzSeed(f *testing.F) []byte {
 	x.files = []strRef{in.add("fixture.c")}
 	x.units = []Unit{{Name: in.add("fixture.c"), RowStart: 0, RowEnd: 3}}
 	x.rows = []Row{{Addr: 0x1090, Line: 44, Flags: RowStmt}, {Addr: 0x1094, Line: 45}, {Addr: 0x10a0, Flags: RowEndSequence}}
-	x.ranges = [][2]uint64{{0x1090, 0x10a0}, {0x1094, 0x1098}}
+	x.ranges = [][2]uint64{{0x1090, 0x10a0}}
+	x.inlRanges = [][2]uint64{{0x1094, 0x1098}}
 	x.funcs = []Func{{Name: in.add("process"), Entry: 0x1090, DeclFile: 0, DeclLine: 43, Flags: FuncExternal, RngOff: 0, RngN: 1}}
-	x.inlines = []Inline{{Name: in.add("scale"), CallFile: 0, CallLine: 45, Caller: 0, RngOff: 1, RngN: 1, DeclFile: 0}}
+	x.inlines = []Inline{{Name: in.add("scale"), CallFile: 0, CallLine: 45, Caller: 0, RngOff: 0, RngN: 1, DeclFile: 0}}
 	x.structs = []Struct{{Name: in.add("packet"), Size: 48, Kind: KindStruct}}
 	x.strs = in.blob
 	x.finish()

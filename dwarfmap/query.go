@@ -80,13 +80,14 @@ func (x *Index) funcInfo(i int) FuncInfo {
 		External: f.Flags&FuncExternal != 0, Entry: f.Entry, Ranges: x.ranges[f.RngOff : f.RngOff+f.RngN], index: i}
 }
 
-// nameRange returns the [lo, hi) of idx (sorted by name) whose names have
-// the given prefix.
-func (x *Index) nameRange(idx []uint32, name func(uint32) strRef, prefix string, exact bool) (int, int) {
-	lo := sort.Search(len(idx), func(i int) bool { return x.str(name(idx[i])) >= prefix })
+// nameRange returns the [lo, hi) of the n records sorted by name (the
+// i-th's is name(i)) whose names are name, or with exact false have it as
+// a prefix.
+func (x *Index) nameRange(n int, name func(int) strRef, prefix string, exact bool) (int, int) {
+	lo := sort.Search(n, func(i int) bool { return x.str(name(i)) >= prefix })
 	hi := lo
-	for hi < len(idx) {
-		s := x.str(name(idx[hi]))
+	for hi < n {
+		s := x.str(name(hi))
 		if exact && s != prefix || !exact && !strings.HasPrefix(s, prefix) {
 			break
 		}
@@ -95,8 +96,19 @@ func (x *Index) nameRange(idx []uint32, name func(uint32) strRef, prefix string,
 	return lo, hi
 }
 
-func (x *Index) funcName(i uint32) strRef   { return x.funcs[i].Name }
-func (x *Index) inlineName(i uint32) strRef { return x.inlines[i].Name }
+func (x *Index) funcName(i int) strRef   { return x.funcs[x.byName[i]].Name }
+func (x *Index) inlineName(i int) strRef { return x.inlines[x.inlName[i]].Name }
+func (x *Index) inlSumName(i int) strRef { return x.inlSum[i].Name }
+
+// inlinedCopies returns how many inlined copies of name exist, and their
+// summary.
+func (x *Index) inlinedCopies(name string) (inlineSum, bool) {
+	lo, hi := x.nameRange(len(x.inlSum), x.inlSumName, name, true)
+	if lo == hi {
+		return inlineSum{}, false
+	}
+	return x.inlSum[lo], true
+}
 
 // Funcs returns the functions named name (static functions may share a
 // name), out-of-line copies first.
@@ -105,21 +117,19 @@ func (x *Index) Funcs(name string) []FuncInfo {
 		return nil
 	}
 	var out []FuncInfo
-	lo, hi := x.nameRange(x.byName, x.funcName, name, true)
+	lo, hi := x.nameRange(len(x.byName), x.funcName, name, true)
 	for _, i := range x.byName[lo:hi] {
 		out = append(out, x.funcInfo(int(i)))
 	}
-	ilo, ihi := x.nameRange(x.inlName, x.inlineName, name, true)
+	sum, ok := x.inlinedCopies(name)
 	if len(out) > 0 {
 		for i := range out {
-			out[i].Inlined = ihi - ilo
+			out[i].Inlined = int(sum.N)
 		}
 		return out
 	}
-	if ihi > ilo {
-		in := x.inlines[x.inlName[ilo]]
-		fi := FuncInfo{Name: name, File: x.File(in.DeclFile), Line: int(in.DeclLine), Inlined: ihi - ilo, InlineOnly: true, index: -1}
-		out = append(out, fi)
+	if ok {
+		out = append(out, FuncInfo{Name: name, File: x.File(sum.DeclFile), Line: int(sum.DeclLine), Inlined: int(sum.N), InlineOnly: true, index: -1})
 	}
 	return out
 }
@@ -137,27 +147,26 @@ func (x *Index) MatchFuncs(pattern string) []FuncInfo {
 		return x.Funcs(pattern)
 	}
 	var out []FuncInfo
-	lo, hi := x.nameRange(x.byName, x.funcName, prefix, false)
-	seen := map[string]int{}
+	lo, hi := x.nameRange(len(x.byName), x.funcName, prefix, false)
+	seen := map[string]bool{}
 	for _, i := range x.byName[lo:hi] {
 		n := x.str(x.funcs[i].Name)
 		if Match(pattern, n) {
-			seen[n]++
+			seen[n] = true
 			out = append(out, x.funcInfo(int(i)))
 		}
 	}
-	ilo, ihi := x.nameRange(x.inlName, x.inlineName, prefix, false)
+	ilo, ihi := x.nameRange(len(x.inlSum), x.inlSumName, prefix, false)
 	inl := map[string]int{}
-	for _, i := range x.inlName[ilo:ihi] {
-		in := x.inlines[i]
-		n := x.str(in.Name)
+	for _, s := range x.inlSum[ilo:ihi] {
+		n := x.str(s.Name)
 		if !Match(pattern, n) {
 			continue
 		}
-		if inl[n] == 0 && seen[n] == 0 {
-			out = append(out, FuncInfo{Name: n, File: x.File(in.DeclFile), Line: int(in.DeclLine), InlineOnly: true, index: -1})
+		if !seen[n] {
+			out = append(out, FuncInfo{Name: n, File: x.File(s.DeclFile), Line: int(s.DeclLine), InlineOnly: true, index: -1})
 		}
-		inl[n]++
+		inl[n] = int(s.N)
 	}
 	for i := range out {
 		out[i].Inlined = inl[out[i].Name]
@@ -471,7 +480,7 @@ func (x *Index) linesOf(fi FuncInfo, line int, inlined bool) []Line {
 	if fi.index >= 0 {
 		for _, in := range x.inlines {
 			if in.Caller == uint32(fi.index) {
-				rs := x.ranges[in.RngOff : in.RngOff+in.RngN]
+				rs := x.inlRanges[in.RngOff : in.RngOff+in.RngN]
 				var size uint64
 				for _, r := range rs {
 					size += r[1] - r[0]
@@ -592,11 +601,11 @@ func mergeLines(lines, calls []Line) []Line {
 }
 
 func (x *Index) inlineRanges(name string) [][2]uint64 {
-	lo, hi := x.nameRange(x.inlName, x.inlineName, name, true)
+	lo, hi := x.nameRange(len(x.inlName), x.inlineName, name, true)
 	var out [][2]uint64
 	for _, i := range x.inlName[lo:hi] {
 		in := x.inlines[i]
-		out = append(out, x.ranges[in.RngOff:in.RngOff+in.RngN]...)
+		out = append(out, x.inlRanges[in.RngOff:in.RngOff+in.RngN]...)
 	}
 	return out
 }
@@ -612,14 +621,14 @@ type InlineInfo struct {
 
 // Inlines returns the inlined copies of the function name.
 func (x *Index) Inlines(name string) []InlineInfo {
-	if x.need(funcSecs) != nil {
+	if x.need(inlineSecs) != nil {
 		return nil
 	}
-	lo, hi := x.nameRange(x.inlName, x.inlineName, name, true)
+	lo, hi := x.nameRange(len(x.inlName), x.inlineName, name, true)
 	var out []InlineInfo
 	for _, i := range x.inlName[lo:hi] {
 		in := x.inlines[i]
-		ii := InlineInfo{Name: name, CallFile: x.File(in.CallFile), CallLine: int(in.CallLine), Ranges: x.ranges[in.RngOff : in.RngOff+in.RngN]}
+		ii := InlineInfo{Name: name, CallFile: x.File(in.CallFile), CallLine: int(in.CallLine), Ranges: x.inlRanges[in.RngOff : in.RngOff+in.RngN]}
 		if in.Caller != noFile {
 			ii.Caller = x.str(x.funcs[in.Caller].Name)
 		}
