@@ -381,6 +381,9 @@ func runFuncs(s0 *stdio, args []string) error {
 	}
 	defer x.Close()
 	fs := x.MatchFuncs(pos[1])
+	if err := x.Err(); err != nil {
+		return err
+	}
 	if len(fs) == 0 {
 		return fmt.Errorf("no function matches %q", pos[1])
 	}
@@ -390,15 +393,11 @@ func runFuncs(s0 *stdio, args []string) error {
 	if q.json {
 		enc := json.NewEncoder(s.Out)
 		for _, f := range fs {
-			rs := make([][2]string, len(f.Ranges))
-			for i, r := range f.Ranges {
-				rs[i] = [2]string{fmt.Sprintf("%#x", r[0]), fmt.Sprintf("%#x", r[1])}
-			}
 			type out struct {
 				dwarfmap.FuncInfo
 				Ranges [][2]string `json:"ranges"`
 			}
-			if err := enc.Encode(out{f, rs}); err != nil {
+			if err := enc.Encode(out{f, hexRanges(f.Ranges)}); err != nil {
 				return err
 			}
 		}
