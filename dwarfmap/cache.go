@@ -63,12 +63,17 @@ const (
 // Sets of sections the queries read. Every query reads names and files,
 // so the small core sections are checked with any of them.
 const (
-	coreSecs    = 1<<secStrs | 1<<secFiles | 1<<secUnits
-	funcSecs    = 1<<secFuncs | 1<<secByName | 1<<secRanges | 1<<secInlSum
-	inlineSecs  = funcSecs | 1<<secInlines | 1<<secInlName | 1<<secInlRanges
-	funcAtSecs  = 1<<secSpans | 1<<secFuncs | 1<<secRanges
-	structSecs  = 1 << secStructs
-	allSections = 1<<numSections - 1
+	coreSecs   = 1<<secStrs | 1<<secFiles | 1<<secUnits
+	funcSecs   = 1<<secFuncs | 1<<secByName | 1<<secRanges | 1<<secInlSum
+	inlineSecs = funcSecs | 1<<secInlines | 1<<secInlName | 1<<secInlRanges
+	funcAtSecs = 1<<secSpans | 1<<secFuncs | 1<<secRanges
+	// Lines of a function: its rows by address, less its inlined copies;
+	// lines of a file: its rows by file, each with its function (FuncAt,
+	// also used by the nearest-line rule).
+	funcLineSecs = inlineSecs | funcAtSecs | 1<<secRows | 1<<secByAddr
+	fileLineSecs = funcAtSecs | 1<<secRows | 1<<secByFile
+	structSecs   = 1 << secStructs
+	allSections  = 1<<numSections - 1
 )
 
 // IEEE, not Castagnoli: Go computes it with carry-less multiplication at

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"math/rand"
 	"os"
@@ -64,6 +65,51 @@ func TestCacheRoundTrip(t *testing.T) {
 	vb, err2 := cold.VarsAt(cold.Funcs("process")[0].Entry)
 	if err1 != nil || err2 != nil || len(va) != len(vb) || len(va) == 0 {
 		t.Errorf("vars from cache %v %v: %d vs %d", err1, err2, len(va), len(vb))
+	}
+}
+
+// Each query, as the first on an index loaded from the cache (so with
+// only the sections it asks for checked and set), answers as on the
+// index just built.
+func TestCacheEachQueryAlone(t *testing.T) {
+	img := compile(t, fixture{"-O2", true})
+	dir := t.TempDir()
+	cold, _, _ := loadInto(t, img, dir)
+	defer cold.Close()
+	entry := cold.Funcs("process")[0].Entry
+	cont := marker(t, "continued")
+	for name, q := range map[string]func(x *Index) any{
+		"funcs":     func(x *Index) any { return x.MatchFuncs("%") },
+		"func":      func(x *Index) any { return x.Funcs("scale") },
+		"inlines":   func(x *Index) any { return x.Inlines("scale") },
+		"all funcs": func(x *Index) any { return x.AllFuncs() },
+		"func at":   func(x *Index) any { f, ok := x.FuncAt(entry + 1); return []any{f, ok} },
+		"struct": func(x *Index) any {
+			l, err := x.Struct("packet")
+			if l == nil {
+				return err
+			}
+			return *l
+		},
+		"func lines":  func(x *Index) any { l, err := x.Lines(LineSpec{Func: "helper", Inlined: true}); return []any{l, err} },
+		"file lines":  func(x *Index) any { l, err := x.Lines(LineSpec{File: "fixture.c"}); return []any{l, err} },
+		"fallback":    func(x *Index) any { l, err := x.Lines(LineSpec{File: "fixture.c", Line: cont}); return []any{l, err} },
+		"vars":        func(x *Index) any { v, err := x.VarsAtLine("process", cont); return []any{v, err} },
+		"vars at":     func(x *Index) any { v, err := x.VarsAt(entry); return []any{v, err} },
+		"basic block": func(x *Index) any { b, err := x.BasicBlock(entry); return []any{b, err} },
+		"parse addr":  func(x *Index) any { a, err := x.ParseAddr("process+4"); return []any{a, err} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			warm, info, _ := loadInto(t, img, dir)
+			defer warm.Close()
+			if !info.FromCache {
+				t.Fatal("not loaded from the cache")
+			}
+			want, got := fmt.Sprintf("%+v", q(cold)), fmt.Sprintf("%+v", q(warm))
+			if got != want || strings.Contains(want, "[] <nil>") || want == "[]" {
+				t.Errorf("from the cache:\n%s\nbuilt:\n%s", got, want)
+			}
+		})
 	}
 }
 

@@ -293,11 +293,14 @@ func (x *Index) fileRows(f uint32, line int) []uint32 {
 // Lines answers `klasy lines`: the source lines of a function, or of a
 // file (or one line of either), each with the addresses of its code.
 func (x *Index) Lines(sp LineSpec) ([]Line, error) {
-	if err := x.need(allSections); err != nil {
-		return nil, err
-	}
 	if sp.Func != "" {
+		if err := x.need(funcLineSecs); err != nil {
+			return nil, err
+		}
 		return x.funcLines(sp)
+	}
+	if err := x.need(fileLineSecs); err != nil {
+		return nil, err
 	}
 	files := x.matchFiles(sp.File)
 	if len(files) == 0 {
