@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,17 +26,22 @@ import (
 //	         bytes, hex, NUL padded), image size, CRC-32 of the header
 //	         and the table
 //	table    per section: offset, length in bytes, CRC-32 of its bytes
+//	         (0 for the chunked ones)
 //	sections the Index arrays verbatim, each 8-byte aligned
 //
 // Loading maps the file, checks the header and the table, and points the
 // Index slices into the mapping. A query touches only the sections it
 // reads: each is checked (CRC and cross-references) when first used, so
-// `klasy funcs` never reads the 140 MB of line table. A damaged section
-// is never used: the index is rebuilt from the image then (see need).
+// `klasy funcs` never reads the 140 MB of line table. The line table and
+// its two sort orders are checked by chunks of chunkSize bytes, each when
+// first read (chunkCRCs holds their CRCs), so the lines of one function
+// read a few chunks. A damaged section or chunk is never used: the index
+// is rebuilt from the image and answers from then on (see use).
 const (
 	cacheMagic   = "KLASYDM\x00"
-	cacheVersion = 6
-	numSections  = 15
+	cacheVersion = 7
+	numSections  = 16
+	chunkSize    = 256 << 10
 	headerSize   = 8 + 4 + 4 + 64 + 8 + 4 + 4
 	tableEntry   = 8 + 8 + 4 + 4
 	tableSize    = numSections * tableEntry
@@ -58,12 +64,20 @@ const (
 	secStructs
 	secInlRanges
 	secInlSum
+	secChunkCRCs
 )
+
+// chunked are the sections checked by chunks, in chunkCRCs order: they
+// have no cross-references to check (row file ids and row numbers are
+// bounds-checked where used).
+var chunked = [...]int{secRows, secByAddr, secByFile}
+
+func isChunked(i int) bool { return i == secRows || i == secByAddr || i == secByFile }
 
 // Sets of sections the queries read. Every query reads names and files,
 // so the small core sections are checked with any of them.
 const (
-	coreSecs   = 1<<secStrs | 1<<secFiles | 1<<secUnits
+	coreSecs   = 1<<secStrs | 1<<secFiles | 1<<secUnits | 1<<secChunkCRCs
 	funcSecs   = 1<<secFuncs | 1<<secByName | 1<<secRanges | 1<<secInlSum
 	inlineSecs = funcSecs | 1<<secInlines | 1<<secInlName | 1<<secInlRanges
 	funcAtSecs = 1<<secSpans | 1<<secFuncs | 1<<secRanges
@@ -111,7 +125,7 @@ func (x *Index) sections() [numSections][]byte {
 		x.strs, asBytes(x.files), asBytes(x.units), asBytes(x.rows), asBytes(x.byAddr),
 		asBytes(x.byFile), asBytes(x.funcs), asBytes(x.byName), asBytes(x.inlines),
 		asBytes(x.inlName), asBytes(x.ranges), asBytes(x.spans), asBytes(x.structs),
-		asBytes(x.inlRanges), asBytes(x.inlSum),
+		asBytes(x.inlRanges), asBytes(x.inlSum), asBytes(x.chunkCRCs),
 	}
 }
 
@@ -148,6 +162,8 @@ func (x *Index) takeSection(src *Index, i int) {
 		x.inlRanges = src.inlRanges
 	case secInlSum:
 		x.inlSum = src.inlSum
+	case secChunkCRCs:
+		x.chunkCRCs = src.chunkCRCs
 	}
 }
 
@@ -159,8 +175,21 @@ func headerCRC(hdr []byte) uint32 {
 
 // WriteTo writes x in cache format.
 func (x *Index) WriteTo(w io.Writer, imageSize int64) (int64, error) {
-	if err := x.need(allSections); err != nil {
+	x, err := x.use(allSections)
+	if err != nil {
 		return 0, err
+	}
+	if !x.chunksOK(secRows, 0, len(x.rows)) || !x.chunksOK(secByAddr, 0, len(x.byAddr)) || !x.chunksOK(secByFile, 0, len(x.byFile)) {
+		return x.WriteTo(w, imageSize) // found damaged: x answers from a rebuild now
+	}
+	if x.lazy == nil {
+		x.chunkCRCs = x.chunkCRCs[:0]
+		for _, i := range chunked {
+			b := x.sections()[i]
+			for off := 0; off < len(b); off += chunkSize {
+				x.chunkCRCs = append(x.chunkCRCs, crc32.Checksum(b[off:min(off+chunkSize, len(b))], crcTable))
+			}
+		}
 	}
 	secs := x.sections()
 	hdr := make([]byte, headerSize+tableSize)
@@ -175,7 +204,9 @@ func (x *Index) WriteTo(w io.Writer, imageSize int64) (int64, error) {
 		e := hdr[headerSize+tableEntry*i:]
 		binary.LittleEndian.PutUint64(e, off)
 		binary.LittleEndian.PutUint64(e[8:], uint64(len(s)))
-		binary.LittleEndian.PutUint32(e[16:], crc32.Checksum(s, crcTable))
+		if !isChunked(i) {
+			binary.LittleEndian.PutUint32(e[16:], crc32.Checksum(s, crcTable))
+		}
 		off += uint64(len(s))
 	}
 	binary.LittleEndian.PutUint32(hdr[88:], headerCRC(hdr))
@@ -221,6 +252,10 @@ type lazySections struct {
 	// rebuild builds the index again from the image after a section
 	// failed its check (nil: no image, e.g. fuzzing).
 	rebuild func(cause error) (*Index, error)
+	// replacement is the rebuilt index, which answers once set.
+	replacement atomic.Pointer[Index]
+	// chunkOK[k][c] is set once chunk c of section chunked[k] is checked.
+	chunkOK [len(chunked)][]atomic.Bool
 }
 
 // decode points a new Index into data (which must stay alive and
@@ -303,6 +338,18 @@ func decode(data []byte) (x *Index, h cacheHeader, err error) {
 	if a.inlSum, err = fromBytes[inlineSum](secs[secInlSum]); err != nil {
 		return nil, h, err
 	}
+	if a.chunkCRCs, err = fromBytes[uint32](secs[secChunkCRCs]); err != nil {
+		return nil, h, err
+	}
+	nchunks := 0
+	for k, i := range chunked {
+		n := (len(secs[i]) + chunkSize - 1) / chunkSize
+		lz.chunkOK[k] = make([]atomic.Bool, n)
+		nchunks += n
+	}
+	if nchunks != len(a.chunkCRCs) {
+		return nil, h, fmt.Errorf("%w: %d chunk checksums for %d chunks", ErrCacheInvalid, len(a.chunkCRCs), nchunks)
+	}
 	if len(a.byAddr) > len(a.rows) || len(a.byFile) != len(a.rows) || len(a.byName) != len(a.funcs) || len(a.inlName) != len(a.inlines) {
 		return nil, h, fmt.Errorf("%w: sort index sizes disagree", ErrCacheInvalid)
 	}
@@ -330,20 +377,91 @@ func (x *Index) need(mask uint32) error {
 	if lz.err != nil {
 		return lz.err
 	}
-	for i := 0; i < numSections; i++ {
-		bit := uint32(1) << i
-		if mask&bit == 0 || lz.done.Load()&bit != 0 {
-			continue
+	if lz.replacement.Load() != nil {
+		return nil
+	}
+	// Core sections first: checks of the others read names.
+	for _, m := range []uint32{coreSecs, mask} {
+		for i := 0; i < numSections; i++ {
+			bit := uint32(1) << i
+			if m&bit == 0 || lz.done.Load()&bit != 0 {
+				continue
+			}
+			if err := lz.all.checkSection(i, lz.crcs[i]); err != nil {
+				return x.replaceDamaged(fmt.Errorf("%w: section %d: %v", ErrCacheInvalid, i, err))
+			}
+			x.takeSection(lz.all, i)
+			lz.done.Or(bit)
 		}
-		// Core sections come first (lowest numbers): checks of the others
-		// read names.
-		if err := lz.all.checkSection(i, lz.crcs[i]); err != nil {
-			return x.replaceDamaged(fmt.Errorf("%w: section %d: %v", ErrCacheInvalid, i, err))
-		}
-		x.takeSection(lz.all, i)
-		lz.done.Or(bit)
 	}
 	return nil
+}
+
+// use checks the sections in mask (see need) and returns the index to
+// query: x, or the index rebuilt after damage was found. Every exported
+// query starts with it, for all the sections it reads.
+func (x *Index) use(mask uint32) (*Index, error) {
+	if x.lazy == nil {
+		return x, nil
+	}
+	if err := x.need(mask); err != nil {
+		return nil, err
+	}
+	if y := x.lazy.replacement.Load(); y != nil {
+		return y, nil
+	}
+	return x, nil
+}
+
+// replaced returns the rebuilt index if damage was found (also during a
+// query that was running on x, which then runs again on it), else nil.
+func (x *Index) replaced() *Index {
+	if x.lazy == nil {
+		return nil
+	}
+	return x.lazy.replacement.Load()
+}
+
+// chunksOK checks the chunks holding elements [lo, hi) of chunked section
+// sec (of elements of size bytes), reporting false if one is damaged (x
+// is then replaced).
+func (x *Index) chunksOK(sec, lo, hi int) bool {
+	lz := x.lazy
+	if lz == nil || lo >= hi {
+		return true
+	}
+	k := slices.Index(chunked[:], sec)
+	size := 4
+	if sec == secRows {
+		size = int(unsafe.Sizeof(Row{}))
+	}
+	for c := lo * size / chunkSize; c <= (hi*size-1)/chunkSize; c++ {
+		if !lz.chunkOK[k][c].Load() && !x.checkChunk(k, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkChunk checks chunk c of section chunked[k].
+func (x *Index) checkChunk(k, c int) bool {
+	lz := x.lazy
+	lz.mu.Lock()
+	defer lz.mu.Unlock()
+	if lz.replacement.Load() != nil || lz.err != nil {
+		return false
+	}
+	idx := c // in chunkCRCs
+	for j := range k {
+		idx += len(lz.chunkOK[j])
+	}
+	b := lz.all.sections()[chunked[k]]
+	if crc32.Checksum(b[c*chunkSize:min((c+1)*chunkSize, len(b))], crcTable) != lz.all.chunkCRCs[idx] {
+		x.replaceDamaged(fmt.Errorf("%w: section %d: checksum mismatch in chunk %d (damaged or partly written file)", ErrCacheInvalid, chunked[k], c))
+		return false
+	}
+	lz.chunkOK[k][c].Store(true)
+	return true
 }
 
 // replaceDamaged handles a section that failed its check (lz.mu held).
@@ -358,12 +476,7 @@ func (x *Index) replaceDamaged(cause error) error {
 		lz.err = fmt.Errorf("rebuilding the index after %v: %w", cause, err)
 		return lz.err
 	}
-	for i := 0; i < numSections; i++ {
-		if lz.done.Load()&(1<<i) == 0 {
-			x.takeSection(y, i)
-		}
-	}
-	lz.done.Store(allSections)
+	lz.replacement.Store(y)
 	return nil
 }
 
@@ -384,7 +497,7 @@ func (x *Index) Err() error {
 // cross-references, so that no query can index out of range on a file
 // that passed the checksum but was written by a buggy or hostile writer.
 func (x *Index) checkSection(i int, crc uint32) error {
-	if crc32.Checksum(x.sections()[i], crcTable) != crc {
+	if !isChunked(i) && crc32.Checksum(x.sections()[i], crcTable) != crc {
 		return errors.New("checksum mismatch (damaged or partly written file)")
 	}
 	ns := uint64(len(x.strs))

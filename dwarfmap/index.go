@@ -127,6 +127,8 @@ type Index struct {
 	// Appended in format version 6.
 	inlRanges [][2]uint64 // of inlines
 	inlSum    []inlineSum // by name
+	// Appended in format version 7.
+	chunkCRCs []uint32 // per chunk of rows, byAddr, byFile (cache files)
 
 	img     *Image        // set once opened against the image, for lazy queries
 	lazy    *lazySections // a mapped cache file's sections not yet checked

@@ -31,17 +31,27 @@ type Line struct {
 
 // Row returns row i of the line table (for tests and tools).
 func (x *Index) Row(i int) Row {
-	x.need(allSections)
-	return x.rows[i]
+	return x.Rows()[i]
 }
 
 // row returns row i, or an empty row if a (damaged) sort index points
-// past the table: loads do not scan the 8.6 M index entries of a vmlinux.
+// past the table (loads do not scan the 8.6 M index entries of a
+// vmlinux) or its chunk of a cache file is damaged (x is replaced then:
+// see Lines).
 func (x *Index) row(i uint32) Row {
-	if int(i) < len(x.rows) {
+	if int(i) < len(x.rows) && x.chunksOK(secRows, int(i), int(i)+1) {
 		return x.rows[i]
 	}
 	return Row{Flags: RowEndSequence}
+}
+
+// sortedRows returns elements [lo, hi) of a sort order of the rows
+// (byAddr or byFile, section sec), nil if damaged.
+func (x *Index) sortedRows(sec int, idx []uint32, lo, hi int) []uint32 {
+	if !x.chunksOK(sec, lo, hi) {
+		return nil
+	}
+	return idx[lo:hi]
 }
 
 // File returns the name of file id f.
@@ -55,7 +65,13 @@ func (x *Index) File(f uint32) string {
 // Rows returns every line-table row in table order (end-of-sequence rows
 // included), as objdump --dwarf=decodedline prints them.
 func (x *Index) Rows() []Row {
-	x.need(allSections)
+	x, err := x.use(1 << secRows)
+	if err != nil {
+		return nil
+	}
+	if !x.chunksOK(secRows, 0, len(x.rows)) {
+		return x.Rows()
+	}
 	return x.rows
 }
 
@@ -113,7 +129,8 @@ func (x *Index) inlinedCopies(name string) (inlineSum, bool) {
 // Funcs returns the functions named name (static functions may share a
 // name), out-of-line copies first.
 func (x *Index) Funcs(name string) []FuncInfo {
-	if x.need(funcSecs) != nil {
+	x, err := x.use(funcSecs)
+	if err != nil {
 		return nil
 	}
 	var out []FuncInfo
@@ -137,7 +154,8 @@ func (x *Index) Funcs(name string) []FuncInfo {
 // MatchFuncs returns every function whose name matches pattern, where %
 // (or *) matches any run of characters, sorted by name.
 func (x *Index) MatchFuncs(pattern string) []FuncInfo {
-	if x.need(funcSecs) != nil {
+	x, err := x.use(funcSecs)
+	if err != nil {
 		return nil
 	}
 	prefix := pattern
@@ -202,7 +220,8 @@ func Match(pattern, name string) bool {
 
 // FuncAt returns the function whose code holds addr.
 func (x *Index) FuncAt(addr uint64) (FuncInfo, bool) {
-	if x.need(funcAtSecs) != nil {
+	x, err := x.use(funcAtSecs)
+	if err != nil {
 		return FuncInfo{}, false
 	}
 	i := sort.Search(len(x.spans), func(i int) bool { return x.spans[i].Lo > addr }) - 1
@@ -218,12 +237,18 @@ func (x *Index) FuncAt(addr uint64) (FuncInfo, bool) {
 
 // rowsIn returns the code rows with addresses in [lo, hi), by address.
 func (x *Index) rowsIn(lo, hi uint64) []uint32 {
-	a := sort.Search(len(x.byAddr), func(i int) bool { return x.row(x.byAddr[i]).Addr >= lo })
+	at := func(i int) Row {
+		if !x.chunksOK(secByAddr, i, i+1) {
+			return Row{}
+		}
+		return x.row(x.byAddr[i])
+	}
+	a := sort.Search(len(x.byAddr), func(i int) bool { return at(i).Addr >= lo })
 	b := a
-	for b < len(x.byAddr) && x.row(x.byAddr[b]).Addr < hi {
+	for b < len(x.byAddr) && at(b).Addr < hi {
 		b++
 	}
-	return x.byAddr[a:b]
+	return x.sortedRows(secByAddr, x.byAddr, a, b)
 }
 
 // LineSpec is a parsed FUNC, FILE, FUNC:LINE or FILE:LINE.
@@ -275,32 +300,49 @@ func (x *Index) matchFiles(name string) []uint32 {
 // fileRows returns rows of file f (all lines, or line only), by line and
 // address.
 func (x *Index) fileRows(f uint32, line int) []uint32 {
+	at := func(i int) Row {
+		if !x.chunksOK(secByFile, i, i+1) {
+			return Row{File: noFile}
+		}
+		return x.row(x.byFile[i])
+	}
 	lo := sort.Search(len(x.byFile), func(i int) bool {
-		r := x.row(x.byFile[i])
+		r := at(i)
 		return r.File > f || r.File == f && (line == 0 || int(r.Line) >= line)
 	})
 	hi := lo
 	for hi < len(x.byFile) {
-		r := x.row(x.byFile[hi])
+		r := at(hi)
 		if r.File != f || line != 0 && int(r.Line) != line {
 			break
 		}
 		hi++
 	}
-	return x.byFile[lo:hi]
+	return x.sortedRows(secByFile, x.byFile, lo, hi)
 }
 
 // Lines answers `klasy lines`: the source lines of a function, or of a
 // file (or one line of either), each with the addresses of its code.
 func (x *Index) Lines(sp LineSpec) ([]Line, error) {
+	mask := uint32(fileLineSecs)
 	if sp.Func != "" {
-		if err := x.need(funcLineSecs); err != nil {
-			return nil, err
-		}
-		return x.funcLines(sp)
+		mask = funcLineSecs
 	}
-	if err := x.need(fileLineSecs); err != nil {
+	y, err := x.use(mask)
+	if err != nil {
 		return nil, err
+	}
+	out, err := y.lines(sp)
+	if z := y.replaced(); z != nil {
+		// Damage found on the way: the answer is the rebuilt index's.
+		return z.Lines(sp)
+	}
+	return out, err
+}
+
+func (x *Index) lines(sp LineSpec) ([]Line, error) {
+	if sp.Func != "" {
+		return x.funcLines(sp)
 	}
 	files := x.matchFiles(sp.File)
 	if len(files) == 0 {
@@ -624,7 +666,8 @@ type InlineInfo struct {
 
 // Inlines returns the inlined copies of the function name.
 func (x *Index) Inlines(name string) []InlineInfo {
-	if x.need(inlineSecs) != nil {
+	x, err := x.use(inlineSecs)
+	if err != nil {
 		return nil
 	}
 	lo, hi := x.nameRange(len(x.inlName), x.inlineName, name, true)
@@ -642,7 +685,8 @@ func (x *Index) Inlines(name string) []InlineInfo {
 
 // AllFuncs returns every out-of-line function in index order (tests).
 func (x *Index) AllFuncs() []FuncInfo {
-	if x.need(funcSecs) != nil {
+	x, err := x.use(funcSecs)
+	if err != nil {
 		return nil
 	}
 	out := make([]FuncInfo, len(x.funcs))

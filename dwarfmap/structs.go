@@ -43,7 +43,8 @@ func (x *Index) Struct(name string) (l *Layout, err error) {
 	if err := x.needImage(); err != nil {
 		return nil, err
 	}
-	if err := x.need(structSecs); err != nil {
+	x, err = x.use(structSecs)
+	if err != nil {
 		return nil, err
 	}
 	name = strings.TrimSpace(name)
