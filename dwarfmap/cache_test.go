@@ -439,7 +439,10 @@ func fuzzSeed(f *testing.F) []byte {
 
 // FuzzBuild feeds Open and Build damaged images: a clear error or an
 // index, never a panic. Seeded with the compiled fixture when gcc is
-// available.
+// available. Run it with -fuzzminimizetime=10x: by default each new
+// interesting input (mutations of the 17 KB fixture) is minimized for up
+// to a minute, thousands of Builds during which -fuzz reports 0 execs/s
+// and no new inputs; with 10x it runs at ~30,000 execs/s here.
 func FuzzBuild(f *testing.F) {
 	if _, err := exec.LookPath("gcc"); err == nil {
 		dir := f.TempDir()
