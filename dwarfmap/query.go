@@ -537,11 +537,11 @@ func (x *Index) linesOf(fi FuncInfo, line int, inlined bool) []Line {
 		}
 	}
 	// at returns the innermost and the outermost inlined copies holding
-	// addr, skipping the copy skip (a DIE offset); ok is false if none.
-	at := func(addr, skip uint64) (inner, outer Inline, ok bool) {
+	// addr; ok is false if none.
+	at := func(addr uint64) (inner, outer Inline, ok bool) {
 		var in, out copyRange
 		for _, c := range copies {
-			if addr < c.lo || addr >= c.hi || c.in.DIE == skip {
+			if addr < c.lo || addr >= c.hi {
 				continue
 			}
 			if !ok || c.size < in.size {
@@ -575,7 +575,7 @@ func (x *Index) linesOf(fi FuncInfo, line int, inlined bool) []Line {
 			if line != 0 && int(row.Line) != line {
 				continue
 			}
-			inner, outer, ok := at(row.Addr, 0)
+			inner, outer, ok := at(row.Addr)
 			if !ok && fi.index >= 0 && row.File == x.funcs[fi.index].DeclFile && int(row.Line) < fi.Line {
 				// Above fi in its file: a line of a callee that the
 				// compiler put next to, not inside, its inlined ranges.
