@@ -28,6 +28,9 @@ func (x *Index) BasicBlock(addr uint64) (b Block, err error) {
 	if err := x.needImage(); err != nil {
 		return Block{}, err
 	}
+	if x, err = x.use(funcAtSecs); err != nil {
+		return Block{}, err
+	}
 	fi, ok := x.FuncAt(addr)
 	if !ok {
 		return Block{}, fmt.Errorf("no function with debug info at %#x", addr)

@@ -519,8 +519,8 @@ func (m *merger) add(ui int, res *unitResult, bounds [2]uint64) {
 		x.inlines = append(x.inlines, Inline{Name: in.addBytes(f.name), DIE: f.die, Unit: uint32(ui),
 			CallFile: file(f.callFile), CallLine: uint32(f.callLine), Caller: caller,
 			DeclFile: file(f.declFile), DeclLine: uint32(f.declLine),
-			RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
-		x.ranges = append(x.ranges, f.ranges...)
+			RngOff: uint32(len(x.inlRanges)), RngN: uint32(len(f.ranges))})
+		x.inlRanges = append(x.inlRanges, f.ranges...)
 	}
 	for _, s := range res.structs {
 		key := string(s.name)
@@ -572,6 +572,15 @@ func (x *Index) finish() {
 		slices.SortStableFunc(x.inlName, func(a, b uint32) int {
 			return cmp.Compare(x.str(x.inlines[a].Name), x.str(x.inlines[b].Name))
 		})
+		x.inlSum = x.inlSum[:0]
+		for _, i := range x.inlName {
+			in := x.inlines[i]
+			if k := len(x.inlSum) - 1; k >= 0 && x.str(x.inlSum[k].Name) == x.str(in.Name) {
+				x.inlSum[k].N++
+				continue
+			}
+			x.inlSum = append(x.inlSum, inlineSum{Name: in.Name, N: 1, DeclFile: in.DeclFile, DeclLine: in.DeclLine})
+		}
 	})
 	do(func() {
 		x.spans = x.spans[:0]

@@ -10,6 +10,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -20,24 +23,75 @@ import (
 // rebuild):
 //
 //	header   magic "KLASYDM\x00", version, section count, build-id (64
-//	         bytes, hex, NUL padded), image size, CRC-32 of everything
-//	         after the header
-//	table    per section: offset, length in bytes
+//	         bytes, hex, NUL padded), image size, CRC-32 of the header
+//	         and the table
+//	table    per section: offset, length in bytes, CRC-32 of its bytes
+//	         (0 for the chunked ones)
 //	sections the Index arrays verbatim, each 8-byte aligned
 //
-// Loading maps the file and points the Index slices into the mapping.
-// The CRC and the bounds checks in decode make a damaged or foreign file
-// an error (and so a rebuild), never an out-of-range index later.
+// Loading maps the file, checks the header and the table, and points the
+// Index slices into the mapping. A query touches only the sections it
+// reads: each is checked (CRC and cross-references) when first used, so
+// `klasy funcs` never reads the 140 MB of line table. The line table and
+// its two sort orders are checked by chunks of chunkSize bytes, each when
+// first read (chunkCRCs holds their CRCs), so the lines of one function
+// read a few chunks. A damaged section or chunk is never used: the index
+// is rebuilt from the image and answers from then on (see use).
 const (
 	cacheMagic   = "KLASYDM\x00"
-	cacheVersion = 4
-	numSections  = 13
+	cacheVersion = 7
+	numSections  = 16
+	chunkSize    = 256 << 10
 	headerSize   = 8 + 4 + 4 + 64 + 8 + 4 + 4
-	tableSize    = numSections * 16
+	tableEntry   = 8 + 8 + 4 + 4
+	tableSize    = numSections * tableEntry
+)
+
+// Section numbers, in file order (Index.sections).
+const (
+	secStrs = iota
+	secFiles
+	secUnits
+	secRows
+	secByAddr
+	secByFile
+	secFuncs
+	secByName
+	secInlines
+	secInlName
+	secRanges
+	secSpans
+	secStructs
+	secInlRanges
+	secInlSum
+	secChunkCRCs
+)
+
+// chunked are the sections checked by chunks, in chunkCRCs order: they
+// have no cross-references to check (row file ids and row numbers are
+// bounds-checked where used).
+var chunked = [...]int{secRows, secByAddr, secByFile}
+
+func isChunked(i int) bool { return i == secRows || i == secByAddr || i == secByFile }
+
+// Sets of sections the queries read. Every query reads names and files,
+// so the small core sections are checked with any of them.
+const (
+	coreSecs   = 1<<secStrs | 1<<secFiles | 1<<secUnits | 1<<secChunkCRCs
+	funcSecs   = 1<<secFuncs | 1<<secByName | 1<<secRanges | 1<<secInlSum
+	inlineSecs = funcSecs | 1<<secInlines | 1<<secInlName | 1<<secInlRanges
+	funcAtSecs = 1<<secSpans | 1<<secFuncs | 1<<secRanges
+	// Lines of a function: its rows by address, less its inlined copies;
+	// lines of a file: its rows by file, each with its function (FuncAt,
+	// also used by the nearest-line rule).
+	funcLineSecs = inlineSecs | funcAtSecs | 1<<secRows | 1<<secByAddr
+	fileLineSecs = funcAtSecs | 1<<secRows | 1<<secByFile
+	structSecs   = 1 << secStructs
+	allSections  = 1<<numSections - 1
 )
 
 // IEEE, not Castagnoli: Go computes it with carry-less multiplication at
-// about 26 GB/s here against 10 GB/s, a third of a warm load.
+// about 26 GB/s here against 10 GB/s.
 var crcTable = crc32.IEEETable
 
 // ErrCacheInvalid is wrapped by decode errors.
@@ -71,11 +125,72 @@ func (x *Index) sections() [numSections][]byte {
 		x.strs, asBytes(x.files), asBytes(x.units), asBytes(x.rows), asBytes(x.byAddr),
 		asBytes(x.byFile), asBytes(x.funcs), asBytes(x.byName), asBytes(x.inlines),
 		asBytes(x.inlName), asBytes(x.ranges), asBytes(x.spans), asBytes(x.structs),
+		asBytes(x.inlRanges), asBytes(x.inlSum), asBytes(x.chunkCRCs),
 	}
+}
+
+// takeSection sets x's section i to src's.
+func (x *Index) takeSection(src *Index, i int) {
+	switch i {
+	case secStrs:
+		x.strs = src.strs
+	case secFiles:
+		x.files = src.files
+	case secUnits:
+		x.units = src.units
+	case secRows:
+		x.rows = src.rows
+	case secByAddr:
+		x.byAddr = src.byAddr
+	case secByFile:
+		x.byFile = src.byFile
+	case secFuncs:
+		x.funcs = src.funcs
+	case secByName:
+		x.byName = src.byName
+	case secInlines:
+		x.inlines = src.inlines
+	case secInlName:
+		x.inlName = src.inlName
+	case secRanges:
+		x.ranges = src.ranges
+	case secSpans:
+		x.spans = src.spans
+	case secStructs:
+		x.structs = src.structs
+	case secInlRanges:
+		x.inlRanges = src.inlRanges
+	case secInlSum:
+		x.inlSum = src.inlSum
+	case secChunkCRCs:
+		x.chunkCRCs = src.chunkCRCs
+	}
+}
+
+// headerCRC covers the header fields before the CRC and the table (which
+// holds the sections' CRCs).
+func headerCRC(hdr []byte) uint32 {
+	return crc32.Update(crc32.Checksum(hdr[:88], crcTable), crcTable, hdr[headerSize:headerSize+tableSize])
 }
 
 // WriteTo writes x in cache format.
 func (x *Index) WriteTo(w io.Writer, imageSize int64) (int64, error) {
+	x, err := x.use(allSections)
+	if err != nil {
+		return 0, err
+	}
+	if !x.chunksOK(secRows, 0, len(x.rows)) || !x.chunksOK(secByAddr, 0, len(x.byAddr)) || !x.chunksOK(secByFile, 0, len(x.byFile)) {
+		return x.WriteTo(w, imageSize) // found damaged: x answers from a rebuild now
+	}
+	if x.lazy == nil {
+		x.chunkCRCs = x.chunkCRCs[:0]
+		for _, i := range chunked {
+			b := x.sections()[i]
+			for off := 0; off < len(b); off += chunkSize {
+				x.chunkCRCs = append(x.chunkCRCs, crc32.Checksum(b[off:min(off+chunkSize, len(b))], crcTable))
+			}
+		}
+	}
 	secs := x.sections()
 	hdr := make([]byte, headerSize+tableSize)
 	copy(hdr, cacheMagic)
@@ -84,32 +199,24 @@ func (x *Index) WriteTo(w io.Writer, imageSize int64) (int64, error) {
 	copy(hdr[16:80], x.BuildID)
 	binary.LittleEndian.PutUint64(hdr[80:], uint64(imageSize))
 	off := uint64(len(hdr))
-	var pad [8]byte
-	crc := crc32.New(crcTable)
 	for i, s := range secs {
 		off = (off + 7) &^ 7
-		binary.LittleEndian.PutUint64(hdr[headerSize+16*i:], off)
-		binary.LittleEndian.PutUint64(hdr[headerSize+16*i+8:], uint64(len(s)))
+		e := hdr[headerSize+tableEntry*i:]
+		binary.LittleEndian.PutUint64(e, off)
+		binary.LittleEndian.PutUint64(e[8:], uint64(len(s)))
+		if !isChunked(i) {
+			binary.LittleEndian.PutUint32(e[16:], crc32.Checksum(s, crcTable))
+		}
 		off += uint64(len(s))
 	}
-	crc.Write(hdr[headerSize:])
-	pos := uint64(len(hdr))
-	// The CRC covers the table, the padding and the sections, in file order.
-	for _, s := range secs {
-		if n := ((pos + 7) &^ 7) - pos; n > 0 {
-			crc.Write(pad[:n])
-			pos += n
-		}
-		crc.Write(s)
-		pos += uint64(len(s))
-	}
-	binary.LittleEndian.PutUint32(hdr[88:], crc.Sum32())
+	binary.LittleEndian.PutUint32(hdr[88:], headerCRC(hdr))
 	n, err := w.Write(hdr)
 	total := int64(n)
 	if err != nil {
 		return total, err
 	}
-	pos = uint64(len(hdr))
+	var pad [8]byte
+	pos := uint64(len(hdr))
 	for _, s := range secs {
 		if k := ((pos + 7) &^ 7) - pos; k > 0 {
 			n, err = w.Write(pad[:k])
@@ -135,8 +242,25 @@ type cacheHeader struct {
 	ImageSize int64
 }
 
+// lazySections are the sections of a mapped cache file not yet checked.
+type lazySections struct {
+	mu   sync.Mutex
+	done atomic.Uint32 // sections checked and set in the Index
+	all  *Index        // every section, typed but unchecked
+	crcs [numSections]uint32
+	err  error // sticky: a damaged section that could not be rebuilt
+	// rebuild builds the index again from the image after a section
+	// failed its check (nil: no image, e.g. fuzzing).
+	rebuild func(cause error) (*Index, error)
+	// replacement is the rebuilt index, which answers once set.
+	replacement atomic.Pointer[Index]
+	// chunkOK[k][c] is set once chunk c of section chunked[k] is checked.
+	chunkOK [len(chunked)][]atomic.Bool
+}
+
 // decode points a new Index into data (which must stay alive and
-// unmodified while the Index is used) after checking it completely.
+// unmodified while the Index is used) after checking its header and
+// table; the sections are checked when first used.
 func decode(data []byte) (x *Index, h cacheHeader, err error) {
 	if len(data) < headerSize+tableSize {
 		return nil, h, fmt.Errorf("%w: %d bytes is shorter than the header", ErrCacheInvalid, len(data))
@@ -150,124 +274,296 @@ func decode(data []byte) (x *Index, h cacheHeader, err error) {
 	if n := binary.LittleEndian.Uint32(data[12:]); n != numSections {
 		return nil, h, fmt.Errorf("%w: %d sections, want %d", ErrCacheInvalid, n, numSections)
 	}
+	if headerCRC(data) != binary.LittleEndian.Uint32(data[88:]) {
+		return nil, h, fmt.Errorf("%w: header checksum mismatch (damaged file)", ErrCacheInvalid)
+	}
 	id := data[16:80]
 	for len(id) > 0 && id[len(id)-1] == 0 {
 		id = id[:len(id)-1]
 	}
 	h.BuildID = string(id)
 	h.ImageSize = int64(binary.LittleEndian.Uint64(data[80:]))
-	if got, want := crc32.Checksum(data[headerSize:], crcTable), binary.LittleEndian.Uint32(data[88:]); got != want {
-		return nil, h, fmt.Errorf("%w: checksum mismatch (damaged or partly written file)", ErrCacheInvalid)
-	}
+	lz := &lazySections{}
 	var secs [numSections][]byte
 	for i := range secs {
-		off := binary.LittleEndian.Uint64(data[headerSize+16*i:])
-		n := binary.LittleEndian.Uint64(data[headerSize+16*i+8:])
+		e := data[headerSize+tableEntry*i:]
+		off, n := binary.LittleEndian.Uint64(e), binary.LittleEndian.Uint64(e[8:])
 		if off%8 != 0 || off > uint64(len(data)) || n > uint64(len(data))-off {
 			return nil, h, fmt.Errorf("%w: section %d out of bounds", ErrCacheInvalid, i)
 		}
 		secs[i] = data[off : off+n]
+		lz.crcs[i] = binary.LittleEndian.Uint32(e[16:])
 	}
-	x = &Index{BuildID: h.BuildID, strs: secs[0]}
-	if x.files, err = fromBytes[strRef](secs[1]); err != nil {
+	// Typing the sections reads none of their bytes.
+	a := &Index{BuildID: h.BuildID, strs: secs[secStrs]}
+	if a.files, err = fromBytes[strRef](secs[secFiles]); err != nil {
 		return nil, h, err
 	}
-	if x.units, err = fromBytes[Unit](secs[2]); err != nil {
+	if a.units, err = fromBytes[Unit](secs[secUnits]); err != nil {
 		return nil, h, err
 	}
-	if x.rows, err = fromBytes[Row](secs[3]); err != nil {
+	if a.rows, err = fromBytes[Row](secs[secRows]); err != nil {
 		return nil, h, err
 	}
-	if x.byAddr, err = fromBytes[uint32](secs[4]); err != nil {
+	if a.byAddr, err = fromBytes[uint32](secs[secByAddr]); err != nil {
 		return nil, h, err
 	}
-	if x.byFile, err = fromBytes[uint32](secs[5]); err != nil {
+	if a.byFile, err = fromBytes[uint32](secs[secByFile]); err != nil {
 		return nil, h, err
 	}
-	if x.funcs, err = fromBytes[Func](secs[6]); err != nil {
+	if a.funcs, err = fromBytes[Func](secs[secFuncs]); err != nil {
 		return nil, h, err
 	}
-	if x.byName, err = fromBytes[uint32](secs[7]); err != nil {
+	if a.byName, err = fromBytes[uint32](secs[secByName]); err != nil {
 		return nil, h, err
 	}
-	if x.inlines, err = fromBytes[Inline](secs[8]); err != nil {
+	if a.inlines, err = fromBytes[Inline](secs[secInlines]); err != nil {
 		return nil, h, err
 	}
-	if x.inlName, err = fromBytes[uint32](secs[9]); err != nil {
+	if a.inlName, err = fromBytes[uint32](secs[secInlName]); err != nil {
 		return nil, h, err
 	}
-	if x.ranges, err = fromBytes[[2]uint64](secs[10]); err != nil {
+	if a.ranges, err = fromBytes[[2]uint64](secs[secRanges]); err != nil {
 		return nil, h, err
 	}
-	if x.spans, err = fromBytes[addrSpan](secs[11]); err != nil {
+	if a.spans, err = fromBytes[addrSpan](secs[secSpans]); err != nil {
 		return nil, h, err
 	}
-	if x.structs, err = fromBytes[Struct](secs[12]); err != nil {
+	if a.structs, err = fromBytes[Struct](secs[secStructs]); err != nil {
 		return nil, h, err
 	}
-	if err := x.validate(); err != nil {
-		return nil, h, fmt.Errorf("%w: %v", ErrCacheInvalid, err)
+	if a.inlRanges, err = fromBytes[[2]uint64](secs[secInlRanges]); err != nil {
+		return nil, h, err
 	}
-	return x, h, nil
+	if a.inlSum, err = fromBytes[inlineSum](secs[secInlSum]); err != nil {
+		return nil, h, err
+	}
+	if a.chunkCRCs, err = fromBytes[uint32](secs[secChunkCRCs]); err != nil {
+		return nil, h, err
+	}
+	nchunks := 0
+	for k, i := range chunked {
+		n := (len(secs[i]) + chunkSize - 1) / chunkSize
+		lz.chunkOK[k] = make([]atomic.Bool, n)
+		nchunks += n
+	}
+	if nchunks != len(a.chunkCRCs) {
+		return nil, h, fmt.Errorf("%w: %d chunk checksums for %d chunks", ErrCacheInvalid, len(a.chunkCRCs), nchunks)
+	}
+	if len(a.byAddr) > len(a.rows) || len(a.byFile) != len(a.rows) || len(a.byName) != len(a.funcs) || len(a.inlName) != len(a.inlines) {
+		return nil, h, fmt.Errorf("%w: sort index sizes disagree", ErrCacheInvalid)
+	}
+	lz.all = a
+	return &Index{BuildID: h.BuildID, lazy: lz}, h, nil
 }
 
-// validate checks every cross-reference, so that no query can index out
-// of range on a file that passed the checksum but was written by a buggy
-// or hostile writer.
-func (x *Index) validate() error {
+// need makes sure the sections in mask (and the core ones) have been
+// checked and set in x. A section that fails its check is never used:
+// the index is rebuilt from the image and its sections replace those not
+// yet in use (a build of the same image gives the same bytes). Without an
+// image, or if the rebuild fails, x answers nothing and need returns the
+// error (also kept for Err).
+func (x *Index) need(mask uint32) error {
+	lz := x.lazy
+	if lz == nil {
+		return nil
+	}
+	mask |= coreSecs
+	if lz.done.Load()&mask == mask {
+		return nil
+	}
+	lz.mu.Lock()
+	defer lz.mu.Unlock()
+	if lz.err != nil {
+		return lz.err
+	}
+	if lz.replacement.Load() != nil {
+		return nil
+	}
+	// Core sections first: checks of the others read names.
+	for _, m := range []uint32{coreSecs, mask} {
+		for i := 0; i < numSections; i++ {
+			bit := uint32(1) << i
+			if m&bit == 0 || lz.done.Load()&bit != 0 {
+				continue
+			}
+			if err := lz.all.checkSection(i, lz.crcs[i]); err != nil {
+				return x.replaceDamaged(fmt.Errorf("%w: section %d: %v", ErrCacheInvalid, i, err))
+			}
+			x.takeSection(lz.all, i)
+			lz.done.Or(bit)
+		}
+	}
+	return nil
+}
+
+// use checks the sections in mask (see need) and returns the index to
+// query: x, or the index rebuilt after damage was found. Every exported
+// query starts with it, for all the sections it reads.
+func (x *Index) use(mask uint32) (*Index, error) {
+	if x.lazy == nil {
+		return x, nil
+	}
+	if err := x.need(mask); err != nil {
+		return nil, err
+	}
+	if y := x.lazy.replacement.Load(); y != nil {
+		return y, nil
+	}
+	return x, nil
+}
+
+// replaced returns the rebuilt index if damage was found (also during a
+// query that was running on x, which then runs again on it), else nil.
+func (x *Index) replaced() *Index {
+	if x.lazy == nil {
+		return nil
+	}
+	return x.lazy.replacement.Load()
+}
+
+// chunksOK checks the chunks holding elements [lo, hi) of chunked section
+// sec (of elements of size bytes), reporting false if one is damaged (x
+// is then replaced).
+func (x *Index) chunksOK(sec, lo, hi int) bool {
+	lz := x.lazy
+	if lz == nil || lo >= hi {
+		return true
+	}
+	k := slices.Index(chunked[:], sec)
+	size := 4
+	if sec == secRows {
+		size = int(unsafe.Sizeof(Row{}))
+	}
+	for c := lo * size / chunkSize; c <= (hi*size-1)/chunkSize; c++ {
+		if !lz.chunkOK[k][c].Load() && !x.checkChunk(k, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkChunk checks chunk c of section chunked[k].
+func (x *Index) checkChunk(k, c int) bool {
+	lz := x.lazy
+	lz.mu.Lock()
+	defer lz.mu.Unlock()
+	if lz.replacement.Load() != nil || lz.err != nil {
+		return false
+	}
+	idx := c // in chunkCRCs
+	for j := range k {
+		idx += len(lz.chunkOK[j])
+	}
+	b := lz.all.sections()[chunked[k]]
+	if crc32.Checksum(b[c*chunkSize:min((c+1)*chunkSize, len(b))], crcTable) != lz.all.chunkCRCs[idx] {
+		x.replaceDamaged(fmt.Errorf("%w: section %d: checksum mismatch in chunk %d (damaged or partly written file)", ErrCacheInvalid, chunked[k], c))
+		return false
+	}
+	lz.chunkOK[k][c].Store(true)
+	return true
+}
+
+// replaceDamaged handles a section that failed its check (lz.mu held).
+func (x *Index) replaceDamaged(cause error) error {
+	lz := x.lazy
+	if lz.rebuild == nil {
+		lz.err = cause
+		return cause
+	}
+	y, err := lz.rebuild(cause)
+	if err != nil {
+		lz.err = fmt.Errorf("rebuilding the index after %v: %w", cause, err)
+		return lz.err
+	}
+	lz.replacement.Store(y)
+	return nil
+}
+
+// Err returns the error that left x unable to answer (a damaged cache
+// section that could not be rebuilt), nil normally. Queries without an
+// error result return nothing then; callers check Err after them.
+func (x *Index) Err() error {
+	if x.lazy == nil {
+		return nil
+	}
+	x.lazy.mu.Lock()
+	defer x.lazy.mu.Unlock()
+	return x.lazy.err
+}
+
+// checkSection checks section i of x (all sections typed; core sections
+// already checked when i is not one) against its CRC and checks its
+// cross-references, so that no query can index out of range on a file
+// that passed the checksum but was written by a buggy or hostile writer.
+func (x *Index) checkSection(i int, crc uint32) error {
+	if !isChunked(i) && crc32.Checksum(x.sections()[i], crcTable) != crc {
+		return errors.New("checksum mismatch (damaged or partly written file)")
+	}
 	ns := uint64(len(x.strs))
 	okStr := func(r strRef) bool { return uint64(r.Off)+uint64(r.Len) <= ns }
 	nf, nr, nfn, nu := uint32(len(x.files)), uint32(len(x.rows)), uint32(len(x.funcs)), uint32(len(x.units))
 	okFile := func(f uint32) bool { return f < nf || f == noFile }
-	okRng := func(off, n uint32) bool { return uint64(off)+uint64(n) <= uint64(len(x.ranges)) }
-	for _, f := range x.files {
-		if !okStr(f) {
-			return errors.New("file name out of range")
+	okRng := func(rs [][2]uint64, off, n uint32) bool { return uint64(off)+uint64(n) <= uint64(len(rs)) }
+	switch i {
+	case secFiles:
+		for _, f := range x.files {
+			if !okStr(f) {
+				return errors.New("file name out of range")
+			}
 		}
-	}
-	for _, u := range x.units {
-		if !okStr(u.Name) || !okStr(u.CompDir) || u.RowStart > u.RowEnd || u.RowEnd > nr || u.Off > u.End {
-			return errors.New("bad unit")
+	case secUnits:
+		for _, u := range x.units {
+			if !okStr(u.Name) || !okStr(u.CompDir) || u.RowStart > u.RowEnd || u.RowEnd > nr || u.Off > u.End {
+				return errors.New("bad unit")
+			}
 		}
-	}
-	// Row file ids are not checked here (4.3 M rows for a vmlinux): every
-	// use goes through Index.File, which bounds-checks.
-	if len(x.byAddr) > len(x.rows) || len(x.byFile) != len(x.rows) || len(x.byName) != len(x.funcs) || len(x.inlName) != len(x.inlines) {
-		return errors.New("sort index sizes disagree")
-	}
-	// Entries of byAddr and byFile are bounds-checked where used
-	// (Index.row).
-	// Sort orders are not re-checked (that is random access over 100 MB
-	// on every load): the checksum vouches for what the writer wrote, and
+	// Row file ids are not checked (4.3 M rows for a vmlinux): every use
+	// goes through Index.File, which bounds-checks. Entries of byAddr and
+	// byFile are bounds-checked where used (Index.row). Sort orders are
+	// not re-checked: the checksum vouches for what the writer wrote, and
 	// a misordered index gives wrong answers, never out-of-range reads.
-	for _, i := range x.byName {
-		if i >= nfn {
-			return errors.New("function index out of range")
+	case secByName:
+		for _, i := range x.byName {
+			if i >= nfn {
+				return errors.New("function index out of range")
+			}
 		}
-	}
-	for _, f := range x.funcs {
-		if !okStr(f.Name) || f.Unit >= nu || !okFile(f.DeclFile) || !okRng(f.RngOff, f.RngN) {
-			return errors.New("bad function")
+	case secFuncs:
+		for _, f := range x.funcs {
+			if !okStr(f.Name) || f.Unit >= nu || !okFile(f.DeclFile) || !okRng(x.ranges, f.RngOff, f.RngN) {
+				return errors.New("bad function")
+			}
 		}
-	}
-	for _, i := range x.inlName {
-		if i >= uint32(len(x.inlines)) {
-			return errors.New("inline index out of range")
+	case secInlName:
+		for _, i := range x.inlName {
+			if i >= uint32(len(x.inlines)) {
+				return errors.New("inline index out of range")
+			}
 		}
-	}
-	for _, f := range x.inlines {
-		if !okStr(f.Name) || f.Unit >= nu || !okFile(f.CallFile) || !okFile(f.DeclFile) || !okRng(f.RngOff, f.RngN) || (f.Caller >= nfn && f.Caller != noFile) {
-			return errors.New("bad inline")
+	case secInlines:
+		for _, f := range x.inlines {
+			if !okStr(f.Name) || f.Unit >= nu || !okFile(f.CallFile) || !okFile(f.DeclFile) || !okRng(x.inlRanges, f.RngOff, f.RngN) || (f.Caller >= nfn && f.Caller != noFile) {
+				return errors.New("bad inline")
+			}
 		}
-	}
-	for i, s := range x.spans {
-		if s.Func >= nfn || (i > 0 && x.spans[i-1].Lo > s.Lo) {
-			return errors.New("bad address span")
+	case secSpans:
+		for i, s := range x.spans {
+			if s.Func >= nfn || (i > 0 && x.spans[i-1].Lo > s.Lo) {
+				return errors.New("bad address span")
+			}
 		}
-	}
-	for i, s := range x.structs {
-		if !okStr(s.Name) || s.Unit >= nu || (i > 0 && x.str(x.structs[i-1].Name) > x.str(s.Name)) {
-			return errors.New("bad struct")
+	case secInlSum:
+		for _, s := range x.inlSum {
+			if !okStr(s.Name) || !okFile(s.DeclFile) {
+				return errors.New("bad inline summary")
+			}
+		}
+	case secStructs:
+		for i, s := range x.structs {
+			if !okStr(s.Name) || s.Unit >= nu || (i > 0 && x.str(x.structs[i-1].Name) > x.str(s.Name)) {
+				return errors.New("bad struct")
+			}
 		}
 	}
 	return nil

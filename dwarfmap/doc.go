@@ -11,9 +11,11 @@
 //     only what the index needs (scan.go). The result is flat arrays of
 //     fixed-size records (index.go).
 //   - The arrays are saved under $KLASY_CACHE/dwarfmap/<build-id>.idx and
-//     mapped back on the next run: a load is a checksum and bounds checks,
-//     not a parse (cache.go). Writers rename complete temporary files, so
-//     concurrent builders are safe; bad files are rebuilt.
+//     mapped back on the next run: a load checks the header, not a parse
+//     (cache.go); each query checks only the sections, or chunks of the
+//     line table, that it reads, when it first reads them. Writers rename
+//     complete temporary files, so concurrent builders are safe; damaged
+//     or stale files are rebuilt, never used.
 //   - Queries that need more than the index (variables and their
 //     locations, struct layouts) decode one compilation unit on demand with
 //     debug/dwarf and delve's godwarf (scopes), loclist (location lists),

@@ -500,6 +500,53 @@ func TestLinesQueries(t *testing.T) {
 	}
 }
 
+// The lines of a function are its own body, as perf probe -L shows it:
+// code inlined from a callee defined in the same file (scale, above
+// helper in fixture.c) does not come first under the callee's line
+// numbers; asked for, it follows the function's own lines, marked.
+func TestLinesOfFunctionWithInlinedCallees(t *testing.T) {
+	x := index(t, fixture{"-O2", true})
+	calls, body := marker(t, "helper_calls"), marker(t, "scale_body")
+	helper := x.Funcs("helper")[0]
+	own, err := x.Lines(LineSpec{Func: "helper"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sawCall bool
+	for _, l := range own {
+		if l.Line < helper.Line || l.Inlined != "" {
+			t.Errorf("helper's own lines include %+v (helper starts at line %d)", l, helper.Line)
+		}
+		sawCall = sawCall || l.Line == calls
+	}
+	if !sawCall {
+		t.Errorf("helper's lines lack the calls of scale at line %d: %+v", calls, own)
+	}
+	all, err := x.Lines(LineSpec{Func: "helper", Inlined: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sawBody bool
+	for i, l := range all {
+		if i < len(own) && (l.Inlined != "" || l.Line != own[i].Line) {
+			t.Errorf("line %d with inlined callees: %+v, want helper's own line %+v first", i, l, own[i])
+		}
+		if l.Line == body {
+			sawBody = true
+			if l.Inlined != "scale" || l.Function != "helper" {
+				t.Errorf("line %d of scale inlined into helper: %+v", body, l)
+			}
+		}
+	}
+	if !sawBody || len(all) <= len(own) {
+		t.Errorf("with inlined callees, no line of scale's body (%d): %+v", body, all)
+	}
+	// A line of an inlined callee asked for by number is still found.
+	if ls, err := x.Lines(LineSpec{Func: "helper", Line: body}); err != nil || len(ls) == 0 || ls[0].Inlined != "scale" {
+		t.Errorf("helper:%d = %+v, %v", body, ls, err)
+	}
+}
+
 func TestBasicBlocks(t *testing.T) {
 	x := index(t, fixture{"-O2", true})
 	p := x.Funcs("process")[0]

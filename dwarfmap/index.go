@@ -69,9 +69,18 @@ type Inline struct {
 	CallFile uint32
 	CallLine uint32
 	Caller   uint32 // index into Index.funcs, or noFile if unknown
-	RngOff   uint32
+	RngOff   uint32 // [RngOff, RngOff+RngN) of Index.inlRanges, sorted
 	RngN     uint32
 	DeclFile uint32 // of the inlined function
+	DeclLine uint32
+}
+
+// inlineSum sums up the inlined copies of one function, so that listing
+// functions reads neither the copies nor their ranges.
+type inlineSum struct {
+	Name     strRef
+	N        uint32 // inlined copies
+	DeclFile uint32 // of the function (its first copy's)
 	DeclLine uint32
 }
 
@@ -111,12 +120,18 @@ type Index struct {
 	funcs   []Func
 	byName  []uint32 // funcs by name
 	inlines []Inline
-	inlName []uint32 // inlines by name
-	ranges  [][2]uint64
-	spans   []addrSpan // function ranges by Lo
-	structs []Struct   // by name
+	inlName []uint32    // inlines by name
+	ranges  [][2]uint64 // of funcs
+	spans   []addrSpan  // function ranges by Lo
+	structs []Struct    // by name
+	// Appended in format version 6.
+	inlRanges [][2]uint64 // of inlines
+	inlSum    []inlineSum // by name
+	// Appended in format version 7.
+	chunkCRCs []uint32 // per chunk of rows, byAddr, byFile (cache files)
 
-	img     *Image // set once opened against the image, for lazy queries
+	img     *Image        // set once opened against the image, for lazy queries
+	lazy    *lazySections // a mapped cache file's sections not yet checked
 	release func() error
 }
 
@@ -131,7 +146,10 @@ type Stats struct {
 
 // Stats reports how many records the index holds.
 func (x *Index) Stats() Stats {
-	return Stats{len(x.units), len(x.files), len(x.rows), len(x.funcs), len(x.inlines), len(x.ranges), len(x.structs)}
+	if x.lazy != nil {
+		x = x.lazy.all // the sizes, without reading the sections
+	}
+	return Stats{len(x.units), len(x.files), len(x.rows), len(x.funcs), len(x.inlines), len(x.ranges) + len(x.inlRanges), len(x.structs)}
 }
 
 // Close releases the cache mapping behind x (if any). x must not be used

@@ -54,6 +54,10 @@ func Load(path string, opt Options) (*Index, LoadInfo, error) {
 		case err == nil && h.BuildID == img.BuildID && h.ImageSize == img.Size:
 			x.img = img
 			x.release = chain(x.release, img.Close)
+			x.lazy.rebuild = func(cause error) (*Index, error) {
+				logf("cache %s unusable (%v): rebuilding", info.CachePath, cause)
+				return build(img, info.CachePath, logf)
+			}
 			info.FromCache = true
 			return x, info, nil
 		case err == nil:
@@ -65,26 +69,36 @@ func Load(path string, opt Options) (*Index, LoadInfo, error) {
 		}
 	}
 	start := time.Now()
-	last := time.Now()
-	x, err := Build(img, func(done, total int) {
-		if time.Since(last) > time.Second || done == total {
-			logf("indexing %s: %d/%d units", filepath.Base(path), done, total)
-			last = time.Now()
-		}
-	})
+	x, err := build(img, info.CachePath, logf)
 	if err != nil {
 		img.Close()
 		return nil, info, err
 	}
 	info.Built = time.Since(start)
 	x.release = img.Close
-	if info.CachePath != "" {
-		if err := writeCache(info.CachePath, x, img.Size); err != nil {
+	return x, info, nil
+}
+
+// build indexes img with progress to logf and saves the index at
+// cachePath (unless "").
+func build(img *Image, cachePath string, logf func(string, ...any)) (*Index, error) {
+	last := time.Now()
+	x, err := Build(img, func(done, total int) {
+		if time.Since(last) > time.Second || done == total {
+			logf("indexing %s: %d/%d units", filepath.Base(img.Path), done, total)
+			last = time.Now()
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cachePath != "" {
+		if err := writeCache(cachePath, x, img.Size); err != nil {
 			// The index is still good; only the next run pays again.
-			logf("cannot save index to %s: %v", info.CachePath, err)
+			logf("cannot save index to %s: %v", cachePath, err)
 		}
 	}
-	return x, info, nil
+	return x, nil
 }
 
 func chain(fns ...func() error) func() error {

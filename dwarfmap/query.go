@@ -24,18 +24,34 @@ type Line struct {
 	// or "after" (for after advice).
 	FallbackFor int    `json:"fallback_for,omitempty"`
 	Fallback    string `json:"fallback,omitempty"`
+	// Inlined names the callee, inlined into Function, whose source line
+	// this is (only with LineSpec.Inlined or when asked for by number).
+	Inlined string `json:"inlined,omitempty"`
 }
 
 // Row returns row i of the line table (for tests and tools).
-func (x *Index) Row(i int) Row { return x.rows[i] }
+func (x *Index) Row(i int) Row {
+	return x.Rows()[i]
+}
 
 // row returns row i, or an empty row if a (damaged) sort index points
-// past the table: loads do not scan the 8.6 M index entries of a vmlinux.
+// past the table (loads do not scan the 8.6 M index entries of a
+// vmlinux) or its chunk of a cache file is damaged (x is replaced then:
+// see Lines).
 func (x *Index) row(i uint32) Row {
-	if int(i) < len(x.rows) {
+	if int(i) < len(x.rows) && x.chunksOK(secRows, int(i), int(i)+1) {
 		return x.rows[i]
 	}
 	return Row{Flags: RowEndSequence}
+}
+
+// sortedRows returns elements [lo, hi) of a sort order of the rows
+// (byAddr or byFile, section sec), nil if damaged.
+func (x *Index) sortedRows(sec int, idx []uint32, lo, hi int) []uint32 {
+	if !x.chunksOK(sec, lo, hi) {
+		return nil
+	}
+	return idx[lo:hi]
 }
 
 // File returns the name of file id f.
@@ -48,7 +64,16 @@ func (x *Index) File(f uint32) string {
 
 // Rows returns every line-table row in table order (end-of-sequence rows
 // included), as objdump --dwarf=decodedline prints them.
-func (x *Index) Rows() []Row { return x.rows }
+func (x *Index) Rows() []Row {
+	x, err := x.use(1 << secRows)
+	if err != nil {
+		return nil
+	}
+	if !x.chunksOK(secRows, 0, len(x.rows)) {
+		return x.Rows()
+	}
+	return x.rows
+}
 
 // FuncInfo describes a function.
 type FuncInfo struct {
@@ -71,13 +96,14 @@ func (x *Index) funcInfo(i int) FuncInfo {
 		External: f.Flags&FuncExternal != 0, Entry: f.Entry, Ranges: x.ranges[f.RngOff : f.RngOff+f.RngN], index: i}
 }
 
-// nameRange returns the [lo, hi) of idx (sorted by name) whose names have
-// the given prefix.
-func (x *Index) nameRange(idx []uint32, name func(uint32) strRef, prefix string, exact bool) (int, int) {
-	lo := sort.Search(len(idx), func(i int) bool { return x.str(name(idx[i])) >= prefix })
+// nameRange returns the [lo, hi) of the n records sorted by name (the
+// i-th's is name(i)) whose names are name, or with exact false have it as
+// a prefix.
+func (x *Index) nameRange(n int, name func(int) strRef, prefix string, exact bool) (int, int) {
+	lo := sort.Search(n, func(i int) bool { return x.str(name(i)) >= prefix })
 	hi := lo
-	for hi < len(idx) {
-		s := x.str(name(idx[hi]))
+	for hi < n {
+		s := x.str(name(hi))
 		if exact && s != prefix || !exact && !strings.HasPrefix(s, prefix) {
 			break
 		}
@@ -86,28 +112,41 @@ func (x *Index) nameRange(idx []uint32, name func(uint32) strRef, prefix string,
 	return lo, hi
 }
 
-func (x *Index) funcName(i uint32) strRef   { return x.funcs[i].Name }
-func (x *Index) inlineName(i uint32) strRef { return x.inlines[i].Name }
+func (x *Index) funcName(i int) strRef   { return x.funcs[x.byName[i]].Name }
+func (x *Index) inlineName(i int) strRef { return x.inlines[x.inlName[i]].Name }
+func (x *Index) inlSumName(i int) strRef { return x.inlSum[i].Name }
+
+// inlinedCopies returns how many inlined copies of name exist, and their
+// summary.
+func (x *Index) inlinedCopies(name string) (inlineSum, bool) {
+	lo, hi := x.nameRange(len(x.inlSum), x.inlSumName, name, true)
+	if lo == hi {
+		return inlineSum{}, false
+	}
+	return x.inlSum[lo], true
+}
 
 // Funcs returns the functions named name (static functions may share a
 // name), out-of-line copies first.
 func (x *Index) Funcs(name string) []FuncInfo {
+	x, err := x.use(funcSecs)
+	if err != nil {
+		return nil
+	}
 	var out []FuncInfo
-	lo, hi := x.nameRange(x.byName, x.funcName, name, true)
+	lo, hi := x.nameRange(len(x.byName), x.funcName, name, true)
 	for _, i := range x.byName[lo:hi] {
 		out = append(out, x.funcInfo(int(i)))
 	}
-	ilo, ihi := x.nameRange(x.inlName, x.inlineName, name, true)
+	sum, ok := x.inlinedCopies(name)
 	if len(out) > 0 {
 		for i := range out {
-			out[i].Inlined = ihi - ilo
+			out[i].Inlined = int(sum.N)
 		}
 		return out
 	}
-	if ihi > ilo {
-		in := x.inlines[x.inlName[ilo]]
-		fi := FuncInfo{Name: name, File: x.File(in.DeclFile), Line: int(in.DeclLine), Inlined: ihi - ilo, InlineOnly: true, index: -1}
-		out = append(out, fi)
+	if ok {
+		out = append(out, FuncInfo{Name: name, File: x.File(sum.DeclFile), Line: int(sum.DeclLine), Inlined: int(sum.N), InlineOnly: true, index: -1})
 	}
 	return out
 }
@@ -115,6 +154,10 @@ func (x *Index) Funcs(name string) []FuncInfo {
 // MatchFuncs returns every function whose name matches pattern, where %
 // (or *) matches any run of characters, sorted by name.
 func (x *Index) MatchFuncs(pattern string) []FuncInfo {
+	x, err := x.use(funcSecs)
+	if err != nil {
+		return nil
+	}
 	prefix := pattern
 	if i := strings.IndexAny(pattern, "%*"); i >= 0 {
 		prefix = pattern[:i]
@@ -122,27 +165,26 @@ func (x *Index) MatchFuncs(pattern string) []FuncInfo {
 		return x.Funcs(pattern)
 	}
 	var out []FuncInfo
-	lo, hi := x.nameRange(x.byName, x.funcName, prefix, false)
-	seen := map[string]int{}
+	lo, hi := x.nameRange(len(x.byName), x.funcName, prefix, false)
+	seen := map[string]bool{}
 	for _, i := range x.byName[lo:hi] {
 		n := x.str(x.funcs[i].Name)
 		if Match(pattern, n) {
-			seen[n]++
+			seen[n] = true
 			out = append(out, x.funcInfo(int(i)))
 		}
 	}
-	ilo, ihi := x.nameRange(x.inlName, x.inlineName, prefix, false)
+	ilo, ihi := x.nameRange(len(x.inlSum), x.inlSumName, prefix, false)
 	inl := map[string]int{}
-	for _, i := range x.inlName[ilo:ihi] {
-		in := x.inlines[i]
-		n := x.str(in.Name)
+	for _, s := range x.inlSum[ilo:ihi] {
+		n := x.str(s.Name)
 		if !Match(pattern, n) {
 			continue
 		}
-		if inl[n] == 0 && seen[n] == 0 {
-			out = append(out, FuncInfo{Name: n, File: x.File(in.DeclFile), Line: int(in.DeclLine), InlineOnly: true, index: -1})
+		if !seen[n] {
+			out = append(out, FuncInfo{Name: n, File: x.File(s.DeclFile), Line: int(s.DeclLine), InlineOnly: true, index: -1})
 		}
-		inl[n]++
+		inl[n] = int(s.N)
 	}
 	for i := range out {
 		out[i].Inlined = inl[out[i].Name]
@@ -178,6 +220,10 @@ func Match(pattern, name string) bool {
 
 // FuncAt returns the function whose code holds addr.
 func (x *Index) FuncAt(addr uint64) (FuncInfo, bool) {
+	x, err := x.use(funcAtSecs)
+	if err != nil {
+		return FuncInfo{}, false
+	}
 	i := sort.Search(len(x.spans), func(i int) bool { return x.spans[i].Lo > addr }) - 1
 	// Spans may nest (a function at 0 from a discarded section); look back
 	// a few for one that covers addr.
@@ -191,18 +237,27 @@ func (x *Index) FuncAt(addr uint64) (FuncInfo, bool) {
 
 // rowsIn returns the code rows with addresses in [lo, hi), by address.
 func (x *Index) rowsIn(lo, hi uint64) []uint32 {
-	a := sort.Search(len(x.byAddr), func(i int) bool { return x.row(x.byAddr[i]).Addr >= lo })
+	at := func(i int) Row {
+		if !x.chunksOK(secByAddr, i, i+1) {
+			return Row{}
+		}
+		return x.row(x.byAddr[i])
+	}
+	a := sort.Search(len(x.byAddr), func(i int) bool { return at(i).Addr >= lo })
 	b := a
-	for b < len(x.byAddr) && x.row(x.byAddr[b]).Addr < hi {
+	for b < len(x.byAddr) && at(b).Addr < hi {
 		b++
 	}
-	return x.byAddr[a:b]
+	return x.sortedRows(secByAddr, x.byAddr, a, b)
 }
 
 // LineSpec is a parsed FUNC, FILE, FUNC:LINE or FILE:LINE.
 type LineSpec struct {
 	Func, File string
 	Line       int // 0: all lines
+	// Inlined adds, after a function's own lines, the lines of the
+	// callees inlined into it (marked with Line.Inlined).
+	Inlined bool
 }
 
 // ParseLineSpec splits FUNC|FILE[:LINE]. A name with a '/' or a source
@@ -245,24 +300,47 @@ func (x *Index) matchFiles(name string) []uint32 {
 // fileRows returns rows of file f (all lines, or line only), by line and
 // address.
 func (x *Index) fileRows(f uint32, line int) []uint32 {
+	at := func(i int) Row {
+		if !x.chunksOK(secByFile, i, i+1) {
+			return Row{File: noFile}
+		}
+		return x.row(x.byFile[i])
+	}
 	lo := sort.Search(len(x.byFile), func(i int) bool {
-		r := x.row(x.byFile[i])
+		r := at(i)
 		return r.File > f || r.File == f && (line == 0 || int(r.Line) >= line)
 	})
 	hi := lo
 	for hi < len(x.byFile) {
-		r := x.row(x.byFile[hi])
+		r := at(hi)
 		if r.File != f || line != 0 && int(r.Line) != line {
 			break
 		}
 		hi++
 	}
-	return x.byFile[lo:hi]
+	return x.sortedRows(secByFile, x.byFile, lo, hi)
 }
 
 // Lines answers `klasy lines`: the source lines of a function, or of a
 // file (or one line of either), each with the addresses of its code.
 func (x *Index) Lines(sp LineSpec) ([]Line, error) {
+	mask := uint32(fileLineSecs)
+	if sp.Func != "" {
+		mask = funcLineSecs
+	}
+	y, err := x.use(mask)
+	if err != nil {
+		return nil, err
+	}
+	out, err := y.lines(sp)
+	if z := y.replaced(); z != nil {
+		// Damage found on the way: the answer is the rebuilt index's.
+		return z.Lines(sp)
+	}
+	return out, err
+}
+
+func (x *Index) lines(sp LineSpec) ([]Line, error) {
 	if sp.Func != "" {
 		return x.funcLines(sp)
 	}
@@ -274,13 +352,13 @@ func (x *Index) Lines(sp LineSpec) ([]Line, error) {
 	for _, f := range files {
 		rows = append(rows, x.fileRows(f, sp.Line)...)
 	}
-	out := x.groupRows(rows, "")
+	out := x.groupRows(rows, "", nil)
 	if len(out) == 0 && sp.Line != 0 {
 		var all []uint32
 		for _, f := range files {
 			all = append(all, x.fileRows(f, 0)...)
 		}
-		if fb, err := x.nearest(x.groupRows(all, ""), sp.Line); err == nil {
+		if fb, err := x.nearest(x.groupRows(all, "", nil), sp.Line); err == nil {
 			return fb, nil
 		} else {
 			return nil, fmt.Errorf("%s:%d has no code (the compiler merged or removed it): %v", sp.File, sp.Line, err)
@@ -329,11 +407,14 @@ func (x *Index) nearest(lines []Line, want int) ([]Line, error) {
 	return nil, fmt.Errorf("lines %d and %d, the nearest with code, are not in one basic block", before.Line, after.Line)
 }
 
-// groupRows turns rows into Lines keyed by (function, file, line), sorted
-// by file, line and function. fn, if set, names the function for all.
-func (x *Index) groupRows(rows []uint32, fn string) []Line {
+// groupRows turns rows into Lines keyed by (function, inlined callee,
+// file, line), sorted by file, line and function, own lines before
+// inlined ones. fn, if set, names the function for all; inlined, if set,
+// gives each row's inlined callee.
+func (x *Index) groupRows(rows []uint32, fn string, inlined func(ri uint32) string) []Line {
 	type key struct {
 		fn   string
+		inl  string
 		file uint32
 		line uint32
 	}
@@ -350,10 +431,14 @@ func (x *Index) groupRows(rows []uint32, fn string) []Line {
 				name = f.Name
 			}
 		}
-		k := key{name, r.File, r.Line}
+		var inl string
+		if inlined != nil {
+			inl = inlined(ri)
+		}
+		k := key{name, inl, r.File, r.Line}
 		l := m[k]
 		if l == nil {
-			l = &Line{Function: name, File: x.File(r.File), Line: int(r.Line)}
+			l = &Line{Function: name, File: x.File(r.File), Line: int(r.Line), Inlined: inl}
 			m[k] = l
 			keys = append(keys, k)
 		}
@@ -367,16 +452,26 @@ func (x *Index) groupRows(rows []uint32, fn string) []Line {
 		l.Addrs = slices.Compact(l.Addrs)
 		out = append(out, *l)
 	}
-	slices.SortStableFunc(out, func(a, b Line) int {
-		if c := cmp.Compare(a.File, b.File); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Line, b.Line); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Function, b.Function)
-	})
+	slices.SortStableFunc(out, lineOrder)
 	return out
+}
+
+// lineOrder sorts own lines before inlined ones, then by file, line and
+// function.
+func lineOrder(a, b Line) int {
+	if ai, bi := a.Inlined != "", b.Inlined != ""; ai != bi {
+		if ai {
+			return 1
+		}
+		return -1
+	}
+	if c := cmp.Compare(a.File, b.File); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Line, b.Line); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Function, b.Function)
 }
 
 func (x *Index) funcLines(sp LineSpec) ([]Line, error) {
@@ -386,23 +481,13 @@ func (x *Index) funcLines(sp LineSpec) ([]Line, error) {
 	}
 	var out []Line
 	for _, fi := range fis {
-		ranges := fi.Ranges
-		if fi.InlineOnly {
-			ranges = x.inlineRanges(sp.Func)
+		out = append(out, x.linesOf(fi, sp.Line, sp.Inlined)...)
+	}
+	if len(out) == 0 && sp.Line != 0 && !sp.Inlined {
+		// A line of an inlined callee, asked for by number.
+		for _, fi := range fis {
+			out = append(out, x.linesOf(fi, sp.Line, true)...)
 		}
-		var rows []uint32
-		for _, r := range ranges {
-			for _, ri := range x.rowsIn(r[0], r[1]) {
-				// A function's own lines: rows of its source file (code
-				// inlined from headers shows under the call line).
-				if fi.File == "" || x.File(x.row(ri).File) == fi.File {
-					if sp.Line == 0 || int(x.row(ri).Line) == sp.Line {
-						rows = append(rows, ri)
-					}
-				}
-			}
-		}
-		out = append(out, x.groupRows(rows, fi.Name)...)
 	}
 	if len(out) == 0 && sp.Line != 0 {
 		all, err := x.funcLines(LineSpec{Func: sp.Func})
@@ -417,12 +502,155 @@ func (x *Index) funcLines(sp LineSpec) ([]Line, error) {
 	return out, nil
 }
 
+// linesOf returns the lines (or line, if not 0) of fi: its own body, as
+// perf probe -L shows it, and with inlined also the lines of the callees
+// inlined into it. A row is a callee's when its address lies in an
+// inlined copy within fi, unless it is the file:line of the outermost
+// copy's call; the call line itself is listed at the copy's entry, since
+// the row there carries the callee's line. Rows from other files than
+// fi's (code inlined from headers) are left out unless inlined is set.
+func (x *Index) linesOf(fi FuncInfo, line int, inlined bool) []Line {
+	ranges := fi.Ranges
+	if fi.InlineOnly {
+		ranges = x.inlineRanges(fi.Name)
+	}
+	// A copy nested in another lies within the other's ranges, so has
+	// less code in all: size orders copies holding one address.
+	type copyRange struct {
+		lo, hi uint64
+		size   uint64 // of all the copy's ranges
+		in     Inline
+	}
+	var copies []copyRange
+	if fi.index >= 0 {
+		for _, in := range x.inlines {
+			if in.Caller == uint32(fi.index) {
+				rs := x.inlRanges[in.RngOff : in.RngOff+in.RngN]
+				var size uint64
+				for _, r := range rs {
+					size += r[1] - r[0]
+				}
+				for _, r := range rs {
+					copies = append(copies, copyRange{r[0], r[1], size, in})
+				}
+			}
+		}
+	}
+	// at returns the innermost and the outermost inlined copies holding
+	// addr; ok is false if none.
+	at := func(addr uint64) (inner, outer Inline, ok bool) {
+		var in, out copyRange
+		for _, c := range copies {
+			if addr < c.lo || addr >= c.hi {
+				continue
+			}
+			if !ok || c.size < in.size {
+				in = c
+			}
+			if !ok || c.size > out.size {
+				out = c
+			}
+			ok = true
+		}
+		return in.in, out.in, ok
+	}
+	// within returns the copy that c's range lies in, a larger one.
+	within := func(c copyRange) (Inline, bool) {
+		var best copyRange
+		found := false
+		for _, p := range copies {
+			if p.in.DIE != c.in.DIE && p.lo <= c.lo && c.hi <= p.hi && p.size > c.size &&
+				(!found || p.size < best.size) {
+				best, found = p, true
+			}
+		}
+		return best.in, found
+	}
+	fileOK := func(f uint32) bool { return fi.File == "" || x.File(f) == fi.File }
+	var rows []uint32
+	label := map[uint32]string{}
+	for _, r := range ranges {
+		for _, ri := range x.rowsIn(r[0], r[1]) {
+			row := x.row(ri)
+			if line != 0 && int(row.Line) != line {
+				continue
+			}
+			inner, outer, ok := at(row.Addr)
+			if !ok && fi.index >= 0 && row.File == x.funcs[fi.index].DeclFile && int(row.Line) < fi.Line {
+				// Above fi in its file: a line of a callee that the
+				// compiler put next to, not inside, its inlined ranges.
+				// It belongs to the callee defined last before it.
+				for _, c := range copies {
+					if c.in.DeclFile == row.File && c.in.DeclLine <= row.Line && (!ok || c.in.DeclLine > inner.DeclLine) {
+						inner, ok = c.in, true
+					}
+				}
+				outer = inner
+			}
+			if ok && !(outer.CallFile == row.File && outer.CallLine == row.Line) {
+				if inlined {
+					rows = append(rows, ri)
+					label[ri] = x.str(inner.Name)
+				}
+				continue
+			}
+			if fileOK(row.File) {
+				rows = append(rows, ri)
+			}
+		}
+	}
+	out := x.groupRows(rows, fi.Name, func(ri uint32) string { return label[ri] })
+	// Each copy's call line, at its entry (its lowest address): a line of
+	// fi for a copy inlined directly into fi, else of the copy it is in.
+	entry := map[uint64]uint64{}
+	for _, c := range copies {
+		if e, ok := entry[c.in.DIE]; !ok || c.lo < e {
+			entry[c.in.DIE] = c.lo
+		}
+	}
+	var calls []Line
+	for _, c := range copies {
+		in := c.in
+		if entry[in.DIE] != c.lo || in.CallLine == 0 || line != 0 && int(in.CallLine) != line {
+			continue
+		}
+		l := Line{Function: fi.Name, File: x.File(in.CallFile), Line: int(in.CallLine), Addrs: []uint64{c.lo}, Stmt: true}
+		if parent, ok := within(c); ok {
+			if !inlined {
+				continue
+			}
+			l.Inlined = x.str(parent.Name)
+		} else if !fileOK(in.CallFile) {
+			continue
+		}
+		calls = append(calls, l)
+	}
+	return mergeLines(out, calls)
+}
+
+// mergeLines adds the call lines to lines: addresses of a line already
+// there join it, other lines are inserted in order.
+func mergeLines(lines, calls []Line) []Line {
+	for _, c := range calls {
+		i := slices.IndexFunc(lines, func(l Line) bool {
+			return l.Function == c.Function && l.File == c.File && l.Line == c.Line && l.Inlined == c.Inlined
+		})
+		if i >= 0 {
+			lines[i].Addrs = slices.Compact(slices.Sorted(slices.Values(append(lines[i].Addrs, c.Addrs...))))
+			continue
+		}
+		lines = append(lines, c)
+	}
+	slices.SortStableFunc(lines, lineOrder)
+	return lines
+}
+
 func (x *Index) inlineRanges(name string) [][2]uint64 {
-	lo, hi := x.nameRange(x.inlName, x.inlineName, name, true)
+	lo, hi := x.nameRange(len(x.inlName), x.inlineName, name, true)
 	var out [][2]uint64
 	for _, i := range x.inlName[lo:hi] {
 		in := x.inlines[i]
-		out = append(out, x.ranges[in.RngOff:in.RngOff+in.RngN]...)
+		out = append(out, x.inlRanges[in.RngOff:in.RngOff+in.RngN]...)
 	}
 	return out
 }
@@ -438,11 +666,15 @@ type InlineInfo struct {
 
 // Inlines returns the inlined copies of the function name.
 func (x *Index) Inlines(name string) []InlineInfo {
-	lo, hi := x.nameRange(x.inlName, x.inlineName, name, true)
+	x, err := x.use(inlineSecs)
+	if err != nil {
+		return nil
+	}
+	lo, hi := x.nameRange(len(x.inlName), x.inlineName, name, true)
 	var out []InlineInfo
 	for _, i := range x.inlName[lo:hi] {
 		in := x.inlines[i]
-		ii := InlineInfo{Name: name, CallFile: x.File(in.CallFile), CallLine: int(in.CallLine), Ranges: x.ranges[in.RngOff : in.RngOff+in.RngN]}
+		ii := InlineInfo{Name: name, CallFile: x.File(in.CallFile), CallLine: int(in.CallLine), Ranges: x.inlRanges[in.RngOff : in.RngOff+in.RngN]}
 		if in.Caller != noFile {
 			ii.Caller = x.str(x.funcs[in.Caller].Name)
 		}
@@ -453,6 +685,10 @@ func (x *Index) Inlines(name string) []InlineInfo {
 
 // AllFuncs returns every out-of-line function in index order (tests).
 func (x *Index) AllFuncs() []FuncInfo {
+	x, err := x.use(funcSecs)
+	if err != nil {
+		return nil
+	}
 	out := make([]FuncInfo, len(x.funcs))
 	for i := range x.funcs {
 		out[i] = x.funcInfo(i)

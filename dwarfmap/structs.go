@@ -43,6 +43,10 @@ func (x *Index) Struct(name string) (l *Layout, err error) {
 	if err := x.needImage(); err != nil {
 		return nil, err
 	}
+	x, err = x.use(structSecs)
+	if err != nil {
+		return nil, err
+	}
 	name = strings.TrimSpace(name)
 	want := uint32(0)
 	if n, ok := strings.CutPrefix(name, "struct "); ok {

@@ -57,6 +57,9 @@ func (x *Index) VarsAt(addr uint64) (vars []Var, err error) {
 	if err := x.needImage(); err != nil {
 		return nil, err
 	}
+	if x, err = x.use(funcAtSecs); err != nil {
+		return nil, err
+	}
 	fi, ok := x.FuncAt(addr)
 	if !ok {
 		return nil, fmt.Errorf("no function with debug info at %#x", addr)

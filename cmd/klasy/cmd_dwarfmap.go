@@ -34,7 +34,7 @@ func init() {
 	register(&command{
 		Name:    "lines",
 		Summary: "list source lines with code and their addresses (like perf probe -L)",
-		Help: `usage: klasy lines [--json] IMAGE FUNC|FILE[:LINE]
+		Help: `usage: klasy lines [--json] [--inlined] IMAGE FUNC|FILE[:LINE]
 
 Lists the source lines of a function or a file that have code, each with
 the link-time addresses of that code. FILE matches by path suffix
@@ -43,11 +43,19 @@ line numbers. When a line has no code of its own (the compiler merged it),
 the nearest lines before and after it in the same basic block stand in for
 it and are marked "fallback".
 
-JSON fields: function, file, line, addrs (hex strings), stmt, and
-fallback_for/fallback for stand-in lines.
+For FUNC, the lines are the function's own body, as perf probe -L shows
+it: a call of an inlined function is listed at its call line, not under
+the callee's lines. With --inlined, the lines of the callees inlined into
+FUNC follow, each marked "inlined CALLEE". FUNC:LINE on a line of an
+inlined callee finds it without --inlined.
+
+JSON fields: function, file, line, addrs (hex strings), stmt,
+fallback_for/fallback for stand-in lines, and inlined (the callee) for
+lines of inlined code.
 
 Examples:
   klasy lines vmlinux tcp_sendmsg
+  klasy lines --inlined vmlinux setattr_prepare
   klasy lines --json vmlinux net/core/skbuff.c
   klasy lines vmlinux net/ipv4/tcp.c:1494
 
@@ -138,7 +146,7 @@ type queryFlags struct {
 func parseQuery(s *stdio, name string, args []string, npos int) (*queryFlags, []string, error) {
 	q := &queryFlags{}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	if name == "funcs" {
+	if name == "funcs" || name == "lines" {
 		fs.BoolVar(&q.inlined, "inlined", false, "")
 	}
 	fs.SetOutput(io.Discard)
@@ -222,6 +230,10 @@ func runLines(s0 *stdio, args []string) error {
 	if err != nil {
 		return usageError{Cmd: "lines", Msg: err.Error()}
 	}
+	if q.inlined && sp.Func == "" {
+		return usageError{Cmd: "lines", Msg: "--inlined applies to the lines of a function, not of a file"}
+	}
+	sp.Inlined = q.inlined
 	x, err := openIndex(s, q, pos[0])
 	if err != nil {
 		return err
@@ -249,6 +261,9 @@ func runLines(s0 *stdio, args []string) error {
 		note := ""
 		if l.FallbackFor != 0 {
 			note = fmt.Sprintf("  (stands in for line %d, %s advice)", l.FallbackFor, l.Fallback)
+		}
+		if l.Inlined != "" {
+			note += "  (inlined " + l.Inlined + ")"
 		}
 		fmt.Fprintf(tw, "%s:%d\t%s\t%s%s\n", l.File, l.Line, l.Function, strings.Join(hexAddrs(l.Addrs), " "), note)
 	}
@@ -366,6 +381,9 @@ func runFuncs(s0 *stdio, args []string) error {
 	}
 	defer x.Close()
 	fs := x.MatchFuncs(pos[1])
+	if err := x.Err(); err != nil {
+		return err
+	}
 	if len(fs) == 0 {
 		return fmt.Errorf("no function matches %q", pos[1])
 	}
@@ -375,15 +393,11 @@ func runFuncs(s0 *stdio, args []string) error {
 	if q.json {
 		enc := json.NewEncoder(s.Out)
 		for _, f := range fs {
-			rs := make([][2]string, len(f.Ranges))
-			for i, r := range f.Ranges {
-				rs[i] = [2]string{fmt.Sprintf("%#x", r[0]), fmt.Sprintf("%#x", r[1])}
-			}
 			type out struct {
 				dwarfmap.FuncInfo
 				Ranges [][2]string `json:"ranges"`
 			}
-			if err := enc.Encode(out{f, rs}); err != nil {
+			if err := enc.Encode(out{f, hexRanges(f.Ranges)}); err != nil {
 				return err
 			}
 		}

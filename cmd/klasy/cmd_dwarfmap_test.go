@@ -104,6 +104,24 @@ func TestDwarfmapCommands(t *testing.T) {
 		t.Errorf("funcs --inlined scale: %v", ins)
 	}
 
+	// helper's own lines, then (with --inlined) those of scale inlined
+	// into it, marked.
+	out, _, err = runKlasy(t, "lines", "--json", img, "helper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := jsonLines(t, out)
+	for _, m := range own {
+		if _, ok := m["inlined"]; ok {
+			t.Errorf("lines helper without --inlined: %v", m)
+		}
+	}
+	out, _, err = runKlasy(t, "lines", "--inlined", img, "helper")
+	if ls := strings.Split(strings.TrimSpace(out), "\n"); err != nil || len(ls) <= len(own) ||
+		!strings.HasSuffix(ls[len(ls)-1], "(inlined scale)") || strings.Contains(ls[0], "inlined") {
+		t.Errorf("lines --inlined helper: %v\n%s", err, out)
+	}
+
 	out, _, err = runKlasy(t, "funcs", img, "pro%")
 	if err != nil || !strings.Contains(out, "process") || !strings.Contains(out, "global") {
 		t.Errorf("funcs pro%%: %v\n%s", err, out)
@@ -126,6 +144,7 @@ func TestDwarfmapCommandErrors(t *testing.T) {
 		{[]string{"lines", stripped, "process"}, "linux-image-<abi>-dbg"},
 		{[]string{"lines", img, "nosuch_function"}, `no function "nosuch_function"`},
 		{[]string{"lines", img, "fixture.c:0"}, "bad line number"},
+		{[]string{"lines", "--inlined", img, "fixture.c"}, "--inlined applies to the lines of a function"},
 		{[]string{"vars", img, "process:99999"}, "no code"},
 		{[]string{"struct", img, "nosuch"}, `no struct or union "nosuch"`},
 		{[]string{"funcs", img, "zz%"}, "no function matches"},
