@@ -20,6 +20,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/alecthomas/participle/v2"
@@ -212,10 +213,15 @@ func (l *pcLexer) Next() (lexer.Token, error) {
 	return lexer.Token{Type: typ, Value: l.s[start:l.i], Pos: pos}, nil
 }
 
-var pointcutParser = participle.MustBuild[Expr](
-	participle.Lexer(pointcutLexer),
-	participle.Elide("Whitespace"),
-)
+// pointcutParser is built on first use, not at start-up: every klasy
+// command links this package, and most (lines, vars, lab...) never parse
+// a pointcut.
+var pointcutParser = sync.OnceValue(func() *participle.Parser[Expr] {
+	return participle.MustBuild[Expr](
+		participle.Lexer(pointcutLexer),
+		participle.Elide("Whitespace"),
+	)
+})
 
 // Designators lists the pointcut designators with their usage, for
 // error messages and help texts.
@@ -272,7 +278,7 @@ func parsePointcut(text string) (*Expr, *pointcutError) {
 			depth--
 		}
 	}
-	expr, err := pointcutParser.ParseString("", text)
+	expr, err := pointcutParser().ParseString("", text)
 	if err == nil {
 		return expr, nil
 	}
