@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 const (
@@ -43,6 +44,11 @@ type Client struct {
 	nextID  uint32
 	down    error // set once the connection is gone
 	done    chan struct{}
+	// unflushed is set when a cancel is sent; cancels holds a channel
+	// per cancel frame not known to be written yet, closed once it is.
+	// Close flushes them.
+	unflushed bool
+	cancels   []chan struct{}
 
 	skipped  atomic.Int64
 	badFrame atomic.Int64
@@ -77,8 +83,38 @@ func NewClient(conn io.ReadWriteCloser) *Client {
 	return c
 }
 
+// cancelFlush bounds how long Close waits for the agent to take the
+// cancels sent before it.
+const cancelFlush = 3 * time.Second
+
 // Close closes the connection; requests in flight fail with ErrConnLost.
+// If requests were canceled, it first makes sure the agent has read their
+// cancels (for up to cancelFlush): a serial line does not tell the agent
+// that the host closed its end, and QEMU drops the bytes the guest has
+// not taken yet when the host hangs up, so a Run whose cancel is lost
+// runs on in the guest.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	cancels, unflushed := c.cancels, c.unflushed
+	c.cancels, c.unflushed = nil, false
+	c.mu.Unlock()
+	if unflushed {
+		ctx, stop := context.WithTimeout(context.Background(), cancelFlush)
+		written := true
+		for _, w := range cancels {
+			select {
+			case <-w:
+			case <-ctx.Done():
+				written = false
+			}
+		}
+		if written {
+			// The agent reads frames in order and acts on a cancel before
+			// it reads the next frame: the ping's answer says it has.
+			c.Ping(ctx)
+		}
+		stop()
+	}
 	c.mu.Lock()
 	if c.down == nil {
 		c.down = fmt.Errorf("%w: client closed", ErrConnLost)
@@ -219,8 +255,28 @@ func (c *Client) send(f Frame) error {
 // background: the line may be busy with a large frame for seconds, and
 // the caller whose context ended should not wait for that.
 func (c *Client) cancel(id uint32) {
-	c.finish(id)
-	go c.send(Frame{Type: MsgCancel, ID: id})
+	c.mu.Lock()
+	delete(c.pending, id)
+	if c.down != nil {
+		c.mu.Unlock()
+		return
+	}
+	written := make(chan struct{})
+	live := c.cancels[:0]
+	for _, w := range c.cancels {
+		select {
+		case <-w: // written already: nothing left to flush
+		default:
+			live = append(live, w)
+		}
+	}
+	c.cancels = append(live, written)
+	c.unflushed = true
+	c.mu.Unlock()
+	go func() {
+		defer close(written)
+		c.send(Frame{Type: MsgCancel, ID: id})
+	}()
 }
 
 // next waits for the next frame of a request.
