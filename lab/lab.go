@@ -214,6 +214,9 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	fail := func(err error) (*Lab, error) {
 		l.kill()
 		tail := consoleTail(rec.consoleLog(), 25)
+		if strings.TrimSpace(tail) == "" {
+			tail = "(nothing yet)"
+		}
 		if q := strings.TrimSpace(consoleTail(rec.qemuLog(), 10)); q != "" {
 			tail += "\n--- qemu.log ---\n" + q
 		}
@@ -227,7 +230,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	unlock()
 	locked = false
 
-	ctx, cancel := context.WithTimeout(ctx, cfg.BootTimeout)
+	bootCtx, cancel := context.WithTimeout(ctx, cfg.BootTimeout)
 	defer cancel()
 	watch := consoleWatcher{path: rec.consoleLog()}
 	agentStarting := false
@@ -253,8 +256,11 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		select {
 		case <-l.exited:
 			return fail(errors.New("QEMU exited while the guest was booting"))
-		case <-ctx.Done():
-			return fail(fmt.Errorf("agent did not answer within %v: %w", cfg.BootTimeout, ctx.Err()))
+		case <-bootCtx.Done():
+			if ctx.Err() != nil { // the caller's: Ctrl-C, its own deadline
+				return fail(fmt.Errorf("boot interrupted after %.1fs: %w", time.Since(start).Seconds(), ctx.Err()))
+			}
+			return fail(fmt.Errorf("agent did not answer within %v: %w", cfg.BootTimeout, bootCtx.Err()))
 		default:
 		}
 		if time.Since(lastSaid) > 10*time.Second {
@@ -266,7 +272,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		// more often than twice a second.
 		if agentStarting && time.Since(lastTry) > 500*time.Millisecond {
 			lastTry = time.Now()
-			if err := l.connect(ctx, time.Second); err == nil {
+			if err := l.connect(bootCtx, time.Second); err == nil {
 				progress("%.1fs agent answered; lab is up", time.Since(start).Seconds())
 				return l, nil
 			}

@@ -320,3 +320,56 @@ func TestFailedBootReportsConsole(t *testing.T) {
 	}
 	t.Logf("failed boot reported after %.1fs", time.Since(start).Seconds())
 }
+
+// progressFunc calls fn with each progress line Up writes.
+type progressFunc func(line string)
+
+func (f progressFunc) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		f(line)
+	}
+	return len(p), nil
+}
+
+// qemuRunning reports whether a QEMU of the lab called name runs.
+func qemuRunning(name string) bool {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range cmdlines {
+		data, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(data, []byte("\x00klasy-lab-"+name+"\x00")) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestInterruptedUp is Ctrl-C during `klasy lab up`: Up says it was
+// interrupted (not that the agent timed out) and leaves neither QEMU nor
+// state behind.
+func TestInterruptedUp(t *testing.T) {
+	needLab(t, Debian)
+	agent := testAgent(t)
+	t.Parallel()
+	name := testName("intr")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	progress := progressFunc(func(line string) {
+		if strings.Contains(line, "starting QEMU") {
+			time.AfterFunc(time.Second, cancel)
+		}
+	})
+	l, err := Up(ctx, Config{Name: name, Agent: agent, Progress: progress})
+	if err == nil {
+		l.Down(context.Background())
+		t.Fatal("Up succeeded although its context was canceled a second into the boot")
+	}
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "did not answer within") {
+		t.Errorf("Up error = %v\nwant one that says the boot was interrupted (context.Canceled)", err)
+	}
+	if qemuRunning(name) {
+		t.Error("QEMU of the interrupted lab still runs")
+	}
+	if _, err := os.Stat(labDir(name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state of the interrupted lab left behind: %v", err)
+	}
+}
