@@ -213,15 +213,9 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	go func() { cmd.Wait(); close(l.exited) }()
 	fail := func(err error) (*Lab, error) {
 		l.kill()
-		tail := consoleTail(rec.consoleLog(), 25)
-		if strings.TrimSpace(tail) == "" {
-			tail = "(nothing yet)"
-		}
-		if q := strings.TrimSpace(consoleTail(rec.qemuLog(), 10)); q != "" {
-			tail += "\n--- qemu.log ---\n" + q
-		}
+		report := rec.consoleReport()
 		os.RemoveAll(rec.dir())
-		return nil, fmt.Errorf("lab %s: %w\n--- console (last lines) ---\n%s", cfg.Name, err, tail)
+		return nil, fmt.Errorf("lab %s: %w%s", cfg.Name, err, report)
 	}
 	if err := rec.save(); err != nil {
 		return fail(err)
@@ -279,6 +273,36 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// consoleReport is the console's last lines (and QEMU's own messages, if
+// any) for an error saying why a lab failed.
+func (r record) consoleReport() string {
+	tail := consoleTail(r.consoleLog(), 25)
+	if strings.TrimSpace(tail) == "" {
+		tail = "(nothing yet)"
+	}
+	if q := strings.TrimSpace(consoleTail(r.qemuLog(), 10)); q != "" {
+		tail += "\n--- qemu.log ---\n" + q
+	}
+	return "\n--- console (last lines) ---\n" + tail
+}
+
+// Explain adds to err, an error from the lab's agent, what became of the
+// lab when the connection was lost because its QEMU exited (a guest
+// panic, a poweroff, a kill): err then says so and carries the console's
+// last lines. Other errors, and nil, come back unchanged.
+func (l *Lab) Explain(err error) error {
+	if err == nil || !errors.Is(err, agent.ErrConnLost) {
+		return err
+	}
+	// The socket closes as QEMU exits, a moment before its pid is gone.
+	for deadline := time.Now().Add(time.Second); l.rec.alive(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: lab %s's QEMU exited%s", err, l.rec.Name, l.rec.consoleReport())
 }
 
 // connect dials the agent socket and pings the agent; on success the

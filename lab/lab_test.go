@@ -167,9 +167,21 @@ func TestDebianLab(t *testing.T) {
 	}
 	a2.Close() // QEMU serves one connection at a time
 
+	// A lab whose QEMU dies under a running command: the command fails
+	// saying the lab's QEMU exited, with the console, not merely that
+	// the connection went.
+	runErr := make(chan error, 1)
+	go func() {
+		_, err := b.Client().Run(ctx, []string{"sleep", "60"}, nil)
+		runErr <- b.Explain(err)
+	}()
+	time.Sleep(time.Second)
 	// A lab whose QEMU dies is stale: detected, then cleaned.
 	syscall.Kill(b.PID(), syscall.SIGKILL)
 	<-b.exited
+	if err := <-runErr; err == nil || !strings.Contains(err.Error(), "QEMU exited") || !strings.Contains(err.Error(), "--- console (last lines) ---") {
+		t.Errorf("Run while the lab's QEMU was killed: %v\nwant an error saying QEMU exited, with the console's last lines", err)
+	}
 	if sts, _ := List(); !hasState(sts, b.Name(), "stale") {
 		t.Errorf("List() after killing %s's QEMU = %+v, want it stale", b.Name(), sts)
 	}

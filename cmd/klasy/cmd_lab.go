@@ -177,7 +177,7 @@ func labExec(ctx context.Context, s *stdio, args []string) error {
 	}
 	res, err := l.Client().Run(ctx, argv, stdin)
 	if err != nil {
-		return fmt.Errorf("running %s in lab %s: %w", argv[0], name, err)
+		return fmt.Errorf("running %s in lab %s: %w", argv[0], name, l.Explain(err))
 	}
 	s.Out.Write(res.Stdout)
 	s.Err.Write(res.Stderr)
