@@ -141,9 +141,13 @@ func TestInitramfsForDebianKernel(t *testing.T) {
 			t.Errorf("module %s listed but not in the archive", m)
 		}
 	}
-	if !strings.Contains(string(got["etc/inittab"].data), "klasy agent --device /dev/ttyS1 --allow-run") {
+	if !strings.Contains(string(got["etc/inittab"].data), "::respawn:/etc/klasy/agent") {
 		t.Errorf("inittab does not start the agent:\n%s", got["etc/inittab"].data)
 	}
+	if w := got["etc/klasy/agent"]; w.mode != sIFREG|0o755 || !strings.Contains(string(w.data), "/bin/klasy agent --device ") || !strings.Contains(string(w.data), "--allow-run") {
+		t.Errorf("etc/klasy/agent (mode %o) does not run klasy agent --device ... --allow-run:\n%s", w.mode, w.data)
+	}
+
 	again, err := Initramfs(k, agent)
 	if err != nil || again != path {
 		t.Errorf("second Initramfs = %s, %v; want the cached %s", again, err, path)
