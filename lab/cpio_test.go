@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -147,7 +148,10 @@ func TestInitramfsForDebianKernel(t *testing.T) {
 	if w := got["etc/klasy/agent"]; w.mode != sIFREG|0o755 || !strings.Contains(string(w.data), "/bin/klasy agent --device ") || !strings.Contains(string(w.data), "--allow-run") {
 		t.Errorf("etc/klasy/agent (mode %o) does not run klasy agent --device ... --allow-run:\n%s", w.mode, w.data)
 	}
-
+	// Debian's kernel has virtio_console as a module: the agent's fast line.
+	if !slices.ContainsFunc(mods, func(m string) bool { return modName(m) == agentPortModule }) {
+		t.Errorf("etc/klasy/modules lacks %s: %v", agentPortModule, mods)
+	}
 	again, err := Initramfs(k, agent)
 	if err != nil || again != path {
 		t.Errorf("second Initramfs = %s, %v; want the cached %s", again, err, path)

@@ -186,7 +186,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	if err := os.MkdirAll(rec.dir(), 0o755); err != nil {
 		return nil, err
 	}
-	if n := len(rec.agentSocket()); n > 100 {
+	if n := len(rec.serialSocket()); n > 100 {
 		os.RemoveAll(rec.dir())
 		return nil, fmt.Errorf("lab directory %s too long for a unix socket path (%d bytes); set KLASY_LAB_DIR to a shorter one", rec.dir(), n)
 	}
@@ -235,8 +235,12 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 			if msg, ok := strings.CutPrefix(line, "klasy-init: "); ok {
 				progress("%.1fs %s", time.Since(start).Seconds(), msg)
 				lastSaid = time.Now()
-				if strings.HasPrefix(msg, "starting agent") {
+				if dev, ok := strings.CutPrefix(msg, "starting agent on "); ok {
 					agentStarting = true
+					l.rec.AgentDevice = dev
+					if err := l.rec.save(); err != nil {
+						return fail(err)
+					}
 				}
 				// The guest's agent wrapper says this when the agent
 				// dies; init would only respawn it to die again.
@@ -308,7 +312,7 @@ func (l *Lab) Explain(err error) error {
 // connect dials the agent socket and pings the agent; on success the
 // connection becomes the lab's client.
 func (l *Lab) connect(ctx context.Context, timeout time.Duration) error {
-	conn, err := net.DialTimeout("unix", l.rec.agentSocket(), timeout)
+	conn, err := net.DialTimeout("unix", l.rec.agentConn(), timeout)
 	if err != nil {
 		return fmt.Errorf("connecting to the agent of lab %s: %w", l.rec.Name, err)
 	}
@@ -374,9 +378,13 @@ func (r record) qemuArgs() []string {
 		// socket for `klasy lab console`.
 		"-chardev", "socket,id=con,path=" + r.consoleSock() + ",server=on,wait=off,logfile=" + r.consoleLog(),
 		"-serial", "chardev:con",
-		// ttyS1: the agent's channel.
+		// The agent's line: a virtio-serial port named klasy.agent, or
+		// ttyS1 for a kernel without virtio_console (see guest/rcS).
+		"-device", "virtio-serial-pci",
 		"-chardev", "socket,id=agent,path=" + r.agentSocket() + ",server=on,wait=off",
-		"-serial", "chardev:agent",
+		"-device", "virtserialport,chardev=agent,name=klasy.agent",
+		"-chardev", "socket,id=agentser,path=" + r.serialSocket() + ",server=on,wait=off",
+		"-serial", "chardev:agentser",
 		"-qmp", "unix:" + r.qmpSocket() + ",server=on,wait=off",
 		"-netdev", "user,id=net0",
 		"-device", "virtio-net-pci,netdev=net0,mac=" + mac(0),
@@ -467,7 +475,7 @@ func List() ([]Status, error) {
 		out = append(out, Status{
 			Name: rec.Name, State: st, PID: rec.PID, Kernel: rec.Kernel.Flavor, Release: rec.Kernel.Release,
 			MemMB: rec.MemMB, CPUs: rec.CPUs, Addr: rec.Addr, LANAddr: rec.LANAddr, Started: rec.Started,
-			ConsoleLog: rec.consoleLog(), AgentSock: rec.agentSocket(), Dir: rec.dir(), rec: rec,
+			ConsoleLog: rec.consoleLog(), AgentSock: rec.agentConn(), Dir: rec.dir(), rec: rec,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -89,6 +90,26 @@ func TestDebianLab(t *testing.T) {
 		if got := strings.TrimSpace(run(t, ctx, l, "hostname")); got != l.Name() {
 			t.Errorf("lab %s: hostname = %q", l.Name(), got)
 		}
+	}
+	// The agent's line is the virtio-serial port (Debian's kernel has
+	// virtio_console), which moves a MiB each way in well under a second;
+	// the UART fallback would take about a minute at its tens of KB/s.
+	if dev := a.rec.AgentDevice; !strings.HasPrefix(dev, "/dev/vport") {
+		t.Errorf("lab %s: agent serves on %q, want the virtio-serial port /dev/vport*", a.Name(), dev)
+	}
+	mib := make([]byte, 1<<20)
+	rand.Read(mib)
+	xferStart := time.Now()
+	if err := a.Client().WriteFile(ctx, "/tmp/mib", mib, 0o600); err != nil {
+		t.Fatalf("writing 1 MiB into lab %s: %v", a.Name(), err)
+	}
+	if got, err := a.Client().ReadFile(ctx, "/tmp/mib"); err != nil || !bytes.Equal(got, mib) {
+		t.Fatalf("reading 1 MiB back from lab %s: %v (same bytes: %v)", a.Name(), err, bytes.Equal(got, mib))
+	}
+	if d := time.Since(xferStart); d > 15*time.Second {
+		t.Errorf("1 MiB to lab %s and back took %v, want a few seconds at most", a.Name(), d)
+	} else {
+		t.Logf("1 MiB to the lab and back in %.2fs", d.Seconds())
 	}
 	if sts, err := List(); err != nil {
 		t.Fatal(err)

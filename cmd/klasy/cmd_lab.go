@@ -25,7 +25,7 @@ const labHelp = `usage: klasy lab up [--name N] [--kernel debian|built] [--mem M
        klasy lab console N
 
 A lab is a Linux kernel booted under QEMU (TCG) with a busybox initramfs
-and the klasy agent listening on its second serial port, so aspects can
+and the klasy agent listening on a virtio-serial port, so aspects can
 be woven into a kernel that is not the host's.
 
   up       boot a lab and return once its agent answers. QEMU keeps
