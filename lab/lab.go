@@ -331,6 +331,9 @@ func (l *Lab) connect(ctx context.Context, timeout time.Duration) error {
 	}
 	if err != nil {
 		c.Close()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return fmt.Errorf("the agent of lab %s did not answer within %v; QEMU serves one connection at a time, so another klasy command may be using the lab: %w", l.rec.Name, timeout, err)
+		}
 		return fmt.Errorf("pinging the agent of lab %s: %w", l.rec.Name, err)
 	}
 	l.mu.Lock()

@@ -176,6 +176,11 @@ func TestDebianLab(t *testing.T) {
 
 	t.Logf("module checked and unloaded after %.1fs", time.Since(start).Seconds())
 
+	// QEMU serves one connection at a time: while a holds it, another
+	// client is told why it gets no answer.
+	if _, err := Get(ctx, a.Name()); err == nil || !strings.Contains(err.Error(), "one connection at a time") {
+		t.Errorf("Get(%s) while its connection is held: %v, want an error saying QEMU serves one connection at a time", a.Name(), err)
+	}
 	// Another client (as another klasy process would) reaches the lab by name.
 	a.Close()
 	a2, err := Get(ctx, a.Name())
