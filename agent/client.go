@@ -318,6 +318,15 @@ func (c *Client) roundTrip(ctx context.Context, op string, typ MsgType, payload 
 	return resultPayload(f)
 }
 
+// roundTripEmpty is roundTrip for requests whose result carries nothing.
+func (c *Client) roundTripEmpty(ctx context.Context, op string, typ MsgType, payload []byte) error {
+	p, err := c.roundTrip(ctx, op, typ, payload)
+	if err == nil && len(p) != 0 {
+		err = fmt.Errorf("agent %s: %d unexpected bytes in the answer", op, len(p))
+	}
+	return err
+}
+
 // resultPayload returns the payload of a result frame or the agent's
 // error carried by an error frame.
 func resultPayload(f Frame) ([]byte, error) {
@@ -336,11 +345,7 @@ func resultPayload(f Frame) ([]byte, error) {
 
 // Ping checks that the agent answers.
 func (c *Client) Ping(ctx context.Context) error {
-	p, err := c.roundTrip(ctx, "ping", MsgPing, nil)
-	if err == nil && len(p) != 0 {
-		err = fmt.Errorf("agent ping: %d unexpected bytes in the answer", len(p))
-	}
-	return err
+	return c.roundTripEmpty(ctx, "ping", MsgPing, nil)
 }
 
 // RunResult is what a command run by the agent produced. ExitCode is
@@ -371,11 +376,7 @@ func (c *Client) Run(ctx context.Context, argv []string, stdin []byte) (RunResul
 // does not exist and truncating it if it does. The mode of an existing
 // regular file is set to mode too.
 func (c *Client) WriteFile(ctx context.Context, path string, data []byte, mode os.FileMode) error {
-	p, err := c.roundTrip(ctx, "write file", MsgWriteFile, writeFileRequest{Path: path, Mode: mode, Data: data}.encode())
-	if err == nil && len(p) != 0 {
-		err = fmt.Errorf("agent write file: %d unexpected bytes in the answer", len(p))
-	}
-	return err
+	return c.roundTripEmpty(ctx, "write file", MsgWriteFile, writeFileRequest{Path: path, Mode: mode, Data: data}.encode())
 }
 
 // ReadFile reads a whole file (procfs, sysfs and debugfs files included)
@@ -394,21 +395,13 @@ func (c *Client) ReadFile(ctx context.Context, path string) ([]byte, error) {
 // The kernel's error comes back as a *RemoteError carrying the errno
 // (errors.Is(err, syscall.EEXIST) for a module already loaded).
 func (c *Client) LoadModule(ctx context.Context, image []byte, params string) error {
-	p, err := c.roundTrip(ctx, "load module", MsgLoadModule, loadModuleRequest{Image: image, Params: params}.encode())
-	if err == nil && len(p) != 0 {
-		err = fmt.Errorf("agent load module: %d unexpected bytes in the answer", len(p))
-	}
-	return err
+	return c.roundTripEmpty(ctx, "load module", MsgLoadModule, loadModuleRequest{Image: image, Params: params}.encode())
 }
 
 // UnloadModule removes a module with delete_module(2) without waiting
 // (O_NONBLOCK, as rmmod does): a module in use fails with EWOULDBLOCK.
 func (c *Client) UnloadModule(ctx context.Context, name string) error {
-	p, err := c.roundTrip(ctx, "unload module", MsgUnloadModule, encodeString(name))
-	if err == nil && len(p) != 0 {
-		err = fmt.Errorf("agent unload module: %d unexpected bytes in the answer", len(p))
-	}
-	return err
+	return c.roundTripEmpty(ctx, "unload module", MsgUnloadModule, encodeString(name))
 }
 
 // Module is one line of the guest's /proc/modules.
