@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 const (
@@ -43,6 +44,11 @@ type Client struct {
 	nextID  uint32
 	down    error // set once the connection is gone
 	done    chan struct{}
+	// unflushed is set when a cancel is sent; cancels holds a channel
+	// per cancel frame not known to be written yet, closed once it is.
+	// Close flushes them.
+	unflushed bool
+	cancels   []chan struct{}
 
 	skipped  atomic.Int64
 	badFrame atomic.Int64
@@ -77,8 +83,38 @@ func NewClient(conn io.ReadWriteCloser) *Client {
 	return c
 }
 
+// cancelFlush bounds how long Close waits for the agent to take the
+// cancels sent before it.
+const cancelFlush = 3 * time.Second
+
 // Close closes the connection; requests in flight fail with ErrConnLost.
+// If requests were canceled, it first makes sure the agent has read their
+// cancels (for up to cancelFlush): a serial line does not tell the agent
+// that the host closed its end, and QEMU drops the bytes the guest has
+// not taken yet when the host hangs up, so a Run whose cancel is lost
+// runs on in the guest.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	cancels, unflushed := c.cancels, c.unflushed
+	c.cancels, c.unflushed = nil, false
+	c.mu.Unlock()
+	if unflushed {
+		ctx, stop := context.WithTimeout(context.Background(), cancelFlush)
+		written := true
+		for _, w := range cancels {
+			select {
+			case <-w:
+			case <-ctx.Done():
+				written = false
+			}
+		}
+		if written {
+			// The agent reads frames in order and acts on a cancel before
+			// it reads the next frame: the ping's answer says it has.
+			c.Ping(ctx)
+		}
+		stop()
+	}
 	c.mu.Lock()
 	if c.down == nil {
 		c.down = fmt.Errorf("%w: client closed", ErrConnLost)
@@ -219,8 +255,28 @@ func (c *Client) send(f Frame) error {
 // background: the line may be busy with a large frame for seconds, and
 // the caller whose context ended should not wait for that.
 func (c *Client) cancel(id uint32) {
-	c.finish(id)
-	go c.send(Frame{Type: MsgCancel, ID: id})
+	c.mu.Lock()
+	delete(c.pending, id)
+	if c.down != nil {
+		c.mu.Unlock()
+		return
+	}
+	written := make(chan struct{})
+	live := c.cancels[:0]
+	for _, w := range c.cancels {
+		select {
+		case <-w: // written already: nothing left to flush
+		default:
+			live = append(live, w)
+		}
+	}
+	c.cancels = append(live, written)
+	c.unflushed = true
+	c.mu.Unlock()
+	go func() {
+		defer close(written)
+		c.send(Frame{Type: MsgCancel, ID: id})
+	}()
 }
 
 // next waits for the next frame of a request.
@@ -262,6 +318,15 @@ func (c *Client) roundTrip(ctx context.Context, op string, typ MsgType, payload 
 	return resultPayload(f)
 }
 
+// roundTripEmpty is roundTrip for requests whose result carries nothing.
+func (c *Client) roundTripEmpty(ctx context.Context, op string, typ MsgType, payload []byte) error {
+	p, err := c.roundTrip(ctx, op, typ, payload)
+	if err == nil && len(p) != 0 {
+		err = fmt.Errorf("agent %s: %d unexpected bytes in the answer", op, len(p))
+	}
+	return err
+}
+
 // resultPayload returns the payload of a result frame or the agent's
 // error carried by an error frame.
 func resultPayload(f Frame) ([]byte, error) {
@@ -280,11 +345,7 @@ func resultPayload(f Frame) ([]byte, error) {
 
 // Ping checks that the agent answers.
 func (c *Client) Ping(ctx context.Context) error {
-	p, err := c.roundTrip(ctx, "ping", MsgPing, nil)
-	if err == nil && len(p) != 0 {
-		err = fmt.Errorf("agent ping: %d unexpected bytes in the answer", len(p))
-	}
-	return err
+	return c.roundTripEmpty(ctx, "ping", MsgPing, nil)
 }
 
 // RunResult is what a command run by the agent produced. ExitCode is
@@ -315,11 +376,7 @@ func (c *Client) Run(ctx context.Context, argv []string, stdin []byte) (RunResul
 // does not exist and truncating it if it does. The mode of an existing
 // regular file is set to mode too.
 func (c *Client) WriteFile(ctx context.Context, path string, data []byte, mode os.FileMode) error {
-	p, err := c.roundTrip(ctx, "write file", MsgWriteFile, writeFileRequest{Path: path, Mode: mode, Data: data}.encode())
-	if err == nil && len(p) != 0 {
-		err = fmt.Errorf("agent write file: %d unexpected bytes in the answer", len(p))
-	}
-	return err
+	return c.roundTripEmpty(ctx, "write file", MsgWriteFile, writeFileRequest{Path: path, Mode: mode, Data: data}.encode())
 }
 
 // ReadFile reads a whole file (procfs, sysfs and debugfs files included)
@@ -338,21 +395,13 @@ func (c *Client) ReadFile(ctx context.Context, path string) ([]byte, error) {
 // The kernel's error comes back as a *RemoteError carrying the errno
 // (errors.Is(err, syscall.EEXIST) for a module already loaded).
 func (c *Client) LoadModule(ctx context.Context, image []byte, params string) error {
-	p, err := c.roundTrip(ctx, "load module", MsgLoadModule, loadModuleRequest{Image: image, Params: params}.encode())
-	if err == nil && len(p) != 0 {
-		err = fmt.Errorf("agent load module: %d unexpected bytes in the answer", len(p))
-	}
-	return err
+	return c.roundTripEmpty(ctx, "load module", MsgLoadModule, loadModuleRequest{Image: image, Params: params}.encode())
 }
 
 // UnloadModule removes a module with delete_module(2) without waiting
 // (O_NONBLOCK, as rmmod does): a module in use fails with EWOULDBLOCK.
 func (c *Client) UnloadModule(ctx context.Context, name string) error {
-	p, err := c.roundTrip(ctx, "unload module", MsgUnloadModule, encodeString(name))
-	if err == nil && len(p) != 0 {
-		err = fmt.Errorf("agent unload module: %d unexpected bytes in the answer", len(p))
-	}
-	return err
+	return c.roundTripEmpty(ctx, "unload module", MsgUnloadModule, encodeString(name))
 }
 
 // Module is one line of the guest's /proc/modules.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -604,5 +605,59 @@ func TestSizeLimitsAreErrorsNotTruncation(t *testing.T) {
 	}
 	if err := c.Ping(ctx); err != nil {
 		t.Errorf("Ping after refusals: %v", err)
+	}
+}
+
+// lineRelay joins a client to an agent the way QEMU's serial socket does:
+// bytes reach the guest a FIFO's worth (16) at a time, and when the host
+// hangs up, QEMU drops its connection with whatever the guest has not
+// taken yet, while the guest's line stays open: the agent never sees the
+// client go.
+func lineRelay(t *testing.T, opts ServerOptions) *Client {
+	host, relayHost := net.Pipe()
+	relayGuest, guest := net.Pipe()
+	hungUp := new(atomic.Bool)
+	go io.Copy(relayHost, relayGuest)
+	go func() {
+		buf := make([]byte, 16)
+		for {
+			n, err := relayHost.Read(buf)
+			time.Sleep(time.Millisecond)
+			if err != nil || hungUp.Load() {
+				relayHost.Close()
+				return
+			}
+			relayGuest.Write(buf[:n])
+		}
+	}()
+	t.Cleanup(func() { relayGuest.Close() })
+	return serve(t, opts, hangupConn{host, hungUp}, guest)
+}
+
+type hangupConn struct {
+	net.Conn
+	hungUp *atomic.Bool
+}
+
+func (c hangupConn) Close() error {
+	c.hungUp.Store(true)
+	return c.Conn.Close()
+}
+
+func TestRunCanceledThenClosedKillsCommand(t *testing.T) {
+	c := lineRelay(t, ServerOptions{AllowRun: true})
+	marker := filepath.Join(t.TempDir(), "survived")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.Run(ctx, []string{"sh", "-c", "sleep 2; touch " + marker}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run = %v, want context.DeadlineExceeded", err)
+	}
+	// What `klasy lab exec --timeout` does next: close the connection
+	// and exit. The cancel must still reach the agent.
+	c.Close()
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command of a canceled Run kept running after the client closed")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,5 +174,34 @@ func TestOpenSerialSettings(t *testing.T) {
 	os.WriteFile(regular, nil, 0o600)
 	if _, err := OpenSerial(regular); err == nil || !strings.Contains(err.Error(), "not a character device") {
 		t.Errorf("OpenSerial(regular file) = %v, want a refusal", err)
+	}
+}
+
+// TestOpenPortWaitsForHost: a character device that is not a terminal (a
+// virtio-serial port) reads as end of file while no host is connected;
+// OpenPort's reader waits instead of ending, and Close still stops it.
+func TestOpenPortWaitsForHost(t *testing.T) {
+	p, err := OpenPort("/dev/null") // a non-tty character device that is always at EOF
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := p.Read(make([]byte, 16))
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		t.Fatalf("Read returned %v at once, want it to wait for a host", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	p.Close()
+	select {
+	case err := <-read:
+		if err == nil || err == io.EOF {
+			t.Errorf("Read after Close = %v, want a closed-file error", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Read still waiting after Close")
 	}
 }

@@ -5,9 +5,11 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,6 +57,34 @@ func OpenSerial(path string) (*os.File, error) {
 	}
 	// Non-blocking so the Go runtime polls it and Close interrupts a read.
 	return os.NewFile(uintptr(fd), path), nil
+}
+
+// OpenPort opens the agent's line: OpenSerial, and for a character device
+// that is not a terminal (a virtio-serial port), a reader that waits for
+// the host instead of ending: such a port reads as end of file while no
+// host is connected to its socket, which on the lab's line is most of
+// the time between two klasy commands.
+func OpenPort(path string) (io.ReadWriteCloser, error) {
+	f, err := OpenSerial(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); errors.Is(err, unix.ENOTTY) {
+		return waitHost{f}, nil
+	}
+	return f, nil
+}
+
+type waitHost struct{ *os.File }
+
+func (w waitHost) Read(p []byte) (int, error) {
+	for {
+		n, err := w.File.Read(p)
+		if n > 0 || err != io.EOF {
+			return n, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // MakeRaw puts the terminal fd in raw mode (cfmakeraw(3) plus CLOCAL and

@@ -4,6 +4,7 @@ package agent
 
 import (
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 )
@@ -17,3 +18,6 @@ func deleteModule(name string) error               { return errNotLinux }
 
 // OpenSerial is only available on Linux.
 func OpenSerial(path string) (*os.File, error) { return nil, errNotLinux }
+
+// OpenPort is only available on Linux.
+func OpenPort(path string) (io.ReadWriteCloser, error) { return nil, errNotLinux }

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// BenchmarkAgentTransfer measures the agent's serial line in both
+// BenchmarkAgentTransfer measures the agent's line (virtio-serial) in both
 // directions in the same lab: host-to-guest (WriteFile, what loading a
 // module costs) beside guest-to-host (ReadFile, what trace records
 // cost). Random data, so nothing on the way can compress it.

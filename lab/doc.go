@@ -1,6 +1,7 @@
 // Package lab boots a real Linux kernel under QEMU (TCG) with a busybox
-// initramfs and talks to the klasy agent inside it over a second serial
-// port.
+// initramfs and talks to the klasy agent inside it over a virtio-serial
+// port (the second serial port, ttyS1, for a kernel without
+// virtio_console).
 //
 // A lab is named; its state (QEMU's pid, sockets, console log) lives in
 // Root()/NAME, so labs started by one process can be used and stopped by
@@ -13,6 +14,6 @@
 // The guest runs busybox init: /etc/klasy/rcS mounts proc, sys, debugfs
 // and devtmpfs, loads the virtio and e1000 modules and configures eth0
 // for QEMU user networking (10.0.2.15/24, the host is 10.0.2.2) and, for
-// labs on the shared LAN, eth1; then `klasy agent --device /dev/ttyS1
+// labs on the shared LAN, eth1; then `klasy agent --device PORT
 // --allow-run` serves the host and a shell runs on the console (ttyS0).
 package lab

@@ -103,6 +103,9 @@ func Initramfs(k Kernel, agent string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if all, err := resolveModules(k.ModulesDir, append(bootModules[:len(bootModules):len(bootModules)], agentPortModule)); err == nil {
+		mods = all
+	}
 	in := guestInputs{kernel: k, agent: agent, busybox: bb, modules: mods}
 	key, err := in.key()
 	if err != nil {

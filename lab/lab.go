@@ -186,7 +186,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	if err := os.MkdirAll(rec.dir(), 0o755); err != nil {
 		return nil, err
 	}
-	if n := len(rec.agentSocket()); n > 100 {
+	if n := len(rec.serialSocket()); n > 100 {
 		os.RemoveAll(rec.dir())
 		return nil, fmt.Errorf("lab directory %s too long for a unix socket path (%d bytes); set KLASY_LAB_DIR to a shorter one", rec.dir(), n)
 	}
@@ -213,12 +213,9 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	go func() { cmd.Wait(); close(l.exited) }()
 	fail := func(err error) (*Lab, error) {
 		l.kill()
-		tail := consoleTail(rec.consoleLog(), 25)
-		if q := strings.TrimSpace(consoleTail(rec.qemuLog(), 10)); q != "" {
-			tail += "\n--- qemu.log ---\n" + q
-		}
+		report := rec.consoleReport()
 		os.RemoveAll(rec.dir())
-		return nil, fmt.Errorf("lab %s: %w\n--- console (last lines) ---\n%s", cfg.Name, err, tail)
+		return nil, fmt.Errorf("lab %s: %w%s", cfg.Name, err, report)
 	}
 	if err := rec.save(); err != nil {
 		return fail(err)
@@ -227,7 +224,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	unlock()
 	locked = false
 
-	ctx, cancel := context.WithTimeout(ctx, cfg.BootTimeout)
+	bootCtx, cancel := context.WithTimeout(ctx, cfg.BootTimeout)
 	defer cancel()
 	watch := consoleWatcher{path: rec.consoleLog()}
 	agentStarting := false
@@ -238,8 +235,12 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 			if msg, ok := strings.CutPrefix(line, "klasy-init: "); ok {
 				progress("%.1fs %s", time.Since(start).Seconds(), msg)
 				lastSaid = time.Now()
-				if strings.HasPrefix(msg, "starting agent") {
+				if dev, ok := strings.CutPrefix(msg, "starting agent on "); ok {
 					agentStarting = true
+					l.rec.AgentDevice = dev
+					if err := l.rec.save(); err != nil {
+						return fail(err)
+					}
 				}
 				// The guest's agent wrapper says this when the agent
 				// dies; init would only respawn it to die again.
@@ -253,8 +254,11 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		select {
 		case <-l.exited:
 			return fail(errors.New("QEMU exited while the guest was booting"))
-		case <-ctx.Done():
-			return fail(fmt.Errorf("agent did not answer within %v: %w", cfg.BootTimeout, ctx.Err()))
+		case <-bootCtx.Done():
+			if ctx.Err() != nil { // the caller's: Ctrl-C, its own deadline
+				return fail(fmt.Errorf("boot interrupted after %.1fs: %w", time.Since(start).Seconds(), ctx.Err()))
+			}
+			return fail(fmt.Errorf("agent did not answer within %v: %w", cfg.BootTimeout, bootCtx.Err()))
 		default:
 		}
 		if time.Since(lastSaid) > 10*time.Second {
@@ -266,7 +270,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		// more often than twice a second.
 		if agentStarting && time.Since(lastTry) > 500*time.Millisecond {
 			lastTry = time.Now()
-			if err := l.connect(ctx, time.Second); err == nil {
+			if err := l.connect(bootCtx, time.Second); err == nil {
 				progress("%.1fs agent answered; lab is up", time.Since(start).Seconds())
 				return l, nil
 			}
@@ -275,10 +279,40 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	}
 }
 
+// consoleReport is the console's last lines (and QEMU's own messages, if
+// any) for an error saying why a lab failed.
+func (r record) consoleReport() string {
+	tail := consoleTail(r.consoleLog(), 25)
+	if strings.TrimSpace(tail) == "" {
+		tail = "(nothing yet)"
+	}
+	if q := strings.TrimSpace(consoleTail(r.qemuLog(), 10)); q != "" {
+		tail += "\n--- qemu.log ---\n" + q
+	}
+	return "\n--- console (last lines) ---\n" + tail
+}
+
+// Explain adds to err, an error from the lab's agent, what became of the
+// lab when the connection was lost because its QEMU exited (a guest
+// panic, a poweroff, a kill): err then says so and carries the console's
+// last lines. Other errors, and nil, come back unchanged.
+func (l *Lab) Explain(err error) error {
+	if err == nil || !errors.Is(err, agent.ErrConnLost) {
+		return err
+	}
+	// The socket closes as QEMU exits, a moment before its pid is gone.
+	for deadline := time.Now().Add(time.Second); l.rec.alive(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: lab %s's QEMU exited%s", err, l.rec.Name, l.rec.consoleReport())
+}
+
 // connect dials the agent socket and pings the agent; on success the
 // connection becomes the lab's client.
 func (l *Lab) connect(ctx context.Context, timeout time.Duration) error {
-	conn, err := net.DialTimeout("unix", l.rec.agentSocket(), timeout)
+	conn, err := net.DialTimeout("unix", l.rec.agentConn(), timeout)
 	if err != nil {
 		return fmt.Errorf("connecting to the agent of lab %s: %w", l.rec.Name, err)
 	}
@@ -297,6 +331,9 @@ func (l *Lab) connect(ctx context.Context, timeout time.Duration) error {
 	}
 	if err != nil {
 		c.Close()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return fmt.Errorf("the agent of lab %s did not answer within %v; QEMU serves one connection at a time, so another klasy command may be using the lab: %w", l.rec.Name, timeout, err)
+		}
 		return fmt.Errorf("pinging the agent of lab %s: %w", l.rec.Name, err)
 	}
 	l.mu.Lock()
@@ -344,9 +381,13 @@ func (r record) qemuArgs() []string {
 		// socket for `klasy lab console`.
 		"-chardev", "socket,id=con,path=" + r.consoleSock() + ",server=on,wait=off,logfile=" + r.consoleLog(),
 		"-serial", "chardev:con",
-		// ttyS1: the agent's channel.
+		// The agent's line: a virtio-serial port named klasy.agent, or
+		// ttyS1 for a kernel without virtio_console (see guest/rcS).
+		"-device", "virtio-serial-pci",
 		"-chardev", "socket,id=agent,path=" + r.agentSocket() + ",server=on,wait=off",
-		"-serial", "chardev:agent",
+		"-device", "virtserialport,chardev=agent,name=klasy.agent",
+		"-chardev", "socket,id=agentser,path=" + r.serialSocket() + ",server=on,wait=off",
+		"-serial", "chardev:agentser",
 		"-qmp", "unix:" + r.qmpSocket() + ",server=on,wait=off",
 		"-netdev", "user,id=net0",
 		"-device", "virtio-net-pci,netdev=net0,mac=" + mac(0),
@@ -437,7 +478,7 @@ func List() ([]Status, error) {
 		out = append(out, Status{
 			Name: rec.Name, State: st, PID: rec.PID, Kernel: rec.Kernel.Flavor, Release: rec.Kernel.Release,
 			MemMB: rec.MemMB, CPUs: rec.CPUs, Addr: rec.Addr, LANAddr: rec.LANAddr, Started: rec.Started,
-			ConsoleLog: rec.consoleLog(), AgentSock: rec.agentSocket(), Dir: rec.dir(), rec: rec,
+			ConsoleLog: rec.consoleLog(), AgentSock: rec.agentConn(), Dir: rec.dir(), rec: rec,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -90,6 +91,26 @@ func TestDebianLab(t *testing.T) {
 			t.Errorf("lab %s: hostname = %q", l.Name(), got)
 		}
 	}
+	// The agent's line is the virtio-serial port (Debian's kernel has
+	// virtio_console), which moves a MiB each way in well under a second;
+	// the UART fallback would take about a minute at its tens of KB/s.
+	if dev := a.rec.AgentDevice; !strings.HasPrefix(dev, "/dev/vport") {
+		t.Errorf("lab %s: agent serves on %q, want the virtio-serial port /dev/vport*", a.Name(), dev)
+	}
+	mib := make([]byte, 1<<20)
+	rand.Read(mib)
+	xferStart := time.Now()
+	if err := a.Client().WriteFile(ctx, "/tmp/mib", mib, 0o600); err != nil {
+		t.Fatalf("writing 1 MiB into lab %s: %v", a.Name(), err)
+	}
+	if got, err := a.Client().ReadFile(ctx, "/tmp/mib"); err != nil || !bytes.Equal(got, mib) {
+		t.Fatalf("reading 1 MiB back from lab %s: %v (same bytes: %v)", a.Name(), err, bytes.Equal(got, mib))
+	}
+	if d := time.Since(xferStart); d > 15*time.Second {
+		t.Errorf("1 MiB to lab %s and back took %v, want a few seconds at most", a.Name(), d)
+	} else {
+		t.Logf("1 MiB to the lab and back in %.2fs", d.Seconds())
+	}
 	if sts, err := List(); err != nil {
 		t.Fatal(err)
 	} else {
@@ -155,6 +176,11 @@ func TestDebianLab(t *testing.T) {
 
 	t.Logf("module checked and unloaded after %.1fs", time.Since(start).Seconds())
 
+	// QEMU serves one connection at a time: while a holds it, another
+	// client is told why it gets no answer.
+	if _, err := Get(ctx, a.Name()); err == nil || !strings.Contains(err.Error(), "one connection at a time") {
+		t.Errorf("Get(%s) while its connection is held: %v, want an error saying QEMU serves one connection at a time", a.Name(), err)
+	}
 	// Another client (as another klasy process would) reaches the lab by name.
 	a.Close()
 	a2, err := Get(ctx, a.Name())
@@ -167,9 +193,21 @@ func TestDebianLab(t *testing.T) {
 	}
 	a2.Close() // QEMU serves one connection at a time
 
+	// A lab whose QEMU dies under a running command: the command fails
+	// saying the lab's QEMU exited, with the console, not merely that
+	// the connection went.
+	runErr := make(chan error, 1)
+	go func() {
+		_, err := b.Client().Run(ctx, []string{"sleep", "60"}, nil)
+		runErr <- b.Explain(err)
+	}()
+	time.Sleep(time.Second)
 	// A lab whose QEMU dies is stale: detected, then cleaned.
 	syscall.Kill(b.PID(), syscall.SIGKILL)
 	<-b.exited
+	if err := <-runErr; err == nil || !strings.Contains(err.Error(), "QEMU exited") || !strings.Contains(err.Error(), "--- console (last lines) ---") {
+		t.Errorf("Run while the lab's QEMU was killed: %v\nwant an error saying QEMU exited, with the console's last lines", err)
+	}
 	if sts, _ := List(); !hasState(sts, b.Name(), "stale") {
 		t.Errorf("List() after killing %s's QEMU = %+v, want it stale", b.Name(), sts)
 	}
@@ -319,4 +357,57 @@ func TestFailedBootReportsConsole(t *testing.T) {
 		t.Errorf("failed boot reported after %v, want well under the 3m boot timeout", took)
 	}
 	t.Logf("failed boot reported after %.1fs", time.Since(start).Seconds())
+}
+
+// progressFunc calls fn with each progress line Up writes.
+type progressFunc func(line string)
+
+func (f progressFunc) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		f(line)
+	}
+	return len(p), nil
+}
+
+// qemuRunning reports whether a QEMU of the lab called name runs.
+func qemuRunning(name string) bool {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range cmdlines {
+		data, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(data, []byte("\x00klasy-lab-"+name+"\x00")) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestInterruptedUp is Ctrl-C during `klasy lab up`: Up says it was
+// interrupted (not that the agent timed out) and leaves neither QEMU nor
+// state behind.
+func TestInterruptedUp(t *testing.T) {
+	needLab(t, Debian)
+	agent := testAgent(t)
+	t.Parallel()
+	name := testName("intr")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	progress := progressFunc(func(line string) {
+		if strings.Contains(line, "starting QEMU") {
+			time.AfterFunc(time.Second, cancel)
+		}
+	})
+	l, err := Up(ctx, Config{Name: name, Agent: agent, Progress: progress})
+	if err == nil {
+		l.Down(context.Background())
+		t.Fatal("Up succeeded although its context was canceled a second into the boot")
+	}
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "did not answer within") {
+		t.Errorf("Up error = %v\nwant one that says the boot was interrupted (context.Canceled)", err)
+	}
+	if qemuRunning(name) {
+		t.Error("QEMU of the interrupted lab still runs")
+	}
+	if _, err := os.Stat(labDir(name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state of the interrupted lab left behind: %v", err)
+	}
 }

@@ -10,9 +10,9 @@ import (
 
 // StripDebug returns a kernel module without its debug sections, as
 // `make modules_install INSTALL_MOD_STRIP=1` would install it. The kernel
-// does not need them to load the module, and the agent's serial line
-// carries host-to-guest data at only a few KB/s under TCG on a busy
-// host: a kbuild module with DWARF is ten times larger than without.
+// does not need them to load the module, and a kbuild module with DWARF
+// is ten times larger than without: on the agent's UART fallback (ttyS1)
+// host-to-guest data moves at only tens of KB/s under TCG.
 func StripDebug(ko []byte) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "klasy-strip")
 	if err != nil {

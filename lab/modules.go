@@ -16,6 +16,10 @@ import (
 // e1000. A kernel that has them built in needs none of them.
 var bootModules = []string{"virtio_pci", "virtio_net", "e1000"}
 
+// agentPortModule drives the virtio-serial port the agent prefers to the
+// second UART; a kernel without it gets the UART.
+const agentPortModule = "virtio_console"
+
 // modName normalizes a module name the way the kernel does.
 func modName(s string) string {
 	s = filepath.Base(s)

@@ -47,6 +47,10 @@ type record struct {
 	LANAddr   string    `json:"lan_addr,omitempty"`
 	Initramfs string    `json:"initramfs"`
 	Started   time.Time `json:"started"`
+	// AgentDevice is the guest's line the agent serves on, as the guest
+	// said while booting: a virtio-serial port (/dev/vportNpM) or the
+	// second UART (/dev/ttyS1).
+	AgentDevice string `json:"agent_device,omitempty"`
 }
 
 func labDir(name string) string { return filepath.Join(Root(), name) }
@@ -55,10 +59,21 @@ func (r record) dir() string          { return labDir(r.Name) }
 func (r record) consoleLog() string   { return filepath.Join(r.dir(), "console.log") }
 func (r record) qemuLog() string      { return filepath.Join(r.dir(), "qemu.log") }
 func (r record) agentSocket() string  { return filepath.Join(r.dir(), "agent.sock") }
+func (r record) serialSocket() string { return filepath.Join(r.dir(), "agent-ttyS1.sock") }
 func (r record) consoleSock() string  { return filepath.Join(r.dir(), "console.sock") }
 func (r record) qmpSocket() string    { return filepath.Join(r.dir(), "qmp.sock") }
 func (r record) recordPath() string   { return filepath.Join(r.dir(), "lab.json") }
 func recordPathOf(name string) string { return filepath.Join(labDir(name), "lab.json") }
+
+// agentConn is the socket that reaches the agent: the virtio port's
+// (agent.sock) unless the guest serves on its UART. A lab started by an
+// older klasy has no AgentDevice and its UART on agent.sock.
+func (r record) agentConn() string {
+	if strings.HasPrefix(r.AgentDevice, "/dev/ttyS") {
+		return r.serialSocket()
+	}
+	return r.agentSocket()
+}
 
 func (r record) save() error {
 	data, err := json.MarshalIndent(r, "", "  ")

@@ -14,18 +14,26 @@ need_pkgs xz-utils
 pkg_known() { apt-cache show "$1" >/dev/null 2>&1; }
 
 abi=$KLASY_KERNEL_ABI_PIN
-if ! pkg_known "linux-image-$abi-dbg"; then
-	apt_update_once
-fi
-if ! pkg_known "linux-image-$abi-dbg" || ! pkg_known "linux-headers-$abi" || ! pkg_known "linux-image-$abi-unsigned"; then
-	# Newest ABI for which image, headers and -dbg all exist.
-	newest=
-	for a in $(apt-cache pkgnames linux-image-6.1.0- | sed -n 's/^linux-image-\(6\.1\.0-[0-9]*-amd64\)-dbg$/\1/p' | sort -V -r); do
-		if pkg_known "linux-headers-$a" && pkg_known "linux-image-$a-unsigned"; then newest=$a; break; fi
-	done
-	[ -n "$newest" ] || die "no Debian 6.1 kernel ABI with image, headers and -dbg packages found (is bookworm-security in apt's sources?)"
-	log "warning: pinned ABI $abi is not available here; using $newest"
-	abi=$newest
+# All there from an earlier run: skip asking apt (each apt-cache call takes
+# seconds on a loaded machine, and make test runs this every time).
+have_abi() {
+	[ -f "$KLASY_CACHE/debian/$1/root/.complete" ] && [ -f "$KLASY_CACHE/debian/$1/vmlinux" ] &&
+		dpkg-query -W -f='${Status}' "linux-headers-$1" 2>/dev/null | grep -q 'install ok installed'
+}
+if ! have_abi "$abi"; then
+	if ! pkg_known "linux-image-$abi-dbg"; then
+		apt_update_once
+	fi
+	if ! pkg_known "linux-image-$abi-dbg" || ! pkg_known "linux-headers-$abi" || ! pkg_known "linux-image-$abi-unsigned"; then
+		# Newest ABI for which image, headers and -dbg all exist.
+		newest=
+		for a in $(apt-cache pkgnames linux-image-6.1.0- | sed -n 's/^linux-image-\(6\.1\.0-[0-9]*-amd64\)-dbg$/\1/p' | sort -V -r); do
+			if pkg_known "linux-headers-$a" && pkg_known "linux-image-$a-unsigned"; then newest=$a; break; fi
+		done
+		[ -n "$newest" ] || die "no Debian 6.1 kernel ABI with image, headers and -dbg packages found (is bookworm-security in apt's sources?)"
+		log "warning: pinned ABI $abi is not available here; using $newest"
+		abi=$newest
+	fi
 fi
 
 dir=$KLASY_CACHE/debian/$abi
@@ -38,7 +46,9 @@ fetch_deb() { # fetch_deb PKG -> prints path of the .deb
 	if [ -z "$f" ]; then
 		log "downloading $pkg"
 		rm -f "$debs/partial/"*
-		(cd "$debs/partial" && apt-get -o DPkg::Lock::Timeout=900 download "$pkg" >&2) || die "apt-get download $pkg failed"
+		# Sandbox user root: _apt cannot write into a cache under /root,
+		# and apt warns about that on every download.
+		(cd "$debs/partial" && apt_get -o APT::Sandbox::User=root download "$pkg") || die "apt-get download $pkg failed"
 		mv "$debs/partial/"*.deb "$debs/"
 		f=$(ls "$debs/${pkg}_"*.deb | head -n1)
 	fi

@@ -17,26 +17,28 @@ import (
 func init() {
 	register(&command{
 		Name:    "agent",
-		Summary: "serve the klasy agent protocol on a serial line (runs inside a guest)",
+		Summary: "serve the klasy agent protocol on a serial or virtio port (runs inside a guest)",
 		Help: `usage: klasy agent [--device /dev/ttyS1] [--allow-run]
 
 Runs inside a guest kernel (the lab's QEMU guests) and answers requests
-from klasy on the host over a serial line: read and write files, load and
-unload kernel modules, list modules, stream records from a device or file,
-and, with --allow-run, run commands.
+from klasy on the host over a serial line or a virtio-serial port: read
+and write files, load and unload kernel modules, list modules, stream
+records from a device or file, and, with --allow-run, run commands.
 
 The device is opened, put in raw mode (no echo, no CR/LF translation) and
 kept open: bytes the host sends while nobody holds the line open are lost.
+A virtio-serial port (/dev/vportNpM) has no line settings; it reads as end
+of file while no host is connected, and the agent waits for one.
 Garbage on the line (console text, echoes from before raw mode) is skipped;
 a damaged request is answered with an error and never executed. The agent
 serves until it is killed; if the line fails it reopens it.
 
 Flags:
-  --device PATH   serial device to serve on (default /dev/ttyS1)
+  --device PATH   serial device or virtio port to serve on (default /dev/ttyS1)
   --allow-run     allow clients to run arbitrary commands (lab guests only)
 
-Example (in the lab's /init):
-  klasy agent --device /dev/ttyS1 --allow-run &
+Example (the lab guest's /etc/klasy/agent):
+  klasy agent --device /dev/vport0p1 --allow-run
 `,
 		Run: runAgent,
 	})
@@ -58,7 +60,7 @@ func runAgent(s *stdio, args []string) error {
 	opts := agent.ServerOptions{AllowRun: *allowRun, Log: s.Err}
 	first := true
 	for {
-		f, err := agent.OpenSerial(*device)
+		f, err := agent.OpenPort(*device)
 		if err != nil {
 			if first {
 				// A wrong --device is a mistake to report, not to retry.

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/klasy/klasy/agent"
 	"github.com/klasy/klasy/lab"
 )
 
@@ -25,7 +26,7 @@ const labHelp = `usage: klasy lab up [--name N] [--kernel debian|built] [--mem M
        klasy lab console N
 
 A lab is a Linux kernel booted under QEMU (TCG) with a busybox initramfs
-and the klasy agent listening on its second serial port, so aspects can
+and the klasy agent listening on a virtio-serial port, so aspects can
 be woven into a kernel that is not the host's.
 
   up       boot a lab and return once its agent answers. QEMU keeps
@@ -37,8 +38,9 @@ be woven into a kernel that is not the host's.
            user networking (10.0.2.15, host 10.0.2.2).
            Defaults: --name default --mem 512 --cpus 1 --timeout 3m.
   exec     run a command in the lab through the agent; its output is
-           printed and its exit status becomes klasy's. --stdin passes
-           klasy's standard input to it.
+           printed and its exit status becomes klasy's (127 when the
+           guest has no such command, 126 when it cannot run it, as in a
+           shell). --stdin passes klasy's standard input to it.
   status   list labs: name, state, kernel, pid, address, console log.
            A lab whose QEMU died is "stale"; down or up removes it.
            --json prints one object per line.
@@ -177,7 +179,18 @@ func labExec(ctx context.Context, s *stdio, args []string) error {
 	}
 	res, err := l.Client().Run(ctx, argv, stdin)
 	if err != nil {
-		return fmt.Errorf("running %s in lab %s: %w", argv[0], name, err)
+		err = fmt.Errorf("running %s in lab %s: %w", argv[0], name, l.Explain(err))
+		// A command that could not start exits as in a shell (and ssh):
+		// 127 when it does not exist, 126 when it cannot be run.
+		var re *agent.RemoteError
+		if errors.As(err, &re) && re.Kind == agent.KindErrno {
+			fmt.Fprintf(s.Err, "klasy: %v\n", err)
+			if errors.Is(err, os.ErrNotExist) {
+				return exitError{Code: 127}
+			}
+			return exitError{Code: 126}
+		}
+		return err
 	}
 	s.Out.Write(res.Stdout)
 	s.Err.Write(res.Stderr)

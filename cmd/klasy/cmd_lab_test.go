@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/lab"
@@ -86,6 +87,18 @@ func TestLabCommand(t *testing.T) {
 	}
 	if out, _, err := klasy("hello from stdin\n", "lab", "exec", "--stdin", name, "cat"); err != nil || out != "hello from stdin\n" {
 		t.Errorf("lab exec --stdin cat: %q, %v", out, err)
+	}
+	// A command the guest does not have exits 127, as in a shell.
+	if _, stderr, err := klasy("", "lab", "exec", name, "--", "no-such-command"); !errors.As(err, &ee) || ee.Code != 127 || !strings.Contains(stderr, "no-such-command") {
+		t.Errorf("lab exec of a missing command: err %v, stderr %q; want exit 127 naming it", err, stderr)
+	}
+	// --timeout stops the command in the guest, not only the wait for it.
+	if _, _, err := klasy("", "lab", "exec", "--timeout", "1s", name, "--", "sh", "-c", "sleep 3; touch /tmp/survived"); err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
+		t.Errorf("lab exec --timeout 1s of a 3 s command: %v, want a deadline error", err)
+	}
+	time.Sleep(3 * time.Second)
+	if out, _, err := klasy("", "lab", "exec", name, "--", "ls", "/tmp"); err != nil || strings.Contains(out, "survived") {
+		t.Errorf("the command of lab exec --timeout kept running in the guest (ls /tmp: %q, %v)", out, err)
 	}
 
 	out, _, err = klasy("", "lab", "status", "--json", name)
