@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 klasy=./bin/klasy
 cache=${KLASY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/klasy}
 vmlinux=$cache/debian/current/vmlinux
-lab=demo
+# A name of its own, so the demo never stops a lab somebody else called "demo".
+lab=demo-$$
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
@@ -39,7 +40,6 @@ $klasy struct "$vmlinux" iattr
 cleanup() { $klasy lab down "$lab" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 step "klasy lab up --name $lab (Debian's kernel under QEMU/TCG)"
-$klasy lab down "$lab" >/dev/null 2>&1 || true
 $klasy lab up --name "$lab"
 
 step "klasy lab exec $lab -- uname -r; kprobes in the running kernel"
