@@ -44,7 +44,7 @@ $klasy lab up --name "$lab"
 
 step "klasy lab exec $lab -- uname -r; kprobes in the running kernel"
 $klasy lab exec "$lab" -- uname -r
-$klasy lab exec "$lab" -- sh -c 'cat /sys/kernel/debug/kprobes/enabled; wc -l < /sys/kernel/debug/kprobes/list'
+$klasy lab exec "$lab" -- sh -c 'k=/sys/kernel/debug/kprobes; echo "kprobes enabled: $(cat $k/enabled), registered: $(wc -l < $k/list)"'
 
 step "klasy lab down $lab"
 $klasy lab down "$lab"
