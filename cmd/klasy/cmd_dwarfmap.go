@@ -154,20 +154,9 @@ func parseQuery(s *stdio, name string, args []string, npos int) (*queryFlags, []
 	fs.BoolVar(&q.rebuild, "rebuild", false, "")
 	fs.BoolVar(&q.noCache, "no-cache", false, "")
 	fs.StringVar(&q.vmlinux, "vmlinux", "", "")
-	var pos []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return nil, nil, usageError{Cmd: name, Msg: err.Error()}
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			if args[0] == "--" {
-				pos = append(pos, args[1:]...)
-				break
-			}
-			pos = append(pos, args[0])
-			args = args[1:]
-		}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, nil, usageError{Cmd: name, Msg: err.Error()}
 	}
 	if len(pos) != npos {
 		return nil, nil, usageError{Cmd: name, Msg: fmt.Sprintf("want %d arguments, got %d", npos, len(pos))}
