@@ -7,11 +7,10 @@
 #   3. boot the lab kernel, show it running and its kprobes, power it off.
 # Weaving the aspect into the lab (klasy weave/trace/unweave) needs the
 # weaver, which is not written yet; the demo says so instead of faking it.
-set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh # KLASY_CACHE, by the one rule the Go code shares
 klasy=./bin/klasy
-cache=${KLASY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/klasy}
-vmlinux=$cache/debian/current/vmlinux
+vmlinux=$KLASY_CACHE/debian/current/vmlinux
 # A name of its own, so the demo never stops a lab somebody else called "demo".
 lab=demo-$$
 
@@ -24,7 +23,7 @@ step "klasy translate examples/netflow.klasy (xflow definition -> plain advice; 
 $klasy translate examples/netflow.klasy | head -n 40
 echo "..."
 
-step "klasy funcs: setattr_prepare, the function examples/setattr_exec.klasy hooks (Debian $(cat "$cache/debian/current/abi"))"
+step "klasy funcs: setattr_prepare, the function examples/setattr_exec.klasy hooks (Debian $(cat "$KLASY_CACHE/debian/current/abi"))"
 $klasy funcs "$vmlinux" setattr_prepare
 entry=$($klasy funcs --json "$vmlinux" setattr_prepare | sed -n 's/.*"ranges":\[\["\(0x[0-9a-f]*\)".*/\1/p')
 
