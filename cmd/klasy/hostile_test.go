@@ -1,0 +1,254 @@
+package main
+
+// The hostile-input suite: bad inputs a careful new user tries, each fed
+// to the real klasy binary. For every case it asserts what the user would
+// check: a non-zero exit, one clear line on stderr, no Go stack trace, a
+// bounded time and memory, and nothing left behind (temporary files,
+// partial cache files, QEMU processes).
+//
+// Cases live in hostile_*_test.go files, one per area, and append
+// themselves to hostileCases from an init function. Every bug found later
+// gets its case there.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/klasy/klasy/internal/cachedir"
+	"github.com/klasy/klasy/internal/testenv"
+)
+
+// hostileCase is one bad input.
+type hostileCase struct {
+	name  string
+	class string // the class of issue 14 it belongs to: crash, unbounded, output, wrong, special, lab, state, small
+	// setup prepares the input under dir (a fresh directory that is also
+	// the run's TMPDIR parent) and says how to run klasy. It may skip t.
+	setup func(t *testing.T, dir string) hostileRun
+	// want is a substring the one stderr line must contain.
+	want string
+}
+
+// hostileRun says how one case runs klasy.
+type hostileRun struct {
+	args  []string
+	stdin io.Reader // nil: empty
+	// stdout is a path the command's standard output is opened on (such
+	// as /dev/full); empty: a buffer, which the case may check in after.
+	stdout string
+	env    []string // added to the environment
+	// timeout bounds the run; 0 means 20 s. A run that exceeds it fails
+	// the case (a hang).
+	timeout time.Duration
+	// maxRSS bounds the peak resident memory in MiB; 0 means 512.
+	maxRSS int64
+	// during runs while klasy runs (e.g. to change its input under it).
+	during func(t *testing.T, p *os.Process)
+	// after checks what the command printed, after the common checks.
+	after func(t *testing.T, stdout []byte)
+	// exitOK marks a case whose correct answer is success (exit 0), e.g. a
+	// wrong answer that, once fixed, is a right one; the other checks stay.
+	exitOK bool
+}
+
+var hostileCases []hostileCase
+
+var (
+	hostileBinOnce sync.Once
+	hostileBin     string
+	hostileBinErr  error
+)
+
+// klasyBinary builds this tree's klasy once per test process.
+func klasyBinary(t *testing.T) string {
+	t.Helper()
+	hostileBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "klasy-hostile-bin")
+		if err != nil {
+			hostileBinErr = err
+			return
+		}
+		hostileBin = filepath.Join(dir, "klasy")
+		out, err := exec.Command("go", "build", "-o", hostileBin, ".").CombinedOutput()
+		if err != nil {
+			hostileBinErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if hostileBinErr != nil {
+		t.Fatal(hostileBinErr)
+	}
+	return hostileBin
+}
+
+func TestHostileInput(t *testing.T) {
+	if len(hostileCases) == 0 {
+		t.Fatal("no hostile-input cases registered")
+	}
+	bin := klasyBinary(t)
+	seen := map[string]bool{}
+	for _, hc := range hostileCases {
+		if seen[hc.name] {
+			t.Fatalf("two hostile cases named %q", hc.name)
+		}
+		seen[hc.name] = true
+		t.Run(hc.class+"/"+hc.name, func(t *testing.T) {
+			runHostile(t, bin, hc)
+		})
+	}
+}
+
+func runHostile(t *testing.T, bin string, hc hostileCase) {
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, "tmp")
+	cache := filepath.Join(dir, "cache")
+	for _, d := range []string{tmp, cache} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := hc.setup(t, dir)
+	if r.timeout == 0 {
+		r.timeout = 20 * time.Second
+	}
+	if r.maxRSS == 0 {
+		r.maxRSS = 512
+	}
+	qemuBefore := qemuProcesses()
+
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, r.args...)
+	// A cache and a TMPDIR of the case's own, so that anything left
+	// behind is seen; a case may point KLASY_CACHE elsewhere through env.
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "KLASY_CACHE="+cache)
+	cmd.Env = append(cmd.Env, r.env...)
+	cmd.Stdin = r.stdin
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if r.stdout != "" {
+		f, err := os.OpenFile(r.stdout, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd.Stdout = f
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if r.during != nil {
+		r.during(t, cmd.Process)
+	}
+	err := cmd.Wait()
+	elapsed := time.Since(start)
+	if ctx.Err() != nil {
+		t.Fatalf("klasy %q: still running after %v (a hang); stderr: %s", r.args, r.timeout, stderr.String())
+	}
+	code := cmd.ProcessState.ExitCode()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Fatalf("klasy %q: killed by %v; stderr: %s", r.args, ws.Signal(), stderr.String())
+	}
+	if r.exitOK {
+		if err != nil {
+			t.Errorf("klasy %q: %v, want success; stderr: %s", r.args, err, stderr.String())
+		}
+	} else if code == 0 {
+		t.Errorf("klasy %q: exit 0, want a failure; stdout: %.200s", r.args, stdout.String())
+	}
+	msg := strings.TrimRight(stderr.String(), "\n")
+	for _, bad := range []string{"goroutine ", "panic:", "runtime error", "[signal "} {
+		if strings.Contains(msg, bad) {
+			t.Errorf("klasy %q: stderr holds a Go crash (%q):\n%s", r.args, bad, msg)
+		}
+	}
+	if !r.exitOK {
+		if msg == "" || strings.Contains(msg, "\n") {
+			t.Errorf("klasy %q: stderr = %q, want one line", r.args, msg)
+		}
+		if !strings.Contains(msg, hc.want) {
+			t.Errorf("klasy %q: stderr = %q, want it to contain %q", r.args, msg, hc.want)
+		}
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && runtime.GOOS == "linux" {
+		if rss := ru.Maxrss / 1024; rss > r.maxRSS {
+			t.Errorf("klasy %q: peak memory %d MiB, want at most %d MiB", r.args, rss, r.maxRSS)
+		}
+	}
+	t.Logf("exit %d in %v: %s", code, elapsed.Round(time.Millisecond), msg)
+	if left := leftFiles(t, tmp); len(left) > 0 {
+		t.Errorf("klasy %q left files in TMPDIR: %q", r.args, left)
+	}
+	if left := leftFiles(t, cache); len(left) > 0 {
+		var partial []string
+		for _, f := range left {
+			if strings.Contains(filepath.Base(f), ".tmp") {
+				partial = append(partial, f)
+			}
+		}
+		if len(partial) > 0 {
+			t.Errorf("klasy %q left partial files in the cache: %q", r.args, partial)
+		}
+	}
+	if after := qemuProcesses(); after > qemuBefore {
+		t.Errorf("klasy %q left %d more QEMU processes running", r.args, after-qemuBefore)
+	}
+	if r.after != nil {
+		r.after(t, stdout.Bytes())
+	}
+}
+
+// leftFiles lists the regular files and sockets under dir.
+func leftFiles(t *testing.T, dir string) []string {
+	var out []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// qemuProcesses counts the QEMU processes of this user.
+func qemuProcesses() int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err == nil && strings.HasPrefix(string(comm), "qemu-system") {
+			n++
+		}
+	}
+	return n
+}
+
+// needDebianVmlinux skips (or fails under make test) without Debian's
+// debug vmlinux, and returns its path.
+func needDebianVmlinux(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(cachedir.Root(), "debian", "current", "vmlinux")
+	if _, err := os.Stat(p); err != nil {
+		testenv.Need(t, "debian-kernel", fmt.Errorf("no Debian debug vmlinux at %s: run make debian-kernel", p))
+	}
+	return p
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if hostileBin != "" {
+		os.RemoveAll(filepath.Dir(hostileBin))
+	}
+	os.Exit(code)
+}
