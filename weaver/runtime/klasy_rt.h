@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * klasy_rt.h - the ABI between the klasy runtime module (klasy_runtime.ko)
+ * and the advice modules klasy generates, one per woven aspect.
+ *
+ * An advice module fills a struct klasy_aspect with one struct klasy_hook
+ * per hook (an address and a kind: kprobe before, kretprobe after), each
+ * with the module's own handler (the trampoline that computes the context
+ * variables and calls that hook's advice in aspect order), and registers
+ * it with klasy_register_aspect() from its init function: all hooks or
+ * none. Its exit function calls klasy_unregister_aspect(). The runtime
+ * keeps the trace buffer (the kernel's ring buffer), counts hits, misses
+ * and lost records, and shows all of it in debugfs:
+ *
+ *   /sys/kernel/debug/klasy/records  read: consumes whole records (below)
+ *   /sys/kernel/debug/klasy/status   read: the runtime, aspects and hooks
+ *
+ * The Go side reads both (weaver/records); a test compiles this header
+ * and checks the record layout against the Go decoder through DWARF.
+ */
+#ifndef _KLASY_RT_H
+#define _KLASY_RT_H
+
+#include <linux/types.h>
+#include <linux/kprobes.h>
+#include <linux/list.h>
+#include <linux/percpu.h>
+
+/* Bumped on any change to what follows; status shows it as abi=N. */
+#define KLASY_ABI_VERSION 1
+
+/* Values one advice may store per hit; more are counted as dropped. */
+#define KLASY_MAX_VALUES 16
+
+/*
+ * One record in the records file, little-endian, 8-byte aligned:
+ * this header, then nvals u64 values. A read returns whole records only,
+ * oldest first across CPUs, and 0 when none are left.
+ */
+struct klasy_record {
+	__u64 time_ns;	/* ktime_get_mono_fast_ns() at the hit */
+	__u32 aspect;	/* aspect id (status: aspect id=N) */
+	__u16 hook;	/* hook index within its aspect */
+	__u16 advice;	/* advice number, 1-based in the aspect file */
+	__u32 pid;
+	__u16 cpu;
+	__u8 nvals;
+	__u8 dropped;	/* values past KLASY_MAX_VALUES, saturating at 255 */
+	char comm[16];
+	__u64 vals[];
+};
+
+/* What one advice stored during one hit; lives on the handler's stack. */
+struct klasy_hit {
+	unsigned int n;
+	unsigned int dropped;
+	u64 vals[KLASY_MAX_VALUES];
+};
+
+enum klasy_hook_kind {
+	KLASY_HOOK_KPROBE = 0,	  /* before: a kprobe at addr */
+	KLASY_HOOK_KRETPROBE = 1, /* after an out-of-line function returns */
+};
+
+/*
+ * One hook. The advice module fills everything above "runtime's"; for a
+ * kprobe it sets rp.kp.addr and rp.kp.pre_handler, for a kretprobe
+ * rp.kp.addr, rp.handler and optionally rp.entry_handler/rp.data_size.
+ */
+struct klasy_hook {
+	struct kretprobe rp;		/* rp.kp alone for a kprobe */
+	enum klasy_hook_kind kind;
+	unsigned long image_addr;	/* the address in the image (vmlinux) */
+	const char *function;		/* where the hook is (the inlined one) */
+	const char *inlined_in;		/* for an inlined copy, else NULL */
+	const char *file;		/* source file of the join point */
+	unsigned int line;
+	unsigned int nadvice;
+	const u16 *advice;		/* advice numbers, in call order */
+
+	/* runtime's */
+	struct klasy_aspect *aspect;
+	unsigned int index;
+};
+
+struct klasy_aspect {
+	const char *name;		/* the aspect's name (file name) */
+	struct module *owner;		/* THIS_MODULE */
+	unsigned int nhooks;
+	struct klasy_hook *hooks;
+
+	/* runtime's */
+	u32 id;
+	u64 __percpu *hits;		/* nhooks counters per CPU */
+	struct list_head node;
+};
+
+/*
+ * klasy_register_aspect registers every hook of a, all or nothing: on
+ * failure nothing stays registered and the error is returned (the
+ * kernel's: -EINVAL for a refused address, -EILSEQ for one that is not an
+ * instruction boundary, ...), with the failing hook's index in *failed.
+ */
+int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed);
+void klasy_unregister_aspect(struct klasy_aspect *a);
+
+/* klasy_emit appends one record for this hit if the advice stored any value. */
+void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit);
+
+/* klasy_hit counts one hit of hook h on this CPU (preemption is off). */
+static inline void klasy_count_hit(struct klasy_hook *h)
+{
+	__this_cpu_inc(h->aspect->hits[h->index]);
+}
+
+/*
+ * The advice macros (dissertation §5.2). Inside an advice body the hit
+ * being recorded is __klasy_hit.
+ */
+static inline void klasy_store(struct klasy_hit *hit, u64 v)
+{
+	if (likely(hit->n < KLASY_MAX_VALUES))
+		hit->vals[hit->n++] = v;
+	else
+		hit->dropped++;
+}
+
+#define STORE_DATA(x) klasy_store(__klasy_hit, (u64)(x))
+#define STORE_DATA1(a) STORE_DATA(a)
+#define STORE_DATA2(a, b) do { STORE_DATA(a); STORE_DATA(b); } while (0)
+#define STORE_DATA3(a, b, c) do { STORE_DATA2(a, b); STORE_DATA(c); } while (0)
+#define STORE_DATA4(a, b, c, d) do { STORE_DATA3(a, b, c); STORE_DATA(d); } while (0)
+#define STORE_DATA5(a, b, c, d, e) do { STORE_DATA4(a, b, c, d); STORE_DATA(e); } while (0)
+#define STORE_DATA6(a, b, c, d, e, f) do { STORE_DATA5(a, b, c, d, e); STORE_DATA(f); } while (0)
+#define STORE_DATA7(a, b, c, d, e, f, g) do { STORE_DATA6(a, b, c, d, e, f); STORE_DATA(g); } while (0)
+#define STORE_DATA8(a, b, c, d, e, f, g, h) do { STORE_DATA7(a, b, c, d, e, f, g); STORE_DATA(h); } while (0)
+
+/* DO_RDTSC(v) sets v to the time stamp counter. */
+#define DO_RDTSC(v) ((v) = rdtsc())
+
+#endif /* _KLASY_RT_H */
