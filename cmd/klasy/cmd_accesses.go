@@ -152,6 +152,9 @@ func runAccesses(s *stdio, args []string) error {
 		}
 		tw.Flush()
 	}
+	if err := s.flush(); err != nil {
+		return err // no summary of output that was lost
+	}
 	if len(hits) == 0 {
 		fmt.Fprintf(s.Err, "klasy accesses: no access matches %s in %s (%d accesses in %d compilation units)\n", pat, bin, len(t.Accesses), t.Units)
 		return exitError{Code: 1}

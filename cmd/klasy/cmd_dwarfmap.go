@@ -5,7 +5,6 @@ package main
 // index (built on first use, then loaded in milliseconds).
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -208,9 +207,7 @@ func hexAddrs(as []uint64) []string {
 	return out
 }
 
-func runLines(s0 *stdio, args []string) error {
-	s, flush := buffered(s0)
-	defer flush()
+func runLines(s *stdio, args []string) error {
 	q, pos, err := parseQuery(s, "lines", args, 2)
 	if err != nil {
 		return err
@@ -259,9 +256,7 @@ func runLines(s0 *stdio, args []string) error {
 	return tw.Flush()
 }
 
-func runVars(s0 *stdio, args []string) error {
-	s, flush := buffered(s0)
-	defer flush()
+func runVars(s *stdio, args []string) error {
 	q, pos, err := parseQuery(s, "vars", args, 2)
 	if err != nil {
 		return err
@@ -334,9 +329,7 @@ func runVars(s0 *stdio, args []string) error {
 	return tw.Flush()
 }
 
-func runStruct(s0 *stdio, args []string) error {
-	s, flush := buffered(s0)
-	defer flush()
+func runStruct(s *stdio, args []string) error {
 	q, pos, err := parseQuery(s, "struct", args, 2)
 	if err != nil {
 		return err
@@ -357,9 +350,7 @@ func runStruct(s0 *stdio, args []string) error {
 	return nil
 }
 
-func runFuncs(s0 *stdio, args []string) error {
-	s, flush := buffered(s0)
-	defer flush()
+func runFuncs(s *stdio, args []string) error {
 	q, pos, err := parseQuery(s, "funcs", args, 2)
 	if err != nil {
 		return err
@@ -455,11 +446,4 @@ func printInlines(s *stdio, q *queryFlags, x *dwarfmap.Index, fs []dwarfmap.Func
 		return fmt.Errorf("no inlined copies of the functions matching")
 	}
 	return tw.Flush()
-}
-
-// buffered returns s with Out buffered (thousands of lines would each be
-// a write otherwise) and the function that flushes it.
-func buffered(s *stdio) (*stdio, func()) {
-	w := bufio.NewWriterSize(s.Out, 64<<10)
-	return &stdio{In: s.In, Out: w, Err: s.Err}, func() { w.Flush() }
 }

@@ -289,7 +289,7 @@ func labConsole(ctx context.Context, s *stdio, args []string) error {
 			defer restore()
 			fmt.Fprintf(s.Err, "connected to the console of lab %s; Ctrl-] quits\r\n", name)
 			conn.Write([]byte("\n")) // a fresh prompt
-			return interactive(conn, in, s.Out)
+			return interactive(conn, in, flushing{s})
 		}
 	}
 	// Not a terminal: send the input, print until a second of quiet.
@@ -308,6 +308,9 @@ func labConsole(ctx context.Context, s *stdio, args []string) error {
 		}
 		n, err := conn.Read(buf)
 		s.Out.Write(buf[:n])
+		if err := s.flush(); err != nil {
+			return err
+		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			if inputDone {
@@ -358,6 +361,18 @@ func interactive(conn net.Conn, in *os.File, out io.Writer) error {
 	<-errc
 	fmt.Fprint(out, "\r\n")
 	return nil
+}
+
+// flushing writes to s.Out and flushes it at once: the console is
+// interactive.
+type flushing struct{ s *stdio }
+
+func (f flushing) Write(p []byte) (int, error) {
+	n, err := f.s.Out.Write(p)
+	if err == nil {
+		err = f.s.flush()
+	}
+	return n, err
 }
 
 // makeRaw puts a terminal into raw mode (cfmakeraw) and returns the

@@ -25,7 +25,9 @@ type command struct {
 }
 
 // stdio carries the streams a command writes to: data to Out,
-// diagnostics and progress to Err.
+// diagnostics and progress to Err. run gives each command an Out that
+// buffers and checks every write (output.go): a command writes its data
+// there and leaves flushing and checking it to run.
 type stdio struct {
 	In  io.Reader
 	Out io.Writer
@@ -92,8 +94,20 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, "\nRun 'klasy help COMMAND' or 'klasy COMMAND --help' for details.\n")
 }
 
-// run is main without os.Exit, for tests.
+// run is main without os.Exit, for tests. It gives the command the one
+// output path and reports a write to it that failed as the command's
+// error: no command exits 0 when its output was not written.
 func run(s *stdio, args []string) error {
+	out := newOutput(s.Out)
+	err := dispatch(&stdio{In: s.In, Out: out, Err: diagnostics{out, s.Err}}, args)
+	if out.Flush() != nil {
+		return out.Err()
+	}
+	return err
+}
+
+// dispatch runs the command args name.
+func dispatch(s *stdio, args []string) error {
 	if len(args) == 0 {
 		usage(s.Err)
 		return exitError{2}
