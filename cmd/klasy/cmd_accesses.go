@@ -3,9 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"text/tabwriter"
 
 	"github.com/klasy/klasy/dwarfmap/debugklasy"
@@ -104,17 +102,15 @@ func toJSON(a *debugklasy.Access) accessJSON {
 }
 
 func runAccesses(s *stdio, args []string) error {
-	fs := flag.NewFlagSet("accesses", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("accesses")
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return usageError{Msg: err.Error()}
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
-	if len(pos) != 2 {
-		return usageError{Msg: fmt.Sprintf("want BINARY and 'STRUCT.MEMBER', got %d arguments", len(pos))}
+	if fs.NArg() != 2 {
+		return usageError{Msg: fmt.Sprintf("want BINARY and 'STRUCT.MEMBER', got %d arguments", fs.NArg())}
 	}
-	bin, pat := pos[0], pos[1]
+	bin, pat := fs.Arg(0), fs.Arg(1)
 	p, err := debugklasy.ParsePattern(pat)
 	if err != nil {
 		return usageError{Msg: err.Error()}

@@ -7,9 +7,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -140,27 +138,25 @@ type queryFlags struct {
 	vmlinux                string
 }
 
-// parseQuery parses flags anywhere among the arguments (users type
-// `klasy lines vmlinux f --json`) and returns the positional ones.
-func parseQuery(s *stdio, name string, args []string, npos int) (*queryFlags, []string, error) {
+// parseQuery parses a dwarfmap command's flags and its npos positional
+// arguments.
+func parseQuery(name string, args []string, npos int) (*queryFlags, []string, error) {
 	q := &queryFlags{}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs := newFlagSet(name)
 	if name == "funcs" || name == "lines" {
 		fs.BoolVar(&q.inlined, "inlined", false, "")
 	}
-	fs.SetOutput(io.Discard)
 	fs.BoolVar(&q.json, "json", false, "")
 	fs.BoolVar(&q.rebuild, "rebuild", false, "")
 	fs.BoolVar(&q.noCache, "no-cache", false, "")
 	fs.StringVar(&q.vmlinux, "vmlinux", "", "")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return nil, nil, usageError{Cmd: name, Msg: err.Error()}
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
 	}
-	if len(pos) != npos {
-		return nil, nil, usageError{Cmd: name, Msg: fmt.Sprintf("want %d arguments, got %d", npos, len(pos))}
+	if fs.NArg() != npos {
+		return nil, nil, usageError{Msg: fmt.Sprintf("want %d arguments, got %d", npos, fs.NArg())}
 	}
-	return q, pos, nil
+	return q, fs.Args(), nil
 }
 
 // openIndex loads the index of image, printing progress of a build to
@@ -208,16 +204,16 @@ func hexAddrs(as []uint64) []string {
 }
 
 func runLines(s *stdio, args []string) error {
-	q, pos, err := parseQuery(s, "lines", args, 2)
+	q, pos, err := parseQuery("lines", args, 2)
 	if err != nil {
 		return err
 	}
 	sp, err := dwarfmap.ParseLineSpec(pos[1])
 	if err != nil {
-		return usageError{Cmd: "lines", Msg: err.Error()}
+		return usageError{Msg: err.Error()}
 	}
 	if q.inlined && sp.Func == "" {
-		return usageError{Cmd: "lines", Msg: "--inlined applies to the lines of a function, not of a file"}
+		return usageError{Msg: "--inlined applies to the lines of a function, not of a file"}
 	}
 	sp.Inlined = q.inlined
 	x, err := openIndex(s, q, pos[0])
@@ -257,7 +253,7 @@ func runLines(s *stdio, args []string) error {
 }
 
 func runVars(s *stdio, args []string) error {
-	q, pos, err := parseQuery(s, "vars", args, 2)
+	q, pos, err := parseQuery("vars", args, 2)
 	if err != nil {
 		return err
 	}
@@ -271,7 +267,7 @@ func runVars(s *stdio, args []string) error {
 	if i := strings.LastIndexByte(spec, ':'); i > 0 && !strings.HasPrefix(spec, "0x") {
 		sp, err := dwarfmap.ParseLineSpec(spec)
 		if err != nil || sp.Func == "" || sp.Line == 0 {
-			return usageError{Cmd: "vars", Msg: fmt.Sprintf("%q is not FUNC:LINE or an address", spec)}
+			return usageError{Msg: fmt.Sprintf("%q is not FUNC:LINE or an address", spec)}
 		}
 		vars, err = x.VarsAtLine(sp.Func, sp.Line)
 		if err != nil {
@@ -330,7 +326,7 @@ func runVars(s *stdio, args []string) error {
 }
 
 func runStruct(s *stdio, args []string) error {
-	q, pos, err := parseQuery(s, "struct", args, 2)
+	q, pos, err := parseQuery("struct", args, 2)
 	if err != nil {
 		return err
 	}
@@ -351,7 +347,7 @@ func runStruct(s *stdio, args []string) error {
 }
 
 func runFuncs(s *stdio, args []string) error {
-	q, pos, err := parseQuery(s, "funcs", args, 2)
+	q, pos, err := parseQuery("funcs", args, 2)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,6 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.Code)
 
 // usageError is printed with a hint to the command's help.
 type usageError struct {
-	Cmd string
 	Msg string
 }
 
@@ -74,9 +73,13 @@ it runs (a pointcut) and when (before/after):
     </advice>
   </aspect>
 
-  klasy weave inode_trace.klasy     # hooks go live in the running kernel
-  klasy trace                       # symbolized log of what advice printed
-  klasy unweave inode_trace.klasy   # the kernel is back to what it was
+  klasy check inode_trace.klasy        # errors as FILE:LINE:COL: message
+  klasy struct vmlinux inode           # the layout access(inode.i_uid) reads
+  klasy lines vmlinux notify_change    # the function's lines and addresses
+  klasy lab up                         # a test kernel under QEMU
+
+The commands below check aspects, query a kernel image's debug info and
+run test kernels; weaving into a running kernel is being built on them.
 `
 
 func usage(w io.Writer) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -84,5 +85,30 @@ func TestDiagnosticsFollowOutput(t *testing.T) {
 	out.Flush()
 	if both.String() != "1 2 3" {
 		t.Errorf("interleaved output %q, want %q", both.String(), "1 2 3")
+	}
+}
+
+// Help shows only commands that exist: every command line in the
+// overview, the command list and each command's help names a registered
+// command (or help).
+func TestHelpNamesOnlyCommands(t *testing.T) {
+	var list bytes.Buffer
+	usage(&list)
+	texts := map[string]string{"klasy --help": list.String()}
+	for name, c := range commands {
+		texts["klasy help "+name] = c.Help
+	}
+	cmdLine := regexp.MustCompile(`(?m)(?:^\s*(?:usage:\s*)?|['` + "`" + `])klasy ([a-z][a-z-]*)`)
+	found := 0
+	for where, text := range texts {
+		for _, m := range cmdLine.FindAllStringSubmatch(text, -1) {
+			found++
+			if _, ok := commands[m[1]]; !ok && m[1] != "help" {
+				t.Errorf("%s shows %q, but klasy has no command %q", where, strings.TrimSpace(m[0]), m[1])
+			}
+		}
+	}
+	if found < len(commands) {
+		t.Errorf("found %d command lines in the help texts, want at least one per command", found)
 	}
 }
