@@ -364,7 +364,7 @@ func runFuncs(s *stdio, args []string) error {
 		return fmt.Errorf("no function matches %q", pos[1])
 	}
 	if q.inlined {
-		return printInlines(s, q, x, fs)
+		return printInlines(s, q, x, fs, pos[1])
 	}
 	if q.json {
 		enc := json.NewEncoder(s.Out)
@@ -409,7 +409,7 @@ func hexRanges(rs [][2]uint64) [][2]string {
 	return out
 }
 
-func printInlines(s *stdio, q *queryFlags, x *dwarfmap.Index, fs []dwarfmap.FuncInfo) error {
+func printInlines(s *stdio, q *queryFlags, x *dwarfmap.Index, fs []dwarfmap.FuncInfo, pattern string) error {
 	enc := json.NewEncoder(s.Out)
 	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
 	seen := map[string]bool{}
@@ -439,7 +439,7 @@ func printInlines(s *stdio, q *queryFlags, x *dwarfmap.Index, fs []dwarfmap.Func
 		}
 	}
 	if n == 0 {
-		return fmt.Errorf("no inlined copies of the functions matching")
+		return fmt.Errorf("no inlined copies of the functions matching %q", pattern)
 	}
 	return tw.Flush()
 }

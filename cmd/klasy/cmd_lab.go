@@ -36,8 +36,8 @@ be woven into a kernel that is not the host's.
            with the klasy GCC plugin (make lab-kernel). --lan adds eth1 on
            a LAN shared by all --lan labs (10.33.0.SLOT/24); eth0 is QEMU
            user networking (10.0.2.15, host 10.0.2.2).
-           Defaults: NAME default, --mem 512, --cpus 1, --timeout 3m.
-           --name NAME is accepted for NAME.
+           Defaults: NAME default, --mem 512 (128..65536), --cpus 1
+           (1..64), --timeout 3m. --name NAME is accepted for NAME.
   exec     run a command in the lab through the agent; its output is
            printed and its exit status becomes klasy's (127 when the
            guest has no such command, 126 when it cannot run it, as in a
@@ -127,6 +127,13 @@ func labUp(ctx context.Context, s *stdio, args []string) error {
 	}
 	if cfg.Kernel != lab.Debian && cfg.Kernel != lab.Built {
 		return usageError{Msg: fmt.Sprintf("--kernel %q: want debian or built", cfg.Kernel)}
+	}
+	// lab.Config takes 0 for the default: the range is checked here.
+	if cfg.MemMB < 128 || cfg.MemMB > 65536 {
+		return usageError{Msg: fmt.Sprintf("--mem %d: want 128..65536 (MB)", cfg.MemMB)}
+	}
+	if cfg.CPUs < 1 || cfg.CPUs > 64 {
+		return usageError{Msg: fmt.Sprintf("--cpus %d: want 1..64", cfg.CPUs)}
 	}
 	if err := lab.CheckName(cfg.Name); err != nil {
 		return usageError{Msg: err.Error()}
