@@ -94,7 +94,8 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].Summary)
 	}
 	fmt.Fprintf(w, "  %-12s %s\n", "help", "show help for a command: klasy help COMMAND")
-	fmt.Fprintf(w, "\nRun 'klasy help COMMAND' or 'klasy COMMAND --help' for details.\n")
+	fmt.Fprintf(w, "\nRun 'klasy help COMMAND' or 'klasy COMMAND --help' for details. Every command\n"+
+		"takes its flags anywhere before --, as --flag value or --flag=value.\n")
 }
 
 // run is main without os.Exit, for tests. It gives the command the one
