@@ -18,7 +18,7 @@ TEST_ENV   := KLASY_TEST_REQUIRE=all
 
 include $(sort $(wildcard mk/*.mk))
 
-.PHONY: all build test demo bench lint
+.PHONY: all build check test demo bench lint
 all: build
 
 build:
@@ -28,6 +28,12 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# Unit tests only, in seconds: no set-up, no lab, plugin or kernel.
+# Under -short every test that needs one skips (internal/testenv), even
+# with KLASY_TEST_REQUIRE set in the environment; gcc fixtures still run.
+check:
+	KLASY_TEST_REQUIRE= $(GO) test -short ./...
 
 test: $(TEST_SETUP) lint
 	$(TEST_ENV) $(GO) test -count=1 -timeout 30m ./...

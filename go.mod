@@ -7,4 +7,5 @@ require (
 	github.com/go-delve/delve v1.27.2
 	golang.org/x/arch v0.32.0
 	golang.org/x/sys v0.49.0
+	golang.org/x/term v0.47.0
 )

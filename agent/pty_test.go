@@ -149,6 +149,23 @@ func TestCookedPTYDamageIsDetected(t *testing.T) {
 func TestOpenSerialSettings(t *testing.T) {
 	master, slavePath := openPTY(t)
 	defer master.Close()
+	// Start from a line with flow control on and modem control lines
+	// honoured, which cfmakeraw alone leaves as they are.
+	sfd, err := unix.Open(slavePath, unix.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tio, err := unix.IoctlGetTermios(sfd, unix.TCGETS); err != nil {
+		t.Fatal(err)
+	} else {
+		tio.Iflag |= unix.IXOFF | unix.IXANY
+		tio.Cflag |= unix.CRTSCTS
+		tio.Cflag &^= unix.CLOCAL
+		if err := unix.IoctlSetTermios(sfd, unix.TCSETS, tio); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unix.Close(sfd)
 	f, err := OpenSerial(slavePath)
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +185,9 @@ func TestOpenSerialSettings(t *testing.T) {
 	}
 	if tio.Cflag&unix.CSIZE != unix.CS8 || tio.Cflag&unix.CBAUD != unix.B115200 || tio.Cc[unix.VMIN] != 1 {
 		t.Errorf("cflag %#x vmin %d: want 8 bits, 115200 baud, VMIN 1", tio.Cflag, tio.Cc[unix.VMIN])
+	}
+	if tio.Cflag&(unix.CLOCAL|unix.CREAD) != unix.CLOCAL|unix.CREAD || tio.Cflag&unix.CRTSCTS != 0 || tio.Iflag&(unix.IXOFF|unix.IXANY) != 0 {
+		t.Errorf("cflag %#x iflag %#x: want CLOCAL and CREAD, no flow control", tio.Cflag, tio.Iflag)
 	}
 
 	regular := filepath.Join(t.TempDir(), "file")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 )
 
 func ownProcessGroup(cmd *exec.Cmd) {
@@ -87,26 +88,29 @@ func (w waitHost) Read(p []byte) (int, error) {
 	}
 }
 
-// MakeRaw puts the terminal fd in raw mode (cfmakeraw(3) plus CLOCAL and
-// CREAD, VMIN 1, VTIME 0) and flushes pending input.
+// MakeRaw puts the terminal fd in raw mode for the agent's serial line:
+// term.MakeRaw (cfmakeraw(3): no echo, no line editing, no CR/LF
+// translation, no signals, 8 data bits, VMIN 1, VTIME 0), then what a
+// serial line needs beyond a terminal: no software or hardware flow
+// control, CLOCAL (no modem control lines: QEMU's UART has none) and
+// CREAD, 115200 baud; and it flushes pending input.
 func MakeRaw(fd int) error {
+	if _, err := term.MakeRaw(fd); err != nil {
+		return fmt.Errorf("setting raw mode: %w", err)
+	}
 	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 	if err != nil {
 		return fmt.Errorf("reading terminal settings: %w", err)
 	}
-	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON | unix.IXOFF | unix.IXANY
-	t.Oflag &^= unix.OPOST
-	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-	t.Cflag &^= unix.CSIZE | unix.PARENB | unix.CRTSCTS | unix.CBAUD
+	t.Iflag &^= unix.IXOFF | unix.IXANY
+	t.Cflag &^= unix.CRTSCTS | unix.CBAUD
 	// 115200 baud, the fastest rate of a 16550. QEMU does not pace bytes
 	// by it, but its receive-timeout interrupt comes after four character
 	// times, so the default 9600 baud delays every partly filled FIFO by
 	// about 4 ms. Measured under TCG on a loaded host: host-to-guest
 	// 11-14 KB/s at 9600, 20-23 KB/s at 115200.
-	t.Cflag |= unix.CS8 | unix.CLOCAL | unix.CREAD | unix.B115200
+	t.Cflag |= unix.CLOCAL | unix.CREAD | unix.B115200
 	t.Ispeed, t.Ospeed = 115200, 115200
-	t.Cc[unix.VMIN] = 1
-	t.Cc[unix.VTIME] = 0
 	// TCSETSF: apply after output drains and drop input received while
 	// the line was cooked (it may hold echoes and half frames).
 	if err := unix.IoctlSetTermios(fd, unix.TCSETSF, t); err != nil {

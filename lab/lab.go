@@ -407,7 +407,7 @@ func Get(ctx context.Context, name string) (*Lab, error) {
 	}
 	rec, err := loadRecord(name)
 	if err != nil {
-		return nil, fmt.Errorf("%w (start it with: klasy lab up --name %s)", err, name)
+		return nil, fmt.Errorf("%w (start it with: klasy lab up %s)", err, name)
 	}
 	if !rec.alive() {
 		cleanStale(name)

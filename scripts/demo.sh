@@ -38,8 +38,8 @@ $klasy struct "$vmlinux" iattr
 
 cleanup() { $klasy lab down "$lab" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
-step "klasy lab up --name $lab (Debian's kernel under QEMU/TCG)"
-$klasy lab up --name "$lab"
+step "klasy lab up $lab (Debian's kernel under QEMU/TCG)"
+$klasy lab up "$lab"
 
 step "klasy lab exec $lab -- uname -r; kprobes in the running kernel"
 $klasy lab exec "$lab" -- uname -r

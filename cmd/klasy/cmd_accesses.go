@@ -3,9 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"text/tabwriter"
 
 	"github.com/klasy/klasy/dwarfmap/debugklasy"
@@ -104,17 +102,15 @@ func toJSON(a *debugklasy.Access) accessJSON {
 }
 
 func runAccesses(s *stdio, args []string) error {
-	fs := flag.NewFlagSet("accesses", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("accesses")
 	asJSON := fs.Bool("json", false, "")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return usageError{Msg: err.Error()}
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
-	if len(pos) != 2 {
-		return usageError{Msg: fmt.Sprintf("want BINARY and 'STRUCT.MEMBER', got %d arguments", len(pos))}
+	if fs.NArg() != 2 {
+		return usageError{Msg: fmt.Sprintf("want BINARY and 'STRUCT.MEMBER', got %d arguments", fs.NArg())}
 	}
-	bin, pat := pos[0], pos[1]
+	bin, pat := fs.Arg(0), fs.Arg(1)
 	p, err := debugklasy.ParsePattern(pat)
 	if err != nil {
 		return usageError{Msg: err.Error()}
@@ -151,6 +147,9 @@ func runAccesses(s *stdio, args []string) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s.%s\t%s\t%s\n", loc, a.Function.Name, a.StructName(), a.Member, a.Mode, base)
 		}
 		tw.Flush()
+	}
+	if err := s.flush(); err != nil {
+		return err // no summary of output that was lost
 	}
 	if len(hits) == 0 {
 		fmt.Fprintf(s.Err, "klasy accesses: no access matches %s in %s (%d accesses in %d compilation units)\n", pat, bin, len(t.Accesses), t.Units)

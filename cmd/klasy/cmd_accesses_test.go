@@ -27,9 +27,10 @@ func fixtureObject(t *testing.T, withPlugin bool) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := os.Stat(so); err != nil {
-			testenv.Need(t, "plugin", fmt.Errorf("gcc-patches/klasy.so not built: run make plugin"))
+		if _, err = os.Stat(so); err != nil {
+			err = fmt.Errorf("gcc-patches/klasy.so not built: run make plugin")
 		}
+		testenv.Need(t, "plugin", err)
 		args = append(args, "-fplugin="+so)
 	}
 	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {

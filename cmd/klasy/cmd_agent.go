@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -45,12 +43,11 @@ Example (the lab guest's /etc/klasy/agent):
 }
 
 func runAgent(s *stdio, args []string) error {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet("agent")
 	device := fs.String("device", "/dev/ttyS1", "")
 	allowRun := fs.Bool("allow-run", false, "")
 	if err := fs.Parse(args); err != nil {
-		return usageError{Msg: err.Error()}
+		return err
 	}
 	if fs.NArg() != 0 {
 		return usageError{Msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}

@@ -63,24 +63,12 @@ func init() {
 }
 
 func runCheck(s *stdio, args []string) error {
-	jsonOut := false
-	var files []string
-	for i, a := range args {
-		switch {
-		case a == "--json":
-			jsonOut = true
-		case a == "--":
-			files = append(files, args[i+1:]...)
-		case len(a) > 1 && a[0] == '-':
-			return usageError{Msg: fmt.Sprintf("unknown flag %s", a)}
-		default:
-			files = append(files, a)
-			continue
-		}
-		if a == "--" {
-			break
-		}
+	fs := newFlagSet("check")
+	jsonOut := fs.Bool("json", false, "")
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
+	files := fs.Args()
 	if len(files) == 0 {
 		return usageError{Msg: "no aspect file given"}
 	}
@@ -97,7 +85,7 @@ func runCheck(s *stdio, args []string) error {
 		if len(diags) > 0 {
 			failed = true
 		}
-		printDiagnostics(s, diags, jsonOut)
+		printDiagnostics(s, diags, *jsonOut)
 	}
 	if failed {
 		return exitError{Code: 1}

@@ -5,12 +5,9 @@ package main
 // index (built on first use, then loaded in milliseconds).
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -141,27 +138,25 @@ type queryFlags struct {
 	vmlinux                string
 }
 
-// parseQuery parses flags anywhere among the arguments (users type
-// `klasy lines vmlinux f --json`) and returns the positional ones.
-func parseQuery(s *stdio, name string, args []string, npos int) (*queryFlags, []string, error) {
+// parseQuery parses a dwarfmap command's flags and its npos positional
+// arguments.
+func parseQuery(name string, args []string, npos int) (*queryFlags, []string, error) {
 	q := &queryFlags{}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs := newFlagSet(name)
 	if name == "funcs" || name == "lines" {
 		fs.BoolVar(&q.inlined, "inlined", false, "")
 	}
-	fs.SetOutput(io.Discard)
 	fs.BoolVar(&q.json, "json", false, "")
 	fs.BoolVar(&q.rebuild, "rebuild", false, "")
 	fs.BoolVar(&q.noCache, "no-cache", false, "")
 	fs.StringVar(&q.vmlinux, "vmlinux", "", "")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return nil, nil, usageError{Cmd: name, Msg: err.Error()}
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
 	}
-	if len(pos) != npos {
-		return nil, nil, usageError{Cmd: name, Msg: fmt.Sprintf("want %d arguments, got %d", npos, len(pos))}
+	if fs.NArg() != npos {
+		return nil, nil, usageError{Msg: fmt.Sprintf("want %d arguments, got %d", npos, fs.NArg())}
 	}
-	return q, pos, nil
+	return q, fs.Args(), nil
 }
 
 // openIndex loads the index of image, printing progress of a build to
@@ -208,19 +203,17 @@ func hexAddrs(as []uint64) []string {
 	return out
 }
 
-func runLines(s0 *stdio, args []string) error {
-	s, flush := buffered(s0)
-	defer flush()
-	q, pos, err := parseQuery(s, "lines", args, 2)
+func runLines(s *stdio, args []string) error {
+	q, pos, err := parseQuery("lines", args, 2)
 	if err != nil {
 		return err
 	}
 	sp, err := dwarfmap.ParseLineSpec(pos[1])
 	if err != nil {
-		return usageError{Cmd: "lines", Msg: err.Error()}
+		return usageError{Msg: err.Error()}
 	}
 	if q.inlined && sp.Func == "" {
-		return usageError{Cmd: "lines", Msg: "--inlined applies to the lines of a function, not of a file"}
+		return usageError{Msg: "--inlined applies to the lines of a function, not of a file"}
 	}
 	sp.Inlined = q.inlined
 	x, err := openIndex(s, q, pos[0])
@@ -259,10 +252,8 @@ func runLines(s0 *stdio, args []string) error {
 	return tw.Flush()
 }
 
-func runVars(s0 *stdio, args []string) error {
-	s, flush := buffered(s0)
-	defer flush()
-	q, pos, err := parseQuery(s, "vars", args, 2)
+func runVars(s *stdio, args []string) error {
+	q, pos, err := parseQuery("vars", args, 2)
 	if err != nil {
 		return err
 	}
@@ -276,7 +267,7 @@ func runVars(s0 *stdio, args []string) error {
 	if i := strings.LastIndexByte(spec, ':'); i > 0 && !strings.HasPrefix(spec, "0x") {
 		sp, err := dwarfmap.ParseLineSpec(spec)
 		if err != nil || sp.Func == "" || sp.Line == 0 {
-			return usageError{Cmd: "vars", Msg: fmt.Sprintf("%q is not FUNC:LINE or an address", spec)}
+			return usageError{Msg: fmt.Sprintf("%q is not FUNC:LINE or an address", spec)}
 		}
 		vars, err = x.VarsAtLine(sp.Func, sp.Line)
 		if err != nil {
@@ -334,10 +325,8 @@ func runVars(s0 *stdio, args []string) error {
 	return tw.Flush()
 }
 
-func runStruct(s0 *stdio, args []string) error {
-	s, flush := buffered(s0)
-	defer flush()
-	q, pos, err := parseQuery(s, "struct", args, 2)
+func runStruct(s *stdio, args []string) error {
+	q, pos, err := parseQuery("struct", args, 2)
 	if err != nil {
 		return err
 	}
@@ -357,10 +346,8 @@ func runStruct(s0 *stdio, args []string) error {
 	return nil
 }
 
-func runFuncs(s0 *stdio, args []string) error {
-	s, flush := buffered(s0)
-	defer flush()
-	q, pos, err := parseQuery(s, "funcs", args, 2)
+func runFuncs(s *stdio, args []string) error {
+	q, pos, err := parseQuery("funcs", args, 2)
 	if err != nil {
 		return err
 	}
@@ -377,7 +364,7 @@ func runFuncs(s0 *stdio, args []string) error {
 		return fmt.Errorf("no function matches %q", pos[1])
 	}
 	if q.inlined {
-		return printInlines(s, q, x, fs)
+		return printInlines(s, q, x, fs, pos[1])
 	}
 	if q.json {
 		enc := json.NewEncoder(s.Out)
@@ -422,7 +409,7 @@ func hexRanges(rs [][2]uint64) [][2]string {
 	return out
 }
 
-func printInlines(s *stdio, q *queryFlags, x *dwarfmap.Index, fs []dwarfmap.FuncInfo) error {
+func printInlines(s *stdio, q *queryFlags, x *dwarfmap.Index, fs []dwarfmap.FuncInfo, pattern string) error {
 	enc := json.NewEncoder(s.Out)
 	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
 	seen := map[string]bool{}
@@ -452,14 +439,7 @@ func printInlines(s *stdio, q *queryFlags, x *dwarfmap.Index, fs []dwarfmap.Func
 		}
 	}
 	if n == 0 {
-		return fmt.Errorf("no inlined copies of the functions matching")
+		return fmt.Errorf("no inlined copies of the functions matching %q", pattern)
 	}
 	return tw.Flush()
-}
-
-// buffered returns s with Out buffered (thousands of lines would each be
-// a write otherwise) and the function that flushes it.
-func buffered(s *stdio) (*stdio, func()) {
-	w := bufio.NewWriterSize(s.Out, 64<<10)
-	return &stdio{In: s.In, Out: w, Err: s.Err}, func() { w.Flush() }
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -13,17 +12,18 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unsafe"
+
+	"golang.org/x/term"
 
 	"github.com/klasy/klasy/agent"
 	"github.com/klasy/klasy/lab"
 )
 
-const labHelp = `usage: klasy lab up [--name N] [--kernel debian|built] [--mem MB] [--cpus C] [--lan] [--timeout D]
-       klasy lab exec [--timeout D] [--stdin] N -- CMD [ARG...]
-       klasy lab status [--json] [N]
-       klasy lab down [--timeout D] N
-       klasy lab console N
+const labHelp = `usage: klasy lab up [NAME] [--kernel debian|built] [--mem MB] [--cpus C] [--lan] [--timeout D]
+       klasy lab exec [--timeout D] [--stdin] NAME -- CMD [ARG...]
+       klasy lab status [--json] [NAME]
+       klasy lab down NAME
+       klasy lab console NAME
 
 A lab is a Linux kernel booted under QEMU (TCG) with a busybox initramfs
 and the klasy agent listening on a virtio-serial port, so aspects can
@@ -36,11 +36,13 @@ be woven into a kernel that is not the host's.
            with the klasy GCC plugin (make lab-kernel). --lan adds eth1 on
            a LAN shared by all --lan labs (10.33.0.SLOT/24); eth0 is QEMU
            user networking (10.0.2.15, host 10.0.2.2).
-           Defaults: --name default --mem 512 --cpus 1 --timeout 3m.
+           Defaults: NAME default, --mem 512 (128..65536), --cpus 1
+           (1..64), --timeout 3m. --name NAME is accepted for NAME.
   exec     run a command in the lab through the agent; its output is
            printed and its exit status becomes klasy's (127 when the
            guest has no such command, 126 when it cannot run it, as in a
-           shell). --stdin passes klasy's standard input to it.
+           shell). --stdin passes klasy's standard input to it. Flags go
+           before --: what follows it is the command, its flags included.
   status   list labs: name, state, kernel, pid, address, console log.
            A lab whose QEMU died is "stale"; down or up removes it.
            --json prints one object per line.
@@ -50,8 +52,10 @@ be woven into a kernel that is not the host's.
            With standard input not a terminal, send it and print the
            output until the guest is quiet for a second.
 
+Flags go anywhere before --, as --flag value or --flag=value.
+
 Example:
-  klasy lab up --name a
+  klasy lab up a
   klasy lab exec a -- cat /sys/kernel/debug/kprobes/list
   klasy lab down a
 `
@@ -65,66 +69,71 @@ func init() {
 	})
 }
 
+// labSubcommands are klasy lab's subcommands; each takes its lab name
+// as a positional argument.
+var labSubcommands = map[string]func(ctx context.Context, s *stdio, args []string) error{
+	"up":      labUp,
+	"exec":    labExec,
+	"status":  labStatus,
+	"down":    labDown,
+	"console": labConsole,
+}
+
 func runLab(s *stdio, args []string) error {
 	if len(args) == 0 {
 		return usageError{Msg: "missing subcommand (up, exec, status, down, console)"}
 	}
-	sub, rest := args[0], args[1:]
+	sub, ok := labSubcommands[args[0]]
+	if !ok {
+		return usageError{Msg: fmt.Sprintf("unknown subcommand %q (up, exec, status, down, console)", args[0])}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	switch sub {
-	case "up":
-		return labUp(ctx, s, rest)
-	case "exec":
-		return labExec(ctx, s, rest)
-	case "status":
-		return labStatus(s, rest)
-	case "down":
-		return labDown(ctx, s, rest)
-	case "console":
-		return labConsole(ctx, s, rest)
-	}
-	return usageError{Msg: fmt.Sprintf("unknown subcommand %q (up, exec, status, down, console)", sub)}
-}
-
-func newFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("klasy lab "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return fs
-}
-
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return usageError{Msg: err.Error()}
-	}
-	return nil
+	return sub(ctx, s, args[1:])
 }
 
 // oneName takes the lab name that must be the only positional argument.
-func oneName(fs *flag.FlagSet) (string, error) {
+func oneName(fs *flagSet) (string, error) {
 	if fs.NArg() != 1 {
-		return "", usageError{Msg: fmt.Sprintf("%s takes one lab name, got %d arguments", fs.Name(), fs.NArg())}
+		return "", usageError{Msg: fmt.Sprintf("%s takes one lab name, got %d arguments", fs.cmd, fs.NArg())}
 	}
-	return fs.Arg(0), lab.CheckName(fs.Arg(0))
+	if err := lab.CheckName(fs.Arg(0)); err != nil {
+		return "", usageError{Msg: err.Error()}
+	}
+	return fs.Arg(0), nil
 }
 
 func labUp(ctx context.Context, s *stdio, args []string) error {
-	fs := newFlags("up")
+	fs := newFlagSet("lab up")
 	var cfg lab.Config
-	fs.StringVar(&cfg.Name, "name", "default", "lab name")
+	fs.StringVar(&cfg.Name, "name", "", "lab name (the positional NAME, for older scripts)")
 	fs.StringVar(&cfg.Kernel, "kernel", lab.Debian, "kernel flavor: debian or built")
 	fs.IntVar(&cfg.MemMB, "mem", 512, "guest memory in MB")
 	fs.IntVar(&cfg.CPUs, "cpus", 1, "guest CPUs")
 	fs.BoolVar(&cfg.LAN, "lan", false, "join the labs' shared LAN (eth1)")
 	fs.DurationVar(&cfg.BootTimeout, "timeout", 3*time.Minute, "how long to wait for the agent")
-	if err := parseFlags(fs, args); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 0 {
-		return usageError{Msg: fmt.Sprintf("unexpected argument %q (the name goes in --name)", fs.Arg(0))}
+	switch {
+	case fs.NArg() > 1:
+		return usageError{Msg: fmt.Sprintf("unexpected argument %q (up takes one lab name)", fs.Arg(1))}
+	case fs.NArg() == 1 && cfg.Name != "" && cfg.Name != fs.Arg(0):
+		return usageError{Msg: fmt.Sprintf("two names: %q and --name %q", fs.Arg(0), cfg.Name)}
+	case fs.NArg() == 1:
+		cfg.Name = fs.Arg(0)
+	case cfg.Name == "":
+		cfg.Name = "default"
 	}
 	if cfg.Kernel != lab.Debian && cfg.Kernel != lab.Built {
 		return usageError{Msg: fmt.Sprintf("--kernel %q: want debian or built", cfg.Kernel)}
+	}
+	// lab.Config takes 0 for the default: the range is checked here.
+	if cfg.MemMB < 128 || cfg.MemMB > 65536 {
+		return usageError{Msg: fmt.Sprintf("--mem %d: want 128..65536 (MB)", cfg.MemMB)}
+	}
+	if cfg.CPUs < 1 || cfg.CPUs > 64 {
+		return usageError{Msg: fmt.Sprintf("--cpus %d: want 1..64", cfg.CPUs)}
 	}
 	if err := lab.CheckName(cfg.Name); err != nil {
 		return usageError{Msg: err.Error()}
@@ -140,10 +149,15 @@ func labUp(ctx context.Context, s *stdio, args []string) error {
 }
 
 func labExec(ctx context.Context, s *stdio, args []string) error {
-	fs := newFlags("exec")
+	fs := newFlagSet("lab exec")
 	timeout := fs.Duration("timeout", 0, "give up on the command after this long (0: no limit)")
 	withStdin := fs.Bool("stdin", false, "pass standard input to the command")
-	if err := parseFlags(fs, args); err != nil {
+	if err := fs.Parse(args); err != nil {
+		var ue usageError
+		if errors.As(err, &ue) && strings.HasPrefix(ue.Msg, "flag provided but not defined") {
+			ue.Msg += " (the command and its flags go after --: klasy lab exec N -- CMD ARG...)"
+			return ue
+		}
 		return err
 	}
 	rest := fs.Args()
@@ -151,9 +165,6 @@ func labExec(ctx context.Context, s *stdio, args []string) error {
 		return usageError{Msg: "exec needs a lab name and a command: klasy lab exec N -- CMD"}
 	}
 	name, argv := rest[0], rest[1:]
-	if len(argv) > 0 && argv[0] == "--" {
-		argv = argv[1:]
-	}
 	if len(argv) == 0 {
 		return usageError{Msg: "exec needs a command after the lab name: klasy lab exec " + name + " -- CMD"}
 	}
@@ -200,10 +211,10 @@ func labExec(ctx context.Context, s *stdio, args []string) error {
 	return nil
 }
 
-func labStatus(s *stdio, args []string) error {
-	fs := newFlags("status")
+func labStatus(_ context.Context, s *stdio, args []string) error {
+	fs := newFlagSet("lab status")
 	asJSON := fs.Bool("json", false, "one JSON object per lab and line")
-	if err := parseFlags(fs, args); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 1 {
@@ -254,8 +265,8 @@ func labStatus(s *stdio, args []string) error {
 }
 
 func labDown(ctx context.Context, s *stdio, args []string) error {
-	fs := newFlags("down")
-	if err := parseFlags(fs, args); err != nil {
+	fs := newFlagSet("lab down")
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	name, err := oneName(fs)
@@ -266,8 +277,8 @@ func labDown(ctx context.Context, s *stdio, args []string) error {
 }
 
 func labConsole(ctx context.Context, s *stdio, args []string) error {
-	fs := newFlags("console")
-	if err := parseFlags(fs, args); err != nil {
+	fs := newFlagSet("lab console")
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	name, err := oneName(fs)
@@ -283,14 +294,15 @@ func labConsole(ctx context.Context, s *stdio, args []string) error {
 		return fmt.Errorf("connecting to the console of lab %s: %w", name, err)
 	}
 	defer conn.Close()
-	in, isFile := s.In.(*os.File)
-	if isFile {
-		if restore, err := makeRaw(int(in.Fd())); err == nil {
-			defer restore()
-			fmt.Fprintf(s.Err, "connected to the console of lab %s; Ctrl-] quits\r\n", name)
-			conn.Write([]byte("\n")) // a fresh prompt
-			return interactive(conn, in, s.Out)
+	if in, isFile := s.In.(*os.File); isFile && term.IsTerminal(int(in.Fd())) {
+		old, err := term.MakeRaw(int(in.Fd()))
+		if err != nil {
+			return fmt.Errorf("putting the terminal in raw mode: %w", err)
 		}
+		defer term.Restore(int(in.Fd()), old)
+		fmt.Fprintf(s.Err, "connected to the console of lab %s; Ctrl-] quits\r\n", name)
+		conn.Write([]byte("\n")) // a fresh prompt
+		return interactive(conn, in, flushing{s})
 	}
 	// Not a terminal: send the input, print until a second of quiet.
 	done := make(chan struct{})
@@ -308,6 +320,9 @@ func labConsole(ctx context.Context, s *stdio, args []string) error {
 		}
 		n, err := conn.Read(buf)
 		s.Out.Write(buf[:n])
+		if err := s.flush(); err != nil {
+			return err
+		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			if inputDone {
@@ -360,25 +375,14 @@ func interactive(conn net.Conn, in *os.File, out io.Writer) error {
 	return nil
 }
 
-// makeRaw puts a terminal into raw mode (cfmakeraw) and returns the
-// function restoring it; it fails when fd is not a terminal.
-func makeRaw(fd int) (func(), error) {
-	var old syscall.Termios
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TCGETS, uintptr(unsafe.Pointer(&old))); e != 0 {
-		return nil, e
+// flushing writes to s.Out and flushes it at once: the console is
+// interactive.
+type flushing struct{ s *stdio }
+
+func (f flushing) Write(p []byte) (int, error) {
+	n, err := f.s.Out.Write(p)
+	if err == nil {
+		err = f.s.flush()
 	}
-	raw := old
-	raw.Iflag &^= syscall.IGNBRK | syscall.BRKINT | syscall.PARMRK | syscall.ISTRIP | syscall.INLCR | syscall.IGNCR | syscall.ICRNL | syscall.IXON
-	raw.Oflag &^= syscall.OPOST
-	raw.Lflag &^= syscall.ECHO | syscall.ECHONL | syscall.ICANON | syscall.ISIG | syscall.IEXTEN
-	raw.Cflag &^= syscall.CSIZE | syscall.PARENB
-	raw.Cflag |= syscall.CS8
-	raw.Cc[syscall.VMIN] = 1
-	raw.Cc[syscall.VTIME] = 0
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TCSETS, uintptr(unsafe.Pointer(&raw))); e != 0 {
-		return nil, e
-	}
-	return func() {
-		syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TCSETS, uintptr(unsafe.Pointer(&old)))
-	}, nil
+	return n, err
 }

@@ -24,9 +24,14 @@ func TestLabUsageErrors(t *testing.T) {
 	}{
 		{[]string{"lab"}, "missing subcommand"},
 		{[]string{"lab", "frob"}, `unknown subcommand "frob"`},
-		{[]string{"lab", "up", "extra"}, `unexpected argument "extra"`},
+		{[]string{"lab", "up", "a", "extra"}, `unexpected argument "extra"`},
+		{[]string{"lab", "up", "a", "--name", "b"}, `two names: "a" and --name "b"`},
+		{[]string{"lab", "up", "--cpus", "0"}, "--cpus 0: want 1..64"},
+		{[]string{"lab", "up", "--cpus=65"}, "--cpus 65: want 1..64"},
+		{[]string{"lab", "up", "--mem", "0"}, "--mem 0: want 128..65536"},
 		{[]string{"lab", "up", "--kernel", "gentoo"}, `--kernel "gentoo"`},
 		{[]string{"lab", "up", "--name", "../x"}, "bad lab name"},
+		{[]string{"lab", "up", "../x"}, "bad lab name"},
 		{[]string{"lab", "up", "--mem", "lots"}, "invalid value"},
 		{[]string{"lab", "exec"}, "needs a lab name and a command"},
 		{[]string{"lab", "exec", "a"}, "needs a command after the lab name"},
@@ -67,7 +72,7 @@ func TestLabCommand(t *testing.T) {
 		err := run(&stdio{In: strings.NewReader(stdin), Out: &out, Err: &errb}, args)
 		return out.String(), errb.String(), err
 	}
-	out, progress, err := klasy("", "lab", "up", "--name", name)
+	out, progress, err := klasy("", "lab", "up", name)
 	if err != nil {
 		t.Fatalf("lab up: %v\n%s", err, progress)
 	}
@@ -93,7 +98,7 @@ func TestLabCommand(t *testing.T) {
 		t.Errorf("lab exec of a missing command: err %v, stderr %q; want exit 127 naming it", err, stderr)
 	}
 	// --timeout stops the command in the guest, not only the wait for it.
-	if _, _, err := klasy("", "lab", "exec", "--timeout", "1s", name, "--", "sh", "-c", "sleep 3; touch /tmp/survived"); err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
+	if _, _, err := klasy("", "lab", "exec", name, "--timeout", "1s", "--", "sh", "-c", "sleep 3; touch /tmp/survived"); err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
 		t.Errorf("lab exec --timeout 1s of a 3 s command: %v, want a deadline error", err)
 	}
 	time.Sleep(3 * time.Second)
@@ -117,6 +122,7 @@ func TestLabCommand(t *testing.T) {
 		t.Errorf("lab console: %q, %v", out, err)
 	}
 
+	// The name of the older --name flag is the same lab.
 	if _, _, err := klasy("", "lab", "up", "--name", name); err == nil || !strings.Contains(err.Error(), "already running") {
 		t.Errorf("second lab up of the same name: %v", err)
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/xflow"
 )
@@ -57,13 +55,11 @@ func init() {
 }
 
 func runTranslate(s *stdio, args []string) error {
-	var files []string
-	for _, a := range args {
-		if len(a) > 1 && a[0] == '-' {
-			return usageError{Msg: fmt.Sprintf("unknown flag %s", a)}
-		}
-		files = append(files, a)
+	fs := newFlagSet("translate")
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
+	files := fs.Args()
 	if len(files) != 1 {
 		return usageError{Msg: "give exactly one aspect file"}
 	}

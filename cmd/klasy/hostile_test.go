@@ -239,9 +239,11 @@ func qemuProcesses() int {
 func needDebianVmlinux(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(cachedir.Root(), "debian", "current", "vmlinux")
-	if _, err := os.Stat(p); err != nil {
-		testenv.Need(t, "debian-kernel", fmt.Errorf("no Debian debug vmlinux at %s: run make debian-kernel", p))
+	_, err := os.Stat(p)
+	if err != nil {
+		err = fmt.Errorf("no Debian debug vmlinux at %s: run make debian-kernel", p)
 	}
+	testenv.Need(t, "debian-kernel", err)
 	return p
 }
 

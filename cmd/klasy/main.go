@@ -25,7 +25,9 @@ type command struct {
 }
 
 // stdio carries the streams a command writes to: data to Out,
-// diagnostics and progress to Err.
+// diagnostics and progress to Err. run gives each command an Out that
+// buffers and checks every write (output.go): a command writes its data
+// there and leaves flushing and checking it to run.
 type stdio struct {
 	In  io.Reader
 	Out io.Writer
@@ -40,7 +42,6 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.Code)
 
 // usageError is printed with a hint to the command's help.
 type usageError struct {
-	Cmd string
 	Msg string
 }
 
@@ -72,9 +73,13 @@ it runs (a pointcut) and when (before/after):
     </advice>
   </aspect>
 
-  klasy weave inode_trace.klasy     # hooks go live in the running kernel
-  klasy trace                       # symbolized log of what advice printed
-  klasy unweave inode_trace.klasy   # the kernel is back to what it was
+  klasy check inode_trace.klasy        # errors as FILE:LINE:COL: message
+  klasy struct vmlinux inode           # the layout access(inode.i_uid) reads
+  klasy lines vmlinux notify_change    # the function's lines and addresses
+  klasy lab up                         # a test kernel under QEMU
+
+The commands below check aspects, query a kernel image's debug info and
+run test kernels; weaving into a running kernel is being built on them.
 `
 
 func usage(w io.Writer) {
@@ -89,11 +94,24 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].Summary)
 	}
 	fmt.Fprintf(w, "  %-12s %s\n", "help", "show help for a command: klasy help COMMAND")
-	fmt.Fprintf(w, "\nRun 'klasy help COMMAND' or 'klasy COMMAND --help' for details.\n")
+	fmt.Fprintf(w, "\nRun 'klasy help COMMAND' or 'klasy COMMAND --help' for details. Every command\n"+
+		"takes its flags anywhere before --, as --flag value or --flag=value.\n")
 }
 
-// run is main without os.Exit, for tests.
+// run is main without os.Exit, for tests. It gives the command the one
+// output path and reports a write to it that failed as the command's
+// error: no command exits 0 when its output was not written.
 func run(s *stdio, args []string) error {
+	out := newOutput(s.Out)
+	err := dispatch(&stdio{In: s.In, Out: out, Err: diagnostics{out, s.Err}}, args)
+	if out.Flush() != nil {
+		return out.Err()
+	}
+	return err
+}
+
+// dispatch runs the command args name.
+func dispatch(s *stdio, args []string) error {
 	if len(args) == 0 {
 		usage(s.Err)
 		return exitError{2}

@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io/fs"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -40,5 +44,71 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		if c.Summary == "" || !strings.Contains(c.Help, "klasy "+name) {
 			t.Errorf("command %s: help must have a summary and a usage line naming 'klasy %s'", name, name)
 		}
+	}
+}
+
+// errWriter takes n bytes, then fails as a full disk does.
+type errWriter struct{ n int }
+
+func (w *errWriter) Write(p []byte) (int, error) {
+	if len(p) > w.n {
+		k := w.n
+		w.n = 0
+		return k, &fs.PathError{Op: "write", Path: "/dev/stdout", Err: syscall.ENOSPC}
+	}
+	w.n -= len(p)
+	return len(p), nil
+}
+
+// A write that failed, at the start or after some output, is the
+// command's error, whatever the command returned.
+func TestRunReportsLostOutput(t *testing.T) {
+	for _, n := range []int{0, 100, 1000} {
+		for _, args := range [][]string{{"--help"}, {"help", "lab"}, {"check", "--help"}} {
+			err := run(&stdio{Out: &errWriter{n: n}, Err: &bytes.Buffer{}}, args)
+			if err == nil || err.Error() != "writing output: no space left on device" {
+				t.Errorf("klasy %s with stdout full after %d bytes: %v", strings.Join(args, " "), n, err)
+			}
+		}
+	}
+}
+
+// Standard error flushes standard output first: on a terminal, data and
+// diagnostics come in the order the command wrote them.
+func TestDiagnosticsFollowOutput(t *testing.T) {
+	var both bytes.Buffer
+	out := newOutput(&both)
+	s := &stdio{Out: out, Err: diagnostics{out, &both}}
+	fmt.Fprint(s.Out, "1 ")
+	fmt.Fprint(s.Err, "2 ")
+	fmt.Fprint(s.Out, "3")
+	out.Flush()
+	if both.String() != "1 2 3" {
+		t.Errorf("interleaved output %q, want %q", both.String(), "1 2 3")
+	}
+}
+
+// Help shows only commands that exist: every command line in the
+// overview, the command list and each command's help names a registered
+// command (or help).
+func TestHelpNamesOnlyCommands(t *testing.T) {
+	var list bytes.Buffer
+	usage(&list)
+	texts := map[string]string{"klasy --help": list.String()}
+	for name, c := range commands {
+		texts["klasy help "+name] = c.Help
+	}
+	cmdLine := regexp.MustCompile(`(?m)(?:^\s*(?:usage:\s*)?|['` + "`" + `])klasy ([a-z][a-z-]*)`)
+	found := 0
+	for where, text := range texts {
+		for _, m := range cmdLine.FindAllStringSubmatch(text, -1) {
+			found++
+			if _, ok := commands[m[1]]; !ok && m[1] != "help" {
+				t.Errorf("%s shows %q, but klasy has no command %q", where, strings.TrimSpace(m[0]), m[1])
+			}
+		}
+	}
+	if found < len(commands) {
+		t.Errorf("found %d command lines in the help texts, want at least one per command", found)
 	}
 }

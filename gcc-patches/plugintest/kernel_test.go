@@ -42,9 +42,11 @@ func linuxSource(t testing.TB) kernelTree {
 	t.Helper()
 	top := filepath.Join(cacheDir(), "linux-source-6.1")
 	k := kernelTree{src: filepath.Join(top, "src"), build: filepath.Join(top, "build-plugin-test")}
-	if _, err := os.Stat(filepath.Join(k.build, ".klasy-prepared")); err != nil {
-		testenv.Need(t, "linux-source", fmt.Errorf("no prepared linux-source-6.1 tree in %s: run make linux-source", top))
+	_, err := os.Stat(filepath.Join(k.build, ".klasy-prepared"))
+	if err != nil {
+		err = fmt.Errorf("no prepared linux-source-6.1 tree in %s: run make linux-source", top)
 	}
+	testenv.Need(t, "linux-source", err)
 	lockTree(t, top)
 	return k
 }

@@ -31,8 +31,9 @@ func plugin(t testing.TB) string {
 	}
 	st, err := os.Stat(so)
 	if err != nil {
-		testenv.Need(t, "plugin", fmt.Errorf("gcc-patches/klasy.so not built: run make plugin (installs gcc-12-plugin-dev)"))
+		err = fmt.Errorf("gcc-patches/klasy.so not built: run make plugin (installs gcc-12-plugin-dev)")
 	}
+	testenv.Need(t, "plugin", err)
 	if src, err := os.Stat("../klasy.cc"); err == nil && src.ModTime().After(st.ModTime()) {
 		testenv.Need(t, "plugin", fmt.Errorf("gcc-patches/klasy.so is older than klasy.cc: run make plugin"))
 	}

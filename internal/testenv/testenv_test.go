@@ -1,6 +1,10 @@
 package testenv
 
-import "testing"
+import (
+	"errors"
+	"flag"
+	"testing"
+)
 
 func TestRequired(t *testing.T) {
 	tests := []struct {
@@ -17,6 +21,35 @@ func TestRequired(t *testing.T) {
 		t.Setenv("KLASY_TEST_REQUIRE", tt.env)
 		if got := Required(tt.feature); got != tt.want {
 			t.Errorf("KLASY_TEST_REQUIRE=%q: Required(%q) = %v, want %v", tt.env, tt.feature, got, tt.want)
+		}
+	}
+}
+
+// Under -short, a feature that needs set-up skips even when it is there
+// and required; a host tool does not.
+func TestNeedUnderShort(t *testing.T) {
+	old := flag.Lookup("test.short").Value.String()
+	flag.Set("test.short", "true")
+	defer flag.Set("test.short", old)
+	t.Setenv("KLASY_TEST_REQUIRE", "all")
+	tests := []struct {
+		feature  string
+		err      error
+		wantSkip bool
+	}{
+		{"lab", nil, true},
+		{"lab", errors.New("no QEMU"), true},
+		{"debian-kernel", nil, true},
+		{"gcc", nil, false},
+	}
+	for _, tt := range tests {
+		ran := false
+		t.Run(tt.feature, func(t *testing.T) {
+			Need(t, tt.feature, tt.err)
+			ran = true
+		})
+		if ran == tt.wantSkip {
+			t.Errorf("Need(%q, %v) under -short: went on = %v, want %v", tt.feature, tt.err, ran, !tt.wantSkip)
 		}
 	}
 }
