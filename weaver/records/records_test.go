@@ -12,17 +12,17 @@ import (
 // goldenRecord is one record as the runtime writes it, spelled out byte
 // by byte from klasy_rt.h's struct klasy_record (little-endian).
 var goldenRecord = strings.Join([]string{
-	"8877665544332211", // time_ns 0x1122334455667788
-	"07000000",         // aspect 7
-	"0300",             // hook 3
-	"0200",             // advice 2
-	"39300000",         // pid 12345
-	"0100",             // cpu 1
-	"02",               // nvals 2
-	"05",               // dropped 5
-	"6765747070696400" + "0000000000000000", // comm "getppid"
-	"2a00000000000000", // 42
-	"ffffffffffffffff", // ^0
+	"8877665544332211",                 // time_ns 0x1122334455667788
+	"07000000",                         // aspect 7
+	"0300",                             // hook 3
+	"0200",                             // advice 2
+	"39300000",                         // pid 12345
+	"0100",                             // cpu 1
+	"02",                               // nvals 2
+	"05",                               // dropped 5
+	"67657470706964000000000000000000", // comm "getppid"
+	"2a00000000000000",                 // 42
+	"ffffffffffffffff",                 // ^0
 }, "")
 
 var goldenWant = Record{
