@@ -184,6 +184,10 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 			a->kps[a->nkps++] = &h->rp.kp;
 	}
 
+	/* Records carry the id as soon as the first hook is enabled. */
+	mutex_lock(&klasy_aspects_mutex);
+	a->id = ++klasy_last_id;
+	mutex_unlock(&klasy_aspects_mutex);
 	for (i = 0; i < a->nhooks; i++) {
 		struct klasy_hook *h = &a->hooks[i];
 
@@ -196,7 +200,6 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 	}
 
 	mutex_lock(&klasy_aspects_mutex);
-	a->id = ++klasy_last_id;
 	list_add_tail(&a->node, &klasy_aspects);
 	mutex_unlock(&klasy_aspects_mutex);
 	pr_info("aspect %s (id %u, module %s): %u hooks\n", a->name, a->id,

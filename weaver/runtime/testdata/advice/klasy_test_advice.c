@@ -5,11 +5,13 @@
  *
  *   hook 0: a kprobe at the entry of the function at `entry`, advice 1
  *           stores current->pid and KLASY_TEST_MAGIC;
- *   hook 1: only when `bad` is set, a kprobe there (the kernel should
+ *   then:   a kprobe at each address in `mid` (inside that function),
+ *           advice 1 again;
+ *   then:   only when `bad` is set, a kprobe there (the kernel should
  *           refuse it, and with it the whole aspect), advice 1 again;
- *   last:   a kretprobe on the same function, advice 2 stores its return
- *           value and, with wide=1, advice 3 stores 18 values (16 kept,
- *           2 counted as dropped).
+ *   last:   unless ret=0, a kretprobe on the same function, advice 2
+ *           stores its return value and, with wide=1, advice 3 stores 18
+ *           values (16 kept, 2 counted as dropped).
  *
  * The addresses are the running kernel's (after KASLR); *_image are the
  * vmlinux's, shown in status. Load klasy_runtime first:
@@ -27,18 +29,24 @@
 #define KLASY_TEST_MAGIC 0x6b6c617379ULL	/* "klasy" */
 
 static unsigned long entry, entry_image, bad, bad_image;
+static unsigned long mid[4];
+static unsigned int nmid;
 static char *bad_function = "bad";
-static bool wide;
+static bool wide, ret = true;
 module_param(entry, ulong, 0444);
 MODULE_PARM_DESC(entry, "address of the function to hook, running kernel");
 module_param(entry_image, ulong, 0444);
 MODULE_PARM_DESC(entry_image, "the same in the image");
+module_param_array(mid, ulong, &nmid, 0444);
+MODULE_PARM_DESC(mid, "addresses inside that function for more kprobes");
 module_param(bad, ulong, 0444);
 MODULE_PARM_DESC(bad, "an address the kernel refuses: a hook between the two others");
 module_param(bad_image, ulong, 0444);
 MODULE_PARM_DESC(bad_image, "the same in the image");
 module_param(bad_function, charp, 0444);
 MODULE_PARM_DESC(bad_function, "the function bad is in");
+module_param(ret, bool, 0444);
+MODULE_PARM_DESC(ret, "add the kretprobe (default on)");
 module_param(wide, bool, 0444);
 MODULE_PARM_DESC(wide, "add advice 3 after, storing more values than a record holds");
 
@@ -96,7 +104,7 @@ static int klasy_trampoline_return(struct kretprobe_instance *ri,
 static const u16 klasy_advice_entry[] = { 1 };
 static const u16 klasy_advice_return[] = { 2, 3 };
 
-static struct klasy_hook klasy_hooks[3];
+static struct klasy_hook klasy_hooks[3 + ARRAY_SIZE(mid)];
 
 static struct klasy_aspect klasy_aspect = {
 	.name = "getppid",
@@ -126,18 +134,22 @@ static void klasy_fill(struct klasy_hook *h, enum klasy_hook_kind kind,
 
 static int __init klasy_test_advice_init(void)
 {
-	unsigned int n = 0, failed;
+	unsigned int i, n = 0, failed;
 	int err;
 
 	if (!entry)
 		return -EINVAL;
 	klasy_fill(&klasy_hooks[n++], KLASY_HOOK_KPROBE, entry, entry_image,
 		   "__x64_sys_getppid");
+	for (i = 0; i < nmid; i++)
+		klasy_fill(&klasy_hooks[n++], KLASY_HOOK_KPROBE, mid[i],
+			   entry_image + (mid[i] - entry), "__x64_sys_getppid");
 	if (bad)
 		klasy_fill(&klasy_hooks[n++], KLASY_HOOK_KPROBE, bad, bad_image,
 			   bad_function);
-	klasy_fill(&klasy_hooks[n++], KLASY_HOOK_KRETPROBE, entry, entry_image,
-		   "__x64_sys_getppid");
+	if (ret)
+		klasy_fill(&klasy_hooks[n++], KLASY_HOOK_KRETPROBE, entry,
+			   entry_image, "__x64_sys_getppid");
 	klasy_aspect.nhooks = n;
 	err = klasy_register_aspect(&klasy_aspect, &failed);
 	if (err)
