@@ -25,6 +25,7 @@
 #include <linux/kprobes.h>
 #include <linux/list.h>
 #include <linux/percpu.h>
+#include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
 #define KLASY_ABI_VERSION 1
@@ -32,10 +33,15 @@
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
 
+/* Hooks one aspect may have: a record's hook index is 16 bits. */
+#define KLASY_MAX_HOOKS 65536
+
 /*
- * One record in the records file, little-endian, 8-byte aligned:
- * this header, then nvals u64 values. A read returns whole records only,
- * oldest first across CPUs, and 0 when none are left.
+ * One record in the records file, little-endian: this 40-byte header,
+ * then nvals u64 values, so every record is a multiple of 8 bytes long.
+ * A read returns whole records only, oldest first across CPUs (by
+ * time_ns), 0 when none are left, and -EINVAL when the buffer it is given
+ * cannot hold the next record (KLASY_RECORD_MAX bytes always can).
  */
 struct klasy_record {
 	__u64 time_ns;	/* ktime_get_mono_fast_ns() at the hit */
@@ -49,6 +55,8 @@ struct klasy_record {
 	char comm[16];
 	__u64 vals[];
 };
+
+#define KLASY_RECORD_MAX (sizeof(struct klasy_record) + KLASY_MAX_VALUES * sizeof(__u64))
 
 /* What one advice stored during one hit; lives on the handler's stack. */
 struct klasy_hit {
@@ -66,6 +74,8 @@ enum klasy_hook_kind {
  * One hook. The advice module fills everything above "runtime's"; for a
  * kprobe it sets rp.kp.addr and rp.kp.pre_handler, for a kretprobe
  * rp.kp.addr, rp.handler and optionally rp.entry_handler/rp.data_size.
+ * The runtime sets rp.kp.flags. Strings are shown in status with spaces
+ * and control characters as '_', NULL or "" as "-".
  */
 struct klasy_hook {
 	struct kretprobe rp;		/* rp.kp alone for a kprobe */
@@ -90,16 +100,23 @@ struct klasy_aspect {
 	struct klasy_hook *hooks;
 
 	/* runtime's */
-	u32 id;
+	u32 id;				/* from 1, never reused while loaded */
 	u64 __percpu *hits;		/* nhooks counters per CPU */
 	struct list_head node;
+	struct kprobe **kps;		/* the kprobes, for one batch */
+	struct kretprobe **rps;		/* the kretprobes, for one batch */
+	unsigned int nkps, nrps;
 };
 
 /*
  * klasy_register_aspect registers every hook of a, all or nothing: on
  * failure nothing stays registered and the error is returned (the
  * kernel's: -EINVAL for a refused address, -EILSEQ for one that is not an
- * instruction boundary, ...), with the failing hook's index in *failed.
+ * instruction boundary, ...), with the failing hook's index in *failed,
+ * or a->nhooks when no hook is to blame (-ENOMEM, no or too many hooks).
+ * failed may be NULL. Hooks are registered disabled and enabled once all
+ * are in. Call it from the advice module's init, and
+ * klasy_unregister_aspect from its exit (it waits for running handlers).
  */
 int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed);
 void klasy_unregister_aspect(struct klasy_aspect *a);
@@ -107,7 +124,7 @@ void klasy_unregister_aspect(struct klasy_aspect *a);
 /* klasy_emit appends one record for this hit if the advice stored any value. */
 void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit);
 
-/* klasy_hit counts one hit of hook h on this CPU (preemption is off). */
+/* klasy_count_hit counts one hit of hook h on this CPU (preemption is off). */
 static inline void klasy_count_hit(struct klasy_hook *h)
 {
 	__this_cpu_inc(h->aspect->hits[h->index]);

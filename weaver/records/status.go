@@ -1,0 +1,335 @@
+package records
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/klasy/klasy/weaver/runtime"
+)
+
+// Status is the runtime's status file: the runtime, then each aspect
+// with its hooks.
+type Status struct {
+	ABI      int
+	CPUs     int
+	BufferKB int
+	Unread   uint64   // records in the buffer not read yet
+	Lost     []uint64 // records dropped because the buffer was full, per CPU
+	Aspects  []Aspect
+}
+
+// TotalLost returns the records lost on all CPUs.
+func (s *Status) TotalLost() uint64 {
+	var n uint64
+	for _, l := range s.Lost {
+		n += l
+	}
+	return n
+}
+
+// Aspect is one registered aspect.
+type Aspect struct {
+	ID     uint32
+	Name   string
+	Module string // the advice module that registered it
+	Hooks  []Hook
+}
+
+// Hook kinds and mechanisms as status shows them.
+const (
+	KindKprobe    = "kprobe"
+	KindKretprobe = "kretprobe"
+
+	MechFtrace    = "ftrace"    // an ftrace-based kprobe at a function's entry
+	MechJump      = "jump"      // a jump-optimized kprobe
+	MechInt3      = "int3"      // a breakpoint
+	MechKretprobe = "kretprobe" // the return of a function
+	MechDisabled  = "disabled"
+	MechGone      = "gone" // the probed code went away (its module unloaded)
+)
+
+// Hook is one hook of an aspect.
+type Hook struct {
+	Aspect    uint32
+	Index     int
+	Kind      string // KindKprobe or KindKretprobe
+	Addr      uint64 // in the running kernel
+	Image     uint64 // in the image (vmlinux), before KASLR
+	Mech      string // one of the Mech constants, read when status was
+	Hits      uint64
+	Missed    uint64 // handlers the kernel skipped (a hook hit inside a handler)
+	Advice    []int  // advice numbers in call order
+	Function  string
+	InlinedIn string // "" unless the hook is in an inlined copy
+	File      string
+	Line      int
+}
+
+// ParseStatus parses the status file's text. It refuses a runtime of
+// another ABI than runtime.ABIVersion, and any line or key it does not
+// know.
+func ParseStatus(text []byte) (*Status, error) {
+	lines := strings.Split(strings.TrimSuffix(string(text), "\n"), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		return nil, fmt.Errorf("status: empty")
+	}
+	var s Status
+	var cur *Aspect
+	nhooks := 0
+	closeAspect := func(n int) error {
+		if cur != nil && len(cur.Hooks) != nhooks {
+			return fmt.Errorf("status line %d: aspect %d has %d hook lines, its line says hooks=%d", n, cur.ID, len(cur.Hooks), nhooks)
+		}
+		return nil
+	}
+	for i, line := range lines {
+		n := i + 1
+		kind, rest, _ := strings.Cut(line, " ")
+		if (i == 0) != (kind == "runtime") {
+			return nil, fmt.Errorf("status line %d: %q: want the runtime line first, and only there", n, kind)
+		}
+		kv, err := parseKV(rest)
+		if err != nil {
+			return nil, fmt.Errorf("status line %d: %v", n, err)
+		}
+		switch kind {
+		case "runtime":
+			err = s.parseRuntime(kv)
+		case "aspect":
+			if err = closeAspect(n); err != nil {
+				return nil, err
+			}
+			var a Aspect
+			a, nhooks, err = parseAspect(kv)
+			if err == nil {
+				for _, b := range s.Aspects {
+					if b.ID == a.ID {
+						err = fmt.Errorf("aspect id %d twice", a.ID)
+					}
+				}
+			}
+			s.Aspects = append(s.Aspects, a)
+			cur = &s.Aspects[len(s.Aspects)-1]
+		case "hook":
+			var h Hook
+			h, err = parseHook(kv)
+			switch {
+			case err != nil:
+			case cur == nil || h.Aspect != cur.ID:
+				err = fmt.Errorf("hook of aspect %d outside that aspect", h.Aspect)
+			case h.Index != len(cur.Hooks):
+				err = fmt.Errorf("hook index %d, want %d", h.Index, len(cur.Hooks))
+			default:
+				cur.Hooks = append(cur.Hooks, h)
+			}
+		default:
+			err = fmt.Errorf("unknown line kind %q", kind)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("status line %d: %v", n, err)
+		}
+		if err := kv.unused(); err != nil {
+			return nil, fmt.Errorf("status line %d: %v", n, err)
+		}
+	}
+	if err := closeAspect(len(lines)); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// kvs is one line's key=value pairs; get marks a key as used.
+type kvs map[string]*kv
+
+type kv struct {
+	val  string
+	used bool
+}
+
+func parseKV(s string) (kvs, error) {
+	m := kvs{}
+	for _, f := range strings.Split(s, " ") {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("%q is not key=value", f)
+		}
+		if m[k] != nil {
+			return nil, fmt.Errorf("%s twice", k)
+		}
+		m[k] = &kv{val: v}
+	}
+	return m, nil
+}
+
+// unused fails for a key no parser asked for: a format this package
+// does not know, although the ABI version matched.
+func (m kvs) unused() error {
+	for k, e := range m {
+		if !e.used {
+			return fmt.Errorf("unknown key %s", k)
+		}
+	}
+	return nil
+}
+
+func (m kvs) str(k string) (string, error) {
+	e := m[k]
+	if e == nil {
+		return "", fmt.Errorf("no %s=", k)
+	}
+	e.used = true
+	return e.val, nil
+}
+
+// name is a string the runtime prints as "-" when empty.
+func (m kvs) name(k string) (string, error) {
+	v, err := m.str(k)
+	if v == "-" {
+		v = ""
+	}
+	return v, err
+}
+
+func (m kvs) uint(k string, bits int) (uint64, error) {
+	v, err := m.str(k)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(v, 10, bits)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%s: not a %d-bit decimal", k, v, bits)
+	}
+	return n, nil
+}
+
+func (m kvs) int(k string) (int, error) {
+	n, err := m.uint(k, 31)
+	return int(n), err
+}
+
+func (m kvs) hex(k string) (uint64, error) {
+	v, err := m.str(k)
+	if err != nil {
+		return 0, err
+	}
+	h, ok := strings.CutPrefix(v, "0x")
+	n, perr := strconv.ParseUint(h, 16, 64)
+	if !ok || perr != nil {
+		return 0, fmt.Errorf("%s=%s: not 0x and hex digits", k, v)
+	}
+	return n, nil
+}
+
+// list parses "-" or comma-separated decimals.
+func (m kvs) list(k string, bits int) ([]uint64, error) {
+	v, err := m.str(k)
+	if err != nil || v == "-" {
+		return nil, err
+	}
+	var ns []uint64
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.ParseUint(f, 10, bits)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%s: %q is not a %d-bit decimal", k, v, f, bits)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
+}
+
+func (s *Status) parseRuntime(m kvs) error {
+	abi, err := m.int("abi")
+	if err != nil {
+		return err
+	}
+	if abi != runtime.ABIVersion {
+		return fmt.Errorf("runtime ABI %d, this klasy reads ABI %d: load the runtime of this klasy", abi, runtime.ABIVersion)
+	}
+	s.ABI = abi
+	if s.CPUs, err = m.int("cpus"); err != nil {
+		return err
+	}
+	if s.BufferKB, err = m.int("buffer_kb"); err != nil {
+		return err
+	}
+	if s.Unread, err = m.uint("unread", 64); err != nil {
+		return err
+	}
+	if s.Lost, err = m.list("lost", 64); err != nil {
+		return err
+	}
+	if len(s.Lost) != s.CPUs {
+		return fmt.Errorf("lost= has %d counts for %d CPUs", len(s.Lost), s.CPUs)
+	}
+	return nil
+}
+
+func parseAspect(m kvs) (Aspect, int, error) {
+	var a Aspect
+	id, err := m.uint("id", 32)
+	if err != nil {
+		return a, 0, err
+	}
+	a.ID = uint32(id)
+	if a.Name, err = m.name("name"); err != nil {
+		return a, 0, err
+	}
+	if a.Module, err = m.name("module"); err != nil {
+		return a, 0, err
+	}
+	n, err := m.int("hooks")
+	return a, n, err
+}
+
+func parseHook(m kvs) (Hook, error) {
+	var h Hook
+	var err error
+	fail := func(e error) bool {
+		if err == nil {
+			err = e
+		}
+		return err != nil
+	}
+	id, e := m.uint("aspect", 32)
+	h.Aspect = uint32(id)
+	if fail(e) {
+		return h, err
+	}
+	h.Index, e = m.int("index")
+	fail(e)
+	h.Kind, e = m.str("kind")
+	if !fail(e) && h.Kind != KindKprobe && h.Kind != KindKretprobe {
+		fail(fmt.Errorf("kind=%s: want %s or %s", h.Kind, KindKprobe, KindKretprobe))
+	}
+	h.Addr, e = m.hex("addr")
+	fail(e)
+	h.Image, e = m.hex("image")
+	fail(e)
+	h.Mech, e = m.str("mech")
+	if !fail(e) {
+		switch h.Mech {
+		case MechFtrace, MechJump, MechInt3, MechKretprobe, MechDisabled, MechGone:
+		default:
+			fail(fmt.Errorf("unknown mech=%s", h.Mech))
+		}
+	}
+	h.Hits, e = m.uint("hits", 64)
+	fail(e)
+	h.Missed, e = m.uint("missed", 64)
+	fail(e)
+	adv, e := m.list("advice", 16)
+	fail(e)
+	for _, a := range adv {
+		h.Advice = append(h.Advice, int(a))
+	}
+	h.Function, e = m.name("function")
+	fail(e)
+	h.InlinedIn, e = m.name("inlined_in")
+	fail(e)
+	h.File, e = m.name("file")
+	fail(e)
+	h.Line, e = m.int("line")
+	fail(e)
+	return h, err
+}

@@ -1,0 +1,165 @@
+package records
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/status/*.json from the parser (review the diff)")
+
+// TestParseStatusGolden parses each testdata/status/NAME.txt and compares
+// the result with NAME.json.
+func TestParseStatusGolden(t *testing.T) {
+	txts, _ := filepath.Glob("testdata/status/*.txt")
+	if len(txts) == 0 {
+		t.Fatal("no testdata/status/*.txt")
+	}
+	for _, txt := range txts {
+		name := strings.TrimSuffix(txt, ".txt")
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			in, err := os.ReadFile(txt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := ParseStatus(in)
+			if err != nil {
+				t.Fatalf("ParseStatus: %v", err)
+			}
+			got, _ := json.MarshalIndent(s, "", "\t")
+			got = append(got, '\n')
+			if *update {
+				if err := os.WriteFile(name+".json", got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(name + ".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("ParseStatus(%s) =\n%s\nwant (%s.json)\n%s", txt, got, name, want)
+			}
+		})
+	}
+}
+
+func TestParseStatusTotals(t *testing.T) {
+	in, err := os.ReadFile("testdata/status/two-aspects.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseStatus(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.TotalLost(); got != 17 {
+		t.Errorf("TotalLost = %d, want 17 (0+12+0+5)", got)
+	}
+}
+
+func TestParseStatusErrors(t *testing.T) {
+	const rt = "runtime abi=1 cpus=1 buffer_kb=8 unread=0 lost=0\n"
+	const asp = "aspect id=2 name=a module=m hooks=1\n"
+	hook := func(kv string) string {
+		f := map[string]string{}
+		order := strings.Fields("aspect index kind addr image mech hits missed advice function inlined_in file line")
+		for _, p := range strings.Fields("aspect=2 index=0 kind=kprobe addr=0x10 image=0x20 mech=int3 hits=1 missed=0 advice=1 function=f inlined_in=- file=f.c line=3") {
+			k, v, _ := strings.Cut(p, "=")
+			f[k] = v
+		}
+		for _, p := range strings.Fields(kv) {
+			k, v, _ := strings.Cut(p, "=")
+			if v == "DEL" {
+				delete(f, k)
+				continue
+			}
+			if _, ok := f[k]; !ok {
+				order = append(order, k)
+			}
+			f[k] = v
+		}
+		var b strings.Builder
+		b.WriteString("hook")
+		for _, k := range order {
+			if v, ok := f[k]; ok {
+				b.WriteString(" " + k + "=" + v)
+			}
+		}
+		return b.String() + "\n"
+	}
+	if _, err := ParseStatus([]byte(rt + asp + hook(""))); err != nil {
+		t.Fatalf("the valid base case fails: %v", err)
+	}
+	tests := []struct{ in, want string }{
+		{"", "status: empty"},
+		{asp, `status line 1: "aspect": want the runtime line first`},
+		{rt + rt, `status line 2: "runtime": want the runtime line first, and only there`},
+		{"runtime abi=2 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: runtime ABI 2, this klasy reads ABI 1"},
+		{"runtime abi=1 cpus=2 buffer_kb=8 unread=0 lost=0\n", "lost= has 1 counts for 2 CPUs"},
+		{"runtime abi=1 cpus=1 buffer_kb=8 unread=-1 lost=0\n", "unread=-1: not a 64-bit decimal"},
+		{"runtime abi=1 cpus=1 buffer_kb=8 lost=0\n", "status line 1: no unread="},
+		{"runtime abi=1 cpus=1 buffer_kb=8 unread=0 lost=0 new=1\n", "unknown key new"},
+		{"runtime abi=1 cpus=1 buffer_kb=8 unread=0 unread=0 lost=0\n", "unread twice"},
+		{"runtime abi=1 cpus=1  buffer_kb=8 unread=0 lost=0\n", `"" is not key=value`},
+		{"runtime abi=1 cpus=1 buffer_kb= unread=0 lost=0\n", `"buffer_kb=" is not key=value`},
+		{"runtime abi=1 cpus=1 buffer_kb=8 unread=0 lost=0,x\n", `lost=0,x: "x" is not a 64-bit decimal`},
+		{rt + "probe x=1\n", `status line 2: unknown line kind "probe"`},
+		{rt + hook(""), "status line 2: hook of aspect 2 outside that aspect"},
+		{rt + asp, "status line 2: aspect 2 has 0 hook lines, its line says hooks=1"},
+		{rt + asp + asp, "status line 3: aspect 2 has 0 hook lines"},
+		{rt + asp + hook("") + asp + hook(""), "status line 4: aspect id 2 twice"},
+		{rt + asp + hook("") + hook("index=1"), "status line 4: aspect 2 has 2 hook lines, its line says hooks=1"},
+		{rt + asp + hook("index=1"), "status line 3: hook index 1, want 0"},
+		{rt + asp + hook("aspect=3"), "hook of aspect 3 outside that aspect"},
+		{rt + asp + hook("kind=uprobe"), "kind=uprobe: want kprobe or kretprobe"},
+		{rt + asp + hook("mech=fast"), "unknown mech=fast"},
+		{rt + asp + hook("addr=10"), "addr=10: not 0x and hex digits"},
+		{rt + asp + hook("image=0xg"), "image=0xg: not 0x and hex digits"},
+		{rt + asp + hook("advice=1,,2"), `advice=1,,2: "" is not a 16-bit decimal`},
+		{rt + asp + hook("advice=70000"), `"70000" is not a 16-bit decimal`},
+		{rt + asp + hook("line=DEL"), "status line 3: no line="},
+		{rt + asp + hook("hits=DEL missed=x"), "no hits="},
+		{rt + asp + hook("extra=1"), "status line 3: unknown key extra"},
+		{rt + "aspect id=4294967296 name=a module=m hooks=0\n", "id=4294967296: not a 32-bit decimal"},
+	}
+	for _, tt := range tests {
+		_, err := ParseStatus([]byte(tt.in))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseStatus(%q) error = %v\nwant one containing %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+// FuzzParseStatus: ParseStatus never panics, and what it accepts is
+// consistent: hooks=N lines per aspect, a lost count per CPU.
+func FuzzParseStatus(f *testing.F) {
+	txts, _ := filepath.Glob("testdata/status/*.txt")
+	for _, txt := range txts {
+		b, err := os.ReadFile(txt)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s, err := ParseStatus(in)
+		if err != nil {
+			return
+		}
+		if len(s.Lost) != s.CPUs {
+			t.Fatalf("accepted %d lost counts for %d CPUs", len(s.Lost), s.CPUs)
+		}
+		for _, a := range s.Aspects {
+			for i, h := range a.Hooks {
+				if h.Aspect != a.ID || h.Index != i {
+					t.Fatalf("aspect %d: hook %d is %d/%d", a.ID, i, h.Aspect, h.Index)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,39 @@
+// Package runtime holds the kernel side of klasy: the runtime module
+// (klasy_runtime.ko) that every advice module registers its hooks with,
+// and klasy_rt.h, the ABI between the two. The sources are embedded so
+// that klasy can build the module with kbuild against any target's
+// headers; weaver/records reads what the module shows in debugfs.
+package runtime
+
+import "embed"
+
+// Sources holds klasy_runtime.c, klasy_rt.h and Kbuild: copy them into a
+// directory and run `make -C BUILD_DIR M=DIR modules` there. Advice
+// modules include klasy_rt.h and build with the runtime's Module.symvers
+// in KBUILD_EXTRA_SYMBOLS, so the kernel orders unloading.
+//
+//go:embed klasy_runtime.c klasy_rt.h Kbuild
+var Sources embed.FS
+
+const (
+	// ModuleName is the runtime's name in /proc/modules.
+	ModuleName = "klasy_runtime"
+	// Header is the ABI header advice modules include.
+	Header = "klasy_rt.h"
+	// ABIVersion is KLASY_ABI_VERSION in klasy_rt.h, shown in status as abi=N.
+	ABIVersion = 1
+
+	// DebugfsDir is the runtime's directory in the guest's debugfs.
+	DebugfsDir = "/sys/kernel/debug/klasy"
+	// RecordsPath consumes whole records on read (weaver/records.Decode).
+	RecordsPath = DebugfsDir + "/records"
+	// StatusPath is the runtime, aspects and hooks as text
+	// (weaver/records.ParseStatus).
+	StatusPath = DebugfsDir + "/status"
+
+	// BufferKBParam is the module parameter for the trace buffer per CPU
+	// in KiB, between BufferKBMin and BufferKBMax (default 1024).
+	BufferKBParam = "buffer_kb"
+	BufferKBMin   = 8
+	BufferKBMax   = 64 * 1024
+)
