@@ -65,10 +65,16 @@ func ParseLog(log []byte, dir string) []Diagnostic {
 		}
 		return strings.ReplaceAll(s, prefix, "")
 	}
+	relFile := func(s string) string {
+		if r := strings.TrimPrefix(s, prefix); dir != "" && r != "" {
+			return r
+		}
+		return s
+	}
 	for _, line := range strings.Split(string(log), "\n") {
 		line = strings.TrimRight(line, "\r")
 		if m := located.FindStringSubmatch(line); m != nil {
-			d := Diagnostic{File: rel(m[1]), Severity: m[4], Msg: rel(m[5])}
+			d := Diagnostic{File: relFile(m[1]), Severity: m[4], Msg: rel(m[5])}
 			d.Line, _ = strconv.Atoi(m[2])
 			d.Col, _ = strconv.Atoi(m[3])
 			ds = append(ds, d)

@@ -87,6 +87,9 @@ func (e *BuildError) Error() string {
 	switch len(errs) {
 	case 0:
 		// No compiler diagnostic (make itself failed): its last lines say why.
+		if len(bytes.TrimSpace(e.Log)) == 0 {
+			return fmt.Sprintf("kbuild: %v", e.Err)
+		}
 		return fmt.Sprintf("kbuild: %v: %s", e.Err, lastLines(e.Log, 3))
 	case 1:
 		return "kbuild: " + errs[0].String()
@@ -262,8 +265,10 @@ func runMake(ctx context.Context, kdir, workDir string, opts Options, args []str
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		// Make's children share its group; whatever they were doing is moot.
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if cmd.Process != nil {
+			// Make's children share its group; whatever they were doing is moot.
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
 		return nil, nil, fmt.Errorf("kbuild: make %s: %w", strings.Join(args, " "), ctx.Err())
 	}
 	log := out.Bytes()

@@ -299,13 +299,20 @@ func procsWith(s string) []int {
 	return pids
 }
 
-// TestBuildCanceled cancels a build whose Kbuild stalls in a shell
-// command under make: Build returns the context's error at once, and
-// neither make nor the shell nor its sleep is left running.
+// TestBuildCanceled cancels a build before it starts, and one whose
+// Kbuild stalls in a shell command under make: Build returns the
+// context's error at once, and neither make nor the shell nor its sleep
+// is left running.
 func TestBuildCanceled(t *testing.T) {
 	k := debianTree(t)
-	dir := filepath.Join(t.TempDir(), "stall")
 	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := kbuild.Build(ctx, k.BuildDir, os.DirFS(testdata("hello")), kbuild.Options{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Build with a canceled context: %v, want context.Canceled", err)
+	}
+
+	dir := filepath.Join(t.TempDir(), "stall")
+	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
