@@ -94,6 +94,9 @@ func (e *BuildError) Error() string {
 	case 1:
 		return "kbuild: " + errs[0].String()
 	}
+	if len(errs) == 2 {
+		return fmt.Sprintf("kbuild: %s (and 1 more error)", errs[0])
+	}
 	return fmt.Sprintf("kbuild: %s (and %d more errors)", errs[0], len(errs)-1)
 }
 
