@@ -12,7 +12,8 @@ type Diagnostic struct {
 	// File is the source file as the compiler named it: the name a
 	// #line directive gave, or a path relative to the module's sources
 	// for the module's own files. For a message without a location it is
-	// the tool that printed it (cc1, modpost, ld) and Line is 0.
+	// the tool that printed it (cc1, modpost, ld) or the object it is
+	// about (objtool's), and Line is 0.
 	File string
 	Line int
 	Col  int // 0 when the compiler gave no column
@@ -47,8 +48,9 @@ const severities = `error|fatal error|warning|note|internal compiler error|sorry
 var (
 	// gcc: file:line:col: severity: msg, or file:line: when columns are off.
 	located = regexp.MustCompile(`^(.+?):(\d+):(?:(\d+):)? (` + severities + `): (.*)$`)
-	// gcc's driver and cc1, ld: tool: severity: msg.
-	tool = regexp.MustCompile(`^([\w.+-]+): (` + severities + `): (.*)$`)
+	// gcc's driver and cc1, ld: tool: severity: msg; objtool names the
+	// object: file.o: warning: objtool: msg.
+	tool = regexp.MustCompile(`^([^\s:]+): (` + severities + `): (.*)$`)
 	// modpost: ERROR: modpost: msg.
 	modpost = regexp.MustCompile(`^(ERROR|WARNING): modpost: (.*)$`)
 )
@@ -81,7 +83,7 @@ func ParseLog(log []byte, dir string) []Diagnostic {
 		} else if m := modpost.FindStringSubmatch(line); m != nil {
 			ds = append(ds, Diagnostic{File: "modpost", Severity: strings.ToLower(m[1]), Msg: rel(m[2])})
 		} else if m := tool.FindStringSubmatch(line); m != nil {
-			ds = append(ds, Diagnostic{File: m[1], Severity: m[2], Msg: rel(m[3])})
+			ds = append(ds, Diagnostic{File: relFile(m[1]), Severity: m[2], Msg: rel(m[3])})
 		}
 	}
 	return ds

@@ -37,6 +37,9 @@ type Options struct {
 	// this one calls into (kbuild's KBUILD_EXTRA_SYMBOLS), e.g. the
 	// Symvers of an earlier Result. The module then depends on them.
 	ExtraSymbols [][]byte
+	// ExtraWarnings are kbuild's extra warning groups (its W=): "1",
+	// "2", "3", and "e" to make warnings errors, combined as in "1e".
+	ExtraWarnings string
 	// Jobs is make's -j; 0 means one job.
 	Jobs int
 	// Dir is the directory to build in, created if missing, which must
@@ -174,7 +177,8 @@ func Build(ctx context.Context, kdir string, src fs.FS, opts Options) (*Result, 
 
 // BuildTargets runs make for targets inside the kernel tree kdir itself
 // (object files such as net/core/skbuff.o, or bzImage), as
-// `make -s -C kdir TARGETS` does. Of opts, only CFLAGS and Jobs apply:
+// `make -s -C kdir TARGETS` does. Of opts, only CFLAGS, ExtraWarnings
+// and Jobs apply:
 // the objects stay in the tree. Result.Modules is empty.
 func BuildTargets(ctx context.Context, kdir string, targets []string, opts Options) (*Result, error) {
 	if opts.Dir != "" || opts.Keep || len(opts.ExtraSymbols) > 0 {
@@ -248,9 +252,15 @@ func runMake(ctx context.Context, kdir, workDir string, opts Options, args []str
 			return nil, nil, fmt.Errorf("kbuild: CFLAGS entry %q: empty or contains white space", f)
 		}
 	}
+	if strings.Trim(opts.ExtraWarnings, "123e") != "" {
+		return nil, nil, fmt.Errorf("kbuild: ExtraWarnings %q: want groups 1, 2, 3 and e", opts.ExtraWarnings)
+	}
 	argv := []string{"-s", "-C", kdir}
 	if opts.Jobs > 1 {
 		argv = append(argv, "-j"+strconv.Itoa(opts.Jobs))
+	}
+	if opts.ExtraWarnings != "" {
+		argv = append(argv, "W="+opts.ExtraWarnings)
 	}
 	if len(opts.CFLAGS) > 0 {
 		argv = append(argv, "KCFLAGS="+strings.Join(opts.CFLAGS, " "))

@@ -141,6 +141,35 @@ func TestBuildKeep(t *testing.T) {
 	}
 }
 
+// TestBuildExtraWarnings: W=1 warns about the exported function without
+// a prototype, and W=1e fails the build on it; the default stays quiet
+// (TestBuild).
+func TestBuildExtraWarnings(t *testing.T) {
+	k := debianTree(t)
+	src, err := os.ReadFile(filepath.Join(testdata("hello"), "klasy_kbuild_hello.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _, _ := strings.Cut(string(src), "\nint klasy_kbuild_hello(")
+	want := kbuild.Diagnostic{File: "klasy_kbuild_hello.c", Line: strings.Count(before, "\n") + 2, Col: len("int ") + 1, Severity: "warning",
+		Msg: "no previous prototype for 'klasy_kbuild_hello' [-Wmissing-prototypes]"}
+	res, err := build(t, k.BuildDir, "hello", kbuild.Options{ExtraWarnings: "1"})
+	if err != nil {
+		t.Fatalf("%+v", err)
+	}
+	if !contains(res.Diagnostics, want) {
+		t.Errorf("W=1: diagnostics %v lack %v", res.Diagnostics, want)
+	}
+	_, err = build(t, k.BuildDir, "hello", kbuild.Options{ExtraWarnings: "1e"})
+	var be *kbuild.BuildError
+	if want.Severity, want.Msg = "error", strings.Replace(want.Msg, "-W", "-Werror=", 1); !errors.As(err, &be) || !contains(be.Diagnostics, want) {
+		t.Errorf("W=1e: %v, want a *BuildError with %v", err, want)
+	}
+	if _, err := build(t, k.BuildDir, "hello", kbuild.Options{ExtraWarnings: "4"}); err == nil || !strings.Contains(err.Error(), "ExtraWarnings") {
+		t.Errorf("W=4: %v, want it refused", err)
+	}
+}
+
 type want struct {
 	file, severity, ident string
 	line                  int
