@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/kbuild"
 )
 
 func TestMain(m *testing.M) {
@@ -64,26 +66,22 @@ func needLab(t testing.TB, flavor string) Kernel {
 	return k
 }
 
-// buildModule builds testdata/kprobe_mod against a kernel's kbuild tree
-// with real kbuild and returns the .ko's bytes.
-func buildModule(buildDir string) ([]byte, error) {
-	dir, err := os.MkdirTemp("", "klasy-lab-mod")
+// labModules are the lab tests' modules: klasy_lab_test (a kprobe while
+// loaded) and klasy_lab_user (which uses klasy_lab_test's export).
+type labModules struct {
+	test, user []byte
+}
+
+// buildModules builds testdata/kprobe_mod and, against its
+// Module.symvers, testdata/user_mod for a kernel's kbuild tree.
+func buildModules(ctx context.Context, buildDir string) (labModules, error) {
+	test, err := kbuild.Build(ctx, buildDir, os.DirFS("testdata/kprobe_mod"), kbuild.Options{})
 	if err != nil {
-		return nil, err
+		return labModules{}, err
 	}
-	defer os.RemoveAll(dir)
-	for _, f := range []string{"Kbuild", "klasy_lab_test.c"} {
-		data, err := os.ReadFile(filepath.Join("testdata", "kprobe_mod", f))
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
-			return nil, err
-		}
+	user, err := kbuild.Build(ctx, buildDir, os.DirFS("testdata/user_mod"), kbuild.Options{ExtraSymbols: [][]byte{test.Symvers}})
+	if err != nil {
+		return labModules{}, err
 	}
-	cmd := exec.Command("make", "-s", "-C", buildDir, "M="+dir, "modules")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("make -C %s M=%s modules: %v\n%s", buildDir, dir, err, out)
-	}
-	return os.ReadFile(filepath.Join(dir, "klasy_lab_test.ko"))
+	return labModules{test.Modules[0].Image, user.Modules[0].Image}, nil
 }

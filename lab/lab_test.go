@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/klasy/klasy/kmod"
 )
 
 func testName(suffix string) string { return fmt.Sprintf("t%d-%s", os.Getpid(), suffix) }
@@ -32,9 +35,11 @@ func run(t *testing.T, ctx context.Context, l *Lab, argv ...string) string {
 
 // TestDebianLab is the lab's end-to-end test: two labs of Debian's
 // kernel at once on a shared LAN; through the agent: uname, the kprobes
-// list, a module built with kbuild against the lab's headers loaded and
-// unloaded; reconnecting from a new client; a crashed lab detected as
-// stale; a clean shutdown leaving no state.
+// list, two modules built with package kbuild against the lab's headers
+// (the second calling the first's export) loaded and unloaded with
+// package kmod, refused in the wrong order with the reason;
+// reconnecting from a new client; a crashed lab detected as stale; a
+// clean shutdown leaving no state.
 func TestDebianLab(t *testing.T) {
 	k := needLab(t, Debian)
 	agent := testAgent(t)
@@ -44,13 +49,13 @@ func TestDebianLab(t *testing.T) {
 	start := time.Now()
 
 	type built struct {
-		ko  []byte
+		labModules
 		err error
 	}
 	modc := make(chan built, 1)
 	go func() {
-		ko, err := buildModule(k.BuildDir)
-		modc <- built{ko, err}
+		mods, err := buildModules(ctx, k.BuildDir)
+		modc <- built{mods, err}
 	}()
 
 	names := []string{testName("a"), testName("b")}
@@ -131,25 +136,24 @@ func TestDebianLab(t *testing.T) {
 		t.Errorf("ping from %s to %s over the lab LAN: %v %+v\n%s%s", a.Name(), bAddr, err, res, res.Stdout, res.Stderr)
 	}
 
-	// A module built with kbuild against the lab's headers.
+	// Modules built with kbuild against the lab's headers, loaded and
+	// unloaded with kmod: klasy_lab_user calls klasy_lab_test's export.
 	m := <-modc
 	if m.err != nil {
-		t.Fatal(m.err)
+		t.Fatalf("%+v", m.err)
 	}
-	t.Logf("module built (%d bytes) after %.1fs", len(m.ko), time.Since(start).Seconds())
+	t.Logf("modules built (%d and %d bytes) after %.1fs", len(m.test), len(m.user), time.Since(start).Seconds())
 	c := a.Client()
-	ko, err := StripDebug(m.ko)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := kmod.Load(ctx, c, m.user, ""); !errors.Is(err, syscall.ENOENT) || !strings.Contains(err.Error(), "load klasy_lab_test first") {
+		t.Errorf("loading klasy_lab_user before klasy_lab_test: %v, want ENOENT saying to load klasy_lab_test first", err)
 	}
 	loadStart := time.Now()
-	if err := c.LoadModule(ctx, ko, "symbol=do_sys_openat2"); err != nil {
+	if _, err := kmod.Load(ctx, c, m.test, "symbol=do_sys_openat2"); err != nil {
 		t.Fatalf("loading the test module: %v", err)
 	}
-	t.Logf("module (%d bytes stripped) loaded in %.1fs", len(ko), time.Since(loadStart).Seconds())
-	mods := run(t, ctx, a, "cat", "/proc/modules")
-	if !strings.Contains(mods, "klasy_lab_test ") {
-		t.Errorf("/proc/modules lacks klasy_lab_test after loading:\n%s", mods)
+	t.Logf("module loaded in %.1fs", time.Since(loadStart).Seconds())
+	if _, err := kmod.Load(ctx, c, m.test, ""); !errors.Is(err, syscall.EEXIST) {
+		t.Errorf("loading klasy_lab_test twice: %v, want EEXIST", err)
 	}
 	list, err := c.ReadFile(ctx, "/sys/kernel/debug/kprobes/list")
 	if err != nil {
@@ -159,16 +163,37 @@ func TestDebianLab(t *testing.T) {
 		t.Errorf("kprobes list lacks the module's probe on do_sys_openat2:\n%s", list)
 	}
 	run(t, ctx, a, "cat", "/proc/version") // opens a file: fires the probe
-	if err := c.UnloadModule(ctx, "klasy_lab_test"); err != nil {
-		t.Fatalf("unloading the test module: %v", err)
+	if _, err := kmod.Load(ctx, c, m.user, ""); err != nil {
+		t.Fatalf("loading the module that uses the test module: %v", err)
 	}
-	if mods := run(t, ctx, a, "cat", "/proc/modules"); strings.Contains(mods, "klasy_lab_test ") {
-		t.Errorf("/proc/modules still lists klasy_lab_test after unloading")
+	// /proc/modules: name size refs used-by state address.
+	mods := procModules(run(t, ctx, a, "cat", "/proc/modules"))
+	if got := mods["klasy_lab_test"]; len(got) < 2 || got[0] != "1" || got[1] != "klasy_lab_user," {
+		t.Errorf("/proc/modules: klasy_lab_test %q, want 1 reference, used by klasy_lab_user", got)
+	}
+	if _, ok := mods["klasy_lab_user"]; !ok {
+		t.Errorf("/proc/modules lacks klasy_lab_user after loading")
+	}
+	err = kmod.Unload(ctx, c, "klasy_lab_test")
+	var inUse *kmod.InUseError
+	if !errors.As(err, &inUse) || inUse.Refs != 1 || !strings.Contains(err.Error(), "in use (1 reference)") {
+		t.Errorf("unloading klasy_lab_test while klasy_lab_user uses it: %v, want an *InUseError with 1 reference", err)
+	}
+	for _, name := range []string{"klasy_lab_user", "klasy_lab_test"} {
+		if err := kmod.Unload(ctx, c, name); err != nil {
+			t.Fatalf("unloading %s: %v", name, err)
+		}
+	}
+	mods = procModules(run(t, ctx, a, "cat", "/proc/modules"))
+	for _, name := range []string{"klasy_lab_user", "klasy_lab_test"} {
+		if _, ok := mods[name]; ok {
+			t.Errorf("/proc/modules still lists %s after unloading", name)
+		}
 	}
 	dmesg := run(t, ctx, a, "dmesg")
 	if !strings.Contains(dmesg, "klasy_lab_test: probing do_sys_openat2") || !strings.Contains(dmesg, "klasy_lab_test: unloaded after") ||
-		strings.Contains(dmesg, "unloaded after 0 hits") {
-		t.Errorf("dmesg lacks the module's load and unload messages (with hits):\n%s", lastLines(dmesg, 15))
+		strings.Contains(dmesg, "unloaded after 0 hits") || !regexp.MustCompile(`klasy_lab_user: klasy_lab_test has [1-9]\d* hits`).MatchString(dmesg) {
+		t.Errorf("dmesg lacks the modules' load and unload messages (with hits):\n%s", lastLines(dmesg, 15))
 	}
 	if list, _ := c.ReadFile(ctx, "/sys/kernel/debug/kprobes/list"); strings.Contains(string(list), "do_sys_openat2") {
 		t.Errorf("kprobe still listed after unloading:\n%s", list)
@@ -236,6 +261,18 @@ func TestDebianLab(t *testing.T) {
 	t.Logf("down in %.1fs; whole test %.1fs", time.Since(downStart).Seconds(), time.Since(start).Seconds())
 }
 
+// procModules maps each module in the text of /proc/modules to its
+// fields after name and size: refs, used-by, state, address.
+func procModules(text string) map[string][]string {
+	m := map[string][]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 {
+			m[f[0]] = f[2:]
+		}
+	}
+	return m
+}
+
 func hasState(sts []Status, name, state string) bool {
 	for _, s := range sts {
 		if s.Name == name {
@@ -266,10 +303,10 @@ func TestBuiltLab(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	modc := make(chan error, 1)
-	var ko []byte
+	var mods labModules
 	go func() {
 		var err error
-		ko, err = buildModule(k.BuildDir)
+		mods, err = buildModules(ctx, k.BuildDir)
 		modc <- err
 	}()
 	l, err := Up(ctx, Config{Name: testName("built"), Kernel: Built, Agent: agent})
@@ -294,12 +331,9 @@ func TestBuiltLab(t *testing.T) {
 		t.Logf("note: %s was built without the klasy plugin", k.Vmlinux)
 	}
 	if err := <-modc; err != nil {
-		t.Fatal(err)
+		t.Fatalf("%+v", err)
 	}
-	if ko, err = StripDebug(ko); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Client().LoadModule(ctx, ko, ""); err != nil {
+	if _, err := kmod.Load(ctx, l.Client(), mods.test, ""); err != nil {
 		t.Fatalf("loading the test module into the built kernel: %v", err)
 	}
 	// Without ftrace in this config the probe is jump-optimized, which
@@ -315,7 +349,7 @@ func TestBuiltLab(t *testing.T) {
 	if err != nil || !strings.Contains(string(list), "do_sys_openat2+0x0") || !strings.Contains(string(list), "[OPTIMIZED]") {
 		t.Errorf("kprobes list: want do_sys_openat2 [OPTIMIZED]: %v\n%s", err, list)
 	}
-	if err := l.Client().UnloadModule(ctx, "klasy_lab_test"); err != nil {
+	if err := kmod.Unload(ctx, l.Client(), "klasy_lab_test"); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Down(ctx); err != nil {

@@ -2,6 +2,7 @@ package plugintest_test
 
 import (
 	"bytes"
+	"context"
 	"debug/elf"
 	"fmt"
 	"os"
@@ -11,11 +12,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/klasy/klasy/internal/cachedir"
+	"time"
 
 	"github.com/klasy/klasy/dwarfmap/debugklasy"
+	"github.com/klasy/klasy/internal/cachedir"
 	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/kbuild"
+	"github.com/klasy/klasy/lab"
 )
 
 // The kernel files the issue names, with what a plausible table holds:
@@ -79,13 +82,14 @@ func (k kernelTree) makeObjects(t testing.TB, so string, objs ...string) {
 	for _, o := range objs {
 		os.Remove(filepath.Join(k.build, o))
 	}
-	args := append([]string{"-s", "-C", k.src, "O=" + k.build, "-j2", "KCFLAGS=-fplugin=" + so}, objs...)
-	out, err := exec.Command("make", args...).CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	res, err := kbuild.BuildTargets(ctx, k.build, objs, kbuild.Options{CFLAGS: []string{"-fplugin=" + so}, Jobs: 2})
 	if err != nil {
-		t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("building %s with the plugin: %+v", strings.Join(objs, " "), err)
 	}
-	if bytes.Contains(out, []byte("internal compiler error")) || bytes.Contains(out, []byte("klasy: ")) {
-		t.Fatalf("make %s printed plugin diagnostics:\n%s", strings.Join(args, " "), out)
+	if bytes.Contains(res.Log, []byte("internal compiler error")) || bytes.Contains(res.Log, []byte("klasy: ")) {
+		t.Fatalf("building %s printed plugin diagnostics:\n%s", strings.Join(objs, " "), res.Log)
 	}
 }
 
@@ -209,34 +213,27 @@ func TestKernelCodeUnchanged(t *testing.T) {
 }
 
 // TestOutOfTreeModule builds testdata/module against Debian's kernel
-// headers as gcc-patches/README.md tells a developer to (make -C KDIR M=...
-// KCFLAGS=-fplugin=...): modpost must not complain about the section and
-// the .ko must carry the module's accesses.
+// headers with the plugin, as gcc-patches/README.md tells a developer to
+// (an M= build with KCFLAGS=-fplugin=...): modpost must not complain
+// about the section and the .ko must carry the module's accesses.
 func TestOutOfTreeModule(t *testing.T) {
 	so := plugin(t)
-	kdir := filepath.Join(cacheDir(), "debian", "current", "headers")
-	if _, err := os.Stat(filepath.Join(kdir, "Module.symvers")); err != nil {
-		testenv.Need(t, "debian-kernel", fmt.Errorf("no kernel headers at %s: run make debian-kernel", kdir))
-	}
-	dir := t.TempDir()
-	for _, f := range []string{"Kbuild", "klasy_probe.c"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "module", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	args := []string{"-C", kdir, "M=" + dir, "KCFLAGS=-fplugin=" + so}
-	out, err := exec.Command("make", args...).CombinedOutput()
+	k, err := lab.FindKernel(lab.Debian)
+	testenv.Need(t, "debian-kernel", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "module")
+	res, err := kbuild.Build(ctx, k.BuildDir, os.DirFS("testdata/module"), kbuild.Options{CFLAGS: []string{"-fplugin=" + so}, Dir: dir})
 	if err != nil {
-		t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("%+v", err)
 	}
 	for _, bad := range []string{"orphan", "non-allocatable", "klasy: ", "internal compiler error"} {
-		if bytes.Contains(out, []byte(bad)) {
-			t.Errorf("make printed %q:\n%s", bad, out)
+		if bytes.Contains(res.Log, []byte(bad)) {
+			t.Errorf("the build printed %q:\n%s", bad, res.Log)
 		}
+	}
+	for _, d := range res.Diagnostics {
+		t.Errorf("the build printed %v", d)
 	}
 	tab, err := debugklasy.Open(filepath.Join(dir, "klasy_probe.ko"))
 	if err != nil {

@@ -1,16 +1,19 @@
 package runtime_test
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
+	"time"
 
 	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/weaver/runtime"
 )
@@ -53,21 +56,21 @@ func debianKernel(t testing.TB) lab.Kernel {
 	return k
 }
 
-// kbuild runs `make -C buildDir M=dir W=1 modules` and fails on a build
-// error or on any warning the kernel's build prints.
-//
-// TODO: use the kbuild package once it is on main.
-func kbuild(buildDir, dir string, vars ...string) error {
-	args := append([]string{"-s", "-C", buildDir, "M=" + dir, "W=1"}, vars...)
-	cmd := exec.Command("make", append(args, "modules")...)
-	out, err := cmd.CombinedOutput()
+// build builds src with kbuild's extra warnings (W=1) in the directory
+// name under tempDir and fails on a build error or on any warning the
+// kernel's build prints. It returns the directory.
+func build(t testing.TB, k lab.Kernel, name string, src fs.FS, extraSymbols ...[]byte) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := tempDir(t, name)
+	res, err := kbuild.Build(ctx, k.BuildDir, src, kbuild.Options{Dir: dir, ExtraWarnings: "1", ExtraSymbols: extraSymbols})
 	if err != nil {
-		return fmt.Errorf("make %s modules: %v\n%s", strings.Join(args, " "), err, out)
+		return "", fmt.Errorf("building %s: %+v", name, err)
 	}
-	if strings.Contains(strings.ToLower(string(out)), "warning") {
-		return fmt.Errorf("make %s modules warns:\n%s", strings.Join(args, " "), out)
+	if strings.Contains(strings.ToLower(string(res.Log)), "warning") {
+		return "", fmt.Errorf("building %s warns:\n%s", name, res.Log)
 	}
-	return nil
+	return dir, nil
 }
 
 type buildResult struct {
@@ -101,11 +104,7 @@ func buildOnce(t testing.TB, key string, build func() (string, error)) string {
 func buildRuntime(t testing.TB, k lab.Kernel) string {
 	t.Helper()
 	return buildOnce(t, "runtime", func() (string, error) {
-		dir := tempDir(t, "runtime")
-		if err := os.CopyFS(dir, runtime.Sources); err != nil {
-			return "", err
-		}
-		return dir, kbuild(k.BuildDir, dir)
+		return build(t, k, "runtime", runtime.Sources)
 	})
 }
 
@@ -115,18 +114,27 @@ func buildAdvice(t testing.TB, k lab.Kernel) string {
 	t.Helper()
 	rt := buildRuntime(t, k)
 	dir := buildOnce(t, "advice", func() (string, error) {
-		dir := tempDir(t, "advice")
-		if err := os.CopyFS(dir, os.DirFS("testdata/advice")); err != nil {
-			return "", err
-		}
 		h, err := fs.ReadFile(runtime.Sources, runtime.Header)
 		if err != nil {
 			return "", err
 		}
-		if err := os.WriteFile(filepath.Join(dir, runtime.Header), h, 0o644); err != nil {
+		src := fstest.MapFS{runtime.Header: {Data: h, Mode: 0o644}}
+		ents, err := os.ReadDir("testdata/advice")
+		if err != nil {
 			return "", err
 		}
-		return dir, kbuild(k.BuildDir, dir, "KBUILD_EXTRA_SYMBOLS="+filepath.Join(rt, "Module.symvers"))
+		for _, e := range ents {
+			data, err := os.ReadFile(filepath.Join("testdata/advice", e.Name()))
+			if err != nil {
+				return "", err
+			}
+			src[e.Name()] = &fstest.MapFile{Data: data, Mode: 0o644}
+		}
+		symvers, err := os.ReadFile(filepath.Join(rt, "Module.symvers"))
+		if err != nil {
+			return "", err
+		}
+		return build(t, k, "advice", src, symvers)
 	})
 	return filepath.Join(dir, "klasy_test_advice.ko")
 }

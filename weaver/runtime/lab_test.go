@@ -18,6 +18,7 @@ import (
 
 	"github.com/klasy/klasy/agent"
 	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/weaver/records"
 	"github.com/klasy/klasy/weaver/runtime"
@@ -89,10 +90,8 @@ func (g guest) load(ko, params string) error {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	if b, err = lab.StripDebug(b); err != nil {
-		g.t.Fatal(err)
-	}
-	return g.c.LoadModule(g.ctx, b, params)
+	_, err = kmod.Load(g.ctx, g.c, b, params)
+	return err
 }
 
 func (g guest) mustLoad(ko, params string) {
@@ -104,8 +103,8 @@ func (g guest) mustLoad(ko, params string) {
 
 func (g guest) unload(name string) {
 	g.t.Helper()
-	if err := g.c.UnloadModule(g.ctx, name); err != nil {
-		g.t.Fatalf("unloading %s: %v", name, err)
+	if err := kmod.Unload(g.ctx, g.c, name); err != nil {
+		g.t.Fatal(err)
 	}
 }
 
@@ -427,8 +426,8 @@ func TestRuntimeInLab(t *testing.T) {
 	}
 
 	// The runtime cannot go while an advice module uses it.
-	if err := g.c.UnloadModule(ctx, runtime.ModuleName); err == nil {
-		t.Fatal("the runtime unloaded under a loaded advice module")
+	if err := kmod.Unload(ctx, g.c, runtime.ModuleName); !errors.Is(err, kmod.ErrInUse) {
+		t.Fatalf("unloading the runtime under a loaded advice module: %v, want it refused as in use", err)
 	}
 
 	// The cost per call with the entry hook alone, then with the

@@ -7,10 +7,10 @@ package runtime
 
 import "embed"
 
-// Sources holds klasy_runtime.c, klasy_rt.h and Kbuild: copy them into a
-// directory and run `make -C BUILD_DIR M=DIR modules` there. Advice
-// modules include klasy_rt.h and build with the runtime's Module.symvers
-// in KBUILD_EXTRA_SYMBOLS, so the kernel orders unloading.
+// Sources holds klasy_runtime.c, klasy_rt.h and Kbuild: build them with
+// kbuild.Build. Advice modules include klasy_rt.h and build with the
+// runtime's Module.symvers in kbuild.Options.ExtraSymbols
+// (KBUILD_EXTRA_SYMBOLS), so the kernel orders unloading.
 //
 //go:embed klasy_runtime.c klasy_rt.h Kbuild
 var Sources embed.FS

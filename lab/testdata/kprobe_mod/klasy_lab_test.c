@@ -3,6 +3,7 @@
  * A trivial module for the lab tests: it puts a kprobe on a syscall path
  * while loaded and reports how often it fired when unloaded, so a test
  * sees the probe in /sys/kernel/debug/kprobes/list and the count in dmesg.
+ * It exports the count to klasy_lab_user, which holds it in use.
  */
 #include <linux/atomic.h>
 #include <linux/kprobes.h>
@@ -19,6 +20,12 @@ static int pre(struct kprobe *p, struct pt_regs *regs)
 	atomic_inc(&hits);
 	return 0;
 }
+
+int klasy_lab_test_hits(void)
+{
+	return atomic_read(&hits);
+}
+EXPORT_SYMBOL_GPL(klasy_lab_test_hits);
 
 static struct kprobe kp = {
 	.pre_handler = pre,
