@@ -25,6 +25,8 @@ import (
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/klasy/klasy/pattern"
 )
 
 // Expr is a whole pointcut expression.
@@ -68,6 +70,13 @@ type Term struct {
 type Name struct {
 	Pos   lexer.Position
 	Value string `parser:"@Word"`
+}
+
+// Pattern compiles the name as a pointcut pattern (% is the wildcard, *
+// an error): the function of execution(...) and within_function(...),
+// the structure and member of access(...).
+func (n *Name) Pattern() (*pattern.Pattern, error) {
+	return pattern.Compile(n.Value, pattern.Pointcut)
 }
 
 // Execution selects function executions: execution(f) or execution(f()).
