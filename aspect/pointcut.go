@@ -274,6 +274,12 @@ func parsePointcut(text string) (*Expr, *pointcutError) {
 	if strings.TrimSpace(text) == "" {
 		return nil, &pointcutError{off: 0, msg: "empty pointcut: write one such as access(sk_buff.data) AND within_function(skb_clone), or execution(vfs_read)"}
 	}
+	if len(text) > MaxPointcut {
+		// Refused before parsing: the parser's memory grows with the
+		// tokens, to gigabytes for a pointcut of megabytes.
+		return nil, &pointcutError{off: len(text) - len(strings.TrimLeft(text, " \t\r\n")),
+			msg: fmt.Sprintf("pointcut of %d bytes is longer than the %d KiB limit: split it into several <advice>", len(text), MaxPointcut>>10)}
+	}
 	// The parser follows parentheses by recursion; bound them so that a
 	// crafted pointcut cannot exhaust the stack.
 	depth := 0
