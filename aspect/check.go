@@ -4,9 +4,12 @@ package aspect
 // found, each at the token it is about.
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/klasy/klasy/pattern"
 )
 
 // maxGroups bounds the AND-groups a pointcut may expand to; beyond it
@@ -120,20 +123,43 @@ func (c *checker) errf(off int, format string, args ...any) {
 // at maps an offset inside a pointcut to the file.
 func at(pc *Pointcut, off int) int { return pc.Text.Offset(off) }
 
-func (c *checker) name(pc *Pointcut, n *Name, what, example string, pattern bool) {
+// name checks a word of a designator: a pattern (FUNC, STRUCT, MEMBER)
+// or a C identifier (variables, domains). example is the designator as
+// written, or a sample use for identifiers.
+func (c *checker) name(pc *Pointcut, n *Name, what, example string, isPattern bool) {
 	v := n.Value
+	if isPattern {
+		if _, err := n.Pattern(); err != nil {
+			c.patternErr(pc, n.Pos.Offset, err, example)
+			return
+		}
+	}
 	switch {
-	case pattern && strings.Contains(v, "*"):
-		c.errf(at(pc, n.Pos.Offset+strings.IndexByte(v, '*')), "%q: the wildcard is %%, not * (* means a pointer in C): write %s", v, strings.ReplaceAll(example, "*", "%"))
 	case strings.Contains(v, "*"):
 		c.errf(at(pc, n.Pos.Offset+strings.IndexByte(v, '*')), "%s %q cannot contain *: name one C identifier, e.g. %s", what, v, example)
-	case !pattern && strings.Contains(v, "%"):
+	case !isPattern && strings.Contains(v, "%"):
 		c.errf(at(pc, n.Pos.Offset), "%s %q cannot contain the wildcard %%: name one C identifier, e.g. %s", what, v, example)
-	case pattern && !isIdent(strings.ReplaceAll(v, "%", "x")):
+	case isPattern && !isIdent(strings.ReplaceAll(v, "%", "x")):
 		c.errf(at(pc, n.Pos.Offset), "%s pattern %q is not a C identifier with %% wildcards, e.g. %s", what, v, patternExamples[what])
-	case !pattern && !isIdent(v):
+	case !isPattern && !isIdent(v):
 		c.errf(at(pc, n.Pos.Offset), "%s %q is not a C identifier: e.g. %s", what, v, example)
 	}
+}
+
+// patternErr reports a pattern that package pattern rejects, starting at
+// off in the pointcut; example is the designator, which the message shows
+// with * turned into %.
+func (c *checker) patternErr(pc *Pointcut, off int, err error, example string) {
+	var pe *pattern.Error
+	if !errors.As(err, &pe) {
+		c.errf(at(pc, off), "%v", err)
+		return
+	}
+	msg := pe.Msg
+	if msg == pattern.StarInPointcut {
+		msg += " (" + strings.ReplaceAll(example, "*", "%") + ")"
+	}
+	c.errf(at(pc, off+pe.Offset), "%s", msg)
 }
 
 var patternExamples = map[string]string{
@@ -162,8 +188,8 @@ func (c *checker) lexical(pc *Pointcut, t *Term) {
 				}
 				continue
 			}
-			if j := strings.IndexByte(tok.Value, '*'); j >= 0 {
-				c.errf(at(pc, tok.Pos.Offset+j), "within_file: the wildcard is %%, not *: e.g. within_file(net/ipv4/ip_%%.c)")
+			if _, err := pattern.Compile(tok.Value, pattern.Pointcut); err != nil {
+				c.patternErr(pc, tok.Pos.Offset, err, self)
 			}
 		}
 		if d := t.WithinFile.Domain; d != nil {

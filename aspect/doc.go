@@ -8,4 +8,9 @@
 // returns every violation as a Diagnostic at the offending token, printed
 // FILE:LINE:COL: message. Load does both. Format prints a File back as
 // an aspect.
+//
+// An aspect is UTF-8 text (Parse names UTF-16 and points at a NUL byte or
+// invalid UTF-8); its lines end in LF, CR LF or CR. Readers bound a file
+// to MaxFileSize bytes, and Parse refuses a pointcut over MaxPointcut
+// before parsing it.
 package aspect

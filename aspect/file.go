@@ -1,12 +1,14 @@
 package aspect
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // File is a parsed aspect file: <aspect> with its imports, advice and
@@ -530,11 +532,32 @@ func (b *builder) checkFieldOverlap(fields []*Field) {
 	}
 }
 
+// Bounds on aspects. A hand-written aspect is a few KiB (the largest
+// example is 6 KiB); the bounds leave room for generated ones while
+// keeping what a wrong or hostile input costs small.
+const (
+	// MaxFileSize bounds an aspect file: klasy check and translate refuse
+	// a larger one before parsing it (about 30,000 lines; checking that
+	// takes about a second).
+	MaxFileSize = 1 << 20
+	// MaxPointcut bounds the text of one <pointcut>, which is refused
+	// before it is parsed: a pointcut of that size already names
+	// thousands of designators.
+	MaxPointcut = 64 << 10
+)
+
 // Parse reads an aspect file. It returns the file (nil if the XML itself
-// is malformed) and every error found while building it; semantic rules
-// are checked by Check.
+// is malformed or the file is not UTF-8 text) and every error found while
+// building it; semantic rules are checked by Check.
 func Parse(filename string, src []byte) (*File, Diagnostics) {
 	f := &File{Name: filename, lines: newLineIndex(filename, src)}
+	if off, msg, ok := checkEncoding(src); !ok {
+		pos := Position{Filename: filename} // the whole file
+		if off >= 0 {
+			pos = f.Position(off)
+		}
+		return nil, Diagnostics{{Pos: pos, Msg: msg}}
+	}
 	root, xerr := parseXML(src)
 	if xerr != nil {
 		msg := xerr.msg
@@ -559,4 +582,39 @@ func Load(filename string, src []byte) (*File, Diagnostics) {
 	}
 	diags = append(diags, Check(f)...)
 	return f, diags.sortDedup()
+}
+
+// checkEncoding requires UTF-8 text without NUL bytes, as XML does. It
+// names UTF-16 and UTF-32, which editors on Windows write, for the whole
+// file (off -1), and points at the first NUL byte or invalid UTF-8
+// sequence otherwise.
+func checkEncoding(src []byte) (off int, msg string, ok bool) {
+	utf := ""
+	switch {
+	case bytes.HasPrefix(src, []byte{0, 0, 0xfe, 0xff}) || bytes.HasPrefix(src, []byte{0xff, 0xfe, 0, 0}):
+		utf = "UTF-32"
+	case bytes.HasPrefix(src, []byte{0xfe, 0xff}) || bytes.HasPrefix(src, []byte{0xff, 0xfe}):
+		utf = "UTF-16"
+	case len(src) >= 2 && (src[0] == 0 && src[1] == '<' || src[0] == '<' && src[1] == 0):
+		utf = "UTF-16" // without a byte order mark
+	}
+	if utf != "" {
+		return -1, utf + " text; save the aspect as UTF-8", false
+	}
+	nul := bytes.IndexByte(src, 0)
+	if nul < 0 && utf8.Valid(src) {
+		return 0, "", true
+	}
+	end := len(src)
+	if nul >= 0 {
+		end = nul
+	}
+	for i := 0; i < end; {
+		r, n := utf8.DecodeRune(src[i:end])
+		if r == utf8.RuneError && n <= 1 {
+			return i, fmt.Sprintf("invalid UTF-8 (byte 0x%02x): save the aspect as UTF-8", src[i]), false
+		}
+		i += n
+	}
+	return nul, "NUL byte: an aspect is UTF-8 text without NUL bytes", false
 }

@@ -25,6 +25,8 @@ import (
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/klasy/klasy/pattern"
 )
 
 // Expr is a whole pointcut expression.
@@ -68,6 +70,13 @@ type Term struct {
 type Name struct {
 	Pos   lexer.Position
 	Value string `parser:"@Word"`
+}
+
+// Pattern compiles the name as a pointcut pattern (% is the wildcard, *
+// an error): the function of execution(...) and within_function(...),
+// the structure and member of access(...).
+func (n *Name) Pattern() (*pattern.Pattern, error) {
+	return pattern.Compile(n.Value, pattern.Pointcut)
 }
 
 // Execution selects function executions: execution(f) or execution(f()).
@@ -264,6 +273,12 @@ const maxParenDepth = 100
 func parsePointcut(text string) (*Expr, *pointcutError) {
 	if strings.TrimSpace(text) == "" {
 		return nil, &pointcutError{off: 0, msg: "empty pointcut: write one such as access(sk_buff.data) AND within_function(skb_clone), or execution(vfs_read)"}
+	}
+	if len(text) > MaxPointcut {
+		// Refused before parsing: the parser's memory grows with the
+		// tokens, to gigabytes for a pointcut of megabytes.
+		return nil, &pointcutError{off: len(text) - len(strings.TrimLeft(text, " \t\r\n")),
+			msg: fmt.Sprintf("pointcut of %d bytes is longer than the %d KiB limit: split it into several <advice>", len(text), MaxPointcut>>10)}
 	}
 	// The parser follows parentheses by recursion; bound them so that a
 	// crafted pointcut cannot exhaust the stack.

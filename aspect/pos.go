@@ -7,7 +7,8 @@ import (
 )
 
 // Position is a place in an aspect file, 1-based line and byte column,
-// the way gcc and the Go toolchain print them.
+// the way gcc and the Go toolchain print them. Line 0 is the whole file
+// (a message about its encoding), printed as the file name alone.
 type Position struct {
 	Filename string
 	Offset   int // byte offset into the file
@@ -16,6 +17,9 @@ type Position struct {
 }
 
 func (p Position) String() string {
+	if p.Line == 0 {
+		return p.Filename
+	}
 	return fmt.Sprintf("%s:%d:%d", p.Filename, p.Line, p.Col)
 }
 
@@ -57,7 +61,9 @@ func (ds Diagnostics) sortDedup() Diagnostics {
 	return out
 }
 
-// lineIndex turns byte offsets into line:column positions.
+// lineIndex turns byte offsets into line:column positions. A line ends
+// at LF, at CR LF, or at a CR alone (old Mac files), as editors count
+// them.
 type lineIndex struct {
 	filename string
 	starts   []int // offset of the first byte of each line
@@ -66,7 +72,7 @@ type lineIndex struct {
 func newLineIndex(filename string, src []byte) *lineIndex {
 	li := &lineIndex{filename: filename, starts: []int{0}}
 	for i, c := range src {
-		if c == '\n' {
+		if c == '\n' || c == '\r' && (i+1 == len(src) || src[i+1] != '\n') {
 			li.starts = append(li.starts, i+1)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/klasy/klasy/internal/cachedir"
 
 	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/pattern"
 )
 
 // The benchmark and the vmlinux test read Debian's 6.1 debug vmlinux that
@@ -115,7 +116,7 @@ func runHelper(mode, image, cacheDir string) {
 			vs, err := x.VarsAtLine("tcp_sendmsg", benchVarsLine)
 			res.N, res.Err = len(vs), errString(err)
 		case "funcs":
-			res.N = len(x.MatchFuncs("tcp_%"))
+			res.N = len(x.MatchFuncs(pattern.MustCompile("tcp_%", pattern.CommandLine)))
 		}
 		res.QueryMS = ms(time.Since(t1))
 	}

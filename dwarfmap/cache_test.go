@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/klasy/klasy/pattern"
 )
 
 // loadInto loads image with its cache in dir; the logs include those of
@@ -79,7 +81,7 @@ func TestCacheEachQueryAlone(t *testing.T) {
 	entry := cold.Funcs("process")[0].Entry
 	cont := marker(t, "continued")
 	for name, q := range map[string]func(x *Index) any{
-		"funcs":     func(x *Index) any { return x.MatchFuncs("%") },
+		"funcs":     func(x *Index) any { return x.MatchFuncs(pattern.MustCompile("%", pattern.CommandLine)) },
 		"func":      func(x *Index) any { return x.Funcs("scale") },
 		"inlines":   func(x *Index) any { return x.Inlines("scale") },
 		"all funcs": func(x *Index) any { return x.AllFuncs() },
@@ -190,7 +192,7 @@ func TestCacheSectionsCheckedWhenRead(t *testing.T) {
 	img := compile(t, fixture{"-O2", true})
 	dir := t.TempDir()
 	x, info, _ := loadInto(t, img, dir)
-	want := x.MatchFuncs("%")
+	want := x.MatchFuncs(pattern.MustCompile("%", pattern.CommandLine))
 	wantLines, _ := x.Lines(LineSpec{Func: "process"})
 	x.Close()
 	good, err := os.ReadFile(info.CachePath)
@@ -210,7 +212,7 @@ func TestCacheSectionsCheckedWhenRead(t *testing.T) {
 	if !li.FromCache {
 		t.Fatal("the header is intact: the load should map the file")
 	}
-	got := y.MatchFuncs("%")
+	got := y.MatchFuncs(pattern.MustCompile("%", pattern.CommandLine))
 	if len(got) != len(want) || len(*logs) != 0 {
 		t.Fatalf("funcs from a cache with a damaged line table: %d functions (want %d), logs %q", len(got), len(want), *logs)
 	}
@@ -264,7 +266,7 @@ func TestCacheDamageFoundByConcurrentQueries(t *testing.T) {
 			if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("lines during the rebuild: %v, %v", got, err)
 			}
-			y.MatchFuncs("%")
+			y.MatchFuncs(pattern.MustCompile("%", pattern.CommandLine))
 		}()
 	}
 	wg.Wait()
@@ -441,7 +443,7 @@ func queryAll(x *Index) {
 	{
 		x.Lines(LineSpec{File: "fixture.c"})
 		x.Lines(LineSpec{Func: "process"})
-		x.MatchFuncs("%")
+		x.MatchFuncs(pattern.MustCompile("%", pattern.CommandLine))
 		x.FuncAt(0x1090)
 		x.Inlines("scale")
 		x.Lines(LineSpec{File: "fixture.c", Line: 44})

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/klasy/klasy/pattern"
 )
 
 // Line is one source line with the addresses of its code.
@@ -151,25 +153,24 @@ func (x *Index) Funcs(name string) []FuncInfo {
 	return out
 }
 
-// MatchFuncs returns every function whose name matches pattern, where %
-// (or *) matches any run of characters, sorted by name.
-func (x *Index) MatchFuncs(pattern string) []FuncInfo {
+// MatchFuncs returns every function whose name p matches, sorted by
+// name. Only the names with p's prefix are matched, a range of the
+// sorted names.
+func (x *Index) MatchFuncs(p *pattern.Pattern) []FuncInfo {
 	x, err := x.use(funcSecs)
 	if err != nil {
 		return nil
 	}
-	prefix := pattern
-	if i := strings.IndexAny(pattern, "%*"); i >= 0 {
-		prefix = pattern[:i]
-	} else {
-		return x.Funcs(pattern)
+	if name, ok := p.Literal(); ok {
+		return x.Funcs(name)
 	}
+	prefix := p.Prefix()
 	var out []FuncInfo
 	lo, hi := x.nameRange(len(x.byName), x.funcName, prefix, false)
 	seen := map[string]bool{}
 	for _, i := range x.byName[lo:hi] {
 		n := x.str(x.funcs[i].Name)
-		if Match(pattern, n) {
+		if p.Match(n) {
 			seen[n] = true
 			out = append(out, x.funcInfo(int(i)))
 		}
@@ -178,7 +179,7 @@ func (x *Index) MatchFuncs(pattern string) []FuncInfo {
 	inl := map[string]int{}
 	for _, s := range x.inlSum[ilo:ihi] {
 		n := x.str(s.Name)
-		if !Match(pattern, n) {
+		if !p.Match(n) {
 			continue
 		}
 		if !seen[n] {
@@ -191,31 +192,6 @@ func (x *Index) MatchFuncs(pattern string) []FuncInfo {
 	}
 	slices.SortStableFunc(out, func(a, b FuncInfo) int { return cmp.Compare(a.Name, b.Name) })
 	return out
-}
-
-// Match reports whether name matches pattern, where % and * match any run
-// of characters (KLASY's pointcut wildcard and perf/stap's).
-func Match(pattern, name string) bool {
-	for {
-		i := strings.IndexAny(pattern, "%*")
-		if i < 0 {
-			return pattern == name
-		}
-		if !strings.HasPrefix(name, pattern[:i]) {
-			return false
-		}
-		name = name[i:]
-		pattern = pattern[i+1:]
-		if pattern == "" {
-			return true
-		}
-		for k := 0; k <= len(name); k++ {
-			if Match(pattern, name[k:]) {
-				return true
-			}
-		}
-		return false
-	}
 }
 
 // FuncAt returns the function whose code holds addr.

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/klasy/klasy/dwarfmap/debugklasy"
+	"github.com/klasy/klasy/pattern"
 )
 
 func init() {
@@ -16,9 +17,10 @@ func init() {
 		Help: `usage: klasy accesses [--json] BINARY 'STRUCT.MEMBER'
 
 Lists where the functions of BINARY (an object, a module or a vmlinux built
-with the klasy GCC plugin) access the members STRUCT.MEMBER selects; % is a
-wildcard: 'sk_buff.len', 'sk_buff.%', '%.i_uid'. These are the join points of
-the access pointcut.
+with the klasy GCC plugin) access the members STRUCT.MEMBER selects; % and *
+match any characters: 'sk_buff.len', 'sk_buff.%', 'sk_buff.*', '%.i_uid'.
+These are the join points of the access pointcut (where only % is the
+wildcard, as * is a pointer in C).
 
 Each line gives the hook location (FILE:LINE, where the weaver hooks: the
 macro's expansion point in the .c file for macro code, the header line for a
@@ -111,7 +113,7 @@ func runAccesses(s *stdio, args []string) error {
 		return usageError{Msg: fmt.Sprintf("want BINARY and 'STRUCT.MEMBER', got %d arguments", fs.NArg())}
 	}
 	bin, pat := fs.Arg(0), fs.Arg(1)
-	p, err := debugklasy.ParsePattern(pat)
+	p, err := pattern.CompileMember(pat, pattern.CommandLine)
 	if err != nil {
 		return usageError{Msg: err.Error()}
 	}

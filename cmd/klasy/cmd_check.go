@@ -2,20 +2,25 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/internal/boundedread"
 )
 
 const checkHelp = `usage: klasy check [--json] FILE...
 
 Check aspect files without touching the kernel: XML structure, pointcut
 syntax and the rules of the aspect language. Prints one line per error,
-FILE:LINE:COL: message, at the offending token, and exits 1 if any file
-has errors or cannot be read, 0 if all are valid. A FILE of - is
-standard input, named <stdin> in the messages.
+FILE:LINE:COL: message, at the offending token (FILE: message when it is
+about the whole file, such as its encoding), and exits 1 if any file has
+errors or cannot be read, 0 if all are valid. A FILE of - is standard
+input, named <stdin> in the messages.
+
+Limits: an aspect is UTF-8 text of at most 1 MiB, from a file, a pipe or
+standard input (devices and directories are refused); a pointcut is at
+most 64 KiB. Larger inputs are refused before they are parsed.
 
 An aspect is C advice tagged with XML:
 
@@ -94,16 +99,21 @@ func runCheck(s *stdio, args []string) error {
 }
 
 // readAspect reads the aspect file arg, or standard input if arg is
-// "-", and returns the name diagnostics give it.
+// "-", and returns the name diagnostics give it. Either holds at most
+// aspect.MaxFileSize bytes; devices and directories are refused.
 func readAspect(s *stdio, arg string) (string, []byte, error) {
 	if arg == "-" {
-		src, err := io.ReadAll(s.In)
+		src, err := boundedread.Reader("<stdin>", s.In, aspect.MaxFileSize, "an aspect")
 		if err != nil {
+			var tl *boundedread.TooLargeError
+			if errors.As(err, &tl) {
+				return "<stdin>", nil, fmt.Errorf("reading aspect: %w", err)
+			}
 			return "<stdin>", nil, fmt.Errorf("reading aspect from standard input: %w", err)
 		}
 		return "<stdin>", src, nil
 	}
-	src, err := os.ReadFile(arg)
+	src, err := boundedread.File(arg, aspect.MaxFileSize, "an aspect")
 	if err != nil {
 		return arg, nil, fmt.Errorf("reading aspect: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/pattern"
 )
 
 const imageHelp = `IMAGE is a vmlinux with DWARF (Debian: /usr/lib/debug/boot/vmlinux-<abi>
@@ -110,9 +111,9 @@ Example:
 		Help: `usage: klasy funcs [--json] IMAGE PATTERN
 
 Lists the functions whose names match PATTERN, where % (as in KLASY
-pointcuts) or * matches any characters: address ranges (all of them,
-.cold parts included), declaring file and line, global or static, and how
-many inlined copies exist. Functions that exist only inlined are listed
+pointcuts) or * (as in perf probe -F) matches any characters: address
+ranges (all of them, .cold parts included), declaring file and line,
+global or static, and how many inlined copies exist. Functions that exist only inlined are listed
 with "inline only".
 
 JSON fields: name, file, line, external, ranges ([["0x..","0x.."]]),
@@ -351,12 +352,16 @@ func runFuncs(s *stdio, args []string) error {
 	if err != nil {
 		return err
 	}
+	p, err := pattern.Compile(pos[1], pattern.CommandLine)
+	if err != nil {
+		return usageError{Msg: err.Error()}
+	}
 	x, err := openIndex(s, q, pos[0])
 	if err != nil {
 		return err
 	}
 	defer x.Close()
-	fs := x.MatchFuncs(pos[1])
+	fs := x.MatchFuncs(p)
 	if err := x.Err(); err != nil {
 		return err
 	}

@@ -13,7 +13,8 @@ remove_flowid), placed before the user's advice, and every advice using
 xflow(...) runs its body only for data of the flow. The output is an
 aspect that 'klasy check' accepts; it is what the weaver weaves. Errors
 are printed as by 'klasy check' and nothing is printed on stdout. A FILE
-of - is standard input.
+of - is standard input. FILE has the limits 'klasy check' gives: UTF-8
+text of at most 1 MiB, pointcuts of at most 64 KiB.
 
 A flow is defined once and used in any advice:
 

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/klasy/klasy/pattern"
 )
 
 // unitBuilder writes a version-1 unit the way the plugin does, so the
@@ -237,39 +239,6 @@ func TestParseErrors(t *testing.T) {
 	})
 }
 
-func TestPattern(t *testing.T) {
-	a := func(s, m string) *Access { return &Access{Struct: s, Member: m} }
-	tests := []struct {
-		pattern string
-		access  *Access
-		match   bool
-	}{
-		{"sk_buff.len", a("sk_buff", "len"), true},
-		{"sk_buff.len", a("sk_buff", "len2"), false},
-		{"sk_buff.%", a("sk_buff", "data"), true},
-		{"sk_buff.%", a("sk_buff_head", "qlen"), false},
-		{"%.i_uid", a("inode", "i_uid"), true},
-		{"task_%.pid", a("task_struct", "pid"), true},
-		{"%.k", a("", "k"), true},
-		{"a.k", a("", "k"), false},
-		{"sk_%.d%a", a("sk_buff", "data"), true},
-	}
-	for _, tt := range tests {
-		p, err := ParsePattern(tt.pattern)
-		if err != nil {
-			t.Fatalf("%s: %v", tt.pattern, err)
-		}
-		if got := p.Match(tt.access); got != tt.match {
-			t.Errorf("%s matches %s.%s = %v, want %v", tt.pattern, tt.access.Struct, tt.access.Member, got, tt.match)
-		}
-	}
-	for _, bad := range []string{"", "sk_buff", ".len", "sk_buff.", "a.b.c", "sk_buff.l*n", "sk buff.len"} {
-		if _, err := ParsePattern(bad); err == nil {
-			t.Errorf("ParsePattern(%q) accepted", bad)
-		}
-	}
-}
-
 func FuzzParse(f *testing.F) {
 	f.Add(sample("a.c"))
 	f.Add(append(sample("a.c"), sample("b.c")...))
@@ -299,17 +268,37 @@ func TestSites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ParsePattern("sk_buff.%")
-	if err != nil {
+	tab := NewTable(units)
+	// The pointcut's % and the command line's * select the same.
+	for _, pat := range []struct {
+		s      string
+		syntax pattern.Syntax
+	}{{"sk_buff.%", pattern.Pointcut}, {"sk_buff.*", pattern.CommandLine}, {"sk_%.%len", pattern.CommandLine}} {
+		p, err := pattern.CompileMember(pat.s, pat.syntax)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, s := range tab.Sites(p) {
+			got = append(got, fmt.Sprintf("%s:%d(%d) %s %d", s.File, s.Line, s.StmtLine, s.Function.Name, len(s.Accesses)))
+		}
+		want := []string{"a.c:5(0) f 2", "a.c:7(6) f 1", "a.c:22(0) g 1"}
+		if strings.Join(got, ", ") != strings.Join(want, ", ") {
+			t.Errorf("%s: sites %q, want %q", pat.s, got, want)
+		}
+	}
+	// An anonymous struct without a typedef has no name: only a struct
+	// part of wildcards selects its members.
+	u = newUnit()
+	u.function("f", "a.c", 1, false)
+	u.record(0, Access{Member: "k", File: "a.c", Line: 3, DeclFile: "a.c", DeclLine: 2}, flagAnonType)
+	if units, err = Parse(u.bytes()); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, s := range NewTable(units).Sites(p) {
-		got = append(got, fmt.Sprintf("%s:%d(%d) %s %d", s.File, s.Line, s.StmtLine, s.Function.Name, len(s.Accesses)))
-	}
-	want := []string{"a.c:5(0) f 2", "a.c:7(6) f 1", "a.c:22(0) g 1"}
-	if strings.Join(got, ", ") != strings.Join(want, ", ") {
-		t.Errorf("sites %q, want %q", got, want)
+	for pat, want := range map[string]int{"%.k": 1, "*.k": 1, "a%.k": 0} {
+		if got := len(NewTable(units).Query(pattern.MustCompileMember(pat, pattern.CommandLine))); got != want {
+			t.Errorf("%s selects %d accesses of an anonymous struct, want %d", pat, got, want)
+		}
 	}
 }
 

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/klasy/klasy/pattern"
 )
 
 // Table is every distinct access of a binary: the copies of header inline
@@ -158,49 +159,13 @@ func (b *builder) finish() *Table {
 	return t
 }
 
-// Pattern selects accesses by STRUCT.MEMBER, where % matches any run of
-// characters: "sk_buff.len", "sk_buff.%", "%.i_uid", "task_%.pid".
-type Pattern struct {
-	structRe, memberRe *regexp.Regexp
-	text               string
-}
-
-// ParsePattern checks and compiles a STRUCT.MEMBER pattern.
-func ParsePattern(s string) (*Pattern, error) {
-	st, mem, ok := strings.Cut(s, ".")
-	if !ok || st == "" || mem == "" {
-		return nil, fmt.Errorf("pattern %q is not STRUCT.MEMBER (use %% as a wildcard: sk_buff.%%)", s)
-	}
-	if strings.Contains(mem, ".") {
-		return nil, fmt.Errorf("pattern %q: nested members are not selectable; name the inner struct: inner_struct.member", s)
-	}
-	for _, part := range []string{st, mem} {
-		for _, r := range part {
-			if !(r == '%' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-				return nil, fmt.Errorf("pattern %q: %q is not allowed (identifiers and %% only)", s, r)
-			}
-		}
-	}
-	return &Pattern{structRe: wildcard(st), memberRe: wildcard(mem), text: s}, nil
-}
-
-func wildcard(s string) *regexp.Regexp {
-	return regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(s), "%", ".*") + "$")
-}
-
-func (p *Pattern) String() string { return p.text }
-
-// Match reports whether a is selected. An anonymous type without a typedef
-// is only matched by a struct part of "%".
-func (p *Pattern) Match(a *Access) bool {
-	return p.structRe.MatchString(a.Struct) && p.memberRe.MatchString(a.Member)
-}
-
-// Query returns the accesses the pattern selects, in table order.
-func (t *Table) Query(p *Pattern) []Access {
+// Query returns the accesses the STRUCT.MEMBER pattern p selects, in
+// table order. An anonymous type without a typedef has the struct name
+// "", so only a struct part of wildcards selects it.
+func (t *Table) Query(p *pattern.Member) []Access {
 	var out []Access
 	for i := range t.Accesses {
-		if p.Match(&t.Accesses[i]) {
+		if a := &t.Accesses[i]; p.Match(a.Struct, a.Member) {
 			out = append(out, t.Accesses[i])
 		}
 	}
@@ -219,7 +184,7 @@ type Site struct {
 
 // Sites groups the accesses p selects by (file, line, function), in table
 // order: the join points of access(p).
-func (t *Table) Sites(p *Pattern) []Site {
+func (t *Table) Sites(p *pattern.Member) []Site {
 	type key struct {
 		file string
 		line int

@@ -19,6 +19,7 @@ import (
 
 	"github.com/klasy/klasy/dwarfmap/debugklasy"
 	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/pattern"
 )
 
 // plugin returns the absolute path of a klasy.so built from the current
@@ -329,9 +330,9 @@ func TestUncleanPaths(t *testing.T) {
 	}
 }
 
-func mustPattern(t testing.TB, s string) *debugklasy.Pattern {
+func mustPattern(t testing.TB, s string) *pattern.Member {
 	t.Helper()
-	p, err := debugklasy.ParsePattern(s)
+	p, err := pattern.CompileMember(s, pattern.CommandLine)
 	if err != nil {
 		t.Fatal(err)
 	}
