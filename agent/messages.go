@@ -15,25 +15,36 @@ type runRequest struct {
 
 func (r runRequest) encode() []byte {
 	var e enc
-	e.uint(uint64(len(r.Argv)))
-	for _, a := range r.Argv {
-		e.str(a)
-	}
+	e.strs(r.Argv)
 	e.bytes(r.Stdin)
 	return e.b
 }
 
+// strs encodes a list of strings: their count, then each.
+func (e *enc) strs(ss []string) {
+	e.uint(uint64(len(ss)))
+	for _, s := range ss {
+		e.str(s)
+	}
+}
+
+// strs decodes what enc.strs encoded.
+func (d *dec) strs() []string {
+	n := d.uint()
+	if n > uint64(len(d.b)) { // each string takes at least one byte
+		d.fail(fmt.Errorf("%d strings in %d bytes", n, len(d.b)))
+		return nil
+	}
+	var ss []string
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		ss = append(ss, d.str())
+	}
+	return ss
+}
+
 func decodeRunRequest(p []byte) (runRequest, error) {
 	d := dec{b: p}
-	n := d.uint()
-	if n > uint64(len(p)) { // each argument takes at least one byte
-		return runRequest{}, fmt.Errorf("decoding run request: %d arguments in %d bytes", n, len(p))
-	}
-	var r runRequest
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		r.Argv = append(r.Argv, d.str())
-	}
-	r.Stdin = d.bytes()
+	r := runRequest{Argv: d.strs(), Stdin: d.bytes()}
 	if err := d.done(); err != nil {
 		return runRequest{}, fmt.Errorf("decoding run request: %w", err)
 	}
@@ -216,10 +227,7 @@ const execFlagStdin = 1
 
 func (r execRequest) encode() []byte {
 	var e enc
-	e.uint(uint64(len(r.Argv)))
-	for _, a := range r.Argv {
-		e.str(a)
-	}
+	e.strs(r.Argv)
 	var flags uint64
 	if r.Stdin {
 		flags |= execFlagStdin
@@ -232,14 +240,7 @@ func (r execRequest) encode() []byte {
 
 func decodeExecRequest(p []byte) (execRequest, error) {
 	d := dec{b: p}
-	n := d.uint()
-	if n > uint64(len(p)) { // each argument takes at least one byte
-		return execRequest{}, fmt.Errorf("decoding exec request: %d arguments in %d bytes", n, len(p))
-	}
-	var r execRequest
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		r.Argv = append(r.Argv, d.str())
-	}
+	r := execRequest{Argv: d.strs()}
 	flags, w, sw := d.uint(), d.uint(), d.uint()
 	if err := d.done(); err != nil {
 		return execRequest{}, fmt.Errorf("decoding exec request: %w", err)

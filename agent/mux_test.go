@@ -13,8 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // muxed starts a mux on a unix socket in front of agentConn and returns
@@ -74,19 +72,11 @@ func muxedAgent(t *testing.T) (newClient func() *Client, dial func() net.Conn) {
 
 // Eight clients at once, as eight klasy processes: long commands, a
 // stream that never ends, short ones; a short one does not wait behind a
-// long one, and ids two clients chose alike do not mix.
+// long one.
 func TestMuxServesClientsAtOnce(t *testing.T) {
 	newClient, _ := muxedAgent(t)
 	ctx := testCtx(t)
-	fifo := filepath.Join(t.TempDir(), "trace")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	fifo, w := heldFIFO(t)
 	records := make(chan string, 4)
 	sctx, stopStream := context.WithCancel(ctx)
 	defer stopStream()

@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/internal/labtest"
 )
 
 func appendFile(t *testing.T, path, s string) {
@@ -24,44 +23,6 @@ func appendFile(t *testing.T, path, s string) {
 	if _, err := f.WriteString(s); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// idleQEMU starts a QEMU that boots nothing (-machine none: no CPU, so
-// it costs nothing) with a lab's command line as far as finding it goes:
-// its name, agent socket, QMP socket and pidfile in the lab's directory.
-// It stands for a lab's QEMU in tests of the lab's state.
-func idleQEMU(t *testing.T, name string) (pid int, exited <-chan struct{}) {
-	t.Helper()
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		err = fmt.Errorf("qemu-system-x86_64 not installed (make lab-setup)")
-	}
-	testenv.Need(t, "lab", err)
-	r := record{Name: name}
-	if err := os.MkdirAll(r.dir(), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(qemu, "-name", "klasy-lab-"+name, "-machine", "none", "-nodefaults", "-display", "none",
-		"-chardev", "socket,id=agent,path="+r.agentSocket()+",server=on,wait=off",
-		"-qmp", "unix:"+r.qmpSocket()+",server=on,wait=off", "-pidfile", r.qemuPidfile())
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
-	})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(r.qmpSocket()); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the idle QEMU did not create its sockets")
-		}
-	}
-	return cmd.Process.Pid, done
 }
 
 func TestRecordSaveIsAtomic(t *testing.T) {
@@ -116,7 +77,7 @@ func TestDamagedRecordWithLiveQEMU(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			name := "d-" + tt.name
-			pid, exited := idleQEMU(t, name)
+			pid, exited := labtest.IdleQEMU(t, labDir(name))
 			r := record{Name: name}
 			tt.damage(t, r, pid)
 

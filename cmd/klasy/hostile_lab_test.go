@@ -3,14 +3,13 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/internal/labtest"
 )
 
 // Hostile inputs to klasy lab: endless input, signals while it waits, and
@@ -37,7 +36,7 @@ func init() {
 			name: "exec-sigterm-while-connecting", class: "lab", want: "interrupted by SIGTERM",
 			setup: func(t *testing.T, dir string) hostileRun {
 				root := shortLabRoot(t)
-				pid := idleLabQEMU(t, root, "idle")
+				pid, _ := labtest.IdleQEMU(t, filepath.Join(root, "idle"))
 				writeLabJSON(t, root, "idle", fmt.Sprintf(`{"name": "idle", "pid": %d}`, pid))
 				r, w, err := os.Pipe()
 				if err != nil {
@@ -69,7 +68,7 @@ func init() {
 			name: "up-damaged-record-live-qemu", class: "state", want: "already running",
 			setup: func(t *testing.T, dir string) hostileRun {
 				root := shortLabRoot(t)
-				pid := idleLabQEMU(t, root, "dmg")
+				pid, _ := labtest.IdleQEMU(t, filepath.Join(root, "dmg"))
 				writeLabJSON(t, root, "dmg", "\x00garbage")
 				return hostileRun{args: []string{"lab", "up", "--name", "dmg"}, env: []string{"KLASY_LAB_DIR=" + root},
 					after: func(t *testing.T, _ []byte) {
@@ -86,7 +85,7 @@ func init() {
 			name: "down-damaged-record-live-qemu", class: "state",
 			setup: func(t *testing.T, dir string) hostileRun {
 				root := shortLabRoot(t)
-				pid := idleLabQEMU(t, root, "dmg")
+				pid, _ := labtest.IdleQEMU(t, filepath.Join(root, "dmg"))
 				writeLabJSON(t, root, "dmg", `{"name": "dmg", "pi`)
 				return hostileRun{args: []string{"lab", "down", "dmg"}, env: []string{"KLASY_LAB_DIR=" + root}, exitOK: true,
 					after: func(t *testing.T, _ []byte) {
@@ -103,7 +102,7 @@ func init() {
 			name: "status-damaged-record-live-qemu", class: "state",
 			setup: func(t *testing.T, dir string) hostileRun {
 				root := shortLabRoot(t)
-				pid := idleLabQEMU(t, root, "dmg")
+				pid, _ := labtest.IdleQEMU(t, filepath.Join(root, "dmg"))
 				writeLabJSON(t, root, "dmg", "{}")
 				return hostileRun{args: []string{"lab", "status", "dmg"}, env: []string{"KLASY_LAB_DIR=" + root}, exitOK: true,
 					after: func(t *testing.T, stdout []byte) {
@@ -139,44 +138,6 @@ func writeLabJSON(t *testing.T, root, name, text string) {
 	}
 	if err := os.WriteFile(filepath.Join(root, name, "lab.json"), []byte(text), 0o644); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// idleLabQEMU starts a QEMU that boots nothing (-machine none: no CPU to
-// spend) whose command line and sockets are those of lab name's QEMU as
-// far as finding and stopping it goes, and kills it at the end of the
-// test if it still runs.
-func idleLabQEMU(t *testing.T, root, name string) int {
-	t.Helper()
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		err = fmt.Errorf("qemu-system-x86_64 not installed (make lab-setup)")
-	}
-	testenv.Need(t, "lab", err)
-	dir := filepath.Join(root, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(qemu, "-name", "klasy-lab-"+name, "-machine", "none", "-nodefaults", "-display", "none",
-		"-chardev", "socket,id=agent,path="+filepath.Join(dir, "agent.sock")+",server=on,wait=off",
-		"-qmp", "unix:"+filepath.Join(dir, "qmp.sock")+",server=on,wait=off",
-		"-pidfile", filepath.Join(dir, "qemu.pid"))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
-	})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(dir, "qmp.sock")); err == nil {
-			return cmd.Process.Pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the idle QEMU did not create its sockets")
-		}
 	}
 }
 
