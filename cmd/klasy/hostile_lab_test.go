@@ -27,7 +27,7 @@ func init() {
 				}
 				t.Cleanup(func() { zero.Close() })
 				return hostileRun{args: []string{"lab", "exec", "--stdin", "nosuchlab", "--", "cat"}, stdin: zero,
-					env: []string{"KLASY_LAB_DIR=" + filepath.Join(dir, "labs")}, timeout: 5 * time.Second, maxRSS: 64}
+					env: []string{"KLASY_LAB_DIR=" + filepath.Join(dir, "labs")}, timeout: 5 * time.Second}
 			},
 		},
 		hostileCase{
@@ -44,7 +44,7 @@ func init() {
 				}
 				t.Cleanup(func() { r.Close(); w.Close() })
 				return hostileRun{args: []string{"lab", "exec", "--stdin", "idle", "--", "cat"}, stdin: r,
-					env: []string{"KLASY_LAB_DIR=" + root}, timeout: 3 * time.Second, maxRSS: 64,
+					env: []string{"KLASY_LAB_DIR=" + root}, timeout: 3 * time.Second,
 					during: func(t *testing.T, p *os.Process) {
 						time.Sleep(time.Second)
 						p.Signal(syscall.SIGTERM)
