@@ -64,9 +64,18 @@ func muxMain(args []string) int {
 		logf("%v", err)
 		return 1
 	}
-	if err := syscall.Flock(int(pidf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		logf("another mux serves %s (%v)", dir, err)
-		return 1
+	// A mux that was killed holds the lock until its exit has closed its
+	// files, a moment after its command line is gone (which is what
+	// muxPID goes by): wait that moment.
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := syscall.Flock(int(pidf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			logf("another mux serves %s (%v)", dir, err)
+			return 1
+		}
 	}
 	pid := strconv.Itoa(os.Getpid())
 	if err := pidf.Truncate(0); err == nil {

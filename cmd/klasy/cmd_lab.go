@@ -31,7 +31,8 @@ be woven into a kernel that is not the host's.
 
   up       boot a lab and return once its agent answers. QEMU keeps
            running in the background, and with it the lab's mux, a
-           process that shares the agent's line among klasy commands;
+           process that shares the agent's line among the processes that
+           use the lab;
            the console goes to a log file (see status). --kernel debian
            (default) is Debian's 6.1 kernel (make debian-kernel);
            --kernel built is linux-source-6.1 built with the klasy GCC
@@ -47,7 +48,7 @@ be woven into a kernel that is not the host's.
            to the command as it reads it. Neither input nor output has a
            size limit. Ctrl-C or SIGTERM kills the command in the guest,
            and klasy exits 130 or 143, as a shell does. Any number of
-           klasy commands may use a lab at once. Flags go before --: what
+           processes may use a lab at once. Flags go before --: what
            follows it is the command, its flags included.
   status   list labs: name, state, kernel, QEMU's pid, the mux's pid,
            address, console log. A lab whose QEMU died is "stale"; down

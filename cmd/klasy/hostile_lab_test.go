@@ -70,7 +70,7 @@ func init() {
 				root := shortLabRoot(t)
 				pid, _ := labtest.IdleQEMU(t, filepath.Join(root, "dmg"))
 				writeLabJSON(t, root, "dmg", "\x00garbage")
-				return hostileRun{args: []string{"lab", "up", "--name", "dmg"}, env: []string{"KLASY_LAB_DIR=" + root},
+				return hostileRun{args: []string{"lab", "up", "dmg"}, env: []string{"KLASY_LAB_DIR=" + root},
 					after: func(t *testing.T, _ []byte) {
 						if syscall.Kill(pid, 0) != nil {
 							t.Errorf("up over a damaged record stopped the running QEMU")
