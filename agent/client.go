@@ -18,6 +18,11 @@ const (
 	// client may ask for.
 	streamWindow    = 16
 	maxStreamWindow = 256
+	// stdinWindow is how many stdin chunks of stdinChunk bytes Exec sends
+	// ahead of the agent's acknowledgements: what a command's input may
+	// hold in memory on both sides.
+	stdinWindow = 16
+	stdinChunk  = maxStdinChunk
 )
 
 // Client talks to an agent over a byte stream (a QEMU serial socket, a
@@ -281,7 +286,16 @@ func (c *Client) cancel(id uint32) {
 
 // next waits for the next frame of a request.
 func (c *Client) next(ctx context.Context, id uint32, cl *call) (Frame, error) {
+	return c.nextOr(ctx, id, cl, nil)
+}
+
+// nextOr is next that also gives up, canceling the request, on an error
+// from stop.
+func (c *Client) nextOr(ctx context.Context, id uint32, cl *call, stop <-chan error) (Frame, error) {
 	select {
+	case err := <-stop:
+		c.cancel(id)
+		return Frame{}, err
 	case f := <-cl.frames:
 		return f, nil
 	case <-cl.failed:
@@ -455,6 +469,144 @@ func (c *Client) Stream(ctx context.Context, path string, fn func(chunk []byte) 
 		if err := c.send(Frame{Type: MsgStreamAck, ID: id, Payload: encodeUint(1)}); err != nil {
 			c.finish(id)
 			return fmt.Errorf("agent stream %s: %w", path, err)
+		}
+	}
+}
+
+// Exec runs argv in the guest and returns its exit status (128+N when a
+// signal N killed it, as in a shell). Unlike Run, nothing is held whole:
+// stdin (nil: the command reads /dev/null) is sent as the command takes
+// it, at most a window of chunks ahead, and the command's output is
+// written to stdout and stderr as it comes, the agent sending at most a
+// window ahead of what was written, so neither has a size limit and a
+// slow writer holds the command back. Errors are for a command that could
+// not start (errors.Is(err, os.ErrNotExist) for a missing program), an
+// agent that refuses to run commands (ErrRunDisabled), reading stdin or
+// writing the output, and ctx: canceling it kills the command. Exec does
+// not wait for a Read of stdin in progress when it returns.
+//
+// An agent that predates Exec answers with ErrUnsupported; without stdin,
+// Exec then falls back to Run (whose output is limited to a frame).
+func (c *Client) Exec(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if len(argv) == 0 {
+		return 0, errors.New("agent exec: empty command")
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("agent exec: %w", err)
+	}
+	req := execRequest{Argv: argv, Stdin: stdin != nil, Window: streamWindow, StdinWindow: stdinWindow}
+	// Room for the output window, the acks of the stdin window and the
+	// result.
+	id, cl, err := c.start(MsgExec, req.encode(), streamWindow+stdinWindow+2)
+	if err != nil {
+		return 0, fmt.Errorf("agent exec: %w", err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	credits := make(chan int, stdinWindow+2)
+	stop := make(chan error, 1)
+	if stdin != nil {
+		go c.sendStdin(id, stdin, credits, done, stop)
+	}
+	for heard := false; ; heard = true {
+		f, err := c.nextOr(ctx, id, cl, stop)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.finish(id)
+			}
+			return 0, fmt.Errorf("agent exec: %w", err)
+		}
+		switch f.Type {
+		case MsgExecOutput:
+			o, err := decodeExecOutput(f.Payload)
+			if err != nil {
+				c.cancel(id)
+				return 0, fmt.Errorf("agent: %w", err)
+			}
+			w := stdout
+			if o.FD == 2 {
+				w = stderr
+			}
+			if _, err := w.Write(o.Data); err != nil {
+				c.cancel(id)
+				return 0, fmt.Errorf("writing the output of %s: %w", argv[0], err)
+			}
+			if err := c.send(Frame{Type: MsgStreamAck, ID: id, Payload: encodeUint(1)}); err != nil {
+				c.finish(id)
+				return 0, fmt.Errorf("agent exec: %w", err)
+			}
+		case MsgStdinAck:
+			n, err := decodeUint("stdin ack", f.Payload)
+			if err != nil || n == 0 || n > stdinWindow {
+				c.cancel(id)
+				return 0, fmt.Errorf("agent: protocol error: stdin ack of %d chunks (%v)", n, err)
+			}
+			select {
+			case credits <- int(n):
+			default: // more acks than chunks sent; the stdin sender is gone
+			}
+		default:
+			c.finish(id)
+			p, err := resultPayload(f)
+			if errors.Is(err, ErrUnsupported) && !heard {
+				if stdin != nil {
+					return 0, fmt.Errorf("%w (the lab's agent predates streamed input: restart the lab)", err)
+				}
+				res, err := c.Run(ctx, argv, nil)
+				if err != nil {
+					return 0, err
+				}
+				if _, err := stdout.Write(res.Stdout); err != nil {
+					return 0, fmt.Errorf("writing the output of %s: %w", argv[0], err)
+				}
+				if _, err := stderr.Write(res.Stderr); err != nil {
+					return 0, fmt.Errorf("writing the output of %s: %w", argv[0], err)
+				}
+				return res.ExitCode, nil
+			}
+			if err != nil {
+				return 0, err
+			}
+			code, err := decodeInt("exec result", p)
+			return int(code), err
+		}
+	}
+}
+
+// sendStdin reads stdin in chunks and sends each once the window allows,
+// then an empty chunk at end of file. It stops when done closes; a read
+// error goes to stop.
+func (c *Client) sendStdin(id uint32, stdin io.Reader, credits <-chan int, done <-chan struct{}, stop chan<- error) {
+	buf := make([]byte, stdinChunk)
+	avail := stdinWindow
+	for {
+		n, rerr := stdin.Read(buf)
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if n > 0 {
+			for avail == 0 {
+				select {
+				case k := <-credits:
+					avail += k
+				case <-done:
+					return
+				}
+			}
+			avail--
+			if c.send(Frame{Type: MsgStdin, ID: id, Payload: buf[:n]}) != nil {
+				return // the connection is gone: the exec hears of it too
+			}
+		}
+		if rerr == io.EOF {
+			c.send(Frame{Type: MsgStdin, ID: id})
+			return
+		}
+		if rerr != nil {
+			stop <- fmt.Errorf("reading standard input: %w", rerr)
+			return
 		}
 	}
 }

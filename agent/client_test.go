@@ -266,16 +266,7 @@ func TestStreamFile(t *testing.T) {
 func TestStreamDoesNotBlockOtherRequests(t *testing.T) {
 	c := pipeClient(t, ServerOptions{AllowRun: true})
 	ctx := testCtx(t)
-	fifo := filepath.Join(t.TempDir(), "records")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// Hold the write end so the stream blocks waiting for records.
-	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	fifo, w := heldFIFO(t)
 
 	records := make(chan string, 10)
 	stop := errors.New("enough")
@@ -322,6 +313,22 @@ func TestStreamDoesNotBlockOtherRequests(t *testing.T) {
 	if err := c.Ping(ctx); err != nil {
 		t.Fatalf("Ping after streams: %v", err)
 	}
+}
+
+// heldFIFO makes a FIFO and holds its write end open, so a stream of it
+// blocks waiting for records until the test writes them.
+func heldFIFO(t *testing.T) (string, *os.File) {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "records")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return fifo, w
 }
 
 func TestConcurrentRequests(t *testing.T) {

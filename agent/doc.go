@@ -36,6 +36,22 @@
 // consumer never blocks the reader that also serves other requests.
 // MsgCancel stops a request (a Run's process is killed).
 //
+// MsgExec runs a command with both directions streamed, so neither has a
+// size limit: its output comes in MsgExecOutput frames (stdout or stderr),
+// paced by MsgStreamAck as a stream is; its input, when the request says
+// it has one, goes in MsgStdin frames of at most 64 KiB, an empty one
+// ending it, the client sending at most the request's stdin window ahead
+// of the agent's MsgStdinAck frames (one per chunk written to the
+// command). An agent that receives more is sent a bad request. The final
+// MsgResult carries the exit status. Run, which carries input and output
+// whole in one frame each, stays for small commands; an agent older than
+// MsgExec answers it as an unsupported request.
+//
+// A line takes one host connection at a time (QEMU's chardev socket).
+// Mux shares it among many clients: it forwards frames whole, mapping
+// each client's request ids to ids of its own, and cancels the requests
+// of a client that goes away.
+//
 // # Damaged input
 //
 // A serial line is not a reliable pipe: a guest console may print onto it

@@ -23,7 +23,27 @@ func FuzzFrameReader(f *testing.F) {
 	f.Add(append(magic[:], 0, 0, 0))
 	big, _ := AppendFrameCompressed(nil, Frame{Type: MsgWriteFile, ID: 5, Payload: writeFileRequest{Path: "/tmp/m.ko", Mode: 0o600, Data: bytes.Repeat([]byte("ELF"), 2000)}.encode()})
 	f.Add(big)
+	exec, _ := AppendFrame(nil, Frame{Type: MsgExec, ID: 6, Payload: execRequest{Argv: []string{"cat"}, Stdin: true, Window: 16, StdinWindow: 16}.encode()})
+	out, _ := AppendFrame(nil, Frame{Type: MsgExecOutput, ID: 6, Payload: execOutput{FD: 2, Data: []byte("oops\n")}.encode()})
+	f.Add(append(exec, out...))
 	f.Fuzz(func(t *testing.T, in []byte) {
+		// The mux's reader leaves payloads compressed: whatever it
+		// accepts, re-encoded with its flags, is bytes of the input.
+		raw := NewFrameReader(bytes.NewReader(in), 1<<16)
+		raw.raw = true
+		for i := 0; i <= len(in); i++ {
+			fm, err := raw.ReadFrame()
+			if err == io.EOF || errors.Is(err, ErrTruncatedFrame) {
+				break
+			}
+			if err == nil && !bytes.Contains(in, appendFrame(nil, fm, raw.lastFlags)) {
+				t.Fatalf("raw reader: accepted frame %s id %d does not appear in the input", fm.Type, fm.ID)
+			}
+			if i == len(in) {
+				t.Fatalf("raw reader: more ReadFrame calls than input bytes without EOF")
+			}
+		}
+
 		fr := NewFrameReader(bytes.NewReader(in), 1<<16)
 		for i := 0; i <= len(in); i++ {
 			fm, err := fr.ReadFrame()
@@ -71,6 +91,9 @@ func decodeAny(f Frame) {
 	decodeStreamRequest(p)
 	decodeUint("u", p)
 	decodeRemoteError(p)
+	decodeExecRequest(p)
+	decodeExecOutput(p)
+	decodeInt("i", p)
 }
 
 // FuzzDamagedFrame encodes a frame from fuzzed fields, damages one byte

@@ -15,25 +15,36 @@ type runRequest struct {
 
 func (r runRequest) encode() []byte {
 	var e enc
-	e.uint(uint64(len(r.Argv)))
-	for _, a := range r.Argv {
-		e.str(a)
-	}
+	e.strs(r.Argv)
 	e.bytes(r.Stdin)
 	return e.b
 }
 
+// strs encodes a list of strings: their count, then each.
+func (e *enc) strs(ss []string) {
+	e.uint(uint64(len(ss)))
+	for _, s := range ss {
+		e.str(s)
+	}
+}
+
+// strs decodes what enc.strs encoded.
+func (d *dec) strs() []string {
+	n := d.uint()
+	if n > uint64(len(d.b)) { // each string takes at least one byte
+		d.fail(fmt.Errorf("%d strings in %d bytes", n, len(d.b)))
+		return nil
+	}
+	var ss []string
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		ss = append(ss, d.str())
+	}
+	return ss
+}
+
 func decodeRunRequest(p []byte) (runRequest, error) {
 	d := dec{b: p}
-	n := d.uint()
-	if n > uint64(len(p)) { // each argument takes at least one byte
-		return runRequest{}, fmt.Errorf("decoding run request: %d arguments in %d bytes", n, len(p))
-	}
-	var r runRequest
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		r.Argv = append(r.Argv, d.str())
-	}
-	r.Stdin = d.bytes()
+	r := runRequest{Argv: d.strs(), Stdin: d.bytes()}
 	if err := d.done(); err != nil {
 		return runRequest{}, fmt.Errorf("decoding run request: %w", err)
 	}
@@ -193,6 +204,92 @@ func encodeUint(v uint64) []byte {
 func decodeUint(what string, p []byte) (uint64, error) {
 	d := dec{b: p}
 	v := d.uint()
+	if err := d.done(); err != nil {
+		return 0, fmt.Errorf("decoding %s: %w", what, err)
+	}
+	return v, nil
+}
+
+// execRequest starts a command whose standard input (when Stdin is set;
+// else it reads /dev/null) arrives in MsgStdin frames and whose output
+// leaves in MsgExecOutput frames. Window is how many output chunks the
+// agent may send ahead of the client's MsgStreamAck frames, StdinWindow
+// how many stdin chunks the client may send ahead of the agent's
+// MsgStdinAck frames.
+type execRequest struct {
+	Argv        []string
+	Stdin       bool
+	Window      int
+	StdinWindow int
+}
+
+const execFlagStdin = 1
+
+func (r execRequest) encode() []byte {
+	var e enc
+	e.strs(r.Argv)
+	var flags uint64
+	if r.Stdin {
+		flags |= execFlagStdin
+	}
+	e.uint(flags)
+	e.uint(uint64(r.Window))
+	e.uint(uint64(r.StdinWindow))
+	return e.b
+}
+
+func decodeExecRequest(p []byte) (execRequest, error) {
+	d := dec{b: p}
+	r := execRequest{Argv: d.strs()}
+	flags, w, sw := d.uint(), d.uint(), d.uint()
+	if err := d.done(); err != nil {
+		return execRequest{}, fmt.Errorf("decoding exec request: %w", err)
+	}
+	if flags&^execFlagStdin != 0 {
+		return execRequest{}, fmt.Errorf("decoding exec request: unknown flags %#x", flags)
+	}
+	if w == 0 || w > maxStreamWindow || sw == 0 || sw > maxStreamWindow {
+		return execRequest{}, fmt.Errorf("decoding exec request: windows %d and %d, want each in 1..%d", w, sw, maxStreamWindow)
+	}
+	r.Stdin, r.Window, r.StdinWindow = flags&execFlagStdin != 0, int(w), int(sw)
+	return r, nil
+}
+
+// execOutput is the payload of MsgExecOutput: which stream (1 stdout,
+// 2 stderr) and the bytes.
+type execOutput struct {
+	FD   int
+	Data []byte
+}
+
+func (o execOutput) encode() []byte {
+	var e enc
+	e.uint(uint64(o.FD))
+	e.bytes(o.Data)
+	return e.b
+}
+
+func decodeExecOutput(p []byte) (execOutput, error) {
+	d := dec{b: p}
+	o := execOutput{FD: int(d.uint()), Data: d.bytes()}
+	if err := d.done(); err != nil {
+		return execOutput{}, fmt.Errorf("decoding exec output: %w", err)
+	}
+	if o.FD != 1 && o.FD != 2 {
+		return execOutput{}, fmt.Errorf("decoding exec output: file descriptor %d, want 1 or 2", o.FD)
+	}
+	return o, nil
+}
+
+func encodeInt(v int64) []byte {
+	var e enc
+	e.int(v)
+	return e.b
+}
+
+func decodeInt(what string, p []byte) (int64, error) {
+	d := dec{b: p}
+	v := d.int()
 	if err := d.done(); err != nil {
 		return 0, fmt.Errorf("decoding %s: %w", what, err)
 	}

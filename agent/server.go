@@ -108,7 +108,20 @@ type server struct {
 
 type active struct {
 	cancel context.CancelFunc
-	acks   chan int // stream credits returned by the client
+	acks   chan int     // stream or exec output credits returned by the client
+	stdin  chan []byte  // an exec's input chunks; an empty one ends it
+	why    *RemoteError // set (under server.mu) when the agent aborts the request
+}
+
+// abort stops request a for the reason re, which becomes its answer.
+func (s *server) abort(a *active, re *RemoteError) {
+	s.mu.Lock()
+	if a.why == nil {
+		a.why = re
+	}
+	s.mu.Unlock()
+	s.logf("%s", re.Msg)
+	a.cancel()
 }
 
 func (s *server) logf(format string, args ...any) {
@@ -169,6 +182,26 @@ func (s *server) dispatch(ctx context.Context, f Frame) {
 			}
 		}
 		return
+	case MsgStdin:
+		s.mu.Lock()
+		a := s.active[f.ID]
+		s.mu.Unlock()
+		switch {
+		case a == nil:
+			// The command has finished: input sent before the client
+			// heard so goes nowhere.
+		case a.stdin == nil:
+			s.logf("stdin for request %d, which takes none", f.ID)
+		case len(f.Payload) > maxStdinChunk:
+			s.abort(a, badRequest("exec", "stdin chunk of %d bytes for request %d, limit %d", len(f.Payload), f.ID, maxStdinChunk))
+		default:
+			select {
+			case a.stdin <- f.Payload:
+			default:
+				s.abort(a, badRequest("exec", "request %d: more stdin chunks than its window allows", f.ID))
+			}
+		}
+		return
 	}
 	handler, ok := handlers[f.Type]
 	if !ok {
@@ -179,8 +212,12 @@ func (s *server) dispatch(ctx context.Context, f Frame) {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	a := &active{cancel: cancel}
-	if f.Type == MsgStream {
+	switch f.Type {
+	case MsgStream:
 		a.acks = make(chan int, maxStreamWindow)
+	case MsgExec:
+		a.acks = make(chan int, maxStreamWindow)
+		a.stdin = make(chan []byte, maxStreamWindow+1) // the window and the end
 	}
 	s.mu.Lock()
 	if s.active[f.ID] != nil {
@@ -210,6 +247,15 @@ func (s *server) dispatch(ctx context.Context, f Frame) {
 			}
 		}()
 		res, err := handler(s, rctx, f, a)
+		s.mu.Lock()
+		why := a.why
+		s.mu.Unlock()
+		if why != nil {
+			// Aborted: whatever the handler made of it (a killed
+			// command's status), the reason is the answer.
+			s.send(Frame{Type: MsgError, ID: f.ID, Payload: encodeRemoteError(why)})
+			return
+		}
 		if err != nil {
 			re := remoteErrorFrom(f.Type.String(), err)
 			if rctx.Err() != nil && ctx.Err() == nil {
@@ -241,6 +287,7 @@ func init() {
 		MsgUnloadModule: (*server).unloadModule,
 		MsgModules:      (*server).modules,
 		MsgStream:       (*server).stream,
+		MsgExec:         (*server).exec,
 	}
 }
 
@@ -300,18 +347,144 @@ func (s *server) run(ctx context.Context, f Frame, _ *active) ([]byte, error) {
 			Msg: fmt.Sprintf("%s: output exceeds %d bytes; redirect it to a file and Stream it", req.Argv[0], maxRunOutput)}
 	}
 	res := RunResult{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		res.ExitCode = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.ExitCode = 128 + int(ws.Signal())
-		}
-	default:
+	if res.ExitCode, err = exitStatus(cmd, err); err != nil {
 		return nil, remoteErrorFrom("run", err)
 	}
 	return res.encode(), nil
+}
+
+// exitStatus turns what cmd.Run or cmd.Wait returned into an exit status
+// as a shell gives it (128+N for a command killed by signal N), or the
+// error that kept the command from running.
+func exitStatus(cmd *exec.Cmd, err error) (int, error) {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ee.ExitCode(), nil
+	case errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil:
+		// The command exited, but something it started still held its
+		// output open after WaitDelay: the command's own status stands.
+		return exitStatus(cmd, nil)
+	}
+	return 0, err
+}
+
+// maxStdinChunk bounds one MsgStdin payload, so an exec buffers at most
+// its window of them.
+const maxStdinChunk = streamChunk
+
+func (s *server) exec(ctx context.Context, f Frame, a *active) ([]byte, error) {
+	if !s.opts.AllowRun {
+		s.logf("refused to run a command (agent started without --allow-run)")
+		return nil, &RemoteError{Op: "exec", Kind: KindRunDisabled,
+			Msg: "running commands is disabled on this agent (start it with --allow-run, lab only)"}
+	}
+	req, err := decodeExecRequest(f.Payload)
+	if err != nil {
+		return nil, asBadRequest("exec", err)
+	}
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return nil, badRequest("exec", "empty command")
+	}
+	cmd := exec.CommandContext(ctx, req.Argv[0], req.Argv[1:]...)
+	out := &outputSender{s: s, id: f.ID, ctx: ctx, acks: a.acks, credits: req.Window}
+	cmd.Stdout, cmd.Stderr = out.writer(1), out.writer(2)
+	ownProcessGroup(cmd)
+	cmd.WaitDelay = 2 * time.Second
+	var stdin io.WriteCloser
+	if req.Stdin {
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			return nil, remoteErrorFrom("exec", err)
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, remoteErrorFrom("exec", err)
+	}
+	if stdin != nil {
+		go s.feedStdin(ctx, f.ID, a.stdin, stdin)
+	}
+	code, err := exitStatus(cmd, cmd.Wait())
+	if err != nil {
+		return nil, remoteErrorFrom("exec", err)
+	}
+	return encodeInt(int64(code)), nil
+}
+
+// feedStdin writes an exec's input chunks to the command as they come
+// and acknowledges each once written, so the client has at most its
+// window in flight. After the command stops reading (it exited, or
+// closed its input), chunks are still acknowledged and dropped.
+func (s *server) feedStdin(ctx context.Context, id uint32, in <-chan []byte, w io.WriteCloser) {
+	defer w.Close()
+	broken := false
+	for {
+		select {
+		case b := <-in:
+			if len(b) == 0 {
+				return
+			}
+			if !broken {
+				_, err := w.Write(b)
+				broken = err != nil
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			s.send(Frame{Type: MsgStdinAck, ID: id, Payload: encodeUint(1)})
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// outputSender sends an exec's output as MsgExecOutput frames, at most
+// credits ahead of the client's acknowledgements: a client that does not
+// keep up holds the command back, not the agent's line.
+type outputSender struct {
+	s       *server
+	id      uint32
+	ctx     context.Context
+	acks    <-chan int
+	mu      sync.Mutex
+	credits int
+}
+
+type fdWriter struct {
+	o  *outputSender
+	fd int
+}
+
+func (o *outputSender) writer(fd int) io.Writer { return fdWriter{o, fd} }
+
+func (w fdWriter) Write(p []byte) (int, error) {
+	o, n := w.o, 0
+	for len(p) > 0 {
+		c := p
+		if len(c) > streamChunk {
+			c = c[:streamChunk]
+		}
+		o.mu.Lock()
+		for o.credits == 0 {
+			select {
+			case k := <-o.acks:
+				o.credits += k
+			case <-o.ctx.Done():
+				o.mu.Unlock()
+				return n, o.ctx.Err()
+			}
+		}
+		o.credits--
+		o.mu.Unlock()
+		o.s.send(Frame{Type: MsgExecOutput, ID: o.id, Payload: execOutput{FD: w.fd, Data: c}.encode()})
+		n += len(c)
+		p = p[len(c):]
+	}
+	return n, nil
 }
 
 func (s *server) writeFile(_ context.Context, f Frame, _ *active) ([]byte, error) {

@@ -52,19 +52,34 @@ const (
 	MsgModules      MsgType = 0x07
 	MsgStream       MsgType = 0x08
 	MsgCancel       MsgType = 0x09 // stop the request with this id
-	MsgStreamAck    MsgType = 0x0A // the client consumed stream chunks: more may be sent
+	MsgStreamAck    MsgType = 0x0A // the client consumed stream or exec output chunks: more may be sent
+	MsgExec         MsgType = 0x0B // run a command with its input and output streamed
+	MsgStdin        MsgType = 0x0C // a chunk of an exec's standard input; empty: end of input
 
 	MsgResult     MsgType = 0x80 // success; payload depends on the request
 	MsgError      MsgType = 0x81 // failure; payload is an encoded RemoteError
 	MsgStreamData MsgType = 0x82 // one record of a stream
+	MsgExecOutput MsgType = 0x83 // a chunk of an exec's standard output or error
+	MsgStdinAck   MsgType = 0x84 // the command took stdin chunks: more may be sent
 )
 
 var msgNames = map[MsgType]string{
 	MsgPing: "ping", MsgRun: "run", MsgWriteFile: "write-file", MsgReadFile: "read-file",
 	MsgLoadModule: "load-module", MsgUnloadModule: "unload-module", MsgModules: "modules",
 	MsgStream: "stream", MsgCancel: "cancel", MsgStreamAck: "stream-ack",
+	MsgExec: "exec", MsgStdin: "stdin",
 	MsgResult: "result", MsgError: "error", MsgStreamData: "stream-data",
+	MsgExecOutput: "exec-output", MsgStdinAck: "stdin-ack",
 }
+
+// continuation reports whether a client's frame of type t belongs to a
+// request already in flight (rather than starting one).
+func (t MsgType) continuation() bool {
+	return t == MsgCancel || t == MsgStreamAck || t == MsgStdin
+}
+
+// final reports whether an agent's frame of type t is a request's last.
+func (t MsgType) final() bool { return t == MsgResult || t == MsgError }
 
 func (t MsgType) String() string {
 	if n, ok := msgNames[t]; ok {
@@ -173,7 +188,10 @@ type FrameReader struct {
 	// Skipped counts garbage bytes discarded while looking for a magic.
 	Skipped int64
 
-	lastFlags uint16 // flags of the last frame returned, for tests
+	lastFlags uint16 // flags of the last frame returned
+	// raw leaves compressed payloads as they came (lastFlags says so), for
+	// the mux, which forwards frames without looking inside them.
+	raw bool
 }
 
 // NewFrameReader returns a reader that rejects payloads above max bytes
@@ -312,7 +330,7 @@ func (fr *FrameReader) ReadFrame() (Frame, error) {
 	}
 	f := Frame{Type: typ, ID: id}
 	fr.lastFlags = flags
-	if flags&FlagDeflate != 0 {
+	if flags&FlagDeflate != 0 && !fr.raw {
 		p, err := fr.inflate(payload)
 		fr.discard(total)
 		if err != nil {

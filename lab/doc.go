@@ -5,10 +5,17 @@
 //
 // A lab is named; its state (QEMU's pid, sockets, console log) lives in
 // Root()/NAME, so labs started by one process can be used and stopped by
-// another (the klasy lab command, tests, the weaver):
+// another (the klasy lab command, tests, the weaver), and by several at
+// once: QEMU serves one connection on the agent's socket, so each lab has
+// a mux process (mux.go) that owns that socket and shares it, started
+// and stopped with the lab and never outliving QEMU. The record
+// (lab.json) is written atomically; if it is damaged all the same, the
+// lab's QEMU is still found by the pidfile it writes itself, or by its
+// command line, so it is never taken for a stale lab nor left running
+// with nothing to stop it:
 //
 //	l, err := lab.Up(ctx, lab.Config{Name: "a", Kernel: lab.Debian, Progress: os.Stderr})
-//	res, err := l.Client().Run(ctx, []string{"uname", "-r"}, nil)
+//	code, err := l.Client().Exec(ctx, []string{"uname", "-r"}, nil, os.Stdout, os.Stderr)
 //	err = l.Down(ctx)
 //
 // The guest runs busybox init: /etc/klasy/rcS mounts proc, sys, debugfs

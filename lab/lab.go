@@ -69,8 +69,9 @@ func (l *Lab) LANAddr() string { return l.rec.LANAddr }
 // PID returns QEMU's process id.
 func (l *Lab) PID() int { return l.rec.PID }
 
-// Client returns the agent client of the lab's connection. Only one
-// connection to a lab's agent can exist at a time: Close it when done.
+// Client returns the agent client of the lab's connection. Any number of
+// processes may hold a connection to a lab at once (the lab's mux shares
+// the agent's line); Close it when done.
 func (l *Lab) Client() *agent.Client {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -136,6 +137,10 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	if err != nil {
 		return nil, errors.New("qemu-system-x86_64 not found (install qemu-system-x86, or run make lab-setup)")
 	}
+	// Said before the slow steps, and checked again under the lock.
+	if old, err := findLab(cfg.Name); err == nil && old.alive() {
+		return nil, old.runningError()
+	}
 	k, err := FindKernel(cfg.Kernel)
 	if err != nil {
 		return nil, err
@@ -163,11 +168,12 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 			unlock()
 		}
 	}()
-	if old, err := loadRecord(cfg.Name); err == nil {
+	if old, err := findLab(cfg.Name); err == nil {
 		if old.alive() {
-			return nil, fmt.Errorf("lab %s is already running (pid %d); stop it with: klasy lab down %s", cfg.Name, old.PID, cfg.Name)
+			return nil, old.runningError()
 		}
 		progress("removing stale state of a lab whose QEMU is gone")
+		stopMux(old.dir(), 0)
 	}
 	if err := os.RemoveAll(labDir(cfg.Name)); err != nil {
 		return nil, err
@@ -213,6 +219,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	go func() { cmd.Wait(); close(l.exited) }()
 	fail := func(err error) (*Lab, error) {
 		l.kill()
+		stopMux(rec.dir(), time.Second)
 		report := rec.consoleReport()
 		os.RemoveAll(rec.dir())
 		return nil, fmt.Errorf("lab %s: %w%s", cfg.Name, err, report)
@@ -235,12 +242,13 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 			if msg, ok := strings.CutPrefix(line, "klasy-init: "); ok {
 				progress("%.1fs %s", time.Since(start).Seconds(), msg)
 				lastSaid = time.Now()
-				if dev, ok := strings.CutPrefix(msg, "starting agent on "); ok {
+				if dev, ok := strings.CutPrefix(msg, "starting agent on "); ok && !agentStarting {
 					agentStarting = true
-					l.rec.AgentDevice = dev
-					if err := l.rec.save(); err != nil {
+					l.rec.AgentDevice, l.rec.Mux = dev, true
+					if err := l.startMux(); err != nil {
 						return fail(err)
 					}
+					progress("%.1fs mux started (pid %d)", time.Since(start).Seconds(), muxPID(l.rec.dir()))
 				}
 				// The guest's agent wrapper says this when the agent
 				// dies; init would only respawn it to die again.
@@ -309,10 +317,91 @@ func (l *Lab) Explain(err error) error {
 	return fmt.Errorf("%w: lab %s's QEMU exited%s", err, l.rec.Name, l.rec.consoleReport())
 }
 
-// connect dials the agent socket and pings the agent; on success the
-// connection becomes the lab's client.
+// runningError says the lab runs and how to stop it.
+func (r record) runningError() error {
+	if r.problem != "" {
+		return fmt.Errorf("lab %s is already running (pid %d), although %s; stop it with: klasy lab down %s", r.Name, r.PID, r.problem, r.Name)
+	}
+	return fmt.Errorf("lab %s is already running (pid %d); stop it with: klasy lab down %s", r.Name, r.PID, r.Name)
+}
+
+// startMux records that the lab has a mux and starts it, under the lock,
+// so that a Get at the same time does not start a second.
+func (l *Lab) startMux() error {
+	unlock, err := lockRoot()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := l.rec.save(); err != nil {
+		return err
+	}
+	return l.rec.startMux()
+}
+
+// ensureMux starts the mux of a lab if none runs: it has died (killed,
+// or crashed: QEMU's socket is free again for a new one), or the lab has
+// never had one (its lab up was killed before it started the mux, or an
+// older klasy started the lab). A lab whose guest has not said yet which
+// line its agent serves on is left as it is.
+func (r *record) ensureMux() error {
+	if muxPID(r.dir()) > 0 {
+		return nil
+	}
+	dev := r.AgentDevice
+	if dev == "" {
+		dev = agentDeviceFromConsole(r.consoleLog())
+	}
+	if dev == "" {
+		return nil
+	}
+	unlock, err := lockRoot()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	cur, err := loadRecord(r.Name)
+	if err != nil || cur.PID != r.PID || !cur.alive() {
+		return fmt.Errorf("lab %s changed or stopped while its mux was being started", r.Name)
+	}
+	if !cur.Mux || cur.AgentDevice != dev {
+		cur.AgentDevice, cur.Mux = dev, true
+		if err := cur.save(); err != nil {
+			return err
+		}
+	}
+	*r = cur
+	return r.startMux()
+}
+
+// agentDeviceFromConsole returns the line the guest said its agent
+// serves on, from the console log; "" if it has not said so yet.
+func agentDeviceFromConsole(path string) string {
+	data, _ := os.ReadFile(path)
+	dev := ""
+	for _, line := range strings.Split(strings.ReplaceAll(string(data), "\r", ""), "\n") {
+		if d, ok := strings.CutPrefix(line, "klasy-init: starting agent on "); ok {
+			dev = strings.TrimSpace(d)
+		}
+	}
+	return dev
+}
+
+// clientSocket is the socket a client dials: the mux's while it runs,
+// else the agent's own (a lab from an older klasy, or down with a dead
+// mux: QEMU's socket is free then).
+func (r record) clientSocket() string {
+	if muxPID(r.dir()) > 0 {
+		return r.muxSocket()
+	}
+	return r.agentConn()
+}
+
+// connect dials the agent (through the mux, if the lab has one) and pings
+// the agent; on success the connection becomes the lab's client.
 func (l *Lab) connect(ctx context.Context, timeout time.Duration) error {
-	conn, err := net.DialTimeout("unix", l.rec.agentConn(), timeout)
+	sock := l.rec.clientSocket()
+	conn, err := net.DialTimeout("unix", sock, timeout)
 	if err != nil {
 		return fmt.Errorf("connecting to the agent of lab %s: %w", l.rec.Name, err)
 	}
@@ -330,8 +419,11 @@ func (l *Lab) connect(ctx context.Context, timeout time.Duration) error {
 		}
 	}
 	if err != nil {
+		// The agent did not answer: it would not answer the ping with
+		// which Close makes sure it has read the canceled pings either.
+		conn.Close()
 		c.Close()
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && sock != l.rec.muxSocket() {
 			return fmt.Errorf("the agent of lab %s did not answer within %v; QEMU serves one connection at a time, so another klasy command may be using the lab: %w", l.rec.Name, timeout, err)
 		}
 		return fmt.Errorf("pinging the agent of lab %s: %w", l.rec.Name, err)
@@ -389,6 +481,9 @@ func (r record) qemuArgs() []string {
 		"-chardev", "socket,id=agentser,path=" + r.serialSocket() + ",server=on,wait=off",
 		"-serial", "chardev:agentser",
 		"-qmp", "unix:" + r.qmpSocket() + ",server=on,wait=off",
+		// QEMU's own record of its pid, kept apart from lab.json: it
+		// finds QEMU even when lab.json is damaged (findLab).
+		"-pidfile", r.qemuPidfile(),
 		"-netdev", "user,id=net0",
 		"-device", "virtio-net-pci,netdev=net0,mac=" + mac(0),
 	}
@@ -405,13 +500,19 @@ func Get(ctx context.Context, name string) (*Lab, error) {
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
-	rec, err := loadRecord(name)
+	rec, err := findLab(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w (start it with: klasy lab up %s)", err, name)
 	}
 	if !rec.alive() {
 		cleanStale(name)
 		return nil, fmt.Errorf("lab %s is not running any more (its QEMU is gone; stale state removed)", name)
+	}
+	if rec.problem != "" {
+		return nil, fmt.Errorf("lab %s runs (QEMU pid %d), but %s; stop it with: klasy lab down %s", name, rec.PID, rec.problem, name)
+	}
+	if err := rec.ensureMux(); err != nil {
+		return nil, err
 	}
 	l := &Lab{rec: rec}
 	if err := l.connect(ctx, 10*time.Second); err != nil {
@@ -427,17 +528,25 @@ func cleanStale(name string) {
 		return
 	}
 	defer unlock()
-	if rec, err := loadRecord(name); err == nil && rec.alive() {
+	if rec, err := findLab(name); err == nil && rec.alive() {
 		return
 	}
+	stopMux(labDir(name), 0)
 	os.RemoveAll(labDir(name))
 }
 
 // Status describes one lab for `klasy lab status`.
 type Status struct {
-	Name       string    `json:"name"`
-	State      string    `json:"state"` // "running" or "stale" (QEMU gone)
-	PID        int       `json:"pid"`
+	Name  string `json:"name"`
+	State string `json:"state"` // "running" or "stale" (QEMU gone)
+	PID   int    `json:"pid"`
+	// MuxPID is the lab's mux process, which owns the agent's socket
+	// and shares it among clients; 0 when none runs.
+	MuxPID int `json:"mux_pid,omitempty"`
+	// Problem says what is wrong with the lab's state (a damaged or
+	// missing lab.json, a QEMU whose directory is gone); the rest was
+	// rebuilt from the running QEMU.
+	Problem    string    `json:"problem,omitempty"`
 	Kernel     string    `json:"kernel"`
 	Release    string    `json:"release"`
 	MemMB      int       `json:"mem_mb"`
@@ -461,24 +570,32 @@ func List() ([]Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Status
+	names := map[string]bool{}
 	for _, e := range ents {
-		if !e.IsDir() || CheckName(e.Name()) != nil {
-			continue
+		if e.IsDir() && CheckName(e.Name()) == nil {
+			names[e.Name()] = true
 		}
-		rec, err := loadRecord(e.Name())
+	}
+	// A QEMU whose directory is gone is listed too: nothing else would
+	// show it.
+	for name := range labQEMUs(Root()) {
+		names[name] = true
+	}
+	var out []Status
+	for name := range names {
+		rec, err := findLab(name)
 		if err != nil {
-			// A directory without a record is an interrupted up.
-			rec = record{Name: e.Name()}
+			continue // gone meanwhile
 		}
 		st := "stale"
 		if rec.alive() {
 			st = "running"
 		}
 		out = append(out, Status{
-			Name: rec.Name, State: st, PID: rec.PID, Kernel: rec.Kernel.Flavor, Release: rec.Kernel.Release,
+			Name: rec.Name, State: st, PID: rec.PID, MuxPID: muxPID(rec.dir()), Problem: rec.problem,
+			Kernel: rec.Kernel.Flavor, Release: rec.Kernel.Release,
 			MemMB: rec.MemMB, CPUs: rec.CPUs, Addr: rec.Addr, LANAddr: rec.LANAddr, Started: rec.Started,
-			ConsoleLog: rec.consoleLog(), AgentSock: rec.agentConn(), Dir: rec.dir(), rec: rec,
+			ConsoleLog: rec.consoleLog(), AgentSock: rec.clientSocket(), Dir: rec.dir(), rec: rec,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -503,19 +620,24 @@ func CleanStale() ([]string, error) {
 }
 
 // Down stops the lab called name: a clean poweroff through the agent,
-// then QEMU's quit command, then SIGKILL, each after a timeout; its state
-// directory is removed. A stale lab is just cleaned up.
+// then QEMU's quit command, then SIGKILL, each after a timeout; then its
+// mux, and its state directory is removed. A stale lab is just cleaned
+// up. A lab whose record is damaged or missing is stopped all the same
+// (see findLab).
 func Down(ctx context.Context, name string, progress io.Writer) error {
 	if err := CheckName(name); err != nil {
 		return err
 	}
-	rec, err := loadRecord(name)
+	rec, err := findLab(name)
 	if err != nil {
 		return err
 	}
 	l := &Lab{rec: rec}
-	if rec.alive() {
-		l.connect(ctx, 5*time.Second) // without an agent, poweroff falls back to QMP/kill
+	// Without an agent, poweroff falls back to QMP, then SIGKILL. A lab
+	// whose record is damaged goes that way unless its mux runs: which
+	// line its agent serves on is not known.
+	if rec.alive() && (rec.problem == "" || muxPID(rec.dir()) > 0) {
+		l.connect(ctx, 5*time.Second)
 	}
 	return l.down(ctx, progress)
 }
@@ -529,6 +651,9 @@ func (l *Lab) down(ctx context.Context, progress io.Writer) error {
 	}
 	say := func(f string, a ...any) { fmt.Fprintf(progress, "lab %s: %s\n", l.rec.Name, fmt.Sprintf(f, a...)) }
 	start := time.Now()
+	if l.rec.problem != "" && l.rec.alive() {
+		say("%s; stopping its QEMU (pid %d) all the same", l.rec.problem, l.rec.PID)
+	}
 	if l.rec.alive() {
 		how := "powered off"
 		asked := false
@@ -545,8 +670,7 @@ func (l *Lab) down(ctx context.Context, progress io.Writer) error {
 		}
 		if !asked || !l.waitExit(ctx, 30*time.Second) {
 			how = "stopped by QEMU's quit command (the guest did not power off)"
-			l.qmpQuit()
-			if !l.waitExit(ctx, 5*time.Second) {
+			if !l.qmpQuit() || !l.waitExit(ctx, 5*time.Second) {
 				how = "killed (QEMU did not quit)"
 				l.kill()
 			}
@@ -556,6 +680,8 @@ func (l *Lab) down(ctx context.Context, progress io.Writer) error {
 		say("QEMU was already gone; removing stale state")
 	}
 	l.Close()
+	// The mux exits once QEMU has closed its socket.
+	stopMux(l.rec.dir(), 3*time.Second)
 	unlock, err := lockRoot()
 	if err != nil {
 		return err
@@ -594,10 +720,11 @@ func (l *Lab) waitExit(ctx context.Context, d time.Duration) bool {
 }
 
 // qmpQuit asks QEMU to quit through its QMP socket.
-func (l *Lab) qmpQuit() {
+// It reports false when QEMU's QMP socket cannot be reached.
+func (l *Lab) qmpQuit() bool {
 	conn, err := net.DialTimeout("unix", l.rec.qmpSocket(), 2*time.Second)
 	if err != nil {
-		return
+		return false
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(3 * time.Second))
@@ -607,6 +734,7 @@ func (l *Lab) qmpQuit() {
 	r.ReadString('\n')
 	fmt.Fprint(conn, `{"execute":"quit"}`+"\n")
 	r.ReadString('\n')
+	return true
 }
 
 // kill ends QEMU with SIGKILL and waits for it.
@@ -640,7 +768,7 @@ func ConsoleSocketOf(name string) (string, error) {
 	if err := CheckName(name); err != nil {
 		return "", err
 	}
-	rec, err := loadRecord(name)
+	rec, err := findLab(name)
 	if err != nil {
 		return "", err
 	}

@@ -51,6 +51,14 @@ type record struct {
 	// said while booting: a virtio-serial port (/dev/vportNpM) or the
 	// second UART (/dev/ttyS1).
 	AgentDevice string `json:"agent_device,omitempty"`
+	// Mux says clients reach the agent through the lab's mux process
+	// (mux.sock), which owns the agent's socket; a lab started by an
+	// older klasy has none, and clients dial the agent's socket itself.
+	Mux bool `json:"mux,omitempty"`
+
+	// problem, when set, says what was wrong with the lab's state and how
+	// the record was rebuilt from what is left (see findLab).
+	problem string
 }
 
 func labDir(name string) string { return filepath.Join(Root(), name) }
@@ -63,6 +71,10 @@ func (r record) serialSocket() string { return filepath.Join(r.dir(), "agent-tty
 func (r record) consoleSock() string  { return filepath.Join(r.dir(), "console.sock") }
 func (r record) qmpSocket() string    { return filepath.Join(r.dir(), "qmp.sock") }
 func (r record) recordPath() string   { return filepath.Join(r.dir(), "lab.json") }
+func (r record) qemuPidfile() string  { return filepath.Join(r.dir(), "qemu.pid") }
+func (r record) muxSocket() string    { return filepath.Join(r.dir(), "mux.sock") }
+func (r record) muxPidfile() string   { return filepath.Join(r.dir(), "mux.pid") }
+func (r record) muxLog() string       { return filepath.Join(r.dir(), "mux.log") }
 func recordPathOf(name string) string { return filepath.Join(labDir(name), "lab.json") }
 
 // agentConn is the socket that reaches the agent: the virtio port's
@@ -75,22 +87,46 @@ func (r record) agentConn() string {
 	return r.agentSocket()
 }
 
+// save writes the record atomically: a reader sees the old record or the
+// new one, never a part, and after a crash of the machine too (the data
+// reaches the disk before the rename, the rename before save returns).
 func (r record) save() error {
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := r.recordPath() + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+	f, err := os.CreateTemp(r.dir(), ".lab.json.tmp-*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, r.recordPath())
+	_, err = f.Write(append(data, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), r.recordPath())
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("saving the record of lab %s: %w", r.Name, err)
+	}
+	if d, err := os.Open(r.dir()); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
 }
 
 var errNoLab = errors.New("no such lab")
 
+// loadRecord reads the record of lab name as lab.json holds it. A record
+// that does not parse, or names another lab or no pid, is damaged.
 func loadRecord(name string) (record, error) {
-	data, err := os.ReadFile(recordPathOf(name))
+	path := recordPathOf(name)
+	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return record{}, fmt.Errorf("lab %s: %w", name, errNoLab)
 	}
@@ -99,30 +135,127 @@ func loadRecord(name string) (record, error) {
 	}
 	var r record
 	if err := json.Unmarshal(data, &r); err != nil {
-		return record{}, fmt.Errorf("reading %s: %w", recordPathOf(name), err)
+		return record{}, fmt.Errorf("%s is damaged: %w", path, err)
+	}
+	if r.Name != name || r.PID <= 0 {
+		return record{}, fmt.Errorf("%s is damaged: it names lab %q and pid %d", path, r.Name, r.PID)
 	}
 	return r, nil
 }
 
-// alive reports whether the lab's QEMU still runs: the pid exists, is no
-// zombie, and is a QEMU whose command line names this lab's directory
-// (so a recycled pid is not mistaken for it).
-func (r record) alive() bool {
-	if r.PID <= 0 {
-		return false
+// findLab returns the state of lab name. When lab.json is damaged or
+// missing, or names a QEMU that is gone while another QEMU serves the
+// lab's directory, the record is rebuilt from what is left: the QEMU
+// running for the directory (by the pidfile QEMU writes itself, else by
+// its command line), with problem saying what was wrong. So a live QEMU
+// is never taken for a stale lab: status shows it, up refuses to start a
+// second, down stops it. errNoLab when there is neither a directory nor
+// a QEMU.
+func findLab(name string) (record, error) {
+	dir := labDir(name)
+	rec, err := loadRecord(name)
+	if err == nil {
+		if !rec.alive() {
+			if pid := findQEMU(dir); pid > 0 {
+				rec.problem = fmt.Sprintf("lab.json names pid %d, but the lab's QEMU runs as pid %d", rec.PID, pid)
+				rec.PID = pid
+			}
+		}
+		return rec, nil
 	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(r.PID) + "/stat")
+	_, statErr := os.Stat(dir)
+	pid := findQEMU(dir)
+	if errors.Is(err, errNoLab) && statErr != nil && pid == 0 {
+		return record{}, err
+	}
+	rec = record{Name: name, PID: pid}
+	switch {
+	case statErr != nil:
+		rec.problem = "its state directory " + dir + " is gone"
+	case errors.Is(err, errNoLab):
+		rec.problem = "it has no lab.json (an interrupted lab up?)"
+	default:
+		rec.problem = err.Error()
+	}
+	return rec, nil
+}
+
+// alive reports whether the lab's QEMU still runs: the pid exists, is no
+// zombie, and is a QEMU serving this lab's directory (so a recycled pid
+// is not mistaken for it).
+func (r record) alive() bool { return r.PID > 0 && isQEMUOf(r.PID, r.dir()) }
+
+// procArgs returns the command line of process pid, nil if it is gone
+// or a zombie.
+func procArgs(pid int) []string {
+	p := "/proc/" + strconv.Itoa(pid)
+	stat, err := os.ReadFile(p + "/stat")
 	if err != nil {
-		return false
+		return nil
 	}
 	if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
-		return false
+		return nil
 	}
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(r.PID) + "/cmdline")
-	if err != nil {
-		return false
+	cmdline, err := os.ReadFile(p + "/cmdline")
+	if err != nil || len(cmdline) == 0 {
+		return nil
 	}
-	return strings.Contains(string(cmdline), r.agentSocket())
+	return strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
+}
+
+// qemuAgentArg is what the command line of the QEMU of the lab in dir
+// holds (its agent chardev), and nothing else's.
+func qemuAgentArg(dir string) string {
+	return "socket,id=agent,path=" + filepath.Join(dir, "agent.sock") + ","
+}
+
+// isQEMUOf reports whether pid is the live QEMU of the lab in dir.
+func isQEMUOf(pid int, dir string) bool {
+	for _, a := range procArgs(pid) {
+		if strings.HasPrefix(a, qemuAgentArg(dir)) {
+			return true
+		}
+	}
+	return false
+}
+
+// findQEMU returns the pid of a live QEMU serving the lab in dir, 0 if
+// none: the pid in the pidfile QEMU writes, else any process whose
+// command line says so.
+func findQEMU(dir string) int {
+	if b, err := os.ReadFile(filepath.Join(dir, "qemu.pid")); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 && isQEMUOf(pid, dir) {
+			return pid
+		}
+	}
+	return labQEMUs(filepath.Dir(dir))[filepath.Base(dir)]
+}
+
+// labQEMUs returns the live QEMUs of labs under root, by lab name, read
+// from every process's command line.
+func labQEMUs(root string) map[string]int {
+	out := map[string]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.Contains(string(cmdline), "socket,id=agent,path="+root+"/") {
+			continue
+		}
+		for _, a := range procArgs(pid) {
+			rest, ok := strings.CutPrefix(a, "socket,id=agent,path="+root+"/")
+			if !ok {
+				continue
+			}
+			if name, _, ok := strings.Cut(rest, "/agent.sock,"); ok && CheckName(name) == nil {
+				out[name] = pid
+			}
+		}
+	}
+	return out
 }
 
 // lockRoot takes an exclusive lock on the labs' root directory for the

@@ -30,24 +30,33 @@ and the klasy agent listening on a virtio-serial port, so aspects can
 be woven into a kernel that is not the host's.
 
   up       boot a lab and return once its agent answers. QEMU keeps
-           running in the background; its console goes to a log file
-           (see status). --kernel debian (default) is Debian's 6.1 kernel
-           (make debian-kernel); --kernel built is linux-source-6.1 built
-           with the klasy GCC plugin (make lab-kernel). --lan adds eth1 on
-           a LAN shared by all --lan labs (10.33.0.SLOT/24); eth0 is QEMU
-           user networking (10.0.2.15, host 10.0.2.2).
+           running in the background, and with it the lab's mux, a
+           process that shares the agent's line among the processes that
+           use the lab;
+           the console goes to a log file (see status). --kernel debian
+           (default) is Debian's 6.1 kernel (make debian-kernel);
+           --kernel built is linux-source-6.1 built with the klasy GCC
+           plugin (make lab-kernel). --lan adds eth1 on a LAN shared by
+           all --lan labs (10.33.0.SLOT/24); eth0 is QEMU user
+           networking (10.0.2.15, host 10.0.2.2).
            Defaults: NAME default, --mem 512 (128..65536), --cpus 1
            (1..64), --timeout 3m. --name NAME is accepted for NAME.
-  exec     run a command in the lab through the agent; its output is
-           printed and its exit status becomes klasy's (127 when the
-           guest has no such command, 126 when it cannot run it, as in a
-           shell). --stdin passes klasy's standard input to it. Flags go
-           before --: what follows it is the command, its flags included.
-  status   list labs: name, state, kernel, pid, address, console log.
-           A lab whose QEMU died is "stale"; down or up removes it.
-           --json prints one object per line.
+  exec     run a command in the lab through the agent. Its output is
+           streamed back as it comes, and its exit status becomes klasy's
+           (127 when the guest has no such command, 126 when it cannot
+           run it, as in a shell). --stdin streams klasy's standard input
+           to the command as it reads it. Neither input nor output has a
+           size limit. Ctrl-C or SIGTERM kills the command in the guest,
+           and klasy exits 130 or 143, as a shell does. Any number of
+           processes may use a lab at once. Flags go before --: what
+           follows it is the command, its flags included.
+  status   list labs: name, state, kernel, QEMU's pid, the mux's pid,
+           address, console log. A lab whose QEMU died is "stale"; down
+           or up removes it. A lab whose record (lab.json) is damaged is
+           still found by its QEMU: status says what is wrong, and down
+           stops it. --json prints one object per line.
   down     power the lab off cleanly (QEMU's quit command, then SIGKILL,
-           if it does not go) and remove its state.
+           if it does not go), stop its mux and remove its state.
   console  attach to the guest console (a shell on ttyS0); Ctrl-] quits.
            With standard input not a terminal, send it and print the
            output until the guest is quiet for a second.
@@ -171,25 +180,49 @@ func labExec(ctx context.Context, s *stdio, args []string) error {
 	if err := lab.CheckName(name); err != nil {
 		return usageError{Msg: err.Error()}
 	}
-	var stdin []byte
-	if *withStdin {
-		var err error
-		if stdin, err = io.ReadAll(s.In); err != nil {
-			return fmt.Errorf("reading standard input: %w", err)
+	// Which signal stopped us decides the exit status, as in a shell.
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	interrupted := func(doing string) error {
+		code, name := 130, "SIGINT"
+		select {
+		case sig := <-sigc:
+			if sig == syscall.SIGTERM {
+				code, name = 143, "SIGTERM"
+			}
+		case <-time.After(time.Second):
 		}
+		fmt.Fprintf(s.Err, "klasy: %s: interrupted by %s\n", doing, name)
+		return exitError{Code: code}
 	}
+	// The lab first: nothing is read from stdin for a lab that is not
+	// there.
 	l, err := lab.Get(ctx, name)
 	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted("connecting to lab " + name)
+		}
 		return err
 	}
 	defer l.Close()
+	parent := ctx
 	if *timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
-	res, err := l.Client().Run(ctx, argv, stdin)
+	// stdin goes to the guest as the command takes it, and the output
+	// comes back as it is made: neither is held whole, nor bounded.
+	var stdin io.Reader
+	if *withStdin {
+		stdin = s.In
+	}
+	code, err := l.Client().Exec(ctx, argv, stdin, s.Out, s.Err)
 	if err != nil {
+		if parent.Err() != nil {
+			return interrupted(fmt.Sprintf("running %s in lab %s", argv[0], name))
+		}
 		err = fmt.Errorf("running %s in lab %s: %w", argv[0], name, l.Explain(err))
 		// A command that could not start exits as in a shell (and ssh):
 		// 127 when it does not exist, 126 when it cannot be run.
@@ -203,10 +236,8 @@ func labExec(ctx context.Context, s *stdio, args []string) error {
 		}
 		return err
 	}
-	s.Out.Write(res.Stdout)
-	s.Err.Write(res.Stderr)
-	if res.ExitCode != 0 {
-		return exitError{Code: res.ExitCode}
+	if code != 0 {
+		return exitError{Code: code}
 	}
 	return nil
 }
@@ -249,19 +280,37 @@ func labStatus(_ context.Context, s *stdio, args []string) error {
 		fmt.Fprintln(s.Err, "no labs (start one with: klasy lab up)")
 		return nil
 	}
-	fmt.Fprintf(s.Out, "%-12s %-8s %-7s %-18s %-8s %-6s %-5s %-16s %s\n", "NAME", "STATE", "KERNEL", "RELEASE", "PID", "MEM", "CPUS", "ADDR", "CONSOLE LOG")
+	fmt.Fprintf(s.Out, "%-12s %-8s %-7s %-18s %-8s %-8s %-6s %-5s %-16s %s\n", "NAME", "STATE", "KERNEL", "RELEASE", "PID", "MUX", "MEM", "CPUS", "ADDR", "CONSOLE LOG")
 	for _, st := range sts {
 		addr := st.Addr
 		if st.LANAddr != "" {
 			addr += "," + st.LANAddr
 		}
-		fmt.Fprintf(s.Out, "%-12s %-8s %-7s %-18s %-8d %-6s %-5d %-16s %s\n", st.Name, st.State, st.Kernel, st.Release, st.PID,
-			fmt.Sprintf("%dM", st.MemMB), st.CPUs, addr, st.ConsoleLog)
-		if st.State == "stale" {
+		mux := "-"
+		if st.MuxPID > 0 {
+			mux = fmt.Sprint(st.MuxPID)
+		}
+		mem, cpus := "-", "-"
+		if st.MemMB > 0 {
+			mem, cpus = fmt.Sprintf("%dM", st.MemMB), fmt.Sprint(st.CPUs)
+		}
+		fmt.Fprintf(s.Out, "%-12s %-8s %-7s %-18s %-8d %-8s %-6s %-5s %-16s %s\n", st.Name, st.State, orDash(st.Kernel), orDash(st.Release), st.PID,
+			mux, mem, cpus, orDash(addr), st.ConsoleLog)
+		switch {
+		case st.State == "running" && st.Problem != "":
+			fmt.Fprintf(s.Err, "lab %s: %s; its QEMU runs as pid %d: klasy lab down %s stops it\n", st.Name, st.Problem, st.PID, st.Name)
+		case st.State == "stale":
 			fmt.Fprintf(s.Err, "lab %s: QEMU is gone; klasy lab down %s removes its state\n", st.Name, st.Name)
 		}
 	}
 	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func labDown(ctx context.Context, s *stdio, args []string) error {

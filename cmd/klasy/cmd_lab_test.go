@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,6 +94,16 @@ func TestLabCommand(t *testing.T) {
 	if out, _, err := klasy("hello from stdin\n", "lab", "exec", "--stdin", name, "cat"); err != nil || out != "hello from stdin\n" {
 		t.Errorf("lab exec --stdin cat: %q, %v", out, err)
 	}
+	// Input above a frame's 16 MiB and output above Run's 8 MiB stream
+	// through.
+	big := strings.Repeat("0123456789abcdef", 20<<16) // 20 MiB
+	if out, stderr, err := klasy(big, "lab", "exec", "--stdin", name, "--", "wc", "-c"); err != nil || strings.TrimSpace(out) != fmt.Sprint(len(big)) {
+		t.Errorf("lab exec --stdin of 20 MiB into wc -c: %q, %v %s", out, err, stderr)
+	}
+	if out, stderr, err := klasy("", "lab", "exec", name, "--", "head", "-c", fmt.Sprint(12<<20), "/dev/zero"); err != nil || len(out) != 12<<20 {
+		t.Errorf("lab exec of 12 MiB of output: %d bytes, %v %s", len(out), err, stderr)
+	}
+	checkExecSignals(t, agent, name)
 	// A command the guest does not have exits 127, as in a shell.
 	if _, stderr, err := klasy("", "lab", "exec", name, "--", "no-such-command"); !errors.As(err, &ee) || ee.Code != 127 || !strings.Contains(stderr, "no-such-command") {
 		t.Errorf("lab exec of a missing command: err %v, stderr %q; want exit 127 naming it", err, stderr)
@@ -111,8 +122,11 @@ func TestLabCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st lab.Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Name != name || st.State != "running" || st.ConsoleLog == "" {
-		t.Errorf("lab status --json: %q (%v)", out, err)
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Name != name || st.State != "running" || st.ConsoleLog == "" || st.MuxPID == 0 {
+		t.Errorf("lab status --json: %q (%v); want it running, with a mux", out, err)
+	}
+	if out, _, err := klasy("", "lab", "status", name); err != nil || !strings.Contains(out, "MUX") || !strings.Contains(out, fmt.Sprint(st.MuxPID)) {
+		t.Errorf("lab status: %q, %v; want a MUX column with pid %d", out, err, st.MuxPID)
 	}
 	if log, err := os.ReadFile(st.ConsoleLog); err != nil || !strings.Contains(string(log), "klasy-init: starting agent") {
 		t.Errorf("console log %s: %v", st.ConsoleLog, err)
@@ -131,5 +145,68 @@ func TestLabCommand(t *testing.T) {
 	}
 	if out, _, _ := klasy("", "lab", "status", "--json"); strings.Contains(out, name) {
 		t.Errorf("lab still listed after down: %s", out)
+	}
+}
+
+// checkExecSignals runs the real binary's lab exec --stdin with a stdin
+// that gives nothing (an idle terminal) and sends it SIGINT, then SIGTERM:
+// it must stop at once, exit 130 and 143 as a shell does, say so in one
+// line, and the command in the guest must be gone.
+func checkExecSignals(t *testing.T, klasy, name string) {
+	for _, tt := range []struct {
+		sig  syscall.Signal
+		code int
+		word string
+	}{{syscall.SIGINT, 130, "SIGINT"}, {syscall.SIGTERM, 143, "SIGTERM"}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pidFile := fmt.Sprintf("/tmp/exec-%d.pid", tt.sig)
+		cmd := exec.Command(klasy, "lab", "exec", "--stdin", name, "--", "sh", "-c", "echo $$ >"+pidFile+"; exec cat")
+		var stderr bytes.Buffer
+		cmd.Stdin, cmd.Stderr = r, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		var guestPID string
+		for deadline := time.Now().Add(30 * time.Second); guestPID == "" && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			out, _ := exec.Command(klasy, "lab", "exec", name, "--", "cat", pidFile).Output()
+			guestPID = strings.TrimSpace(string(out))
+		}
+		start := time.Now()
+		cmd.Process.Signal(tt.sig)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("lab exec still ran 5s after %s", tt.word)
+		}
+		took := time.Since(start)
+		w.Close()
+		msg := strings.TrimSpace(stderr.String())
+		if code := cmd.ProcessState.ExitCode(); code != tt.code || strings.Contains(msg, "\n") || !strings.Contains(msg, "interrupted by "+tt.word) {
+			t.Errorf("lab exec after %s: exit %d, stderr %q; want exit %d and one line saying so", tt.word, code, msg, tt.code)
+		}
+		t.Logf("lab exec stopped %v after %s", took.Round(time.Millisecond), tt.word)
+		if guestPID == "" {
+			t.Errorf("the command of lab exec did not start in the guest")
+			continue
+		}
+		// The cancel reaches the guest with the connection's end.
+		var alive []byte
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			alive, _ = exec.Command(klasy, "lab", "exec", name, "--", "sh", "-c", "kill -0 "+guestPID+" 2>/dev/null && echo alive").Output()
+			if len(alive) == 0 {
+				break
+			}
+		}
+		if len(alive) != 0 {
+			t.Errorf("the guest's command (pid %s) still runs after lab exec was stopped by %s", guestPID, tt.word)
+		}
 	}
 }

@@ -124,7 +124,8 @@ func runHostile(t *testing.T, bin string, hc hostileCase) {
 	if r.maxRSS == 0 {
 		r.maxRSS = 512
 	}
-	qemuBefore := qemuProcesses()
+	roots := labRoots(cache, r.env)
+	qemuBefore := qemuProcesses(roots)
 
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
@@ -201,7 +202,7 @@ func runHostile(t *testing.T, bin string, hc hostileCase) {
 			t.Errorf("klasy %q left partial files in the cache: %q", r.args, partial)
 		}
 	}
-	if after := qemuProcesses(); after > qemuBefore {
+	if after := qemuProcesses(roots); after > qemuBefore {
 		t.Errorf("klasy %q left %d more QEMU processes running", r.args, after-qemuBefore)
 	}
 	if r.after != nil {
@@ -221,14 +222,38 @@ func leftFiles(t *testing.T, dir string) []string {
 	return out
 }
 
-// qemuProcesses counts the QEMU processes of this user.
-func qemuProcesses() int {
+// labRoots are the directories a run's labs may live in: its cache's,
+// and where KLASY_LAB_DIR points, in the run's environment or ours.
+func labRoots(cache string, env []string) []string {
+	roots := []string{filepath.Join(cache, "labs")}
+	for _, e := range append([]string{"KLASY_LAB_DIR=" + os.Getenv("KLASY_LAB_DIR")}, env...) {
+		if d, ok := strings.CutPrefix(e, "KLASY_LAB_DIR="); ok && d != "" {
+			roots = append(roots, d)
+		}
+		if d, ok := strings.CutPrefix(e, "KLASY_CACHE="); ok && d != "" {
+			roots = append(roots, filepath.Join(d, "labs"))
+		}
+	}
+	return roots
+}
+
+// qemuProcesses counts the QEMU processes of labs under roots. QEMUs of
+// other labs (a lab test package running alongside, another engineer's
+// lab) come and go meanwhile: they are not the run's.
+func qemuProcesses(roots []string) int {
 	ents, _ := os.ReadDir("/proc")
 	n := 0
 	for _, e := range ents {
 		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err == nil && strings.HasPrefix(string(comm), "qemu-system") {
-			n++
+		if err != nil || !strings.HasPrefix(string(comm), "qemu-system") {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		for _, root := range roots {
+			if strings.Contains(string(cmdline), filepath.Clean(root)+"/") {
+				n++
+				break
+			}
 		}
 	}
 	return n
