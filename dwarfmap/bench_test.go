@@ -87,6 +87,27 @@ func TestDebianVmlinux(t *testing.T) {
 	}
 }
 
+// BenchmarkBuild builds the index of Debian's vmlinux in this process,
+// without the cache: the DIE scanner, line tables and merge, as a cold
+// `klasy` run pays them.
+func BenchmarkBuild(b *testing.B) {
+	img, err := Open(debianVmlinux(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer img.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		x, err := Build(img, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st := x.Stats(); st.Funcs == 0 {
+			b.Fatalf("no functions: %+v", st)
+		}
+	}
+}
+
 // helperResult is what the helper process reports.
 type helperResult struct {
 	LoadMS  float64 `json:"load_ms"`
