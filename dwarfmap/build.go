@@ -185,7 +185,7 @@ func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[u
 		// The bases apply to the unit DIE's own strx/addrx attributes
 		// too: read it again with them set.
 		s.strOffs, s.addrBase, s.rngBase = cu.strOffs, cu.addrBase, cu.rngBase
-		s.r.p = int(cu.off)
+		s.r.Seek(int(cu.off))
 		s.next(&cu)
 	}
 	s.lowPC = cu.low
@@ -224,7 +224,7 @@ func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[u
 	var e die
 	for depth > 0 {
 		if !s.next(&e) {
-			if s.r.err {
+			if s.r.Err() != nil {
 				res.err = fmt.Errorf("reading DIE at %#x: %w", e.off, errBadDWARF)
 				return
 			}
@@ -304,7 +304,7 @@ func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[u
 		}
 		if e.children {
 			if !descend(e.tag) && e.sibling > e.off && e.sibling <= b[1] {
-				s.r.p = int(e.sibling) // skip the subtree
+				s.r.Seek(int(e.sibling)) // skip the subtree
 				continue
 			}
 			depth++
@@ -326,7 +326,7 @@ func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[u
 			if err != nil {
 				return origin{}, false
 			}
-			os.r.p = int(off)
+			os.r.Seek(int(off))
 			var e die
 			if !os.next(&e) {
 				return origin{}, false

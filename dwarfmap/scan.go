@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/klasy/klasy/internal/bytereader"
 )
 
 // A purpose-built DIE scanner for the index build. debug/dwarf's Reader
@@ -33,36 +35,38 @@ type abbrev struct {
 type form uint64
 
 const (
-	formAddr        form = 0x1
-	formBlock2      form = 0x3
-	formBlock4      form = 0x4
-	formData2       form = 0x5
-	formData4       form = 0x6
-	formData8       form = 0x7
-	formString      form = 0x8
-	formBlock       form = 0x9
-	formBlock1      form = 0xa
-	formData1       form = 0xb
-	formFlag        form = 0xc
-	formSdata       form = 0xd
-	formStrp        form = 0xe
-	formUdata       form = 0xf
-	formRefAddr     form = 0x10
-	formRef1        form = 0x11
-	formRef2        form = 0x12
-	formRef4        form = 0x13
-	formRef8        form = 0x14
-	formRefUdata    form = 0x15
-	formIndirect    form = 0x16
-	formSecOffset   form = 0x17
-	formExprloc     form = 0x18
-	formFlagPresent form = 0x19
-	formStrx        form = 0x1a
-	formAddrx       form = 0x1b
-	formLineStrp    form = 0x1f
-	formRefSig8     form = 0x20
-	formLoclistx    form = 0x22
-	formRnglistx    form = 0x23
+	formAddr          form = 0x1
+	formBlock2        form = 0x3
+	formBlock4        form = 0x4
+	formData2         form = 0x5
+	formData4         form = 0x6
+	formData8         form = 0x7
+	formString        form = 0x8
+	formBlock         form = 0x9
+	formBlock1        form = 0xa
+	formData1         form = 0xb
+	formFlag          form = 0xc
+	formSdata         form = 0xd
+	formStrp          form = 0xe
+	formUdata         form = 0xf
+	formRefAddr       form = 0x10
+	formRef1          form = 0x11
+	formRef2          form = 0x12
+	formRef4          form = 0x13
+	formRef8          form = 0x14
+	formRefUdata      form = 0x15
+	formIndirect      form = 0x16
+	formSecOffset     form = 0x17
+	formExprloc       form = 0x18
+	formFlagPresent   form = 0x19
+	formStrx          form = 0x1a
+	formAddrx         form = 0x1b
+	formLineStrp      form = 0x1f
+	formRefSig8       form = 0x20
+	formLoclistx      form = 0x22
+	formData16        form = 0x1e
+	formImplicitConst form = 0x21
+	formRnglistx      form = 0x23
 
 	formStrx1        form = 0x25
 	formStrx2        form = 0x26
@@ -82,29 +86,30 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 	if off >= uint64(len(b)) {
 		return nil, fmt.Errorf("abbrev offset %#x outside .debug_abbrev: %w", off, errBadDWARF)
 	}
-	r := &rd{b: b, p: int(off)}
+	r := bytereader.New(b)
+	r.Seek(int(off))
 	var tab []abbrev
 	for {
-		code := r.uleb()
-		if code == 0 || r.err {
+		code := r.ULEB128()
+		if code == 0 || r.Err() != nil {
 			break
 		}
 		if code > 1<<20 {
 			return nil, fmt.Errorf("abbrev code %d: %w", code, errBadDWARF)
 		}
-		a := abbrev{tag: dwarf.Tag(r.uleb())}
-		a.children = r.u8() == 1
+		a := abbrev{tag: dwarf.Tag(r.ULEB128())}
+		a.children = r.U8() == 1 // DW_CHILDREN_yes
 		for {
-			at, fm := dwarf.Attr(r.uleb()), form(r.uleb())
-			if r.err {
+			at, fm := dwarf.Attr(r.ULEB128()), form(r.ULEB128())
+			if r.Err() != nil {
 				return nil, fmt.Errorf("abbrev table at %#x: %w", off, errBadDWARF)
 			}
 			if at == 0 && fm == 0 {
 				break
 			}
 			s := attrSpec{attr: at, form: fm}
-			if fm == form(0x21) { // DW_FORM_implicit_const
-				s.ic = r.sleb()
+			if fm == formImplicitConst {
+				s.ic = r.SLEB128()
 			}
 			a.attrs = append(a.attrs, s)
 		}
@@ -113,119 +118,25 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 		}
 		tab[code] = a
 	}
-	if r.err {
+	if r.Err() != nil {
 		return nil, fmt.Errorf("abbrev table at %#x: %w", off, errBadDWARF)
 	}
 	return tab, nil
 }
 
-// rd reads little-endian DWARF data; a read past the end sets err and
-// returns zeros rather than panicking.
-type rd struct {
-	b   []byte
-	p   int
-	err bool
-}
-
-func (r *rd) u8() uint8 {
-	if r.p >= len(r.b) {
-		r.err = true
-		return 0
-	}
-	v := r.b[r.p]
-	r.p++
-	return v
-}
-
-func (r *rd) fixed(n int) uint64 {
-	if r.p+n > len(r.b) || r.p+n < r.p {
-		r.err = true
-		r.p = len(r.b)
-		return 0
-	}
-	var v uint64
-	for i := n - 1; i >= 0; i-- {
-		v = v<<8 | uint64(r.b[r.p+i])
-	}
-	r.p += n
-	return v
-}
-
-func (r *rd) skip(n uint64) {
-	if n > uint64(len(r.b)-r.p) {
-		r.err = true
-		r.p = len(r.b)
-		return
-	}
-	r.p += int(n)
-}
-
-func (r *rd) uleb() uint64 {
-	var v uint64
-	var shift uint
-	for r.p < len(r.b) {
-		c := r.b[r.p]
-		r.p++
-		if shift < 64 {
-			v |= uint64(c&0x7f) << shift
-		}
-		if c&0x80 == 0 {
-			return v
-		}
-		shift += 7
-	}
-	r.err = true
-	return 0
-}
-
-func (r *rd) sleb() int64 {
-	var v int64
-	var shift uint
-	for r.p < len(r.b) {
-		c := r.b[r.p]
-		r.p++
-		if shift < 64 {
-			v |= int64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v
-		}
-	}
-	r.err = true
-	return 0
-}
-
-func (r *rd) cstr() []byte {
-	for i := r.p; i < len(r.b); i++ {
-		if r.b[i] == 0 {
-			s := r.b[r.p:i]
-			r.p = i + 1
-			return s
-		}
-	}
-	r.err = true
-	r.p = len(r.b)
-	return nil
-}
-
 // unitScan holds what reading attribute values of one unit needs.
 type unitScan struct {
-	img       *Image
-	start     uint64 // unit header offset in .debug_info
-	ver       int
-	addrSize  int
-	offSize   int // 4, or 8 for 64-bit DWARF
-	strOffs   uint64
-	addrBase  uint64
-	rngBase   uint64
-	lowPC     uint64
-	abbrevs   []abbrev
-	r         rd
-	truncated bool
+	img      *Image
+	start    uint64 // unit header offset in .debug_info
+	ver      int
+	addrSize int
+	offSize  int // 4, or 8 for 64-bit DWARF
+	strOffs  uint64
+	addrBase uint64
+	rngBase  uint64
+	lowPC    uint64
+	abbrevs  []abbrev
+	r        bytereader.Reader
 }
 
 // val is one attribute value: an integer, or bytes (strings, blocks).
@@ -241,54 +152,50 @@ func (s *unitScan) readAttr(f form, ic int64) (v val) {
 	r := &s.r
 	switch f {
 	case formAddr:
-		v.u = r.fixed(s.addrSize)
+		v.u = r.Uint(s.addrSize)
 	case formData1, formRef1, formFlag, formStrx1, formAddrx1:
-		v.u = r.fixed(1)
+		v.u = uint64(r.U8())
 	case formData2, formRef2, formStrx2, formAddrx2:
-		v.u = r.fixed(2)
+		v.u = uint64(r.U16())
 	case formStrx3, formAddrx3:
-		v.u = r.fixed(3)
+		v.u = r.Uint(3)
 	case formData4, formRef4, formStrx4, formAddrx4:
-		v.u = r.fixed(4)
+		v.u = uint64(r.U32())
 	case formData8, formRef8, formRefSig8:
-		v.u = r.fixed(8)
-	case form(0x1e): // data16
-		r.skip(16)
+		v.u = r.U64()
+	case formData16:
+		r.Skip(16)
 	case formSdata:
-		v.u = uint64(r.sleb())
+		v.u = uint64(r.SLEB128())
 	case formUdata, formRefUdata, formStrx, formAddrx,
 		formRnglistx, formLoclistx, formGNUAddrIndex, formGNUStrIndex:
-		v.u = r.uleb()
+		v.u = r.ULEB128()
 	case formString:
-		v.b, v.isStr = r.cstr(), true
+		v.b, v.isStr = r.CString(), true
 	case formStrp, formLineStrp, formSecOffset, formGNURefAlt, formGNUStrpAlt:
-		v.u = r.fixed(s.offSize)
+		v.u = r.Uint(s.offSize)
 	case formRefAddr:
 		if s.ver <= 2 {
-			v.u = r.fixed(s.addrSize)
+			v.u = r.Uint(s.addrSize)
 		} else {
-			v.u = r.fixed(s.offSize)
+			v.u = r.Uint(s.offSize)
 		}
 	case formBlock1:
-		n := r.fixed(1)
-		v.b = r.bytes(n)
+		v.b = r.Bytes(uint64(r.U8()))
 	case formBlock2:
-		n := r.fixed(2)
-		v.b = r.bytes(n)
+		v.b = r.Bytes(uint64(r.U16()))
 	case formBlock4:
-		n := r.fixed(4)
-		v.b = r.bytes(n)
+		v.b = r.Bytes(uint64(r.U32()))
 	case formBlock, formExprloc:
-		n := r.uleb()
-		v.b = r.bytes(n)
+		v.b = r.Bytes(r.ULEB128())
 	case formFlagPresent:
 		v.u = 1
-	case form(0x21): // implicit_const
+	case formImplicitConst:
 		v.u = uint64(ic)
 	case formIndirect:
-		return s.readAttr(form(r.uleb()), ic)
+		return s.readAttr(form(r.ULEB128()), ic)
 	default:
-		r.err = true
+		r.Fail(unknownForm(f))
 	}
 	switch f {
 	case formStrp:
@@ -307,17 +214,6 @@ func (s *unitScan) readAttr(f form, ic int64) (v val) {
 		}
 	}
 	return v
-}
-
-func (r *rd) bytes(n uint64) []byte {
-	if n > uint64(len(r.b)-r.p) {
-		r.err = true
-		r.p = len(r.b)
-		return nil
-	}
-	b := r.b[r.p : r.p+int(n)]
-	r.p += int(n)
-	return b
 }
 
 func cstrAt(sec []byte, off uint64) []byte {
@@ -395,16 +291,16 @@ func descend(t dwarf.Tag) bool {
 	return false
 }
 
-// next reads the DIE at s.r.p into d. It returns false at a null entry.
+// next reads the DIE at the reader's offset into d. It returns false at a null entry.
 func (s *unitScan) next(d *die) bool {
 	r := &s.r
-	*d = die{off: uint64(r.p), declFile: -1, callFile: -1}
-	code := r.uleb()
-	if code == 0 || r.err {
+	*d = die{off: uint64(r.Offset()), declFile: -1, callFile: -1}
+	code := r.ULEB128()
+	if code == 0 || r.Err() != nil {
 		return false
 	}
 	if code >= uint64(len(s.abbrevs)) || (s.abbrevs[code].tag == 0 && s.abbrevs[code].attrs == nil) {
-		r.err = true
+		r.Fail(fmt.Errorf("DIE at %#x: abbreviation code %d not in the table: %w", d.off, code, errBadDWARF))
 		return false
 	}
 	a := &s.abbrevs[code]
@@ -469,7 +365,7 @@ func (s *unitScan) next(d *die) bool {
 			d.rngBase, d.hasBases[2] = v.u, true
 		}
 	}
-	return !r.err
+	return r.Err() == nil
 }
 
 func (s *unitScan) ref(f form, v uint64) uint64 {
@@ -494,50 +390,51 @@ func (s *unitScan) addrVal(f form, v uint64) (uint64, bool) {
 func (s *unitScan) skipAttr(f form) {
 	r := &s.r
 	switch f {
-	case formFlagPresent, form(0x21):
+	case formFlagPresent, formImplicitConst:
 	case formData1, formRef1, formFlag, formStrx1, formAddrx1:
-		r.skip(1)
+		r.Skip(1)
 	case formData2, formRef2, formStrx2, formAddrx2:
-		r.skip(2)
+		r.Skip(2)
 	case formStrx3, formAddrx3:
-		r.skip(3)
+		r.Skip(3)
 	case formData4, formRef4, formStrx4, formAddrx4:
-		r.skip(4)
+		r.Skip(4)
 	case formData8, formRef8, formRefSig8:
-		r.skip(8)
-	case form(0x1e):
-		r.skip(16)
+		r.Skip(8)
+	case formData16:
+		r.Skip(16)
 	case formAddr:
-		r.skip(uint64(s.addrSize))
+		r.Skip(uint64(s.addrSize))
 	case formStrp, formLineStrp, formSecOffset, formGNURefAlt, formGNUStrpAlt:
-		r.skip(uint64(s.offSize))
+		r.Skip(uint64(s.offSize))
 	case formRefAddr:
 		if s.ver <= 2 {
-			r.skip(uint64(s.addrSize))
+			r.Skip(uint64(s.addrSize))
 		} else {
-			r.skip(uint64(s.offSize))
+			r.Skip(uint64(s.offSize))
 		}
 	case formSdata, formUdata, formRefUdata, formStrx, formAddrx,
 		formRnglistx, formLoclistx, formGNUAddrIndex, formGNUStrIndex:
-		for r.p < len(r.b) && r.b[r.p]&0x80 != 0 {
-			r.p++
-		}
-		r.skip(1)
+		r.SkipLEB128()
 	case formString:
-		r.cstr()
+		r.CString()
 	case formBlock1:
-		r.skip(r.fixed(1))
+		r.Skip(uint64(r.U8()))
 	case formBlock2:
-		r.skip(r.fixed(2))
+		r.Skip(uint64(r.U16()))
 	case formBlock4:
-		r.skip(r.fixed(4))
+		r.Skip(uint64(r.U32()))
 	case formBlock, formExprloc:
-		r.skip(r.uleb())
+		r.Skip(r.ULEB128())
 	case formIndirect:
-		s.skipAttr(form(r.uleb()))
+		s.skipAttr(form(r.ULEB128()))
 	default:
-		r.err = true
+		r.Fail(unknownForm(f))
 	}
+}
+
+func unknownForm(f form) error {
+	return fmt.Errorf("unknown attribute form %#x: %w", uint64(f), errBadDWARF)
 }
 
 // dieRanges returns the address ranges of d (low/high or DW_AT_ranges).
@@ -579,7 +476,8 @@ func (s *unitScan) rnglist(off uint64, index bool) ([][2]uint64, error) {
 	if off >= uint64(len(sec)) {
 		return nil, fmt.Errorf("range list at %#x outside .debug_rnglists: %w", off, errBadDWARF)
 	}
-	r := &rd{b: sec, p: int(off)}
+	r := bytereader.New(sec)
+	r.Seek(int(off))
 	base := s.lowPC
 	var out [][2]uint64
 	add := func(lo, hi uint64) {
@@ -587,30 +485,30 @@ func (s *unitScan) rnglist(off uint64, index bool) ([][2]uint64, error) {
 			out = append(out, [2]uint64{lo, hi})
 		}
 	}
-	for !r.err {
-		switch r.u8() {
-		case 0: // DW_RLE_end_of_list
+	for r.Err() == nil {
+		switch r.U8() {
+		case rleEndOfList:
 			return out, nil
-		case 1: // base_addressx
-			base, _ = s.addrx(r.uleb())
-		case 2: // startx_endx
-			a, _ := s.addrx(r.uleb())
-			b, _ := s.addrx(r.uleb())
+		case rleBaseAddressx:
+			base, _ = s.addrx(r.ULEB128())
+		case rleStartxEndx:
+			a, _ := s.addrx(r.ULEB128())
+			b, _ := s.addrx(r.ULEB128())
 			add(a, b)
-		case 3: // startx_length
-			a, _ := s.addrx(r.uleb())
-			add(a, a+r.uleb())
-		case 4: // offset_pair
-			a, b := r.uleb(), r.uleb()
+		case rleStartxLength:
+			a, _ := s.addrx(r.ULEB128())
+			add(a, a+r.ULEB128())
+		case rleOffsetPair:
+			a, b := r.ULEB128(), r.ULEB128()
 			add(base+a, base+b)
-		case 5: // base_address
-			base = r.fixed(s.addrSize)
-		case 6: // start_end
-			a, b := r.fixed(s.addrSize), r.fixed(s.addrSize)
+		case rleBaseAddress:
+			base = r.Uint(s.addrSize)
+		case rleStartEnd:
+			a, b := r.Uint(s.addrSize), r.Uint(s.addrSize)
 			add(a, b)
-		case 7: // start_length
-			a := r.fixed(s.addrSize)
-			add(a, a+r.uleb())
+		case rleStartLength:
+			a := r.Uint(s.addrSize)
+			add(a, a+r.ULEB128())
 		default:
 			return nil, fmt.Errorf("range list at %#x: unknown entry: %w", off, errBadDWARF)
 		}
@@ -618,20 +516,33 @@ func (s *unitScan) rnglist(off uint64, index bool) ([][2]uint64, error) {
 	return nil, fmt.Errorf("range list at %#x runs past the section: %w", off, errBadDWARF)
 }
 
+// DW_RLE_* range list entry kinds (DWARF 5, 7.25).
+const (
+	rleEndOfList    = 0x00
+	rleBaseAddressx = 0x01
+	rleStartxEndx   = 0x02
+	rleStartxLength = 0x03
+	rleOffsetPair   = 0x04
+	rleBaseAddress  = 0x05
+	rleStartEnd     = 0x06
+	rleStartLength  = 0x07
+)
+
 func (s *unitScan) rangesV4(off uint64) ([][2]uint64, error) {
 	sec := s.img.sec[".debug_ranges"]
 	if off >= uint64(len(sec)) {
 		return nil, fmt.Errorf("range list at %#x outside .debug_ranges: %w", off, errBadDWARF)
 	}
-	r := &rd{b: sec, p: int(off)}
+	r := bytereader.New(sec)
+	r.Seek(int(off))
 	base := s.lowPC
 	maxAddr := ^uint64(0)
 	if s.addrSize == 4 {
 		maxAddr = 0xffffffff
 	}
 	var out [][2]uint64
-	for !r.err {
-		a, b := r.fixed(s.addrSize), r.fixed(s.addrSize)
+	for r.Err() == nil {
+		a, b := r.Uint(s.addrSize), r.Uint(s.addrSize)
 		switch {
 		case a == 0 && b == 0:
 			return out, nil
@@ -648,28 +559,30 @@ func (s *unitScan) rangesV4(off uint64) ([][2]uint64, error) {
 func newUnitScan(img *Image, start, end uint64, abbrevCache map[uint64][]abbrev) (*unitScan, error) {
 	info := img.sec[".debug_info"]
 	s := &unitScan{img: img, start: start, offSize: 4}
-	r := &rd{b: info[:end], p: int(start)}
-	if uint32(r.fixed(4)) == 0xffffffff {
-		r.fixed(8)
+	r := &s.r
+	r.Reset(info[:end])
+	r.Seek(int(start))
+	if r.U32() == 0xffffffff {
+		r.U64()
 		s.offSize = 8
 	}
-	s.ver = int(r.fixed(2))
+	s.ver = int(r.U16())
 	var abOff uint64
 	if s.ver >= 5 {
-		ut := r.u8()
-		s.addrSize = int(r.u8())
-		abOff = r.fixed(s.offSize)
+		ut := r.U8()
+		s.addrSize = int(r.U8())
+		abOff = r.Uint(s.offSize)
 		switch ut {
-		case 0x02, 0x06:
-			r.skip(8 + uint64(s.offSize))
-		case 0x04, 0x05:
-			r.skip(8)
+		case utSkeleton, utSplitCompile:
+			r.Skip(8) // dwo_id
+		case utType, utSplitType:
+			r.Skip(8 + uint64(s.offSize)) // type_signature, type_offset
 		}
 	} else {
-		abOff = r.fixed(s.offSize)
-		s.addrSize = int(r.u8())
+		abOff = r.Uint(s.offSize)
+		s.addrSize = int(r.U8())
 	}
-	if r.err || s.ver < 2 || s.ver > 5 || (s.addrSize != 4 && s.addrSize != 8) {
+	if r.Err() != nil || s.ver < 2 || s.ver > 5 || (s.addrSize != 4 && s.addrSize != 8) {
 		return nil, fmt.Errorf("unit at %#x: unsupported header (version %d, address size %d): %w", start, s.ver, s.addrSize, errBadDWARF)
 	}
 	ab, ok := abbrevCache[abOff]
@@ -681,6 +594,14 @@ func newUnitScan(img *Image, start, end uint64, abbrevCache map[uint64][]abbrev)
 		abbrevCache[abOff] = ab
 	}
 	s.abbrevs = ab
-	s.r = *r
 	return s, nil
 }
+
+// DW_UT_* unit types whose headers carry more than a compile unit's
+// (DWARF 5, 7.5.1).
+const (
+	utType         = 0x02
+	utSkeleton     = 0x04
+	utSplitCompile = 0x05
+	utSplitType    = 0x06
+)

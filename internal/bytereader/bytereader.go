@@ -53,6 +53,9 @@ type Reader struct {
 // New returns a Reader of b from its first byte.
 func New(b []byte) *Reader { return &Reader{b: b} }
 
+// Reset makes r read b from its first byte, with no error.
+func (r *Reader) Reset(b []byte) { *r = Reader{b: b} }
+
 // Err returns the first problem met, or nil.
 func (r *Reader) Err() error { return r.err }
 
@@ -278,7 +281,7 @@ func (r *Reader) CString() []byte {
 // capacity ends with them, so appending to it copies).
 func (r *Reader) Bytes(n uint64) []byte {
 	if n > uint64(len(r.b)-r.off) {
-		r.fail(r.off, fmt.Sprintf("%d bytes", n), ErrTruncated)
+		r.short(n)
 		return nil
 	}
 	end := r.off + int(n)
@@ -290,8 +293,14 @@ func (r *Reader) Bytes(n uint64) []byte {
 // Skip steps over n bytes.
 func (r *Reader) Skip(n uint64) {
 	if n > uint64(len(r.b)-r.off) {
-		r.fail(r.off, fmt.Sprintf("%d bytes", n), ErrTruncated)
+		r.short(n)
 		return
 	}
 	r.off += int(n)
+}
+
+// short fails a run of n bytes that goes past the end. Out of line, it
+// leaves Skip small enough to inline.
+func (r *Reader) short(n uint64) {
+	r.fail(r.off, fmt.Sprintf("%d bytes", n), ErrTruncated)
 }
