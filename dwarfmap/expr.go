@@ -6,131 +6,120 @@ import (
 	"strings"
 
 	"github.com/go-delve/delve/pkg/dwarf/op"
+
+	"github.com/klasy/klasy/internal/bytereader"
 )
 
-// operand formats of DWARF expression opcodes, as in delve's
-// op/opcodes.table (s sleb, u uleb, 1/2/4/8 fixed, B uleb length + block,
-// C DW_OP_const_type's uleb, size byte and block). delve's op package
-// names and prints DWARF 2-4 opcodes; the DWARF 5 and GNU ones gcc 12
-// emits for optimized kernels (entry values above all) are added here.
+// DWARF 5 and GNU opcodes that delve's op package does not name (it
+// stops at DW_OP_stack_value): gcc 12 emits them for optimized kernels,
+// entry values above all. Values from DWARF 5, 7.7.1, and binutils'
+// include/dwarf2.def.
+const (
+	DW_OP_implicit_pointer     op.Opcode = 0xa0
+	DW_OP_addrx                op.Opcode = 0xa1
+	DW_OP_constx               op.Opcode = 0xa2
+	DW_OP_entry_value          op.Opcode = 0xa3
+	DW_OP_const_type           op.Opcode = 0xa4
+	DW_OP_regval_type          op.Opcode = 0xa5
+	DW_OP_deref_type           op.Opcode = 0xa6
+	DW_OP_xderef_type          op.Opcode = 0xa7
+	DW_OP_convert              op.Opcode = 0xa8
+	DW_OP_reinterpret          op.Opcode = 0xa9
+	DW_OP_GNU_implicit_pointer op.Opcode = 0xf2
+	DW_OP_GNU_entry_value      op.Opcode = 0xf3
+	DW_OP_GNU_const_type       op.Opcode = 0xf4
+	DW_OP_GNU_regval_type      op.Opcode = 0xf5
+	DW_OP_GNU_deref_type       op.Opcode = 0xf6
+	DW_OP_GNU_convert          op.Opcode = 0xf7
+	DW_OP_GNU_reinterpret      op.Opcode = 0xf9
+	DW_OP_GNU_parameter_ref    op.Opcode = 0xfa
+	DW_OP_GNU_addr_index       op.Opcode = 0xfb
+	DW_OP_GNU_const_index      op.Opcode = 0xfc
+	DW_OP_GNU_variable_value   op.Opcode = 0xfd
+)
+
+// exprArgs gives the operand formats of each opcode, as delve's
+// op/opcodes.table does for the ones it knows: s SLEB128, u ULEB128,
+// 1/2/4/8 fixed size, B a ULEB128 length and a block, C
+// DW_OP_const_type's ULEB128 type, size byte and block.
 var exprArgs = func() [256]string {
 	var a [256]string
-	set := func(code byte, args string) { a[code] = args }
-	for _, c := range []byte{0x08, 0x09, 0x15, 0x94, 0x95} {
-		set(c, "1")
+	set := func(args string, codes ...op.Opcode) {
+		for _, c := range codes {
+			a[c] = args
+		}
 	}
-	for _, c := range []byte{0x0a, 0x0b, 0x28, 0x2f, 0x98} {
-		set(c, "2")
+	set("1", op.DW_OP_const1u, op.DW_OP_const1s, op.DW_OP_pick, op.DW_OP_deref_size, op.DW_OP_xderef_size)
+	set("2", op.DW_OP_const2u, op.DW_OP_const2s, op.DW_OP_bra, op.DW_OP_skip, op.DW_OP_call2)
+	set("4", op.DW_OP_const4u, op.DW_OP_const4s, op.DW_OP_call4, op.DW_OP_call_ref, DW_OP_GNU_parameter_ref, DW_OP_GNU_variable_value)
+	set("8", op.DW_OP_addr, op.DW_OP_const8u, op.DW_OP_const8s)
+	set("u", op.DW_OP_constu, op.DW_OP_plus_uconst, op.DW_OP_regx, op.DW_OP_piece, DW_OP_addrx, DW_OP_constx,
+		DW_OP_convert, DW_OP_reinterpret, DW_OP_GNU_convert, DW_OP_GNU_reinterpret, DW_OP_GNU_addr_index, DW_OP_GNU_const_index)
+	set("s", op.DW_OP_consts, op.DW_OP_fbreg)
+	for c := op.DW_OP_breg0; c <= op.DW_OP_breg31; c++ {
+		set("s", c)
 	}
-	for _, c := range []byte{0x0c, 0x0d, 0x99, 0x9a, 0xfa, 0xfd} {
-		set(c, "4")
-	}
-	for _, c := range []byte{0x03, 0x0e, 0x0f} {
-		set(c, "8")
-	}
-	for _, c := range []byte{0x10, 0x23, 0x90, 0x93, 0xa1, 0xa2, 0xa8, 0xa9, 0xf7, 0xf9, 0xfb, 0xfc} {
-		set(c, "u")
-	}
-	set(0x11, "s")
-	set(0x91, "s")
-	for c := 0x70; c <= 0x8f; c++ {
-		set(byte(c), "s")
-	}
-	set(0x92, "us")
-	set(0x9d, "uu")
-	set(0x9e, "B")
-	set(0xa0, "4s")
-	set(0xf2, "4s")
-	set(0xa3, "B")
-	set(0xf3, "B")
-	set(0xa4, "C")
-	set(0xf4, "C")
-	set(0xa5, "uu")
-	set(0xf5, "uu")
-	set(0xa6, "1u")
-	set(0xa7, "1u")
-	set(0xf6, "1u")
+	set("us", op.DW_OP_bregx)
+	set("uu", op.DW_OP_bit_piece, DW_OP_regval_type, DW_OP_GNU_regval_type)
+	set("B", op.DW_OP_implicit_value, DW_OP_entry_value, DW_OP_GNU_entry_value)
+	set("4s", DW_OP_implicit_pointer, DW_OP_GNU_implicit_pointer)
+	set("C", DW_OP_const_type, DW_OP_GNU_const_type)
+	set("1u", DW_OP_deref_type, DW_OP_xderef_type, DW_OP_GNU_deref_type)
 	return a
 }()
 
-var extraOpNames = map[byte]string{
-	0xa0: "DW_OP_implicit_pointer", 0xa1: "DW_OP_addrx", 0xa2: "DW_OP_constx",
-	0xa3: "DW_OP_entry_value", 0xa4: "DW_OP_const_type", 0xa5: "DW_OP_regval_type",
-	0xa6: "DW_OP_deref_type", 0xa7: "DW_OP_xderef_type", 0xa8: "DW_OP_convert",
-	0xa9: "DW_OP_reinterpret", 0xf2: "DW_OP_GNU_implicit_pointer", 0xf3: "DW_OP_GNU_entry_value",
-	0xf4: "DW_OP_GNU_const_type", 0xf5: "DW_OP_GNU_regval_type", 0xf6: "DW_OP_GNU_deref_type",
-	0xf7: "DW_OP_GNU_convert", 0xf9: "DW_OP_GNU_reinterpret", 0xfa: "DW_OP_GNU_parameter_ref",
-	0xfb: "DW_OP_GNU_addr_index", 0xfc: "DW_OP_GNU_const_index", 0xfd: "DW_OP_GNU_variable_value",
-	0x96: "DW_OP_nop", 0x97: "DW_OP_push_object_address", 0x9b: "DW_OP_form_tls_address",
-	0x98: "DW_OP_call2", 0x99: "DW_OP_call4", 0x9a: "DW_OP_call_ref", 0x9d: "DW_OP_bit_piece",
+// extraOpNames names the opcodes that delve's op.PrettyPrint does not
+// print.
+var extraOpNames = map[op.Opcode]string{
+	DW_OP_implicit_pointer: "DW_OP_implicit_pointer", DW_OP_addrx: "DW_OP_addrx", DW_OP_constx: "DW_OP_constx",
+	DW_OP_entry_value: "DW_OP_entry_value", DW_OP_const_type: "DW_OP_const_type", DW_OP_regval_type: "DW_OP_regval_type",
+	DW_OP_deref_type: "DW_OP_deref_type", DW_OP_xderef_type: "DW_OP_xderef_type", DW_OP_convert: "DW_OP_convert",
+	DW_OP_reinterpret: "DW_OP_reinterpret", DW_OP_GNU_implicit_pointer: "DW_OP_GNU_implicit_pointer", DW_OP_GNU_entry_value: "DW_OP_GNU_entry_value",
+	DW_OP_GNU_const_type: "DW_OP_GNU_const_type", DW_OP_GNU_regval_type: "DW_OP_GNU_regval_type", DW_OP_GNU_deref_type: "DW_OP_GNU_deref_type",
+	DW_OP_GNU_convert: "DW_OP_GNU_convert", DW_OP_GNU_reinterpret: "DW_OP_GNU_reinterpret", DW_OP_GNU_parameter_ref: "DW_OP_GNU_parameter_ref",
+	DW_OP_GNU_addr_index: "DW_OP_GNU_addr_index", DW_OP_GNU_const_index: "DW_OP_GNU_const_index", DW_OP_GNU_variable_value: "DW_OP_GNU_variable_value",
+	op.DW_OP_nop: "DW_OP_nop", op.DW_OP_push_object_address: "DW_OP_push_object_address", op.DW_OP_form_tls_address: "DW_OP_form_tls_address",
+	op.DW_OP_call2: "DW_OP_call2", op.DW_OP_call4: "DW_OP_call4", op.DW_OP_call_ref: "DW_OP_call_ref", op.DW_OP_bit_piece: "DW_OP_bit_piece",
 }
 
 // exprOp is one decoded operation.
 type exprOp struct {
-	code  byte
+	code  op.Opcode
 	raw   []byte // the whole operation, opcode included
 	block []byte // the block operand of B/C forms
-	u, s  int64  // first numeric operand
+	u, s  int64  // first unsigned operand, last signed one
 }
 
-// decodeExpr splits expr into operations; ok is false if it runs off the
-// end.
+// decodeExpr splits expr into operations; ok is false if an operand runs
+// off the end (or a LEB128 operand past 64 bits).
 func decodeExpr(expr []byte) (ops []exprOp, ok bool) {
-	for i := 0; i < len(expr); {
-		start := i
-		o := exprOp{code: expr[i]}
-		i++
+	r := bytereader.New(expr)
+	for r.Len() > 0 {
+		start := r.Offset()
+		o := exprOp{code: op.Opcode(r.U8())}
 		for k, a := range exprArgs[o.code] {
 			switch a {
 			case '1', '2', '4', '8':
-				n := int(a - '0')
-				if i+n > len(expr) {
-					return ops, false
-				}
-				var v uint64
-				for j := n - 1; j >= 0; j-- {
-					v = v<<8 | uint64(expr[i+j])
-				}
-				if k == 0 {
+				if v := r.Uint(int(a - '0')); k == 0 {
 					o.u = int64(v)
 				}
-				i += n
 			case 'u':
-				v, n := ulebN(expr[i:])
-				if k == 0 {
+				if v := r.ULEB128(); k == 0 {
 					o.u = int64(v)
 				}
-				i += n
 			case 's':
-				v, n := slebN(expr[i:])
-				if k == 0 {
-					o.s = v
-				} else {
-					o.s = v
-				}
-				i += n
+				o.s = r.SLEB128()
 			case 'B':
-				v, n := ulebN(expr[i:])
-				i += n
-				if v > uint64(len(expr)-i) {
-					return ops, false
-				}
-				o.block = expr[i : i+int(v)]
-				i += int(v)
+				o.block = r.Bytes(r.ULEB128())
 			case 'C':
-				_, n := ulebN(expr[i:])
-				i += n
-				if i >= len(expr) || i+1+int(expr[i]) > len(expr) {
-					return ops, false
-				}
-				o.block = expr[i+1 : i+1+int(expr[i])]
-				i += 1 + int(expr[i])
+				r.SkipLEB128() // the base type DIE
+				o.block = r.Bytes(uint64(r.U8()))
 			}
 		}
-		if i > len(expr) {
+		if r.Err() != nil {
 			return ops, false
 		}
-		o.raw = expr[start:i]
+		o.raw = expr[start:r.Offset()]
 		ops = append(ops, o)
 	}
 	return ops, true
@@ -149,7 +138,7 @@ func prettyExpr(expr []byte) (s string) {
 	for _, o := range ops {
 		name, extra := extraOpNames[o.code]
 		switch {
-		case o.code == 0xa3 || o.code == 0xf3:
+		case isEntryValue(o.code):
 			parts = append(parts, name+"("+prettyExpr(o.block)+")")
 		case extra:
 			parts = append(parts, strings.TrimSpace(fmt.Sprintf("%s % x", name, o.raw[1:])))
@@ -164,3 +153,15 @@ func prettyExpr(expr []byte) (s string) {
 	}
 	return strings.Join(parts, " ")
 }
+
+func isEntryValue(c op.Opcode) bool { return c == DW_OP_entry_value || c == DW_OP_GNU_entry_value }
+
+func isImplicitPointer(c op.Opcode) bool {
+	return c == DW_OP_implicit_pointer || c == DW_OP_GNU_implicit_pointer
+}
+
+func isReg(c op.Opcode) bool { return c >= op.DW_OP_reg0 && c <= op.DW_OP_reg31 }
+
+func isBreg(c op.Opcode) bool { return c >= op.DW_OP_breg0 && c <= op.DW_OP_breg31 }
+
+func isLit(c op.Opcode) bool { return c >= op.DW_OP_lit0 && c <= op.DW_OP_lit31 }

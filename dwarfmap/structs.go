@@ -6,6 +6,10 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/go-delve/delve/pkg/dwarf/op"
+
+	"github.com/klasy/klasy/internal/bytereader"
 )
 
 // Member is one member of a struct or union layout. Members of anonymous
@@ -177,8 +181,8 @@ func members(tn *typeNamer, off dwarf.Offset, base int64, depth int) ([]Member, 
 			loc = v
 		case []byte:
 			// DW_OP_plus_uconst N, as older compilers emit.
-			if len(v) > 1 && v[0] == 0x23 {
-				loc = int64(uleb(v[1:]))
+			if len(v) > 1 && op.Opcode(v[0]) == op.DW_OP_plus_uconst {
+				loc = int64(bytereader.New(v[1:]).ULEB128())
 			}
 		}
 		m.Offset = base + loc
@@ -212,19 +216,6 @@ func members(tn *typeNamer, off dwarf.Offset, base int64, depth int) ([]Member, 
 		}
 	}
 	return out, nil
-}
-
-func uleb(b []byte) uint64 {
-	var v uint64
-	var shift uint
-	for _, c := range b {
-		v |= uint64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			break
-		}
-		shift += 7
-	}
-	return v
 }
 
 // Print writes the layout like pahole: type, name, offset and size.

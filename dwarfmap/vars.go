@@ -243,45 +243,45 @@ func (lc *locContext) describe(expr []byte) (string, bool) {
 	o := ops[0]
 	if len(ops) == 1 {
 		switch {
-		case o.code >= byte(op.DW_OP_reg0) && o.code <= byte(op.DW_OP_reg31):
-			return "register " + regName(uint64(o.code-byte(op.DW_OP_reg0))), true
-		case o.code == byte(op.DW_OP_regx):
+		case isReg(o.code):
+			return "register " + regName(uint64(o.code-op.DW_OP_reg0)), true
+		case o.code == op.DW_OP_regx:
 			return "register " + regName(uint64(o.u)), true
-		case o.code == byte(op.DW_OP_fbreg):
+		case o.code == op.DW_OP_fbreg:
 			return lc.stackSlot(o.s), true
-		case o.code >= byte(op.DW_OP_breg0) && o.code <= byte(op.DW_OP_breg31):
-			return fmt.Sprintf("memory [%s%+d]", regName(uint64(o.code-byte(op.DW_OP_breg0))), o.s), true
-		case o.code == byte(op.DW_OP_addr):
+		case isBreg(o.code):
+			return fmt.Sprintf("memory [%s%+d]", regName(uint64(o.code-op.DW_OP_breg0)), o.s), true
+		case o.code == op.DW_OP_addr:
 			return fmt.Sprintf("global %#x", uint64(o.u)), true
-		case o.code == byte(op.DW_OP_implicit_value):
+		case o.code == op.DW_OP_implicit_value:
 			return "constant (DW_OP_implicit_value)", true
-		case o.code == 0xa0 || o.code == 0xf2:
+		case isImplicitPointer(o.code):
 			return "pointer to a value that was optimized away (DW_OP_implicit_pointer)", false
 		}
 	}
 	entry := false
 	for _, p := range ops {
-		if p.code == 0xa3 || p.code == 0xf3 {
+		if isEntryValue(p.code) {
 			entry = true
 		}
 	}
 	last := ops[len(ops)-1].code
 	switch {
-	case entry && len(ops) == 2 && last == byte(op.DW_OP_stack_value):
+	case entry && len(ops) == 2 && last == op.DW_OP_stack_value:
 		what := prettyExpr(o.block)
-		if in, ok := decodeExpr(o.block); ok && len(in) == 1 && in[0].code >= byte(op.DW_OP_reg0) && in[0].code <= byte(op.DW_OP_reg31) {
-			what = regName(uint64(in[0].code - byte(op.DW_OP_reg0)))
+		if in, ok := decodeExpr(o.block); ok && len(in) == 1 && isReg(in[0].code) {
+			what = regName(uint64(in[0].code - op.DW_OP_reg0))
 		}
 		return "value " + what + " had at function entry (DW_OP_entry_value): not readable here", false
 	case entry:
 		return "computed from values at function entry (DW_OP_entry_value): not readable here", false
-	case len(ops) == 2 && last == byte(op.DW_OP_stack_value) && isConst(o):
+	case len(ops) == 2 && last == op.DW_OP_stack_value && isConst(o):
 		return fmt.Sprintf("constant %d", constValue(o)), true
-	case last == byte(op.DW_OP_stack_value):
+	case last == op.DW_OP_stack_value:
 		return "computed value", true
 	}
 	for _, p := range ops {
-		if p.code == byte(op.DW_OP_piece) || p.code == 0x9d {
+		if p.code == op.DW_OP_piece || p.code == op.DW_OP_bit_piece {
 			return "in pieces", true
 		}
 	}
@@ -300,8 +300,8 @@ func (lc *locContext) stackSlot(off int64) string {
 		}
 		return s
 	}
-	if len(lc.frameBase) == 1 && lc.frameBase[0] >= byte(op.DW_OP_reg0) && lc.frameBase[0] <= byte(op.DW_OP_reg31) {
-		return fmt.Sprintf("stack [%s%+d]", regName(uint64(lc.frameBase[0]-byte(op.DW_OP_reg0))), off)
+	if len(lc.frameBase) == 1 && isReg(op.Opcode(lc.frameBase[0])) {
+		return fmt.Sprintf("stack [%s%+d]", regName(uint64(op.Opcode(lc.frameBase[0])-op.DW_OP_reg0)), off)
 	}
 	return fmt.Sprintf("stack frame base%+d (frame base %s)", off, prettyExpr(lc.frameBase))
 }
@@ -407,35 +407,6 @@ func (img *Image) ehFrameFor(pc uint64) (*frame.FrameDescriptionEntry, error) {
 	return nil, fmt.Errorf("no .eh_frame entry covers %#x", pc)
 }
 
-func ulebN(b []byte) (uint64, int) {
-	var v uint64
-	var shift uint
-	for i, c := range b {
-		v |= uint64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v, i + 1
-		}
-		shift += 7
-	}
-	return v, len(b)
-}
-
-func slebN(b []byte) (int64, int) {
-	var v int64
-	var shift uint
-	for i, c := range b {
-		v |= int64(c&0x7f) << shift
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v, i + 1
-		}
-	}
-	return v, len(b)
-}
-
 // ParseAddr parses a hex address ("0xffffffff81000000") or FUNC+OFF.
 func (x *Index) ParseAddr(s string) (uint64, error) {
 	if a, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "0x"), 16, 64); err == nil && strings.HasPrefix(strings.ToLower(s), "0x") {
@@ -488,21 +459,22 @@ func (x *Index) VarsAtLine(fn string, line int) ([]Var, error) {
 	return out, nil
 }
 
+// isConst reports whether o pushes a constant: DW_OP_lit*, DW_OP_const*.
 func isConst(o exprOp) bool {
-	return o.code >= 0x30 && o.code <= 0x4f || o.code >= 0x08 && o.code <= 0x11
+	return isLit(o.code) || o.code >= op.DW_OP_const1u && o.code <= op.DW_OP_consts
 }
 
 func constValue(o exprOp) int64 {
 	switch {
-	case o.code >= 0x30 && o.code <= 0x4f:
-		return int64(o.code - 0x30)
-	case o.code == 0x09:
+	case isLit(o.code):
+		return int64(o.code - op.DW_OP_lit0)
+	case o.code == op.DW_OP_const1s:
 		return int64(int8(o.u))
-	case o.code == 0x0b:
+	case o.code == op.DW_OP_const2s:
 		return int64(int16(o.u))
-	case o.code == 0x0d:
+	case o.code == op.DW_OP_const4s:
 		return int64(int32(o.u))
-	case o.code == 0x11:
+	case o.code == op.DW_OP_consts:
 		return o.s
 	}
 	return o.u
