@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/internal/cachedir"
 
 	"github.com/klasy/klasy/internal/testenv"
@@ -92,7 +93,7 @@ func TestDebianVmlinux(t *testing.T) {
 // `klasy` run pays them. cpu-s/op (user+sys of the process) varies less
 // than the wall time on a shared machine.
 func BenchmarkBuild(b *testing.B) {
-	img, err := Open(debianVmlinux(b))
+	img, err := elfimage.Open(debianVmlinux(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func BenchmarkBuild(b *testing.B) {
 // Debian's vmlinux, on one goroutine, as readUnit walks them: subtrees
 // that cannot hold code are jumped over.
 func BenchmarkScanDIEs(b *testing.B) {
-	img, err := Open(debianVmlinux(b))
+	img, err := elfimage.Open(debianVmlinux(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func (x *Index) BasicBlock(addr uint64) (b Block, err error) {
 		if addr < r[0] || addr >= r[1] {
 			continue
 		}
-		code := x.img.readText(r[0], r[1]-r[0])
+		code := x.img.ReadText(r[0], r[1]-r[0])
 		if code == nil {
 			return Block{}, fmt.Errorf("no code bytes for %s at %#x in the image", fi.Name, r[0])
 		}

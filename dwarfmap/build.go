@@ -14,6 +14,8 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 )
 
 // unitResult is what one worker learns from one compilation unit; files
@@ -64,13 +66,13 @@ func unitBounds(info []byte) ([][2]uint64, error) {
 	var out [][2]uint64
 	for off := uint64(0); off < uint64(len(info)); {
 		if off+4 > uint64(len(info)) {
-			return nil, fmt.Errorf("unit header at %#x: %w", off, ErrTruncated)
+			return nil, fmt.Errorf("unit header at %#x: %w", off, elfimage.ErrTruncated)
 		}
 		n := uint64(binary.LittleEndian.Uint32(info[off:]))
 		hdr := uint64(4)
 		if n == 0xffffffff {
 			if off+12 > uint64(len(info)) {
-				return nil, fmt.Errorf("unit header at %#x: %w", off, ErrTruncated)
+				return nil, fmt.Errorf("unit header at %#x: %w", off, elfimage.ErrTruncated)
 			}
 			n = binary.LittleEndian.Uint64(info[off+4:])
 			hdr = 12
@@ -79,7 +81,7 @@ func unitBounds(info []byte) ([][2]uint64, error) {
 		}
 		end := off + hdr + n
 		if end > uint64(len(info)) || end <= off {
-			return nil, fmt.Errorf("unit at %#x ends at %#x past .debug_info (%d bytes): %w", off, end, len(info), ErrTruncated)
+			return nil, fmt.Errorf("unit at %#x ends at %#x past .debug_info (%d bytes): %w", off, end, len(info), elfimage.ErrTruncated)
 		}
 		out = append(out, [2]uint64{off, end})
 		off = end
@@ -93,7 +95,7 @@ type Progress func(done, total int)
 // Build indexes img: units are decoded in parallel, one worker per CPU,
 // then merged into flat tables in unit order so the result does not
 // depend on scheduling.
-func Build(img *Image, progress Progress) (*Index, error) {
+func Build(img *elfimage.Image, progress Progress) (*Index, error) {
 	if img.ELF.ByteOrder != binary.LittleEndian {
 		return nil, errors.New("only little-endian images are supported")
 	}
@@ -101,7 +103,7 @@ func Build(img *Image, progress Progress) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	bounds, err := unitBounds(img.sec[".debug_info"])
+	bounds, err := unitBounds(img.Section(".debug_info"))
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +144,7 @@ func Build(img *Image, progress Progress) (*Index, error) {
 			}
 		}()
 	}
-	m := newMerger(len(img.sec[".debug_line"]))
+	m := newMerger(len(img.Section(".debug_line")))
 	for i := range bounds {
 		<-ready[i]
 		if err := results[i].err; err != nil {
@@ -160,7 +162,7 @@ func Build(img *Image, progress Progress) (*Index, error) {
 	return x, nil
 }
 
-func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[uint64][]abbrev) (res unitResult) {
+func readUnit(img *elfimage.Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[uint64][]abbrev) (res unitResult) {
 	defer func() {
 		if r := recover(); r != nil {
 			res.err = fmt.Errorf("malformed DWARF: %v", r)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/internal/bytereader"
 )
 
@@ -126,7 +127,7 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 
 // unitScan holds what reading attribute values of one unit needs.
 type unitScan struct {
-	img      *Image
+	img      *elfimage.Image
 	start    uint64 // unit header offset in .debug_info
 	ver      int
 	addrSize int
@@ -199,18 +200,18 @@ func (s *unitScan) readAttr(f form, ic int64) (v val) {
 	}
 	switch f {
 	case formStrp:
-		v.b, v.isStr = cstrAt(s.img.sec[".debug_str"], v.u), true
+		v.b, v.isStr = cstrAt(s.img.Section(".debug_str"), v.u), true
 	case formLineStrp:
-		v.b, v.isStr = cstrAt(s.img.sec[".debug_line_str"], v.u), true
+		v.b, v.isStr = cstrAt(s.img.Section(".debug_line_str"), v.u), true
 	case formStrx, formStrx1, formStrx2, formStrx3, formStrx4, formGNUStrIndex:
-		so := s.img.sec[".debug_str_offsets"]
+		so := s.img.Section(".debug_str_offsets")
 		at := s.strOffs + v.u*uint64(s.offSize)
 		if at+uint64(s.offSize) <= uint64(len(so)) {
 			o := uint64(binary.LittleEndian.Uint32(so[at:]))
 			if s.offSize == 8 {
 				o = binary.LittleEndian.Uint64(so[at:])
 			}
-			v.b, v.isStr = cstrAt(s.img.sec[".debug_str"], o), true
+			v.b, v.isStr = cstrAt(s.img.Section(".debug_str"), o), true
 		}
 	}
 	return v
@@ -231,7 +232,7 @@ func cstrAt(sec []byte, off uint64) []byte {
 
 // addrx resolves an index into .debug_addr.
 func (s *unitScan) addrx(i uint64) (uint64, bool) {
-	a := s.img.sec[".debug_addr"]
+	a := s.img.Section(".debug_addr")
 	at := s.addrBase + i*uint64(s.addrSize)
 	if at+uint64(s.addrSize) > uint64(len(a)) {
 		return 0, false
@@ -461,7 +462,7 @@ func (s *unitScan) dieRanges(d *die) ([][2]uint64, error) {
 }
 
 func (s *unitScan) rnglist(off uint64, index bool) ([][2]uint64, error) {
-	sec := s.img.sec[".debug_rnglists"]
+	sec := s.img.Section(".debug_rnglists")
 	if index {
 		at := s.rngBase + off*uint64(s.offSize)
 		if at+uint64(s.offSize) > uint64(len(sec)) {
@@ -529,7 +530,7 @@ const (
 )
 
 func (s *unitScan) rangesV4(off uint64) ([][2]uint64, error) {
-	sec := s.img.sec[".debug_ranges"]
+	sec := s.img.Section(".debug_ranges")
 	if off >= uint64(len(sec)) {
 		return nil, fmt.Errorf("range list at %#x outside .debug_ranges: %w", off, errBadDWARF)
 	}
@@ -556,8 +557,8 @@ func (s *unitScan) rangesV4(off uint64) ([][2]uint64, error) {
 }
 
 // newUnitScan parses the header of the unit at [start, end).
-func newUnitScan(img *Image, start, end uint64, abbrevCache map[uint64][]abbrev) (*unitScan, error) {
-	info := img.sec[".debug_info"]
+func newUnitScan(img *elfimage.Image, start, end uint64, abbrevCache map[uint64][]abbrev) (*unitScan, error) {
+	info := img.Section(".debug_info")
 	s := &unitScan{img: img, start: start, offSize: 4}
 	r := &s.r
 	r.Reset(info[:end])
@@ -588,7 +589,7 @@ func newUnitScan(img *Image, start, end uint64, abbrevCache map[uint64][]abbrev)
 	ab, ok := abbrevCache[abOff]
 	if !ok {
 		var err error
-		if ab, err = parseAbbrevs(img.sec[".debug_abbrev"], abOff); err != nil {
+		if ab, err = parseAbbrevs(img.Section(".debug_abbrev"), abOff); err != nil {
 			return nil, err
 		}
 		abbrevCache[abOff] = ab

@@ -81,7 +81,7 @@ func (x *Index) Struct(name string) (l *Layout, err error) {
 
 func (x *Index) layout(s Struct) (*Layout, error) {
 	u := x.units[s.Unit]
-	d, err := x.img.unitDWARF(u.Off, u.End)
+	d, err := x.img.UnitDWARF(u.Off, u.End)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/loclist"
 	"github.com/go-delve/delve/pkg/dwarf/op"
 	"github.com/go-delve/delve/pkg/dwarf/regnum"
+
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 )
 
 // Var is a parameter or local variable visible at an address, with where
@@ -66,7 +68,7 @@ func (x *Index) VarsAt(addr uint64) (vars []Var, err error) {
 	}
 	f := x.funcs[fi.index]
 	u := x.units[f.Unit]
-	d, err := x.img.unitDWARF(u.Off, u.End)
+	d, err := x.img.UnitDWARF(u.Off, u.End)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +177,7 @@ func (lc *locContext) loclist(off int64, class dwarf.Class) (expr []byte, err er
 	}()
 	img := lc.x.img
 	if lc.u.Version >= 5 {
-		sec := img.sec[".debug_loclists"]
+		sec := img.Section(".debug_loclists")
 		if class == dwarf.ClassLocList {
 			// DW_FORM_loclistx: an index into the unit's offset table.
 			off, err = lc.loclistx(uint64(off))
@@ -188,7 +190,7 @@ func (lc *locContext) loclist(off int64, class dwarf.Class) (expr []byte, err er
 		}
 		rd := loclist.NewDwarf5Reader(sec)
 		var da *godwarf.DebugAddr
-		if a := img.sec[".debug_addr"]; len(a) > 0 {
+		if a := img.Section(".debug_addr"); len(a) > 0 {
 			da = godwarf.ParseAddr(a).GetSubsection(lc.addrBase())
 		}
 		e, err := rd.Find(int(off), 0, lc.u.LowPC, lc.pc, da)
@@ -197,7 +199,7 @@ func (lc *locContext) loclist(off int64, class dwarf.Class) (expr []byte, err er
 		}
 		return e.Instr, nil
 	}
-	sec := img.sec[".debug_loc"]
+	sec := img.Section(".debug_loc")
 	if off < 0 || off >= int64(len(sec)) {
 		return nil, fmt.Errorf("location list offset %#x outside .debug_loc", off)
 	}
@@ -225,7 +227,7 @@ func (lc *locContext) addrBase() uint64 {
 
 func (lc *locContext) loclistx(i uint64) (int64, error) {
 	base, ok := lc.unitAttr(dwarf.AttrLoclistsBase)
-	sec := lc.x.img.sec[".debug_loclists"]
+	sec := lc.x.img.Section(".debug_loclists")
 	if !ok || base < 0 || uint64(base)+4*i+4 > uint64(len(sec)) {
 		return 0, fmt.Errorf("location list index %d without DW_AT_loclists_base", i)
 	}
@@ -311,7 +313,7 @@ func (lc *locContext) cfaRule() *frame.DWRule {
 		return lc.cfa
 	}
 	lc.cfaDone = true
-	fde, err := lc.x.img.fdeFor(lc.pc)
+	fde, err := fdeFor(lc.x.img, lc.pc)
 	if err != nil {
 		lc.cfaErr = err
 		return nil
@@ -329,15 +331,15 @@ func (lc *locContext) cfaRule() *frame.DWRule {
 // headers (about a millisecond for a vmlinux, where parsing all 49,000
 // entries with delve's frame.Parse takes 160 ms), then lets frame.Parse
 // decode just that FDE and its CIE.
-func (img *Image) fdeFor(pc uint64) (fde *frame.FrameDescriptionEntry, err error) {
+func fdeFor(img *elfimage.Image, pc uint64) (fde *frame.FrameDescriptionEntry, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("malformed .debug_frame: %v", r)
 		}
 	}()
-	sec := img.sec[".debug_frame"]
+	sec := img.Section(".debug_frame")
 	if len(sec) == 0 {
-		return img.ehFrameFor(pc)
+		return ehFrameFor(img, pc)
 	}
 	le := binary.LittleEndian
 	for off := 0; off+4 <= len(sec); {
@@ -386,7 +388,7 @@ func (img *Image) fdeFor(pc uint64) (fde *frame.FrameDescriptionEntry, err error
 // ehFrameFor looks pc up in .eh_frame, which user-space objects carry
 // instead of .debug_frame (the kernel builds with
 // -fno-asynchronous-unwind-tables and has .debug_frame only).
-func (img *Image) ehFrameFor(pc uint64) (*frame.FrameDescriptionEntry, error) {
+func ehFrameFor(img *elfimage.Image, pc uint64) (*frame.FrameDescriptionEntry, error) {
 	s := img.ELF.Section(".eh_frame")
 	if s == nil || s.Type == elf.SHT_NOBITS {
 		return nil, fmt.Errorf("no .debug_frame or .eh_frame")

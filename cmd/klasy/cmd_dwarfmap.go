@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/pattern"
 )
 
@@ -164,18 +165,18 @@ func parseQuery(name string, args []string, npos int) (*queryFlags, []string, er
 // s.Err.
 func openIndex(s *stdio, q *queryFlags, image string) (*dwarfmap.Index, error) {
 	if q.vmlinux != "" {
-		mod, err := dwarfmap.Open(image)
+		mod, err := elfimage.Open(image)
 		if err != nil {
 			return nil, err
 		}
 		defer mod.Close()
-		vm, err := dwarfmap.Open(q.vmlinux)
-		if err != nil && !errors.Is(err, dwarfmap.ErrNoDebugInfo) {
+		vm, err := elfimage.Open(q.vmlinux)
+		if err != nil && !errors.Is(err, elfimage.ErrNoDebugInfo) {
 			return nil, err
 		}
 		if vm != nil {
 			defer vm.Close()
-			if err := dwarfmap.CheckModuleMatches(mod, vm); err != nil {
+			if err := elfimage.CheckModuleMatches(mod, vm); err != nil {
 				return nil, err
 			}
 		}
