@@ -14,6 +14,7 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/op"
 	"github.com/go-delve/delve/pkg/dwarf/regnum"
 
+	"github.com/klasy/klasy/dwarfmap/dwtype"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 )
 
@@ -84,7 +85,7 @@ func (x *Index) VarsAt(addr uint64) (vars []Var, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", fi.Name, err)
 	}
-	lc := &locContext{x: x, u: u, d: d, pc: addr, tn: newTypeNamer(d)}
+	lc := &locContext{x: x, u: u, d: d, pc: addr, tn: dwtype.NewNamer(d)}
 	if fb, ok := tree.Val(dwarf.AttrFrameBase).([]byte); ok {
 		lc.frameBase = fb
 	}
@@ -98,7 +99,7 @@ type locContext struct {
 	u         Unit
 	d         *dwarf.Data
 	pc        uint64
-	tn        *typeNamer
+	tn        *dwtype.Namer
 	frameBase []byte
 	cfa       *frame.DWRule
 	cfaErr    error
@@ -130,7 +131,7 @@ func (lc *locContext) variable(t *godwarf.Tree, scope string, depth int) Var {
 	}
 	v.Name, _ = t.Val(dwarf.AttrName).(string)
 	if typ, ok := t.Val(dwarf.AttrType).(dwarf.Offset); ok {
-		v.Type = lc.tn.name(typ)
+		v.Type = lc.tn.Name(typ)
 	}
 	if l, ok := t.Val(dwarf.AttrDeclLine).(int64); ok {
 		v.DeclLine = int(l)

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/dwarfmap/dwtype"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/pattern"
 )
@@ -322,7 +323,7 @@ func runVars(s *stdio, args []string) error {
 		if strings.HasPrefix(v.Scope, "inline ") {
 			scope = "  [" + v.Scope + "]"
 		}
-		fmt.Fprintf(tw, "\t%s\t%s\t%s%s\n", v.Kind, dwarfmap.Declare(v.Type, v.Name), v.Location, scope)
+		fmt.Fprintf(tw, "\t%s\t%s\t%s%s\n", v.Kind, dwtype.Declare(v.Type, v.Name), v.Location, scope)
 	}
 	return tw.Flush()
 }
