@@ -1,4 +1,8 @@
-package dwarfmap
+// Package loc reads where a variable's value is at a pc: DWARF location
+// expressions (decoded, printed, and described as a Location a probe
+// handler can act on), location lists, and the CFA rules of
+// .debug_frame that turn a frame-base offset into a register offset.
+package loc
 
 import (
 	"bytes"
@@ -6,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/go-delve/delve/pkg/dwarf/op"
+	"github.com/go-delve/delve/pkg/dwarf/regnum"
 
 	"github.com/klasy/klasy/internal/bytereader"
 )
@@ -82,69 +87,73 @@ var extraOpNames = map[op.Opcode]string{
 	op.DW_OP_call2: "DW_OP_call2", op.DW_OP_call4: "DW_OP_call4", op.DW_OP_call_ref: "DW_OP_call_ref", op.DW_OP_bit_piece: "DW_OP_bit_piece",
 }
 
-// exprOp is one decoded operation.
-type exprOp struct {
-	code  op.Opcode
-	raw   []byte // the whole operation, opcode included
-	block []byte // the block operand of B/C forms
-	u, s  int64  // first unsigned operand, last signed one
+// Op is one operation of a DWARF expression.
+type Op struct {
+	Code op.Opcode
+	Raw  []byte // the whole operation, opcode included
+	// Block is the block operand of DW_OP_entry_value,
+	// DW_OP_implicit_value and DW_OP_const_type.
+	Block []byte
+	U     int64 // the first unsigned or fixed-size operand
+	S     int64 // the last signed operand
 }
 
-// decodeExpr splits expr into operations; ok is false if an operand runs
-// off the end (or a LEB128 operand past 64 bits).
-func decodeExpr(expr []byte) (ops []exprOp, ok bool) {
+// Decode splits expr into operations; ok is false if an operand runs off
+// the end (or a LEB128 operand past 64 bits): ops are those before it.
+func Decode(expr []byte) (ops []Op, ok bool) {
 	r := bytereader.New(expr)
 	for r.Len() > 0 {
 		start := r.Offset()
-		o := exprOp{code: op.Opcode(r.U8())}
-		for k, a := range exprArgs[o.code] {
+		o := Op{Code: op.Opcode(r.U8())}
+		for k, a := range exprArgs[o.Code] {
 			switch a {
 			case '1', '2', '4', '8':
 				if v := r.Uint(int(a - '0')); k == 0 {
-					o.u = int64(v)
+					o.U = int64(v)
 				}
 			case 'u':
 				if v := r.ULEB128(); k == 0 {
-					o.u = int64(v)
+					o.U = int64(v)
 				}
 			case 's':
-				o.s = r.SLEB128()
+				o.S = r.SLEB128()
 			case 'B':
-				o.block = r.Bytes(r.ULEB128())
+				o.Block = r.Bytes(r.ULEB128())
 			case 'C':
 				r.SkipLEB128() // the base type DIE
-				o.block = r.Bytes(uint64(r.U8()))
+				o.Block = r.Bytes(uint64(r.U8()))
 			}
 		}
 		if r.Err() != nil {
 			return ops, false
 		}
-		o.raw = expr[start:r.Offset()]
+		o.Raw = expr[start:r.Offset()]
 		ops = append(ops, o)
 	}
 	return ops, true
 }
 
-// prettyExpr prints expr: known DWARF 2-4 operations through delve's
-// op.PrettyPrint, the others here.
-func prettyExpr(expr []byte) (s string) {
+// Pretty prints expr: the operations delve's op.PrettyPrint knows
+// through it, the others here, and "<truncated>" after the last whole
+// operation of an expression that runs off its end.
+func Pretty(expr []byte) (s string) {
 	defer func() {
 		if r := recover(); r != nil {
 			s = fmt.Sprintf("% x", expr)
 		}
 	}()
-	ops, ok := decodeExpr(expr)
+	ops, ok := Decode(expr)
 	var parts []string
 	for _, o := range ops {
-		name, extra := extraOpNames[o.code]
+		name, extra := extraOpNames[o.Code]
 		switch {
-		case isEntryValue(o.code):
-			parts = append(parts, name+"("+prettyExpr(o.block)+")")
+		case isEntryValue(o.Code):
+			parts = append(parts, name+"("+Pretty(o.Block)+")")
 		case extra:
-			parts = append(parts, strings.TrimSpace(fmt.Sprintf("%s % x", name, o.raw[1:])))
+			parts = append(parts, strings.TrimSpace(fmt.Sprintf("%s % x", name, o.Raw[1:])))
 		default:
 			var b bytes.Buffer
-			op.PrettyPrint(&b, o.raw, regName)
+			op.PrettyPrint(&b, o.Raw, RegName)
 			parts = append(parts, strings.TrimSpace(b.String()))
 		}
 	}
@@ -153,6 +162,10 @@ func prettyExpr(expr []byte) (s string) {
 	}
 	return strings.Join(parts, " ")
 }
+
+// RegName is the name of x86-64 DWARF register n, as the kernel's
+// pt_regs and objdump spell it ("rdi", "r8").
+func RegName(n uint64) string { return strings.ToLower(regnum.AMD64ToName(n)) }
 
 func isEntryValue(c op.Opcode) bool { return c == DW_OP_entry_value || c == DW_OP_GNU_entry_value }
 
