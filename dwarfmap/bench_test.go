@@ -27,22 +27,13 @@ import (
 
 func kernelCache() string { return cachedir.Root() }
 
-func debianVmlinux(tb testing.TB) string {
-	tb.Helper()
-	p := filepath.Join(kernelCache(), "debian", "current", "vmlinux")
-	if _, err := os.Stat(p); err != nil {
-		testenv.Need(tb, "debian-kernel", fmt.Errorf("no Debian debug vmlinux at %s: run make debian-kernel", p))
-	}
-	return p
-}
-
 // TestDebianVmlinux checks the index of the real kernel: fast once its
 // index is cached (the first run builds it).
 func TestDebianVmlinux(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	v := debianVmlinux(t)
+	v := testenv.DebianVmlinux(t)
 	x, _, err := Load(v, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +84,7 @@ func TestDebianVmlinux(t *testing.T) {
 // `klasy` run pays them. cpu-s/op (user+sys of the process) varies less
 // than the wall time on a shared machine.
 func BenchmarkBuild(b *testing.B) {
-	img, err := elfimage.Open(debianVmlinux(b))
+	img, err := elfimage.Open(testenv.DebianVmlinux(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -111,65 +102,6 @@ func BenchmarkBuild(b *testing.B) {
 	}
 	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
 }
-
-// BenchmarkScanDIEs runs the DIE scanner alone over every unit of
-// Debian's vmlinux, on one goroutine, as readUnit walks them: subtrees
-// that cannot hold code are jumped over.
-func BenchmarkScanDIEs(b *testing.B) {
-	img, err := elfimage.Open(debianVmlinux(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer img.Close()
-	bounds, err := unitBounds(img.Section(".debug_info"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	cpu0 := cpuTime()
-	var dies int
-	for i := 0; i < b.N; i++ {
-		cache := map[uint64][]abbrev{}
-		dies = 0
-		for _, u := range bounds {
-			s, err := newUnitScan(img, u[0], u[1], cache)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var e die
-			if !s.next(&e) {
-				b.Fatalf("unit at %#x: no unit DIE", u[0])
-			}
-			dies++
-			depth := 0
-			if e.children {
-				depth = 1
-			}
-			for depth > 0 {
-				if !s.next(&e) {
-					if scanFailed(s) {
-						b.Fatalf("unit at %#x: DIE at %#x", u[0], e.off)
-					}
-					depth--
-					continue
-				}
-				dies++
-				if e.children {
-					if !descend(e.tag) && e.sibling > e.off && e.sibling <= u[1] {
-						scanSeek(s, e.sibling)
-						continue
-					}
-					depth++
-				}
-			}
-		}
-	}
-	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
-	b.ReportMetric(float64(dies), "DIEs")
-}
-
-func scanFailed(s *unitScan) bool      { return s.r.Err() != nil }
-func scanSeek(s *unitScan, off uint64) { s.r.Seek(int(off)) }
 
 // cpuTime is the user and system time of the process so far.
 func cpuTime() time.Duration {
@@ -276,7 +208,7 @@ func median(rs []run) run {
 // and SystemTap's pass 2 on the same queries in one run, and prints them
 // side by side. `make bench` sets everything up.
 func BenchmarkVsPerfProbeAndStap(b *testing.B) {
-	v := debianVmlinux(b)
+	v := testenv.DebianVmlinux(b)
 	bench := filepath.Join(kernelCache(), "dwarfmap-bench")
 	src, kbuild := filepath.Join(bench, "src"), filepath.Join(bench, "kbuild")
 	for _, p := range []string{filepath.Join(src, "net/core/skbuff.c"), filepath.Join(kbuild, "vmlinux")} {

@@ -1,4 +1,12 @@
-package dwarfmap
+// Package diescan is a purpose-built DIE scanner for dwarfmap's index
+// build. debug/dwarf's Reader decodes every attribute of every DIE into
+// interface values (17.9 M DIEs and 4 GB of garbage for Debian's
+// vmlinux, 4 s of CPU); the index needs a dozen attributes of a few tags:
+// compile units, functions, inlined copies, structs, unions and typedefs.
+// The scanner skips the other attributes by form, lets its caller jump
+// over subtrees with DW_AT_sibling, and returns names as slices of the
+// string sections. It reads DWARF 2 to 5, little-endian.
+package diescan
 
 import (
 	"debug/dwarf"
@@ -6,19 +14,32 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/internal/bytereader"
 )
 
-// A purpose-built DIE scanner for the index build. debug/dwarf's Reader
-// decodes every attribute of every DIE into interface values (17.9 M DIEs
-// and 4 GB of garbage for Debian's vmlinux, 4 s of CPU); the index needs a
-// dozen attributes of three tags. The scanner skips other attributes by
-// form, jumps over type subtrees with DW_AT_sibling, and returns names as
-// slices of the mapped string sections. Queries still use debug/dwarf and
-// delve's packages on one unit at a time.
+// ErrMalformed is returned (wrapped) for DWARF the scanner cannot read.
+var ErrMalformed = errors.New("malformed DWARF")
 
-var errBadDWARF = errors.New("malformed DWARF")
+// Sections are the DWARF sections the scanner reads (nil when absent).
+type Sections struct {
+	Info, Abbrev, Str, LineStr, StrOffsets, Addr, Ranges, Rnglists []byte
+}
+
+// NewSections gets the sections by name (".debug_info") from section,
+// as elfimage.Image.Section gives them.
+func NewSections(section func(name string) []byte) *Sections {
+	return &Sections{
+		Info: section(".debug_info"), Abbrev: section(".debug_abbrev"),
+		Str: section(".debug_str"), LineStr: section(".debug_line_str"),
+		StrOffsets: section(".debug_str_offsets"), Addr: section(".debug_addr"),
+		Ranges: section(".debug_ranges"), Rnglists: section(".debug_rnglists"),
+	}
+}
+
+// Abbrevs caches abbreviation tables by their offset in .debug_abbrev,
+// for the units that share them. It is not safe for concurrent use: give
+// each goroutine its own.
+type Abbrevs map[uint64][]abbrev
 
 type attrSpec struct {
 	attr dwarf.Attr
@@ -85,7 +106,7 @@ const (
 
 func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 	if off >= uint64(len(b)) {
-		return nil, fmt.Errorf("abbrev offset %#x outside .debug_abbrev: %w", off, errBadDWARF)
+		return nil, fmt.Errorf("abbrev offset %#x outside .debug_abbrev: %w", off, ErrMalformed)
 	}
 	r := bytereader.New(b)
 	r.Seek(int(off))
@@ -96,14 +117,14 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 			break
 		}
 		if code > 1<<20 {
-			return nil, fmt.Errorf("abbrev code %d: %w", code, errBadDWARF)
+			return nil, fmt.Errorf("abbrev code %d: %w", code, ErrMalformed)
 		}
 		a := abbrev{tag: dwarf.Tag(r.ULEB128())}
 		a.children = r.U8() == 1 // DW_CHILDREN_yes
 		for {
 			at, fm := dwarf.Attr(r.ULEB128()), form(r.ULEB128())
 			if r.Err() != nil {
-				return nil, fmt.Errorf("abbrev table at %#x: %w", off, errBadDWARF)
+				return nil, fmt.Errorf("abbrev table at %#x: %w", off, ErrMalformed)
 			}
 			if at == 0 && fm == 0 {
 				break
@@ -120,14 +141,16 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 		tab[code] = a
 	}
 	if r.Err() != nil {
-		return nil, fmt.Errorf("abbrev table at %#x: %w", off, errBadDWARF)
+		return nil, fmt.Errorf("abbrev table at %#x: %w", off, ErrMalformed)
 	}
 	return tab, nil
 }
 
-// unitScan holds what reading attribute values of one unit needs.
-type unitScan struct {
-	img      *elfimage.Image
+// Unit scans the DIEs of one unit.
+type Unit struct {
+	secs     *Sections
+	end      uint64 // end of the unit in .debug_info
+	first    uint64 // offset of the unit DIE
 	start    uint64 // unit header offset in .debug_info
 	ver      int
 	addrSize int
@@ -149,7 +172,7 @@ type val struct {
 
 // readAttr reads the value of form f, resolving strings and (with
 // resolveAddr) address indexes.
-func (s *unitScan) readAttr(f form, ic int64) (v val) {
+func (s *Unit) readAttr(f form, ic int64) (v val) {
 	r := &s.r
 	switch f {
 	case formAddr:
@@ -200,18 +223,18 @@ func (s *unitScan) readAttr(f form, ic int64) (v val) {
 	}
 	switch f {
 	case formStrp:
-		v.b, v.isStr = cstrAt(s.img.Section(".debug_str"), v.u), true
+		v.b, v.isStr = cstrAt(s.secs.Str, v.u), true
 	case formLineStrp:
-		v.b, v.isStr = cstrAt(s.img.Section(".debug_line_str"), v.u), true
+		v.b, v.isStr = cstrAt(s.secs.LineStr, v.u), true
 	case formStrx, formStrx1, formStrx2, formStrx3, formStrx4, formGNUStrIndex:
-		so := s.img.Section(".debug_str_offsets")
+		so := s.secs.StrOffsets
 		at := s.strOffs + v.u*uint64(s.offSize)
 		if at+uint64(s.offSize) <= uint64(len(so)) {
 			o := uint64(binary.LittleEndian.Uint32(so[at:]))
 			if s.offSize == 8 {
 				o = binary.LittleEndian.Uint64(so[at:])
 			}
-			v.b, v.isStr = cstrAt(s.img.Section(".debug_str"), o), true
+			v.b, v.isStr = cstrAt(s.secs.Str, o), true
 		}
 	}
 	return v
@@ -231,8 +254,8 @@ func cstrAt(sec []byte, off uint64) []byte {
 }
 
 // addrx resolves an index into .debug_addr.
-func (s *unitScan) addrx(i uint64) (uint64, bool) {
-	a := s.img.Section(".debug_addr")
+func (s *Unit) addrx(i uint64) (uint64, bool) {
+	a := s.secs.Addr
 	at := s.addrBase + i*uint64(s.addrSize)
 	if at+uint64(s.addrSize) > uint64(len(a)) {
 		return 0, false
@@ -243,28 +266,35 @@ func (s *unitScan) addrx(i uint64) (uint64, bool) {
 	return binary.LittleEndian.Uint64(a[at:]), true
 }
 
-// die is the decoded subset of a DIE's attributes.
-type die struct {
-	off                 uint64
-	tag                 dwarf.Tag
-	children            bool
-	name                []byte
-	low, high           uint64
-	hasLow, hasHigh     bool
-	highIsOff           bool
+// DIE is the decoded subset of a DIE's attributes. Names are slices of
+// the string sections; references are offsets in .debug_info (0: none).
+type DIE struct {
+	Off        uint64
+	Tag        dwarf.Tag
+	Children   bool
+	Name       []byte
+	Low        uint64 // DW_AT_low_pc, if HasLow
+	HasLow     bool
+	EntryPC    uint64 // DW_AT_entry_pc, if HasEntryPC
+	HasEntryPC bool
+	Origin     uint64 // DW_AT_abstract_origin
+	Spec       uint64 // DW_AT_specification
+	Type       uint64 // DW_AT_type
+	Sibling    uint64 // DW_AT_sibling
+	External   bool
+	Decl       bool  // DW_AT_declaration
+	Inline     int64 // DW_AT_inline
+	DeclFile   int64 // -1 if absent
+	DeclLine   int64
+	CallFile   int64 // -1 if absent
+	CallLine   int64
+	ByteSize   int64
+	CompDir    []byte
+
+	high                uint64
+	hasHigh, highIsOff  bool
 	ranges              uint64
 	hasRanges, rngIndex bool
-	entryPC             uint64
-	hasEntryPC          bool
-	origin, spec, typ   uint64
-	sibling             uint64
-	external, decl      bool
-	inline              int64
-	declFile, declLine  int64
-	callFile, callLine  int64
-	byteSize            int64
-	stmtList            int64
-	compDir             []byte
 	strOffs, addrBase   uint64
 	rngBase             uint64
 	hasBases            [3]bool
@@ -281,9 +311,10 @@ func wanted(t dwarf.Tag) bool {
 	return false
 }
 
-// descend reports whether children of tag may hold functions or inlined
-// copies; other subtrees are jumped over by DW_AT_sibling when present.
-func descend(t dwarf.Tag) bool {
+// HoldsCode reports whether the children of a DIE of tag may hold
+// functions or inlined copies: a scan for code can jump over the other
+// subtrees (SkipChildren).
+func HoldsCode(t dwarf.Tag) bool {
 	switch t {
 	case dwarf.TagCompileUnit, dwarf.TagPartialUnit, dwarf.TagSubprogram, dwarf.TagInlinedSubroutine,
 		dwarf.TagLexDwarfBlock, dwarf.TagNamespace, dwarf.TagModule:
@@ -292,20 +323,21 @@ func descend(t dwarf.Tag) bool {
 	return false
 }
 
-// next reads the DIE at the reader's offset into d. It returns false at a null entry.
-func (s *unitScan) next(d *die) bool {
+// Next reads the next DIE into d. It returns false at a null entry (the
+// end of a list of children) and on an error (see Err).
+func (s *Unit) Next(d *DIE) bool {
 	r := &s.r
-	*d = die{off: uint64(r.Offset()), declFile: -1, callFile: -1}
+	*d = DIE{Off: uint64(r.Offset()), DeclFile: -1, CallFile: -1}
 	code := r.ULEB128()
 	if code == 0 || r.Err() != nil {
 		return false
 	}
 	if code >= uint64(len(s.abbrevs)) || (s.abbrevs[code].tag == 0 && s.abbrevs[code].attrs == nil) {
-		r.Fail(fmt.Errorf("DIE at %#x: abbreviation code %d not in the table: %w", d.off, code, errBadDWARF))
+		r.Fail(fmt.Errorf("DIE at %#x: abbreviation code %d not in the table: %w", d.Off, code, ErrMalformed))
 		return false
 	}
 	a := &s.abbrevs[code]
-	d.tag, d.children = a.tag, a.children
+	d.Tag, d.Children = a.tag, a.children
 	want := wanted(a.tag)
 	for _, at := range a.attrs {
 		if !want && at.attr != dwarf.AttrSibling {
@@ -315,11 +347,11 @@ func (s *unitScan) next(d *die) bool {
 		v := s.readAttr(at.form, at.ic)
 		switch at.attr {
 		case dwarf.AttrSibling:
-			d.sibling = s.ref(at.form, v.u)
+			d.Sibling = s.ref(at.form, v.u)
 		case dwarf.AttrName:
-			d.name = v.b
+			d.Name = v.b
 		case dwarf.AttrLowpc:
-			d.low, d.hasLow = s.addrVal(at.form, v.u)
+			d.Low, d.HasLow = s.addrVal(at.form, v.u)
 		case dwarf.AttrHighpc:
 			d.hasHigh = true
 			d.high = v.u
@@ -329,35 +361,33 @@ func (s *unitScan) next(d *die) bool {
 				d.highIsOff = true
 			}
 		case dwarf.AttrEntrypc:
-			d.entryPC, d.hasEntryPC = s.addrVal(at.form, v.u)
+			d.EntryPC, d.HasEntryPC = s.addrVal(at.form, v.u)
 		case dwarf.AttrRanges:
 			d.ranges, d.hasRanges, d.rngIndex = v.u, true, at.form == formRnglistx
 		case dwarf.AttrAbstractOrigin:
-			d.origin = s.ref(at.form, v.u)
+			d.Origin = s.ref(at.form, v.u)
 		case dwarf.AttrSpecification:
-			d.spec = s.ref(at.form, v.u)
+			d.Spec = s.ref(at.form, v.u)
 		case dwarf.AttrExternal:
-			d.external = v.u != 0
+			d.External = v.u != 0
 		case dwarf.AttrDeclaration:
-			d.decl = v.u != 0
+			d.Decl = v.u != 0
 		case dwarf.AttrInline:
-			d.inline = int64(v.u)
+			d.Inline = int64(v.u)
 		case dwarf.AttrDeclFile:
-			d.declFile = int64(v.u)
+			d.DeclFile = int64(v.u)
 		case dwarf.AttrDeclLine:
-			d.declLine = int64(v.u)
+			d.DeclLine = int64(v.u)
 		case dwarf.AttrCallFile:
-			d.callFile = int64(v.u)
+			d.CallFile = int64(v.u)
 		case dwarf.AttrCallLine:
-			d.callLine = int64(v.u)
+			d.CallLine = int64(v.u)
 		case dwarf.AttrType:
-			d.typ = s.ref(at.form, v.u)
+			d.Type = s.ref(at.form, v.u)
 		case dwarf.AttrByteSize:
-			d.byteSize = int64(v.u)
-		case dwarf.AttrStmtList:
-			d.stmtList = int64(v.u)
+			d.ByteSize = int64(v.u)
 		case dwarf.AttrCompDir:
-			d.compDir = v.b
+			d.CompDir = v.b
 		case dwarf.AttrStrOffsetsBase:
 			d.strOffs, d.hasBases[0] = v.u, true
 		case dwarf.AttrAddrBase:
@@ -369,7 +399,7 @@ func (s *unitScan) next(d *die) bool {
 	return r.Err() == nil
 }
 
-func (s *unitScan) ref(f form, v uint64) uint64 {
+func (s *Unit) ref(f form, v uint64) uint64 {
 	switch f {
 	case formRefAddr:
 		return v
@@ -379,7 +409,7 @@ func (s *unitScan) ref(f form, v uint64) uint64 {
 	return 0
 }
 
-func (s *unitScan) addrVal(f form, v uint64) (uint64, bool) {
+func (s *Unit) addrVal(f form, v uint64) (uint64, bool) {
 	switch f {
 	case formAddrx, formAddrx1, formAddrx2, formAddrx3, formAddrx4, formGNUAddrIndex:
 		return s.addrx(v)
@@ -388,7 +418,7 @@ func (s *unitScan) addrVal(f form, v uint64) (uint64, bool) {
 }
 
 // skipAttr steps over a value of form f without decoding it.
-func (s *unitScan) skipAttr(f form) {
+func (s *Unit) skipAttr(f form) {
 	r := &s.r
 	switch f {
 	case formFlagPresent, formImplicitConst:
@@ -435,20 +465,20 @@ func (s *unitScan) skipAttr(f form) {
 }
 
 func unknownForm(f form) error {
-	return fmt.Errorf("unknown attribute form %#x: %w", uint64(f), errBadDWARF)
+	return fmt.Errorf("unknown attribute form %#x: %w", uint64(f), ErrMalformed)
 }
 
-// dieRanges returns the address ranges of d (low/high or DW_AT_ranges).
-func (s *unitScan) dieRanges(d *die) ([][2]uint64, error) {
-	if d.hasLow && d.hasHigh {
+// Ranges returns the address ranges of d (low/high or DW_AT_ranges).
+func (s *Unit) Ranges(d *DIE) ([][2]uint64, error) {
+	if d.HasLow && d.hasHigh {
 		hi := d.high
 		if d.highIsOff {
-			hi = d.low + d.high
+			hi = d.Low + d.high
 		}
-		if hi >= d.low {
+		if hi >= d.Low {
 			// Zero-length too: an inlined copy optimized down to nothing
 			// still marks where the call was (its entry_pc).
-			return [][2]uint64{{d.low, hi}}, nil
+			return [][2]uint64{{d.Low, hi}}, nil
 		}
 		return nil, nil
 	}
@@ -461,12 +491,12 @@ func (s *unitScan) dieRanges(d *die) ([][2]uint64, error) {
 	return s.rangesV4(d.ranges)
 }
 
-func (s *unitScan) rnglist(off uint64, index bool) ([][2]uint64, error) {
-	sec := s.img.Section(".debug_rnglists")
+func (s *Unit) rnglist(off uint64, index bool) ([][2]uint64, error) {
+	sec := s.secs.Rnglists
 	if index {
 		at := s.rngBase + off*uint64(s.offSize)
 		if at+uint64(s.offSize) > uint64(len(sec)) {
-			return nil, fmt.Errorf("rnglistx %d out of range: %w", off, errBadDWARF)
+			return nil, fmt.Errorf("rnglistx %d out of range: %w", off, ErrMalformed)
 		}
 		if s.offSize == 8 {
 			off = s.rngBase + binary.LittleEndian.Uint64(sec[at:])
@@ -475,7 +505,7 @@ func (s *unitScan) rnglist(off uint64, index bool) ([][2]uint64, error) {
 		}
 	}
 	if off >= uint64(len(sec)) {
-		return nil, fmt.Errorf("range list at %#x outside .debug_rnglists: %w", off, errBadDWARF)
+		return nil, fmt.Errorf("range list at %#x outside .debug_rnglists: %w", off, ErrMalformed)
 	}
 	r := bytereader.New(sec)
 	r.Seek(int(off))
@@ -511,10 +541,10 @@ func (s *unitScan) rnglist(off uint64, index bool) ([][2]uint64, error) {
 			a := r.Uint(s.addrSize)
 			add(a, a+r.ULEB128())
 		default:
-			return nil, fmt.Errorf("range list at %#x: unknown entry: %w", off, errBadDWARF)
+			return nil, fmt.Errorf("range list at %#x: unknown entry: %w", off, ErrMalformed)
 		}
 	}
-	return nil, fmt.Errorf("range list at %#x runs past the section: %w", off, errBadDWARF)
+	return nil, fmt.Errorf("range list at %#x runs past the section: %w", off, ErrMalformed)
 }
 
 // DW_RLE_* range list entry kinds (DWARF 5, 7.25).
@@ -529,10 +559,10 @@ const (
 	rleStartLength  = 0x07
 )
 
-func (s *unitScan) rangesV4(off uint64) ([][2]uint64, error) {
-	sec := s.img.Section(".debug_ranges")
+func (s *Unit) rangesV4(off uint64) ([][2]uint64, error) {
+	sec := s.secs.Ranges
 	if off >= uint64(len(sec)) {
-		return nil, fmt.Errorf("range list at %#x outside .debug_ranges: %w", off, errBadDWARF)
+		return nil, fmt.Errorf("range list at %#x outside .debug_ranges: %w", off, ErrMalformed)
 	}
 	r := bytereader.New(sec)
 	r.Seek(int(off))
@@ -553,13 +583,17 @@ func (s *unitScan) rangesV4(off uint64) ([][2]uint64, error) {
 			out = append(out, [2]uint64{base + a, base + b})
 		}
 	}
-	return nil, fmt.Errorf("range list at %#x runs past the section: %w", off, errBadDWARF)
+	return nil, fmt.Errorf("range list at %#x runs past the section: %w", off, ErrMalformed)
 }
 
-// newUnitScan parses the header of the unit at [start, end).
-func newUnitScan(img *elfimage.Image, start, end uint64, abbrevCache map[uint64][]abbrev) (*unitScan, error) {
-	info := img.Section(".debug_info")
-	s := &unitScan{img: img, start: start, offSize: 4}
+// NewUnit parses the header of the unit at [start, end) of .debug_info
+// and its abbreviation table (from cache if there).
+func NewUnit(secs *Sections, start, end uint64, cache Abbrevs) (*Unit, error) {
+	info := secs.Info
+	if start >= end || end > uint64(len(info)) {
+		return nil, fmt.Errorf("unit at %#x..%#x outside .debug_info (%d bytes): %w", start, end, len(info), ErrMalformed)
+	}
+	s := &Unit{secs: secs, start: start, end: end, offSize: 4}
 	r := &s.r
 	r.Reset(info[:end])
 	r.Seek(int(start))
@@ -584,17 +618,18 @@ func newUnitScan(img *elfimage.Image, start, end uint64, abbrevCache map[uint64]
 		s.addrSize = int(r.U8())
 	}
 	if r.Err() != nil || s.ver < 2 || s.ver > 5 || (s.addrSize != 4 && s.addrSize != 8) {
-		return nil, fmt.Errorf("unit at %#x: unsupported header (version %d, address size %d): %w", start, s.ver, s.addrSize, errBadDWARF)
+		return nil, fmt.Errorf("unit at %#x: unsupported header (version %d, address size %d): %w", start, s.ver, s.addrSize, ErrMalformed)
 	}
-	ab, ok := abbrevCache[abOff]
+	ab, ok := cache[abOff]
 	if !ok {
 		var err error
-		if ab, err = parseAbbrevs(img.Section(".debug_abbrev"), abOff); err != nil {
+		if ab, err = parseAbbrevs(secs.Abbrev, abOff); err != nil {
 			return nil, err
 		}
-		abbrevCache[abOff] = ab
+		cache[abOff] = ab
 	}
 	s.abbrevs = ab
+	s.first = uint64(r.Offset())
 	return s, nil
 }
 
@@ -606,3 +641,42 @@ const (
 	utSplitCompile = 0x05
 	utSplitType    = 0x06
 )
+
+// Version is the unit's DWARF version.
+func (s *Unit) Version() int { return s.ver }
+
+// Err returns what stopped the scan, or nil.
+func (s *Unit) Err() error { return s.r.Err() }
+
+// Seek moves the scan to the DIE at off in .debug_info (in the unit).
+func (s *Unit) Seek(off uint64) { s.r.Seek(int(off)) }
+
+// UnitDIE reads the unit's first DIE into d. The string, address and
+// range list bases it sets (DWARF 5) then apply to the unit's attributes,
+// its own included (it is read again with them), and its low_pc becomes
+// the base address of range lists.
+func (s *Unit) UnitDIE(d *DIE) bool {
+	s.Seek(s.first)
+	if !s.Next(d) {
+		return false
+	}
+	if d.hasBases != [3]bool{} {
+		s.strOffs, s.addrBase, s.rngBase = d.strOffs, d.addrBase, d.rngBase
+		s.Seek(d.Off)
+		if !s.Next(d) {
+			return false
+		}
+	}
+	s.lowPC = d.Low
+	return true
+}
+
+// SkipChildren moves the scan past the children of d, just read, if d
+// has a usable DW_AT_sibling; it reports whether it did.
+func (s *Unit) SkipChildren(d *DIE) bool {
+	if !d.Children || d.Sibling <= d.Off || d.Sibling > s.end {
+		return false
+	}
+	s.Seek(d.Sibling)
+	return true
+}
