@@ -7,8 +7,10 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,7 +123,8 @@ func TestNamesAndSizes(t *testing.T) {
 			p := build(t, flags...)
 			vars, _ := globals(t, p.d)
 			n := NewNamer(p.d)
-			for v, spelled := range want {
+			for _, v := range slices.Sorted(maps.Keys(want)) {
+				spelled := want[v]
 				typ, ok := vars[v]
 				if !ok {
 					t.Fatalf("no variable %s in the debug info", v)
