@@ -1,14 +1,13 @@
 package aspect
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+	"github.com/klasy/klasy/internal/golden"
+)
 
 // TestCheckGolden pins what `klasy check` prints for each invalid aspect
 // under testdata (the figures as the PDF extraction printed them, and
@@ -50,23 +49,7 @@ func TestCheckGolden(t *testing.T) {
 			for _, d := range diags {
 				b.WriteString(d.String() + "\n")
 			}
-			got := b.String()
-			golden := filepath.Join("testdata", "golden", strings.TrimSuffix(strings.ReplaceAll(strings.TrimPrefix(filepath.ToSlash(in), "testdata/"), "/", "__"), ".klasy")+".golden")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./aspect -run TestCheckGolden -update to create it, then read it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("klasy check output differs from %s (rerun with -update and read the diff):\n%s", golden, got)
-			}
+			golden.Check(t, filepath.Join("testdata", "golden", strings.TrimSuffix(strings.ReplaceAll(strings.TrimPrefix(filepath.ToSlash(in), "testdata/"), "/", "__"), ".klasy")+".golden"), b.String())
 		})
 	}
 }

@@ -2,7 +2,6 @@ package xflow
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,9 +10,8 @@ import (
 	"testing"
 
 	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/golden")
 
 // goldenInputs are the aspects whose translation is kept as a golden
 // file: the dissertation's figures, the Linux 6.1 examples and this
@@ -81,22 +79,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden := filepath.Join("testdata", "golden", strings.TrimSuffix(strings.ReplaceAll(name, "/", "__"), ".klasy")+".golden")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./xflow -update to create it, then read it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("output differs from %s (rerun with -update and read the diff):\n%s", golden, got)
-			}
+			golden.Check(t, filepath.Join("testdata", "golden", strings.TrimSuffix(strings.ReplaceAll(name, "/", "__"), ".klasy")+".golden"), got)
 			roundTrip(t, name, out)
 		})
 	}
