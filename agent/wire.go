@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+
+	"github.com/klasy/klasy/internal/bytereader"
 )
 
 const (
@@ -405,7 +407,8 @@ func (e *enc) bytes(p []byte) { e.uint(uint64(len(p))); e.b = append(e.b, p...) 
 func (e *enc) str(s string)   { e.uint(uint64(len(s))); e.b = append(e.b, s...) }
 
 // dec reads a payload built by enc. The first problem sticks in err and
-// later reads return zero values, so callers check once at the end.
+// later reads return zero values, so callers check once at the end. The
+// numbers are read by bytereader, which decodes Go's varints.
 type dec struct {
 	b   []byte
 	err error
@@ -419,43 +422,36 @@ func (d *dec) fail(err error) {
 	}
 }
 
-func (d *dec) uint() uint64 {
+// read runs f on a reader of what is left, then moves past what f read.
+func (d *dec) read(f func(r *bytereader.Reader)) {
 	if d.err != nil {
-		return 0
+		return
 	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
+	r := bytereader.New(d.b)
+	f(r)
+	if r.Err() != nil {
 		d.fail(errShortPayload)
-		return 0
+		return
 	}
-	d.b = d.b[n:]
+	d.b = d.b[r.Offset():]
+}
+
+func (d *dec) uint() (v uint64) {
+	d.read(func(r *bytereader.Reader) { v = r.ULEB128() })
 	return v
 }
 
-func (d *dec) int() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail(errShortPayload)
-		return 0
-	}
-	d.b = d.b[n:]
+func (d *dec) int() (v int64) {
+	d.read(func(r *bytereader.Reader) { v = r.Varint() })
 	return v
 }
 
-func (d *dec) bytes() []byte {
+func (d *dec) bytes() (p []byte) {
 	n := d.uint()
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)) {
+	if d.err == nil && n > uint64(len(d.b)) {
 		d.fail(fmt.Errorf("%w: field of %d bytes, %d left", errShortPayload, n, len(d.b)))
-		return nil
 	}
-	p := d.b[:n:n]
-	d.b = d.b[n:]
+	d.read(func(r *bytereader.Reader) { p = r.Bytes(n) })
 	return p
 }
 

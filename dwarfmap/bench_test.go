@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/internal/cachedir"
 
 	"github.com/klasy/klasy/internal/testenv"
@@ -26,22 +27,13 @@ import (
 
 func kernelCache() string { return cachedir.Root() }
 
-func debianVmlinux(tb testing.TB) string {
-	tb.Helper()
-	p := filepath.Join(kernelCache(), "debian", "current", "vmlinux")
-	if _, err := os.Stat(p); err != nil {
-		testenv.Need(tb, "debian-kernel", fmt.Errorf("no Debian debug vmlinux at %s: run make debian-kernel", p))
-	}
-	return p
-}
-
 // TestDebianVmlinux checks the index of the real kernel: fast once its
 // index is cached (the first run builds it).
 func TestDebianVmlinux(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	v := debianVmlinux(t)
+	v := testenv.DebianVmlinux(t)
 	x, _, err := Load(v, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +77,37 @@ func TestDebianVmlinux(t *testing.T) {
 	if l.Size != 232 || lenOff != 112 {
 		t.Errorf("sk_buff: size %d, len at %d", l.Size, lenOff)
 	}
+}
+
+// BenchmarkBuild builds the index of Debian's vmlinux in this process,
+// without the cache: the DIE scanner, line tables and merge, as a cold
+// `klasy` run pays them. cpu-s/op (user+sys of the process) varies less
+// than the wall time on a shared machine.
+func BenchmarkBuild(b *testing.B) {
+	img, err := elfimage.Open(testenv.DebianVmlinux(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer img.Close()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		x, err := Build(img, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st := x.Stats(); st.Funcs == 0 {
+			b.Fatalf("no functions: %+v", st)
+		}
+	}
+	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/op")
+}
+
+// cpuTime is the user and system time of the process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // helperResult is what the helper process reports.
@@ -185,7 +208,7 @@ func median(rs []run) run {
 // and SystemTap's pass 2 on the same queries in one run, and prints them
 // side by side. `make bench` sets everything up.
 func BenchmarkVsPerfProbeAndStap(b *testing.B) {
-	v := debianVmlinux(b)
+	v := testenv.DebianVmlinux(b)
 	bench := filepath.Join(kernelCache(), "dwarfmap-bench")
 	src, kbuild := filepath.Join(bench, "src"), filepath.Join(bench, "kbuild")
 	for _, p := range []string{filepath.Join(src, "net/core/skbuff.c"), filepath.Join(kbuild, "vmlinux")} {

@@ -14,6 +14,9 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/klasy/klasy/dwarfmap/diescan"
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 )
 
 // unitResult is what one worker learns from one compilation unit; files
@@ -64,13 +67,13 @@ func unitBounds(info []byte) ([][2]uint64, error) {
 	var out [][2]uint64
 	for off := uint64(0); off < uint64(len(info)); {
 		if off+4 > uint64(len(info)) {
-			return nil, fmt.Errorf("unit header at %#x: %w", off, ErrTruncated)
+			return nil, fmt.Errorf("unit header at %#x: %w", off, elfimage.ErrTruncated)
 		}
 		n := uint64(binary.LittleEndian.Uint32(info[off:]))
 		hdr := uint64(4)
 		if n == 0xffffffff {
 			if off+12 > uint64(len(info)) {
-				return nil, fmt.Errorf("unit header at %#x: %w", off, ErrTruncated)
+				return nil, fmt.Errorf("unit header at %#x: %w", off, elfimage.ErrTruncated)
 			}
 			n = binary.LittleEndian.Uint64(info[off+4:])
 			hdr = 12
@@ -79,7 +82,7 @@ func unitBounds(info []byte) ([][2]uint64, error) {
 		}
 		end := off + hdr + n
 		if end > uint64(len(info)) || end <= off {
-			return nil, fmt.Errorf("unit at %#x ends at %#x past .debug_info (%d bytes): %w", off, end, len(info), ErrTruncated)
+			return nil, fmt.Errorf("unit at %#x ends at %#x past .debug_info (%d bytes): %w", off, end, len(info), elfimage.ErrTruncated)
 		}
 		out = append(out, [2]uint64{off, end})
 		off = end
@@ -93,7 +96,7 @@ type Progress func(done, total int)
 // Build indexes img: units are decoded in parallel, one worker per CPU,
 // then merged into flat tables in unit order so the result does not
 // depend on scheduling.
-func Build(img *Image, progress Progress) (*Index, error) {
+func Build(img *elfimage.Image, progress Progress) (*Index, error) {
 	if img.ELF.ByteOrder != binary.LittleEndian {
 		return nil, errors.New("only little-endian images are supported")
 	}
@@ -101,10 +104,11 @@ func Build(img *Image, progress Progress) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	bounds, err := unitBounds(img.sec[".debug_info"])
+	bounds, err := unitBounds(img.Section(".debug_info"))
 	if err != nil {
 		return nil, err
 	}
+	secs := diescan.NewSections(img.Section)
 	// A lower GC target while tables grow keeps a vmlinux build well under
 	// 1 GB for about 20% more CPU.
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
@@ -125,13 +129,13 @@ func Build(img *Image, progress Progress) (*Index, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cache := map[uint64][]abbrev{}
+			cache := diescan.Abbrevs{}
 			for !stop.Load() {
 				i := int(next.Add(1) - 1)
 				if i >= len(bounds) {
 					return
 				}
-				results[i] = readUnit(img, d, bounds, i, cache)
+				results[i] = readUnit(secs, d, bounds, i, cache)
 				close(ready[i])
 				n := int(done.Add(1))
 				if progress != nil {
@@ -142,7 +146,7 @@ func Build(img *Image, progress Progress) (*Index, error) {
 			}
 		}()
 	}
-	m := newMerger(len(img.sec[".debug_line"]))
+	m := newMerger(len(img.Section(".debug_line")))
 	for i := range bounds {
 		<-ready[i]
 		if err := results[i].err; err != nil {
@@ -160,41 +164,33 @@ func Build(img *Image, progress Progress) (*Index, error) {
 	return x, nil
 }
 
-func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[uint64][]abbrev) (res unitResult) {
+func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int, cache diescan.Abbrevs) (res unitResult) {
 	defer func() {
 		if r := recover(); r != nil {
 			res.err = fmt.Errorf("malformed DWARF: %v", r)
 		}
 	}()
 	b := bounds[ui]
-	s, err := newUnitScan(img, b[0], b[1], cache)
+	s, err := diescan.NewUnit(secs, b[0], b[1], cache)
 	if err != nil {
 		res.err = err
 		return
 	}
-	res.version = s.ver
-	var cu die
-	if !s.next(&cu) {
-		res.err = fmt.Errorf("reading unit DIE: %w", errBadDWARF)
+	res.version = s.Version()
+	var cu diescan.DIE
+	if !s.UnitDIE(&cu) {
+		res.err = fmt.Errorf("reading unit DIE: %w", diescan.ErrMalformed)
 		return
 	}
-	if cu.tag != dwarf.TagCompileUnit && cu.tag != dwarf.TagPartialUnit {
+	if cu.Tag != dwarf.TagCompileUnit && cu.Tag != dwarf.TagPartialUnit {
 		return // type units and the like carry no code
 	}
-	if cu.hasBases != [3]bool{} {
-		// The bases apply to the unit DIE's own strx/addrx attributes
-		// too: read it again with them set.
-		s.strOffs, s.addrBase, s.rngBase = cu.strOffs, cu.addrBase, cu.rngBase
-		s.r.p = int(cu.off)
-		s.next(&cu)
-	}
-	s.lowPC = cu.low
-	res.name, res.compDir, res.lowPC = string(cu.name), string(cu.compDir), cu.low
+	res.name, res.compDir, res.lowPC = string(cu.Name), string(cu.CompDir), cu.Low
 
 	// Line tables through debug/dwarf's LineReader, which needs the unit
 	// DIE as debug/dwarf decodes it.
 	rdr := d.Reader()
-	rdr.Seek(dwarf.Offset(cu.off))
+	rdr.Seek(dwarf.Offset(cu.Off))
 	cue, err := rdr.Next()
 	if err != nil || cue == nil {
 		res.err = fmt.Errorf("reading unit DIE: %v", err)
@@ -204,7 +200,7 @@ func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[u
 		res.err = fmt.Errorf("line table of %s: %w", res.name, err)
 		return
 	}
-	if !cu.children {
+	if !cu.Children {
 		return
 	}
 
@@ -221,11 +217,11 @@ func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[u
 	type frame struct{ depth, fn int }
 	var stack []frame
 	depth := 1
-	var e die
+	var e diescan.DIE
 	for depth > 0 {
-		if !s.next(&e) {
-			if s.r.err {
-				res.err = fmt.Errorf("reading DIE at %#x: %w", e.off, errBadDWARF)
+		if !s.Next(&e) {
+			if s.Err() != nil {
+				res.err = fmt.Errorf("reading DIE at %#x: %w", e.Off, diescan.ErrMalformed)
 				return
 			}
 			depth--
@@ -234,19 +230,19 @@ func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[u
 			}
 			continue
 		}
-		switch e.tag {
+		switch e.Tag {
 		case dwarf.TagSubprogram:
-			o := origin{name: e.name, declFile: int(e.declFile), declLine: int(e.declLine)}
-			if e.external {
+			o := origin{name: e.Name, declFile: int(e.DeclFile), declLine: int(e.DeclLine)}
+			if e.External {
 				o.flags |= FuncExternal
 			}
-			if e.inline == 1 || e.inline == 3 {
+			if e.Inline == 1 || e.Inline == 3 {
 				o.flags |= FuncInline
 			}
 			if len(o.name) > 0 {
-				origins[e.off] = o
+				origins[e.Off] = o
 			}
-			rngs, err := s.dieRanges(&e)
+			rngs, err := s.Ranges(&e)
 			if err != nil {
 				res.err = err
 				return
@@ -254,25 +250,25 @@ func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[u
 			if len(rngs) == 0 {
 				break
 			}
-			ao := e.origin
+			ao := e.Origin
 			if ao == 0 {
-				ao = e.spec
+				ao = e.Spec
 			}
 			funcOrigin = append(funcOrigin, ao)
 			// The entry is low_pc, else DW_AT_entry_pc, else the first
 			// range gcc lists (the hot part; .cold parts follow).
 			entry := rngs[0][0]
-			if e.hasLow {
-				entry = e.low
-			} else if e.hasEntryPC {
-				entry = e.entryPC
+			if e.HasLow {
+				entry = e.Low
+			} else if e.HasEntryPC {
+				entry = e.EntryPC
 			}
-			res.funcs = append(res.funcs, pendingFunc{name: o.name, entry: entry, die: e.off, declFile: o.declFile, declLine: o.declLine, flags: o.flags, ranges: sortRanges(rngs)})
-			if e.children {
+			res.funcs = append(res.funcs, pendingFunc{name: o.name, entry: entry, die: e.Off, declFile: o.declFile, declLine: o.declLine, flags: o.flags, ranges: sortRanges(rngs)})
+			if e.Children {
 				stack = append(stack, frame{depth + 1, len(res.funcs) - 1})
 			}
 		case dwarf.TagInlinedSubroutine:
-			rngs, err := s.dieRanges(&e)
+			rngs, err := s.Ranges(&e)
 			if err != nil {
 				res.err = err
 				return
@@ -280,31 +276,30 @@ func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[u
 			if len(rngs) == 0 {
 				break
 			}
-			in := pendingInline{die: e.off, callFile: int(e.callFile), callLine: int(e.callLine), declFile: -1, caller: -1, ranges: sortRanges(rngs)}
+			in := pendingInline{die: e.Off, callFile: int(e.CallFile), callLine: int(e.CallLine), declFile: -1, caller: -1, ranges: sortRanges(rngs)}
 			if len(stack) > 0 {
 				in.caller = stack[len(stack)-1].fn
 			}
-			inlOrigin = append(inlOrigin, e.origin)
+			inlOrigin = append(inlOrigin, e.Origin)
 			res.inlines = append(res.inlines, in)
 		case dwarf.TagStructType, dwarf.TagUnionType:
-			if depth != 1 || len(e.name) == 0 || e.decl {
+			if depth != 1 || len(e.Name) == 0 || e.Decl {
 				break
 			}
 			kind := uint32(KindStruct)
-			if e.tag == dwarf.TagUnionType {
+			if e.Tag == dwarf.TagUnionType {
 				kind = KindUnion
 			}
-			res.structs = append(res.structs, pendingStruct{e.name, e.off, e.byteSize, kind})
+			res.structs = append(res.structs, pendingStruct{e.Name, e.Off, e.ByteSize, kind})
 		case dwarf.TagTypedef:
 			// typedef struct {...} spinlock_t: layouts are asked for by
 			// typedef name too; resolved at query time.
-			if depth == 1 && len(e.name) > 0 && e.typ != 0 {
-				res.structs = append(res.structs, pendingStruct{e.name, e.off, 0, KindTypedef})
+			if depth == 1 && len(e.Name) > 0 && e.Type != 0 {
+				res.structs = append(res.structs, pendingStruct{e.Name, e.Off, 0, KindTypedef})
 			}
 		}
-		if e.children {
-			if !descend(e.tag) && e.sibling > e.off && e.sibling <= b[1] {
-				s.r.p = int(e.sibling) // skip the subtree
+		if e.Children {
+			if !diescan.HoldsCode(e.Tag) && s.SkipChildren(&e) {
 				continue
 			}
 			depth++
@@ -322,23 +317,23 @@ func readUnit(img *Image, d *dwarf.Data, bounds [][2]uint64, ui int, cache map[u
 			if i == len(bounds) {
 				return origin{}, false
 			}
-			os, err := newUnitScan(img, bounds[i][0], bounds[i][1], cache)
+			os, err := diescan.NewUnit(secs, bounds[i][0], bounds[i][1], cache)
 			if err != nil {
 				return origin{}, false
 			}
-			os.r.p = int(off)
-			var e die
-			if !os.next(&e) {
+			os.Seek(off)
+			var e diescan.DIE
+			if !os.Next(&e) {
 				return origin{}, false
 			}
-			if len(e.name) > 0 {
-				o := origin{name: e.name, declFile: -1}
-				if e.external {
+			if len(e.Name) > 0 {
+				o := origin{name: e.Name, declFile: -1}
+				if e.External {
 					o.flags |= FuncExternal
 				}
 				return o, true
 			}
-			off = e.origin
+			off = e.Origin
 		}
 		return origin{}, false
 	}

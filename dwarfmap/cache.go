@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/internal/cachedir"
 )
 
@@ -575,7 +576,7 @@ func CacheDir() string { return filepath.Join(cachedir.Root(), "dwarfmap") }
 
 // cacheKey names an image's cache file: its build-id, or for an image
 // without one a hash of its path, size and modification time.
-func cacheKey(img *Image) string {
+func cacheKey(img *elfimage.Image) string {
 	if img.BuildID != "" {
 		return img.BuildID
 	}

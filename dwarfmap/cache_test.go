@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/pattern"
 )
 
@@ -309,7 +310,9 @@ func TestCacheConcurrentBuilders(t *testing.T) {
 	}
 }
 
-func TestOpenErrors(t *testing.T) {
+// TestLoadErrors: Load passes on what is wrong with an image (elfimage
+// tests each case) and leaves no cache file behind.
+func TestLoadErrors(t *testing.T) {
 	needTools(t)
 	exe := compile(t, fixture{"-O2", true})
 	dir := t.TempDir()
@@ -320,69 +323,20 @@ func TestOpenErrors(t *testing.T) {
 	data, _ := os.ReadFile(exe)
 	truncated := filepath.Join(dir, "truncated")
 	os.WriteFile(truncated, data[:len(data)*2/3], 0o644)
-	notELF := filepath.Join(dir, "notelf")
-	os.WriteFile(notELF, []byte("#!/bin/sh\necho hi\n"), 0o644)
-	empty := filepath.Join(dir, "empty")
-	os.WriteFile(empty, nil, 0o644)
-
 	for _, c := range []struct {
 		path string
 		is   error
-		want string
 	}{
-		{stripped, ErrNoDebugInfo, "CONFIG_DEBUG_INFO_DWARF5"},
-		{truncated, ErrTruncated, "truncated"},
-		{empty, ErrTruncated, "empty"},
-		{notELF, nil, "not an ELF file"},
-		{filepath.Join(dir, "missing"), os.ErrNotExist, "no such file"},
+		{stripped, elfimage.ErrNoDebugInfo},
+		{truncated, elfimage.ErrTruncated},
+		{filepath.Join(dir, "missing"), os.ErrNotExist},
 	} {
-		_, _, err := Load(c.path, Options{CacheDir: dir})
-		if err == nil || (c.is != nil && !errors.Is(err, c.is)) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("Load(%s) = %v, want %v mentioning %q", filepath.Base(c.path), err, c.is, c.want)
+		if _, _, err := Load(c.path, Options{CacheDir: dir}); !errors.Is(err, c.is) {
+			t.Errorf("Load(%s) = %v, want %v", filepath.Base(c.path), err, c.is)
 		}
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, "*.idx*")); len(left) != 0 {
 		t.Errorf("a failed load left cache files behind: %v", left)
-	}
-}
-
-func TestModuleMismatch(t *testing.T) {
-	needTools(t)
-	dir := t.TempDir()
-	// A minimal "module" and "vmlinux": what matters is the vermagic in
-	// .modinfo and the linux_banner in .rodata.
-	src := func(name, body string) string {
-		p := filepath.Join(dir, name+".c")
-		os.WriteFile(p, []byte(body), 0o644)
-		out := filepath.Join(dir, name)
-		args := []string{"-g", "-c", "-o", out, p}
-		if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-			t.Fatalf("gcc: %v %s", err, b)
-		}
-		return out
-	}
-	mod := src("mod.ko", `__attribute__((section(".modinfo"), used)) static const char vm[] = "vermagic=6.1.0-56-amd64 SMP preempt mod_unload modversions ";
-int init_module(void) { return 0; }`)
-	same := src("vmlinux-same", `const char linux_banner[] = "Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org) #1 SMP\n"; int f(void) { return 1; }`)
-	other := src("vmlinux-other", `const char linux_banner[] = "Linux version 6.1.0-99-amd64 (debian-kernel@lists.debian.org) #1 SMP\n"; int f(void) { return 1; }`)
-	m, err := Open(mod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	for _, c := range []struct {
-		vm      string
-		wantErr string
-	}{{same, ""}, {other, "built for Linux 6.1.0-56-amd64 but"}} {
-		v, err := Open(c.vm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = CheckModuleMatches(m, v)
-		v.Close()
-		if c.wantErr == "" && err != nil || c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
-			t.Errorf("CheckModuleMatches(mod, %s) = %v, want %q", filepath.Base(c.vm), err, c.wantErr)
-		}
 	}
 }
 
@@ -492,7 +446,7 @@ func FuzzBuild(f *testing.F) {
 	}
 	f.Add([]byte("\x7fELF"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		img, err := OpenBytes("fuzz", data)
+		img, err := elfimage.OpenBytes("fuzz", data)
 		if err != nil {
 			return
 		}
@@ -564,7 +518,7 @@ func TestDamagedImages(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			img, err := OpenBytes("damaged", data)
+			img, err := elfimage.OpenBytes("damaged", data)
 			if err != nil {
 				return
 			}

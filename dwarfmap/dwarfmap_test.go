@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/klasy/klasy/dwarfmap/dwtype"
 	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/pattern"
 )
@@ -305,7 +306,7 @@ func TestStructLayout(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Hand-checked against the x86-64 ABI (and pahole).
-			want := []Member{
+			want := []dwtype.Member{
 				{Name: "len", Type: "unsigned int", Offset: 0, Size: 4},
 				{Name: "", Type: "union {...}", Offset: 8, Size: 8},
 				{Name: "addr", Type: "long unsigned int", Offset: 8, Size: 8, Depth: 1},

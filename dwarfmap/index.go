@@ -1,5 +1,7 @@
 package dwarfmap
 
+import "github.com/klasy/klasy/dwarfmap/elfimage"
+
 // The index is a handful of flat arrays of fixed-size records plus one
 // string blob. Every record refers to others by array index and to
 // strings by (offset, length), so the cache file is these arrays byte for
@@ -130,8 +132,8 @@ type Index struct {
 	// Appended in format version 7.
 	chunkCRCs []uint32 // per chunk of rows, byAddr, byFile (cache files)
 
-	img     *Image        // set once opened against the image, for lazy queries
-	lazy    *lazySections // a mapped cache file's sections not yet checked
+	img     *elfimage.Image // set once opened against the image, for lazy queries
+	lazy    *lazySections   // a mapped cache file's sections not yet checked
 	release func() error
 }
 

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"path/filepath"
 	"time"
+
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 )
 
 // Options control Load.
@@ -37,7 +39,7 @@ func Load(path string, opt Options) (*Index, LoadInfo, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	img, err := Open(path)
+	img, err := elfimage.Open(path)
 	if err != nil {
 		return nil, info, err
 	}
@@ -81,7 +83,7 @@ func Load(path string, opt Options) (*Index, LoadInfo, error) {
 
 // build indexes img with progress to logf and saves the index at
 // cachePath (unless "").
-func build(img *Image, cachePath string, logf func(string, ...any)) (*Index, error) {
+func build(img *elfimage.Image, cachePath string, logf func(string, ...any)) (*Index, error) {
 	last := time.Now()
 	x, err := Build(img, func(done, total int) {
 		if time.Since(last) > time.Second || done == total {
@@ -114,7 +116,7 @@ func chain(fns ...func() error) func() error {
 }
 
 // Image returns the image the index was loaded for.
-func (x *Index) Image() *Image { return x.img }
+func (x *Index) Image() *elfimage.Image { return x.img }
 
 func (x *Index) needImage() error {
 	if x.img == nil {

@@ -2,17 +2,14 @@ package dwarfmap
 
 import (
 	"debug/dwarf"
-	"debug/elf"
-	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
 
-	"github.com/go-delve/delve/pkg/dwarf/frame"
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
-	"github.com/go-delve/delve/pkg/dwarf/loclist"
-	"github.com/go-delve/delve/pkg/dwarf/op"
-	"github.com/go-delve/delve/pkg/dwarf/regnum"
+
+	"github.com/klasy/klasy/dwarfmap/dwtype"
+	"github.com/klasy/klasy/dwarfmap/loc"
 )
 
 // Var is a parameter or local variable visible at an address, with where
@@ -41,6 +38,10 @@ type Var struct {
 	FallbackFor int `json:"fallback_for,omitempty"`
 	// Available is false when the value cannot be read at Addr.
 	Available bool `json:"available"`
+	// Loc is where the value is at Addr, as a probe handler would read
+	// it; Location and Available are said from it (but for a constant
+	// DW_AT_const_value, whose Location prints it as it is).
+	Loc loc.Location `json:"-"`
 }
 
 // VarsAt returns the parameters and locals in scope at addr, outermost
@@ -66,7 +67,7 @@ func (x *Index) VarsAt(addr uint64) (vars []Var, err error) {
 	}
 	f := x.funcs[fi.index]
 	u := x.units[f.Unit]
-	d, err := x.img.unitDWARF(u.Off, u.End)
+	d, err := x.img.UnitDWARF(u.Off, u.End)
 	if err != nil {
 		return nil, err
 	}
@@ -82,25 +83,19 @@ func (x *Index) VarsAt(addr uint64) (vars []Var, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", fi.Name, err)
 	}
-	lc := &locContext{x: x, u: u, d: d, pc: addr, tn: newTypeNamer(d)}
-	if fb, ok := tree.Val(dwarf.AttrFrameBase).([]byte); ok {
-		lc.frameBase = fb
-	}
+	fb, _ := tree.Val(dwarf.AttrFrameBase).([]byte)
+	lc := &locContext{pc: addr, tn: dwtype.NewNamer(d), frame: loc.NewFrame(x.img, addr, fb),
+		lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}
 	var out []Var
 	lc.walk(tree, fi.Name, 0, &out)
 	return out, nil
 }
 
 type locContext struct {
-	x         *Index
-	u         Unit
-	d         *dwarf.Data
-	pc        uint64
-	tn        *typeNamer
-	frameBase []byte
-	cfa       *frame.DWRule
-	cfaErr    error
-	cfaDone   bool
+	pc    uint64
+	tn    *dwtype.Namer
+	frame *loc.Frame
+	lists *loc.Lists
 }
 
 func (lc *locContext) walk(t *godwarf.Tree, scope string, depth int, out *[]Var) {
@@ -121,26 +116,33 @@ func (lc *locContext) walk(t *godwarf.Tree, scope string, depth int, out *[]Var)
 	}
 }
 
-func (lc *locContext) variable(t *godwarf.Tree, scope string, depth int) Var {
-	v := Var{Kind: "local", Scope: scope, Depth: depth, Addr: lc.pc}
+func (lc *locContext) variable(t *godwarf.Tree, scope string, depth int) (v Var) {
+	v = Var{Kind: "local", Scope: scope, Depth: depth, Addr: lc.pc}
 	if t.Tag == dwarf.TagFormalParameter {
 		v.Kind = "param"
 	}
 	v.Name, _ = t.Val(dwarf.AttrName).(string)
 	if typ, ok := t.Val(dwarf.AttrType).(dwarf.Offset); ok {
-		v.Type = lc.tn.name(typ)
+		v.Type = lc.tn.Name(typ)
 	}
 	if l, ok := t.Val(dwarf.AttrDeclLine).(int64); ok {
 		v.DeclLine = int(l)
 	}
 	if cv := t.Val(dwarf.AttrConstValue); cv != nil {
+		switch c := cv.(type) {
+		case int64:
+			v.Loc.Value = c
+		case []byte:
+			v.Loc.Bytes = c
+		}
+		v.Loc.Kind = loc.Constant
 		v.Location, v.Available = fmt.Sprintf("constant %v", cv), true
 		return v
 	}
+	defer func() { v.Location, v.Available = v.Loc.String(), v.Loc.Available() }()
 	f := t.AttrField(dwarf.AttrLocation)
 	if f == nil {
-		v.Location = "optimized out"
-		return v
+		return v // optimized out
 	}
 	var expr []byte
 	switch f.Class {
@@ -149,291 +151,18 @@ func (lc *locContext) variable(t *godwarf.Tree, scope string, depth int) Var {
 	case dwarf.ClassLocListPtr, dwarf.ClassLocList:
 		off, _ := f.Val.(int64)
 		var err error
-		expr, err = lc.loclist(off, f.Class)
+		expr, err = lc.lists.At(off, f.Class, lc.pc)
 		if err != nil {
-			v.Location = "unknown (" + err.Error() + ")"
+			v.Loc = loc.Location{Kind: loc.Malformed, Err: err}
 			return v
 		}
 	}
 	if len(expr) == 0 {
-		v.Location = "optimized out"
-		return v
+		return v // optimized out
 	}
-	v.Expr = prettyExpr(expr)
-	v.Location, v.Available = lc.describe(expr)
+	v.Expr = loc.Pretty(expr)
+	v.Loc = loc.Describe(expr, lc.frame)
 	return v
-}
-
-// loclist finds the expression in force at pc in the location list at
-// off, with delve's readers for DWARF 5 .debug_loclists and DWARF 2-4
-// .debug_loc. nil means the variable has no location at pc.
-func (lc *locContext) loclist(off int64, class dwarf.Class) (expr []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("malformed location list at %#x: %v", off, r)
-		}
-	}()
-	img := lc.x.img
-	if lc.u.Version >= 5 {
-		sec := img.sec[".debug_loclists"]
-		if class == dwarf.ClassLocList {
-			// DW_FORM_loclistx: an index into the unit's offset table.
-			off, err = lc.loclistx(uint64(off))
-			if err != nil {
-				return nil, err
-			}
-		}
-		if off < 0 || off >= int64(len(sec)) {
-			return nil, fmt.Errorf("location list offset %#x outside .debug_loclists", off)
-		}
-		rd := loclist.NewDwarf5Reader(sec)
-		var da *godwarf.DebugAddr
-		if a := img.sec[".debug_addr"]; len(a) > 0 {
-			da = godwarf.ParseAddr(a).GetSubsection(lc.addrBase())
-		}
-		e, err := rd.Find(int(off), 0, lc.u.LowPC, lc.pc, da)
-		if err != nil || e == nil {
-			return nil, err
-		}
-		return e.Instr, nil
-	}
-	sec := img.sec[".debug_loc"]
-	if off < 0 || off >= int64(len(sec)) {
-		return nil, fmt.Errorf("location list offset %#x outside .debug_loc", off)
-	}
-	e, err := loclist.NewDwarf2Reader(sec, 8).Find(int(off), 0, lc.u.LowPC, lc.pc, nil)
-	if err != nil || e == nil {
-		return nil, err
-	}
-	return e.Instr, nil
-}
-
-func (lc *locContext) unitAttr(a dwarf.Attr) (int64, bool) {
-	r := lc.d.Reader()
-	e, err := r.Next()
-	if err != nil || e == nil {
-		return 0, false
-	}
-	v, ok := e.Val(a).(int64)
-	return v, ok
-}
-
-func (lc *locContext) addrBase() uint64 {
-	v, _ := lc.unitAttr(dwarf.AttrAddrBase)
-	return uint64(v)
-}
-
-func (lc *locContext) loclistx(i uint64) (int64, error) {
-	base, ok := lc.unitAttr(dwarf.AttrLoclistsBase)
-	sec := lc.x.img.sec[".debug_loclists"]
-	if !ok || base < 0 || uint64(base)+4*i+4 > uint64(len(sec)) {
-		return 0, fmt.Errorf("location list index %d without DW_AT_loclists_base", i)
-	}
-	return base + int64(binary.LittleEndian.Uint32(sec[uint64(base)+4*i:])), nil
-}
-
-func regName(n uint64) string { return strings.ToLower(regnum.AMD64ToName(n)) }
-
-// describe turns a location expression into what a probe handler reads.
-func (lc *locContext) describe(expr []byte) (string, bool) {
-	ops, ok := decodeExpr(expr)
-	if !ok || len(ops) == 0 {
-		return "unknown (malformed expression)", false
-	}
-	o := ops[0]
-	if len(ops) == 1 {
-		switch {
-		case o.code >= byte(op.DW_OP_reg0) && o.code <= byte(op.DW_OP_reg31):
-			return "register " + regName(uint64(o.code-byte(op.DW_OP_reg0))), true
-		case o.code == byte(op.DW_OP_regx):
-			return "register " + regName(uint64(o.u)), true
-		case o.code == byte(op.DW_OP_fbreg):
-			return lc.stackSlot(o.s), true
-		case o.code >= byte(op.DW_OP_breg0) && o.code <= byte(op.DW_OP_breg31):
-			return fmt.Sprintf("memory [%s%+d]", regName(uint64(o.code-byte(op.DW_OP_breg0))), o.s), true
-		case o.code == byte(op.DW_OP_addr):
-			return fmt.Sprintf("global %#x", uint64(o.u)), true
-		case o.code == byte(op.DW_OP_implicit_value):
-			return "constant (DW_OP_implicit_value)", true
-		case o.code == 0xa0 || o.code == 0xf2:
-			return "pointer to a value that was optimized away (DW_OP_implicit_pointer)", false
-		}
-	}
-	entry := false
-	for _, p := range ops {
-		if p.code == 0xa3 || p.code == 0xf3 {
-			entry = true
-		}
-	}
-	last := ops[len(ops)-1].code
-	switch {
-	case entry && len(ops) == 2 && last == byte(op.DW_OP_stack_value):
-		what := prettyExpr(o.block)
-		if in, ok := decodeExpr(o.block); ok && len(in) == 1 && in[0].code >= byte(op.DW_OP_reg0) && in[0].code <= byte(op.DW_OP_reg31) {
-			what = regName(uint64(in[0].code - byte(op.DW_OP_reg0)))
-		}
-		return "value " + what + " had at function entry (DW_OP_entry_value): not readable here", false
-	case entry:
-		return "computed from values at function entry (DW_OP_entry_value): not readable here", false
-	case len(ops) == 2 && last == byte(op.DW_OP_stack_value) && isConst(o):
-		return fmt.Sprintf("constant %d", constValue(o)), true
-	case last == byte(op.DW_OP_stack_value):
-		return "computed value", true
-	}
-	for _, p := range ops {
-		if p.code == byte(op.DW_OP_piece) || p.code == 0x9d {
-			return "in pieces", true
-		}
-	}
-	return "expression", true
-}
-
-// stackSlot describes DW_OP_fbreg off. With gcc's frame base
-// DW_OP_call_frame_cfa the slot is CFA+off; .debug_frame says what the CFA
-// is at this pc (rsp+N when there is no frame pointer, as in Debian's
-// kernel), which is what a kprobe handler can compute from pt_regs.
-func (lc *locContext) stackSlot(off int64) string {
-	if len(lc.frameBase) == 1 && op.Opcode(lc.frameBase[0]) == op.DW_OP_call_frame_cfa {
-		s := fmt.Sprintf("stack CFA%+d", off)
-		if r := lc.cfaRule(); r != nil && r.Rule == frame.RuleCFA {
-			s += fmt.Sprintf(" ([%s%+d] here)", regName(r.Reg), r.Offset+off)
-		}
-		return s
-	}
-	if len(lc.frameBase) == 1 && lc.frameBase[0] >= byte(op.DW_OP_reg0) && lc.frameBase[0] <= byte(op.DW_OP_reg31) {
-		return fmt.Sprintf("stack [%s%+d]", regName(uint64(lc.frameBase[0]-byte(op.DW_OP_reg0))), off)
-	}
-	return fmt.Sprintf("stack frame base%+d (frame base %s)", off, prettyExpr(lc.frameBase))
-}
-
-func (lc *locContext) cfaRule() *frame.DWRule {
-	if lc.cfaDone {
-		return lc.cfa
-	}
-	lc.cfaDone = true
-	fde, err := lc.x.img.fdeFor(lc.pc)
-	if err != nil {
-		lc.cfaErr = err
-		return nil
-	}
-	fc, err := fde.EstablishFrame(lc.pc)
-	if err != nil {
-		lc.cfaErr = err
-		return nil
-	}
-	lc.cfa = &fc.CFA
-	return lc.cfa
-}
-
-// fdeFor finds the .debug_frame FDE covering pc by hopping over entry
-// headers (about a millisecond for a vmlinux, where parsing all 49,000
-// entries with delve's frame.Parse takes 160 ms), then lets frame.Parse
-// decode just that FDE and its CIE.
-func (img *Image) fdeFor(pc uint64) (fde *frame.FrameDescriptionEntry, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("malformed .debug_frame: %v", r)
-		}
-	}()
-	sec := img.sec[".debug_frame"]
-	if len(sec) == 0 {
-		return img.ehFrameFor(pc)
-	}
-	le := binary.LittleEndian
-	for off := 0; off+4 <= len(sec); {
-		n := int(le.Uint32(sec[off:]))
-		if n >= 0xfffffff0 {
-			return nil, fmt.Errorf("64-bit .debug_frame is not supported")
-		}
-		end := off + 4 + n
-		if n < 4+16 || end > len(sec) {
-			off = end
-			continue
-		}
-		cie := int(le.Uint32(sec[off+4:]))
-		if cie != 0xffffffff {
-			begin, size := le.Uint64(sec[off+8:]), le.Uint64(sec[off+16:])
-			if pc-begin < size {
-				if cie+4 > len(sec) {
-					return nil, fmt.Errorf("FDE at %#x names CIE at %#x outside .debug_frame", off, cie)
-				}
-				cieEnd := cie + 4 + int(le.Uint32(sec[cie:]))
-				if cieEnd > len(sec) || cieEnd < cie {
-					return nil, fmt.Errorf("CIE at %#x runs past .debug_frame", cie)
-				}
-				// A two-entry .debug_frame: the CIE at offset 0, then the
-				// FDE pointing at it.
-				buf := append([]byte{}, sec[cie:cieEnd]...)
-				f := append([]byte{}, sec[off:end]...)
-				le.PutUint32(f[4:], 0)
-				buf = append(buf, f...)
-				fdes, err := frame.Parse(buf, le, 0, 8, 0)
-				if err != nil {
-					return nil, err
-				}
-				for _, e := range fdes {
-					if e.Cover(pc) {
-						return e, nil
-					}
-				}
-			}
-		}
-		off = end
-	}
-	return nil, fmt.Errorf("no .debug_frame entry covers %#x", pc)
-}
-
-// ehFrameFor looks pc up in .eh_frame, which user-space objects carry
-// instead of .debug_frame (the kernel builds with
-// -fno-asynchronous-unwind-tables and has .debug_frame only).
-func (img *Image) ehFrameFor(pc uint64) (*frame.FrameDescriptionEntry, error) {
-	s := img.ELF.Section(".eh_frame")
-	if s == nil || s.Type == elf.SHT_NOBITS {
-		return nil, fmt.Errorf("no .debug_frame or .eh_frame")
-	}
-	data, err := s.Data()
-	if err != nil {
-		return nil, err
-	}
-	fdes, err := frame.Parse(data, binary.LittleEndian, 0, 8, s.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("reading .eh_frame: %w", err)
-	}
-	for _, f := range fdes {
-		if f.Cover(pc) {
-			return f, nil
-		}
-	}
-	return nil, fmt.Errorf("no .eh_frame entry covers %#x", pc)
-}
-
-func ulebN(b []byte) (uint64, int) {
-	var v uint64
-	var shift uint
-	for i, c := range b {
-		v |= uint64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v, i + 1
-		}
-		shift += 7
-	}
-	return v, len(b)
-}
-
-func slebN(b []byte) (int64, int) {
-	var v int64
-	var shift uint
-	for i, c := range b {
-		v |= int64(c&0x7f) << shift
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v, i + 1
-		}
-	}
-	return v, len(b)
 }
 
 // ParseAddr parses a hex address ("0xffffffff81000000") or FUNC+OFF.
@@ -486,24 +215,4 @@ func (x *Index) VarsAtLine(fn string, line int) ([]Var, error) {
 		}
 	}
 	return out, nil
-}
-
-func isConst(o exprOp) bool {
-	return o.code >= 0x30 && o.code <= 0x4f || o.code >= 0x08 && o.code <= 0x11
-}
-
-func constValue(o exprOp) int64 {
-	switch {
-	case o.code >= 0x30 && o.code <= 0x4f:
-		return int64(o.code - 0x30)
-	case o.code == 0x09:
-		return int64(int8(o.u))
-	case o.code == 0x0b:
-		return int64(int16(o.u))
-	case o.code == 0x0d:
-		return int64(int32(o.u))
-	case o.code == 0x11:
-		return o.s
-	}
-	return o.u
 }

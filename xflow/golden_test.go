@@ -2,7 +2,6 @@ package xflow
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,21 +10,19 @@ import (
 	"testing"
 
 	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/internal/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata/golden")
-
-// goldenInputs are the aspects whose check result and translation are
-// kept as golden files: the dissertation's figures, the Linux 6.1
-// examples and this package's own cases.
+// goldenInputs are the aspects whose translation is kept as a golden
+// file: the dissertation's figures, the Linux 6.1 examples and this
+// package's own cases. The diagnostics of invalid aspects are pinned by
+// package aspect (TestCheckGolden).
 func goldenInputs(t *testing.T) []string {
 	var files []string
 	for _, pat := range []string{
 		"../aspect/testdata/figures/*.klasy",
 		"../examples/*.klasy",
 		"../aspect/testdata/valid/*.klasy",
-		"../aspect/testdata/invalid/*.klasy",
-		"../aspect/testdata/figures/as_extracted/*.klasy",
 		"testdata/in/*.klasy",
 	} {
 		m, err := filepath.Glob(pat)
@@ -50,16 +47,14 @@ func repoPath(p string) string {
 	return "xflow/" + p
 }
 
-// checkAndTranslate is what `klasy check` and `klasy translate` print.
+// checkAndTranslate is what `klasy check` and `klasy translate` print;
+// the aspect must check without diagnostics.
 func checkAndTranslate(name string, src []byte) (string, *aspect.File, error) {
 	var b bytes.Buffer
 	b.WriteString("== klasy check\n")
 	f, diags := aspect.Load(name, src)
 	if len(diags) > 0 {
-		for _, d := range diags {
-			b.WriteString(d.String() + "\n")
-		}
-		return b.String(), nil, nil
+		return "", nil, fmt.Errorf("klasy check rejects it:\n%v", diags)
 	}
 	b.WriteString("ok\n== klasy translate\n")
 	out, err := Translate(f)
@@ -84,29 +79,8 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden := filepath.Join("testdata", "golden", strings.TrimSuffix(strings.ReplaceAll(name, "/", "__"), ".klasy")+".golden")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./xflow -update to create it, then read it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("output differs from %s (rerun with -update and read the diff):\n%s", golden, got)
-			}
-			expectValid := !strings.Contains(in, "/invalid/") && !strings.Contains(in, "/as_extracted/")
-			if expectValid != (out != nil) {
-				t.Errorf("valid = %v, want %v", out != nil, expectValid)
-			}
-			if out != nil {
-				roundTrip(t, name, out)
-			}
+			golden.Check(t, filepath.Join("testdata", "golden", strings.TrimSuffix(strings.ReplaceAll(name, "/", "__"), ".klasy")+".golden"), got)
+			roundTrip(t, name, out)
 		})
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/klasy/klasy/dwarfmap/debugklasy"
+	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/pattern"
 )
 

@@ -12,13 +12,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klasy/klasy/dwarfmap/debugklasy"
+	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/internal/testenv"
 )
 
-const fixture = "../../gcc-patches/plugintest/testdata/accesses.c"
+const fixture = "testdata/accesses.c"
 
-// fixtureObject compiles the plugin's fixture, with the plugin or without.
+// fixtureObject compiles testdata/accesses.c, with the plugin or without.
 func fixtureObject(t *testing.T, withPlugin bool) string {
 	t.Helper()
 	args := []string{"-O2", "-g", "-c", "-o", filepath.Join(t.TempDir(), "accesses.o"), fixture}

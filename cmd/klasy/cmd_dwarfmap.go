@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/dwarfmap/dwtype"
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/pattern"
 )
 
@@ -164,18 +166,18 @@ func parseQuery(name string, args []string, npos int) (*queryFlags, []string, er
 // s.Err.
 func openIndex(s *stdio, q *queryFlags, image string) (*dwarfmap.Index, error) {
 	if q.vmlinux != "" {
-		mod, err := dwarfmap.Open(image)
+		mod, err := elfimage.Open(image)
 		if err != nil {
 			return nil, err
 		}
 		defer mod.Close()
-		vm, err := dwarfmap.Open(q.vmlinux)
-		if err != nil && !errors.Is(err, dwarfmap.ErrNoDebugInfo) {
+		vm, err := elfimage.Open(q.vmlinux)
+		if err != nil && !errors.Is(err, elfimage.ErrNoDebugInfo) {
 			return nil, err
 		}
 		if vm != nil {
 			defer vm.Close()
-			if err := dwarfmap.CheckModuleMatches(mod, vm); err != nil {
+			if err := elfimage.CheckModuleMatches(mod, vm); err != nil {
 				return nil, err
 			}
 		}
@@ -321,7 +323,7 @@ func runVars(s *stdio, args []string) error {
 		if strings.HasPrefix(v.Scope, "inline ") {
 			scope = "  [" + v.Scope + "]"
 		}
-		fmt.Fprintf(tw, "\t%s\t%s\t%s%s\n", v.Kind, dwarfmap.Declare(v.Type, v.Name), v.Location, scope)
+		fmt.Fprintf(tw, "\t%s\t%s\t%s%s\n", v.Kind, dwtype.Declare(v.Type, v.Name), v.Location, scope)
 	}
 	return tw.Flush()
 }

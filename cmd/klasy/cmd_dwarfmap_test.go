@@ -11,7 +11,7 @@ import (
 	"github.com/klasy/klasy/internal/testenv"
 )
 
-// fixtureImage compiles dwarfmap's C fixture into an executable.
+// fixtureImage compiles testdata/fixture.c into an executable.
 func fixtureImage(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
@@ -19,7 +19,7 @@ func fixtureImage(t *testing.T) string {
 	}
 	out := filepath.Join(t.TempDir(), "fixture")
 	args := []string{"-O2", "-g", "-fno-asynchronous-unwind-tables", "-nostdlib", "-Wl,--build-id", "-Wl,-e,main",
-		"-Wl,--unresolved-symbols=ignore-all", "-o", out, "../../dwarfmap/testdata/fixture.c"}
+		"-Wl,--unresolved-symbols=ignore-all", "-o", out, "testdata/fixture.c"}
 	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, b)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klasy/klasy/dwarfmap/debugklasy"
+	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/internal/testenv"
 )
 

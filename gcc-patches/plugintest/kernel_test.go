@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klasy/klasy/dwarfmap/debugklasy"
+	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/internal/cachedir"
 	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/kbuild"

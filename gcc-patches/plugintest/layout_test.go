@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/klasy/klasy/dwarfmap/debugklasy"
+	"github.com/klasy/klasy/debugklasy"
 )
 
 // layout is what the compiler's own DWARF says about each named struct or

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klasy/klasy/dwarfmap/debugklasy"
+	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/pattern"
 )

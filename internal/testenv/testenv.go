@@ -10,9 +10,13 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/klasy/klasy/internal/cachedir"
 )
 
 // Required reports whether KLASY_TEST_REQUIRE (a comma-separated list,
@@ -48,4 +52,16 @@ func Need(t testing.TB, feature string, err error) {
 		t.Fatalf("%s required (KLASY_TEST_REQUIRE=%s) but unavailable: %v", feature, os.Getenv("KLASY_TEST_REQUIRE"), err)
 	}
 	t.Skipf("%s unavailable: %v", feature, err)
+}
+
+// DebianVmlinux returns the path of the Debian debug vmlinux that `make
+// debian-kernel` fetches into the cache; without it tb skips, or fails
+// when "debian-kernel" is required.
+func DebianVmlinux(tb testing.TB) string {
+	tb.Helper()
+	p := filepath.Join(cachedir.Root(), "debian", "current", "vmlinux")
+	if _, err := os.Stat(p); err != nil {
+		Need(tb, "debian-kernel", fmt.Errorf("no Debian debug vmlinux at %s: run make debian-kernel", p))
+	}
+	return p
 }

@@ -1,4 +1,9 @@
-package dwarfmap
+// Package elfimage opens a kernel image (a vmlinux or a .ko) for the
+// DWARF readers: it maps the file, checks that it is a whole ELF file
+// with debug info (saying where to get one when it is not), reads its
+// build-id and kernel release, inflates compressed debug sections and
+// applies a module's relocations to them.
+package elfimage
 
 import (
 	"bytes"
@@ -37,7 +42,7 @@ type Image struct {
 	sec     map[string][]byte
 }
 
-// debugSections are the sections dwarfmap reads.
+// debugSections are the sections the DWARF readers use.
 var debugSections = []string{
 	".debug_info", ".debug_abbrev", ".debug_line", ".debug_str",
 	".debug_line_str", ".debug_str_offsets", ".debug_addr",
@@ -202,10 +207,10 @@ func (img *Image) dwarfFor(info []byte) (d *dwarf.Data, err error) {
 	return d, nil
 }
 
-// unitDWARF returns a debug/dwarf view of one compilation unit
+// UnitDWARF returns a debug/dwarf view of one compilation unit
 // [off, end) of .debug_info. Entry offsets in it are relative to off:
 // a query touches one unit instead of parsing the headers of all 2,352.
-func (img *Image) unitDWARF(off, end uint64) (*dwarf.Data, error) {
+func (img *Image) UnitDWARF(off, end uint64) (*dwarf.Data, error) {
 	info := img.sec[".debug_info"]
 	if off >= end || end > uint64(len(info)) {
 		return nil, fmt.Errorf("unit at %#x..%#x outside .debug_info (%d bytes)", off, end, len(info))
@@ -362,9 +367,9 @@ func (img *Image) relocate(target *elf.Section, b []byte) error {
 	return nil
 }
 
-// readText returns the bytes of the allocated section holding
+// ReadText returns the bytes of the allocated section holding
 // [addr, addr+n), or nil.
-func (img *Image) readText(addr, n uint64) []byte {
+func (img *Image) ReadText(addr, n uint64) []byte {
 	for _, s := range img.ELF.Sections {
 		if s.Flags&elf.SHF_ALLOC == 0 || s.Type != elf.SHT_PROGBITS {
 			continue

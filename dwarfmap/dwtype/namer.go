@@ -1,4 +1,8 @@
-package dwarfmap
+// Package dwtype reads C types from DWARF: their names as C declares
+// them ("struct sock *", "const char *", "u32[4]"), their sizes, and the
+// layouts of structs and unions (members, offsets, bitfields), as
+// pahole prints them.
+package dwtype
 
 import (
 	"debug/dwarf"
@@ -6,20 +10,24 @@ import (
 	"strings"
 )
 
-// typeNamer spells DWARF types the way C declares them ("struct sock *",
-// "const char *", "u32[4]"), which is what a kernel developer writes in
-// advice; delve's godwarf prints Go-like syntax.
-type typeNamer struct {
+// Namer spells the DWARF types of one debug/dwarf view the way C
+// declares them ("struct sock *", "const char *", "u32[4]"), which is
+// what a kernel developer writes in advice; delve's godwarf prints
+// Go-like syntax. It caches what it has spelled; it is not safe for
+// concurrent use.
+type Namer struct {
 	r     *dwarf.Reader
 	names map[dwarf.Offset]string
 	sizes map[dwarf.Offset]int64
 }
 
-func newTypeNamer(d *dwarf.Data) *typeNamer {
-	return &typeNamer{r: d.Reader(), names: map[dwarf.Offset]string{}, sizes: map[dwarf.Offset]int64{}}
+// NewNamer returns a Namer of the types in d.
+func NewNamer(d *dwarf.Data) *Namer {
+	return &Namer{r: d.Reader(), names: map[dwarf.Offset]string{}, sizes: map[dwarf.Offset]int64{}}
 }
 
-func (t *typeNamer) entry(off dwarf.Offset) *dwarf.Entry {
+// Entry returns the DIE at off, nil if there is none.
+func (t *Namer) Entry(off dwarf.Offset) *dwarf.Entry {
 	t.r.Seek(off)
 	e, err := t.r.Next()
 	if err != nil {
@@ -28,8 +36,8 @@ func (t *typeNamer) entry(off dwarf.Offset) *dwarf.Entry {
 	return e
 }
 
-// name returns the C spelling of the type at off.
-func (t *typeNamer) name(off dwarf.Offset) string {
+// Name returns the C spelling of the type at off.
+func (t *Namer) Name(off dwarf.Offset) string {
 	if n, ok := t.names[off]; ok {
 		return n
 	}
@@ -41,7 +49,7 @@ func (t *typeNamer) name(off dwarf.Offset) string {
 
 // spell writes the declarator-aware spelling of type off around inner
 // (the declarator so far, e.g. "*" or "[4]").
-func (t *typeNamer) spell(off dwarf.Offset, inner string) string {
+func (t *Namer) spell(off dwarf.Offset, inner string) string {
 	join := func(base, decl string) string {
 		if decl == "" {
 			return base
@@ -51,7 +59,7 @@ func (t *typeNamer) spell(off dwarf.Offset, inner string) string {
 		}
 		return base + " " + decl
 	}
-	e := t.entry(off)
+	e := t.Entry(off)
 	if e == nil {
 		return join("?", inner)
 	}
@@ -117,7 +125,7 @@ func (t *typeNamer) spell(off dwarf.Offset, inner string) string {
 	case dwarf.TagSubroutineType:
 		ret := "void"
 		if hasSub {
-			ret = t.name(sub)
+			ret = t.Name(sub)
 		}
 		var args []string
 		if e.Children {
@@ -139,7 +147,7 @@ func (t *typeNamer) spell(off dwarf.Offset, inner string) string {
 				if p == 0 {
 					args = append(args, "...")
 				} else {
-					args = append(args, t.name(p))
+					args = append(args, t.Name(p))
 				}
 			}
 		}
@@ -151,13 +159,13 @@ func (t *typeNamer) spell(off dwarf.Offset, inner string) string {
 	return join(name, inner)
 }
 
-// size returns the byte size of the type at off (0 if unknown).
-func (t *typeNamer) size(off dwarf.Offset) int64 {
+// Size returns the byte size of the type at off (0 if unknown).
+func (t *Namer) Size(off dwarf.Offset) int64 {
 	if s, ok := t.sizes[off]; ok {
 		return s
 	}
 	t.sizes[off] = 0
-	e := t.entry(off)
+	e := t.Entry(off)
 	if e == nil {
 		return 0
 	}
@@ -167,7 +175,7 @@ func (t *typeNamer) size(off dwarf.Offset) int64 {
 	} else if sub, ok := e.Val(dwarf.AttrType).(dwarf.Offset); ok {
 		switch e.Tag {
 		case dwarf.TagTypedef, dwarf.TagConstType, dwarf.TagVolatileType, dwarf.TagRestrictType, dwarf.TagAtomicType:
-			s = t.size(sub)
+			s = t.Size(sub)
 		case dwarf.TagArrayType:
 			n := int64(1)
 			if e.Children {
@@ -185,7 +193,7 @@ func (t *typeNamer) size(off dwarf.Offset) int64 {
 					}
 				}
 			}
-			s = n * t.size(sub)
+			s = n * t.Size(sub)
 		}
 	} else if e.Tag == dwarf.TagPointerType {
 		s = 8

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"path"
 	"slices"
+
+	"github.com/klasy/klasy/internal/bytereader"
 )
 
 // SectionName is the ELF section the plugin writes.
@@ -301,17 +303,17 @@ func parseUnit(b []byte, intern *interner, acc []Access) (Unit, int, error) {
 	if u.Producer, err = str(uint64(le.Uint32(b[28:]))); err != nil {
 		return u, 0, err
 	}
-	r := reader{b: b[hdr : size-strsize], lookup: str, cleanPath: intern.path}
+	r := reader{Reader: bytereader.New(b[hdr : size-strsize]), lookup: str, cleanPath: intern.path}
 	// Each function and record takes at least one byte per field.
-	if nfuncs > len(r.b) || nrecs > len(r.b) {
-		return u, 0, fmt.Errorf("%d functions and %d records cannot fit in %d bytes", nfuncs, nrecs, len(r.b))
+	if nfuncs > r.Len() || nrecs > r.Len() {
+		return u, 0, fmt.Errorf("%d functions and %d records cannot fit in %d bytes", nfuncs, nrecs, r.Len())
 	}
 	u.Functions = make([]Function, 0, nfuncs)
 	for i := 0; i < nfuncs; i++ {
 		f := Function{Name: r.str(), File: r.path(), Line: r.int()}
-		f.Static = r.uleb()&1 != 0
-		if r.err != nil {
-			return u, 0, fmt.Errorf("function %d: %w", i, r.err)
+		f.Static = r.ULEB128()&1 != 0
+		if r.Err() != nil {
+			return u, 0, fmt.Errorf("function %d: %w", i, r.Err())
 		}
 		u.Functions = append(u.Functions, f)
 	}
@@ -323,93 +325,37 @@ func parseUnit(b []byte, intern *interner, acc []Access) (Unit, int, error) {
 		}
 		u.Accesses = append(u.Accesses, a)
 	}
-	if len(r.b) != 0 {
-		return u, 0, fmt.Errorf("%d bytes left after %d records", len(r.b), nrecs)
+	if r.Len() != 0 {
+		return u, 0, fmt.Errorf("%d bytes left after %d records", r.Len(), nrecs)
 	}
 	return u, size, nil
 }
 
+// reader reads a unit's functions and records: LEB128 numbers, and
+// strings as offsets into the unit's string table.
 type reader struct {
-	b         []byte
-	err       error
+	*bytereader.Reader
 	lookup    func(uint64) (string, error)
 	cleanPath func(string) string
 }
 
-func (r *reader) uleb() uint64 {
-	var v uint64
-	for shift := uint(0); ; shift += 7 {
-		if r.err != nil {
-			return 0
-		}
-		if len(r.b) == 0 {
-			r.err = errors.New("truncated")
-			return 0
-		}
-		c := r.b[0]
-		r.b = r.b[1:]
-		if shift < 64 {
-			v |= uint64(c&0x7f) << shift
-		}
-		if c&0x80 == 0 {
-			return v
-		}
-		if shift > 63 {
-			r.err = errors.New("LEB128 number too long")
-			return 0
-		}
-	}
-}
-
-func (r *reader) sleb() int64 {
-	var v int64
-	var shift uint
-	for {
-		if r.err != nil {
-			return 0
-		}
-		if len(r.b) == 0 {
-			r.err = errors.New("truncated")
-			return 0
-		}
-		c := r.b[0]
-		r.b = r.b[1:]
-		if shift < 64 {
-			v |= int64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v
-		}
-		if shift > 70 {
-			r.err = errors.New("LEB128 number too long")
-			return 0
-		}
-	}
-}
-
 func (r *reader) int() int {
-	v := r.uleb()
+	v := r.ULEB128()
 	if v > 1<<31 {
-		if r.err == nil {
-			r.err = fmt.Errorf("number %d out of range", v)
-		}
+		r.Fail(fmt.Errorf("number %d out of range", v))
 		return 0
 	}
 	return int(v)
 }
 
 func (r *reader) str() string {
-	o := r.uleb()
-	if r.err != nil {
+	o := r.ULEB128()
+	if r.Err() != nil {
 		return ""
 	}
 	s, err := r.lookup(o)
 	if err != nil {
-		r.err = err
+		r.Fail(err)
 	}
 	return s
 }
@@ -421,13 +367,13 @@ func (r *reader) path() string {
 
 func (r *reader) access(funcs []Function) (Access, error) {
 	var a Access
-	fi := r.uleb()
+	fi := r.ULEB128()
 	a.Struct = r.str()
 	a.Member = r.str()
-	flags := r.uleb()
-	mode := r.uleb()
-	a.BitOffset = r.uleb()
-	a.BitSize = r.uleb()
+	flags := r.ULEB128()
+	mode := r.ULEB128()
+	a.BitOffset = r.ULEB128()
+	a.BitSize = r.ULEB128()
 	a.File = r.path()
 	a.Line = r.int()
 	a.Col = r.int()
@@ -435,17 +381,17 @@ func (r *reader) access(funcs []Function) (Access, error) {
 	a.SpellFile = r.path()
 	a.SpellLine = r.int()
 	a.SpellCol = r.int()
-	kind := r.uleb()
+	kind := r.ULEB128()
 	a.Base.Var = r.str()
 	a.Base.Expr = r.str()
-	a.Base.Offset = r.sleb()
+	a.Base.Offset = r.SLEB128()
 	a.Base.Reason = r.str()
 	if flags&flagAnonType != 0 {
 		a.DeclFile = r.path()
 		a.DeclLine = r.int()
 	}
-	if r.err != nil {
-		return a, r.err
+	if r.Err() != nil {
+		return a, r.Err()
 	}
 	if fi >= uint64(len(funcs)) {
 		return a, fmt.Errorf("function index %d out of range (%d functions)", fi, len(funcs))

@@ -1,0 +1,192 @@
+package diescan
+
+import (
+	"debug/dwarf"
+	"encoding/binary"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/internal/testenv"
+)
+
+// compile builds testdata/a.c and b.c with gcc and flags (only a.c with
+// -c) and opens the result.
+func compile(t *testing.T, flags ...string) *elfimage.Image {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		testenv.Need(t, "gcc", fmt.Errorf("gcc not found: apt install gcc"))
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	args := append(flags, "-g", "-fno-asynchronous-unwind-tables", "-o", out, "testdata/a.c")
+	if slices.Contains(flags, "-c") {
+		// One unit, relocatable, like a .ko.
+	} else {
+		args = append(args, "testdata/b.c", "-nostdlib", "-Wl,-e,main", "-Wl,--unresolved-symbols=ignore-all")
+	}
+	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	img, err := elfimage.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { img.Close() })
+	return img
+}
+
+// units lists [start, end) of each unit in info, from the unit lengths.
+func units(t testing.TB, info []byte) [][2]uint64 {
+	var out [][2]uint64
+	for off := uint64(0); off+4 <= uint64(len(info)); {
+		n := uint64(binary.LittleEndian.Uint32(info[off:]))
+		if n >= 0xfffffff0 {
+			t.Fatalf("64-bit DWARF in the test input")
+		}
+		out = append(out, [2]uint64{off, off + 4 + n})
+		off += 4 + n
+	}
+	return out
+}
+
+// TestMatchesDebugDwarf scans every DIE of the test input, descending
+// into every subtree, and checks each one the scanner decodes against
+// debug/dwarf's reading of it.
+func TestMatchesDebugDwarf(t *testing.T) {
+	for _, flags := range [][]string{
+		{"-O2", "-gdwarf-5"}, {"-O0", "-gdwarf-5"}, {"-O2", "-gdwarf-4"}, {"-O0", "-gdwarf-4"},
+		{"-O2", "-gdwarf-5", "-c"}, {"-O2", "-gdwarf-4", "-c"}, {"-O2", "-gdwarf-5", "-gz"},
+	} {
+		t.Run(strings.Join(flags, " "), func(t *testing.T) {
+			img := compile(t, flags...)
+			d, err := img.DWARF()
+			if err != nil {
+				t.Fatal(err)
+			}
+			secs := NewSections(img.Section)
+			cache := Abbrevs{}
+			seen := map[dwarf.Tag]int{}
+			for _, u := range units(t, secs.Info) {
+				s, err := NewUnit(secs, u[0], u[1], cache)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v := s.Version(); fmt.Sprintf("-gdwarf-%d", v) != flags[1] {
+					t.Errorf("unit at %#x: version %d with %s", u[0], v, flags[1])
+				}
+				var die DIE
+				if !s.UnitDIE(&die) {
+					t.Fatalf("unit at %#x: no unit DIE: %v", u[0], s.Err())
+				}
+				check(t, d, s, &die)
+				seen[die.Tag]++
+				for depth := 1; depth > 0; {
+					if !s.Next(&die) {
+						if s.Err() != nil {
+							t.Fatalf("DIE at %#x: %v", die.Off, s.Err())
+						}
+						depth--
+						continue
+					}
+					if wanted(die.Tag) {
+						check(t, d, s, &die)
+						seen[die.Tag]++
+					}
+					if die.Children {
+						depth++
+					}
+				}
+			}
+			for _, tag := range []dwarf.Tag{dwarf.TagCompileUnit, dwarf.TagSubprogram, dwarf.TagInlinedSubroutine, dwarf.TagStructType, dwarf.TagUnionType, dwarf.TagTypedef} {
+				if seen[tag] == 0 && (tag != dwarf.TagInlinedSubroutine || flags[0] == "-O2") {
+					t.Errorf("no %v DIE scanned: %v", tag, seen)
+				}
+			}
+		})
+	}
+}
+
+// check compares the DIE the scanner read with debug/dwarf's.
+func check(t *testing.T, d *dwarf.Data, s *Unit, die *DIE) {
+	t.Helper()
+	r := d.Reader()
+	r.Seek(dwarf.Offset(die.Off))
+	e, err := r.Next()
+	if err != nil || e == nil || e.Offset != dwarf.Offset(die.Off) {
+		t.Fatalf("debug/dwarf has no DIE at %#x: %v", die.Off, err)
+	}
+	where := fmt.Sprintf("%v at %#x", e.Tag, e.Offset)
+	if die.Tag != e.Tag || die.Children != e.Children {
+		t.Errorf("%s: scanned as %v, children %v", where, die.Tag, die.Children)
+	}
+	str := func(a dwarf.Attr) string { v, _ := e.Val(a).(string); return v }
+	num := func(a dwarf.Attr, none int64) int64 {
+		if v, ok := e.Val(a).(int64); ok {
+			return v
+		}
+		return none
+	}
+	ref := func(a dwarf.Attr) uint64 { v, _ := e.Val(a).(dwarf.Offset); return uint64(v) }
+	flag := func(a dwarf.Attr) bool { v, _ := e.Val(a).(bool); return v }
+	low, hasLow := e.Val(dwarf.AttrLowpc).(uint64)
+	entry, hasEntry := e.Val(dwarf.AttrEntrypc).(uint64)
+	got := fmt.Sprintf("name %q dir %q low %v/%#x entry %v/%#x origin %#x spec %#x type %#x sibling %#x external %v decl %v inline %d decl %d:%d call %d:%d size %d",
+		die.Name, die.CompDir, die.HasLow, die.Low, die.HasEntryPC, die.EntryPC, die.Origin, die.Spec, die.Type, die.Sibling,
+		die.External, die.Decl, die.Inline, die.DeclFile, die.DeclLine, die.CallFile, die.CallLine, die.ByteSize)
+	want := fmt.Sprintf("name %q dir %q low %v/%#x entry %v/%#x origin %#x spec %#x type %#x sibling %#x external %v decl %v inline %d decl %d:%d call %d:%d size %d",
+		str(dwarf.AttrName), str(dwarf.AttrCompDir), hasLow, low, hasEntry, entry, ref(dwarf.AttrAbstractOrigin), ref(dwarf.AttrSpecification), ref(dwarf.AttrType), ref(dwarf.AttrSibling),
+		flag(dwarf.AttrExternal), flag(dwarf.AttrDeclaration), num(dwarf.AttrInline, 0), num(dwarf.AttrDeclFile, -1), num(dwarf.AttrDeclLine, 0),
+		num(dwarf.AttrCallFile, -1), num(dwarf.AttrCallLine, 0), num(dwarf.AttrByteSize, 0))
+	if got != want {
+		t.Errorf("%s:\n got %s\nwant %s", where, got, want)
+	}
+	switch e.Tag {
+	case dwarf.TagCompileUnit, dwarf.TagSubprogram, dwarf.TagInlinedSubroutine:
+		gr, err1 := s.Ranges(die)
+		wr, err2 := d.Ranges(e)
+		if err1 != nil || err2 != nil || !slices.Equal(gr, wr) {
+			t.Errorf("%s: ranges %x (%v), debug/dwarf %x (%v)", where, gr, err1, wr, err2)
+		}
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	img := compile(t, "-O2", "-gdwarf-5")
+	secs := NewSections(img.Section)
+	u := units(t, secs.Info)[0]
+	for _, tt := range []struct {
+		name       string
+		start, end uint64
+		damage     func(info []byte)
+	}{
+		{"outside .debug_info", u[0], uint64(len(secs.Info)) + 1, nil},
+		{"empty", u[0], u[0], nil},
+		{"version 9", u[0], u[1], func(b []byte) { b[u[0]+4] = 9 }},
+		{"cut short", u[0], u[0] + 6, nil},
+	} {
+		s2 := *secs
+		if tt.damage != nil {
+			s2.Info = slices.Clone(secs.Info)
+			tt.damage(s2.Info)
+		}
+		if _, err := NewUnit(&s2, tt.start, tt.end, Abbrevs{}); err == nil {
+			t.Errorf("%s: no error", tt.name)
+		}
+	}
+	// A DIE whose abbreviation code is not in the table stops the scan.
+	s2 := *secs
+	s2.Info = slices.Clone(secs.Info)
+	s, err := NewUnit(&s2, u[0], u[1], Abbrevs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Info[s.first] = 0x7f
+	var die DIE
+	if s.UnitDIE(&die) || s.Err() == nil || !strings.Contains(s.Err().Error(), "abbreviation code 127") {
+		t.Errorf("bad abbreviation code: %v", s.Err())
+	}
+}

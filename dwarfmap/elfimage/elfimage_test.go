@@ -1,0 +1,212 @@
+package elfimage
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/klasy/klasy/internal/testenv"
+)
+
+// image is a small program with debug info, compiled as the kernel
+// compiles C (DWARF 5), linked into an executable like a vmlinux.
+const image = `struct point { int x, y; };
+int scale(struct point *p, int k) { return p->x * k + p->y; }
+int main(void) { struct point p = {1, 2}; return scale(&p, 3); }
+`
+
+func needTools(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"gcc", "objcopy", "readelf"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Need(t, "binutils", fmt.Errorf("%s not found: apt install gcc binutils", tool))
+		}
+	}
+}
+
+// compile builds src with gcc and args into dir/name.
+func compile(t *testing.T, dir, name, src string, args ...string) string {
+	t.Helper()
+	needTools(t)
+	c := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name)
+	args = append(args, "-o", out, c)
+	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	return out
+}
+
+var exeFlags = []string{"-O2", "-g", "-gdwarf-5", "-nostdlib", "-Wl,-e,main", "-Wl,--build-id"}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	exe := compile(t, dir, "exe", image, exeFlags...)
+	stripped := filepath.Join(dir, "stripped")
+	if b, err := exec.Command("objcopy", "--strip-debug", exe, stripped).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy: %v %s", err, b)
+	}
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A bzImage has "HdrS" at 0x202 (Documentation/x86/boot.rst).
+	bz := make([]byte, 0x400)
+	copy(bz[0x202:], "HdrS")
+	for _, c := range []struct {
+		path string
+		is   error
+		want string
+	}{
+		{stripped, ErrNoDebugInfo, "CONFIG_DEBUG_INFO_DWARF5"},
+		{write("truncated", data[:len(data)*2/3]), ErrTruncated, "truncated"},
+		{write("empty", nil), ErrTruncated, "empty"},
+		{write("notelf", []byte("#!/bin/sh\necho hi\n")), nil, "not an ELF file"},
+		{write("bzImage", bz), nil, "compressed boot image"},
+		{filepath.Join(dir, "missing"), os.ErrNotExist, "no such file"},
+	} {
+		img, err := Open(c.path)
+		if err == nil {
+			img.Close()
+		}
+		if err == nil || (c.is != nil && !errors.Is(err, c.is)) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%s) = %v, want %v mentioning %q", filepath.Base(c.path), err, c.is, c.want)
+		}
+	}
+	img, err := Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	if img.Rel || len(img.Section(".debug_info")) == 0 || img.Section(".debug_nosuch") != nil {
+		t.Errorf("exe: Rel %v, %d bytes of .debug_info", img.Rel, len(img.Section(".debug_info")))
+	}
+}
+
+// TestBuildID reads the build-id as readelf -n prints it.
+func TestBuildID(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, flag string
+	}{{"sha1", "-Wl,--build-id=sha1"}, {"md5", "-Wl,--build-id=md5"}, {"none", "-Wl,--build-id=none"}} {
+		exe := compile(t, dir, c.name, image, "-g", "-nostdlib", "-Wl,-e,main", c.flag)
+		out, err := exec.Command("readelf", "-n", exe).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want string
+		if m := regexp.MustCompile(`Build ID: ([0-9a-f]+)`).FindSubmatch(out); m != nil {
+			want = string(m[1])
+		}
+		img, err := Open(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img.BuildID != want || (c.name != "none") != (want != "") {
+			t.Errorf("%s: build-id %q, readelf says %q", c.name, img.BuildID, want)
+		}
+		img.Close()
+	}
+}
+
+// TestSections: compressed debug sections (-gz) are inflated, and
+// ReadText finds the code of a function at its link-time address.
+func TestSections(t *testing.T) {
+	dir := t.TempDir()
+	plain := compile(t, dir, "plain", image, exeFlags...)
+	gz := filepath.Join(dir, "gz")
+	if b, err := exec.Command("objcopy", "--compress-debug-sections=zlib", plain, gz).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy: %v %s", err, b)
+	}
+	a, err := Open(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.ELF.Section(".debug_info").Flags&elf.SHF_COMPRESSED == 0 {
+		t.Fatal("objcopy did not compress .debug_info")
+	}
+	for _, name := range debugSections {
+		if !bytes.Equal(a.Section(name), b.Section(name)) {
+			t.Errorf("%s: %d bytes inflated, %d in the uncompressed image", name, len(b.Section(name)), len(a.Section(name)))
+		}
+	}
+	syms, err := a.ELF.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range syms {
+		if s.Name != "scale" {
+			continue
+		}
+		text := a.ELF.Section(".text")
+		data, err := text.Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := data[s.Value-text.Addr : s.Value-text.Addr+s.Size]
+		if got := a.ReadText(s.Value, s.Size); !bytes.Equal(got, want) {
+			t.Errorf("ReadText(scale) = % x, .text has % x", got, want)
+		}
+		if a.ReadText(text.Addr+text.Size-1, 2) != nil {
+			t.Error("ReadText past the end of .text returned bytes")
+		}
+		return
+	}
+	t.Fatal("no symbol scale")
+}
+
+func TestModuleMismatch(t *testing.T) {
+	dir := t.TempDir()
+	// A minimal "module" and "vmlinux": what matters is the vermagic in
+	// .modinfo and the linux_banner in .rodata.
+	mod := compile(t, dir, "mod.ko", `__attribute__((section(".modinfo"), used)) static const char vm[] = "vermagic=6.1.0-56-amd64 SMP preempt mod_unload modversions ";
+int init_module(void) { return 0; }`, "-g", "-c")
+	same := compile(t, dir, "vmlinux-same", `const char linux_banner[] = "Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org) #1 SMP\n"; int f(void) { return 1; }`, "-g", "-c")
+	unknown := compile(t, dir, "vmlinux-unknown", image, "-g", "-c")
+	other := compile(t, dir, "vmlinux-other", `const char linux_banner[] = "Linux version 6.1.0-99-amd64 (debian-kernel@lists.debian.org) #1 SMP\n"; int f(void) { return 1; }`, "-g", "-c")
+	m, err := Open(mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if r := m.Release(); r != "6.1.0-56-amd64" {
+		t.Errorf("module release %q", r)
+	}
+	for _, c := range []struct {
+		vm      string
+		wantErr string
+	}{{same, ""}, {other, "built for Linux 6.1.0-56-amd64 but"}, {unknown, "cannot tell which kernel"}} {
+		v, err := Open(c.vm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = CheckModuleMatches(m, v)
+		v.Close()
+		if c.wantErr == "" && err != nil || c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
+			t.Errorf("CheckModuleMatches(mod, %s) = %v, want %q", filepath.Base(c.vm), err, c.wantErr)
+		}
+	}
+}
