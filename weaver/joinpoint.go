@@ -61,6 +61,9 @@ type JoinPoint struct {
 	Args []Arg
 	// Skipped says why this join point is not woven; empty if it is.
 	Skipped string
+	// Mechanism is how the kernel placed the hook once woven: ftrace,
+	// jump, int3 or kretprobe (records.Mech*).
+	Mechanism string
 }
 
 // Where names the join point for messages: function (in caller) at
