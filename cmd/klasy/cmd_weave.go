@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -143,8 +142,7 @@ type weaveFlags struct {
 }
 
 func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlagSet(name)
 	fs.StringVar(&f.Lab, "lab", "", "")
 	fs.StringVar(&f.Vmlinux, "vmlinux", "", "")
 	fs.StringVar(&f.Headers, "headers", "", "")
@@ -158,11 +156,10 @@ func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error
 	case "unweave":
 		fs.BoolVar(&f.all, "all", false, "")
 	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return nil, usageError{Cmd: name, Msg: err.Error()}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
 	}
-	return pos, nil
+	return fs.Args(), nil
 }
 
 // signalContext is cancelled by Ctrl-C or SIGTERM, so that a weave in
@@ -182,7 +179,7 @@ func runWeave(s *stdio, args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError{Cmd: "weave", Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", len(pos))}
+		return usageError{Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", len(pos))}
 	}
 	src, err := readAspect(pos[0])
 	if err != nil {
@@ -304,7 +301,7 @@ func runList(s *stdio, args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError{Cmd: "list", Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", len(pos))}
+		return usageError{Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", len(pos))}
 	}
 	src, err := readAspect(pos[0])
 	if err != nil {
@@ -334,7 +331,7 @@ func runUnweave(s *stdio, args []string) error {
 		return err
 	}
 	if f.all == (len(pos) > 0) {
-		return usageError{Cmd: "unweave", Msg: "name the aspects to unweave (FILE or NAME), or give --all"}
+		return usageError{Msg: "name the aspects to unweave (FILE or NAME), or give --all"}
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
@@ -367,7 +364,7 @@ func runStatus(s *stdio, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageError{Cmd: "status", Msg: fmt.Sprintf("takes no arguments, got %q", pos)}
+		return usageError{Msg: fmt.Sprintf("takes no arguments, got %q", pos)}
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
@@ -420,7 +417,7 @@ func runTrace(s *stdio, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageError{Cmd: "trace", Msg: fmt.Sprintf("takes no arguments, got %q", pos)}
+		return usageError{Msg: fmt.Sprintf("takes no arguments, got %q", pos)}
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
