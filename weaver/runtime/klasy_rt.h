@@ -106,6 +106,7 @@ struct klasy_aspect {
 	struct kprobe **kps;		/* the kprobes, for one batch */
 	struct kretprobe **rps;		/* the kretprobes, for one batch */
 	unsigned int nkps, nrps;
+	u64 register_ns;		/* time klasy_register_aspect took */
 };
 
 /*

@@ -135,6 +135,7 @@ static void klasy_free(struct klasy_aspect *a)
 
 int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 {
+	u64 start = ktime_get_ns();
 	unsigned int i, dummy;
 	int err;
 
@@ -199,6 +200,7 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 		}
 	}
 
+	a->register_ns = ktime_get_ns() - start;
 	mutex_lock(&klasy_aspects_mutex);
 	list_add_tail(&a->node, &klasy_aspects);
 	mutex_unlock(&klasy_aspects_mutex);
@@ -476,7 +478,8 @@ static int status_show(struct seq_file *m, void *v)
 		klasy_put_token(m, a->name);
 		seq_puts(m, " module=");
 		klasy_put_token(m, a->owner ? module_name(a->owner) : NULL);
-		seq_printf(m, " hooks=%u\n", a->nhooks);
+		seq_printf(m, " hooks=%u register_us=%llu\n", a->nhooks,
+		   div_u64(a->register_ns, NSEC_PER_USEC));
 		for (i = 0; i < a->nhooks; i++)
 			klasy_show_hook(m, a, &a->hooks[i]);
 	}
