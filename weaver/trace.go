@@ -37,6 +37,12 @@ type TraceRecord struct {
 // with the runtime's status. It returns the status it used (nil when
 // the runtime is not loaded, and then no records).
 func (s *Session) Drain(ctx context.Context) ([]TraceRecord, *records.Status, error) {
+	return s.drain(ctx, nil)
+}
+
+// drain is Drain that symbolizes the records of aspects no longer woven
+// with prev, a status read while they were.
+func (s *Session) drain(ctx context.Context, prev *records.Status) ([]TraceRecord, *records.Status, error) {
 	st, err := s.Status(ctx)
 	if err != nil || st == nil {
 		return nil, st, err
@@ -51,13 +57,19 @@ func (s *Session) Drain(ctx context.Context) ([]TraceRecord, *records.Status, er
 		return nil, st, fmt.Errorf("reading records from %s: %w", s.T.Name(), err)
 	}
 	// An aspect woven since the status was read: read it again.
-	if slices.ContainsFunc(raw, func(r records.Record) bool { return findHook(st, r) == nil }) {
+	if slices.ContainsFunc(raw, func(r records.Record) bool { _, h := findHook(st, r); return h == nil }) {
 		if st2, err := s.Status(ctx); err == nil && st2 != nil {
 			st = st2
 		}
 	}
 	out := make([]TraceRecord, 0, len(raw))
 	for _, r := range raw {
+		if _, h := findHook(st, r); h == nil && prev != nil {
+			if _, h := findHook(prev, r); h != nil {
+				out = append(out, symbolize(prev, r))
+				continue
+			}
+		}
 		out = append(out, symbolize(st, r))
 	}
 	return out, st, nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/klasy/klasy/kmod"
+	"github.com/klasy/klasy/weaver/records"
 	"github.com/klasy/klasy/weaver/runtime"
 )
 
@@ -17,9 +18,10 @@ type UnweaveReport struct {
 	RuntimeRemoved bool
 }
 
-// Unweave removes the aspects named (or all with all) from s's kernel,
-// saving their unread records first. When no aspect is left, the
-// runtime goes too: nothing of klasy stays in the kernel.
+// Unweave removes the aspects named (or all with all) from s's kernel.
+// Their unread records are drained once their hooks are gone and saved
+// on the host for klasy trace. When no aspect is left, the runtime goes
+// too: nothing of klasy stays in the kernel.
 func Unweave(ctx context.Context, s *Session, names []string, all bool) (*UnweaveReport, error) {
 	unlock, err := s.lock()
 	if err != nil {
@@ -31,6 +33,11 @@ func Unweave(ctx context.Context, s *Session, names []string, all bool) (*Unweav
 	if err != nil {
 		return nil, fmt.Errorf("listing the modules of %s: %w", s.T.Name(), err)
 	}
+	loaded := map[string]bool{}
+	for _, m := range mods {
+		loaded[m.Name] = true
+	}
+	// With --all, a runtime of another ABI is removed too.
 	st, err := s.Status(ctx)
 	if err != nil && !all {
 		return nil, err
@@ -45,25 +52,11 @@ func Unweave(ctx context.Context, s *Session, names []string, all bool) (*Unweav
 	} else {
 		for _, n := range names {
 			mod := ModuleName(AspectName(n))
-			found := false
-			for _, m := range mods {
-				found = found || m.Name == mod
-			}
-			if !found {
+			if !loaded[mod] {
 				return nil, fmt.Errorf("aspect %s is not woven into %s (klasy status lists what is)", AspectName(n), s.T.Name())
 			}
 			remove = append(remove, mod)
 		}
-	}
-	if st != nil && err == nil {
-		rs, _, err := s.Drain(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.SaveRecords(rs); err != nil {
-			return nil, fmt.Errorf("saving %d unread records: %w", len(rs), err)
-		}
-		rep.Saved += len(rs)
 	}
 	for _, mod := range remove {
 		if err := kmod.Unload(ctx, s.T, mod); err != nil {
@@ -71,33 +64,37 @@ func Unweave(ctx context.Context, s *Session, names []string, all bool) (*Unweav
 		}
 		rep.Aspects = append(rep.Aspects, strings.TrimPrefix(mod, "klasy_a_"))
 	}
-	runtimeLoaded := false
-	for _, m := range mods {
-		runtimeLoaded = runtimeLoaded || m.Name == runtime.ModuleName
-	}
-	if !runtimeLoaded {
+	if !loaded[runtime.ModuleName] {
 		return rep, nil
 	}
-	st, err = s.Status(ctx)
+	left, err := s.saveUnread(ctx, st, rep)
 	if err != nil && !all {
 		return rep, err
 	}
-	if st != nil && len(st.Aspects) > 0 && !all {
+	if left > 0 && !all {
 		return rep, nil
-	}
-	if st != nil && err == nil {
-		rs, _, err := s.Drain(ctx)
-		if err == nil {
-			err = s.SaveRecords(rs)
-		}
-		if err != nil {
-			return rep, fmt.Errorf("saving the last records: %w", err)
-		}
-		rep.Saved += len(rs)
 	}
 	if err := kmod.Unload(ctx, s.T, runtime.ModuleName); err != nil {
 		return rep, fmt.Errorf("removing the klasy runtime from %s: %w", s.T.Name(), err)
 	}
 	rep.RuntimeRemoved = true
 	return rep, nil
+}
+
+// saveUnread drains the records left in the kernel and saves them on the
+// host, symbolized with prev for the aspects just removed. It returns how
+// many aspects are still woven.
+func (s *Session) saveUnread(ctx context.Context, prev *records.Status, rep *UnweaveReport) (int, error) {
+	rs, st, err := s.drain(ctx, prev)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.SaveRecords(rs); err != nil {
+		return 0, fmt.Errorf("saving %d unread records: %w", len(rs), err)
+	}
+	rep.Saved += len(rs)
+	if st == nil {
+		return 0, nil
+	}
+	return len(st.Aspects), nil
 }

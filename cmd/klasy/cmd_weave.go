@@ -24,8 +24,8 @@ const targetHelp = `Target (the running kernel to weave into):
                     /usr/lib/debug/boot/vmlinux-$(uname -r))
   --headers DIR     its kbuild tree (default /lib/modules/$(uname -r)/build)
 
-klasy refuses an image that is not the running kernel's build (it
-compares the build-id in /sys/kernel/notes).
+An image that is not the running kernel's build is refused (the
+build-id in /sys/kernel/notes is compared with the image's).
 `
 
 func init() {
@@ -54,6 +54,11 @@ join point; --json prints one object per join point:
   aspect advice function inlined_in file line pc mechanism skipped
 (advice is 1-based in FILE, pc the image address as 'klasy lines' prints
 it, skipped absent when woven).
+
+Join points in the kernel's kprobe blacklist (NOKPROBE_SYMBOL, entry
+and noinstr code) are skipped before anything is loaded; with
+KLASY_WEAVE_NO_PRECHECK=1 they are handed to the kernel, which refuses
+them: the weave then fails and rolls back, showing the kernel's error.
 
 Examples:
   klasy weave --lab demo examples/setattr_exec.klasy
@@ -146,7 +151,9 @@ func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error
 	fs.StringVar(&f.Lab, "lab", "", "")
 	fs.StringVar(&f.Vmlinux, "vmlinux", "", "")
 	fs.StringVar(&f.Headers, "headers", "", "")
-	fs.BoolVar(&f.json, "json", false, "")
+	if name != "unweave" {
+		fs.BoolVar(&f.json, "json", false, "")
+	}
 	switch name {
 	case "weave":
 		fs.BoolVar(&f.verbose, "v", false, "")
@@ -168,8 +175,14 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-func readAspect(path string) ([]byte, error) {
-	return os.ReadFile(path)
+// aspectFile reads the aspect a weaver command is given. Its name is
+// the aspect's: standard input has none.
+func aspectFile(s *stdio, arg string) ([]byte, error) {
+	if arg == "-" {
+		return nil, usageError{Msg: "the aspect's name comes from its file name: give a FILE, not -"}
+	}
+	_, src, err := readAspect(s, arg)
+	return src, err
 }
 
 func runWeave(s *stdio, args []string) error {
@@ -181,7 +194,7 @@ func runWeave(s *stdio, args []string) error {
 	if len(pos) != 1 {
 		return usageError{Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", len(pos))}
 	}
-	src, err := readAspect(pos[0])
+	src, err := aspectFile(s, pos[0])
 	if err != nil {
 		return err
 	}
@@ -277,14 +290,22 @@ func printWeaveReport(s *stdio, rep *weaver.Report, verbose bool) {
 		}
 	}
 	skipped := len(rep.JoinPoints) - rep.Woven()
-	fmt.Fprintf(s.Out, "%s: woven into %s: %d join points (ftrace %d, jump %d, int3 %d, kretprobe %d), %d skipped\n",
-		rep.Aspect, rep.Target, rep.Woven(), mech["ftrace"], mech["jump"], mech["int3"], mech["kretprobe"], skipped)
+	fmt.Fprintf(s.Out, "%s: woven into %s: %s (ftrace %d, jump %d, int3 %d, kretprobe %d), %d skipped\n",
+		rep.Aspect, rep.Target, plural(rep.Woven(), "join point"), mech["ftrace"], mech["jump"], mech["int3"], mech["kretprobe"], skipped)
 	t := rep.Times
 	fmt.Fprintf(s.Out, "  resolve %s, generate %s, build %s, load %s, register %s\n",
 		dur(t.Resolve), dur(t.Generate), dur(t.Build), dur(t.Load), dur(t.Register))
 	if verbose {
 		printJoinPoints(s.Out, rep)
 	}
+}
+
+// plural says "1 hook", "2 hooks".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func dur(d time.Duration) string {
@@ -303,7 +324,7 @@ func runList(s *stdio, args []string) error {
 	if len(pos) != 1 {
 		return usageError{Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", len(pos))}
 	}
-	src, err := readAspect(pos[0])
+	src, err := aspectFile(s, pos[0])
 	if err != nil {
 		return err
 	}
@@ -319,7 +340,7 @@ func runList(s *stdio, args []string) error {
 	if f.json {
 		return printJoinPointsJSON(s, rep)
 	}
-	fmt.Fprintf(s.Out, "%s: %d join points in %s, %d would be skipped\n", rep.Aspect, len(rep.JoinPoints), sess.T.Image(), len(rep.JoinPoints)-rep.Woven())
+	fmt.Fprintf(s.Out, "%s: %s in %s, %d would be skipped\n", rep.Aspect, plural(len(rep.JoinPoints), "join point"), sess.T.Image(), len(rep.JoinPoints)-rep.Woven())
 	printJoinPoints(s.Out, rep)
 	return nil
 }
@@ -388,10 +409,10 @@ func runStatus(s *stdio, args []string) error {
 	for i, l := range st.Lost {
 		lost = append(lost, fmt.Sprintf("cpu%d %d", i, l))
 	}
-	fmt.Fprintf(s.Out, "%s: klasy runtime (abi %d), %d CPUs, %d KiB buffer per CPU, %d records unread, %d lost (%s)\n",
-		sess.T.Name(), st.ABI, st.CPUs, st.BufferKB, st.Unread, st.TotalLost(), strings.Join(lost, ", "))
+	fmt.Fprintf(s.Out, "%s: klasy runtime (abi %d), %s, %d KiB buffer per CPU, %d unread, %d lost (%s)\n",
+		sess.T.Name(), st.ABI, plural(st.CPUs, "CPU"), st.BufferKB, plural(int(st.Unread), "record"), st.TotalLost(), strings.Join(lost, ", "))
 	for _, a := range st.Aspects {
-		fmt.Fprintf(s.Out, "aspect %s (module %s): %d hooks\n", a.Name, a.Module, len(a.Hooks))
+		fmt.Fprintf(s.Out, "aspect %s (module %s): %s\n", a.Name, a.Module, plural(len(a.Hooks), "hook"))
 		tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  HITS\tMISSED\tHOOK\tADVICE\tFUNCTION\tFILE:LINE\tPC")
 		for _, h := range a.Hooks {
