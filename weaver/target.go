@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -53,6 +54,9 @@ func OpenTarget(ctx context.Context, opt TargetOptions) (Target, error) {
 	return openLocal(opt)
 }
 
+// agentTimeout bounds the wait for a lab's agent to answer a ping.
+const agentTimeout = 10 * time.Second
+
 // labTarget is a lab kernel reached through its agent.
 type labTarget struct {
 	l       *lab.Lab
@@ -70,6 +74,12 @@ func openLab(ctx context.Context, opt TargetOptions) (Target, error) {
 	if c == nil {
 		l.Close()
 		return nil, fmt.Errorf("lab %s: its agent does not answer", opt.Lab)
+	}
+	pctx, cancel := context.WithTimeout(ctx, agentTimeout)
+	defer cancel()
+	if err := c.Ping(pctx); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("lab %s: its agent does not answer within %v (%v); 'klasy lab status' shows the lab, its console log why", opt.Lab, agentTimeout, err)
 	}
 	k := l.Kernel()
 	t := &labTarget{l: l, c: c, image: k.Vmlinux, headers: k.BuildDir}
