@@ -95,52 +95,60 @@ func Weave(ctx context.Context, s *Session, path string, src []byte) (*Report, e
 	if err != nil {
 		return nil, err
 	}
+	return rep, WeaveResolved(ctx, s, f, rep)
+}
+
+// WeaveResolved weaves the join points of rep, resolved for aspect f:
+// Weave's second half, for callers that choose join points themselves
+// (the benchmarks hook arbitrary instructions).
+func WeaveResolved(ctx context.Context, s *Session, f *aspect.File, rep *Report) error {
+	path := f.Name
 	if rep.Woven() == 0 {
-		return rep, fmt.Errorf("nothing to weave: all %d join points of %s are skipped", len(rep.JoinPoints), path)
+		return fmt.Errorf("nothing to weave: all %d join points of %s are skipped", len(rep.JoinPoints), path)
 	}
 	start := time.Now()
 	ref := s.X.Funcs(KASLRRef)
 	if len(ref) != 1 || ref[0].InlineOnly {
-		return rep, fmt.Errorf("%s has no single function %s to find the KASLR slide by", s.T.Image(), KASLRRef)
+		return fmt.Errorf("%s has no single function %s to find the KASLR slide by", s.T.Image(), KASLRRef)
 	}
 	m, err := Generate(f, rep.JoinPoints, GenOptions{Path: path, RefAddr: ref[0].Entry})
 	if err != nil {
-		return rep, err
+		return err
 	}
 	rep.Times.Generate = time.Since(start)
 
 	start = time.Now()
 	rt, err := s.runtimeModule(ctx)
 	if err != nil {
-		return rep, err
+		return err
 	}
 	ko, err := s.buildAdvice(ctx, m, rt.symvers)
 	if err != nil {
-		return rep, err
+		return err
 	}
 	rep.Times.Build = time.Since(start)
 
 	unlock, err := s.lock()
 	if err != nil {
-		return rep, err
+		return err
 	}
 	defer unlock()
 	start = time.Now()
 	if rep.LoadedRuntime, err = s.ensureRuntime(ctx, rt.ko); err != nil {
-		return rep, err
+		return err
 	}
 	if _, err := kmod.Load(ctx, s.T, ko, ""); err != nil {
 		err = s.explainLoad(ctx, m, err)
 		if rep.LoadedRuntime {
 			s.unloadRuntimeIfIdle(ctx)
 		}
-		return rep, err
+		return err
 	}
 	rep.Times.Load = time.Since(start)
 	if err := s.readMechanisms(ctx, rep, m); err != nil {
-		return rep, err
+		return err
 	}
-	return rep, nil
+	return nil
 }
 
 // builtRuntime is the runtime module built for one kernel.

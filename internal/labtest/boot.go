@@ -83,7 +83,7 @@ func Name(suffix string) string { return fmt.Sprintf("t%d-%s", os.Getpid(), suff
 
 // Boot starts a lab of cfg (Name and Agent filled in when empty) and
 // takes it down when the test ends.
-func Boot(t *testing.T, cfg lab.Config) *lab.Lab {
+func Boot(t testing.TB, cfg lab.Config) *lab.Lab {
 	t.Helper()
 	Need(t, cfg.Kernel)
 	if cfg.Name == "" {
