@@ -28,6 +28,7 @@ import (
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/pattern"
 	"github.com/klasy/klasy/weaver"
 )
 
@@ -249,13 +250,13 @@ func BenchmarkWeave100(b *testing.B) {
 	defer sess.Close()
 	refused := sess.Refused()
 	var names []string
-	for _, fi := range sess.X.MatchFuncs("vfs_%") {
+	for _, fi := range sess.X.MatchFuncs(mustPattern(b, "vfs_%")) {
 		if fi.InlineOnly || fi.Inlined > 0 || !fi.External || len(sess.X.Funcs(fi.Name)) != 1 || refused != nil && refused(fi.Entry) != "" {
 			continue
 		}
 		names = append(names, "execution("+fi.Name+")")
 	}
-	for _, fi := range sess.X.MatchFuncs("do_%") {
+	for _, fi := range sess.X.MatchFuncs(mustPattern(b, "do_%")) {
 		if len(names) >= 100 {
 			break
 		}
@@ -305,4 +306,12 @@ func BenchmarkWeave100(b *testing.B) {
 		pick(func(t weaver.Times) time.Duration { return t.Build }).Round(time.Millisecond),
 		pick(func(t weaver.Times) time.Duration { return t.Load }).Round(time.Millisecond),
 		pick(func(t weaver.Times) time.Duration { return t.Register }).Round(time.Millisecond))
+}
+
+func mustPattern(b *testing.B, s string) *pattern.Pattern {
+	p, err := pattern.Compile(s, pattern.Pointcut)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
 }

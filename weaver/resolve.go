@@ -8,6 +8,7 @@ import (
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/pattern"
 )
 
 // Refusal says why the kernel would refuse a kprobe at an image address
@@ -167,7 +168,11 @@ func (r *resolver) functions(pc *aspect.Pointcut, execs []*aspect.Execution) ([]
 	var names []string
 	for i, e := range execs {
 		var these []string
-		for _, fi := range r.x.MatchFuncs(e.Func.Value) {
+		p, err := e.Func.Pattern()
+		if err != nil {
+			return nil, r.errAt(pc, e.Func.Pos.Offset, "%v", err)
+		}
+		for _, fi := range r.x.MatchFuncs(p) {
 			if !slices.Contains(these, fi.Name) {
 				these = append(these, fi.Name)
 			}
@@ -327,24 +332,26 @@ func pickVar(locs []dwarfmap.VarLoc, name, scope string) (dwarfmap.VarLoc, bool)
 
 // matchFiles reports whether path matches every within_file pattern: the
 // whole path, or a tail of it after a '/' (within_file(dev.c) and
-// within_file(net/core/dev.c) both select net/core/dev.c).
+// within_file(net/core/dev.c) both select net/core/dev.c). The checker
+// has already rejected patterns that do not compile.
 func matchFiles(files []*aspect.WithinFile, path string) bool {
 	for _, f := range files {
-		if !MatchPath(strings.Join(f.Path.Parts, ""), path) {
+		p, err := pattern.Compile(strings.Join(f.Path.Parts, ""), pattern.Pointcut)
+		if err != nil || !MatchPath(p, path) {
 			return false
 		}
 	}
 	return true
 }
 
-// MatchPath reports whether pattern (with % wildcards) matches path or a
-// tail of it that starts after a '/'.
-func MatchPath(pattern, path string) bool {
-	if dwarfmap.Match(pattern, path) {
+// MatchPath reports whether p matches path or a tail of it that starts
+// after a '/'.
+func MatchPath(p *pattern.Pattern, path string) bool {
+	if p.Match(path) {
 		return true
 	}
 	for i := 0; i < len(path); i++ {
-		if path[i] == '/' && dwarfmap.Match(pattern, path[i+1:]) {
+		if path[i] == '/' && p.Match(path[i+1:]) {
 			return true
 		}
 	}
@@ -353,7 +360,8 @@ func MatchPath(pattern, path string) bool {
 
 func matchFuncs(funcs []*aspect.WithinFunction, name string) bool {
 	for _, f := range funcs {
-		if !dwarfmap.Match(f.Func.Value, name) {
+		p, err := f.Func.Pattern()
+		if err != nil || !p.Match(name) {
 			return false
 		}
 	}

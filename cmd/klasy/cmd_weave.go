@@ -409,7 +409,7 @@ func runStatus(s *stdio, args []string) error {
 	for i, l := range st.Lost {
 		lost = append(lost, fmt.Sprintf("cpu%d %d", i, l))
 	}
-	fmt.Fprintf(s.Out, "%s: klasy runtime (abi %d), %s, %d KiB buffer per CPU, %d unread, %d lost (%s)\n",
+	fmt.Fprintf(s.Out, "%s: klasy runtime (abi %d), %s, %d KiB buffer per CPU, %s unread, %d lost (%s)\n",
 		sess.T.Name(), st.ABI, plural(st.CPUs, "CPU"), st.BufferKB, plural(int(st.Unread), "record"), st.TotalLost(), strings.Join(lost, ", "))
 	for _, a := range st.Aspects {
 		fmt.Fprintf(s.Out, "aspect %s (module %s): %s\n", a.Name, a.Module, plural(len(a.Hooks), "hook"))
