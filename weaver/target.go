@@ -68,7 +68,7 @@ type labTarget struct {
 func openLab(ctx context.Context, opt TargetOptions) (Target, error) {
 	l, err := lab.Get(ctx, opt.Lab)
 	if err != nil {
-		return nil, fmt.Errorf("lab %s: %w", opt.Lab, err)
+		return nil, err // it names the lab
 	}
 	c := l.Client()
 	if c == nil {

@@ -13,7 +13,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/records"
 )
 
 const targetHelp = `Target (the running kernel to weave into):
@@ -109,7 +111,10 @@ and misses (a hook hit while a handler ran), and the records waiting and
 lost per CPU because the trace buffer was full. Being read from the
 kernel, it is right even after a klasy that was killed.
 
---json prints the whole status as one object.
+--json prints one object: target runtime abi cpus buffer_kb unread
+lost_per_cpu aspects (each: id name module register_us hooks; each hook:
+kind mechanism addr pc hits missed advice function inlined_in file line,
+addr the running kernel's address, pc the image's).
 
 ` + targetHelp,
 		Run: runStatus,
@@ -197,6 +202,10 @@ func runWeave(s *stdio, args []string) error {
 	src, err := aspectFile(s, pos[0])
 	if err != nil {
 		return err
+	}
+	// A bad aspect fails here, before any kernel is looked at.
+	if _, diags := aspect.Load(pos[0], src); len(diags) > 0 {
+		return weaveError(s, &weaver.DiagnosticsError{Diags: diags})
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
@@ -399,7 +408,7 @@ func runStatus(s *stdio, args []string) error {
 		return err
 	}
 	if f.json {
-		return json.NewEncoder(s.Out).Encode(st)
+		return json.NewEncoder(s.Out).Encode(statusView(sess.T.Name(), st))
 	}
 	if st == nil {
 		fmt.Fprintf(s.Out, "%s: nothing of klasy is woven (no klasy runtime)\n", sess.T.Name())
@@ -429,6 +438,59 @@ func runStatus(s *stdio, args []string) error {
 		tw.Flush()
 	}
 	return nil
+}
+
+// statusJSON is klasy status --json: addresses as hex strings, as
+// klasy lines prints them, so that scripts in any language read them
+// exactly.
+type statusJSON struct {
+	Target   string       `json:"target"`
+	Runtime  bool         `json:"runtime"` // false: nothing of klasy is woven
+	ABI      int          `json:"abi,omitempty"`
+	CPUs     int          `json:"cpus,omitempty"`
+	BufferKB int          `json:"buffer_kb,omitempty"`
+	Unread   uint64       `json:"unread"`
+	Lost     []uint64     `json:"lost_per_cpu"`
+	Aspects  []aspectJSON `json:"aspects"`
+}
+
+type aspectJSON struct {
+	ID         uint32     `json:"id"`
+	Name       string     `json:"name"`
+	Module     string     `json:"module"`
+	RegisterUS int64      `json:"register_us"`
+	Hooks      []hookJSON `json:"hooks"`
+}
+
+type hookJSON struct {
+	Kind      string `json:"kind"`
+	Mechanism string `json:"mechanism"`
+	Addr      string `json:"addr"`
+	PC        string `json:"pc"`
+	Hits      uint64 `json:"hits"`
+	Missed    uint64 `json:"missed"`
+	Advice    []int  `json:"advice"`
+	Function  string `json:"function"`
+	InlinedIn string `json:"inlined_in,omitempty"`
+	File      string `json:"file"`
+	Line      int    `json:"line"`
+}
+
+func statusView(target string, st *records.Status) statusJSON {
+	v := statusJSON{Target: target, Lost: []uint64{}, Aspects: []aspectJSON{}}
+	if st == nil {
+		return v
+	}
+	v.Runtime, v.ABI, v.CPUs, v.BufferKB, v.Unread, v.Lost = true, st.ABI, st.CPUs, st.BufferKB, st.Unread, st.Lost
+	for _, a := range st.Aspects {
+		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), Hooks: []hookJSON{}}
+		for _, h := range a.Hooks {
+			aj.Hooks = append(aj.Hooks, hookJSON{Kind: h.Kind, Mechanism: h.Mech, Addr: fmt.Sprintf("%#x", h.Addr), PC: fmt.Sprintf("%#x", h.Image),
+				Hits: h.Hits, Missed: h.Missed, Advice: h.Advice, Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line})
+		}
+		v.Aspects = append(v.Aspects, aj)
+	}
+	return v
 }
 
 func runTrace(s *stdio, args []string) error {
