@@ -24,7 +24,7 @@ import (
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/dwarfmap"
-	"github.com/klasy/klasy/internal/labtest"
+	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/lab"
@@ -84,8 +84,8 @@ func median(xs []float64) float64 {
 }
 
 func BenchmarkHooks(b *testing.B) {
-	l := labtest.Boot(b, lab.Config{Name: labtest.Name("bench"), Kernel: lab.Debian})
-	labtest.Install(b, l, prog, labtest.StaticProgram(b, "testdata/prog/klasy_prog.c"))
+	l := labboot.Boot(b, lab.Config{Name: labboot.Name("bench"), Kernel: lab.Debian})
+	labboot.Install(b, l, prog, labboot.StaticProgram(b, "testdata/prog/klasy_prog.c"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name()}})
@@ -240,7 +240,7 @@ func buildBare(b *testing.B, headers string) []byte {
 // BenchmarkWeave100 weaves an aspect of 100 execution join points into
 // the lab and reports the time of each phase.
 func BenchmarkWeave100(b *testing.B) {
-	l := labtest.Boot(b, lab.Config{Name: labtest.Name("bench100"), Kernel: lab.Debian})
+	l := labboot.Boot(b, lab.Config{Name: labboot.Name("bench100"), Kernel: lab.Debian})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name()}})

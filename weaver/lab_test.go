@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klasy/klasy/internal/labtest"
+	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/lab"
@@ -27,7 +27,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	labtest.Cleanup()
+	labboot.Cleanup()
 	os.Exit(code)
 }
 
@@ -141,8 +141,8 @@ func (g *guest) aspects() []string {
 }
 
 func TestWeaveInLab(t *testing.T) {
-	l := labtest.Boot(t, lab.Config{Name: labtest.Name("weave"), Kernel: lab.Debian})
-	labtest.Install(t, l, prog, labtest.StaticProgram(t, "testdata/prog/klasy_prog.c"))
+	l := labboot.Boot(t, lab.Config{Name: labboot.Name("weave"), Kernel: lab.Debian})
+	labboot.Install(t, l, prog, labboot.StaticProgram(t, "testdata/prog/klasy_prog.c"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name()}})

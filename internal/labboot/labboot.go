@@ -1,9 +1,9 @@
-// Package labtest boots lab kernels for tests and builds what tests run
+// Package labboot boots lab kernels for tests and builds what tests run
 // in them: the static klasy agent and static test programs.
 //
 // Tests that need a lab skip without one when run by hand and fail under
 // make test (internal/testenv).
-package labtest
+package labboot
 
 import (
 	"context"
