@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing/fstest"
@@ -221,6 +222,24 @@ func writeAtomic(path string, data []byte) error {
 // buildAdvice compiles the advice module; errors in advice code come
 // back at the aspect's own lines.
 func (s *Session) buildAdvice(ctx context.Context, m *Module, symvers []byte) ([]byte, error) {
+	// The same aspect woven again into the same kernel builds the same
+	// module: keep it, keyed by everything that goes into the build.
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", s.X.BuildID, s.T.Headers())
+	h.Write(symvers)
+	names := make([]string, 0, len(m.Files))
+	for name := range m.Files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		fmt.Fprintf(h, "%s %d\n", name, len(m.Files[name]))
+		h.Write(m.Files[name])
+	}
+	cached := filepath.Join(cachedir.Root(), "weaver", "advice", hex.EncodeToString(h.Sum(nil))[:32]+".ko")
+	if ko, err := os.ReadFile(cached); err == nil {
+		return ko, nil
+	}
 	files := fstest.MapFS{}
 	for name, data := range m.Files {
 		files[name] = &fstest.MapFile{Data: data, Mode: 0o644}
@@ -242,6 +261,9 @@ func (s *Session) buildAdvice(ctx context.Context, m *Module, symvers []byte) ([
 	}
 	for _, mod := range res.Modules {
 		if mod.Name == m.Name {
+			if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
+				writeAtomic(cached, mod.Image) // a cache: a failure only costs a rebuild
+			}
 			return mod.Image, nil
 		}
 	}
