@@ -341,6 +341,7 @@ func (g *cgen) hook(i int, h *Hook) error {
 		g.p("{")
 		g.p("\tstruct klasy_entry_%d *e = (struct klasy_entry_%d *)ri->data;", i, i)
 		g.p("")
+		reads := false
 		for k, a := range entry {
 			var b strings.Builder
 			b.WriteString("\t{\n")
@@ -349,10 +350,13 @@ func (g *cgen) hook(i int, h *Hook) error {
 			}
 			b.WriteString("\t}")
 			g.p("%s", b.String())
+			reads = reads || a.Value.Reads()
 		}
 		g.p("\treturn 0;")
-		g.p("fail:")
-		g.p("\treturn 1; /* a value could not be read: no advice on return */")
+		if reads {
+			g.p("fail:")
+			g.p("\treturn 1; /* a value could not be read: no advice on return */")
+		}
 		g.p("}")
 		g.p("")
 	}
@@ -398,7 +402,7 @@ func (g *cgen) hook(i int, h *Hook) error {
 			}
 			b.WriteString("\t}")
 			g.p("%s", b.String())
-			fails = true
+			fails = fails || a.Value.Reads()
 		}
 	}
 	ei := 0

@@ -48,6 +48,19 @@ type ValueOp struct {
 	Size int
 }
 
+// Reads reports whether computing v reads memory, which can fault.
+func (v *Value) Reads() bool {
+	if v.InMemory {
+		return true
+	}
+	for _, op := range v.Ops {
+		if op.Kind == Deref {
+			return true
+		}
+	}
+	return false
+}
+
 // ptRegs maps x86-64 DWARF register numbers (System V psABI, fig. 3.36)
 // to struct pt_regs fields.
 var ptRegs = [...]string{
