@@ -6,13 +6,16 @@ import (
 
 	"github.com/go-delve/delve/pkg/dwarf/frame"
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
-	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/klasy/klasy/dwarfmap/dwtype"
+	"github.com/klasy/klasy/dwarfmap/loc"
+	"github.com/klasy/klasy/x86code"
 )
 
 // VarLoc is a variable visible at an address with what a program needs
 // to compute its value there from the registers: the raw location
 // expression, the frame base and the CFA rule. VarsAt describes the same
-// in words for people; the weaver compiles this.
+// for people; the weaver compiles this.
 type VarLoc struct {
 	Var
 	// Expr is the location expression in force at Addr; nil when the
@@ -40,16 +43,35 @@ func (x *Index) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
 			locs, err = nil, fmt.Errorf("malformed debug info at %#x: %v", addr, r)
 		}
 	}()
-	tree, lc, err := x.scopeAt(addr)
+	if err := x.needImage(); err != nil {
+		return nil, err
+	}
+	if x, err = x.use(funcAtSecs); err != nil {
+		return nil, err
+	}
+	fi, ok := x.FuncAt(addr)
+	if !ok {
+		return nil, fmt.Errorf("no function with debug info at %#x", addr)
+	}
+	f := x.funcs[fi.index]
+	u := x.units[f.Unit]
+	d, err := x.img.UnitDWARF(u.Off, u.End)
 	if err != nil {
 		return nil, err
 	}
+	tree, err := godwarf.LoadTree(dwarf.Offset(f.DIE-u.Off), d, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", fi.Name, err)
+	}
+	fb, _ := tree.Val(dwarf.AttrFrameBase).([]byte)
+	lc := &locContext{pc: addr, tn: dwtype.NewNamer(d), frame: loc.NewFrame(x.img, addr, fb),
+		lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}
 	var walk func(t *godwarf.Tree, scope string, depth int)
 	walk = func(t *godwarf.Tree, scope string, depth int) {
 		for _, c := range t.Children {
 			switch c.Tag {
 			case dwarf.TagFormalParameter, dwarf.TagVariable:
-				locs = append(locs, lc.varLoc(c, scope, depth))
+				locs = append(locs, lc.varLoc(c, scope, depth, fb))
 			case dwarf.TagLexDwarfBlock:
 				if c.ContainsPC(addr) {
 					walk(c, scope, depth+1)
@@ -62,45 +84,14 @@ func (x *Index) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
 			}
 		}
 	}
-	fi, _ := x.FuncAt(addr)
 	walk(tree, fi.Name, 0)
 	return locs, nil
 }
 
-// scopeAt loads the DIE tree of the function holding addr.
-func (x *Index) scopeAt(addr uint64) (*godwarf.Tree, *locContext, error) {
-	if err := x.needImage(); err != nil {
-		return nil, nil, err
-	}
-	x, err := x.use(funcAtSecs)
-	if err != nil {
-		return nil, nil, err
-	}
-	fi, ok := x.FuncAt(addr)
-	if !ok {
-		return nil, nil, fmt.Errorf("no function with debug info at %#x", addr)
-	}
-	f := x.funcs[fi.index]
-	u := x.units[f.Unit]
-	d, err := x.img.unitDWARF(u.Off, u.End)
-	if err != nil {
-		return nil, nil, err
-	}
-	tree, err := godwarf.LoadTree(dwarf.Offset(f.DIE-u.Off), d, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s: %w", fi.Name, err)
-	}
-	lc := &locContext{x: x, u: u, d: d, pc: addr, tn: newTypeNamer(d)}
-	if fb, ok := tree.Val(dwarf.AttrFrameBase).([]byte); ok {
-		lc.frameBase = fb
-	}
-	return tree, lc, nil
-}
-
-func (lc *locContext) varLoc(t *godwarf.Tree, scope string, depth int) VarLoc {
-	vl := VarLoc{Var: lc.variable(t, scope, depth), FrameBase: lc.frameBase}
+func (lc *locContext) varLoc(t *godwarf.Tree, scope string, depth int, fb []byte) VarLoc {
+	vl := VarLoc{Var: lc.variable(t, scope, depth), FrameBase: fb}
 	if typ, ok := t.Val(dwarf.AttrType).(dwarf.Offset); ok {
-		vl.Size = lc.tn.size(typ)
+		vl.Size = lc.tn.Size(typ)
 	}
 	switch cv := t.Val(dwarf.AttrConstValue).(type) {
 	case int64:
@@ -114,10 +105,10 @@ func (lc *locContext) varLoc(t *godwarf.Tree, scope string, depth int) VarLoc {
 			vl.Expr, _ = f.Val.([]byte)
 		case dwarf.ClassLocListPtr, dwarf.ClassLocList:
 			off, _ := f.Val.(int64)
-			vl.Expr, _ = lc.loclist(off, f.Class)
+			vl.Expr, _ = lc.lists.At(off, f.Class, lc.pc)
 		}
 	}
-	if r := lc.cfaRule(); r != nil && r.Rule == frame.RuleCFA {
+	if r, err := lc.frame.CFA(); err == nil && r != nil && r.Rule == frame.RuleCFA {
 		vl.CFAReg, vl.CFAOffset, vl.HasCFA = r.Reg, r.Offset, true
 	}
 	return vl
@@ -154,14 +145,13 @@ func (x *Index) InlineEntries(name string) ([]InlineEntry, error) {
 			e.Entry = e.Ranges[0][0]
 		}
 		u := x.units[in.Unit]
-		d, err := x.img.unitDWARF(u.Off, u.End)
+		d, err := x.img.UnitDWARF(u.Off, u.End)
 		if err != nil {
 			return nil, err
 		}
 		r := d.Reader()
 		r.Seek(dwarf.Offset(in.DIE - u.Off))
-		die, err := r.Next()
-		if err == nil && die != nil {
+		if die, err := r.Next(); err == nil && die != nil {
 			switch pc := die.Val(dwarf.AttrEntrypc).(type) {
 			case uint64:
 				e.Entry = pc
@@ -179,42 +169,11 @@ func (x *Index) InlineEntries(name string) ([]InlineEntry, error) {
 	return out, nil
 }
 
-// ExprOp is one operation of a DWARF expression: its opcode, its first
-// unsigned operand U (for DW_OP_bregx the register), its signed operand S
-// (an offset), and the block of DW_OP_entry_value and its kind.
-type ExprOp struct {
-	Code  byte
-	U     uint64
-	S     int64
-	Block []byte
-}
-
-// DecodeExpr splits a DWARF expression into its operations.
-func DecodeExpr(expr []byte) ([]ExprOp, error) {
-	ops, ok := decodeExpr(expr)
-	if !ok {
-		return nil, fmt.Errorf("malformed DWARF expression % x", expr)
-	}
-	out := make([]ExprOp, len(ops))
-	for i, o := range ops {
-		out[i] = ExprOp{Code: o.code, U: uint64(o.u), S: o.s, Block: o.block}
-		if isConst(o) {
-			out[i].S = constValue(o)
-		}
-	}
-	return out, nil
-}
-
-// CheckInstruction reports whether addr is the start of an instruction
-// inside a function with debug info, decoding that function's range from
-// its start with x86asm. The kernel accepts a kprobe past a function's
-// end and silently probes the next one, so the weaver checks first.
+// CheckInstruction reports whether addr starts an instruction inside a
+// function with debug info. The kernel accepts a kprobe past a
+// function's end and silently probes the next one, so the weaver checks
+// first.
 func (x *Index) CheckInstruction(addr uint64) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("decoding code at %#x: %v", addr, r)
-		}
-	}()
 	if err := x.needImage(); err != nil {
 		return err
 	}
@@ -229,19 +188,16 @@ func (x *Index) CheckInstruction(addr uint64) (err error) {
 		if addr < r[0] || addr >= r[1] {
 			continue
 		}
-		code := x.img.readText(r[0], addr-r[0]+16)
+		code := x.img.ReadText(r[0], r[1]-r[0])
 		if code == nil {
 			return fmt.Errorf("no code bytes for %s at %#x in the image", fi.Name, r[0])
 		}
-		for pc := r[0]; pc < addr; {
-			inst, err := x86asm.Decode(code[pc-r[0]:], 64)
-			if err != nil {
-				return fmt.Errorf("%s+%#x: %v", fi.Name, pc-fi.Entry, err)
-			}
-			pc += uint64(inst.Len)
-			if pc > addr {
-				return fmt.Errorf("%s+%#x is inside the instruction at %s+%#x", fi.Name, addr-fi.Entry, fi.Name, pc-uint64(inst.Len)-fi.Entry)
-			}
+		ok, err := x86code.IsBoundary(code, r[0], addr)
+		if err != nil {
+			return fmt.Errorf("decoding %s: %w", fi.Name, err)
+		}
+		if !ok {
+			return fmt.Errorf("%s+%#x is inside an instruction", fi.Name, addr-fi.Entry)
 		}
 		return nil
 	}
@@ -262,4 +218,17 @@ func (x *Index) LineAt(addr uint64) (file string, line int, ok bool) {
 		}
 	}
 	return "", 0, false
+}
+
+// SectionOf names the image's ELF section that holds addr ("" if none).
+func (x *Index) SectionOf(addr uint64) string {
+	if x.img == nil {
+		return ""
+	}
+	for _, s := range x.img.ELF.Sections {
+		if s.Addr != 0 && addr >= s.Addr && addr < s.Addr+s.Size {
+			return s.Name
+		}
+	}
+	return ""
 }

@@ -6,16 +6,24 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/op"
 
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/dwarfmap/loc"
 )
 
-// DWARF opcodes delve's op package does not name (DWARF 5 and GNU).
-const (
-	opImplicitPointer    = 0xa0
-	opEntryValue         = 0xa3
-	opGNUImplicitPointer = 0xf2
-	opGNUEntryValue      = 0xf3
-	opGNUParameterRef    = 0xfa
-)
+// constValue is the value a DW_OP_const* pushes: its fixed-size operand,
+// sign-extended for the signed forms, or its LEB128 operand.
+func constValue(o loc.Op) int64 {
+	switch o.Code {
+	case op.DW_OP_const1s:
+		return int64(int8(o.U))
+	case op.DW_OP_const2s:
+		return int64(int16(o.U))
+	case op.DW_OP_const4s:
+		return int64(int32(o.U))
+	case op.DW_OP_consts:
+		return o.S
+	}
+	return o.U
+}
 
 // locContext is what compiling a location needs beyond the expression.
 type locContext struct {
@@ -56,13 +64,13 @@ func compileLocation(lc locContext) (*Value, error) {
 // (DW_OP_regN) or DW_OP_stack_value makes v a value rather than an
 // address.
 func (lc *locContext) compile(v *Value, expr []byte, depth int) error {
-	ops, err := dwarfmap.DecodeExpr(expr)
-	if err != nil {
-		return err
+	ops, ok := loc.Decode(expr)
+	if !ok {
+		return fmt.Errorf("its location expression is malformed (% x)", expr)
 	}
 	push := func(k ValueOpKind, reg int, arg int64) { v.Ops = append(v.Ops, ValueOp{Kind: k, Reg: reg, Arg: arg}) }
 	for i, o := range ops {
-		c := op.Opcode(o.Code)
+		c := o.Code
 		switch {
 		case c >= op.DW_OP_reg0 && c <= op.DW_OP_reg31, c == op.DW_OP_regx:
 			reg := int(c - op.DW_OP_reg0)
@@ -97,9 +105,10 @@ func (lc *locContext) compile(v *Value, expr []byte, depth int) error {
 			if err := lc.cfa(v); err != nil {
 				return err
 			}
-		case c >= op.DW_OP_lit0 && c <= op.DW_OP_lit31,
-			c >= op.DW_OP_const1u && c <= op.DW_OP_consts:
-			push(PushConst, 0, o.S)
+		case c >= op.DW_OP_lit0 && c <= op.DW_OP_lit31:
+			push(PushConst, 0, int64(c-op.DW_OP_lit0))
+		case c >= op.DW_OP_const1u && c <= op.DW_OP_consts:
+			push(PushConst, 0, constValue(o))
 		case c == op.DW_OP_addr:
 			push(PushConst, 0, int64(o.U))
 		case c == op.DW_OP_plus_uconst:
@@ -141,7 +150,7 @@ func (lc *locContext) compile(v *Value, expr []byte, depth int) error {
 				continue
 			}
 			return fmt.Errorf("it is split into pieces (DW_OP_piece)")
-		case o.Code == opEntryValue || o.Code == opGNUEntryValue:
+		case c == loc.DW_OP_entry_value || c == loc.DW_OP_GNU_entry_value:
 			if !lc.atEntry || depth > 0 {
 				return fmt.Errorf("it is only known as a value at function entry (DW_OP_entry_value), which is gone here")
 			}
@@ -152,9 +161,9 @@ func (lc *locContext) compile(v *Value, expr []byte, depth int) error {
 				return err
 			}
 			v.Ops = append(v.Ops, inner.Ops...)
-		case o.Code == opImplicitPointer || o.Code == opGNUImplicitPointer:
+		case c == loc.DW_OP_implicit_pointer || c == loc.DW_OP_GNU_implicit_pointer:
 			return fmt.Errorf("it points to a value that was optimized away (DW_OP_implicit_pointer)")
-		case o.Code == opGNUParameterRef:
+		case c == loc.DW_OP_GNU_parameter_ref:
 			return fmt.Errorf("its value is only known in the caller (DW_OP_GNU_parameter_ref)")
 		default:
 			return fmt.Errorf("its location uses DWARF operation %#x, which klasy does not compute", o.Code)

@@ -254,7 +254,13 @@ func (r *resolver) inlined(n int, timing Timing, c dwarfmap.InlineEntry, decl st
 	return jp
 }
 
+// refused says why a hook at addr cannot be placed: code the kernel
+// frees after boot, or the running kernel's kprobe blacklist.
 func (r *resolver) refused(addr uint64) string {
+	switch sec := r.x.SectionOf(addr); sec {
+	case ".init.text", ".exit.text":
+		return "in " + sec + ": the kernel frees this code after boot, so it never runs again (and refuses kprobes there)"
+	}
 	if r.opt.Refused == nil {
 		return ""
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/op"
 
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/dwarfmap/loc"
 )
 
 // reg, breg, fbreg... build DWARF expressions for the table below.
@@ -73,16 +74,17 @@ func TestCompileLocation(t *testing.T) {
 		{"computed value", with(cat(opb(op.DW_OP_breg5), sleb(104), opb(op.DW_OP_deref), opb(op.DW_OP_const4u), []byte{0xff, 0xff, 0xff, 0xff}, opb(op.DW_OP_and), opb(op.DW_OP_stack_value)), 8), false, "di +104 deref8 4294967295 &:8", false},
 		{"constant", dwarfmap.VarLoc{HasConst: true, Const: -9, Size: 8}, false, "-9:8", false},
 		{"literal value", with(cat(opb(op.DW_OP_lit3), opb(op.DW_OP_stack_value)), 4), false, "3:4", false},
-		{"entry value at the entry", with(cat([]byte{opEntryValue}, uleb(1), opb(op.DW_OP_reg4), opb(op.DW_OP_stack_value)), 8), true, "si:8", false},
-		{"entry value later", with(cat([]byte{opEntryValue}, uleb(1), opb(op.DW_OP_reg4), opb(op.DW_OP_stack_value)), 8), false, "DW_OP_entry_value", true},
+		{"entry value at the entry", with(cat(opb(loc.DW_OP_entry_value), uleb(1), opb(op.DW_OP_reg4), opb(op.DW_OP_stack_value)), 8), true, "si:8", false},
+		{"entry value later", with(cat(opb(loc.DW_OP_entry_value), uleb(1), opb(op.DW_OP_reg4), opb(op.DW_OP_stack_value)), 8), false, "DW_OP_entry_value", true},
 		{"one whole piece", with(cat(opb(op.DW_OP_breg7), sleb(8), opb(op.DW_OP_piece), uleb(8)), 8), false, "[sp +8]8", false},
 		{"pieces", with(cat(opb(op.DW_OP_reg0), opb(op.DW_OP_piece), uleb(4), opb(op.DW_OP_reg1), opb(op.DW_OP_piece), uleb(4)), 8), false, "split", true},
 		{"optimized out", with(nil, 8), false, "optimized out", true},
 		{"too large", with(opb(op.DW_OP_reg0), 16), false, "more than a register", true},
 		{"no CFA rule", dwarfmap.VarLoc{Expr: cat(opb(op.DW_OP_fbreg), sleb(-8)), FrameBase: opb(op.DW_OP_call_frame_cfa), Size: 8}, false, "no CFA rule", true},
 		{"unsaved register", with(opb(op.DW_OP_reg17), 8), false, "does not save", true},
-		{"implicit pointer", with(cat([]byte{opImplicitPointer}, []byte{1, 2, 3, 4}, sleb(0)), 8), false, "optimized away", true},
-		{"malformed", with(opb(op.DW_OP_plus), 8), false, "malformed", true},
+		{"implicit pointer", with(cat(opb(loc.DW_OP_implicit_pointer), []byte{1, 2, 3, 4}, sleb(0)), 8), false, "optimized away", true},
+		{"unbalanced", with(opb(op.DW_OP_plus), 8), false, "malformed", true},
+		{"truncated operand", with(opb(op.DW_OP_breg3), 8), false, "malformed", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
