@@ -2,8 +2,10 @@ package weaver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/weaver/records"
@@ -74,11 +76,30 @@ func Unweave(ctx context.Context, s *Session, names []string, all bool) (*Unweav
 	if left > 0 && !all {
 		return rep, nil
 	}
-	if err := kmod.Unload(ctx, s.T, runtime.ModuleName); err != nil {
+	if err := unloadRuntime(ctx, s.T); err != nil {
 		return rep, fmt.Errorf("removing the klasy runtime from %s: %w", s.T.Name(), err)
 	}
 	rep.RuntimeRemoved = true
 	return rep, nil
+}
+
+// unloadRuntime unloads the runtime, waiting a moment while it is busy:
+// an open debugfs file of the runtime holds a reference on it, and the
+// agent closes the records file it just streamed a little after the
+// stream's end.
+func unloadRuntime(ctx context.Context, t Target) error {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		err := kmod.Unload(ctx, t, runtime.ModuleName)
+		if err == nil || !errors.Is(err, kmod.ErrInUse) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // saveUnread drains the records left in the kernel and saves them on the

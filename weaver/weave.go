@@ -311,7 +311,7 @@ func (s *Session) unloadRuntimeIfIdle(ctx context.Context) error {
 	if err != nil || st == nil || len(st.Aspects) > 0 {
 		return err
 	}
-	return kmod.Unload(ctx, s.T, runtime.ModuleName)
+	return unloadRuntime(ctx, s.T)
 }
 
 // hookError matches the runtime's line for a hook the kernel refused.
