@@ -375,7 +375,7 @@ func (g *cgen) hook(i int, h *Hook) error {
 			g.p("\tstruct klasy_entry_%d *e = (struct klasy_entry_%d *)ri->data;", i, i)
 		}
 	}
-	g.p("\tstruct klasy_hit hit;")
+	g.p("\tstruct klasy_hit *hit = this_cpu_ptr(&klasy_hit);")
 	var vals []string
 	for _, jp := range h.Points {
 		for k, a := range jp.Args {
@@ -407,7 +407,7 @@ func (g *cgen) hook(i int, h *Hook) error {
 	}
 	ei := 0
 	for _, jp := range h.Points {
-		args := []string{"&hit", "pc", retval}
+		args := []string{"hit", "pc", retval}
 		for k, a := range jp.Args {
 			switch {
 			case a.Value == nil:
@@ -419,11 +419,11 @@ func (g *cgen) hook(i int, h *Hook) error {
 				args = append(args, fmt.Sprintf("&a%d_%d", jp.Advice, k))
 			}
 		}
-		g.p("\thit.n = 0;")
-		g.p("\thit.dropped = 0;")
+		g.p("\thit->n = 0;")
+		g.p("\thit->dropped = 0;")
 		g.p("\tklasy_advice_%d(%s);", jp.Advice, strings.Join(args, ", "))
-		g.p("\tif (hit.n || hit.dropped)")
-		g.p("\t\tklasy_emit(h, %d, &hit);", jp.Advice)
+		g.p("\tif (unlikely(hit->n || hit->dropped))")
+		g.p("\t\tklasy_emit(h, %d, hit);", jp.Advice)
 	}
 	g.p("\treturn 0;")
 	if fails {

@@ -237,6 +237,9 @@ EXPORT_SYMBOL_GPL(klasy_unregister_aspect);
  * irq, next to an NMI): no lock, no sleep, no allocation. The ring buffer
  * itself refuses a write nested in the same context on this CPU.
  */
+DEFINE_PER_CPU(struct klasy_hit, klasy_hit);
+EXPORT_PER_CPU_SYMBOL_GPL(klasy_hit);
+
 void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit)
 {
 	struct ring_buffer_event *ev;

@@ -45,14 +45,14 @@ static int klasy_h0(struct kretprobe_instance *ri, struct pt_regs *regs)
 	struct klasy_hook *h = &klasy_hooks[0];
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_entry_0 *e = (struct klasy_entry_0 *)ri->data;
-	struct klasy_hit hit;
+	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit.n = 0;
-	hit.dropped = 0;
-	klasy_advice_1(&hit, pc, regs_return_value(regs), &e->v[0]);
-	if (hit.n || hit.dropped)
-		klasy_emit(h, 1, &hit);
+	hit->n = 0;
+	hit->dropped = 0;
+	klasy_advice_1(hit, pc, regs_return_value(regs), &e->v[0]);
+	if (unlikely(hit->n || hit->dropped))
+		klasy_emit(h, 1, hit);
 	return 0;
 }
 

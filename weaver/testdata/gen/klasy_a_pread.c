@@ -28,7 +28,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[0];
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
-	struct klasy_hit hit;
+	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a1_0, a1_1;
 
 	klasy_count_hit(h);
@@ -42,11 +42,11 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->cx;
 		a1_1 = s0;
 	}
-	hit.n = 0;
-	hit.dropped = 0;
-	klasy_advice_1(&hit, pc, 0, &a1_0, &a1_1);
-	if (hit.n || hit.dropped)
-		klasy_emit(h, 1, &hit);
+	hit->n = 0;
+	hit->dropped = 0;
+	klasy_advice_1(hit, pc, 0, &a1_0, &a1_1);
+	if (unlikely(hit->n || hit->dropped))
+		klasy_emit(h, 1, hit);
 	return 0;
 }
 
@@ -55,7 +55,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[1];
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
-	struct klasy_hit hit;
+	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a1_0, a1_1;
 
 	klasy_count_hit(h);
@@ -69,11 +69,11 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->ax;
 		a1_1 = s0;
 	}
-	hit.n = 0;
-	hit.dropped = 0;
-	klasy_advice_1(&hit, pc, 0, &a1_0, &a1_1);
-	if (hit.n || hit.dropped)
-		klasy_emit(h, 1, &hit);
+	hit->n = 0;
+	hit->dropped = 0;
+	klasy_advice_1(hit, pc, 0, &a1_0, &a1_1);
+	if (unlikely(hit->n || hit->dropped))
+		klasy_emit(h, 1, hit);
 	return 0;
 }
 
@@ -82,7 +82,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[2];
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
-	struct klasy_hit hit;
+	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a1_0, a1_1;
 
 	klasy_count_hit(h);
@@ -98,11 +98,11 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->cx;
 		a1_1 = s0;
 	}
-	hit.n = 0;
-	hit.dropped = 0;
-	klasy_advice_1(&hit, pc, 0, &a1_0, &a1_1);
-	if (hit.n || hit.dropped)
-		klasy_emit(h, 1, &hit);
+	hit->n = 0;
+	hit->dropped = 0;
+	klasy_advice_1(hit, pc, 0, &a1_0, &a1_1);
+	if (unlikely(hit->n || hit->dropped))
+		klasy_emit(h, 1, hit);
 	return 0;
 }
 

@@ -38,7 +38,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[0];
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
-	struct klasy_hit hit;
+	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a1_0, a1_1;
 
 	klasy_count_hit(h);
@@ -52,11 +52,11 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->dx;
 		a1_1 = s0;
 	}
-	hit.n = 0;
-	hit.dropped = 0;
-	klasy_advice_1(&hit, pc, 0, &a1_0, &a1_1);
-	if (hit.n || hit.dropped)
-		klasy_emit(h, 1, &hit);
+	hit->n = 0;
+	hit->dropped = 0;
+	klasy_advice_1(hit, pc, 0, &a1_0, &a1_1);
+	if (unlikely(hit->n || hit->dropped))
+		klasy_emit(h, 1, hit);
 	return 0;
 }
 
