@@ -169,4 +169,3 @@ static int copy_from_kernel_nofault(void *dst, const void *src, size_t n)
 		}
 	}
 }
-
