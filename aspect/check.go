@@ -108,6 +108,7 @@ func Check(f *File) Diagnostics {
 	for _, a := range f.Advice {
 		if a.Pointcut != nil {
 			c.pointcut(a.Pointcut, nil)
+			c.checkBody(a)
 		}
 	}
 	for _, fl := range f.Flows {
@@ -273,15 +274,15 @@ func (c *checker) group(pc *Pointcut, g []*Term, r *Rule) {
 		return
 	case len(execution) > 0:
 		for _, t := range g {
-			if t.Execution == nil && t.Argument == nil && t.Unknown == nil {
+			// within_file picks among static functions of one name,
+			// within_function among inlined copies (§4.3.4 forbade both
+			// only because Kerninst reached neither).
+			if t.Execution == nil && t.Argument == nil && t.Unknown == nil && t.WithinFile == nil && t.WithinFunction == nil {
 				hint := ""
-				switch {
-				case t.Target != nil || t.LocalVar != nil:
+				if t.Target != nil || t.LocalVar != nil {
 					hint = "; to get a parameter write argument(PARAM, VAR)"
-				case t.WithinFile != nil || t.WithinFunction != nil:
-					hint = "; name the function in execution(...) itself"
 				}
-				c.errf(pos(t), "%s cannot be combined with execution: execution is joined by AND only with other execution(...) and argument(...)%s", t.Designator(), hint)
+				c.errf(pos(t), "%s cannot be combined with execution: execution is joined by AND only with execution(...), argument(...), within_file(...) and within_function(...)%s", t.Designator(), hint)
 			}
 		}
 	}

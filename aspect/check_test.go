@@ -60,12 +60,12 @@ func TestRules(t *testing.T) {
 		{"access and execution never ANDed",
 			advice("access(sk_buff.data) AND »execution(skb_clone)"),
 			[]string{"access and execution cannot be joined by AND"}},
-		{"execution only with execution and argument",
-			advice("execution(skb_clone) AND »within_file(dev.c)"),
-			[]string{"within_file cannot be combined with execution"}},
+		{"execution not with local_var",
+			advice("execution(skb_clone) AND »local_var(n, np)"),
+			[]string{"local_var cannot be combined with execution"}},
 		{"target only with access, not execution",
 			advice("execution(vfs_read) AND »target(f)"),
-			[]string{"target cannot be combined with execution: execution is joined by AND only with other execution(...) and argument(...); to get a parameter write argument(PARAM, VAR)"}},
+			[]string{"target cannot be combined with execution: execution is joined by AND only with execution(...), argument(...), within_file(...) and within_function(...); to get a parameter write argument(PARAM, VAR)"}},
 		{"target alone has no access",
 			advice("»target(f)"),
 			[]string{"needs an access(...) or an execution(...)"}},
@@ -373,6 +373,64 @@ func TestAllErrorsReported(t *testing.T) {
 
 // TestValidPointcuts lists forms the language accepts, with the
 // AND-groups each expands to (AND binds tighter than OR).
+// bodyAdvice wraps a pointcut, a timing and a body into an aspect.
+func bodyAdvice(pc, when, body string) string {
+	return "<aspect>\n  <advice>\n    <pointcut>" + pc + "</pointcut>\n    <" + when + ">" + body + "</" + when + ">\n  </advice>\n</aspect>\n"
+}
+
+func TestContextVariables(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      []string
+	}{
+		{"retval after execution", bodyAdvice("execution(vfs_read)", "after", "STORE_DATA($retval$);"), nil},
+		{"pc anywhere", bodyAdvice("access(sk_buff.len)", "before", "STORE_DATA($pc$);"), nil},
+		{"in a comment or a string", bodyAdvice("execution(vfs_read)", "before", `/* $retval$ */ pr_info("$retval$ %d", '$'); // $foo$`), nil},
+		{"gcc's $ in identifiers", bodyAdvice("execution(vfs_read)", "before", "int a$b$c = 1;"), nil},
+		{"retval before", bodyAdvice("execution(vfs_read)", "before", "STORE_DATA(»$retval$);"),
+			[]string{"use it in <after> advice of an execution(...) pointcut, not in <before>"}},
+		{"retval after an access", bodyAdvice("execution(vfs_read) OR access(sk_buff.len)", "after", "x = 1;\n  STORE_DATA(»$retval$);"),
+			[]string{"this advice also runs after member accesses (access(sk_buff.len))"}},
+		{"unknown", bodyAdvice("execution(vfs_read)", "before", "STORE_DATA(»$ret$);"),
+			[]string{"unknown context variable $ret$"}},
+		{"position through CDATA", bodyAdvice("execution(vfs_read)", "before", "<![CDATA[\n  if (a < b)\n    STORE_DATA(»$retval$);]]>"),
+			[]string{"$retval$ is the value a function returns"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src, offs := unmark(tt.src)
+			_, diags := Load("x.klasy", []byte(src))
+			if len(diags) != len(tt.want) {
+				t.Fatalf("got %d diagnostics, want %d:\n%v", len(diags), len(tt.want), diags)
+			}
+			f := &File{Name: "x.klasy", lines: newLineIndex("x.klasy", []byte(src))}
+			for i, d := range diags {
+				want := f.Position(offs[i])
+				if d.Pos.Line != want.Line || d.Pos.Col != want.Col {
+					t.Errorf("diagnostic %q at %d:%d, want %d:%d", d.Msg, d.Pos.Line, d.Pos.Col, want.Line, want.Col)
+				}
+				if !strings.Contains(d.Msg, tt.want[i]) {
+					t.Errorf("message %q does not contain %q", d.Msg, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestSpecials(t *testing.T) {
+	got := Specials("a = $pc$ + $retval$; /* $x$ */ s = \"$y$\"; $$ b$c$")
+	var names []string
+	for _, s := range got {
+		names = append(names, s.Name)
+	}
+	if strings.Join(names, ",") != "pc,retval" {
+		t.Errorf("Specials = %v, want pc, retval", got)
+	}
+	if got[0].Off != 4 || got[0].End != 8 {
+		t.Errorf("$pc$ at %d..%d, want 4..8", got[0].Off, got[0].End)
+	}
+}
+
 func TestValidPointcuts(t *testing.T) {
 	tests := []struct{ pc, groups string }{
 		{"execution(check_free_space)", "execution(check_free_space)"},
@@ -390,6 +448,10 @@ func TestValidPointcuts(t *testing.T) {
 		{"access(%.%) AND within_function(netif_rx@linux0) AND local_var(skb, s)",
 			"access(%.%) AND within_function(netif_rx@linux0) AND local_var(skb, s)"},
 		{"((access(a.b)))", "access(a.b)"},
+		{"execution(lookup_fast) AND within_file(fs/namei.c) AND argument(nd, ndp)",
+			"execution(lookup_fast) AND within_file(fs/namei.c) AND argument(nd, ndp)"},
+		{"execution(d_revalidate) AND within_function(lookup_fast)",
+			"execution(d_revalidate) AND within_function(lookup_fast)"},
 		{"\n  access(task_struct.se)\n  AND within_file(kernel/sched/core.c) ;\n", "access(task_struct.se) AND within_file(kernel/sched/core.c)"},
 	}
 	for _, tt := range tests {

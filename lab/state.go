@@ -55,6 +55,8 @@ type record struct {
 	// (mux.sock), which owns the agent's socket; a lab started by an
 	// older klasy has none, and clients dial the agent's socket itself.
 	Mux bool `json:"mux,omitempty"`
+	// ICount: the guest's clock counts instructions (Config.ICount).
+	ICount bool `json:"icount,omitempty"`
 
 	// problem, when set, says what was wrong with the lab's state and how
 	// the record was rebuilt from what is left (see findLab).

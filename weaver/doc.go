@@ -1,6 +1,15 @@
-// Package weaver resolves pointcuts to join points in a kernel image,
-// generates the advice module and splices its hooks through kprobes.
+// Package weaver weaves aspects into a running Linux kernel: it resolves
+// pointcuts to join points in the kernel image (dwarfmap), generates an
+// advice module in C with one trampoline per hook (gen.go), builds it
+// with kbuild against the kernel's headers and loads it next to the
+// runtime module (weaver/runtime), which registers the hooks through the
+// kernel's kprobes and keeps the trace buffer. A Session is one target
+// kernel — a lab's, reached through its agent, or this machine's — whose
+// running build has been checked against its image.
 //
-// Nothing is implemented yet: it waits for the aspect, dwarfmap and lab
-// packages it is built on.
+//	Plan / Resolve   aspect + image -> join points (no kernel touched)
+//	Generate         join points -> advice module source
+//	Weave            build, load, register: all or nothing
+//	Drain            the records advice stored, symbolized
+//	Unweave          remove aspects, save their unread records
 package weaver

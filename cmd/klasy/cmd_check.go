@@ -48,8 +48,16 @@ Pointcut designators (% is the wildcard, never *):
 
 Combine them with AND and OR (AND binds tighter) and parentheses. Every
 AND-group needs an access or an execution; access and execution are never
-ANDed; execution goes only with execution and argument; target only with
-access. In C code, write < > & as &lt; &gt; &amp; or use <![CDATA[ ... ]]>.
+ANDed; execution goes with execution, argument, within_file (which of
+several static functions of one name: the file that defines it) and
+within_function (which inlined copy: the function it is inlined into; the
+function itself is its out-of-line body); target only with access.
+In C code, write < > & as &lt; &gt; &amp; or use <![CDATA[ ... ]]>.
+
+Advice code may use $pc$ (the join point's address in the running kernel)
+and, in <after> advice of an execution, $retval$ (the return value), and
+STORE_DATA(x) ... STORE_DATA8(...) and DO_RDTSC(v) to record values for
+'klasy trace'.
 
 Flows (<xflow name="...">) follow data across threads and Xen domains
 with <start>, <transit> and <quit> rules; see 'klasy help translate'.

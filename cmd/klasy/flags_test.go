@@ -42,9 +42,19 @@ var cmdSamples = map[string]cmdSample{
 	"lab up": {pos: []string{"a"}, flags: []flagSample{
 		{name: "name", value: "a"}, {name: "kernel", value: "built"}, {name: "mem", value: "256"},
 		{name: "cpus", value: "2"}, {name: "lan"}, {name: "timeout", value: "90s", want: "1m30s"}}},
-	"lab exec":    {pos: []string{"a", "true"}, flags: []flagSample{{name: "timeout", value: "5s"}, {name: "stdin"}}},
-	"lab status":  {pos: []string{"a"}, flags: []flagSample{{name: "json"}}},
-	"lab down":    {pos: []string{"a"}},
+	"lab exec":   {pos: []string{"a", "true"}, flags: []flagSample{{name: "timeout", value: "5s"}, {name: "stdin"}}},
+	"lab status": {pos: []string{"a"}, flags: []flagSample{{name: "json"}}},
+	"lab down":   {pos: []string{"a"}},
+	"weave": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
+		{name: "headers", value: "h"}, {name: "json"}, {name: "v"}}},
+	"list": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
+		{name: "headers", value: "h"}, {name: "json"}}},
+	"unweave": {pos: []string{"a.klasy", "b"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
+		{name: "headers", value: "h"}, {name: "all"}}},
+	"status": {flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
+		{name: "headers", value: "h"}, {name: "json"}}},
+	"trace": {flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
+		{name: "headers", value: "h"}, {name: "json"}, {name: "follow"}, {name: "aspect", value: "a"}}},
 	"lab console": {pos: []string{"a"}},
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/klasy/klasy/weaver/runtime"
 )
@@ -34,6 +35,8 @@ type Aspect struct {
 	Name   string
 	Module string // the advice module that registered it
 	Hooks  []Hook
+	// Register is how long registering its hooks took in the kernel.
+	Register time.Duration
 }
 
 // Hook kinds and mechanisms as status shows them.
@@ -279,6 +282,11 @@ func parseAspect(m kvs) (Aspect, int, error) {
 		return a, 0, err
 	}
 	n, err := m.int("hooks")
+	if err != nil {
+		return a, 0, err
+	}
+	us, err := m.uint("register_us", 64)
+	a.Register = time.Duration(us) * time.Microsecond
 	return a, n, err
 }
 

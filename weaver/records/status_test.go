@@ -64,7 +64,7 @@ func TestParseStatusTotals(t *testing.T) {
 
 func TestParseStatusErrors(t *testing.T) {
 	const rt = "runtime abi=1 cpus=1 buffer_kb=8 unread=0 lost=0\n"
-	const asp = "aspect id=2 name=a module=m hooks=1\n"
+	const asp = "aspect id=2 name=a module=m hooks=1 register_us=5\n"
 	hook := func(kv string) string {
 		f := map[string]string{}
 		order := strings.Fields("aspect index kind addr image mech hits missed advice function inlined_in file line")
@@ -125,7 +125,7 @@ func TestParseStatusErrors(t *testing.T) {
 		{rt + asp + hook("line=DEL"), "status line 3: no line="},
 		{rt + asp + hook("hits=DEL missed=x"), "no hits="},
 		{rt + asp + hook("extra=1"), "status line 3: unknown key extra"},
-		{rt + "aspect id=4294967296 name=a module=m hooks=0\n", "id=4294967296: not a 32-bit decimal"},
+		{rt + "aspect id=4294967296 name=a module=m hooks=0 register_us=5\n", "id=4294967296: not a 32-bit decimal"},
 	}
 	for _, tt := range tests {
 		_, err := ParseStatus([]byte(tt.in))

@@ -135,6 +135,7 @@ static void klasy_free(struct klasy_aspect *a)
 
 int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 {
+	u64 start = ktime_get_ns();
 	unsigned int i, dummy;
 	int err;
 
@@ -199,6 +200,7 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 		}
 	}
 
+	a->register_ns = ktime_get_ns() - start;
 	mutex_lock(&klasy_aspects_mutex);
 	list_add_tail(&a->node, &klasy_aspects);
 	mutex_unlock(&klasy_aspects_mutex);
@@ -235,6 +237,9 @@ EXPORT_SYMBOL_GPL(klasy_unregister_aspect);
  * irq, next to an NMI): no lock, no sleep, no allocation. The ring buffer
  * itself refuses a write nested in the same context on this CPU.
  */
+DEFINE_PER_CPU(struct klasy_hit, klasy_hit);
+EXPORT_PER_CPU_SYMBOL_GPL(klasy_hit);
+
 void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit)
 {
 	struct ring_buffer_event *ev;
@@ -476,7 +481,8 @@ static int status_show(struct seq_file *m, void *v)
 		klasy_put_token(m, a->name);
 		seq_puts(m, " module=");
 		klasy_put_token(m, a->owner ? module_name(a->owner) : NULL);
-		seq_printf(m, " hooks=%u\n", a->nhooks);
+		seq_printf(m, " hooks=%u register_us=%llu\n", a->nhooks,
+		   div_u64(a->register_ns, NSEC_PER_USEC));
 		for (i = 0; i < a->nhooks; i++)
 			klasy_show_hook(m, a, &a->hooks[i]);
 	}

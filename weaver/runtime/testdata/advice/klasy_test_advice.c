@@ -71,13 +71,13 @@ static void klasy_advice_3(struct klasy_hit *__klasy_hit)
 static int klasy_trampoline_entry(struct kprobe *p, struct pt_regs *regs)
 {
 	struct klasy_hook *h = container_of(p, struct klasy_hook, rp.kp);
-	struct klasy_hit hit;
+	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit.n = 0;
-	hit.dropped = 0;
-	klasy_advice_1(&hit);
-	klasy_emit(h, 1, &hit);
+	hit->n = 0;
+	hit->dropped = 0;
+	klasy_advice_1(hit);
+	klasy_emit(h, 1, hit);
 	return 0;
 }
 
@@ -85,18 +85,18 @@ static int klasy_trampoline_return(struct kretprobe_instance *ri,
 				   struct pt_regs *regs)
 {
 	struct klasy_hook *h = container_of(get_kretprobe(ri), struct klasy_hook, rp);
-	struct klasy_hit hit;
+	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit.n = 0;
-	hit.dropped = 0;
-	klasy_advice_2(&hit, regs);
-	klasy_emit(h, 2, &hit);
+	hit->n = 0;
+	hit->dropped = 0;
+	klasy_advice_2(hit, regs);
+	klasy_emit(h, 2, hit);
 	if (wide) {
-		hit.n = 0;
-		hit.dropped = 0;
-		klasy_advice_3(&hit);
-		klasy_emit(h, 3, &hit);
+		hit->n = 0;
+		hit->dropped = 0;
+		klasy_advice_3(hit);
+		klasy_emit(h, 3, hit);
 	}
 	return 0;
 }

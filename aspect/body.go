@@ -1,0 +1,113 @@
+package aspect
+
+// Advice bodies are C. klasy looks into them only for its context
+// variables, $pc$ and $retval$, which it replaces when it generates the
+// advice module; everything else is the compiler's business.
+
+import "fmt"
+
+// Context variables an advice body may use.
+const (
+	// SpecialPC is the join point's address in the running kernel.
+	SpecialPC = "pc"
+	// SpecialRetval is the return value, in after advice of an
+	// execution join point.
+	SpecialRetval = "retval"
+)
+
+// Special is one $name$ in an advice body, outside comments and string
+// or character literals.
+type Special struct {
+	Name string
+	Off  int // byte offset of the opening $ in Text.S
+	End  int // byte offset just past the closing $
+}
+
+// Specials returns the $name$ tokens of a C body in order. A $ that does
+// not open a $name$ token (GCC allows $ in identifiers) is left alone.
+func Specials(body string) []Special {
+	var out []Special
+	for i := 0; i < len(body); {
+		c := body[i]
+		switch {
+		case c == '/' && i+1 < len(body) && body[i+1] == '/':
+			for i < len(body) && body[i] != '\n' {
+				i++
+			}
+		case c == '/' && i+1 < len(body) && body[i+1] == '*':
+			j := i + 2
+			for j+1 < len(body) && !(body[j] == '*' && body[j+1] == '/') {
+				j++
+			}
+			i = j + 2
+		case c == '"' || c == '\'':
+			j := i + 1
+			for j < len(body) && body[j] != c && body[j] != '\n' {
+				if body[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			i = j + 1
+		case c == '$':
+			j := i + 1
+			for j < len(body) && isIdentByte(body[j]) {
+				j++
+			}
+			if j > i+1 && j < len(body) && body[j] == '$' && (i == 0 || !isIdentByte(body[i-1])) {
+				out = append(out, Special{Name: body[i+1 : j], Off: i, End: j + 1})
+				i = j + 1
+				continue
+			}
+			i++
+		default:
+			i++
+		}
+	}
+	return out
+}
+
+func isIdentByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// checkBody checks the context variables an advice body uses against
+// where it runs: $retval$ exists only after an execution join point.
+func (c *checker) checkBody(a *Advice) {
+	if a.Pointcut == nil {
+		return
+	}
+	for _, s := range Specials(a.Body.S) {
+		off := a.Body.Offset(s.Off)
+		switch s.Name {
+		case SpecialPC:
+		case SpecialRetval:
+			if a.When != "after" {
+				c.errf(off, "$retval$ is the value a function returns: use it in <after> advice of an execution(...) pointcut, not in <%s>", a.When)
+				continue
+			}
+			if g := accessGroup(a.Pointcut); g != nil {
+				c.errf(off, "$retval$ is the value a function returns, but this advice also runs after member accesses (%s); use it only with execution(...) pointcuts", alternative(g))
+			}
+		default:
+			c.errf(off, "unknown context variable %s; advice can use $pc$ (the join point's address) and, after an execution, $retval$", fmt.Sprintf("$%s$", s.Name))
+		}
+	}
+}
+
+// accessGroup returns an AND-group of pc that selects member accesses,
+// or nil if every group is an execution.
+func accessGroup(pc *Pointcut) []*Term {
+	groups, ok := Groups(pc.Expr)
+	if !ok {
+		return nil
+	}
+	for _, g := range groups {
+		for _, t := range g {
+			if t.Access != nil {
+				return g
+			}
+		}
+	}
+	return nil
+}

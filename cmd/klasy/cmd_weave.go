@@ -1,0 +1,616 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/records"
+)
+
+const targetHelp = `Target (the running kernel to weave into):
+  --lab NAME        a lab started with 'klasy lab up' (its image and
+                    headers are known); otherwise this machine's kernel,
+                    as root, with
+  --vmlinux IMAGE   the running kernel's vmlinux with DWARF (default
+                    /usr/lib/debug/boot/vmlinux-$(uname -r))
+  --headers DIR     its kbuild tree (default /lib/modules/$(uname -r)/build)
+
+An image that is not the running kernel's build is refused (the
+build-id in /sys/kernel/notes is compared with the image's).
+`
+
+func init() {
+	register(&command{
+		Name:    "weave",
+		Summary: "weave an aspect into a running kernel (hooks go live)",
+		Help: `usage: klasy weave [--lab NAME] [--json] [-v] FILE
+
+Weaves the aspect in FILE into the running kernel: resolves its pointcuts
+to join points in the kernel image, generates and builds an advice module
+against the kernel's headers, loads it with the klasy runtime module, and
+registers one kprobe (before) or kretprobe (after) per join point, all or
+nothing. Advice that does not compile is reported at the aspect's
+FILE:LINE:COL and nothing reaches the kernel.
+
+execution(f) selects the entry of every out-of-line body named f (static
+ones too) and of every inlined copy; within_file(F) picks the bodies
+defined in F, within_function(G) the copies inlined into G. A join point
+that cannot be woven (a variable optimized out there, a function the
+kernel refuses) is skipped with a warning that says why.
+
+The report gives, per aspect, the join points woven by ftrace, jump
+(optimized kprobe), int3 or kretprobe, those skipped, and the time spent
+resolving, generating, building, loading and registering. -v lists every
+join point; --json prints one object per join point:
+  aspect advice function inlined_in file line pc mechanism skipped
+(advice is 1-based in FILE, pc the image address as 'klasy lines' prints
+it, skipped absent when woven).
+
+Join points in the kernel's kprobe blacklist (NOKPROBE_SYMBOL, entry
+and noinstr code) are skipped before anything is loaded; with
+KLASY_WEAVE_NO_PRECHECK=1 they are handed to the kernel, which refuses
+them: the weave then fails and rolls back, showing the kernel's error.
+
+Examples:
+  klasy weave --lab demo examples/setattr_exec.klasy
+  klasy trace --lab demo
+  klasy unweave --lab demo setattr_exec
+
+` + targetHelp,
+		Run: runWeave,
+	})
+	register(&command{
+		Name:    "list",
+		Summary: "list the join points an aspect selects, without touching a kernel",
+		Help: `usage: klasy list [--lab NAME | --vmlinux IMAGE] [--json] FILE
+
+Resolves the aspect's pointcuts in the kernel image and prints the join
+points a weave would hook, and those it would skip with the reason, as
+'klasy weave -v' does, without loading anything (like perf probe -L or
+stap -l). With --lab, the lab's kernel image; with --vmlinux, any image.
+
+Example:
+  klasy list --vmlinux vmlinux examples/setattr_exec.klasy
+`,
+		Run: runList,
+	})
+	register(&command{
+		Name:    "unweave",
+		Summary: "remove woven aspects: the kernel is back to what it was",
+		Help: `usage: klasy unweave [--lab NAME] FILE|NAME... | --all
+
+Removes exactly what weaving the named aspects added: their hooks and
+their advice module. Unread records are saved on the host first, so
+'klasy trace' still prints them. When the last aspect goes, the klasy
+runtime goes too: no kprobe and no module of klasy stays in the kernel.
+--all removes every aspect and the runtime, also after a klasy that was
+killed in the middle of a weave.
+
+` + targetHelp,
+		Run: runUnweave,
+	})
+	register(&command{
+		Name:    "status",
+		Summary: "show woven aspects, their hooks, hits, misses and lost records",
+		Help: `usage: klasy status [--lab NAME] [--json]
+
+Reads from the kernel what klasy has woven into it: each aspect, each
+hook with its address, mechanism (ftrace, jump, int3, kretprobe), hits
+and misses (a hook hit while a handler ran), and the records waiting and
+lost per CPU because the trace buffer was full. Being read from the
+kernel, it is right even after a klasy that was killed.
+
+--json prints one object: target runtime abi cpus buffer_kb unread
+lost_per_cpu aspects (each: id name module register_us hooks; each hook:
+kind mechanism addr pc hits missed advice function inlined_in file line,
+addr the running kernel's address, pc the image's).
+
+` + targetHelp,
+		Run: runStatus,
+	})
+	register(&command{
+		Name:    "trace",
+		Summary: "print what woven advice recorded, symbolized",
+		Help: `usage: klasy trace [--lab NAME] [--follow] [--aspect NAME] [--json]
+
+Consumes the records woven advice stored (STORE_DATA...) and prints each
+with the time since boot, CPU, pid, command, aspect and advice, the
+function (for an inlined copy, also the function it is inlined into),
+the join point's file:line and image address, and the values. Records
+saved by 'klasy unweave' come first. --follow keeps reading until
+Ctrl-C. --aspect prints only one aspect's records (the others are still
+consumed). A non-zero count of records lost because the buffer was full
+is always printed.
+
+--json prints one object per record:
+  aspect advice time_ns cpu pid comm pc function inlined_in file line values
+with pc the image address and values an array of integers (signed
+64-bit), and at the end {"lost": N, "lost_per_cpu": [...]} if any were
+lost.
+
+` + targetHelp,
+		Run: runTrace,
+	})
+}
+
+// weaveFlags are the options the weaver's commands share.
+type weaveFlags struct {
+	weaver.TargetOptions
+	json, verbose, follow, all bool
+	aspect                     string
+}
+
+func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error) {
+	fs := newFlagSet(name)
+	fs.StringVar(&f.Lab, "lab", "", "")
+	fs.StringVar(&f.Vmlinux, "vmlinux", "", "")
+	fs.StringVar(&f.Headers, "headers", "", "")
+	if name != "unweave" {
+		fs.BoolVar(&f.json, "json", false, "")
+	}
+	switch name {
+	case "weave":
+		fs.BoolVar(&f.verbose, "v", false, "")
+	case "trace":
+		fs.BoolVar(&f.follow, "follow", false, "")
+		fs.StringVar(&f.aspect, "aspect", "", "")
+	case "unweave":
+		fs.BoolVar(&f.all, "all", false, "")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return fs.Args(), nil
+}
+
+// signalContext is cancelled by Ctrl-C or SIGTERM, so that a weave in
+// progress rolls back and a trace --follow ends.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// aspectFile reads the aspect a weaver command is given. Its name is
+// the aspect's: standard input has none.
+func aspectFile(s *stdio, arg string) ([]byte, error) {
+	if arg == "-" {
+		return nil, usageError{Msg: "the aspect's name comes from its file name: give a FILE, not -"}
+	}
+	_, src, err := readAspect(s, arg)
+	return src, err
+}
+
+func runWeave(s *stdio, args []string) error {
+	var f weaveFlags
+	pos, err := parseWeaveFlags("weave", args, &f)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError{Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", len(pos))}
+	}
+	src, err := aspectFile(s, pos[0])
+	if err != nil {
+		return err
+	}
+	// A bad aspect fails here, before any kernel is looked at.
+	if _, diags := aspect.Load(pos[0], src); len(diags) > 0 {
+		return weaveError(s, &weaver.DiagnosticsError{Diags: diags})
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: f.TargetOptions, Log: s.Err})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	rep, err := weaver.Weave(ctx, sess, pos[0], src)
+	if rep != nil {
+		printSkipped(s, rep)
+	}
+	if err != nil {
+		return weaveError(s, err)
+	}
+	if f.json {
+		return printJoinPointsJSON(s, rep)
+	}
+	printWeaveReport(s, rep, f.verbose)
+	return nil
+}
+
+// weaveError prints aspect diagnostics as FILE:LINE:COL lines.
+func weaveError(s *stdio, err error) error {
+	var de *weaver.DiagnosticsError
+	if errors.As(err, &de) {
+		for _, d := range de.Diags {
+			fmt.Fprintln(s.Err, d.String())
+		}
+		return exitError{1}
+	}
+	return err
+}
+
+func printSkipped(s *stdio, rep *weaver.Report) {
+	for _, jp := range rep.JoinPoints {
+		if jp.Skipped != "" {
+			fmt.Fprintf(s.Err, "klasy: warning: %s: advice %d %s %s skipped: %s\n", rep.Aspect, jp.Advice, jp.Timing, jp.Where(), jp.Skipped)
+		}
+	}
+}
+
+type joinPointJSON struct {
+	Aspect    string `json:"aspect"`
+	Advice    int    `json:"advice"`
+	Function  string `json:"function"`
+	InlinedIn string `json:"inlined_in,omitempty"`
+	File      string `json:"file"`
+	Line      int    `json:"line"`
+	PC        string `json:"pc"`
+	Mechanism string `json:"mechanism,omitempty"`
+	Skipped   string `json:"skipped,omitempty"`
+}
+
+func printJoinPointsJSON(s *stdio, rep *weaver.Report) error {
+	enc := json.NewEncoder(s.Out)
+	for _, jp := range rep.JoinPoints {
+		if err := enc.Encode(joinPointJSON{Aspect: rep.Aspect, Advice: jp.Advice, Function: jp.Function, InlinedIn: jp.InlinedIn,
+			File: jp.File, Line: jp.Line, PC: fmt.Sprintf("%#x", jp.Addr), Mechanism: jp.Mechanism, Skipped: jp.Skipped}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printJoinPoints(w io.Writer, rep *weaver.Report) {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ADVICE\tFUNCTION\tFILE:LINE\tPC\tHOOK")
+	for _, jp := range rep.JoinPoints {
+		fn := jp.Function
+		if jp.InlinedIn != "" {
+			fn += " (in " + jp.InlinedIn + ")"
+		}
+		how := jp.Mechanism
+		if how == "" {
+			how = jp.Kind.String()
+		}
+		if jp.Skipped != "" {
+			how = "skipped: " + jp.Skipped
+		}
+		fmt.Fprintf(tw, "  %d %s\t%s\t%s:%d\t%#x\t%s\n", jp.Advice, jp.Timing, fn, jp.File, jp.Line, jp.Addr, how)
+	}
+	tw.Flush()
+}
+
+func printWeaveReport(s *stdio, rep *weaver.Report, verbose bool) {
+	mech := map[string]int{}
+	for _, jp := range rep.JoinPoints {
+		if jp.Skipped == "" {
+			mech[jp.Mechanism]++
+		}
+	}
+	skipped := len(rep.JoinPoints) - rep.Woven()
+	fmt.Fprintf(s.Out, "%s: woven into %s: %s (ftrace %d, jump %d, int3 %d, kretprobe %d), %d skipped\n",
+		rep.Aspect, rep.Target, plural(rep.Woven(), "join point"), mech["ftrace"], mech["jump"], mech["int3"], mech["kretprobe"], skipped)
+	t := rep.Times
+	fmt.Fprintf(s.Out, "  resolve %s, generate %s, build %s, load %s, register %s\n",
+		dur(t.Resolve), dur(t.Generate), dur(t.Build), dur(t.Load), dur(t.Register))
+	if verbose {
+		printJoinPoints(s.Out, rep)
+	}
+}
+
+// plural says "1 hook", "2 hooks".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func dur(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+func runList(s *stdio, args []string) error {
+	var f weaveFlags
+	pos, err := parseWeaveFlags("list", args, &f)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError{Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", len(pos))}
+	}
+	src, err := aspectFile(s, pos[0])
+	if err != nil {
+		return err
+	}
+	sess, err := weaver.OpenImage(f.TargetOptions, s.Err)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	_, rep, err := weaver.Plan(sess, pos[0], src)
+	if err != nil {
+		return weaveError(s, err)
+	}
+	if f.json {
+		return printJoinPointsJSON(s, rep)
+	}
+	fmt.Fprintf(s.Out, "%s: %s in %s, %d would be skipped\n", rep.Aspect, plural(len(rep.JoinPoints), "join point"), sess.T.Image(), len(rep.JoinPoints)-rep.Woven())
+	printJoinPoints(s.Out, rep)
+	return nil
+}
+
+func runUnweave(s *stdio, args []string) error {
+	var f weaveFlags
+	pos, err := parseWeaveFlags("unweave", args, &f)
+	if err != nil {
+		return err
+	}
+	if f.all == (len(pos) > 0) {
+		return usageError{Msg: "name the aspects to unweave (FILE or NAME), or give --all"}
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: f.TargetOptions, Log: s.Err, SkipIndex: true})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	rep, err := weaver.Unweave(ctx, sess, pos, f.all)
+	if rep != nil {
+		for _, a := range rep.Aspects {
+			fmt.Fprintf(s.Out, "%s: unwoven from %s\n", a, sess.T.Name())
+		}
+		if rep.Saved > 0 {
+			fmt.Fprintf(s.Out, "%d unread records saved: 'klasy trace' prints them\n", rep.Saved)
+		}
+		if rep.RuntimeRemoved {
+			fmt.Fprintf(s.Out, "no aspect left: the klasy runtime is removed from %s\n", sess.T.Name())
+		} else if f.all && len(rep.Aspects) == 0 && err == nil {
+			fmt.Fprintf(s.Out, "nothing of klasy is woven into %s\n", sess.T.Name())
+		}
+	}
+	return err
+}
+
+func runStatus(s *stdio, args []string) error {
+	var f weaveFlags
+	pos, err := parseWeaveFlags("status", args, &f)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageError{Msg: fmt.Sprintf("takes no arguments, got %q", pos)}
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: f.TargetOptions, Log: s.Err, SkipIndex: true})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	st, err := sess.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return json.NewEncoder(s.Out).Encode(statusView(sess.T.Name(), st))
+	}
+	if st == nil {
+		fmt.Fprintf(s.Out, "%s: nothing of klasy is woven (no klasy runtime)\n", sess.T.Name())
+		return nil
+	}
+	var lost []string
+	for i, l := range st.Lost {
+		lost = append(lost, fmt.Sprintf("cpu%d %d", i, l))
+	}
+	fmt.Fprintf(s.Out, "%s: klasy runtime (abi %d), %s, %d KiB buffer per CPU, %s unread, %d lost (%s)\n",
+		sess.T.Name(), st.ABI, plural(st.CPUs, "CPU"), st.BufferKB, plural(int(st.Unread), "record"), st.TotalLost(), strings.Join(lost, ", "))
+	for _, a := range st.Aspects {
+		fmt.Fprintf(s.Out, "aspect %s (module %s): %s\n", a.Name, a.Module, plural(len(a.Hooks), "hook"))
+		tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  HITS\tMISSED\tHOOK\tADVICE\tFUNCTION\tFILE:LINE\tPC")
+		for _, h := range a.Hooks {
+			fn := h.Function
+			if h.InlinedIn != "" {
+				fn += " (in " + h.InlinedIn + ")"
+			}
+			var adv []string
+			for _, n := range h.Advice {
+				adv = append(adv, fmt.Sprint(n))
+			}
+			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s:%d\t%#x\n", h.Hits, h.Missed, h.Mech, strings.Join(adv, ","), fn, h.File, h.Line, h.Image)
+		}
+		tw.Flush()
+	}
+	return nil
+}
+
+// statusJSON is klasy status --json: addresses as hex strings, as
+// klasy lines prints them, so that scripts in any language read them
+// exactly.
+type statusJSON struct {
+	Target   string       `json:"target"`
+	Runtime  bool         `json:"runtime"` // false: nothing of klasy is woven
+	ABI      int          `json:"abi,omitempty"`
+	CPUs     int          `json:"cpus,omitempty"`
+	BufferKB int          `json:"buffer_kb,omitempty"`
+	Unread   uint64       `json:"unread"`
+	Lost     []uint64     `json:"lost_per_cpu"`
+	Aspects  []aspectJSON `json:"aspects"`
+}
+
+type aspectJSON struct {
+	ID         uint32     `json:"id"`
+	Name       string     `json:"name"`
+	Module     string     `json:"module"`
+	RegisterUS int64      `json:"register_us"`
+	Hooks      []hookJSON `json:"hooks"`
+}
+
+type hookJSON struct {
+	Kind      string `json:"kind"`
+	Mechanism string `json:"mechanism"`
+	Addr      string `json:"addr"`
+	PC        string `json:"pc"`
+	Hits      uint64 `json:"hits"`
+	Missed    uint64 `json:"missed"`
+	Advice    []int  `json:"advice"`
+	Function  string `json:"function"`
+	InlinedIn string `json:"inlined_in,omitempty"`
+	File      string `json:"file"`
+	Line      int    `json:"line"`
+}
+
+func statusView(target string, st *records.Status) statusJSON {
+	v := statusJSON{Target: target, Lost: []uint64{}, Aspects: []aspectJSON{}}
+	if st == nil {
+		return v
+	}
+	v.Runtime, v.ABI, v.CPUs, v.BufferKB, v.Unread, v.Lost = true, st.ABI, st.CPUs, st.BufferKB, st.Unread, st.Lost
+	for _, a := range st.Aspects {
+		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), Hooks: []hookJSON{}}
+		for _, h := range a.Hooks {
+			aj.Hooks = append(aj.Hooks, hookJSON{Kind: h.Kind, Mechanism: h.Mech, Addr: fmt.Sprintf("%#x", h.Addr), PC: fmt.Sprintf("%#x", h.Image),
+				Hits: h.Hits, Missed: h.Missed, Advice: h.Advice, Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line})
+		}
+		v.Aspects = append(v.Aspects, aj)
+	}
+	return v
+}
+
+func runTrace(s *stdio, args []string) error {
+	var f weaveFlags
+	pos, err := parseWeaveFlags("trace", args, &f)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageError{Msg: fmt.Sprintf("takes no arguments, got %q", pos)}
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: f.TargetOptions, Log: s.Err, SkipIndex: true})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	p := &tracePrinter{s: s, json: f.json, aspect: f.aspect}
+	saved, done, err := sess.TakeSaved()
+	if err != nil {
+		return err
+	}
+	if err := p.print(saved); err != nil {
+		return err
+	}
+	if err := done(); err != nil {
+		return err
+	}
+	var lost uint64
+	var perCPU []uint64
+	for {
+		rs, st, err := sess.Drain(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return err
+		}
+		if err := p.print(rs); err != nil {
+			return err
+		}
+		if st != nil {
+			lost, perCPU = st.TotalLost(), st.Lost
+		}
+		if !f.follow {
+			if st == nil && len(saved) == 0 {
+				fmt.Fprintf(s.Err, "klasy: nothing is woven into %s and no records are saved\n", sess.T.Name())
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	if lost > 0 {
+		var parts []string
+		for i, l := range perCPU {
+			parts = append(parts, fmt.Sprintf("cpu%d %d", i, l))
+		}
+		fmt.Fprintf(s.Err, "klasy: %d records lost because the trace buffer was full (%s)\n", lost, strings.Join(parts, ", "))
+		if f.json {
+			return json.NewEncoder(s.Out).Encode(map[string]any{"lost": lost, "lost_per_cpu": perCPU})
+		}
+	}
+	return nil
+}
+
+type tracePrinter struct {
+	s      *stdio
+	json   bool
+	aspect string
+	enc    *json.Encoder
+}
+
+func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
+	if p.enc == nil {
+		p.enc = json.NewEncoder(p.s.Out)
+	}
+	for _, r := range rs {
+		if p.aspect != "" && r.Aspect != p.aspect {
+			continue
+		}
+		if p.json {
+			if err := p.enc.Encode(r); err != nil {
+				return err
+			}
+			continue
+		}
+		fn := r.Function
+		if r.InlinedIn != "" {
+			fn += " (in " + r.InlinedIn + ")"
+		}
+		vals := make([]string, len(r.Values))
+		for i, v := range r.Values {
+			vals[i] = formatValue(v)
+		}
+		extra := ""
+		if r.Dropped > 0 {
+			extra = fmt.Sprintf(" (+%d values dropped: at most 16 per hit)", r.Dropped)
+		}
+		fmt.Fprintf(p.s.Out, "[%5d.%06d] cpu%d %d %s %s#%d %s %s:%d %s %s%s\n",
+			r.TimeNS/1e9, r.TimeNS%1e9/1e3, r.CPU, r.PID, r.Comm, r.Aspect, r.Advice, fn, r.File, r.Line, r.PC, strings.Join(vals, " "), extra)
+	}
+	return nil
+}
+
+// formatValue prints a stored value as a person reads it: small negative
+// numbers (errnos) signed, kernel addresses in hex, the rest in decimal.
+func formatValue(v int64) string {
+	switch {
+	case v < 0 && v >= -4095:
+		return fmt.Sprint(v)
+	case uint64(v) >= 0xffff800000000000:
+		return fmt.Sprintf("%#x", uint64(v))
+	case v < 0:
+		return fmt.Sprint(uint64(v))
+	}
+	return fmt.Sprint(v)
+}

@@ -1,0 +1,234 @@
+package dwarfmap
+
+import (
+	"debug/dwarf"
+	"fmt"
+
+	"github.com/go-delve/delve/pkg/dwarf/frame"
+	"github.com/go-delve/delve/pkg/dwarf/godwarf"
+
+	"github.com/klasy/klasy/dwarfmap/dwtype"
+	"github.com/klasy/klasy/dwarfmap/loc"
+	"github.com/klasy/klasy/x86code"
+)
+
+// VarLoc is a variable visible at an address with what a program needs
+// to compute its value there from the registers: the raw location
+// expression, the frame base and the CFA rule. VarsAt describes the same
+// for people; the weaver compiles this.
+type VarLoc struct {
+	Var
+	// Expr is the location expression in force at Addr; nil when the
+	// variable has none there (optimized out) or is a constant.
+	Expr []byte
+	// Const is DW_AT_const_value, when HasConst.
+	Const    int64
+	HasConst bool
+	// FrameBase is the function's DW_AT_frame_base expression.
+	FrameBase []byte
+	// CFAReg and CFAOffset give the CFA at Addr as register + offset
+	// (DWARF register numbers), when HasCFA.
+	CFAReg    uint64
+	CFAOffset int64
+	HasCFA    bool
+	// Size is the byte size of the variable's type (0 if unknown).
+	Size int64
+}
+
+// VarLocsAt returns the parameters and locals in scope at addr with
+// their raw locations, outermost scope first, as VarsAt does.
+func (x *Index) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			locs, err = nil, fmt.Errorf("malformed debug info at %#x: %v", addr, r)
+		}
+	}()
+	if err := x.needImage(); err != nil {
+		return nil, err
+	}
+	if x, err = x.use(funcAtSecs); err != nil {
+		return nil, err
+	}
+	fi, ok := x.FuncAt(addr)
+	if !ok {
+		return nil, fmt.Errorf("no function with debug info at %#x", addr)
+	}
+	f := x.funcs[fi.index]
+	u := x.units[f.Unit]
+	d, err := x.img.UnitDWARF(u.Off, u.End)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := godwarf.LoadTree(dwarf.Offset(f.DIE-u.Off), d, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", fi.Name, err)
+	}
+	fb, _ := tree.Val(dwarf.AttrFrameBase).([]byte)
+	lc := &locContext{pc: addr, tn: dwtype.NewNamer(d), frame: loc.NewFrame(x.img, addr, fb),
+		lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}
+	var walk func(t *godwarf.Tree, scope string, depth int)
+	walk = func(t *godwarf.Tree, scope string, depth int) {
+		for _, c := range t.Children {
+			switch c.Tag {
+			case dwarf.TagFormalParameter, dwarf.TagVariable:
+				locs = append(locs, lc.varLoc(c, scope, depth, fb))
+			case dwarf.TagLexDwarfBlock:
+				if c.ContainsPC(addr) {
+					walk(c, scope, depth+1)
+				}
+			case dwarf.TagInlinedSubroutine:
+				if c.ContainsPC(addr) {
+					name, _ := c.Val(dwarf.AttrName).(string)
+					walk(c, "inline "+name, depth+1)
+				}
+			}
+		}
+	}
+	walk(tree, fi.Name, 0)
+	return locs, nil
+}
+
+func (lc *locContext) varLoc(t *godwarf.Tree, scope string, depth int, fb []byte) VarLoc {
+	vl := VarLoc{Var: lc.variable(t, scope, depth), FrameBase: fb}
+	if typ, ok := t.Val(dwarf.AttrType).(dwarf.Offset); ok {
+		vl.Size = lc.tn.Size(typ)
+	}
+	switch cv := t.Val(dwarf.AttrConstValue).(type) {
+	case int64:
+		vl.Const, vl.HasConst = cv, true
+	case uint64:
+		vl.Const, vl.HasConst = int64(cv), true
+	}
+	if f := t.AttrField(dwarf.AttrLocation); f != nil {
+		switch f.Class {
+		case dwarf.ClassExprLoc, dwarf.ClassBlock:
+			vl.Expr, _ = f.Val.([]byte)
+		case dwarf.ClassLocListPtr, dwarf.ClassLocList:
+			off, _ := f.Val.(int64)
+			vl.Expr, _ = lc.lists.At(off, f.Class, lc.pc)
+		}
+	}
+	if r, err := lc.frame.CFA(); err == nil && r != nil && r.Rule == frame.RuleCFA {
+		vl.CFAReg, vl.CFAOffset, vl.HasCFA = r.Reg, r.Offset, true
+	}
+	return vl
+}
+
+// InlineEntry is where an inlined copy of a function begins.
+type InlineEntry struct {
+	InlineInfo
+	// Entry is the copy's DW_AT_entry_pc, else the start of its first
+	// range.
+	Entry uint64
+}
+
+// InlineEntries returns the inlined copies of the function name with
+// their entry addresses.
+func (x *Index) InlineEntries(name string) ([]InlineEntry, error) {
+	if err := x.needImage(); err != nil {
+		return nil, err
+	}
+	x, err := x.use(inlineSecs)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := x.nameRange(len(x.inlName), x.inlineName, name, true)
+	var out []InlineEntry
+	for _, i := range x.inlName[lo:hi] {
+		in := x.inlines[i]
+		e := InlineEntry{InlineInfo: InlineInfo{Name: name, CallFile: x.File(in.CallFile), CallLine: int(in.CallLine),
+			Ranges: x.inlRanges[in.RngOff : in.RngOff+in.RngN]}}
+		if in.Caller != noFile {
+			e.Caller = x.str(x.funcs[in.Caller].Name)
+		}
+		if len(e.Ranges) > 0 {
+			e.Entry = e.Ranges[0][0]
+		}
+		u := x.units[in.Unit]
+		d, err := x.img.UnitDWARF(u.Off, u.End)
+		if err != nil {
+			return nil, err
+		}
+		r := d.Reader()
+		r.Seek(dwarf.Offset(in.DIE - u.Off))
+		if die, err := r.Next(); err == nil && die != nil {
+			switch pc := die.Val(dwarf.AttrEntrypc).(type) {
+			case uint64:
+				e.Entry = pc
+			case int64:
+				// DW_FORM_data*: an offset from the copy's low_pc (DWARF 5).
+				if low, ok := die.Val(dwarf.AttrLowpc).(uint64); ok {
+					e.Entry = low + uint64(pc)
+				} else if len(e.Ranges) > 0 {
+					e.Entry = e.Ranges[0][0] + uint64(pc)
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// CheckInstruction reports whether addr starts an instruction inside a
+// function with debug info. The kernel accepts a kprobe past a
+// function's end and silently probes the next one, so the weaver checks
+// first.
+func (x *Index) CheckInstruction(addr uint64) (err error) {
+	if err := x.needImage(); err != nil {
+		return err
+	}
+	if x, err = x.use(funcAtSecs); err != nil {
+		return err
+	}
+	fi, ok := x.FuncAt(addr)
+	if !ok {
+		return fmt.Errorf("%#x is in no function with debug info", addr)
+	}
+	for _, r := range fi.Ranges {
+		if addr < r[0] || addr >= r[1] {
+			continue
+		}
+		code := x.img.ReadText(r[0], r[1]-r[0])
+		if code == nil {
+			return fmt.Errorf("no code bytes for %s at %#x in the image", fi.Name, r[0])
+		}
+		ok, err := x86code.IsBoundary(code, r[0], addr)
+		if err != nil {
+			return fmt.Errorf("decoding %s: %w", fi.Name, err)
+		}
+		if !ok {
+			return fmt.Errorf("%s+%#x is inside an instruction", fi.Name, addr-fi.Entry)
+		}
+		return nil
+	}
+	return fmt.Errorf("%#x is not in %s", addr, fi.Name)
+}
+
+// LineAt returns the source file and line of the line-table row at addr
+// (the first of several at one address), ok false if no row starts there.
+func (x *Index) LineAt(addr uint64) (file string, line int, ok bool) {
+	x, err := x.use(funcLineSecs)
+	if err != nil {
+		return "", 0, false
+	}
+	for _, ri := range x.rowsIn(addr, addr+1) {
+		row := x.row(ri)
+		if row.Flags&RowEndSequence == 0 && row.Line > 0 {
+			return x.File(row.File), int(row.Line), true
+		}
+	}
+	return "", 0, false
+}
+
+// SectionOf names the image's ELF section that holds addr ("" if none).
+func (x *Index) SectionOf(addr uint64) string {
+	if x.img == nil {
+		return ""
+	}
+	for _, s := range x.img.ELF.Sections {
+		if s.Addr != 0 && addr >= s.Addr && addr < s.Addr+s.Size {
+			return s.Name
+		}
+	}
+	return ""
+}

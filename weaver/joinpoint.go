@@ -1,0 +1,138 @@
+package weaver
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Timing says when advice runs at a join point.
+type Timing uint8
+
+const (
+	Before Timing = iota
+	After
+)
+
+func (t Timing) String() string {
+	if t == After {
+		return "after"
+	}
+	return "before"
+}
+
+// HookKind is the kernel mechanism a hook is registered with.
+type HookKind uint8
+
+const (
+	// Kprobe runs the handler before the instruction at the address.
+	Kprobe HookKind = iota
+	// Kretprobe runs the handler when the function entered at the
+	// address returns (after advice of an out-of-line body).
+	Kretprobe
+)
+
+func (k HookKind) String() string {
+	if k == Kretprobe {
+		return "kretprobe"
+	}
+	return "kprobe"
+}
+
+// JoinPoint is one place and time an advice of an aspect runs, as the
+// resolver found it in the kernel image. A join point that cannot be
+// woven keeps its place and says why in Skipped.
+type JoinPoint struct {
+	Advice int // 1-based in its aspect file
+	Timing Timing
+	Kind   HookKind
+	// Addr is the hook's address in the image (link-time, as klasy lines
+	// prints it); the advice module adds the running kernel's KASLR slide.
+	Addr uint64
+	// Function is the function the join point belongs to: for an inlined
+	// copy, the inlined function; InlinedIn is then the function it sits
+	// in (empty for an out-of-line body).
+	Function  string
+	InlinedIn string
+	File      string // source file of the join point
+	Line      int
+	// Args are the context variables the advice is given here, in the
+	// advice's parameter order.
+	Args []Arg
+	// Skipped says why this join point is not woven; empty if it is.
+	Skipped string
+	// Mechanism is how the kernel placed the hook once woven: ftrace,
+	// jump, int3 or kretprobe (records.Mech*).
+	Mechanism string
+}
+
+// Where names the join point for messages: function (in caller) at
+// file:line.
+func (jp *JoinPoint) Where() string {
+	fn := jp.Function
+	if jp.InlinedIn != "" {
+		fn += " (inlined in " + jp.InlinedIn + ")"
+	}
+	return fmt.Sprintf("%s at %s:%d", fn, jp.File, jp.Line)
+}
+
+// Arg is one context variable passed to an advice: argument(Var, Param)
+// gives the advice `void *Param` pointing at Var's value at the hook.
+type Arg struct {
+	Param string // the advice's parameter name
+	Var   string // the variable in the kernel's source
+	// Value computes Var from the saved registers. A nil Value passes
+	// NULL (the variable is bound by another AND-group of the pointcut).
+	Value *Value
+	// AtEntry computes the value when the function is entered, for after
+	// advice of an execution (a kretprobe's entry handler), as SystemTap
+	// does for $var in a .return probe.
+	AtEntry bool
+}
+
+// Hook is one kprobe or kretprobe of an advice module: the woven join
+// points of one aspect that share an address and a kind, whose advice
+// runs in aspect order.
+type Hook struct {
+	Kind      HookKind
+	Addr      uint64
+	Function  string
+	InlinedIn string
+	File      string
+	Line      int
+	Points    []*JoinPoint // in advice order
+}
+
+// Hooks groups the woven join points by address and kind, in address
+// order; skipped ones are left out.
+func Hooks(jps []*JoinPoint) []*Hook {
+	type key struct {
+		addr uint64
+		kind HookKind
+	}
+	byKey := map[key]*Hook{}
+	var hooks []*Hook
+	for _, jp := range jps {
+		if jp.Skipped != "" {
+			continue
+		}
+		k := key{jp.Addr, jp.Kind}
+		h := byKey[k]
+		if h == nil {
+			h = &Hook{Kind: jp.Kind, Addr: jp.Addr, Function: jp.Function, InlinedIn: jp.InlinedIn, File: jp.File, Line: jp.Line}
+			byKey[k] = h
+			hooks = append(hooks, h)
+		}
+		h.Points = append(h.Points, jp)
+	}
+	for _, h := range hooks {
+		slices.SortStableFunc(h.Points, func(a, b *JoinPoint) int { return cmp.Compare(a.Advice, b.Advice) })
+	}
+	slices.SortStableFunc(hooks, func(a, b *Hook) int {
+		if c := cmp.Compare(a.Addr, b.Addr); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Kind, b.Kind)
+	})
+	return hooks
+}

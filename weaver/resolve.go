@@ -1,0 +1,385 @@
+package weaver
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/pattern"
+)
+
+// Refusal says why the kernel would refuse a kprobe at an image address
+// ("" if it would not): the kprobe blacklist of the running kernel.
+type Refusal func(addr uint64) string
+
+// ResolveOptions are what resolving needs beyond the aspect and image.
+type ResolveOptions struct {
+	Refused Refusal // nil: nothing known to be refused
+}
+
+// ResolveError is a pointcut that selects nothing or that this weaver
+// cannot weave, at its position in the aspect.
+type ResolveError struct {
+	Pos aspect.Position
+	Msg string
+}
+
+func (e *ResolveError) Error() string { return e.Pos.String() + ": " + e.Msg }
+
+// Resolve finds the join points of every advice of f in the image
+// indexed by x, in advice order. A join point that cannot be woven is
+// returned with the reason in Skipped; a designator that selects nothing
+// at all is an error, as perf probe fails on a function it cannot find.
+func Resolve(f *aspect.File, x *dwarfmap.Index, opt ResolveOptions) ([]*JoinPoint, error) {
+	r := &resolver{f: f, x: x, opt: opt, seen: map[jpKey]bool{}}
+	for i, a := range f.Advice {
+		if err := r.advice(i+1, a); err != nil {
+			return nil, err
+		}
+	}
+	return r.jps, nil
+}
+
+type resolver struct {
+	f    *aspect.File
+	x    *dwarfmap.Index
+	opt  ResolveOptions
+	jps  []*JoinPoint
+	seen map[jpKey]bool // an OR selecting one join point twice weaves it once
+}
+
+type jpKey struct {
+	advice int
+	addr   uint64
+	kind   HookKind
+}
+
+func (r *resolver) errAt(pc *aspect.Pointcut, off int, format string, args ...any) error {
+	return &ResolveError{Pos: r.f.Position(pc.Text.Offset(off)), Msg: fmt.Sprintf(format, args...)}
+}
+
+func (r *resolver) advice(n int, a *aspect.Advice) error {
+	pc := a.Pointcut
+	groups, ok := aspect.Groups(pc.Expr)
+	if !ok {
+		return r.errAt(pc, 0, "pointcut has too many AND-groups")
+	}
+	timing := Before
+	if a.When == "after" {
+		timing = After
+	}
+	for _, g := range groups {
+		if err := r.group(n, pc, g, timing); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// group resolves one AND-group of execution designators.
+func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Timing) error {
+	var execs []*aspect.Execution
+	var files []*aspect.WithinFile
+	var funcs []*aspect.WithinFunction
+	var args []*aspect.Argument
+	for _, t := range g {
+		switch {
+		case t.Execution != nil:
+			execs = append(execs, t.Execution)
+		case t.WithinFile != nil:
+			if t.WithinFile.Domain != nil {
+				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file, which this weaver does not take yet", t.Designator(), t.WithinFile.Domain.Value)
+			}
+			files = append(files, t.WithinFile)
+		case t.WithinFunction != nil:
+			if t.WithinFunction.Domain != nil {
+				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file, which this weaver does not take yet", t.Designator(), t.WithinFunction.Domain.Value)
+			}
+			funcs = append(funcs, t.WithinFunction)
+		case t.Argument != nil:
+			args = append(args, t.Argument)
+		case t.Access != nil:
+			return r.errAt(pc, t.Pos.Offset, "access(...) join points are not woven by this version of klasy yet; execution(...) join points are")
+		case t.Xflow != nil:
+			return r.errAt(pc, t.Pos.Offset, "xflow(...) needs the flow runtime, which this version of klasy does not have yet")
+		default:
+			return r.errAt(pc, t.Pos.Offset, "%s cannot be woven at execution join points", t.Designator())
+		}
+	}
+	if len(execs) == 0 {
+		return r.errAt(pc, g[0].Pos.Offset, "this AND-group selects no join points")
+	}
+	names, err := r.functions(pc, execs)
+	if err != nil {
+		return err
+	}
+	params := r.paramsOf(pc)
+	found := 0
+	for _, name := range names {
+		for _, fi := range r.x.Funcs(name) {
+			if fi.InlineOnly || !matchFiles(files, fi.File) || !matchFuncs(funcs, fi.Name) {
+				continue
+			}
+			found++
+			r.add(r.outOfLine(n, timing, fi, args, params))
+		}
+		copies, err := r.x.InlineEntries(name)
+		if err != nil {
+			return fmt.Errorf("reading the inlined copies of %s: %w", name, err)
+		}
+		decl := ""
+		if fs := r.x.Funcs(name); len(fs) > 0 {
+			decl = fs[0].File
+		}
+		for _, c := range copies {
+			if !matchFiles(files, decl) || !matchFuncs(funcs, c.Caller) {
+				continue
+			}
+			found++
+			r.add(r.inlined(n, timing, c, decl, args, params))
+		}
+	}
+	if found == 0 {
+		var limits []string
+		for _, t := range g {
+			if t.WithinFile != nil || t.WithinFunction != nil {
+				limits = append(limits, t.Designator()+"(...)")
+			}
+		}
+		return r.errAt(pc, execs[0].Pos.Offset, "execution(%s): no body or inlined copy of %s is selected by %s", execs[0].Func.Value, strings.Join(names, ", "), strings.Join(limits, " AND "))
+	}
+	return nil
+}
+
+func (r *resolver) add(jp *JoinPoint) {
+	k := jpKey{jp.Advice, jp.Addr, jp.Kind}
+	if jp.Skipped == "" && r.seen[k] {
+		return
+	}
+	r.seen[k] = true
+	r.jps = append(r.jps, jp)
+}
+
+// functions returns the names every execution(...) of a group matches.
+func (r *resolver) functions(pc *aspect.Pointcut, execs []*aspect.Execution) ([]string, error) {
+	var names []string
+	for i, e := range execs {
+		var these []string
+		p, err := e.Func.Pattern()
+		if err != nil {
+			return nil, r.errAt(pc, e.Func.Pos.Offset, "%v", err)
+		}
+		for _, fi := range r.x.MatchFuncs(p) {
+			if !slices.Contains(these, fi.Name) {
+				these = append(these, fi.Name)
+			}
+		}
+		if len(these) == 0 {
+			return nil, r.errAt(pc, e.Pos.Offset, "execution(%s): no function %s in %s", e.Func.Value, matchWord(e.Func.Value), r.x.BuildID)
+		}
+		if i == 0 {
+			names = these
+			continue
+		}
+		names = slices.DeleteFunc(names, func(n string) bool { return !slices.Contains(these, n) })
+	}
+	return names, nil
+}
+
+func matchWord(p string) string {
+	if strings.ContainsRune(p, '%') {
+		return "matches " + p
+	}
+	return "is called " + p
+}
+
+// paramsOf lists the advice's parameters: every argument(...) of its
+// pointcut, in order of appearance.
+func (r *resolver) paramsOf(pc *aspect.Pointcut) []string {
+	var out []string
+	for _, t := range aspect.Leaves(pc.Expr) {
+		if t.Argument != nil && !slices.Contains(out, t.Argument.Var.Value) {
+			out = append(out, t.Argument.Var.Value)
+		}
+	}
+	return out
+}
+
+// outOfLine is the join point at the entry of an out-of-line body: a
+// kprobe there for before advice, a kretprobe for after.
+func (r *resolver) outOfLine(n int, timing Timing, fi dwarfmap.FuncInfo, args []*aspect.Argument, params []string) *JoinPoint {
+	jp := &JoinPoint{Advice: n, Timing: timing, Kind: Kprobe, Addr: fi.Entry, Function: fi.Name, File: fi.File, Line: fi.Line}
+	if timing == After {
+		jp.Kind = Kretprobe
+	}
+	if l := r.entryLine(fi.Entry); l > 0 {
+		jp.Line = l
+	}
+	if jp.Skipped = r.refused(fi.Entry); jp.Skipped != "" {
+		return jp
+	}
+	jp.Args, jp.Skipped = r.bind(fi.Entry, fi.Name, "", args, params, true, timing == After)
+	return jp
+}
+
+// inlined is the join point at the entry of an inlined copy. Its exits
+// are not located yet, so after advice skips it.
+func (r *resolver) inlined(n int, timing Timing, c dwarfmap.InlineEntry, decl string, args []*aspect.Argument, params []string) *JoinPoint {
+	jp := &JoinPoint{Advice: n, Timing: timing, Kind: Kprobe, Addr: c.Entry, Function: c.Name, InlinedIn: c.Caller, File: c.CallFile, Line: c.CallLine}
+	if decl != "" {
+		jp.File = decl
+	}
+	if l, f := r.lineAt(c.Entry); l > 0 {
+		jp.Line, jp.File = l, f
+	}
+	if timing == After {
+		jp.Skipped = "after advice of an inlined copy: klasy does not locate the exits of inlined code yet"
+		return jp
+	}
+	if c.Caller == "" {
+		jp.Skipped = "the function this copy is inlined into is unknown"
+		return jp
+	}
+	if err := r.x.CheckInstruction(c.Entry); err != nil {
+		jp.Skipped = "entry is not an instruction boundary: " + err.Error()
+		return jp
+	}
+	if jp.Skipped = r.refused(c.Entry); jp.Skipped != "" {
+		return jp
+	}
+	jp.Args, jp.Skipped = r.bind(c.Entry, "inline "+c.Name, c.Name, args, params, false, false)
+	return jp
+}
+
+// refused says why a hook at addr cannot be placed: code the kernel
+// frees after boot, or the running kernel's kprobe blacklist.
+func (r *resolver) refused(addr uint64) string {
+	switch sec := r.x.SectionOf(addr); sec {
+	case ".init.text", ".exit.text":
+		return "in " + sec + ": the kernel frees this code after boot, so it never runs again (and refuses kprobes there)"
+	}
+	if r.opt.Refused == nil {
+		return ""
+	}
+	return r.opt.Refused(addr)
+}
+
+// entryLine is the source line of the first line-table row at addr.
+func (r *resolver) entryLine(addr uint64) int {
+	l, _ := r.lineAt(addr)
+	return l
+}
+
+// lineAt returns the line and file of the line-table row for addr.
+func (r *resolver) lineAt(addr uint64) (int, string) {
+	f, l, ok := r.x.LineAt(addr)
+	if !ok {
+		return 0, ""
+	}
+	return l, f
+}
+
+// bind computes the advice's context variables at addr: for each
+// parameter the advice declares, the argument(...) of this group that
+// binds it, read from the variable of that name in scope (the function's
+// own parameter, or an inlined copy's). Unbound parameters pass NULL.
+func (r *resolver) bind(addr uint64, scope, inlineName string, args []*aspect.Argument, params []string, atEntry, kret bool) ([]Arg, string) {
+	if len(params) == 0 {
+		return nil, ""
+	}
+	var locs []dwarfmap.VarLoc
+	if len(args) > 0 {
+		var err error
+		if locs, err = r.x.VarLocsAt(addr); err != nil {
+			return nil, "reading variable locations: " + err.Error()
+		}
+	}
+	out := make([]Arg, len(params))
+	for i, p := range params {
+		out[i] = Arg{Param: p}
+		var arg *aspect.Argument
+		for _, a := range args {
+			if a.Var.Value == p {
+				arg = a
+			}
+		}
+		if arg == nil {
+			continue
+		}
+		out[i].Var = arg.Param.Value
+		out[i].AtEntry = kret
+		vl, ok := pickVar(locs, arg.Param.Value, scope)
+		if !ok {
+			return nil, fmt.Sprintf("argument(%s, %s): %s has no parameter %s", arg.Param.Value, p, strings.TrimPrefix(scope, "inline "), arg.Param.Value)
+		}
+		v, err := compileLocation(locContext{vl: vl, atEntry: atEntry})
+		if err != nil {
+			return nil, fmt.Sprintf("argument(%s, %s): %s", arg.Param.Value, p, err)
+		}
+		out[i].Value = v
+	}
+	return out, ""
+}
+
+// pickVar finds the parameter name of the innermost scope named scope
+// ("f" for an out-of-line body, "inline f" for an inlined copy).
+func pickVar(locs []dwarfmap.VarLoc, name, scope string) (dwarfmap.VarLoc, bool) {
+	best, found := dwarfmap.VarLoc{}, false
+	for _, v := range locs {
+		if v.Name == name && v.Scope == scope && v.Kind == "param" && (!found || v.Depth >= best.Depth) {
+			best, found = v, true
+		}
+	}
+	return best, found
+}
+
+// matchFiles reports whether path matches every within_file pattern: the
+// whole path, or a tail of it after a '/' (within_file(dev.c) and
+// within_file(net/core/dev.c) both select net/core/dev.c). The checker
+// has already rejected patterns that do not compile.
+func matchFiles(files []*aspect.WithinFile, path string) bool {
+	for _, f := range files {
+		p, err := pattern.Compile(strings.Join(f.Path.Parts, ""), pattern.Pointcut)
+		if err != nil || !MatchPath(p, path) {
+			return false
+		}
+	}
+	return true
+}
+
+// MatchPath reports whether p matches path or a tail of it that starts
+// after a '/'.
+func MatchPath(p *pattern.Pattern, path string) bool {
+	if p.Match(path) {
+		return true
+	}
+	for i := 0; i < len(path); i++ {
+		if path[i] == '/' && p.Match(path[i+1:]) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchFuncs(funcs []*aspect.WithinFunction, name string) bool {
+	for _, f := range funcs {
+		p, err := f.Func.Pattern()
+		if err != nil || !p.Match(name) {
+			return false
+		}
+	}
+	return true
+}
+
+// SortJoinPoints orders join points by advice, then address.
+func SortJoinPoints(jps []*JoinPoint) {
+	slices.SortStableFunc(jps, func(a, b *JoinPoint) int {
+		if c := cmp.Compare(a.Advice, b.Advice); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Addr, b.Addr)
+	})
+}

@@ -1,0 +1,246 @@
+package weaver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/internal/cachedir"
+	"github.com/klasy/klasy/weaver/records"
+	"github.com/klasy/klasy/weaver/runtime"
+)
+
+// Session is a target with its kernel image indexed and checked: what
+// weave, unweave, status and trace work on.
+type Session struct {
+	T Target
+	X *dwarfmap.Index
+	// Slide is the running kernel's KASLR slide (running address minus
+	// image address), from the kprobe blacklist; SlideKnown is false if
+	// it could not be worked out.
+	Slide      uint64
+	SlideKnown bool
+	Blacklist  []BlacklistEntry
+	log        io.Writer
+}
+
+// SessionOptions say which target to open and where progress goes.
+type SessionOptions struct {
+	TargetOptions
+	// Log receives progress ("indexing ...") and warnings; nil discards.
+	Log io.Writer
+	// SkipIndex opens the target without reading its image (status and
+	// trace need only the runtime's own view).
+	SkipIndex bool
+}
+
+// ErrImageMismatch: the running kernel is not the image's build.
+var ErrImageMismatch = errors.New("the running kernel is not the image's build")
+
+// OpenSession opens the target, indexes its image, and refuses an image
+// that is not the running kernel's build: a hook address from another
+// build would patch the middle of some other instruction.
+func OpenSession(ctx context.Context, opt SessionOptions) (*Session, error) {
+	log := opt.Log
+	if log == nil {
+		log = io.Discard
+	}
+	t, err := OpenTarget(ctx, opt.TargetOptions)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{T: t, log: log}
+	if opt.SkipIndex {
+		return s, nil
+	}
+	if err := s.index(); err != nil {
+		t.Close()
+		return nil, err
+	}
+	if err := s.checkBuild(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.readBlacklist(ctx); err != nil {
+		fmt.Fprintf(log, "klasy: warning: %v; join points the kernel refuses will fail the weave instead of being skipped\n", err)
+	}
+	return s, nil
+}
+
+func (s *Session) index() error {
+	img := s.T.Image()
+	x, info, err := dwarfmap.Load(img, dwarfmap.Options{
+		Log: func(f string, a ...any) { fmt.Fprintf(s.log, "klasy: "+f+"\n", a...) },
+	})
+	if err != nil {
+		return fmt.Errorf("reading %s's image %s: %w", s.T.Name(), img, err)
+	}
+	if !info.FromCache {
+		fmt.Fprintf(s.log, "klasy: indexed %s in %.1fs\n", img, info.Built.Seconds())
+	}
+	s.X = x
+	return nil
+}
+
+// checkBuild compares the running kernel's build-id with the image's.
+func (s *Session) checkBuild(ctx context.Context) error {
+	notes, err := s.T.ReadFile(ctx, NotesPath)
+	if err != nil {
+		return fmt.Errorf("reading %s in %s: %w", NotesPath, s.T.Name(), err)
+	}
+	running, err := BuildIDFromNotes(notes)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.T.Name(), err)
+	}
+	if running != s.X.BuildID {
+		return fmt.Errorf("%w: %s runs build-id %s, %s is build-id %s; give the running kernel's vmlinux with --vmlinux", ErrImageMismatch, s.T.Name(), running, s.T.Image(), s.X.BuildID)
+	}
+	return nil
+}
+
+func (s *Session) readBlacklist(ctx context.Context) error {
+	b, err := s.T.ReadFile(ctx, BlacklistPath)
+	if err != nil {
+		return fmt.Errorf("reading the kprobe blacklist: %w", err)
+	}
+	bl, err := ParseBlacklist(b)
+	if err != nil {
+		return err
+	}
+	s.Blacklist = bl
+	s.Slide, s.SlideKnown = Slide(bl, s.X)
+	if !s.SlideKnown {
+		return fmt.Errorf("no blacklist entry names a function of %s, so the KASLR slide is unknown", s.T.Image())
+	}
+	return nil
+}
+
+// NoPrecheckEnv, set to 1, makes the weaver hand the kernel join points
+// it expects the kernel to refuse, so that the kernel's own error (and
+// the rollback of a batch) can be seen.
+const NoPrecheckEnv = "KLASY_WEAVE_NO_PRECHECK"
+
+// Refused is the resolver's view of the blacklist (nil if unknown).
+func (s *Session) Refused() Refusal {
+	if !s.SlideKnown || os.Getenv(NoPrecheckEnv) == "1" {
+		return nil
+	}
+	return Refusals(s.Blacklist, s.Slide)
+}
+
+// Close releases the target and the index.
+func (s *Session) Close() error {
+	if s.X != nil {
+		s.X.Close()
+	}
+	return s.T.Close()
+}
+
+// Status reads the runtime's status; nil, nil when the runtime is not
+// loaded.
+func (s *Session) Status(ctx context.Context) (*records.Status, error) {
+	b, err := s.T.ReadFile(ctx, runtime.StatusPath)
+	if err != nil {
+		if isNotExist(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading %s in %s: %w", runtime.StatusPath, s.T.Name(), err)
+	}
+	st, err := records.ParseStatus(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s in %s: %w", runtime.StatusPath, s.T.Name(), err)
+	}
+	if st.ABI != runtime.ABIVersion {
+		return st, fmt.Errorf("%s runs a klasy runtime of ABI %d, this klasy speaks ABI %d: run 'klasy unweave --all' with the klasy that wove it", s.T.Name(), st.ABI, runtime.ABIVersion)
+	}
+	return st, nil
+}
+
+func isNotExist(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT)
+}
+
+// stateDir is where klasy keeps host-side state for the target: records
+// saved at unweave, the lock that orders weaves.
+func (s *Session) stateDir() string {
+	name := strings.NewReplacer(" ", "-", "/", "_").Replace(s.T.Name())
+	return filepath.Join(cachedir.Root(), "weaver", "targets", name)
+}
+
+// lock takes the host-side lock that orders weaves and unweaves of one
+// target, so that two klasy processes do not load or unload the runtime
+// under each other. The kernel's module refcounts guard the rest.
+func (s *Session) lock() (unlock func(), err error) {
+	dir := s.stateDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// OpenImage opens only a kernel image, for klasy list: the one given
+// with --vmlinux, a lab's, or this machine's debug vmlinux. No kernel is
+// touched.
+func OpenImage(opt TargetOptions, log io.Writer) (*Session, error) {
+	if log == nil {
+		log = io.Discard
+	}
+	image := opt.Vmlinux
+	switch {
+	case image != "":
+	case opt.Lab != "":
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		t, err := openLab(ctx, opt)
+		if err != nil {
+			return nil, err
+		}
+		image = t.Image()
+		t.Close()
+	default:
+		var uts unix.Utsname
+		if err := unix.Uname(&uts); err != nil {
+			return nil, err
+		}
+		image = filepath.Join("/usr/lib/debug/boot", "vmlinux-"+unix.ByteSliceToString(uts.Release[:]))
+	}
+	s := &Session{T: imageOnly{image}, log: log}
+	if err := s.index(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// imageOnly is a target without a kernel: list reads only its image.
+type imageOnly struct{ image string }
+
+var errNoKernel = errors.New("no running kernel: klasy list only reads the image")
+
+func (t imageOnly) Name() string                                             { return "image " + t.image }
+func (t imageOnly) Image() string                                            { return t.image }
+func (t imageOnly) Headers() string                                          { return "" }
+func (t imageOnly) Close() error                                             { return nil }
+func (t imageOnly) ReadFile(context.Context, string) ([]byte, error)         { return nil, errNoKernel }
+func (t imageOnly) LoadModule(context.Context, []byte, string) error         { return errNoKernel }
+func (t imageOnly) UnloadModule(context.Context, string) error               { return errNoKernel }
+func (t imageOnly) Modules(context.Context) ([]agent.Module, error)          { return nil, errNoKernel }
+func (t imageOnly) KernelLog(context.Context) ([]byte, error)                { return nil, errNoKernel }
+func (t imageOnly) Stream(context.Context, string, func([]byte) error) error { return errNoKernel }

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * klasy_prog - what the weaver's tests run inside a lab guest: each
+ * subcommand makes system calls with values the test then finds in the
+ * trace. Built static on the host (gcc -static) and sent to the guest.
+ *
+ *   klasy_prog pread FILE COUNT POS N    pread(2) N times
+ *   klasy_prog open-missing PATH N       openat(2) a missing file N times
+ *   klasy_prog cat FILE                  read FILE to the end (e.g. /proc/self/mounts)
+ *   klasy_prog getppid N                 getppid(2) N times
+ *   klasy_prog time-getppid N            getppid(2) N times, prints ns per call
+ *
+ * It prints its pid first, so the test can pick its records.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static long arg(const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 0);
+
+	if (*s == '\0' || *end != '\0') {
+		fprintf(stderr, "klasy_prog: bad number %s\n", s);
+		exit(2);
+	}
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	char buf[4096];
+	long i, n;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid ...\n");
+		return 2;
+	}
+	printf("pid %d\n", getpid());
+	fflush(stdout);
+	if (strcmp(argv[1], "pread") == 0 && argc == 6) {
+		int fd = open(argv[2], O_RDONLY);
+		long count = arg(argv[3]), pos = arg(argv[4]);
+
+		if (fd < 0 || count > (long)sizeof(buf)) {
+			perror(argv[2]);
+			return 1;
+		}
+		n = arg(argv[5]);
+		for (i = 0; i < n; i++)
+			if (pread(fd, buf, count, pos) < 0) {
+				perror("pread");
+				return 1;
+			}
+		printf("fd %d\n", fd);
+		return 0;
+	}
+	if (strcmp(argv[1], "open-missing") == 0 && argc == 4) {
+		n = arg(argv[3]);
+		for (i = 0; i < n; i++) {
+			int fd = openat(AT_FDCWD, argv[2], O_RDONLY);
+
+			if (fd >= 0 || errno != ENOENT) {
+				fprintf(stderr, "klasy_prog: %s exists\n", argv[2]);
+				return 1;
+			}
+		}
+		return 0;
+	}
+	if (strcmp(argv[1], "cat") == 0 && argc == 3) {
+		FILE *f = fopen(argv[2], "r");
+
+		if (!f) {
+			perror(argv[2]);
+			return 1;
+		}
+		while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+			fwrite(buf, 1, n, stdout);
+		fclose(f);
+		return 0;
+	}
+	if ((strcmp(argv[1], "getppid") == 0 || strcmp(argv[1], "time-getppid") == 0) && argc == 3) {
+		struct timespec a, b;
+
+		n = arg(argv[2]);
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		for (i = 0; i < n; i++)
+			syscall(SYS_getppid);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		if (argv[1][0] == 't')
+			printf("ns/call %.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / n);
+		return 0;
+	}
+	fprintf(stderr, "klasy_prog: unknown or malformed command %s\n", argv[1]);
+	return 2;
+}

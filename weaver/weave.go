@@ -1,0 +1,399 @@
+package weaver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing/fstest"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/internal/cachedir"
+	"github.com/klasy/klasy/kbuild"
+	"github.com/klasy/klasy/kmod"
+	"github.com/klasy/klasy/weaver/records"
+	"github.com/klasy/klasy/weaver/runtime"
+)
+
+// Times splits a weave's time the way the report shows it.
+type Times struct {
+	Resolve, Generate, Build, Load, Register time.Duration
+}
+
+// Report is what a weave (or a list) did.
+type Report struct {
+	Aspect string
+	Module string
+	Target string
+	// JoinPoints are all join points, woven and skipped, by advice and
+	// address; Mechanism is filled for woven ones after a weave.
+	JoinPoints []*JoinPoint
+	Times      Times
+	// LoadedRuntime is set when this weave loaded the runtime module.
+	LoadedRuntime bool
+}
+
+// Woven counts the join points not skipped.
+func (r *Report) Woven() int {
+	n := 0
+	for _, jp := range r.JoinPoints {
+		if jp.Skipped == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// DiagnosticsError is an aspect with errors at FILE:LINE:COL, from
+// checking it or from compiling its advice.
+type DiagnosticsError struct {
+	Diags aspect.Diagnostics
+}
+
+func (e *DiagnosticsError) Error() string { return e.Diags.Error() }
+
+// Plan loads, checks and resolves the aspect at path against s's image
+// without touching the kernel (klasy list; the first half of a weave).
+func Plan(s *Session, path string, src []byte) (*aspect.File, *Report, error) {
+	f, diags := aspect.Load(path, src)
+	if len(diags) > 0 {
+		return nil, nil, &DiagnosticsError{diags}
+	}
+	rep := &Report{Aspect: AspectName(path), Module: ModuleName(AspectName(path)), Target: s.T.Name()}
+	start := time.Now()
+	jps, err := Resolve(f, s.X, ResolveOptions{Refused: s.Refused()})
+	if err != nil {
+		var re *ResolveError
+		if errors.As(err, &re) {
+			return nil, nil, &DiagnosticsError{aspect.Diagnostics{{Pos: re.Pos, Msg: re.Msg}}}
+		}
+		return nil, nil, err
+	}
+	SortJoinPoints(jps)
+	rep.JoinPoints = jps
+	rep.Times.Resolve = time.Since(start)
+	return f, rep, nil
+}
+
+// Weave weaves the aspect at path into s's kernel: resolve, generate,
+// build, load. It is all or nothing: on any error nothing of this weave
+// stays in the kernel.
+func Weave(ctx context.Context, s *Session, path string, src []byte) (*Report, error) {
+	f, rep, err := Plan(s, path, src)
+	if err != nil {
+		return nil, err
+	}
+	return rep, WeaveResolved(ctx, s, f, rep)
+}
+
+// WeaveResolved weaves the join points of rep, resolved for aspect f:
+// Weave's second half, for callers that choose join points themselves
+// (the benchmarks hook arbitrary instructions).
+func WeaveResolved(ctx context.Context, s *Session, f *aspect.File, rep *Report) error {
+	path := f.Name
+	if rep.Woven() == 0 {
+		return fmt.Errorf("nothing to weave: all %d join points of %s are skipped", len(rep.JoinPoints), path)
+	}
+	start := time.Now()
+	ref := s.X.Funcs(KASLRRef)
+	if len(ref) != 1 || ref[0].InlineOnly {
+		return fmt.Errorf("%s has no single function %s to find the KASLR slide by", s.T.Image(), KASLRRef)
+	}
+	m, err := Generate(f, rep.JoinPoints, GenOptions{Path: path, RefAddr: ref[0].Entry})
+	if err != nil {
+		return err
+	}
+	rep.Times.Generate = time.Since(start)
+
+	start = time.Now()
+	rt, err := s.runtimeModule(ctx)
+	if err != nil {
+		return err
+	}
+	ko, err := s.buildAdvice(ctx, m, rt.symvers)
+	if err != nil {
+		return err
+	}
+	rep.Times.Build = time.Since(start)
+
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	start = time.Now()
+	if rep.LoadedRuntime, err = s.ensureRuntime(ctx, rt.ko); err != nil {
+		return err
+	}
+	if _, err := kmod.Load(ctx, s.T, ko, ""); err != nil {
+		err = s.explainLoad(ctx, m, err)
+		if rep.LoadedRuntime {
+			s.unloadRuntimeIfIdle(ctx)
+		}
+		return err
+	}
+	rep.Times.Load = time.Since(start)
+	if err := s.readMechanisms(ctx, rep, m); err != nil {
+		return err
+	}
+	return nil
+}
+
+// builtRuntime is the runtime module built for one kernel.
+type builtRuntime struct {
+	ko, symvers []byte
+}
+
+// runtimeModule builds the runtime against the target's headers once per
+// kernel build and runtime source, and keeps it in the cache.
+func (s *Session) runtimeModule(ctx context.Context) (*builtRuntime, error) {
+	h := sha256.New()
+	fs.WalkDir(runtime.Sources, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := fs.ReadFile(runtime.Sources, p)
+			fmt.Fprintf(h, "%s %d\n", p, len(b))
+			h.Write(b)
+		}
+		return nil
+	})
+	dir := filepath.Join(cachedir.Root(), "weaver", "runtime", s.X.BuildID+"-"+hex.EncodeToString(h.Sum(nil))[:16])
+	ko, err1 := os.ReadFile(filepath.Join(dir, runtime.ModuleName+".ko"))
+	sv, err2 := os.ReadFile(filepath.Join(dir, "Module.symvers"))
+	if err1 == nil && err2 == nil {
+		return &builtRuntime{ko, sv}, nil
+	}
+	fmt.Fprintf(s.log, "klasy: building the runtime module for %s\n", s.T.Name())
+	res, err := kbuild.Build(ctx, s.T.Headers(), runtime.Sources, kbuild.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("building the runtime module against %s: %w", s.T.Headers(), err)
+	}
+	for _, mod := range res.Modules {
+		if mod.Name == runtime.ModuleName {
+			ko = mod.Image
+		}
+	}
+	if ko == nil {
+		return nil, fmt.Errorf("building the runtime module: kbuild made no %s.ko", runtime.ModuleName)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	for name, data := range map[string][]byte{runtime.ModuleName + ".ko": ko, "Module.symvers": res.Symvers} {
+		if err := writeAtomic(filepath.Join(dir, name), data); err != nil {
+			return nil, err
+		}
+	}
+	return &builtRuntime{ko, res.Symvers}, nil
+}
+
+// writeAtomic writes data to path through a temporary file and a rename,
+// so that a concurrent reader sees all of it or nothing.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// buildAdvice compiles the advice module; errors in advice code come
+// back at the aspect's own lines.
+func (s *Session) buildAdvice(ctx context.Context, m *Module, symvers []byte) ([]byte, error) {
+	// The same aspect woven again into the same kernel builds the same
+	// module: keep it, keyed by everything that goes into the build.
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", s.X.BuildID, s.T.Headers())
+	h.Write(symvers)
+	names := make([]string, 0, len(m.Files))
+	for name := range m.Files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		fmt.Fprintf(h, "%s %d\n", name, len(m.Files[name]))
+		h.Write(m.Files[name])
+	}
+	cached := filepath.Join(cachedir.Root(), "weaver", "advice", hex.EncodeToString(h.Sum(nil))[:32]+".ko")
+	if ko, err := os.ReadFile(cached); err == nil {
+		return ko, nil
+	}
+	files := fstest.MapFS{}
+	for name, data := range m.Files {
+		files[name] = &fstest.MapFile{Data: data, Mode: 0o644}
+	}
+	hdr, err := fs.ReadFile(runtime.Sources, runtime.Header)
+	if err != nil {
+		return nil, err
+	}
+	files[runtime.Header] = &fstest.MapFile{Data: hdr, Mode: 0o644}
+	res, err := kbuild.Build(ctx, s.T.Headers(), files, kbuild.Options{ExtraSymbols: [][]byte{symvers}})
+	if err != nil {
+		var be *kbuild.BuildError
+		if errors.As(err, &be) {
+			if diags := m.adviceDiagnostics(be.Diagnostics); len(diags) > 0 {
+				return nil, &DiagnosticsError{diags}
+			}
+		}
+		return nil, fmt.Errorf("building the advice module %s: %w", m.Name, err)
+	}
+	for _, mod := range res.Modules {
+		if mod.Name == m.Name {
+			if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
+				writeAtomic(cached, mod.Image) // a cache: a failure only costs a rebuild
+			}
+			return mod.Image, nil
+		}
+	}
+	return nil, fmt.Errorf("building the advice module: kbuild made no %s.ko", m.Name)
+}
+
+// adviceDiagnostics maps the compiler's errors in advice code to the
+// aspect's positions; nil if none of them is in advice code.
+func (m *Module) adviceDiagnostics(ds []kbuild.Diagnostic) aspect.Diagnostics {
+	var out aspect.Diagnostics
+	for _, d := range ds {
+		if !d.IsError() || d.File != m.file.Name {
+			continue
+		}
+		pos, ok := m.Position(d.Line, d.Col)
+		if !ok {
+			pos = m.file.Position(0)
+			pos.Line, pos.Col = d.Line, d.Col
+		}
+		out = append(out, aspect.Diagnostic{Pos: pos, Msg: "advice does not compile: " + d.Msg})
+	}
+	return out
+}
+
+// ensureRuntime loads the runtime unless it is loaded; loaded says
+// whether this call loaded it.
+func (s *Session) ensureRuntime(ctx context.Context, ko []byte) (loaded bool, err error) {
+	if st, err := s.Status(ctx); err != nil {
+		return false, err
+	} else if st != nil {
+		return false, nil
+	}
+	if _, err := kmod.Load(ctx, s.T, ko, ""); err != nil {
+		if errors.Is(err, syscall.EEXIST) {
+			return false, nil // another klasy loaded it meanwhile
+		}
+		return false, fmt.Errorf("loading the klasy runtime into %s: %w", s.T.Name(), err)
+	}
+	return true, nil
+}
+
+// unloadRuntimeIfIdle unloads the runtime when no aspect is woven.
+func (s *Session) unloadRuntimeIfIdle(ctx context.Context) error {
+	st, err := s.Status(ctx)
+	if err != nil || st == nil || len(st.Aspects) > 0 {
+		return err
+	}
+	return unloadRuntime(ctx, s.T)
+}
+
+// hookError matches the runtime's line for a hook the kernel refused.
+var hookError = regexp.MustCompile(`klasy_runtime: aspect (\S+): .*hook (\d+) .*error (-?\d+)`)
+
+// explainLoad turns a failed load of the advice module into an error
+// naming the join point the kernel refused, from the runtime's message.
+func (s *Session) explainLoad(ctx context.Context, m *Module, err error) error {
+	log, lerr := s.T.KernelLog(ctx)
+	if lerr == nil {
+		var last []string
+		sc := bufio.NewScanner(bytes.NewReader(log))
+		for sc.Scan() {
+			if g := hookError.FindStringSubmatch(sc.Text()); g != nil && g[1] == m.Aspect {
+				last = g
+			}
+		}
+		if last != nil {
+			i, _ := strconv.Atoi(last[2])
+			errno, _ := strconv.Atoi(last[3])
+			if i >= 0 && i < len(m.Hooks) {
+				h := m.Hooks[i]
+				where := (&JoinPoint{Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line}).Where()
+				return fmt.Errorf("the kernel refused the %s at %s (image address %#x): %v; nothing was woven", h.Kind, where, h.Addr, unix.Errno(-errno))
+			}
+		}
+	}
+	return fmt.Errorf("loading the advice module %s into %s: %w; nothing was woven", m.Name, s.T.Name(), err)
+}
+
+// readMechanisms reads how the kernel placed each hook. Jump
+// optimization happens shortly after registration, from a workqueue:
+// wait for it up to a second.
+func (s *Session) readMechanisms(ctx context.Context, rep *Report, m *Module) error {
+	var st *records.Status
+	var asp *records.Aspect
+	deadline := time.Now().Add(time.Second)
+	for {
+		var err error
+		if st, err = s.Status(ctx); err != nil {
+			return err
+		}
+		if st == nil {
+			return fmt.Errorf("the klasy runtime left %s while weaving", s.T.Name())
+		}
+		asp = nil
+		for i := range st.Aspects {
+			if st.Aspects[i].Module == m.Name {
+				asp = &st.Aspects[i]
+			}
+		}
+		if asp == nil {
+			return fmt.Errorf("%s is loaded but its aspect is not registered", m.Name)
+		}
+		if time.Now().After(deadline) || !mayOptimize(asp) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	for i, h := range m.Hooks {
+		if i >= len(asp.Hooks) {
+			break
+		}
+		for _, jp := range h.Points {
+			jp.Mechanism = asp.Hooks[i].Mech
+		}
+	}
+	rep.Times.Register = asp.Register
+	return nil
+}
+
+// mayOptimize: an int3 kprobe not at a function's entry may still become
+// a jump.
+func mayOptimize(a *records.Aspect) bool {
+	for _, h := range a.Hooks {
+		if h.Mech == records.MechInt3 {
+			return true
+		}
+	}
+	return false
+}
