@@ -9,6 +9,8 @@
  *   klasy_prog cat FILE                  read FILE to the end (e.g. /proc/self/mounts)
  *   klasy_prog getppid N                 getppid(2) N times
  *   klasy_prog time-getppid N            getppid(2) N times, prints ns per call
+ *   klasy_prog tcp-read IP PORT BYTES    connect to IP:PORT, read BYTES, print them
+ *                                        (packets into the guest's network stack)
  *
  * It prints its pid first, so the test can pick its records.
  */
@@ -18,6 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,7 +45,7 @@ int main(int argc, char **argv)
 	long i, n;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid ...\n");
+		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read ...\n");
 		return 2;
 	}
 	printf("pid %d\n", getpid());
@@ -97,6 +102,23 @@ int main(int argc, char **argv)
 		if (argv[1][0] == 't')
 			printf("ns/call %.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / n);
 		return 0;
+	}
+	if (strcmp(argv[1], "tcp-read") == 0 && argc == 5) {
+		struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(arg(argv[3])) };
+		long want = arg(argv[4]), got = 0;
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+
+		if (s < 0 || inet_pton(AF_INET, argv[2], &sin.sin_addr) != 1 ||
+		    connect(s, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+			perror("tcp-read");
+			return 1;
+		}
+		while (got < want && (n = read(s, buf, sizeof(buf))) > 0) {
+			fwrite(buf, 1, n, stdout);
+			got += n;
+		}
+		close(s);
+		return got == want ? 0 : 1;
 	}
 	fprintf(stderr, "klasy_prog: unknown or malformed command %s\n", argv[1]);
 	return 2;
