@@ -17,6 +17,7 @@ import (
 
 	"github.com/klasy/klasy/dwarfmap/diescan"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/internal/mmapfile"
 )
 
 // unitResult is what one worker learns from one compilation unit; files
@@ -95,8 +96,16 @@ type Progress func(done, total int)
 
 // Build indexes img: units are decoded in parallel, one worker per CPU,
 // then merged into flat tables in unit order so the result does not
-// depend on scheduling.
-func Build(img *elfimage.Image, progress Progress) (*Index, error) {
+// depend on scheduling. An image that changes while it is read (a fault
+// on its mapping, or a size or time that differs at the end) gives a
+// *mmapfile.ChangedError, never an index.
+func Build(img *elfimage.Image, progress Progress) (x *Index, err error) {
+	defer func() {
+		if err != nil {
+			x, err = nil, img.Explain(err)
+		}
+	}()
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	if img.ELF.ByteOrder != binary.LittleEndian {
 		return nil, errors.New("only little-endian images are supported")
 	}
@@ -124,11 +133,19 @@ func Build(img *elfimage.Image, progress Progress) (*Index, error) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	// However Build ends, no worker reads the image after it returns.
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
 	workers := min(runtime.GOMAXPROCS(0), len(bounds))
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Faults on the image's mapping panic, for readUnit to
+			// recover.
+			debug.SetPanicOnFault(true)
 			cache := diescan.Abbrevs{}
 			for !stop.Load() {
 				i := int(next.Add(1) - 1)
@@ -150,15 +167,17 @@ func Build(img *elfimage.Image, progress Progress) (*Index, error) {
 	for i := range bounds {
 		<-ready[i]
 		if err := results[i].err; err != nil {
-			stop.Store(true)
-			wg.Wait()
 			return nil, fmt.Errorf("unit at %#x: %w", bounds[i][0], err)
 		}
 		m.add(i, &results[i], bounds[i])
 		results[i] = unitResult{} // let the GC have it
 	}
-	wg.Wait()
-	x := m.finish()
+	// Overwritten in place, the image may have given bytes that parse:
+	// an index of them must not be saved under its build-id.
+	if err := img.Changed(); err != nil {
+		return nil, err
+	}
+	x = m.finish()
 	x.BuildID = img.BuildID
 	x.img = img
 	return x, nil
@@ -167,7 +186,9 @@ func Build(img *elfimage.Image, progress Progress) (*Index, error) {
 func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int, cache diescan.Abbrevs) (res unitResult) {
 	defer func() {
 		if r := recover(); r != nil {
-			res.err = fmt.Errorf("malformed DWARF: %v", r)
+			if res.err = mmapfile.FaultError(r); res.err == nil {
+				res.err = fmt.Errorf("malformed DWARF: %v", r)
+			}
 		}
 	}()
 	b := bounds[ui]

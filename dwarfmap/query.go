@@ -2,12 +2,15 @@ package dwarfmap
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/pattern"
 )
 
@@ -299,7 +302,8 @@ func (x *Index) fileRows(f uint32, line int) []uint32 {
 
 // Lines answers `klasy lines`: the source lines of a function, or of a
 // file (or one line of either), each with the addresses of its code.
-func (x *Index) Lines(sp LineSpec) ([]Line, error) {
+func (x *Index) Lines(sp LineSpec) (_ []Line, err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	mask := uint32(fileLineSecs)
 	if sp.Func != "" {
 		mask = funcLineSecs
@@ -313,7 +317,7 @@ func (x *Index) Lines(sp LineSpec) ([]Line, error) {
 		// Damage found on the way: the answer is the rebuilt index's.
 		return z.Lines(sp)
 	}
-	return out, err
+	return out, x.explain(err)
 }
 
 func (x *Index) lines(sp LineSpec) ([]Line, error) {
@@ -337,7 +341,7 @@ func (x *Index) lines(sp LineSpec) ([]Line, error) {
 		if fb, err := x.nearest(x.groupRows(all, "", nil), sp.Line); err == nil {
 			return fb, nil
 		} else {
-			return nil, fmt.Errorf("%s:%d has no code (the compiler merged or removed it): %v", sp.File, sp.Line, err)
+			return nil, fmt.Errorf("%s:%d has no code (the compiler merged or removed it): %w", sp.File, sp.Line, err)
 		}
 	}
 	return out, nil
@@ -367,6 +371,10 @@ func (x *Index) nearest(lines []Line, want int) ([]Line, error) {
 	}
 	for _, a := range before.Addrs {
 		blk, err := x.BasicBlock(a)
+		var ce *mmapfile.ChangedError
+		if errors.As(err, &ce) {
+			return nil, err
+		}
 		if err != nil {
 			continue
 		}
@@ -473,7 +481,7 @@ func (x *Index) funcLines(sp LineSpec) ([]Line, error) {
 				return fb, nil
 			}
 		}
-		return nil, fmt.Errorf("line %d of %s has no code (the compiler merged or removed it, or it is outside the function): %v", sp.Line, sp.Func, err)
+		return nil, fmt.Errorf("line %d of %s has no code (the compiler merged or removed it, or it is outside the function): %w", sp.Line, sp.Func, err)
 	}
 	return out, nil
 }

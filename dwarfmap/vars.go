@@ -3,6 +3,7 @@ package dwarfmap
 import (
 	"debug/dwarf"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/klasy/klasy/dwarfmap/dwtype"
 	"github.com/klasy/klasy/dwarfmap/loc"
+	"github.com/klasy/klasy/internal/mmapfile"
 )
 
 // Var is a parameter or local variable visible at an address, with where
@@ -50,9 +52,15 @@ func (x *Index) VarsAt(addr uint64) (vars []Var, err error) {
 	// Decoding here runs over DWARF and .debug_frame that the build did
 	// not check (delve's frame package panics on some damage): a damaged
 	// image gives an error, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			vars, err = nil, fmt.Errorf("malformed debug info at %#x: %v", addr, r)
+			if err = mmapfile.FaultError(r); err == nil {
+				err = fmt.Errorf("malformed debug info at %#x: %v", addr, r)
+			}
+		}
+		if err != nil {
+			vars, err = nil, x.explain(err)
 		}
 	}()
 	if err := x.needImage(); err != nil {
@@ -75,7 +83,9 @@ func (x *Index) VarsAt(addr uint64) (vars []Var, err error) {
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				err = fmt.Errorf("malformed DWARF in %s: %v", fi.Name, r)
+				if err = mmapfile.FaultError(r); err == nil {
+					err = fmt.Errorf("malformed DWARF in %s: %v", fi.Name, r)
+				}
 			}
 		}()
 		tree, err = godwarf.LoadTree(dwarf.Offset(f.DIE-u.Off), d, 0)
@@ -166,7 +176,8 @@ func (lc *locContext) variable(t *godwarf.Tree, scope string, depth int) (v Var)
 }
 
 // ParseAddr parses a hex address ("0xffffffff81000000") or FUNC+OFF.
-func (x *Index) ParseAddr(s string) (uint64, error) {
+func (x *Index) ParseAddr(s string) (_ uint64, err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	if a, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "0x"), 16, 64); err == nil && strings.HasPrefix(strings.ToLower(s), "0x") {
 		return a, nil
 	}
