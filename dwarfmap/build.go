@@ -177,7 +177,11 @@ func Build(img *elfimage.Image, progress Progress) (x *Index, err error) {
 	if err := img.Changed(); err != nil {
 		return nil, err
 	}
-	x = m.finish()
+	code, err := img.Code()
+	if err != nil {
+		return nil, err
+	}
+	x = m.finish(code)
 	x.BuildID = img.BuildID
 	x.img = img
 	return x, nil
@@ -551,16 +555,34 @@ func (m *merger) add(ui int, res *unitResult, bounds [2]uint64) {
 	}
 }
 
-func (m *merger) finish() *Index {
+// finish marks the functions that code says are dead and computes the
+// lookup arrays.
+func (m *merger) finish(code *elfimage.Code) *Index {
 	x := m.x
 	x.strs = m.in.blob
+	for i := range x.funcs {
+		if f := &x.funcs[i]; code.Discarded(f.Entry, x.str(f.Name)) {
+			f.Flags |= FuncDiscarded
+		}
+	}
 	x.finish()
 	return x
 }
 
-// finish computes the derived lookup arrays, independent of each other,
-// so concurrently.
+// finish computes the derived lookup arrays: the spans of live code
+// first, then the others, independent of each other, concurrently.
 func (x *Index) finish() {
+	x.spans = x.spans[:0]
+	for fi, f := range x.funcs {
+		if f.Flags&FuncDiscarded != 0 {
+			continue
+		}
+		for _, r := range x.ranges[f.RngOff : f.RngOff+f.RngN] {
+			x.spans = append(x.spans, addrSpan{Lo: r[0], Hi: r[1], Func: uint32(fi)})
+		}
+	}
+	slices.SortStableFunc(x.spans, func(a, b addrSpan) int { return cmp.Compare(a.Lo, b.Lo) })
+	dead := x.deadCode()
 	var wg sync.WaitGroup
 	do := func(f func()) {
 		wg.Add(1)
@@ -569,21 +591,28 @@ func (x *Index) finish() {
 			f()
 		}()
 	}
-	do(func() { x.byAddr = sortRowsByAddr(x.rows) })
-	do(func() { x.byFile = sortRowsByFile(x.rows, len(x.files)) })
+	liveRow := func(i int) bool { return dead == nil || !dead(x.rows[i].Addr) }
+	do(func() { x.byAddr = sortRowsByAddr(x.rows, liveRow) })
+	do(func() { x.byFile = sortRowsByFile(x.rows, len(x.files), liveRow) })
 	do(func() {
-		x.byName = make([]uint32, len(x.funcs))
-		for i := range x.byName {
-			x.byName[i] = uint32(i)
+		x.byName = make([]uint32, 0, len(x.funcs))
+		for i, f := range x.funcs {
+			if f.Flags&FuncDiscarded == 0 {
+				x.byName = append(x.byName, uint32(i))
+			}
 		}
 		slices.SortStableFunc(x.byName, func(a, b uint32) int {
 			return cmp.Compare(x.str(x.funcs[a].Name), x.str(x.funcs[b].Name))
 		})
 	})
 	do(func() {
-		x.inlName = make([]uint32, len(x.inlines))
-		for i := range x.inlName {
-			x.inlName[i] = uint32(i)
+		x.inlName = make([]uint32, 0, len(x.inlines))
+		for i, in := range x.inlines {
+			if in.Caller != noFile && x.funcs[in.Caller].Flags&FuncDiscarded != 0 ||
+				dead != nil && in.RngN > 0 && dead(x.inlRanges[in.RngOff][0]) {
+				continue // a copy in dead code
+			}
+			x.inlName = append(x.inlName, uint32(i))
 		}
 		slices.SortStableFunc(x.inlName, func(a, b uint32) int {
 			return cmp.Compare(x.str(x.inlines[a].Name), x.str(x.inlines[b].Name))
@@ -599,24 +628,50 @@ func (x *Index) finish() {
 		}
 	})
 	do(func() {
-		x.spans = x.spans[:0]
-		for fi, f := range x.funcs {
-			for _, r := range x.ranges[f.RngOff : f.RngOff+f.RngN] {
-				x.spans = append(x.spans, addrSpan{Lo: r[0], Hi: r[1], Func: uint32(fi)})
-			}
-		}
-		slices.SortStableFunc(x.spans, func(a, b addrSpan) int { return cmp.Compare(a.Lo, b.Lo) })
-	})
-	do(func() {
 		slices.SortFunc(x.structs, func(a, b Struct) int { return cmp.Compare(x.str(a.Name), x.str(b.Name)) })
 	})
 	wg.Wait()
 }
 
-// sortRowsByAddr orders code rows by address. Sequences are already
-// increasing, so sorting whole sequences by their first address usually
-// yields a sorted list; overlapping sequences fall back to a full sort.
-func sortRowsByAddr(rows []Row) []uint32 {
+// deadCode returns whether an address lies in the code of a discarded
+// function and in no live one (x.spans, computed), or nil if there is
+// none.
+func (x *Index) deadCode() func(addr uint64) bool {
+	var dead [][2]uint64
+	for _, f := range x.funcs {
+		if f.Flags&FuncDiscarded != 0 {
+			dead = append(dead, x.ranges[f.RngOff:f.RngOff+f.RngN]...)
+		}
+	}
+	if len(dead) == 0 {
+		return nil
+	}
+	// Merged, so that one search finds the range holding an address:
+	// code of discarded sections may all sit at 0.
+	slices.SortFunc(dead, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	merged := dead[:1]
+	for _, r := range dead[1:] {
+		if last := &merged[len(merged)-1]; r[0] <= last[1] {
+			last[1] = max(last[1], r[1])
+		} else {
+			merged = append(merged, r)
+		}
+	}
+	return func(addr uint64) bool {
+		i := sort.Search(len(merged), func(i int) bool { return merged[i][0] > addr }) - 1
+		if i < 0 || addr >= merged[i][1] {
+			return false
+		}
+		_, live := x.funcAt(addr)
+		return !live
+	}
+}
+
+// sortRowsByAddr orders the code rows that keep accepts by address.
+// Sequences are already increasing, so sorting whole sequences by their
+// first address usually yields a sorted list; overlapping sequences fall
+// back to a full sort.
+func sortRowsByAddr(rows []Row, keep func(int) bool) []uint32 {
 	type seq struct{ start, end uint32 }
 	var seqs []seq
 	s := 0
@@ -635,7 +690,9 @@ func sortRowsByAddr(rows []Row) []uint32 {
 	out := make([]uint32, 0, len(rows))
 	for _, q := range seqs {
 		for i := q.start; i < q.end; i++ {
-			out = append(out, i)
+			if keep(int(i)) {
+				out = append(out, i)
+			}
 		}
 	}
 	less := func(a, b uint32) int { return cmp.Compare(rows[a].Addr, rows[b].Addr) }
@@ -645,21 +702,27 @@ func sortRowsByAddr(rows []Row) []uint32 {
 	return out
 }
 
-// sortRowsByFile orders rows by (file, line, address): a counting sort by
-// file, then a small sort per file.
-func sortRowsByFile(rows []Row, nfiles int) []uint32 {
+// sortRowsByFile orders the rows that keep accepts by (file, line,
+// address): a counting sort by file, then a small sort per file.
+func sortRowsByFile(rows []Row, nfiles int, keep func(int) bool) []uint32 {
 	count := make([]uint32, nfiles+1)
-	for _, r := range rows {
-		count[r.File+1]++
+	n := 0
+	for i, r := range rows {
+		if keep(i) {
+			count[r.File+1]++
+			n++
+		}
 	}
 	for i := 1; i < len(count); i++ {
 		count[i] += count[i-1]
 	}
-	out := make([]uint32, len(rows))
+	out := make([]uint32, n)
 	pos := slices.Clone(count)
 	for i, r := range rows {
-		out[pos[r.File]] = uint32(i)
-		pos[r.File]++
+		if keep(i) {
+			out[pos[r.File]] = uint32(i)
+			pos[r.File]++
+		}
 	}
 	for f := 0; f < nfiles; f++ {
 		part := out[count[f]:count[f+1]]

@@ -44,7 +44,7 @@ import (
 // is rebuilt from the image and answers from then on (see use).
 const (
 	cacheMagic   = "KLASYDM\x00"
-	cacheVersion = 7
+	cacheVersion = 8
 	numSections  = 16
 	chunkSize    = 256 << 10
 	headerSize   = 8 + 4 + 4 + 64 + 8 + 4 + 4
@@ -356,7 +356,8 @@ func decode(data []byte) (x *Index, h cacheHeader, err error) {
 	if nchunks != len(a.chunkCRCs) {
 		return nil, h, fmt.Errorf("%w: %d chunk checksums for %d chunks", ErrCacheInvalid, len(a.chunkCRCs), nchunks)
 	}
-	if len(a.byAddr) > len(a.rows) || len(a.byFile) != len(a.rows) || len(a.byName) != len(a.funcs) || len(a.inlName) != len(a.inlines) {
+	// The sort orders leave discarded code out.
+	if len(a.byAddr) > len(a.rows) || len(a.byFile) > len(a.rows) || len(a.byName) > len(a.funcs) || len(a.inlName) > len(a.inlines) {
 		return nil, h, fmt.Errorf("%w: sort index sizes disagree", ErrCacheInvalid)
 	}
 	lz.all = a

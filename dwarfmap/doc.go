@@ -19,6 +19,11 @@
 //     complete temporary files, so concurrent builders are safe; damaged
 //     or stale files are rebuilt, never used; temporary files of killed
 //     builders are removed by the next build.
+//   - Copies of functions whose code never runs (__weak definitions the
+//     linker overrode, code of discarded sections: elfimage.Code) are
+//     marked in the index and left out of its sort orders, so that no
+//     query offers them, their inlined copies or their lines; Discarded
+//     lists them.
 //   - Image and index are read through shared mappings (mmapfile): the
 //     queries that return errors turn a file truncated under them into
 //     "FILE changed while it was read"; callers of the others (Funcs,

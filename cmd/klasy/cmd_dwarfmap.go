@@ -28,7 +28,8 @@ from linux-image-<abi>-dbg; a built kernel: CONFIG_DEBUG_INFO_DWARF5=y) or a
 .ko with debug info, a regular file. The first query on an image indexes it
 (a few seconds for a 600 MB vmlinux) and saves the index under
 $KLASY_CACHE/dwarfmap keyed by the image's build-id and size; later queries
-load it in milliseconds.
+load it in milliseconds. Copies of functions whose code never runs, such as
+__weak definitions that the linker overrode, are left out of every answer.
 
 Common options:
   --json            one JSON object per line, for scripts

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/klasy/klasy/internal/mmapfile"
@@ -434,4 +435,70 @@ func (img *Image) ReadText(addr, n uint64) []byte {
 		}
 	}
 	return nil
+}
+
+// Code tells the code of an executable image that can run from code the
+// linker left behind dead, whose DWARF still describes it as a function:
+//
+//   - a __weak definition overridden by a strong one keeps its bytes in
+//     .text (without -ffunction-sections the linker cannot drop them) but
+//     loses its symbol: nothing calls it (126 in Debian's 6.1.0-56 vmlinux,
+//     arch_cpu_idle among them);
+//   - code of a section the linker discarded (--gc-sections, COMDAT
+//     groups) has its DWARF addresses resolved to 0 or a tombstone,
+//     outside any code section.
+type Code struct {
+	text    [][2]uint64     // allocated executable sections
+	symAt   map[uint64]bool // addresses of function (and untyped) symbols
+	global  map[string]bool // names of global and weak function symbols
+	symbols bool            // the symbol table keeps local symbols (is not stripped of them)
+}
+
+// Code reads what Discarded needs from an executable image's sections
+// and symbol table; nil for a relocatable module, whose addresses are
+// section offsets until it is loaded.
+func (img *Image) Code() (c *Code, err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
+	ef := img.ELF
+	if ef.Type == elf.ET_REL {
+		return nil, nil
+	}
+	c = &Code{symAt: map[uint64]bool{}, global: map[string]bool{}}
+	for _, s := range ef.Sections {
+		if s.Flags&(elf.SHF_ALLOC|elf.SHF_EXECINSTR) == elf.SHF_ALLOC|elf.SHF_EXECINSTR && s.Type == elf.SHT_PROGBITS {
+			c.text = append(c.text, [2]uint64{s.Addr, s.Addr + s.Size})
+		}
+	}
+	syms, err := ef.Symbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return nil, img.Explain(fmt.Errorf("reading the symbol table: %w", err))
+	}
+	for _, s := range syms {
+		typ, bind := elf.ST_TYPE(s.Info), elf.ST_BIND(s.Info)
+		if typ == elf.STT_FILE {
+			c.symbols = true // strip --discard-all removes these
+		}
+		if typ != elf.STT_FUNC && typ != elf.STT_NOTYPE || s.Section == elf.SHN_UNDEF {
+			continue
+		}
+		c.symAt[s.Value] = true
+		if typ == elf.STT_FUNC && bind != elf.STB_LOCAL {
+			c.global[s.Name] = true
+		}
+	}
+	return c, nil
+}
+
+// Discarded reports whether the function name whose DWARF puts its entry
+// at entry is dead code (see Code). A function is never called dead for
+// want of a symbol when the symbol table has been stripped of local ones
+// (it has no STT_FILE symbols).
+func (c *Code) Discarded(entry uint64, name string) bool {
+	if c == nil {
+		return false
+	}
+	if !slices.ContainsFunc(c.text, func(r [2]uint64) bool { return entry >= r[0] && entry < r[1] }) {
+		return true
+	}
+	return c.symbols && !c.symAt[entry] && c.global[name]
 }

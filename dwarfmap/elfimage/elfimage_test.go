@@ -275,3 +275,54 @@ func TestChangedWhileOpen(t *testing.T) {
 		img.Close()
 	}
 }
+
+// TestCodeDiscarded: a function is dead code outside the code sections,
+// or without a symbol at its entry while its name is a global symbol
+// elsewhere (an overridden __weak definition), unless the symbol table
+// has lost its local symbols. (dwarfmap's TestDiscardedCode checks this
+// on linked images.)
+func TestCodeDiscarded(t *testing.T) {
+	code := func(symbols bool) *Code {
+		return &Code{text: [][2]uint64{{0x1000, 0x2000}}, symAt: map[uint64]bool{0x1000: true, 0x1100: true},
+			global: map[string]bool{"arch_idle": true, "main": true}, symbols: symbols}
+	}
+	for _, c := range []struct {
+		code  *Code
+		entry uint64
+		name  string
+		want  bool
+	}{
+		{code(true), 0x1000, "arch_idle", false},
+		{code(true), 0x1100, "helper", false},
+		{code(true), 0x1200, "arch_idle", true},    // the overridden weak copy
+		{code(true), 0x1200, "helper.isra", false}, // no global of that name
+		{code(true), 0, "unused_fn", true},         // a discarded section
+		{code(true), 0x2000, "main", true},         // just past the code
+		{code(false), 0x1200, "arch_idle", false},  // stripped of local symbols
+		{code(false), 0, "unused_fn", true},
+		{nil, 0, "unused_fn", false}, // a module: section offsets
+	} {
+		if got := c.code.Discarded(c.entry, c.name); got != c.want {
+			t.Errorf("Discarded(%#x, %s) with %+v = %v, want %v", c.entry, c.name, c.code, got, c.want)
+		}
+	}
+	dir := t.TempDir()
+	obj := compile(t, dir, "obj", image, "-O2", "-g", "-c")
+	img, err := Open(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	if c, err := img.Code(); c != nil || err != nil {
+		t.Errorf("Code() of a relocatable object = %+v, %v; want nil", c, err)
+	}
+	exe, err := Open(compile(t, dir, "exe", image, exeFlags...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exe.Close()
+	c, err := exe.Code()
+	if err != nil || c == nil || !c.symbols || len(c.text) == 0 || !c.global["scale"] {
+		t.Errorf("Code() of an executable = %+v, %v", c, err)
+	}
+}
