@@ -4,6 +4,7 @@ import (
 	"debug/dwarf"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -175,7 +176,8 @@ func (lc *locContext) variable(t *godwarf.Tree, scope string, depth int) (v Var)
 	return v
 }
 
-// ParseAddr parses a hex address ("0xffffffff81000000") or FUNC+OFF.
+// ParseAddr parses a hex address ("0xffffffff81000000") or FUNC+OFF,
+// where FUNC+OFF must lie in FUNC's code (its .cold part included).
 func (x *Index) ParseAddr(s string) (_ uint64, err error) {
 	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	if a, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "0x"), 16, 64); err == nil && strings.HasPrefix(strings.ToLower(s), "0x") {
@@ -196,7 +198,20 @@ func (x *Index) ParseAddr(s string) (_ uint64, err error) {
 	if len(fs) > 1 {
 		return 0, fmt.Errorf("%d functions are called %q: give an address", len(fs), name)
 	}
-	return fs[0].Entry + off, nil
+	// An offset past the function's code names another function's: the
+	// kernel would probe that one, and klasy would answer for it.
+	f := fs[0]
+	a := f.Entry + off
+	if a < f.Entry || !slices.ContainsFunc(f.Ranges, func(r [2]uint64) bool { return a >= r[0] && a < r[1] }) {
+		var size uint64
+		for _, r := range f.Ranges {
+			if f.Entry >= r[0] && f.Entry < r[1] {
+				size = r[1] - f.Entry
+			}
+		}
+		return 0, fmt.Errorf("%s+%#x is past the end of %s (size %#x)", name, off, name, size)
+	}
+	return a, nil
 }
 
 // VarsAtLine returns the variables at each address of line in function

@@ -77,9 +77,10 @@ Examples:
 
 Lists the parameters and local variables in scope at each address of
 source line LINE of function FUNC (LINE is the file's line number), or at
-ADDR (0xffffffff81234567 or FUNC+0x10), with how to read each one there:
-a register, a stack slot (CFA-relative, and rsp-relative at that address
-from .debug_frame), memory, a constant, or "optimized out".
+ADDR (0xffffffff81234567, or FUNC+0x10 within FUNC's code), with how to
+read each one there: a register, a stack slot (CFA-relative, and
+rsp-relative at that address from .debug_frame), memory, a constant, or
+"optimized out".
 Values that DWARF describes only as "the value a register had at function
 entry" (DW_OP_entry_value) are shown but marked unavailable: a probe in the
 middle of the function cannot read them.
