@@ -2,7 +2,6 @@ package dwarfmap
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -29,22 +28,6 @@ func compileWeak(t *testing.T, gc bool) string {
 		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
 	return out
-}
-
-// weakMarker returns the line of testdata/NAME holding "MARK:mark".
-func weakMarker(t *testing.T, name, mark string) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, "MARK:"+mark+" ") {
-			return i + 1
-		}
-	}
-	t.Fatalf("no MARK:%s in %s", mark, name)
-	return 0
 }
 
 // Code that never runs (a __weak definition overridden by a strong one,
@@ -137,7 +120,7 @@ func checkDiscarded(t *testing.T, name string, x *Index, syms map[string][2]uint
 			}
 		}
 	}
-	if ls, err := x.Lines(LineSpec{File: "weak.c", Line: weakMarker(t, "weak.c", "weak_body")}); err == nil {
+	if ls, err := x.Lines(LineSpec{File: "weak.c", Line: markerIn(t, "weak.c", "weak_body")}); err == nil {
 		t.Errorf("%s: the weak body's line, whose only code is discarded, has lines %+v", name, ls)
 	}
 	for _, in := range x.Inlines("twice") {

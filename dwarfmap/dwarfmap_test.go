@@ -118,7 +118,13 @@ func index(t *testing.T, f fixture) *Index {
 // marker returns the line of testdata/fixture.c holding "MARK:name".
 func marker(t *testing.T, name string) int {
 	t.Helper()
-	b, err := os.ReadFile("testdata/fixture.c")
+	return markerIn(t, "fixture.c", name)
+}
+
+// markerIn returns the line of testdata/file holding "MARK:name".
+func markerIn(t *testing.T, file, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +133,7 @@ func marker(t *testing.T, name string) int {
 			return i + 1
 		}
 	}
-	t.Fatalf("no MARK:%s in fixture.c", name)
+	t.Fatalf("no MARK:%s in %s", name, file)
 	return 0
 }
 
