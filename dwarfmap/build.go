@@ -154,6 +154,13 @@ func Build(img *elfimage.Image, progress Progress) (x *Index, err error) {
 				}
 				results[i] = readUnit(secs, d, bounds, i, cache)
 				close(ready[i])
+				if results[i].err != nil {
+					// Build fails at this unit: every unit before it
+					// was taken and is finished; no later one is needed,
+					// nor progress said.
+					stop.Store(true)
+					return
+				}
 				n := int(done.Add(1))
 				if progress != nil {
 					mu.Lock()

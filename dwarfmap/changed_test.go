@@ -120,8 +120,12 @@ func TestBuildImageTruncatedUnderWorker(t *testing.T) {
 	if err := os.Truncate(p, int64(cut)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Build(img, nil)
+	progress := 0
+	_, err = Build(img, func(done, total int) { progress++ })
 	wantChanged(t, "Build", err, p)
+	if progress != 0 {
+		t.Errorf("Build said progress %d times for the unit it failed on", progress)
+	}
 }
 
 // The queries that read the image (variables, layouts, basic blocks)
