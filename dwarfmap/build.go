@@ -113,6 +113,10 @@ func Build(img *elfimage.Image, progress Progress) (x *Index, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// d.Reader() seeks to the first unit, and the first seek into a
+	// DWARF 5 unit fills in its base offsets: done here once, so that the
+	// workers' readers, each seeking its own unit, do not race on it.
+	d.Reader()
 	bounds, err := unitBounds(img.Section(".debug_info"))
 	if err != nil {
 		return nil, err
@@ -153,8 +157,9 @@ func Build(img *elfimage.Image, progress Progress) (x *Index, err error) {
 					return
 				}
 				results[i] = readUnit(secs, d, bounds, i, cache)
+				failed := results[i].err != nil // results[i] is the merger's once ready
 				close(ready[i])
-				if results[i].err != nil {
+				if failed {
 					// Build fails at this unit: every unit before it
 					// was taken and is finished; no later one is needed,
 					// nor progress said.
