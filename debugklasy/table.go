@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io"
 	"slices"
 	"strings"
 
+	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/internal/boundedread"
 	"github.com/klasy/klasy/pattern"
 )
 
@@ -20,24 +23,40 @@ type Table struct {
 	Accesses []Access // distinct, sorted by file, line, column
 }
 
-// Open reads the .debug_klasy section of an ELF object (.o, .ko, vmlinux).
+// Open reads the .debug_klasy section of an ELF object (.o, .ko, vmlinux),
+// which must be a regular file. Its errors name path.
 func Open(path string) (*Table, error) {
-	f, err := elf.Open(path)
+	file, _, err := boundedread.OpenRegular(path)
+	if err != nil {
+		return nil, err // names the file already
+	}
+	defer file.Close()
+	notELF := fmt.Errorf("%s is not an ELF object (want a .o, a .ko or a vmlinux)", path)
+	var magic [4]byte
+	if _, err := file.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
+		return nil, notELF
+	}
+	f, err := elf.NewFile(file)
 	if err != nil {
 		var fe *elf.FormatError
-		if errors.As(err, &fe) {
-			return nil, fmt.Errorf("%s is not an ELF object (want a .o, a .ko or a vmlinux): %w", path, err)
+		switch {
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, fmt.Errorf("%s: reading ELF headers: %w", path, elfimage.ErrTruncated)
+		case errors.As(err, &fe):
+			return nil, fmt.Errorf("%w: %w", notELF, err)
 		}
-		return nil, err // *fs.PathError names the file already
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	defer f.Close()
 	sec := f.Section(SectionName)
 	if sec == nil {
 		return nil, fmt.Errorf("%s: %w: it was not compiled with the klasy plugin; build the plugin with 'make -C gcc-patches' and rebuild with KCFLAGS=-fplugin=$PWD/gcc-patches/klasy.so (see gcc-patches/README.md)", path, ErrNoSection)
 	}
 	data, err := sec.Data()
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = elfimage.ErrTruncated
+	}
 	if err != nil {
-		return nil, fmt.Errorf("reading %s of %s: %w", SectionName, path, err)
+		return nil, fmt.Errorf("%s: reading %s: %w", path, SectionName, err)
 	}
 	b := newBuilder(countRecords(data))
 	if err := parseEach(data, true, b.add); err != nil { // add copies each access

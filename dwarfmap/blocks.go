@@ -2,8 +2,10 @@ package dwarfmap
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sort"
 
+	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/x86code"
 )
 
@@ -20,9 +22,15 @@ type Block struct {
 // KLASY's nearest-line fallback needs: two addresses in one block run
 // together or not at all.
 func (x *Index) BasicBlock(addr uint64) (b Block, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			b, err = Block{}, fmt.Errorf("decoding code at %#x: %v", addr, r)
+			if err = mmapfile.FaultError(r); err == nil {
+				err = fmt.Errorf("decoding code at %#x: %v", addr, r)
+			}
+		}
+		if err != nil {
+			b, err = Block{}, x.explain(err)
 		}
 	}()
 	if err := x.needImage(); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/klasy/klasy/dwarfmap/diescan"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/internal/mmapfile"
 )
 
 // unitResult is what one worker learns from one compilation unit; files
@@ -95,8 +96,16 @@ type Progress func(done, total int)
 
 // Build indexes img: units are decoded in parallel, one worker per CPU,
 // then merged into flat tables in unit order so the result does not
-// depend on scheduling.
-func Build(img *elfimage.Image, progress Progress) (*Index, error) {
+// depend on scheduling. An image that changes while it is read (a fault
+// on its mapping, or a size or time that differs at the end) gives a
+// *mmapfile.ChangedError, never an index.
+func Build(img *elfimage.Image, progress Progress) (x *Index, err error) {
+	defer func() {
+		if err != nil {
+			x, err = nil, img.Explain(err)
+		}
+	}()
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	if img.ELF.ByteOrder != binary.LittleEndian {
 		return nil, errors.New("only little-endian images are supported")
 	}
@@ -104,6 +113,10 @@ func Build(img *elfimage.Image, progress Progress) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
+	// d.Reader() seeks to the first unit, and the first seek into a
+	// DWARF 5 unit fills in its base offsets: done here once, so that the
+	// workers' readers, each seeking its own unit, do not race on it.
+	d.Reader()
 	bounds, err := unitBounds(img.Section(".debug_info"))
 	if err != nil {
 		return nil, err
@@ -124,11 +137,19 @@ func Build(img *elfimage.Image, progress Progress) (*Index, error) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	// However Build ends, no worker reads the image after it returns.
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
 	workers := min(runtime.GOMAXPROCS(0), len(bounds))
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Faults on the image's mapping panic, for readUnit to
+			// recover.
+			debug.SetPanicOnFault(true)
 			cache := diescan.Abbrevs{}
 			for !stop.Load() {
 				i := int(next.Add(1) - 1)
@@ -136,7 +157,15 @@ func Build(img *elfimage.Image, progress Progress) (*Index, error) {
 					return
 				}
 				results[i] = readUnit(secs, d, bounds, i, cache)
+				failed := results[i].err != nil // results[i] is the merger's once ready
 				close(ready[i])
+				if failed {
+					// Build fails at this unit: every unit before it
+					// was taken and is finished; no later one is needed,
+					// nor progress said.
+					stop.Store(true)
+					return
+				}
 				n := int(done.Add(1))
 				if progress != nil {
 					mu.Lock()
@@ -150,15 +179,21 @@ func Build(img *elfimage.Image, progress Progress) (*Index, error) {
 	for i := range bounds {
 		<-ready[i]
 		if err := results[i].err; err != nil {
-			stop.Store(true)
-			wg.Wait()
 			return nil, fmt.Errorf("unit at %#x: %w", bounds[i][0], err)
 		}
 		m.add(i, &results[i], bounds[i])
 		results[i] = unitResult{} // let the GC have it
 	}
-	wg.Wait()
-	x := m.finish()
+	// Overwritten in place, the image may have given bytes that parse:
+	// an index of them must not be saved under its build-id.
+	if err := img.Changed(); err != nil {
+		return nil, err
+	}
+	code, err := img.Code()
+	if err != nil {
+		return nil, err
+	}
+	x = m.finish(code)
 	x.BuildID = img.BuildID
 	x.img = img
 	return x, nil
@@ -167,7 +202,9 @@ func Build(img *elfimage.Image, progress Progress) (*Index, error) {
 func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int, cache diescan.Abbrevs) (res unitResult) {
 	defer func() {
 		if r := recover(); r != nil {
-			res.err = fmt.Errorf("malformed DWARF: %v", r)
+			if res.err = mmapfile.FaultError(r); res.err == nil {
+				res.err = fmt.Errorf("malformed DWARF: %v", r)
+			}
 		}
 	}()
 	b := bounds[ui]
@@ -530,16 +567,34 @@ func (m *merger) add(ui int, res *unitResult, bounds [2]uint64) {
 	}
 }
 
-func (m *merger) finish() *Index {
+// finish marks the functions that code says are dead and computes the
+// lookup arrays.
+func (m *merger) finish(code *elfimage.Code) *Index {
 	x := m.x
 	x.strs = m.in.blob
+	for i := range x.funcs {
+		if f := &x.funcs[i]; code.Discarded(f.Entry, x.str(f.Name)) {
+			f.Flags |= FuncDiscarded
+		}
+	}
 	x.finish()
 	return x
 }
 
-// finish computes the derived lookup arrays, independent of each other,
-// so concurrently.
+// finish computes the derived lookup arrays: the spans of live code
+// first, then the others, independent of each other, concurrently.
 func (x *Index) finish() {
+	x.spans = x.spans[:0]
+	for fi, f := range x.funcs {
+		if f.Flags&FuncDiscarded != 0 {
+			continue
+		}
+		for _, r := range x.ranges[f.RngOff : f.RngOff+f.RngN] {
+			x.spans = append(x.spans, addrSpan{Lo: r[0], Hi: r[1], Func: uint32(fi)})
+		}
+	}
+	slices.SortStableFunc(x.spans, func(a, b addrSpan) int { return cmp.Compare(a.Lo, b.Lo) })
+	dead := x.deadCode()
 	var wg sync.WaitGroup
 	do := func(f func()) {
 		wg.Add(1)
@@ -548,21 +603,28 @@ func (x *Index) finish() {
 			f()
 		}()
 	}
-	do(func() { x.byAddr = sortRowsByAddr(x.rows) })
-	do(func() { x.byFile = sortRowsByFile(x.rows, len(x.files)) })
+	liveRow := func(i int) bool { return dead == nil || !dead(x.rows[i].Addr) }
+	do(func() { x.byAddr = sortRowsByAddr(x.rows, liveRow) })
+	do(func() { x.byFile = sortRowsByFile(x.rows, len(x.files), liveRow) })
 	do(func() {
-		x.byName = make([]uint32, len(x.funcs))
-		for i := range x.byName {
-			x.byName[i] = uint32(i)
+		x.byName = make([]uint32, 0, len(x.funcs))
+		for i, f := range x.funcs {
+			if f.Flags&FuncDiscarded == 0 {
+				x.byName = append(x.byName, uint32(i))
+			}
 		}
 		slices.SortStableFunc(x.byName, func(a, b uint32) int {
 			return cmp.Compare(x.str(x.funcs[a].Name), x.str(x.funcs[b].Name))
 		})
 	})
 	do(func() {
-		x.inlName = make([]uint32, len(x.inlines))
-		for i := range x.inlName {
-			x.inlName[i] = uint32(i)
+		x.inlName = make([]uint32, 0, len(x.inlines))
+		for i, in := range x.inlines {
+			if in.Caller != noFile && x.funcs[in.Caller].Flags&FuncDiscarded != 0 ||
+				dead != nil && in.RngN > 0 && dead(x.inlRanges[in.RngOff][0]) {
+				continue // a copy in dead code
+			}
+			x.inlName = append(x.inlName, uint32(i))
 		}
 		slices.SortStableFunc(x.inlName, func(a, b uint32) int {
 			return cmp.Compare(x.str(x.inlines[a].Name), x.str(x.inlines[b].Name))
@@ -578,24 +640,50 @@ func (x *Index) finish() {
 		}
 	})
 	do(func() {
-		x.spans = x.spans[:0]
-		for fi, f := range x.funcs {
-			for _, r := range x.ranges[f.RngOff : f.RngOff+f.RngN] {
-				x.spans = append(x.spans, addrSpan{Lo: r[0], Hi: r[1], Func: uint32(fi)})
-			}
-		}
-		slices.SortStableFunc(x.spans, func(a, b addrSpan) int { return cmp.Compare(a.Lo, b.Lo) })
-	})
-	do(func() {
 		slices.SortFunc(x.structs, func(a, b Struct) int { return cmp.Compare(x.str(a.Name), x.str(b.Name)) })
 	})
 	wg.Wait()
 }
 
-// sortRowsByAddr orders code rows by address. Sequences are already
-// increasing, so sorting whole sequences by their first address usually
-// yields a sorted list; overlapping sequences fall back to a full sort.
-func sortRowsByAddr(rows []Row) []uint32 {
+// deadCode returns whether an address lies in the code of a discarded
+// function and in no live one (x.spans, computed), or nil if there is
+// none.
+func (x *Index) deadCode() func(addr uint64) bool {
+	var dead [][2]uint64
+	for _, f := range x.funcs {
+		if f.Flags&FuncDiscarded != 0 {
+			dead = append(dead, x.ranges[f.RngOff:f.RngOff+f.RngN]...)
+		}
+	}
+	if len(dead) == 0 {
+		return nil
+	}
+	// Merged, so that one search finds the range holding an address:
+	// code of discarded sections may all sit at 0.
+	slices.SortFunc(dead, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	merged := dead[:1]
+	for _, r := range dead[1:] {
+		if last := &merged[len(merged)-1]; r[0] <= last[1] {
+			last[1] = max(last[1], r[1])
+		} else {
+			merged = append(merged, r)
+		}
+	}
+	return func(addr uint64) bool {
+		i := sort.Search(len(merged), func(i int) bool { return merged[i][0] > addr }) - 1
+		if i < 0 || addr >= merged[i][1] {
+			return false
+		}
+		_, live := x.funcAt(addr)
+		return !live
+	}
+}
+
+// sortRowsByAddr orders the code rows that keep accepts by address.
+// Sequences are already increasing, so sorting whole sequences by their
+// first address usually yields a sorted list; overlapping sequences fall
+// back to a full sort.
+func sortRowsByAddr(rows []Row, keep func(int) bool) []uint32 {
 	type seq struct{ start, end uint32 }
 	var seqs []seq
 	s := 0
@@ -614,7 +702,9 @@ func sortRowsByAddr(rows []Row) []uint32 {
 	out := make([]uint32, 0, len(rows))
 	for _, q := range seqs {
 		for i := q.start; i < q.end; i++ {
-			out = append(out, i)
+			if keep(int(i)) {
+				out = append(out, i)
+			}
 		}
 	}
 	less := func(a, b uint32) int { return cmp.Compare(rows[a].Addr, rows[b].Addr) }
@@ -624,21 +714,27 @@ func sortRowsByAddr(rows []Row) []uint32 {
 	return out
 }
 
-// sortRowsByFile orders rows by (file, line, address): a counting sort by
-// file, then a small sort per file.
-func sortRowsByFile(rows []Row, nfiles int) []uint32 {
+// sortRowsByFile orders the rows that keep accepts by (file, line,
+// address): a counting sort by file, then a small sort per file.
+func sortRowsByFile(rows []Row, nfiles int, keep func(int) bool) []uint32 {
 	count := make([]uint32, nfiles+1)
-	for _, r := range rows {
-		count[r.File+1]++
+	n := 0
+	for i, r := range rows {
+		if keep(i) {
+			count[r.File+1]++
+			n++
+		}
 	}
 	for i := 1; i < len(count); i++ {
 		count[i] += count[i-1]
 	}
-	out := make([]uint32, len(rows))
+	out := make([]uint32, n)
 	pos := slices.Clone(count)
 	for i, r := range rows {
-		out[pos[r.File]] = uint32(i)
-		pos[r.File]++
+		if keep(i) {
+			out[pos[r.File]] = uint32(i)
+			pos[r.File]++
+		}
 	}
 	for f := 0; f < nfiles; f++ {
 		part := out[count[f]:count[f+1]]

@@ -10,14 +10,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/internal/boundedread"
 	"github.com/klasy/klasy/internal/cachedir"
+	"github.com/klasy/klasy/internal/mmapfile"
 )
 
 // Cache file layout (little-endian, as the host; big-endian hosts always
@@ -40,7 +44,7 @@ import (
 // is rebuilt from the image and answers from then on (see use).
 const (
 	cacheMagic   = "KLASYDM\x00"
-	cacheVersion = 7
+	cacheVersion = 8
 	numSections  = 16
 	chunkSize    = 256 << 10
 	headerSize   = 8 + 4 + 4 + 64 + 8 + 4 + 4
@@ -175,8 +179,9 @@ func headerCRC(hdr []byte) uint32 {
 }
 
 // WriteTo writes x in cache format.
-func (x *Index) WriteTo(w io.Writer, imageSize int64) (int64, error) {
-	x, err := x.use(allSections)
+func (x *Index) WriteTo(w io.Writer, imageSize int64) (_ int64, err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
+	x, err = x.use(allSections)
 	if err != nil {
 		return 0, err
 	}
@@ -351,7 +356,8 @@ func decode(data []byte) (x *Index, h cacheHeader, err error) {
 	if nchunks != len(a.chunkCRCs) {
 		return nil, h, fmt.Errorf("%w: %d chunk checksums for %d chunks", ErrCacheInvalid, len(a.chunkCRCs), nchunks)
 	}
-	if len(a.byAddr) > len(a.rows) || len(a.byFile) != len(a.rows) || len(a.byName) != len(a.funcs) || len(a.inlName) != len(a.inlines) {
+	// The sort orders leave discarded code out.
+	if len(a.byAddr) > len(a.rows) || len(a.byFile) > len(a.rows) || len(a.byName) > len(a.funcs) || len(a.inlName) > len(a.inlines) {
 		return nil, h, fmt.Errorf("%w: sort index sizes disagree", ErrCacheInvalid)
 	}
 	lz.all = a
@@ -574,62 +580,63 @@ func (x *Index) checkSection(i int, crc uint32) error {
 // KLASY_CACHE defaulting as in scripts/lib.sh.
 func CacheDir() string { return filepath.Join(cachedir.Root(), "dwarfmap") }
 
-// cacheKey names an image's cache file: its build-id, or for an image
-// without one a hash of its path, size and modification time.
-func cacheKey(img *elfimage.Image) string {
-	if img.BuildID != "" {
-		return img.BuildID
+// cacheName names an image's cache file: its build-id, or for an image
+// without one a hash of its path, size and modification time; its size,
+// so that two images of one build-id (a vmlinux and its copy with
+// compressed debug sections) each keep theirs; and the format version,
+// so that klasys of two versions sharing a cache each keep theirs.
+func cacheName(img *elfimage.Image) string {
+	key := img.BuildID
+	if key == "" {
+		st, _ := os.Stat(img.Path)
+		abs, _ := filepath.Abs(img.Path)
+		var mt int64
+		if st != nil {
+			mt = st.ModTime().UnixNano()
+		}
+		sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d", abs, img.Size, mt))
+		key = "nobuildid-" + hex.EncodeToString(sum[:16])
 	}
-	st, _ := os.Stat(img.Path)
-	abs, _ := filepath.Abs(img.Path)
-	var mt int64
-	if st != nil {
-		mt = st.ModTime().UnixNano()
-	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d", abs, img.Size, mt))
-	return "nobuildid-" + hex.EncodeToString(sum[:16])
+	return fmt.Sprintf("%s-%d.v%d.idx", key, img.Size, cacheVersion)
 }
 
-// loadCache maps the cache file at p and decodes it.
+// loadCache maps the cache file at p, which must be a regular file, and
+// decodes it.
 func loadCache(p string) (*Index, cacheHeader, error) {
-	f, err := os.Open(p)
+	m, err := mmapfile.Open(p)
 	if err != nil {
 		return nil, cacheHeader{}, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, cacheHeader{}, err
+	if m.Size() < headerSize+tableSize {
+		m.Close()
+		return nil, cacheHeader{}, fmt.Errorf("%w: %d bytes is shorter than the header", ErrCacheInvalid, m.Size())
 	}
-	if st.Size() < headerSize+tableSize {
-		return nil, cacheHeader{}, fmt.Errorf("%w: %d bytes is shorter than the header", ErrCacheInvalid, st.Size())
-	}
-	data, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	x, h, err := decode(m.Data)
 	if err != nil {
-		return nil, cacheHeader{}, fmt.Errorf("mapping %s: %w", p, err)
-	}
-	x, h, err := decode(data)
-	if err != nil {
-		syscall.Munmap(data)
+		m.Close()
 		return nil, h, err
 	}
-	x.release = func() error { return syscall.Munmap(data) }
+	x.release = m.Close
 	return x, h, nil
 }
 
 // writeCache writes x next to p under a temporary name and renames it
 // into place, so a reader sees either no file or a complete one, and two
-// concurrent builders each rename a complete file.
+// concurrent builders each rename a complete file. The temporary file is
+// locked while it is written, so that removeStaleTemps leaves it alone.
 func writeCache(p string, x *Index, imageSize int64) error {
 	dir := filepath.Dir(p)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(p)+".tmp-*")
+	tmp, err := os.CreateTemp(dir, filepath.Base(p)+tmpInfix+"*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	// Without locks (some network file systems), the file is protected by
+	// its age alone.
+	syscall.Flock(int(tmp.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	if _, err := x.WriteTo(tmp, imageSize); err != nil {
 		tmp.Close()
 		return fmt.Errorf("writing %s: %w", tmp.Name(), err)
@@ -641,4 +648,45 @@ func writeCache(p string, x *Index, imageSize int64) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), p)
+}
+
+// tmpInfix marks writeCache's temporary files: NAME.idx.tmp-RANDOM.
+const tmpInfix = ".tmp-"
+
+// Temporary files that a build killed while writing left behind (25-128
+// MB each) are removed by the next build once their writer is gone (no
+// lock on them) and they are older than staleTmpAge, which covers the
+// instant between a writer creating its file and locking it. Where locks
+// are not supported, age alone decides, after staleTmpAgeNoLock.
+const (
+	staleTmpAge       = time.Minute
+	staleTmpAgeNoLock = time.Hour
+)
+
+// removeStaleTemps removes the temporary files in the cache directory
+// dir that no writer will finish, and returns their names.
+func removeStaleTemps(dir string) []string {
+	names, _ := filepath.Glob(filepath.Join(dir, "*.idx"+tmpInfix+"*"))
+	var removed []string
+	for _, name := range names {
+		f, fi, err := boundedread.OpenRegular(name) // not ours if not a file
+		if err != nil {
+			continue
+		}
+		age := time.Since(fi.ModTime())
+		var stale bool
+		switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); {
+		case err == nil:
+			stale = age > staleTmpAge
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			stale = false // a writer holds it
+		default:
+			stale = age > staleTmpAgeNoLock
+		}
+		if stale && os.Remove(name) == nil {
+			removed = append(removed, name)
+		}
+		f.Close()
+	}
+	return removed
 }

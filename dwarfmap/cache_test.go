@@ -13,10 +13,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/internal/boundedread"
 	"github.com/klasy/klasy/pattern"
 )
 
@@ -310,6 +312,120 @@ func TestCacheConcurrentBuilders(t *testing.T) {
 	}
 }
 
+// A FIFO where the index file belongs is not opened (that would wait for
+// a writer forever): the index is built, and saved in its place.
+func TestCacheFIFO(t *testing.T) {
+	img := compile(t, fixture{"-O2", true})
+	dir := t.TempDir()
+	x, info, _ := loadInto(t, img, dir)
+	x.Close()
+	if err := os.Remove(info.CachePath); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(info.CachePath, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		x, li, logs := loadInto(t, img, dir)
+		defer x.Close()
+		if li.FromCache || !strings.Contains(strings.Join(*logs, "\n"), "rebuilding") {
+			t.Errorf("load with a FIFO for the index: from cache %v, logs %q", li.FromCache, *logs)
+		}
+		if ls, err := x.Lines(LineSpec{Func: "process"}); err != nil || len(ls) == 0 {
+			t.Errorf("lines: %v", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Load blocks on a FIFO in the cache directory")
+	}
+	if st, err := os.Stat(info.CachePath); err != nil || !st.Mode().IsRegular() {
+		t.Errorf("the FIFO was not replaced by the index: %v", err)
+	}
+}
+
+// Builds killed while writing leave temporary files; the next build
+// removes those whose writer is gone and that are over a minute old, and
+// leaves those of writers at work, which hold a lock on them.
+func TestCacheStaleTempsRemoved(t *testing.T) {
+	img := compile(t, fixture{"-O2", true})
+	dir := t.TempDir()
+	old := time.Now().Add(-2 * staleTmpAge)
+	mk := func(name string, mtime time.Time) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("partial index"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stale := mk("0123abcd-100.v8.idx.tmp-111", old)
+	staleOther := mk("nobuildid-ff-5.v7.idx.tmp-222", old) // another image's, another format's
+	fresh := mk("0123abcd-100.v8.idx.tmp-333", time.Now())
+	locked := mk("0123abcd-100.v8.idx.tmp-444", old)
+	unrelated := mk("notes.tmp-555", old)
+	fifo := filepath.Join(dir, "0123abcd-100.v8.idx.tmp-666")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A writer at work: it holds the lock writeCache takes.
+	f, err := os.Open(locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	x, _, logs := loadInto(t, img, dir)
+	x.Close()
+	for p, gone := range map[string]bool{stale: true, staleOther: true, fresh: false, locked: false, unrelated: false, fifo: false} {
+		if _, err := os.Lstat(p); (err != nil) != gone {
+			t.Errorf("%s: removed %v, want %v", filepath.Base(p), err != nil, gone)
+		}
+	}
+	if n := strings.Count(strings.Join(*logs, "\n"), "left by an interrupted build"); n != 2 {
+		t.Errorf("%d notices of removed files, want 2: %q", n, *logs)
+	}
+}
+
+// Two images of one build-id and different sizes, a vmlinux and its copy
+// with compressed debug sections, each keep their index: neither evicts
+// the other's.
+func TestCacheSameBuildIDTwoSizes(t *testing.T) {
+	needTools(t)
+	img := compile(t, fixture{"-O2", true})
+	dir := t.TempDir()
+	gz := filepath.Join(t.TempDir(), "fixture-gz")
+	if b, err := exec.Command("objcopy", "--compress-debug-sections", img, gz).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy: %v %s", err, b)
+	}
+	var ids []string
+	for round := range 2 {
+		for _, p := range []string{img, gz} {
+			x, info, logs := loadInto(t, p, dir)
+			if round == 0 {
+				ids = append(ids, x.BuildID)
+			}
+			x.Close()
+			if round == 1 && (!info.FromCache || len(*logs) != 0) {
+				t.Errorf("%s, second round: from cache %v, logs %q", filepath.Base(p), info.FromCache, *logs)
+			}
+		}
+	}
+	if ids[0] != ids[1] || ids[0] == "" {
+		t.Fatalf("build-ids %q: want one", ids)
+	}
+	if idx, _ := filepath.Glob(filepath.Join(dir, ids[0]+"*.idx")); len(idx) != 2 {
+		t.Errorf("index files %q, want two", idx)
+	}
+}
+
 // TestLoadErrors: Load passes on what is wrong with an image (elfimage
 // tests each case) and leaves no cache file behind.
 func TestLoadErrors(t *testing.T) {
@@ -323,6 +439,11 @@ func TestLoadErrors(t *testing.T) {
 	data, _ := os.ReadFile(exe)
 	truncated := filepath.Join(dir, "truncated")
 	os.WriteFile(truncated, data[:len(data)*2/3], 0o644)
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notFile := errors.New("a *boundedread.NotFileError")
 	for _, c := range []struct {
 		path string
 		is   error
@@ -330,8 +451,12 @@ func TestLoadErrors(t *testing.T) {
 		{stripped, elfimage.ErrNoDebugInfo},
 		{truncated, elfimage.ErrTruncated},
 		{filepath.Join(dir, "missing"), os.ErrNotExist},
+		{fifo, notFile}, // refused at once, not waited on
+		{dir, notFile},
 	} {
-		if _, _, err := Load(c.path, Options{CacheDir: dir}); !errors.Is(err, c.is) {
+		_, _, err := Load(c.path, Options{CacheDir: dir})
+		var nf *boundedread.NotFileError
+		if c.is == notFile && !errors.As(err, &nf) || c.is != notFile && !errors.Is(err, c.is) {
 			t.Errorf("Load(%s) = %v, want %v", filepath.Base(c.path), err, c.is)
 		}
 	}

@@ -11,12 +11,24 @@
 //     diescan, a scanner that decodes only what the index needs
 //     (build.go). The result is flat arrays of fixed-size records
 //     (index.go).
-//   - The arrays are saved under $KLASY_CACHE/dwarfmap/<build-id>.idx and
-//     mapped back on the next run: a load checks the header, not a parse
+//   - The arrays are saved under
+//     $KLASY_CACHE/dwarfmap/<build-id>-<size>.v<format>.idx and mapped
+//     back on the next run: a load checks the header, not a parse
 //     (cache.go); each query checks only the sections, or chunks of the
 //     line table, that it reads, when it first reads them. Writers rename
 //     complete temporary files, so concurrent builders are safe; damaged
-//     or stale files are rebuilt, never used.
+//     or stale files are rebuilt, never used; temporary files of killed
+//     builders are removed by the next build.
+//   - Copies of functions whose code never runs (__weak definitions the
+//     linker overrode, code of discarded sections: elfimage.Code) are
+//     marked in the index and left out of its sort orders, so that no
+//     query offers them, their inlined copies or their lines; Discarded
+//     lists them.
+//   - Image and index are read through shared mappings (mmapfile): the
+//     queries that return errors turn a file truncated under them into
+//     "FILE changed while it was read"; callers of the others (Funcs,
+//     FuncAt, ...) on an index loaded from the cache arm their goroutine
+//     with mmapfile.Catch, as klasy's commands do.
 //   - Queries that need more than the index decode one compilation unit
 //     on demand with debug/dwarf: variables and their locations (vars.go,
 //     with delve's godwarf for scopes and loc for location expressions,

@@ -118,7 +118,13 @@ func index(t *testing.T, f fixture) *Index {
 // marker returns the line of testdata/fixture.c holding "MARK:name".
 func marker(t *testing.T, name string) int {
 	t.Helper()
-	b, err := os.ReadFile("testdata/fixture.c")
+	return markerIn(t, "fixture.c", name)
+}
+
+// markerIn returns the line of testdata/file holding "MARK:name".
+func markerIn(t *testing.T, file, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +133,7 @@ func marker(t *testing.T, name string) int {
 			return i + 1
 		}
 	}
-	t.Fatalf("no MARK:%s in fixture.c", name)
+	t.Fatalf("no MARK:%s in %s", name, file)
 	return 0
 }
 
@@ -576,5 +582,61 @@ func TestBasicBlocks(t *testing.T) {
 	}
 	if _, err := x.BasicBlock(1); err == nil {
 		t.Error("BasicBlock outside any function did not fail")
+	}
+}
+
+// TestParseAddr: FUNC+OFF must lie in FUNC's code. An offset past its
+// end named another function's code, which a probe would hit and klasy
+// answered for.
+func TestParseAddr(t *testing.T) {
+	x := index(t, fixture{"-O2", true})
+	p := x.Funcs("process")[0]
+	var hot [2]uint64
+	for _, r := range p.Ranges {
+		if p.Entry >= r[0] && p.Entry < r[1] {
+			hot = r
+		}
+	}
+	size := hot[1] - p.Entry
+	next, ok := x.FuncAt(hot[1])
+	if !ok {
+		// Padding after process: the next function starts a little later.
+		next, ok = x.FuncAt((hot[1] + 15) &^ 15)
+	}
+	past := fmt.Sprintf("past the end of process (size %#x)", size)
+	type parseCase struct {
+		in   string
+		want uint64
+		err  string // a part of the error; "" for success
+	}
+	cases := []parseCase{
+		{"process", p.Entry, ""},
+		{"process+0", p.Entry, ""},
+		{fmt.Sprintf("process+%#x", size-1), hot[1] - 1, ""},
+		{fmt.Sprintf("process+%d", size-1), hot[1] - 1, ""},
+		{fmt.Sprintf("process+%#x", size), 0, fmt.Sprintf("process+%#x is ", size) + past},
+		{"process+0x1234", 0, "process+0x1234 is " + past},
+		{"process+0xffffffffffffffff", 0, past}, // wraps below the entry
+		{fmt.Sprintf("%#x", p.Entry+3), p.Entry + 3, ""},
+		{"nosuch+4", 0, `no function "nosuch" with code`},
+		{"scale+0", 0, `no function "scale" with code`}, // inline only
+		{"process+zz", 0, `bad offset in "process+zz"`},
+	}
+	if ok {
+		cases = append(cases, parseCase{fmt.Sprintf("process+%#x", next.Entry-p.Entry), 0, past})
+	}
+	for _, r := range p.Ranges {
+		if r[0] > p.Entry && r != hot { // a .cold part above the entry
+			cases = append(cases, parseCase{fmt.Sprintf("process+%#x", r[0]-p.Entry), r[0], ""})
+		}
+	}
+	for _, c := range cases {
+		got, err := x.ParseAddr(c.in)
+		if c.err == "" && (err != nil || got != c.want) {
+			t.Errorf("ParseAddr(%s) = %#x, %v; want %#x", c.in, got, err, c.want)
+		}
+		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("ParseAddr(%s) = %#x, %v; want an error with %q", c.in, got, err, c.err)
+		}
 	}
 }

@@ -45,6 +45,11 @@ type Unit struct {
 const (
 	FuncExternal = 1 << iota // DW_AT_external: a global symbol
 	FuncInline               // declared inline
+	// FuncDiscarded marks a copy whose code never runs, such as a __weak
+	// definition that a strong one overrode (elfimage.Code). The sort
+	// orders and address spans leave it out, with its inlined copies and
+	// its rows: only Discarded lists it.
+	FuncDiscarded
 )
 
 // noFile marks an unknown file.
@@ -117,6 +122,8 @@ type Index struct {
 	files   []strRef
 	units   []Unit
 	rows    []Row
+	// The sort orders and spans hold live code only: no discarded
+	// function (FuncDiscarded), no inlined copy in one, no row of its code.
 	byAddr  []uint32 // rows (not end-of-sequence) by address
 	byFile  []uint32 // rows by (file, line, address)
 	funcs   []Func

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/internal/mmapfile"
 )
 
 // Options control Load.
@@ -30,16 +32,22 @@ type LoadInfo struct {
 }
 
 // Load opens the image at path and returns its index, from the cache when
-// a valid one exists for the image's build-id, else by building it (and
-// then saving it). The Index keeps the image open for the queries that
-// decode DWARF lazily; Close it when done.
-func Load(path string, opt Options) (*Index, LoadInfo, error) {
-	var info LoadInfo
+// a valid one exists for the image's build-id and size, else by building
+// it (and then saving it). The Index keeps the image open for the
+// queries that decode DWARF lazily; Close it when done.
+func Load(path string, opt Options) (_ *Index, info LoadInfo, err error) {
+	var img *elfimage.Image
+	defer func() {
+		if err != nil && img != nil {
+			img.Close()
+		}
+	}()
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	logf := opt.Log
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	img, err := elfimage.Open(path)
+	img, err = elfimage.Open(path)
 	if err != nil {
 		return nil, info, err
 	}
@@ -48,7 +56,7 @@ func Load(path string, opt Options) (*Index, LoadInfo, error) {
 		dir = CacheDir()
 	}
 	if !opt.NoCache {
-		info.CachePath = filepath.Join(dir, cacheKey(img)+".idx")
+		info.CachePath = filepath.Join(dir, cacheName(img))
 	}
 	if info.CachePath != "" && !opt.Rebuild {
 		x, h, err := loadCache(info.CachePath)
@@ -73,7 +81,6 @@ func Load(path string, opt Options) (*Index, LoadInfo, error) {
 	start := time.Now()
 	x, err := build(img, info.CachePath, logf)
 	if err != nil {
-		img.Close()
 		return nil, info, err
 	}
 	info.Built = time.Since(start)
@@ -84,6 +91,11 @@ func Load(path string, opt Options) (*Index, LoadInfo, error) {
 // build indexes img with progress to logf and saves the index at
 // cachePath (unless "").
 func build(img *elfimage.Image, cachePath string, logf func(string, ...any)) (*Index, error) {
+	if cachePath != "" {
+		for _, name := range removeStaleTemps(filepath.Dir(cachePath)) {
+			logf("removed %s, left by an interrupted build", name)
+		}
+	}
 	last := time.Now()
 	x, err := Build(img, func(done, total int) {
 		if time.Since(last) > time.Second || done == total {
@@ -117,6 +129,15 @@ func chain(fns ...func() error) func() error {
 
 // Image returns the image the index was loaded for.
 func (x *Index) Image() *elfimage.Image { return x.img }
+
+// explain blames err on the image if it changed under x
+// (elfimage.Image.Explain).
+func (x *Index) explain(err error) error {
+	if err == nil || x.img == nil {
+		return err
+	}
+	return x.img.Explain(err)
+}
 
 func (x *Index) needImage() error {
 	if x.img == nil {

@@ -2,12 +2,15 @@ package dwarfmap
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/pattern"
 )
 
@@ -89,13 +92,17 @@ type FuncInfo struct {
 	// true when it has no out-of-line copy at all.
 	Inlined    int  `json:"inlined"`
 	InlineOnly bool `json:"inline_only"`
-	index      int
+	// Discarded marks a copy whose code never runs (FuncDiscarded); only
+	// Index.Discarded lists these.
+	Discarded bool `json:"discarded,omitempty"`
+	index     int
 }
 
 func (x *Index) funcInfo(i int) FuncInfo {
 	f := x.funcs[i]
 	return FuncInfo{Name: x.str(f.Name), File: x.File(f.DeclFile), Line: int(f.DeclLine),
-		External: f.Flags&FuncExternal != 0, Entry: f.Entry, Ranges: x.ranges[f.RngOff : f.RngOff+f.RngN], index: i}
+		External: f.Flags&FuncExternal != 0, Discarded: f.Flags&FuncDiscarded != 0,
+		Entry: f.Entry, Ranges: x.ranges[f.RngOff : f.RngOff+f.RngN], index: i}
 }
 
 // nameRange returns the [lo, hi) of the n records sorted by name (the
@@ -200,15 +207,22 @@ func (x *Index) FuncAt(addr uint64) (FuncInfo, bool) {
 	if err != nil {
 		return FuncInfo{}, false
 	}
-	i := sort.Search(len(x.spans), func(i int) bool { return x.spans[i].Lo > addr }) - 1
-	// Spans may nest (a function at 0 from a discarded section); look back
-	// a few for one that covers addr.
-	for k := 0; i >= 0 && k < 8; i, k = i-1, k+1 {
-		if s := x.spans[i]; addr >= s.Lo && addr < s.Hi {
-			return x.funcInfo(int(s.Func)), true
-		}
+	if i, ok := x.funcAt(addr); ok {
+		return x.funcInfo(i), true
 	}
 	return FuncInfo{}, false
+}
+
+// funcAt returns the index of the live function whose code holds addr.
+func (x *Index) funcAt(addr uint64) (int, bool) {
+	i := sort.Search(len(x.spans), func(i int) bool { return x.spans[i].Lo > addr }) - 1
+	// Spans may nest; look back a few for one that covers addr.
+	for k := 0; i >= 0 && k < 8; i, k = i-1, k+1 {
+		if s := x.spans[i]; addr >= s.Lo && addr < s.Hi {
+			return int(s.Func), true
+		}
+	}
+	return 0, false
 }
 
 // rowsIn returns the code rows with addresses in [lo, hi), by address.
@@ -299,7 +313,8 @@ func (x *Index) fileRows(f uint32, line int) []uint32 {
 
 // Lines answers `klasy lines`: the source lines of a function, or of a
 // file (or one line of either), each with the addresses of its code.
-func (x *Index) Lines(sp LineSpec) ([]Line, error) {
+func (x *Index) Lines(sp LineSpec) (_ []Line, err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	mask := uint32(fileLineSecs)
 	if sp.Func != "" {
 		mask = funcLineSecs
@@ -313,7 +328,7 @@ func (x *Index) Lines(sp LineSpec) ([]Line, error) {
 		// Damage found on the way: the answer is the rebuilt index's.
 		return z.Lines(sp)
 	}
-	return out, err
+	return out, x.explain(err)
 }
 
 func (x *Index) lines(sp LineSpec) ([]Line, error) {
@@ -337,7 +352,7 @@ func (x *Index) lines(sp LineSpec) ([]Line, error) {
 		if fb, err := x.nearest(x.groupRows(all, "", nil), sp.Line); err == nil {
 			return fb, nil
 		} else {
-			return nil, fmt.Errorf("%s:%d has no code (the compiler merged or removed it): %v", sp.File, sp.Line, err)
+			return nil, fmt.Errorf("%s:%d has no code (the compiler merged or removed it): %w", sp.File, sp.Line, err)
 		}
 	}
 	return out, nil
@@ -367,6 +382,10 @@ func (x *Index) nearest(lines []Line, want int) ([]Line, error) {
 	}
 	for _, a := range before.Addrs {
 		blk, err := x.BasicBlock(a)
+		var ce *mmapfile.ChangedError
+		if errors.As(err, &ce) {
+			return nil, err
+		}
 		if err != nil {
 			continue
 		}
@@ -473,7 +492,7 @@ func (x *Index) funcLines(sp LineSpec) ([]Line, error) {
 				return fb, nil
 			}
 		}
-		return nil, fmt.Errorf("line %d of %s has no code (the compiler merged or removed it, or it is outside the function): %v", sp.Line, sp.Func, err)
+		return nil, fmt.Errorf("line %d of %s has no code (the compiler merged or removed it, or it is outside the function): %w", sp.Line, sp.Func, err)
 	}
 	return out, nil
 }
@@ -659,15 +678,37 @@ func (x *Index) Inlines(name string) []InlineInfo {
 	return out
 }
 
-// AllFuncs returns every out-of-line function in index order (tests).
+// AllFuncs returns every live out-of-line function in index order
+// (tests).
 func (x *Index) AllFuncs() []FuncInfo {
 	x, err := x.use(funcSecs)
 	if err != nil {
 		return nil
 	}
-	out := make([]FuncInfo, len(x.funcs))
-	for i := range x.funcs {
-		out[i] = x.funcInfo(i)
+	out := make([]FuncInfo, 0, len(x.funcs))
+	for i, f := range x.funcs {
+		if f.Flags&FuncDiscarded == 0 {
+			out = append(out, x.funcInfo(i))
+		}
+	}
+	return out
+}
+
+// Discarded returns the out-of-line copies of functions whose code never
+// runs, in index order: __weak definitions that a strong one overrode,
+// code of sections the linker discarded (elfimage.Code). No other query
+// offers them, their inlined copies or their lines; a probe there would
+// never fire.
+func (x *Index) Discarded() []FuncInfo {
+	x, err := x.use(funcSecs)
+	if err != nil {
+		return nil
+	}
+	var out []FuncInfo
+	for i, f := range x.funcs {
+		if f.Flags&FuncDiscarded != 0 {
+			out = append(out, x.funcInfo(i))
+		}
 	}
 	return out
 }

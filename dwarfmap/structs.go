@@ -4,18 +4,26 @@ import (
 	"debug/dwarf"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strings"
 
 	"github.com/klasy/klasy/dwarfmap/dwtype"
+	"github.com/klasy/klasy/internal/mmapfile"
 )
 
 // Struct returns the layout of the struct or union called name ("sk_buff",
 // "struct sk_buff" or "union ...").
 func (x *Index) Struct(name string) (l *dwtype.Layout, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			l, err = nil, fmt.Errorf("malformed debug info for %s: %v", name, r)
+			if err = mmapfile.FaultError(r); err == nil {
+				err = fmt.Errorf("malformed debug info for %s: %v", name, r)
+			}
+		}
+		if err != nil {
+			l, err = nil, x.explain(err)
 		}
 	}()
 	if err := x.needImage(); err != nil {

@@ -3,6 +3,8 @@ package dwarfmap
 import (
 	"debug/dwarf"
 	"fmt"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/klasy/klasy/dwarfmap/dwtype"
 	"github.com/klasy/klasy/dwarfmap/loc"
+	"github.com/klasy/klasy/internal/mmapfile"
 )
 
 // Var is a parameter or local variable visible at an address, with where
@@ -50,9 +53,15 @@ func (x *Index) VarsAt(addr uint64) (vars []Var, err error) {
 	// Decoding here runs over DWARF and .debug_frame that the build did
 	// not check (delve's frame package panics on some damage): a damaged
 	// image gives an error, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			vars, err = nil, fmt.Errorf("malformed debug info at %#x: %v", addr, r)
+			if err = mmapfile.FaultError(r); err == nil {
+				err = fmt.Errorf("malformed debug info at %#x: %v", addr, r)
+			}
+		}
+		if err != nil {
+			vars, err = nil, x.explain(err)
 		}
 	}()
 	if err := x.needImage(); err != nil {
@@ -75,7 +84,9 @@ func (x *Index) VarsAt(addr uint64) (vars []Var, err error) {
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				err = fmt.Errorf("malformed DWARF in %s: %v", fi.Name, r)
+				if err = mmapfile.FaultError(r); err == nil {
+					err = fmt.Errorf("malformed DWARF in %s: %v", fi.Name, r)
+				}
 			}
 		}()
 		tree, err = godwarf.LoadTree(dwarf.Offset(f.DIE-u.Off), d, 0)
@@ -165,8 +176,10 @@ func (lc *locContext) variable(t *godwarf.Tree, scope string, depth int) (v Var)
 	return v
 }
 
-// ParseAddr parses a hex address ("0xffffffff81000000") or FUNC+OFF.
-func (x *Index) ParseAddr(s string) (uint64, error) {
+// ParseAddr parses a hex address ("0xffffffff81000000") or FUNC+OFF,
+// where FUNC+OFF must lie in FUNC's code (its .cold part included).
+func (x *Index) ParseAddr(s string) (_ uint64, err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	if a, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(s), "0x"), 16, 64); err == nil && strings.HasPrefix(strings.ToLower(s), "0x") {
 		return a, nil
 	}
@@ -185,7 +198,20 @@ func (x *Index) ParseAddr(s string) (uint64, error) {
 	if len(fs) > 1 {
 		return 0, fmt.Errorf("%d functions are called %q: give an address", len(fs), name)
 	}
-	return fs[0].Entry + off, nil
+	// An offset past the function's code names another function's: the
+	// kernel would probe that one, and klasy would answer for it.
+	f := fs[0]
+	a := f.Entry + off
+	if a < f.Entry || !slices.ContainsFunc(f.Ranges, func(r [2]uint64) bool { return a >= r[0] && a < r[1] }) {
+		var size uint64
+		for _, r := range f.Ranges {
+			if f.Entry >= r[0] && f.Entry < r[1] {
+				size = r[1] - f.Entry
+			}
+		}
+		return 0, fmt.Errorf("%s+%#x is past the end of %s (size %#x)", name, off, name, size)
+	}
+	return a, nil
 }
 
 // VarsAtLine returns the variables at each address of line in function

@@ -3,25 +3,33 @@ package main
 // klasy lines / vars / struct / funcs: source-level queries against a
 // kernel image's debug info, answered from dwarfmap's build-id keyed
 // index (built on first use, then loaded in milliseconds).
+//
+// Each command arms its goroutine (mmapfile.Catch): an image or index
+// file truncated while it is read ends in "FILE changed while it was
+// read", not in a crash.
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/dwarfmap/dwtype"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/pattern"
 )
 
 const imageHelp = `IMAGE is a vmlinux with DWARF (Debian: /usr/lib/debug/boot/vmlinux-<abi>
 from linux-image-<abi>-dbg; a built kernel: CONFIG_DEBUG_INFO_DWARF5=y) or a
-.ko with debug info. The first query on an image indexes it (a few seconds
-for a 600 MB vmlinux) and saves the index under $KLASY_CACHE/dwarfmap keyed
-by the image's build-id; later queries load it in milliseconds.
+.ko with debug info, a regular file. The first query on an image indexes it
+(a few seconds for a 600 MB vmlinux) and saves the index under
+$KLASY_CACHE/dwarfmap keyed by the image's build-id and size; later queries
+load it in milliseconds. Copies of functions whose code never runs, such as
+__weak definitions that the linker overrode, are left out of every answer.
 
 Common options:
   --json            one JSON object per line, for scripts
@@ -69,9 +77,10 @@ Examples:
 
 Lists the parameters and local variables in scope at each address of
 source line LINE of function FUNC (LINE is the file's line number), or at
-ADDR (0xffffffff81234567 or FUNC+0x10), with how to read each one there:
-a register, a stack slot (CFA-relative, and rsp-relative at that address
-from .debug_frame), memory, a constant, or "optimized out".
+ADDR (0xffffffff81234567, or FUNC+0x10 within FUNC's code), with how to
+read each one there: a register, a stack slot (CFA-relative, and
+rsp-relative at that address from .debug_frame), memory, a constant, or
+"optimized out".
 Values that DWARF describes only as "the value a register had at function
 entry" (DW_OP_entry_value) are shown but marked unavailable: a probe in the
 middle of the function cannot read them.
@@ -206,7 +215,8 @@ func hexAddrs(as []uint64) []string {
 	return out
 }
 
-func runLines(s *stdio, args []string) error {
+func runLines(s *stdio, args []string) (err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	q, pos, err := parseQuery("lines", args, 2)
 	if err != nil {
 		return err
@@ -255,7 +265,8 @@ func runLines(s *stdio, args []string) error {
 	return tw.Flush()
 }
 
-func runVars(s *stdio, args []string) error {
+func runVars(s *stdio, args []string) (err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	q, pos, err := parseQuery("vars", args, 2)
 	if err != nil {
 		return err
@@ -328,7 +339,8 @@ func runVars(s *stdio, args []string) error {
 	return tw.Flush()
 }
 
-func runStruct(s *stdio, args []string) error {
+func runStruct(s *stdio, args []string) (err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	q, pos, err := parseQuery("struct", args, 2)
 	if err != nil {
 		return err
@@ -349,7 +361,8 @@ func runStruct(s *stdio, args []string) error {
 	return nil
 }
 
-func runFuncs(s *stdio, args []string) error {
+func runFuncs(s *stdio, args []string) (err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	q, pos, err := parseQuery("funcs", args, 2)
 	if err != nil {
 		return err

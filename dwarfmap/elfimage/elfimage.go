@@ -3,6 +3,13 @@
 // with debug info (saying where to get one when it is not), reads its
 // build-id and kernel release, inflates compressed debug sections and
 // applies a module's relocations to them.
+//
+// The file is mapped (internal/mmapfile): should it be truncated while
+// klasy reads it, as when a vmlinux is rebuilt or copied over during a
+// query, touching the lost pages faults. Open, DWARF, UnitDWARF and
+// CheckModuleMatches turn that into a *mmapfile.ChangedError ("IMAGE
+// changed while it was read"); code that reads the bytes Section and
+// ReadText return arms its own goroutine (see mmapfile).
 package elfimage
 
 import (
@@ -14,9 +21,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"runtime/debug"
+	"slices"
 	"strings"
-	"syscall"
+
+	"github.com/klasy/klasy/internal/mmapfile"
 )
 
 // ErrNoDebugInfo is returned (wrapped) when an image has no DWARF.
@@ -38,7 +47,7 @@ type Image struct {
 	Rel     bool // ET_REL: a kernel module, debug sections relocated here
 
 	mapping []byte
-	file    *os.File
+	file    *mmapfile.File // nil for OpenBytes
 	sec     map[string][]byte
 }
 
@@ -50,32 +59,55 @@ var debugSections = []string{
 	".debug_frame",
 }
 
-// Open maps path and checks that it is an ELF file with DWARF.
+// Open maps path, which must be a regular file, and checks that it is an
+// ELF file with DWARF.
 func Open(path string) (*Image, error) {
-	f, err := os.Open(path)
+	f, err := mmapfile.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	img := &Image{Path: path, Size: st.Size(), file: f, sec: map[string][]byte{}}
-	if st.Size() == 0 {
+	img := &Image{Path: path, Size: f.Size(), file: f, mapping: f.Data, sec: map[string][]byte{}}
+	if img.Size == 0 {
 		img.Close()
 		return nil, fmt.Errorf("%s: empty file: %w", path, ErrTruncated)
 	}
-	img.mapping, err = syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
-	if err != nil {
-		img.Close()
-		return nil, fmt.Errorf("mapping %s: %w", path, err)
-	}
 	if err := img.init(); err != nil {
+		err = img.Explain(err)
 		img.Close()
+		var ce *mmapfile.ChangedError
+		if errors.As(err, &ce) {
+			return nil, err // names the file
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return img, nil
+}
+
+// Changed returns a *mmapfile.ChangedError if the file changed since
+// Open, else nil.
+func (img *Image) Changed() error {
+	if img.file == nil {
+		return nil
+	}
+	return img.file.Changed()
+}
+
+// Explain returns err, unless the image changed while it was read: then
+// what went wrong was that (a *mmapfile.ChangedError), whether err is
+// the fault that a truncation raised or what the reader made of bytes
+// written over those it expected.
+func (img *Image) Explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *mmapfile.ChangedError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	if cerr := img.Changed(); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // OpenBytes opens an image held in memory (tests, fuzzing).
@@ -88,10 +120,13 @@ func OpenBytes(name string, data []byte) (*Image, error) {
 }
 
 func (img *Image) init() (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		// debug/elf can panic on hostile input; a user gets an error.
 		if r := recover(); r != nil {
-			err = fmt.Errorf("malformed ELF: %v", r)
+			if err = mmapfile.FaultError(r); err == nil {
+				err = fmt.Errorf("malformed ELF: %v", r)
+			}
 		}
 	}()
 	if len(img.mapping) < 4 || string(img.mapping[:4]) != elf.ELFMAG {
@@ -169,9 +204,6 @@ func noDebugInfoError(ef *elf.File, data []byte) error {
 
 // Close unmaps the image.
 func (img *Image) Close() error {
-	if img.mapping != nil && img.file != nil {
-		syscall.Munmap(img.mapping)
-	}
 	img.mapping = nil
 	if img.file != nil {
 		return img.file.Close()
@@ -188,19 +220,22 @@ func (img *Image) DWARF() (*dwarf.Data, error) {
 }
 
 func (img *Image) dwarfFor(info []byte) (d *dwarf.Data, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("malformed DWARF: %v", r)
+			if err = mmapfile.FaultError(r); err == nil {
+				err = img.Explain(fmt.Errorf("malformed DWARF: %v", r))
+			}
 		}
 	}()
 	d, err = dwarf.New(img.sec[".debug_abbrev"], nil, nil, info, img.sec[".debug_line"], nil, img.sec[".debug_ranges"], img.sec[".debug_str"])
 	if err != nil {
-		return nil, fmt.Errorf("reading DWARF: %w", err)
+		return nil, img.Explain(fmt.Errorf("reading DWARF: %w", err))
 	}
 	for _, n := range []string{".debug_addr", ".debug_line_str", ".debug_str_offsets", ".debug_rnglists"} {
 		if b := img.sec[n]; len(b) > 0 {
 			if err := d.AddSection(n, b); err != nil {
-				return nil, fmt.Errorf("reading %s: %w", n, err)
+				return nil, img.Explain(fmt.Errorf("reading %s: %w", n, err))
 			}
 		}
 	}
@@ -296,16 +331,36 @@ func kernelRelease(ef *elf.File, data []byte) string {
 }
 
 // Release is the kernel release of a vmlinux or the vermagic release of
-// a module ("" if unknown).
-func (img *Image) Release() string { return kernelRelease(img.ELF, img.mapping) }
+// a module ("" if unknown, or if the image changed under klasy).
+func (img *Image) Release() string {
+	r, _ := img.release()
+	return r
+}
+
+func (img *Image) release() (r string, err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
+	return kernelRelease(img.ELF, img.mapping), nil
+}
 
 // CheckModuleMatches returns an error when the module mod was not built for
 // the kernel vmlinux (their releases differ).
 func CheckModuleMatches(mod, vmlinux *Image) error {
+	// What looks like a mismatch may be a file changed under klasy.
+	return vmlinux.Explain(mod.Explain(checkModuleMatches(mod, vmlinux)))
+}
+
+func checkModuleMatches(mod, vmlinux *Image) error {
 	if !mod.Rel {
 		return fmt.Errorf("%s is not a kernel module (.ko)", mod.Path)
 	}
-	mr, vr := mod.Release(), vmlinux.Release()
+	mr, err := mod.release()
+	if err != nil {
+		return err
+	}
+	vr, err := vmlinux.release()
+	if err != nil {
+		return err
+	}
 	if mr == "" || vr == "" {
 		return fmt.Errorf("cannot tell which kernel %s was built for (module release %q, vmlinux release %q)", mod.Path, mr, vr)
 	}
@@ -368,7 +423,7 @@ func (img *Image) relocate(target *elf.Section, b []byte) error {
 }
 
 // ReadText returns the bytes of the allocated section holding
-// [addr, addr+n), or nil.
+// [addr, addr+n), or nil. They are the mapping's: see the package doc.
 func (img *Image) ReadText(addr, n uint64) []byte {
 	for _, s := range img.ELF.Sections {
 		if s.Flags&elf.SHF_ALLOC == 0 || s.Type != elf.SHT_PROGBITS {
@@ -380,4 +435,70 @@ func (img *Image) ReadText(addr, n uint64) []byte {
 		}
 	}
 	return nil
+}
+
+// Code tells the code of an executable image that can run from code the
+// linker left behind dead, whose DWARF still describes it as a function:
+//
+//   - a __weak definition overridden by a strong one keeps its bytes in
+//     .text (without -ffunction-sections the linker cannot drop them) but
+//     loses its symbol: nothing calls it (126 in Debian's 6.1.0-56 vmlinux,
+//     arch_cpu_idle among them);
+//   - code of a section the linker discarded (--gc-sections, COMDAT
+//     groups) has its DWARF addresses resolved to 0 or a tombstone,
+//     outside any code section.
+type Code struct {
+	text    [][2]uint64     // allocated executable sections
+	symAt   map[uint64]bool // addresses of function (and untyped) symbols
+	global  map[string]bool // names of global and weak function symbols
+	symbols bool            // the symbol table keeps local symbols (is not stripped of them)
+}
+
+// Code reads what Discarded needs from an executable image's sections
+// and symbol table; nil for a relocatable module, whose addresses are
+// section offsets until it is loaded.
+func (img *Image) Code() (c *Code, err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
+	ef := img.ELF
+	if ef.Type == elf.ET_REL {
+		return nil, nil
+	}
+	c = &Code{symAt: map[uint64]bool{}, global: map[string]bool{}}
+	for _, s := range ef.Sections {
+		if s.Flags&(elf.SHF_ALLOC|elf.SHF_EXECINSTR) == elf.SHF_ALLOC|elf.SHF_EXECINSTR && s.Type == elf.SHT_PROGBITS {
+			c.text = append(c.text, [2]uint64{s.Addr, s.Addr + s.Size})
+		}
+	}
+	syms, err := ef.Symbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return nil, img.Explain(fmt.Errorf("reading the symbol table: %w", err))
+	}
+	for _, s := range syms {
+		typ, bind := elf.ST_TYPE(s.Info), elf.ST_BIND(s.Info)
+		if typ == elf.STT_FILE {
+			c.symbols = true // strip --discard-all removes these
+		}
+		if typ != elf.STT_FUNC && typ != elf.STT_NOTYPE || s.Section == elf.SHN_UNDEF {
+			continue
+		}
+		c.symAt[s.Value] = true
+		if typ == elf.STT_FUNC && bind != elf.STB_LOCAL {
+			c.global[s.Name] = true
+		}
+	}
+	return c, nil
+}
+
+// Discarded reports whether the function name whose DWARF puts its entry
+// at entry is dead code (see Code). A function is never called dead for
+// want of a symbol when the symbol table has been stripped of local ones
+// (it has no STT_FILE symbols).
+func (c *Code) Discarded(entry uint64, name string) bool {
+	if c == nil {
+		return false
+	}
+	if !slices.ContainsFunc(c.text, func(r [2]uint64) bool { return entry >= r[0] && entry < r[1] }) {
+		return true
+	}
+	return c.symbols && !c.symAt[entry] && c.global[name]
 }

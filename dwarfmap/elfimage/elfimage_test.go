@@ -10,8 +10,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/klasy/klasy/internal/boundedread"
+	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/internal/testenv"
 )
 
@@ -70,6 +73,11 @@ func TestOpenErrors(t *testing.T) {
 	// A bzImage has "HdrS" at 0x202 (Documentation/x86/boot.rst).
 	bz := make([]byte, 0x400)
 	copy(bz[0x202:], "HdrS")
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notFile := errors.New("a *boundedread.NotFileError")
 	for _, c := range []struct {
 		path string
 		is   error
@@ -81,12 +89,21 @@ func TestOpenErrors(t *testing.T) {
 		{write("notelf", []byte("#!/bin/sh\necho hi\n")), nil, "not an ELF file"},
 		{write("bzImage", bz), nil, "compressed boot image"},
 		{filepath.Join(dir, "missing"), os.ErrNotExist, "no such file"},
+		// Special files are refused by name; a FIFO does not block.
+		{fifo, notFile, fifo + ": a FIFO, not a regular file"},
+		{dir, notFile, dir + ": a directory, not a regular file"},
+		{"/dev/zero", notFile, "/dev/zero: a character device, not a regular file"},
 	} {
 		img, err := Open(c.path)
 		if err == nil {
 			img.Close()
 		}
-		if err == nil || (c.is != nil && !errors.Is(err, c.is)) || !strings.Contains(err.Error(), c.want) {
+		var nf *boundedread.NotFileError
+		if c.is == notFile && !errors.As(err, &nf) {
+			t.Errorf("Open(%s) = %v, want a *boundedread.NotFileError", filepath.Base(c.path), err)
+			continue
+		}
+		if err == nil || (c.is != nil && c.is != notFile && !errors.Is(err, c.is)) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Open(%s) = %v, want %v mentioning %q", filepath.Base(c.path), err, c.is, c.want)
 		}
 	}
@@ -208,5 +225,104 @@ int init_module(void) { return 0; }`, "-g", "-c")
 		if c.wantErr == "" && err != nil || c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
 			t.Errorf("CheckModuleMatches(mod, %s) = %v, want %q", filepath.Base(c.vm), err, c.wantErr)
 		}
+	}
+}
+
+// An image truncated or written over while it is open: the calls that
+// read the mapping say that it changed, naming it, instead of crashing
+// on the fault (truncated) or reporting damage (written over).
+func TestChangedWhileOpen(t *testing.T) {
+	dir := t.TempDir()
+	exe := compile(t, dir, "exe", image, exeFlags...)
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		change func(p string) error
+	}{
+		{"truncated", func(p string) error { return os.Truncate(p, 0) }},
+		{"written over", func(p string) error {
+			// As a rebuild of the same size would: the DWARF becomes
+			// garbage without any fault.
+			return os.WriteFile(p, bytes.Repeat([]byte{0xff}, len(data)), 0o644)
+		}},
+	} {
+		p := filepath.Join(dir, c.name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		img, err := Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := img.Changed(); err != nil {
+			t.Fatalf("%s: Changed before any change: %v", c.name, err)
+		}
+		if err := c.change(p); err != nil {
+			t.Fatal(err)
+		}
+		want := p + " changed while it was read"
+		var ce *mmapfile.ChangedError
+		if _, err := img.DWARF(); !errors.As(err, &ce) || err.Error() != want {
+			t.Errorf("%s: DWARF() = %v, want %q", c.name, err, want)
+		}
+		img.Rel = true // as a module's: CheckModuleMatches reads the releases
+		if err := CheckModuleMatches(img, img); !errors.As(err, &ce) || err.Error() != want {
+			t.Errorf("%s: CheckModuleMatches = %v, want %q", c.name, err, want)
+		}
+		img.Close()
+	}
+}
+
+// TestCodeDiscarded: a function is dead code outside the code sections,
+// or without a symbol at its entry while its name is a global symbol
+// elsewhere (an overridden __weak definition), unless the symbol table
+// has lost its local symbols. (dwarfmap's TestDiscardedCode checks this
+// on linked images.)
+func TestCodeDiscarded(t *testing.T) {
+	code := func(symbols bool) *Code {
+		return &Code{text: [][2]uint64{{0x1000, 0x2000}}, symAt: map[uint64]bool{0x1000: true, 0x1100: true},
+			global: map[string]bool{"arch_idle": true, "main": true}, symbols: symbols}
+	}
+	for _, c := range []struct {
+		code  *Code
+		entry uint64
+		name  string
+		want  bool
+	}{
+		{code(true), 0x1000, "arch_idle", false},
+		{code(true), 0x1100, "helper", false},
+		{code(true), 0x1200, "arch_idle", true},    // the overridden weak copy
+		{code(true), 0x1200, "helper.isra", false}, // no global of that name
+		{code(true), 0, "unused_fn", true},         // a discarded section
+		{code(true), 0x2000, "main", true},         // just past the code
+		{code(false), 0x1200, "arch_idle", false},  // stripped of local symbols
+		{code(false), 0, "unused_fn", true},
+		{nil, 0, "unused_fn", false}, // a module: section offsets
+	} {
+		if got := c.code.Discarded(c.entry, c.name); got != c.want {
+			t.Errorf("Discarded(%#x, %s) with %+v = %v, want %v", c.entry, c.name, c.code, got, c.want)
+		}
+	}
+	dir := t.TempDir()
+	obj := compile(t, dir, "obj", image, "-O2", "-g", "-c")
+	img, err := Open(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	if c, err := img.Code(); c != nil || err != nil {
+		t.Errorf("Code() of a relocatable object = %+v, %v; want nil", c, err)
+	}
+	exe, err := Open(compile(t, dir, "exe", image, exeFlags...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exe.Close()
+	c, err := exe.Code()
+	if err != nil || c == nil || !c.symbols || len(c.text) == 0 || !c.global["scale"] {
+		t.Errorf("Code() of an executable = %+v, %v", c, err)
 	}
 }

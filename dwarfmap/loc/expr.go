@@ -13,6 +13,7 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/regnum"
 
 	"github.com/klasy/klasy/internal/bytereader"
+	"github.com/klasy/klasy/internal/mmapfile"
 )
 
 // DWARF 5 and GNU opcodes that delve's op package does not name (it
@@ -139,6 +140,9 @@ func Decode(expr []byte) (ops []Op, ok bool) {
 func Pretty(expr []byte) (s string) {
 	defer func() {
 		if r := recover(); r != nil {
+			if mmapfile.IsFault(r) {
+				panic(r) // the image changed: for the caller's mmapfile.Catch
+			}
 			s = fmt.Sprintf("% x", expr)
 		}
 	}()

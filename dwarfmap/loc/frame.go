@@ -8,6 +8,7 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/frame"
 
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/internal/mmapfile"
 )
 
 // Frame is what locating a stack slot at one pc needs: the function's
@@ -61,6 +62,9 @@ func (f *Frame) CFA() (*frame.DWRule, error) {
 func FDE(img *elfimage.Image, pc uint64) (fde *frame.FrameDescriptionEntry, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if mmapfile.IsFault(r) {
+				panic(r) // the image changed: for the caller's mmapfile.Catch
+			}
 			err = fmt.Errorf("malformed .debug_frame: %v", r)
 		}
 	}()

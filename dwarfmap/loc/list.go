@@ -9,6 +9,7 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/loclist"
 
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/internal/mmapfile"
 )
 
 // Lists reads the location lists of one compilation unit.
@@ -34,6 +35,9 @@ func NewLists(img *elfimage.Image, d *dwarf.Data, version int, lowPC uint64) *Li
 func (l *Lists) At(off int64, class dwarf.Class, pc uint64) (expr []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if mmapfile.IsFault(r) {
+				panic(r) // the image changed: for the caller's mmapfile.Catch
+			}
 			err = fmt.Errorf("malformed location list at %#x: %v", off, r)
 		}
 	}()

@@ -8,6 +8,10 @@
 // and directories, before reading them. Opening a FIFO waits for a
 // writer, as cat does; what the writer sends is bounded like the rest.
 // Reader bounds any io.Reader, such as standard input.
+//
+// OpenRegular is the one open for files that klasy maps or seeks in
+// rather than reads through, such as kernel images: it takes regular
+// files only, and never blocks on a FIFO.
 package boundedread
 
 import (
@@ -16,6 +20,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // TooLargeError is an input with more than Limit bytes.
@@ -29,13 +34,18 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s: larger than the %s limit for %s", e.Name, Size(e.Limit), e.What)
 }
 
-// NotFileError is a path that names neither a regular file nor a pipe.
+// NotFileError is a path that names neither a regular file nor a pipe,
+// or (from OpenRegular) no regular file.
 type NotFileError struct {
-	Name string
-	Kind string // "a directory", "a character device", ...
+	Name    string
+	Kind    string // "a directory", "a character device", "a FIFO", ...
+	Regular bool   // only a regular file would do (OpenRegular)
 }
 
 func (e *NotFileError) Error() string {
+	if e.Regular {
+		return fmt.Sprintf("%s: %s, not a regular file", e.Name, e.Kind)
+	}
 	return fmt.Sprintf("%s: %s, not a regular file or a pipe", e.Name, e.Kind)
 }
 
@@ -55,12 +65,8 @@ func Size(n int64) string {
 func File(path string, limit int64, what string) ([]byte, error) {
 	// Stat first, so that devices are refused without opening them and a
 	// FIFO only after its type is known.
-	fi, err := os.Stat(path)
+	fi, err := stat(path)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			pe.Op = "open" // as os.ReadFile says it: "open FILE: no such file or directory"
-		}
 		return nil, err
 	}
 	if err := check(path, fi, limit, what); err != nil {
@@ -81,6 +87,48 @@ func File(path string, limit int64, what string) ([]byte, error) {
 	return read(path, f, limit, what, fi.Size())
 }
 
+// OpenRegular opens path for reading if it is a regular file, and
+// returns what it opened with its FileInfo. Anything else is refused
+// with a *NotFileError: devices, directories and sockets before they are
+// opened, a FIFO (which would wait for a writer forever) either then or,
+// should path have changed since, right after a non-blocking open.
+func OpenRegular(path string) (*os.File, fs.FileInfo, error) {
+	fi, err := stat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil, &NotFileError{Name: path, Kind: kind(fi.Mode()), Regular: true}
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi, err = f.Stat(); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, &NotFileError{Name: path, Kind: kind(fi.Mode()), Regular: true}
+	}
+	return f, fi, nil
+}
+
+// stat is os.Stat, with its error said as os.Open says it: "open FILE:
+// no such file or directory".
+func stat(path string) (fs.FileInfo, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			pe.Op = "open"
+		}
+		return nil, err
+	}
+	return fi, nil
+}
+
 // check refuses special files and regular files over the limit.
 func check(path string, fi fs.FileInfo, limit int64, what string) error {
 	m := fi.Mode()
@@ -92,16 +140,25 @@ func check(path string, fi fs.FileInfo, limit int64, what string) error {
 		return nil
 	case m&fs.ModeNamedPipe != 0:
 		return nil
-	case m.IsDir():
-		return &NotFileError{Name: path, Kind: "a directory"}
-	case m&fs.ModeCharDevice != 0:
-		return &NotFileError{Name: path, Kind: "a character device"}
-	case m&fs.ModeDevice != 0:
-		return &NotFileError{Name: path, Kind: "a block device"}
-	case m&fs.ModeSocket != 0:
-		return &NotFileError{Name: path, Kind: "a socket"}
 	}
-	return &NotFileError{Name: path, Kind: "a special file"}
+	return &NotFileError{Name: path, Kind: kind(m)}
+}
+
+// kind says what a file that is not regular is.
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a special file"
 }
 
 // Reader reads r to its end, at most limit bytes; name says what r is

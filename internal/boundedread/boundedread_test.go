@@ -133,3 +133,69 @@ func TestSize(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenRegular: regular files open; everything else is refused by
+// name, and a FIFO without a writer does not block the open.
+func TestOpenRegular(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "vmlinux")
+	if err := os.WriteFile(file, []byte("\x7fELF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "sock")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		want string // error text, "" for success
+	}{
+		{file, ""},
+		{link, ""},
+		{fifo, fifo + ": a FIFO, not a regular file"},
+		{dir, dir + ": a directory, not a regular file"},
+		{"/dev/null", "/dev/null: a character device, not a regular file"},
+		{sock, sock + ": a socket, not a regular file"},
+		{filepath.Join(dir, "missing"), "open " + filepath.Join(dir, "missing") + ": no such file or directory"},
+	} {
+		done := make(chan struct{})
+		var f *os.File
+		var err error
+		go func() {
+			defer close(done)
+			f, _, err = OpenRegular(c.path)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("OpenRegular(%s) blocks", c.path)
+		}
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("OpenRegular(%s): %v", c.path, err)
+			} else {
+				f.Close()
+			}
+			continue
+		}
+		var nf *NotFileError
+		if err == nil || err.Error() != c.want {
+			t.Errorf("OpenRegular(%s) = %v, want %q", c.path, err, c.want)
+		} else if !errors.As(err, &nf) && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("OpenRegular(%s) = %T, want a *NotFileError", c.path, err)
+		}
+	}
+}
