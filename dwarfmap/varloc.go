@@ -3,12 +3,14 @@ package dwarfmap
 import (
 	"debug/dwarf"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/go-delve/delve/pkg/dwarf/frame"
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 
 	"github.com/klasy/klasy/dwarfmap/dwtype"
 	"github.com/klasy/klasy/dwarfmap/loc"
+	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/x86code"
 )
 
@@ -38,9 +40,13 @@ type VarLoc struct {
 // VarLocsAt returns the parameters and locals in scope at addr with
 // their raw locations, outermost scope first, as VarsAt does.
 func (x *Index) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			locs, err = nil, fmt.Errorf("malformed debug info at %#x: %v", addr, r)
+			if err = mmapfile.FaultError(r); err == nil {
+				err = fmt.Errorf("malformed debug info at %#x: %v", addr, r)
+			}
+			locs = nil
 		}
 	}()
 	if err := x.needImage(); err != nil {
@@ -124,11 +130,12 @@ type InlineEntry struct {
 
 // InlineEntries returns the inlined copies of the function name with
 // their entry addresses.
-func (x *Index) InlineEntries(name string) ([]InlineEntry, error) {
+func (x *Index) InlineEntries(name string) (_ []InlineEntry, err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	if err := x.needImage(); err != nil {
 		return nil, err
 	}
-	x, err := x.use(inlineSecs)
+	x, err = x.use(inlineSecs)
 	if err != nil {
 		return nil, err
 	}
@@ -174,6 +181,7 @@ func (x *Index) InlineEntries(name string) ([]InlineEntry, error) {
 // function's end and silently probes the next one, so the weaver checks
 // first.
 func (x *Index) CheckInstruction(addr uint64) (err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	if err := x.needImage(); err != nil {
 		return err
 	}

@@ -3,11 +3,13 @@ package weaver
 import (
 	"cmp"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/pattern"
 )
 
@@ -33,7 +35,10 @@ func (e *ResolveError) Error() string { return e.Pos.String() + ": " + e.Msg }
 // indexed by x, in advice order. A join point that cannot be woven is
 // returned with the reason in Skipped; a designator that selects nothing
 // at all is an error, as perf probe fails on a function it cannot find.
-func Resolve(f *aspect.File, x *dwarfmap.Index, opt ResolveOptions) ([]*JoinPoint, error) {
+func Resolve(f *aspect.File, x *dwarfmap.Index, opt ResolveOptions) (_ []*JoinPoint, err error) {
+	// The index reads the image through a mapping: an image changed
+	// under it ends the resolve with an error, not a crash.
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	r := &resolver{f: f, x: x, opt: opt, seen: map[jpKey]bool{}}
 	for i, a := range f.Advice {
 		if err := r.advice(i+1, a); err != nil {
