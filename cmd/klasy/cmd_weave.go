@@ -123,6 +123,7 @@ addr the running kernel's address, pc the image's).
 		Name:    "trace",
 		Summary: "print what woven advice recorded, symbolized",
 		Help: `usage: klasy trace [--lab NAME] [--follow] [--aspect NAME] [--json]
+         [--group-by N [--group-gap D] | --hist N | --lhist N,MIN,MAX,STEP]
 
 Consumes the records woven advice stored (STORE_DATA...) and prints each
 with the time since boot, CPU, pid, command, aspect and advice, the
@@ -139,6 +140,47 @@ with pc the image address and values an array of integers (signed
 64-bit), and at the end {"lost": N, "lost_per_cpu": [...]} if any were
 lost.
 
+Views: instead of one line per record, the records grouped by a value
+or a histogram of a value. N is the 1-based index of the value, in the
+order the advice stored them. A view prints once the trace ends (with
+--follow, at Ctrl-C), as bpftrace prints its maps at exit. Records with
+fewer than N values are left out, with one warning per aspect#advice.
+
+  --group-by N    one block per distinct value N of an aspect, in the
+                  order the values first appear: the path that value
+                  took, as the dissertation's Table 6.3 shows a packet's.
+                  Each record is a row, in time order: the µs since the
+                  block's first record, CPU, pid, command, advice,
+                  function, file:line, and the other values.
+  --group-gap D   a value seen again more than D after its block's latest
+                  record starts a new block (an sk_buff freed and
+                  allocated again); default 1s, 0 never starts one.
+  --hist N        a histogram of value N per aspect#advice, under a line
+                  @ASPECT#ADVICE:, drawn as bpftrace's hist() draws it:
+                  power-of-two buckets from the first that counts a value
+                  to the last, a row each: [4K, 8K)  123 |@@@@@@@   |
+                  below 0 is (..., 0); 0 and 1 are [0] and [1].
+  --lhist N,MIN,MAX,STEP
+                  linear buckets of STEP from MIN to MAX, as bpftrace's
+                  lhist(); (..., MIN) and [MAX, ...) count the rest.
+                  MAX-MIN must be a multiple of STEP, in 1000 buckets at
+                  most.
+
+With --json, a view prints one object per block:
+  aspect value_index value time_ns duration_ns records
+(records as above, each with elapsed_ns), or one per histogram:
+  aspect advice value_index type count buckets lhist
+(type hist or lhist; lhist {min max step} for lhist; each bucket
+{min max count}, bounds inclusive, min absent below the first bucket and
+max above the last, as bpftrace's JSON).
+
+Examples:
+  klasy trace --lab demo --follow
+  klasy trace --lab demo --aspect net_trace --group-by 2   # per sk_buff
+  klasy trace --lab demo --group-by 2 --group-gap 10ms
+  klasy trace --lab demo --follow --hist 1                 # Ctrl-C draws it
+  klasy trace --lab demo --lhist 1,0,14000000,2000000  # 2 ms buckets
+
 ` + targetHelp,
 		Run: runTrace,
 	})
@@ -149,6 +191,7 @@ type weaveFlags struct {
 	weaver.TargetOptions
 	json, verbose, follow, all bool
 	aspect                     string
+	views                      traceViewFlags // trace's
 }
 
 func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error) {
@@ -165,6 +208,7 @@ func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error
 	case "trace":
 		fs.BoolVar(&f.follow, "follow", false, "")
 		fs.StringVar(&f.aspect, "aspect", "", "")
+		f.views.declare(fs)
 	case "unweave":
 		fs.BoolVar(&f.all, "all", false, "")
 	}
@@ -493,6 +537,33 @@ func statusView(target string, st *records.Status) statusJSON {
 	return v
 }
 
+// traceSource is where klasy trace reads records: a session on the
+// target.
+type traceSource interface {
+	Name() string
+	TakeSaved() (rs []weaver.TraceRecord, done func() error, err error)
+	Drain(ctx context.Context) ([]weaver.TraceRecord, *records.Status, error)
+	Close() error
+}
+
+type sessionSource struct{ *weaver.Session }
+
+func (s sessionSource) Name() string { return s.T.Name() }
+
+// openTraceSource opens klasy trace's target; a test gives its own
+// records instead.
+var openTraceSource = func(ctx context.Context, s *stdio, opt weaver.TargetOptions) (traceSource, error) {
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: opt, Log: s.Err, SkipIndex: true})
+	if err != nil {
+		return nil, err
+	}
+	return sessionSource{sess}, nil
+}
+
+// tracePoll is how often trace --follow reads the buffer (a test
+// shortens it).
+var tracePoll = 200 * time.Millisecond
+
 func runTrace(s *stdio, args []string) error {
 	var f weaveFlags
 	pos, err := parseWeaveFlags("trace", args, &f)
@@ -502,15 +573,19 @@ func runTrace(s *stdio, args []string) error {
 	if len(pos) != 0 {
 		return usageError{Msg: fmt.Sprintf("takes no arguments, got %q", pos)}
 	}
-	ctx, cancel := signalContext()
-	defer cancel()
-	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: f.TargetOptions, Log: s.Err, SkipIndex: true})
+	view, err := f.views.view(s.Err)
 	if err != nil {
 		return err
 	}
-	defer sess.Close()
-	p := &tracePrinter{s: s, json: f.json, aspect: f.aspect}
-	saved, done, err := sess.TakeSaved()
+	ctx, cancel := signalContext()
+	defer cancel()
+	src, err := openTraceSource(ctx, s, f.TargetOptions)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	p := &tracePrinter{s: s, json: f.json, aspect: f.aspect, view: view}
+	saved, done, err := src.TakeSaved()
 	if err != nil {
 		return err
 	}
@@ -523,10 +598,14 @@ func runTrace(s *stdio, args []string) error {
 	var lost uint64
 	var perCPU []uint64
 	for {
-		rs, st, err := sess.Drain(ctx)
+		rs, st, err := src.Drain(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
+			}
+			// What was read before is printed all the same.
+			if perr := p.finish(); perr != nil {
+				return perr
 			}
 			return err
 		}
@@ -538,16 +617,23 @@ func runTrace(s *stdio, args []string) error {
 		}
 		if !f.follow {
 			if st == nil && len(saved) == 0 {
-				fmt.Fprintf(s.Err, "klasy: nothing is woven into %s and no records are saved\n", sess.T.Name())
+				fmt.Fprintf(s.Err, "klasy: nothing is woven into %s and no records are saved\n", src.Name())
 			}
 			break
 		}
+		// Records as they come, not when 64 KiB of them are buffered.
+		if err := s.flush(); err != nil {
+			return err
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(tracePoll):
 			continue
 		}
 		break
+	}
+	if err := p.finish(); err != nil {
+		return err
 	}
 	if lost > 0 {
 		var parts []string
@@ -566,6 +652,7 @@ type tracePrinter struct {
 	s      *stdio
 	json   bool
 	aspect string
+	view   traceView // nil: one line per record
 	enc    *json.Encoder
 }
 
@@ -577,15 +664,15 @@ func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
 		if p.aspect != "" && r.Aspect != p.aspect {
 			continue
 		}
+		if p.view != nil {
+			p.view.add(r)
+			continue
+		}
 		if p.json {
 			if err := p.enc.Encode(r); err != nil {
 				return err
 			}
 			continue
-		}
-		fn := r.Function
-		if r.InlinedIn != "" {
-			fn += " (in " + r.InlinedIn + ")"
 		}
 		vals := make([]string, len(r.Values))
 		for i, v := range r.Values {
@@ -596,9 +683,19 @@ func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
 			extra = fmt.Sprintf(" (+%d values dropped: at most 16 per hit)", r.Dropped)
 		}
 		fmt.Fprintf(p.s.Out, "[%5d.%06d] cpu%d %d %s %s#%d %s %s:%d %s %s%s\n",
-			r.TimeNS/1e9, r.TimeNS%1e9/1e3, r.CPU, r.PID, r.Comm, r.Aspect, r.Advice, fn, r.File, r.Line, r.PC, strings.Join(vals, " "), extra)
+			r.TimeNS/1e9, r.TimeNS%1e9/1e3, r.CPU, r.PID, r.Comm, r.Aspect, r.Advice, recordFunction(r), r.File, r.Line, r.PC, strings.Join(vals, " "), extra)
 	}
 	return nil
+}
+
+// finish prints the view, once the trace has ended.
+func (p *tracePrinter) finish() error {
+	if p.view == nil {
+		return nil
+	}
+	err := p.view.print(p.s.Out, p.json)
+	p.view = nil
+	return err
 }
 
 // formatValue prints a stored value as a person reads it: small negative

@@ -54,7 +54,8 @@ var cmdSamples = map[string]cmdSample{
 	"status": {flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}}},
 	"trace": {flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
-		{name: "headers", value: "h"}, {name: "json"}, {name: "follow"}, {name: "aspect", value: "a"}}},
+		{name: "headers", value: "h"}, {name: "json"}, {name: "follow"}, {name: "aspect", value: "a"},
+		{name: "group-by", value: "2"}, {name: "group-gap", value: "10ms"}, {name: "hist", value: "1"}, {name: "lhist", value: "1,0,100,10"}}},
 	"lab console": {pos: []string{"a"}},
 }
 

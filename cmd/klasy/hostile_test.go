@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/internal/cachedir"
+	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/internal/testenv"
 )
 
@@ -278,6 +279,7 @@ func needDebianVmlinux(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	labboot.Cleanup()
 	if hostileBin != "" {
 		os.RemoveAll(filepath.Dir(hostileBin))
 	}
