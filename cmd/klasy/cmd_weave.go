@@ -124,6 +124,7 @@ addr the running kernel's address, pc the image's).
 		Summary: "print what woven advice recorded, symbolized",
 		Help: `usage: klasy trace [--lab NAME] [--follow] [--aspect NAME] [--json]
          [--group-by N [--group-gap D] | --hist N | --lhist N,MIN,MAX,STEP]
+         [--perfetto FILE]
 
 Consumes the records woven advice stored (STORE_DATA...) and prints each
 with the time since boot, CPU, pid, command, aspect and advice, the
@@ -174,9 +175,16 @@ With --json, a view prints one object per block:
 {min max count}, bounds inclusive, min absent below the first bucket and
 max above the last, as bpftrace's JSON).
 
+--perfetto FILE also writes the records, as printed, to FILE in the
+Chrome trace-event JSON format that ui.perfetto.dev and chrome://tracing
+open: a track per CPU, a slice per record named by its function (its
+file:line, pc, task and values in the slice's arguments), and with
+--group-by, flow arrows linking each group's records across CPUs.
+
 Examples:
   klasy trace --lab demo --follow
-  klasy trace --lab demo --aspect net_trace --group-by 2   # per sk_buff
+  klasy trace --lab demo --aspect net_trace --group-by 1   # per sk_buff
+  klasy trace --lab demo --group-by 1 --perfetto net.json  # for ui.perfetto.dev
   klasy trace --lab demo --group-by 2 --group-gap 10ms
   klasy trace --lab demo --follow --hist 1                 # Ctrl-C draws it
   klasy trace --lab demo --lhist 1,0,14000000,2000000  # 2 ms buckets
@@ -192,6 +200,7 @@ type weaveFlags struct {
 	json, verbose, follow, all bool
 	aspect                     string
 	views                      traceViewFlags // trace's
+	perfetto                   string         // trace's --perfetto FILE
 }
 
 func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error) {
@@ -209,6 +218,7 @@ func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error
 		fs.BoolVar(&f.follow, "follow", false, "")
 		fs.StringVar(&f.aspect, "aspect", "", "")
 		f.views.declare(fs)
+		fs.StringVar(&f.perfetto, "perfetto", "", "")
 	case "unweave":
 		fs.BoolVar(&f.all, "all", false, "")
 	}
@@ -585,6 +595,9 @@ func runTrace(s *stdio, args []string) error {
 	}
 	defer src.Close()
 	p := &tracePrinter{s: s, json: f.json, aspect: f.aspect, view: view}
+	if f.perfetto != "" {
+		p.export = &perfettoExport{path: f.perfetto, target: src.Name()}
+	}
 	saved, done, err := src.TakeSaved()
 	if err != nil {
 		return err
@@ -654,6 +667,7 @@ type tracePrinter struct {
 	aspect string
 	view   traceView // nil: one line per record
 	enc    *json.Encoder
+	export *perfettoExport // --perfetto, written at the end
 }
 
 func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
@@ -663,6 +677,9 @@ func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
 	for _, r := range rs {
 		if p.aspect != "" && r.Aspect != p.aspect {
 			continue
+		}
+		if p.export != nil {
+			p.export.add(r)
 		}
 		if p.view != nil {
 			p.view.add(r)
@@ -688,8 +705,21 @@ func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
 	return nil
 }
 
-// finish prints the view, once the trace has ended.
+// finish prints the view and writes the export, once the trace has
+// ended.
 func (p *tracePrinter) finish() error {
+	if p.export != nil {
+		var groups []*traceGroup
+		index := 0
+		if g, ok := p.view.(*groupView); ok {
+			groups, index = g.groups, g.pick.index
+		}
+		err := p.export.write(groups, index)
+		p.export = nil
+		if err != nil {
+			return err
+		}
+	}
 	if p.view == nil {
 		return nil
 	}

@@ -55,7 +55,8 @@ var cmdSamples = map[string]cmdSample{
 		{name: "headers", value: "h"}, {name: "json"}}},
 	"trace": {flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "follow"}, {name: "aspect", value: "a"},
-		{name: "group-by", value: "2"}, {name: "group-gap", value: "10ms"}, {name: "hist", value: "1"}, {name: "lhist", value: "1,0,100,10"}}},
+		{name: "group-by", value: "2"}, {name: "group-gap", value: "10ms"}, {name: "hist", value: "1"}, {name: "lhist", value: "1,0,100,10"},
+		{name: "perfetto", value: "t.json"}}},
 	"lab console": {pos: []string{"a"}},
 }
 
