@@ -72,6 +72,12 @@ func (x *Index) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
 	fb, _ := tree.Val(dwarf.AttrFrameBase).([]byte)
 	lc := &locContext{pc: addr, tn: dwtype.NewNamer(d), frame: loc.NewFrame(x.img, addr, fb),
 		lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}
+	return lc.varLocs(tree, fi.Name, fb), nil
+}
+
+// varLocs lists the variables of the function tree in scope at lc.pc.
+func (lc *locContext) varLocs(tree *godwarf.Tree, fn string, fb []byte) []VarLoc {
+	var locs []VarLoc
 	var walk func(t *godwarf.Tree, scope string, depth int)
 	walk = func(t *godwarf.Tree, scope string, depth int) {
 		for _, c := range t.Children {
@@ -79,19 +85,19 @@ func (x *Index) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
 			case dwarf.TagFormalParameter, dwarf.TagVariable:
 				locs = append(locs, lc.varLoc(c, scope, depth, fb))
 			case dwarf.TagLexDwarfBlock:
-				if c.ContainsPC(addr) {
+				if c.ContainsPC(lc.pc) {
 					walk(c, scope, depth+1)
 				}
 			case dwarf.TagInlinedSubroutine:
-				if c.ContainsPC(addr) {
+				if c.ContainsPC(lc.pc) {
 					name, _ := c.Val(dwarf.AttrName).(string)
 					walk(c, "inline "+name, depth+1)
 				}
 			}
 		}
 	}
-	walk(tree, fi.Name, 0)
-	return locs, nil
+	walk(tree, fn, 0)
+	return locs
 }
 
 func (lc *locContext) varLoc(t *godwarf.Tree, scope string, depth int, fb []byte) VarLoc {

@@ -20,6 +20,12 @@ type Refusal func(addr uint64) string
 // ResolveOptions are what resolving needs beyond the aspect and image.
 type ResolveOptions struct {
 	Refused Refusal // nil: nothing known to be refused
+	// Modules are modules built with the plugin whose access join points
+	// are found besides the kernel's.
+	Modules []*ModuleImage
+	// Warn receives what the resolve notices and goes on after: a
+	// pointcut of access(...) that selects nothing (nil: dropped).
+	Warn func(Warning)
 }
 
 // ResolveError is a pointcut that selects nothing or that this weaver
@@ -39,7 +45,7 @@ func Resolve(f *aspect.File, x *dwarfmap.Index, opt ResolveOptions) (_ []*JoinPo
 	// The index reads the image through a mapping: an image changed
 	// under it ends the resolve with an error, not a crash.
 	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
-	r := &resolver{f: f, x: x, opt: opt, seen: map[jpKey]bool{}}
+	r := &resolver{f: f, x: x, opt: opt, seen: map[jpKey]*JoinPoint{}, hostLines: map[hostLineKey]*hostLine{}}
 	for i, a := range f.Advice {
 		if err := r.advice(i+1, a); err != nil {
 			return nil, err
@@ -53,13 +59,21 @@ type resolver struct {
 	x    *dwarfmap.Index
 	opt  ResolveOptions
 	jps  []*JoinPoint
-	seen map[jpKey]bool // an OR selecting one join point twice weaves it once
+	seen map[jpKey]*JoinPoint // an OR selecting one join point twice weaves it once
+	imgs []*image             // the kernel and the modules, for access join points
+	// hostLines caches the code of a line in a function for its copies.
+	hostLines map[hostLineKey]*hostLine
 }
 
+// jpKey identifies a join point: its advice, hook and context values
+// (two accesses on one line with different structs are two join points
+// at one hook; with the same values, one).
 type jpKey struct {
 	advice int
+	module string
 	addr   uint64
 	kind   HookKind
+	args   string
 }
 
 func (r *resolver) errAt(pc *aspect.Pointcut, off int, format string, args ...any) error {
@@ -77,7 +91,13 @@ func (r *resolver) advice(n int, a *aspect.Advice) error {
 		timing = After
 	}
 	for _, g := range groups {
-		if err := r.group(n, pc, g, timing); err != nil {
+		var err error
+		if slices.ContainsFunc(g, func(t *aspect.Term) bool { return t.Access != nil }) {
+			err = r.accessGroup(n, pc, g, timing)
+		} else {
+			err = r.group(n, pc, g, timing)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -160,11 +180,20 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Ti
 }
 
 func (r *resolver) add(jp *JoinPoint) {
-	k := jpKey{jp.Advice, jp.Addr, jp.Kind}
-	if jp.Skipped == "" && r.seen[k] {
+	var args strings.Builder
+	for _, a := range jp.Args {
+		fmt.Fprintf(&args, "%s=%s;", a.Param, a.Value)
+	}
+	k := jpKey{jp.Advice, jp.Module, jp.Addr, jp.Kind, args.String()}
+	if prev := r.seen[k]; jp.Skipped == "" && prev != nil && prev.Skipped == "" {
+		if jp.Access != nil && prev.Access != nil && *jp.Access != *prev.Access {
+			prev.Merged = append(prev.Merged, jp.Access)
+		}
 		return
 	}
-	r.seen[k] = true
+	if jp.Skipped == "" {
+		r.seen[k] = jp
+	}
 	r.jps = append(r.jps, jp)
 }
 
@@ -201,16 +230,9 @@ func matchWord(p string) string {
 	return "is called " + p
 }
 
-// paramsOf lists the advice's parameters: every argument(...) of its
-// pointcut, in order of appearance.
+// paramsOf lists the advice's parameters (Params).
 func (r *resolver) paramsOf(pc *aspect.Pointcut) []string {
-	var out []string
-	for _, t := range aspect.Leaves(pc.Expr) {
-		if t.Argument != nil && !slices.Contains(out, t.Argument.Var.Value) {
-			out = append(out, t.Argument.Var.Value)
-		}
-	}
-	return out
+	return pointcutParams(pc)
 }
 
 // outOfLine is the join point at the entry of an out-of-line body: a
