@@ -215,11 +215,12 @@ func (b *Batch) CopiesCalledAt(hostEntry uint64, file string, line int) []Instan
 // FuncAt returns the out-of-line function whose code holds addr.
 func (b *Batch) FuncAt(addr uint64) (FuncInfo, bool) { return b.x.FuncAt(addr) }
 
-// FuncCode is one address range of a function's code, decoded.
+// FuncCode is one address range of a function's code, decoded: where
+// its instructions and basic blocks start.
 type FuncCode struct {
 	Func    string
 	Lo, Hi  uint64
-	Insns   []x86code.Insn
+	starts  []uint64
 	leaders []uint64
 }
 
@@ -240,24 +241,22 @@ func (b *Batch) Code(addr uint64) (*FuncCode, error) {
 		if code == nil {
 			return nil, fmt.Errorf("no code bytes for %s at %#x in the image", fi.Name, r[0])
 		}
-		c := &FuncCode{Func: fi.Name, Lo: r[0], Hi: r[1], Insns: x86code.Decode(code, r[0])}
+		c := &FuncCode{Func: fi.Name, Lo: r[0], Hi: r[1]}
+		c.starts, c.leaders = x86code.Scan(code, r[0])
 		b.code[r[0]] = c
 		return c, nil
 	}
 	return nil, fmt.Errorf("%#x is not in %s", addr, fi.Name)
 }
 
-// Find returns the index of the instruction starting at addr.
+// Find reports whether an instruction starts at addr.
 func (c *FuncCode) Find(addr uint64) (int, bool) {
-	return slices.BinarySearchFunc(c.Insns, addr, func(in x86code.Insn, a uint64) int { return cmp.Compare(in.PC, a) })
+	return slices.BinarySearch(c.starts, addr)
 }
 
 // Block returns the basic block [lo, hi) holding addr (dwarfmap's
 // BasicBlock rule: calls do not end a block).
 func (c *FuncCode) Block(addr uint64) (lo, hi uint64) {
-	if c.leaders == nil {
-		c.leaders = x86code.LeadersOf(c.Insns, c.Lo, c.Hi)
-	}
 	i := sort.Search(len(c.leaders), func(i int) bool { return c.leaders[i] > addr })
 	lo, hi = c.Lo, c.Hi
 	if i > 0 {
@@ -301,31 +300,11 @@ func (b *Batch) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
 			locs, err = nil, fmt.Errorf("malformed debug info at %#x: %v", addr, r)
 		}
 	}()
-	x := b.x
-	fi, ok := x.FuncAt(addr)
-	if !ok {
-		return nil, fmt.Errorf("no function with debug info at %#x", addr)
+	s, err := b.scope(addr)
+	if err != nil {
+		return nil, err
 	}
-	s := b.scopes[uint32(fi.index)]
-	if s == nil {
-		f := x.funcs[fi.index]
-		u := x.units[f.Unit]
-		d, err := x.img.UnitDWARF(u.Off, u.End)
-		if err != nil {
-			return nil, err
-		}
-		tree, err := godwarf.LoadTree(dwarf.Offset(f.DIE-u.Off), d, 0)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", fi.Name, err)
-		}
-		fb, _ := tree.Val(dwarf.AttrFrameBase).([]byte)
-		s = &funcScope{name: fi.Name, tree: tree, fb: fb, tn: dwtype.NewNamer(d), lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}
-		b.scopes[uint32(fi.index)] = s
-	}
-	if b.fdes == nil {
-		b.fdes = loc.NewFDEIndex(x.img)
-	}
-	lc := &locContext{pc: addr, tn: s.tn, frame: loc.NewFrameIn(b.fdes, addr, s.fb), lists: s.lists}
+	lc := &locContext{pc: addr, tn: s.tn, frame: loc.NewFrameIn(b.fdeIndex(), addr, s.fb), lists: s.lists}
 	return lc.varLocs(s.tree, s.name, s.fb), nil
 }
 
@@ -370,4 +349,87 @@ func (b *Batch) NextRowAddr(addr uint64) (uint64, bool) {
 		return 0, false
 	}
 	return at(i).Addr, true
+}
+
+// VarLocNamed is the variable name in scope at addr, as VarLocsAt lists
+// it: the innermost one of scope ("f", or "inline f" for an inlined
+// copy's), else the innermost of any scope; ok false if none is in scope.
+// Only that variable's location is worked out.
+func (b *Batch) VarLocNamed(addr uint64, name, scope string) (vl VarLoc, ok bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if mmapfile.IsFault(r) {
+				panic(r)
+			}
+			vl, ok, err = VarLoc{}, false, fmt.Errorf("malformed debug info at %#x: %v", addr, r)
+		}
+	}()
+	s, err := b.scope(addr)
+	if err != nil {
+		return VarLoc{}, false, err
+	}
+	var best *godwarf.Tree
+	bestScope, bestDepth, bestIn := "", 0, false
+	var walk func(t *godwarf.Tree, sc string, depth int)
+	walk = func(t *godwarf.Tree, sc string, depth int) {
+		for _, c := range t.Children {
+			switch c.Tag {
+			case dwarf.TagFormalParameter, dwarf.TagVariable:
+				if n, _ := c.Val(dwarf.AttrName).(string); n == name {
+					in := sc == scope
+					if best == nil || in && !bestIn || in == bestIn && depth >= bestDepth {
+						best, bestScope, bestDepth, bestIn = c, sc, depth, in
+					}
+				}
+			case dwarf.TagLexDwarfBlock:
+				if c.ContainsPC(addr) {
+					walk(c, sc, depth+1)
+				}
+			case dwarf.TagInlinedSubroutine:
+				if c.ContainsPC(addr) {
+					n, _ := c.Val(dwarf.AttrName).(string)
+					walk(c, "inline "+n, depth+1)
+				}
+			}
+		}
+	}
+	walk(s.tree, s.name, 0)
+	if best == nil {
+		return VarLoc{}, false, nil
+	}
+	lc := &locContext{pc: addr, tn: s.tn, frame: loc.NewFrameIn(b.fdeIndex(), addr, s.fb), lists: s.lists}
+	return lc.varLoc(best, bestScope, bestDepth, s.fb), true, nil
+}
+
+func (b *Batch) fdeIndex() *loc.FDEIndex {
+	if b.fdes == nil {
+		b.fdes = loc.NewFDEIndex(b.x.img)
+	}
+	return b.fdes
+}
+
+// scope returns the DWARF tree of the function holding addr, read once.
+func (b *Batch) scope(addr uint64) (*funcScope, error) {
+	x := b.x
+	fi, ok := x.FuncAt(addr)
+	if !ok {
+		return nil, fmt.Errorf("no function with debug info at %#x", addr)
+	}
+	if s := b.scopes[uint32(fi.index)]; s != nil {
+		return s, nil
+	}
+	f := x.funcs[fi.index]
+	u := x.units[f.Unit]
+	d, err := x.img.UnitDWARF(u.Off, u.End)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := godwarf.LoadTree(dwarf.Offset(f.DIE-u.Off), d, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", fi.Name, err)
+	}
+	fb, _ := tree.Val(dwarf.AttrFrameBase).([]byte)
+	s := &funcScope{name: fi.Name, tree: tree, fb: fb, tn: dwtype.NewNamer(d), lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}
+	b.scopes[uint32(fi.index)] = s
+	return s, nil
 }

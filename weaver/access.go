@@ -72,9 +72,7 @@ type image struct {
 	x       *dwarfmap.Index
 	refused Refusal
 	batch   *dwarfmap.Batch
-	table   *debugklasy.Table
-	tblErr  error
-	tblRead bool
+	tables  map[string]*debugklasy.Table // by the access pattern they were read for
 }
 
 func (im *image) path() string { return im.x.Image().Path }
@@ -98,20 +96,25 @@ func (im *image) getBatch() (*dwarfmap.Batch, error) {
 	return b, nil
 }
 
-// accesses returns the image's access records the patterns select.
+// accesses returns the image's access records all the patterns select.
 func (im *image) accesses(pats []*pattern.Member) ([]debugklasy.Access, error) {
-	if !im.tblRead {
-		im.tblRead = true
-		im.table, im.tblErr = debugklasy.Open(im.path())
-	}
-	if im.tblErr != nil {
-		return nil, im.tblErr
+	key := pats[0].String()
+	t, ok := im.tables[key]
+	if !ok {
+		var err error
+		if t, err = debugklasy.OpenSelect(im.path(), pats[0]); err != nil {
+			return nil, err
+		}
+		if im.tables == nil {
+			im.tables = map[string]*debugklasy.Table{}
+		}
+		im.tables[key] = t
 	}
 	var out []debugklasy.Access
-	for i := range im.table.Accesses {
-		a := &im.table.Accesses[i]
+	for i := range t.Accesses {
+		a := &t.Accesses[i]
 		ok := true
-		for _, p := range pats {
+		for _, p := range pats[1:] {
 			ok = ok && p.Match(a.Struct, a.Member)
 		}
 		if ok {
@@ -416,6 +419,25 @@ type hostLine struct {
 	merged bool
 }
 
+type lineRowsKey struct {
+	im   *image
+	file string
+	line int
+}
+
+// rowsInRanges returns the rows (by address) inside the ranges.
+func rowsInRanges(rows []dwarfmap.Row, rs [][2]uint64) []dwarfmap.Row {
+	var out []dwarfmap.Row
+	for _, r := range rs {
+		i, _ := slices.BinarySearchFunc(rows, r[0], func(row dwarfmap.Row, a uint64) int { return cmp.Compare(row.Addr, a) })
+		for ; i < len(rows) && rows[i].Addr < r[1]; i++ {
+			out = append(out, rows[i])
+		}
+	}
+	slices.SortStableFunc(out, func(a, b dwarfmap.Row) int { return cmp.Compare(a.Addr, b.Addr) })
+	return out
+}
+
 type hostLineKey struct {
 	im   *image
 	file string
@@ -437,7 +459,14 @@ func (ag *accessGroup) hostLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Instan
 	}
 	fids := b.Files(s.file)
 	hl := &hostLine{}
-	for _, row := range b.LineRows(s.file, line) {
+	rk := lineRowsKey{s.im, s.file, line}
+	rows, ok := ag.r.lineRows[rk]
+	if !ok {
+		rows = b.LineRows(s.file, line)
+		ag.r.lineRows[rk] = rows
+	}
+	// The rows in the host's ranges, found by address.
+	for _, row := range rowsInRanges(rows, host) {
 		end, ok := inRanges(host, row.Addr)
 		if !ok {
 			continue
@@ -527,11 +556,12 @@ func (ag *accessGroup) access(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance
 		}
 	}
 	if !lc.empty() {
-		if ex := ag.exact(b, s, inst, lc, a); ex != nil {
+		ex, cands := ag.exact(b, s, inst, lc, a)
+		if ex != nil {
 			ag.placeExact(b, s, inst, lc, a, ex, via)
 			return
 		}
-		ag.placeLine(b, s, inst, lc, a, via)
+		ag.placeLine(b, s, inst, lc, a, via, cands)
 		return
 	}
 	if before, after, line, err := ag.nearest(b, s, inst); err == nil {
@@ -541,7 +571,7 @@ func (ag *accessGroup) access(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance
 		}
 		jp := ag.newJP(s, inst, a)
 		jp.Access.Via = fmt.Sprintf("nearest line %d", line)
-		ag.finish(b, s, inst, a, jp, addr, hookSpan{before, after}, nil)
+		ag.finish(b, s, inst, a, jp, addr, hookSpan{lo: before, hi: after}, nil)
 		return
 	} else {
 		jp := ag.newJP(s, inst, a)
@@ -556,8 +586,19 @@ func (ag *accessGroup) access(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance
 
 // hookSpan is the code a join point's hook stands for: from the hook
 // (or the line's start) to the line's end (or the hook), which a context
-// value must not see changed.
-type hookSpan struct{ lo, hi uint64 }
+// value must not see changed; cands are the instructions that may be
+// the access (when the exact tier found several).
+type hookSpan struct {
+	lo, hi uint64
+	cands  []cand
+}
+
+// cand is an instruction that may be the access: its address, the
+// DWARF register its memory operand is based on, and the end of it.
+type cand struct {
+	pc, end uint64
+	reg     int
+}
 
 // exactHit is the instruction(s) that access the member.
 type exactHit struct {
@@ -610,6 +651,12 @@ func (ag *accessGroup) baseOf(b *dwarfmap.Batch, inst dwarfmap.Instance, a debug
 	if err != nil {
 		return sval{}, err
 	}
+	switch e.kind {
+	case bVar: // skb: no type needed
+		return sval{kind: svVar, name: e.name}, nil
+	case bCall:
+		return sval{kind: svCall, name: e.name}, nil
+	}
 	ev := &baseEval{
 		varType: func(name string) (ctype, error) {
 			vl, ok, err := varAt(b, addr, name, scopeOf(inst))
@@ -638,47 +685,34 @@ func scopeOf(inst dwarfmap.Instance) string {
 // varAt finds variable name at addr: the innermost one of scope, else
 // the innermost of any scope.
 func varAt(b *dwarfmap.Batch, addr uint64, name, scope string) (dwarfmap.VarLoc, bool, error) {
-	locs, err := b.VarLocsAt(addr)
-	if err != nil {
-		return dwarfmap.VarLoc{}, false, err
-	}
-	best, found, bestScope := dwarfmap.VarLoc{}, false, false
-	for _, v := range locs {
-		if v.Name != name {
-			continue
-		}
-		in := v.Scope == scope
-		if !found || in && !bestScope || in == bestScope && v.Depth >= best.Depth {
-			best, found, bestScope = v, true, in
-		}
-	}
-	return best, found, nil
+	return b.VarLocNamed(addr, name, scope)
 }
 
 // exact looks for the one instruction of the line that accesses the
 // member, first among the line's own instructions, then among those of
-// the functions inlined at the line in this copy. nil if none or more.
-func (ag *accessGroup) exact(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *lineCode, a debugklasy.Access) *exactHit {
+// the functions inlined at the line in this copy. nil if none or more;
+// cands are then the addresses of those that fit.
+func (ag *accessGroup) exact(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *lineCode, a debugklasy.Access) (hit *exactHit, cands []cand) {
 	off, size, ok := memberSpan(a)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	if a.Base.Kind == debugklasy.Unsupported || a.Base.Kind == debugklasy.Global || a.Base.Kind == debugklasy.Static {
 		// A global's member is reached by a rip-relative address;
 		// unsupported bases give no offset to match.
-		return nil
+		return nil, nil
 	}
 	anchor := lc.addrs[0]
 	base, err := ag.baseOf(b, inst, a, anchor)
 	if err != nil || base.kind == svConst {
-		return nil
+		return nil, nil
 	}
 	k := base.off
 	var insns []x86code.Insn
 	for _, sg := range lc.segs {
 		insns = append(insns, b.Insns(sg[0], sg[1])...)
 	}
-	hit := ag.pick(b, inst, a, base, insns, off, size, k)
+	hit = ag.pick(b, inst, a, base, insns, off, size, k)
 	if hit == nil && ag.noCandidate(insns, a, off, size, k) {
 		// The access may sit in code the compiler merged into the line
 		// owning the address of the line's rows, or in the code of a
@@ -698,7 +732,14 @@ func (ag *accessGroup) exact(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance,
 		}
 		hit = ag.pick(b, inst, a, base, insns, off, size, k)
 	}
-	return hit
+	if hit == nil {
+		for i := range insns {
+			if acc, ok := candidate(&insns[i], a, off, size, k); ok {
+				cands = append(cands, cand{insns[i].PC, insns[i].End(), x86code.DWARFReg(acc.Mem.Base)})
+			}
+		}
+	}
+	return hit, cands
 }
 
 func hostEntry(b *dwarfmap.Batch, inst dwarfmap.Instance) uint64 {
@@ -820,7 +861,7 @@ func (ag *accessGroup) placeExact(b *dwarfmap.Batch, s *site, inst dwarfmap.Inst
 	if ex.targetOK {
 		tgt = regValue(x86code.DWARFReg(ex.acc.Mem.Base), ex.k)
 	}
-	ag.finish(b, s, inst, a, jp, in.PC, hookSpan{in.PC, in.PC}, tgt)
+	ag.finish(b, s, inst, a, jp, in.PC, hookSpan{lo: in.PC, hi: in.PC}, tgt)
 }
 
 // regValue is register reg plus k: a pointer.
@@ -834,7 +875,7 @@ func regValue(reg int, k int64) *Value {
 
 // placeLine adds the line-level join points: one per basic block that
 // holds an is_stmt row of the line.
-func (ag *accessGroup) placeLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *lineCode, a debugklasy.Access, via string) {
+func (ag *accessGroup) placeLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *lineCode, a debugklasy.Access, via string, cands []cand) {
 	starts := lc.stmts
 	if len(starts) == 0 {
 		starts = lc.addrs[:1]
@@ -884,7 +925,7 @@ func (ag *accessGroup) placeLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Insta
 		if ag.timing == After {
 			addr = after
 		}
-		ag.finish(b, s, inst, a, jp, addr, hookSpan{at, end}, nil)
+		ag.finish(b, s, inst, a, jp, addr, hookSpan{lo: at, hi: end, cands: cands}, nil)
 	}
 }
 

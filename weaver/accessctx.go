@@ -2,6 +2,7 @@ package weaver
 
 import (
 	"fmt"
+	"slices"
 
 	"golang.org/x/arch/x86/x86asm"
 
@@ -82,30 +83,95 @@ func (ag *accessGroup) targetAt(b *dwarfmap.Batch, inst dwarfmap.Instance, a deb
 		return nil, err
 	}
 	v, err := ag.program(b, inst, base, addr, module)
+	if err == nil {
+		err = v.check()
+	}
+	if err == nil {
+		err = ag.unchanged(b, a, v, addr, span)
+	}
 	if err != nil {
+		// The instructions that may be the access name the struct by
+		// their base register: if they all use one, unchanged between
+		// them and the hook, it holds the struct at the hook too.
+		if rv := ag.fromCandidates(b, base, addr, span); rv != nil {
+			return rv, nil
+		}
 		return nil, err
 	}
-	if err := v.check(); err != nil {
-		return nil, err
+	return v, nil
+}
+
+// fromCandidates is the target at addr read from the base register of
+// the candidate instructions of the line, when they agree and nothing
+// between them and the hook (in one basic block) writes it.
+func (ag *accessGroup) fromCandidates(b *dwarfmap.Batch, base sval, addr uint64, span hookSpan) *Value {
+	if len(span.cands) == 0 || base.kind == svConst {
+		return nil
 	}
-	lo, hi := span.lo, span.hi
+	code, err := b.Code(addr)
+	if err != nil {
+		return nil
+	}
+	blo, bhi := code.Block(addr)
+	reg := span.cands[0].reg
+	for _, c := range span.cands {
+		if c.reg != reg || c.reg < 0 || c.pc < blo || c.pc >= bhi {
+			return nil
+		}
+		lo, hi := addr, c.pc // before: the hook runs first
+		if ag.timing == After {
+			lo, hi = c.pc, addr // after: the access and what follows it
+		}
+		if hi < lo {
+			return nil
+		}
+		for _, in := range b.Insns(lo, hi) {
+			if writtenRegs(&in.Inst)&(1<<reg) != 0 {
+				return nil
+			}
+		}
+	}
+	return regValue(reg, base.off)
+}
+
+// unchanged checks that the registers v reads keep their value through
+// the line's code the hook stands for.
+func (ag *accessGroup) unchanged(b *dwarfmap.Batch, a debugklasy.Access, v *Value, addr uint64, span hookSpan) error {
+	// The code whose writes matter: from the hook to the line's end for
+	// before advice, from the line's start to the hook for after advice;
+	// when the instructions that may be the access are known, only up to
+	// the last of them after the hook (its own write comes after its
+	// read), or from the first of them before the hook.
+	var lo, hi uint64
 	if ag.timing == After {
 		lo, hi = min(span.lo, addr), addr
+		if c := slices.IndexFunc(span.cands, func(c cand) bool { return c.pc >= lo && c.pc < hi }); c >= 0 {
+			lo = span.cands[c].pc
+		}
 	} else {
 		lo, hi = addr, max(span.hi, addr)
+		last := uint64(0)
+		for _, c := range span.cands {
+			if c.pc >= lo && c.pc < hi {
+				last = max(last, c.pc)
+			}
+		}
+		if last != 0 {
+			hi = last
+		}
 	}
 	if hi > lo {
 		reads := v.regs()
 		for _, in := range b.Insns(lo, hi) {
 			if w := writtenRegs(&in.Inst) & reads; w != 0 {
-				return nil, fmt.Errorf("%s is computed from %s, which the line's code writes at %#x (%v), so at the hook it may not hold the accessed struct", a.Base.Expr, regNames(w), in.PC, in.Inst)
+				return fmt.Errorf("%s is computed from %s, which the line's code writes at %#x (%v), so at the hook it may not hold the accessed struct", a.Base.Expr, regNames(w), in.PC, in.Inst)
 			}
 			if v.Reads() && writesStack(&in.Inst) {
-				return nil, fmt.Errorf("%s is read from the stack, which the line's code writes at %#x (%v)", a.Base.Expr, in.PC, in.Inst)
+				return fmt.Errorf("%s is read from the stack, which the line's code writes at %#x (%v)", a.Base.Expr, in.PC, in.Inst)
 			}
 		}
 	}
-	return v, nil
+	return nil
 }
 
 // program turns a symbolic base into a Value computed at addr.

@@ -188,3 +188,42 @@ func LeadersOf(insns []Insn, base, end uint64) []uint64 {
 		return !ok
 	})
 }
+
+// Scan decodes code loaded at base once for the instruction starts and
+// the basic block leaders (Leaders' rule), keeping no instruction.
+func Scan(code []byte, base uint64) (starts, leaders []uint64) {
+	end := base + uint64(len(code))
+	starts = make([]uint64, 0, len(code)/4)
+	leaders = []uint64{base}
+	var targets []uint64
+	next := base
+	sweep(code, base, func(pc uint64, inst *x86asm.Inst) bool {
+		if inst == nil {
+			return true
+		}
+		if pc != next {
+			leaders = append(leaders, pc)
+		}
+		starts = append(starts, pc)
+		next = pc + uint64(inst.Len)
+		if t, ok := branchTarget(inst, next); ok && t >= base && t < end {
+			targets = append(targets, t)
+		}
+		if endsBlock(inst.Op) && next < end {
+			leaders = append(leaders, next)
+		}
+		return true
+	})
+	for _, t := range targets {
+		if _, ok := slices.BinarySearch(starts, t); ok {
+			leaders = append(leaders, t)
+		}
+	}
+	slices.Sort(leaders)
+	leaders = slices.Compact(leaders)
+	leaders = slices.DeleteFunc(leaders, func(l uint64) bool {
+		_, ok := slices.BinarySearch(starts, l)
+		return !ok
+	})
+	return starts, leaders
+}

@@ -87,5 +87,13 @@ func TestDecodeAndLeadersOf(t *testing.T) {
 		if got, want := LeadersOf(insns, base, base+uint64(len(code))), Leaders(code, base); !slices.Equal(got, want) {
 			t.Errorf("% x: LeadersOf = %x, Leaders = %x", code, got, want)
 		}
+		starts, leaders := Scan(code, base)
+		var want []uint64
+		for _, in := range insns {
+			want = append(want, in.PC)
+		}
+		if !slices.Equal(starts, want) || !slices.Equal(leaders, Leaders(code, base)) {
+			t.Errorf("% x: Scan = %x, %x; want %x, %x", code, starts, leaders, want, Leaders(code, base))
+		}
 	}
 }
