@@ -697,10 +697,8 @@ func (ag *accessGroup) exact(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance,
 	if !ok {
 		return nil, nil
 	}
-	if a.Base.Kind == debugklasy.Unsupported || a.Base.Kind == debugklasy.Global || a.Base.Kind == debugklasy.Static {
-		// A global's member is reached by a rip-relative address;
-		// unsupported bases give no offset to match.
-		return nil, nil
+	if a.Base.Kind == debugklasy.Unsupported {
+		return nil, nil // no offset to match
 	}
 	anchor := lc.addrs[0]
 	base, err := ag.baseOf(b, inst, a, anchor)
