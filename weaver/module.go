@@ -1,7 +1,9 @@
 package weaver
 
 import (
+	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -26,24 +28,31 @@ type loadedModule struct {
 	sections map[string]uint64 // running address of each section read so far
 }
 
-// openModule indexes the module at path and checks that it is a module
-// built with the plugin.
-func openModule(path string, log func(string, ...any)) (*ModuleImage, error) {
+// moduleInfo reads the module at path and checks that it is a module
+// built with the plugin, before anything is indexed.
+func moduleInfo(path string) (kmod.Info, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--module %s: %w", path, unwrapPath(err))
+		return kmod.Info{}, fmt.Errorf("--module %s: %w", path, unwrapPath(err))
+	}
+	if !bytes.HasPrefix(b, []byte("\x7fELF")) {
+		return kmod.Info{}, fmt.Errorf("--module %s: not a kernel module: not an ELF file (want a .ko built by kbuild)", path)
 	}
 	info, err := kmod.ReadInfo(b)
 	if err != nil {
-		return nil, fmt.Errorf("--module %s: %v (want a .ko built by kbuild)", path, err)
+		return kmod.Info{}, fmt.Errorf("--module %s: %v (want a .ko built by kbuild)", path, err)
 	}
-	x, _, err := dwarfmap.Load(path, dwarfmap.Options{Log: log})
+	if f, err := elf.NewFile(bytes.NewReader(b)); err == nil && f.Section(debugklasy.SectionName) == nil {
+		return kmod.Info{}, fmt.Errorf("--module %s: module %s was built without the klasy plugin (no %s section): rebuild it with KCFLAGS=-fplugin=/path/to/gcc-patches/klasy.so (see README)", path, info.Name, debugklasy.SectionName)
+	}
+	return info, nil
+}
+
+// openModule indexes the module at path.
+func openModule(path string, info kmod.Info) (*ModuleImage, error) {
+	x, _, err := dwarfmap.Load(path, dwarfmap.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("--module %s: %w", path, err)
-	}
-	if x.Image().ELF.Section(debugklasy.SectionName) == nil {
-		x.Close()
-		return nil, fmt.Errorf("--module %s: module %s was built without the klasy plugin (no %s section): rebuild it with KCFLAGS=-fplugin=/path/to/gcc-patches/klasy.so (see README)", path, info.Name, debugklasy.SectionName)
 	}
 	return &ModuleImage{Name: info.Name, Path: path, X: x}, nil
 }
@@ -60,16 +69,23 @@ func unwrapPath(err error) error {
 // kernel each must be loaded, as the build the file is.
 func (s *Session) openModules(ctx context.Context, paths []string, running bool) error {
 	seen := map[string]string{}
-	for _, p := range paths {
-		m, err := openModule(p, func(f string, a ...any) { fmt.Fprintf(s.log, "klasy: "+f+"\n", a...) })
+	infos := make([]kmod.Info, len(paths))
+	for i, p := range paths {
+		info, err := moduleInfo(p)
 		if err != nil {
 			return err
 		}
-		if prev, dup := seen[m.Name]; dup {
-			m.X.Close()
-			return fmt.Errorf("--module %s: module %s is given twice (also as %s)", p, m.Name, prev)
+		if prev, dup := seen[info.Name]; dup {
+			return fmt.Errorf("--module %s: module %s is given twice (also as %s)", p, info.Name, prev)
 		}
-		seen[m.Name] = p
+		seen[info.Name] = p
+		infos[i] = info
+	}
+	for i, p := range paths {
+		m, err := openModule(p, infos[i])
+		if err != nil {
+			return err
+		}
 		s.Modules = append(s.Modules, m)
 		if !running {
 			continue

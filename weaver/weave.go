@@ -109,6 +109,9 @@ func Weave(ctx context.Context, s *Session, path string, src []byte) (*Report, e
 func WeaveResolved(ctx context.Context, s *Session, f *aspect.File, rep *Report) error {
 	path := f.Name
 	if rep.Woven() == 0 {
+		if len(rep.JoinPoints) == 0 && len(rep.Warnings) > 0 {
+			return fmt.Errorf("nothing to weave: %s", rep.Warnings[0])
+		}
 		return fmt.Errorf("nothing to weave: all %d join points of %s are skipped", len(rep.JoinPoints), path)
 	}
 	start := time.Now()

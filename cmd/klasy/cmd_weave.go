@@ -312,7 +312,11 @@ func runWeave(s *stdio, args []string) error {
 	defer sess.Close()
 	rep, err := weaver.Weave(ctx, sess, pos[0], src)
 	if rep != nil {
-		printWarnings(s, rep)
+		if err == nil {
+			// A weave that fails for want of join points says why in
+			// its error.
+			printWarnings(s, rep)
+		}
 		printSkipped(s, rep)
 	}
 	if err != nil {
