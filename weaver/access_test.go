@@ -12,10 +12,16 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/arch/x86/x86asm"
 
 	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/x86code"
 )
 
 // The access resolver against C fixtures compiled at test time with the
@@ -345,4 +351,76 @@ func TestResolveAccessGolden(t *testing.T) {
 		}
 	}
 	checkGolden(t, "testdata/access.golden", []byte(b.String()))
+}
+
+// builtIndex indexes the built lab kernel (make lab-kernel), the one
+// compiled with the plugin.
+func builtIndex(t *testing.T) *dwarfmap.Index {
+	t.Helper()
+	k, err := lab.FindKernel(lab.Built)
+	testenv.Need(t, "lab-kernel", err)
+	x, _, err := dwarfmap.Load(k.Vmlinux, dwarfmap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	return x
+}
+
+// TestResolveAccessBuiltKernel resolves access(sk_buff.%), with and
+// without target(skb), over the whole built kernel: the coverage KLASY's
+// evaluation counted, and every hook checked on its own: an instruction
+// boundary of its function (dwarfmap's CheckInstruction, which decodes
+// the function from its start), and for an exact one an instruction
+// whose memory operand is used as the access is.
+func TestResolveAccessBuiltKernel(t *testing.T) {
+	x := builtIndex(t)
+	for _, c := range []struct {
+		pc                             string
+		minHooked, minExact, minTarget float64 // fractions of the lines
+	}{
+		{"access(sk_buff.%)", 0.97, 0.70, 0},
+		{"access(sk_buff.%) AND target(skb)", 0.94, 0.70, 0.94},
+	} {
+		for _, when := range []string{"before", "after"} {
+			start := time.Now()
+			jps, _, err := resolveSrc(t, x, c.pc, when)
+			took := time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cov := Coverage(jps)
+			t.Logf("%s <%s>: %d join points in %v: %s", c.pc, when, len(jps), took.Round(time.Millisecond), cov)
+			frac := func(n int) float64 { return float64(n) / float64(cov.Lines) }
+			if cov.Lines < 3000 || frac(cov.LinesHooked) < c.minHooked || frac(cov.LinesExact) < c.minExact || frac(cov.LinesTarget) < c.minTarget {
+				t.Errorf("%s <%s>: coverage below what this kernel gave: %s", c.pc, when, cov)
+			}
+			if took > 10*time.Second {
+				t.Errorf("%s: resolving took %v", c.pc, took)
+			}
+			for _, jp := range jps {
+				if jp.Skipped != "" {
+					continue
+				}
+				if err := x.CheckInstruction(jp.Addr); err != nil {
+					t.Errorf("%s: %v", jp.Where(), err)
+					continue
+				}
+				if !jp.Exact {
+					continue
+				}
+				code := x.Image().ReadText(jp.Addr, 16)
+				inst, err := x86asm.Decode(code, 64)
+				if err != nil {
+					t.Errorf("%s at %#x: %v", jp.Where(), jp.Addr, err)
+					continue
+				}
+				acc, ok := x86code.Access(&inst)
+				mode := map[string]debugklasy.Mode{"read": debugklasy.Read, "write": debugklasy.Write, "rw": debugklasy.ReadWrite, "addr": debugklasy.Addr}[jp.Access.Mode]
+				if !ok || !kindFits(mode, acc.Kind) {
+					t.Errorf("%s at %#x: exact hook on %v, which does not %s memory", jp.Where(), jp.Addr, inst, jp.Access.Mode)
+				}
+			}
+		}
+	}
 }
