@@ -306,7 +306,7 @@ func parseUnit(b []byte, intern *interner, acc []Access, keep func(st, mem strin
 	if u.Producer, err = str(uint64(le.Uint32(b[28:]))); err != nil {
 		return u, 0, err
 	}
-	r := reader{Reader: bytereader.New(b[hdr : size-strsize]), lookup: str, cleanPath: intern.path}
+	r := reader{Reader: bytereader.New(b[hdr : size-strsize]), lookup: str, cleanPath: intern.path, strtab: strtab}
 	// Each function and record takes at least one byte per field.
 	if nfuncs > r.Len() || nrecs > r.Len() {
 		return u, 0, fmt.Errorf("%d functions and %d records cannot fit in %d bytes", nfuncs, nrecs, r.Len())
@@ -353,6 +353,23 @@ type reader struct {
 	*bytereader.Reader
 	lookup    func(uint64) (string, error)
 	cleanPath func(string) string
+	strtab    []byte
+	kept      map[[2]uint64]bool // select_'s answers by string offsets
+}
+
+// raw returns the string at offset o of the string table, not interned.
+func (r *reader) raw(o uint64) (string, error) {
+	if o >= uint64(len(r.strtab)) {
+		if o == 0 {
+			return "", nil
+		}
+		return "", fmt.Errorf("string offset %d past the string table (%d bytes)", o, len(r.strtab))
+	}
+	s := r.strtab[o:]
+	if i := bytes.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	return string(s), nil
 }
 
 func (r *reader) int() int {
@@ -387,11 +404,27 @@ func (r *reader) path() string {
 func (r *reader) select_(keep func(st, mem string) bool) (bool, error) {
 	start := r.Offset()
 	r.ULEB128() // function
-	st, mem := r.str(), r.str()
+	so, mo := r.ULEB128(), r.ULEB128()
 	if err := r.Err(); err != nil {
 		return false, err
 	}
-	if keep(st, mem) {
+	// A unit names the same few structs and members in many records:
+	// decide by their string offsets, reading the strings once.
+	k := [2]uint64{so, mo}
+	kept, seen := r.kept[k]
+	if !seen {
+		st, err1 := r.raw(so)
+		mem, err2 := r.raw(mo)
+		if err := errors.Join(err1, err2); err != nil {
+			return false, err
+		}
+		kept = keep(st, mem)
+		if r.kept == nil {
+			r.kept = map[[2]uint64]bool{}
+		}
+		r.kept[k] = kept
+	}
+	if kept {
 		r.Seek(start)
 		return true, nil
 	}

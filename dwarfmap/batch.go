@@ -283,11 +283,44 @@ func (b *Batch) Insns(lo, hi uint64) []x86code.Insn {
 // funcScope is a function's DIE tree with what locating its variables
 // needs.
 type funcScope struct {
-	name  string
-	tree  *godwarf.Tree
-	fb    []byte
-	tn    *dwtype.Namer
-	lists *loc.Lists
+	name   string
+	tree   *godwarf.Tree
+	fb     []byte
+	tn     *dwtype.Namer
+	lists  *loc.Lists
+	byName map[string][]namedVar // made when first asked (indexVars)
+}
+
+// namedVar is a variable of a function's tree with the lexical blocks
+// and inlined copies it is declared in, which must all hold an address
+// for it to be in scope there.
+type namedVar struct {
+	die    *godwarf.Tree
+	scope  string // as VarLoc.Scope
+	depth  int
+	blocks []*godwarf.Tree
+}
+
+// indexVars lists the function's variables by name, once.
+func (s *funcScope) indexVars() {
+	s.byName = map[string][]namedVar{}
+	var walk func(t *godwarf.Tree, sc string, depth int, blocks []*godwarf.Tree)
+	walk = func(t *godwarf.Tree, sc string, depth int, blocks []*godwarf.Tree) {
+		for _, c := range t.Children {
+			switch c.Tag {
+			case dwarf.TagFormalParameter, dwarf.TagVariable:
+				if n, _ := c.Val(dwarf.AttrName).(string); n != "" {
+					s.byName[n] = append(s.byName[n], namedVar{die: c, scope: sc, depth: depth, blocks: blocks})
+				}
+			case dwarf.TagLexDwarfBlock:
+				walk(c, sc, depth+1, append(blocks[:len(blocks):len(blocks)], c))
+			case dwarf.TagInlinedSubroutine:
+				n, _ := c.Val(dwarf.AttrName).(string)
+				walk(c, "inline "+n, depth+1, append(blocks[:len(blocks):len(blocks)], c))
+			}
+		}
+	}
+	walk(s.tree, s.name, 0, nil)
 }
 
 // VarLocsAt is Index.VarLocsAt, reading each function's DWARF once.
@@ -368,37 +401,26 @@ func (b *Batch) VarLocNamed(addr uint64, name, scope string) (vl VarLoc, ok bool
 	if err != nil {
 		return VarLoc{}, false, err
 	}
-	var best *godwarf.Tree
-	bestScope, bestDepth, bestIn := "", 0, false
-	var walk func(t *godwarf.Tree, sc string, depth int)
-	walk = func(t *godwarf.Tree, sc string, depth int) {
-		for _, c := range t.Children {
-			switch c.Tag {
-			case dwarf.TagFormalParameter, dwarf.TagVariable:
-				if n, _ := c.Val(dwarf.AttrName).(string); n == name {
-					in := sc == scope
-					if best == nil || in && !bestIn || in == bestIn && depth >= bestDepth {
-						best, bestScope, bestDepth, bestIn = c, sc, depth, in
-					}
-				}
-			case dwarf.TagLexDwarfBlock:
-				if c.ContainsPC(addr) {
-					walk(c, sc, depth+1)
-				}
-			case dwarf.TagInlinedSubroutine:
-				if c.ContainsPC(addr) {
-					n, _ := c.Val(dwarf.AttrName).(string)
-					walk(c, "inline "+n, depth+1)
-				}
+	if s.byName == nil {
+		s.indexVars()
+	}
+	var best *namedVar
+	bestIn := false
+	for i := range s.byName[name] {
+		v := &s.byName[name][i]
+		if !slices.ContainsFunc(v.blocks, func(t *godwarf.Tree) bool { return !t.ContainsPC(addr) }) {
+			in := v.scope == scope
+			if best == nil || in && !bestIn || in == bestIn && v.depth >= best.depth {
+				best, bestIn = v, in
 			}
 		}
 	}
-	walk(s.tree, s.name, 0)
 	if best == nil {
 		return VarLoc{}, false, nil
 	}
-	lc := &locContext{pc: addr, tn: s.tn, frame: loc.NewFrameIn(b.fdeIndex(), addr, s.fb), lists: s.lists}
-	return lc.varLoc(best, bestScope, bestDepth, s.fb), true, nil
+	bestScope, bestDepth := best.scope, best.depth
+	lc := &locContext{pc: addr, tn: s.tn, frame: loc.NewFrameIn(b.fdeIndex(), addr, s.fb), lists: s.lists, lazyCFA: true}
+	return lc.varLoc(best.die, bestScope, bestDepth, s.fb), true, nil
 }
 
 func (b *Batch) fdeIndex() *loc.FDEIndex {

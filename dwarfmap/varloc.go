@@ -1,6 +1,7 @@
 package dwarfmap
 
 import (
+	"bytes"
 	"debug/dwarf"
 	"fmt"
 	"runtime/debug"
@@ -119,6 +120,11 @@ func (lc *locContext) varLoc(t *godwarf.Tree, scope string, depth int, fb []byte
 			off, _ := f.Val.(int64)
 			vl.Expr, _ = lc.lists.At(off, f.Class, lc.pc)
 		}
+	}
+	if lc.lazyCFA && !bytes.ContainsAny(vl.Expr, "\x91\x9c") {
+		// No DW_OP_fbreg or DW_OP_call_frame_cfa (or a byte that looks
+		// like one): the CFA is not needed.
+		return vl
 	}
 	if r, err := lc.frame.CFA(); err == nil && r != nil && r.Rule == frame.RuleCFA {
 		vl.CFAReg, vl.CFAOffset, vl.HasCFA = r.Reg, r.Offset, true

@@ -87,7 +87,7 @@ func (ag *accessGroup) targetAt(b *dwarfmap.Batch, inst dwarfmap.Instance, a deb
 		err = v.check()
 	}
 	if err == nil {
-		err = ag.unchanged(b, a, v, addr, span)
+		err = ag.unchanged(b, inst, a, base, v, addr, span)
 	}
 	if err != nil {
 		// The instructions that may be the access name the struct by
@@ -136,7 +136,7 @@ func (ag *accessGroup) fromCandidates(b *dwarfmap.Batch, base sval, addr uint64,
 
 // unchanged checks that the registers v reads keep their value through
 // the line's code the hook stands for.
-func (ag *accessGroup) unchanged(b *dwarfmap.Batch, a debugklasy.Access, v *Value, addr uint64, span hookSpan) error {
+func (ag *accessGroup) unchanged(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, base sval, v *Value, addr uint64, span hookSpan) error {
 	// The code whose writes matter: from the hook to the line's end for
 	// before advice, from the line's start to the hook for after advice;
 	// when the instructions that may be the access are known, only up to
@@ -160,6 +160,10 @@ func (ag *accessGroup) unchanged(b *dwarfmap.Batch, a debugklasy.Access, v *Valu
 			hi = last
 		}
 	}
+	if hi > lo && base.kind == svVar {
+		// A variable: follow it through the code by its DWARF locations.
+		return ag.varUnchanged(b, inst, a, base.name, lo, hi)
+	}
 	if hi > lo {
 		reads := v.regs()
 		for _, in := range b.Insns(lo, hi) {
@@ -172,6 +176,63 @@ func (ag *accessGroup) unchanged(b *dwarfmap.Batch, a debugklasy.Access, v *Valu
 		}
 	}
 	return nil
+}
+
+// varUnchanged checks that variable name keeps its value through the
+// code in [lo, hi). An instruction that writes where DWARF locates the
+// variable before it changes the variable, unless DWARF locates it
+// elsewhere after it (the register was reused: a call's clobbered ones,
+// an argument set up for a call) and the instruction writes that place
+// only to copy the variable there. Where DWARF loses the variable (no
+// location after a use), no later code of the line reads it.
+func (ag *accessGroup) varUnchanged(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, name string, lo, hi uint64) error {
+	where := func(pc uint64) (reg int, ok bool) {
+		vl, found, err := varAt(b, pc, name, scopeOf(inst))
+		if err != nil || !found || len(vl.Expr) == 0 {
+			return -1, false
+		}
+		if r, isReg := regLocation(vl.Expr); isReg {
+			return r, true
+		}
+		return -1, true // in memory (or computed)
+	}
+	for _, in := range b.Insns(lo, hi) {
+		before, ok := where(in.PC)
+		if !ok {
+			continue
+		}
+		if before < 0 {
+			if writesStack(&in.Inst) {
+				return fmt.Errorf("%s is on the stack, which the line's code writes at %#x (%v)", name, in.PC, in.Inst)
+			}
+			continue
+		}
+		w := writtenRegs(&in.Inst)
+		if w&(1<<before) == 0 {
+			continue
+		}
+		after, ok := where(in.End())
+		switch {
+		case !ok:
+			continue // dead from here
+		case after == before:
+			return fmt.Errorf("%s is assigned on the line (at %#x, %v), so at the hook it may not hold the accessed struct", name, in.PC, in.Inst)
+		case after >= 0 && w&(1<<after) != 0 && !isCopy(&in.Inst, after, before):
+			return fmt.Errorf("%s is assigned on the line (at %#x, %v), so at the hook it may not hold the accessed struct", name, in.PC, in.Inst)
+		}
+	}
+	return nil
+}
+
+// isCopy reports whether inst is a register move of DWARF register src
+// into dst.
+func isCopy(inst *x86asm.Inst, dst, src int) bool {
+	if inst.Op != x86asm.MOV {
+		return false
+	}
+	d, ok1 := inst.Args[0].(x86asm.Reg)
+	s, ok2 := inst.Args[1].(x86asm.Reg)
+	return ok1 && ok2 && x86code.DWARFReg(d) == dst && x86code.DWARFReg(s) == src
 }
 
 // program turns a symbolic base into a Value computed at addr.

@@ -106,6 +106,8 @@ func SkipClass(reason string) string {
 		for _, c := range []struct{ word, class string }{
 			{"the result of", "computed by a call"},
 			{"which the line's code writes", "base changed on the line"},
+			{"is assigned on the line", "base changed on the line"},
+			{"only known in the caller", "only known in the caller"},
 			{"is read from the stack", "base changed on the line"},
 			{"not in scope", "base not in scope"},
 			{"optimized out", "optimized out"},
