@@ -389,7 +389,11 @@ func (g *cgen) hook(i int, h *Hook) error {
 	if h.InlinedIn != "" {
 		where += " inlined in " + h.InlinedIn
 	}
-	g.p("/* hook %d: %s %s at %s:%d, image address %#x */", i, h.Kind, cComment(where), cComment(h.File), h.Line, h.Addr)
+	image := "image"
+	if h.Module != "" {
+		image = cComment(h.Module) + ".ko"
+	}
+	g.p("/* hook %d: %s %s at %s:%d, %s address %#x */", i, h.Kind, cComment(where), cComment(h.File), h.Line, image, h.Addr)
 	var entry []Arg // kretprobe: values taken at entry
 	for _, jp := range h.Points {
 		for _, a := range jp.Args {
