@@ -127,7 +127,7 @@ func TestAccessInLab(t *testing.T) {
 			if jp.Module != "klasy_counter" {
 				t.Errorf("%s: module %q, want klasy_counter", jp.Where(), jp.Module)
 			}
-			if jp.Function == "counter_bump" {
+			if jp.Function == "counter_bump" && jp.Access != nil {
 				bump = append(bump, jp)
 				if !jp.Exact {
 					t.Errorf("%s: not exact; counter_bump's c->value += by is one add to memory", jp.Where())
@@ -148,10 +148,12 @@ func TestAccessInLab(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var before, after [][]int64
+		var before, after, by [][]int64
 		gets := 0
 		for _, r := range rs {
 			switch {
+			case r.Function == "counter_bump" && r.Advice == 3:
+				by = append(by, r.Values)
 			case r.Function == "counter_bump" && r.Advice == 1:
 				before = append(before, r.Values)
 			case r.Function == "counter_bump" && r.Advice == 2:
@@ -172,6 +174,9 @@ func TestAccessInLab(t *testing.T) {
 		}
 		if want := [][]int64{{3}, {7}, {12}}; !slices.EqualFunc(after, want, slices.Equal) {
 			t.Errorf("after advice recorded %v, want %v", after, want)
+		}
+		if want := [][]int64{{3}, {4}, {5}}; !slices.EqualFunc(by, want, slices.Equal) {
+			t.Errorf("execution(counter_bump) recorded %v, want %v (its argument by)", by, want)
 		}
 		if gets != 2 {
 			t.Errorf("%d records from bump_get, want 2 (one read of the parameter, before and after)", gets)

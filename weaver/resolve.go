@@ -64,7 +64,8 @@ type resolver struct {
 	opt  ResolveOptions
 	jps  []*JoinPoint
 	seen map[jpKey]*JoinPoint // an OR selecting one join point twice weaves it once
-	imgs []*image             // the kernel and the modules, for access join points
+	imgs []*image             // the kernel and the modules
+	cur  *image               // the image execution join points are resolved in (nil: the kernel)
 	// hostLines caches the code of a line in a function for its copies.
 	hostLines map[hostLineKey]*hostLine
 	lineRows  map[lineRowsKey][]dwarfmap.Row
@@ -131,8 +132,6 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Ti
 			funcs = append(funcs, t.WithinFunction)
 		case t.Argument != nil:
 			args = append(args, t.Argument)
-		case t.Access != nil:
-			return r.errAt(pc, t.Pos.Offset, "access(...) join points are not woven by this version of klasy yet; execution(...) join points are")
 		case t.Xflow != nil:
 			return r.errAt(pc, t.Pos.Offset, "xflow(...) needs the flow runtime, which this version of klasy does not have yet")
 		default:
@@ -142,11 +141,50 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Ti
 	if len(execs) == 0 {
 		return r.errAt(pc, g[0].Pos.Offset, "this AND-group selects no join points")
 	}
-	names, err := r.functions(pc, execs)
-	if err != nil {
-		return err
+	// The kernel's functions, and those of the modules (--module): a
+	// name need only be found in one of them.
+	kernel := r.x
+	defer func() { r.x, r.cur = kernel, nil }()
+	var names []string
+	var nameErr error
+	found := 0
+	for i, im := range r.images() {
+		r.x, r.cur = im.x, im
+		these, err := r.functions(pc, execs)
+		if err != nil {
+			if i == 0 {
+				nameErr = err
+			}
+			continue
+		}
+		names = append(names, these...)
+		n, err := r.executions(n, timing, these, files, funcs, args)
+		if err != nil {
+			return err
+		}
+		found += n
 	}
-	params := r.paramsOf(pc)
+	if len(names) == 0 && nameErr != nil {
+		return nameErr
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	if found == 0 {
+		var limits []string
+		for _, t := range g {
+			if t.WithinFile != nil || t.WithinFunction != nil {
+				limits = append(limits, t.Designator()+"(...)")
+			}
+		}
+		return r.errAt(pc, execs[0].Pos.Offset, "execution(%s): no body or inlined copy of %s is selected by %s", execs[0].Func.Value, strings.Join(names, ", "), strings.Join(limits, " AND "))
+	}
+	return nil
+}
+
+// executions adds the join points of the functions names in the image
+// being resolved (r.x), and says how many there are.
+func (r *resolver) executions(n int, timing Timing, names []string, files []*aspect.WithinFile, funcs []*aspect.WithinFunction, args []*aspect.Argument) (int, error) {
+	params := r.paramsOf(r.f.Advice[n-1].Pointcut)
 	found := 0
 	for _, name := range names {
 		for _, fi := range r.x.Funcs(name) {
@@ -158,7 +196,7 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Ti
 		}
 		copies, err := r.x.InlineEntries(name)
 		if err != nil {
-			return fmt.Errorf("reading the inlined copies of %s: %w", name, err)
+			return 0, fmt.Errorf("reading the inlined copies of %s: %w", name, err)
 		}
 		decl := ""
 		if fs := r.x.Funcs(name); len(fs) > 0 {
@@ -172,16 +210,7 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Ti
 			r.add(r.inlined(n, timing, c, decl, args, params))
 		}
 	}
-	if found == 0 {
-		var limits []string
-		for _, t := range g {
-			if t.WithinFile != nil || t.WithinFunction != nil {
-				limits = append(limits, t.Designator()+"(...)")
-			}
-		}
-		return r.errAt(pc, execs[0].Pos.Offset, "execution(%s): no body or inlined copy of %s is selected by %s", execs[0].Func.Value, strings.Join(names, ", "), strings.Join(limits, " AND "))
-	}
-	return nil
+	return found, nil
 }
 
 func (r *resolver) add(jp *JoinPoint) {
@@ -243,7 +272,7 @@ func (r *resolver) paramsOf(pc *aspect.Pointcut) []string {
 // outOfLine is the join point at the entry of an out-of-line body: a
 // kprobe there for before advice, a kretprobe for after.
 func (r *resolver) outOfLine(n int, timing Timing, fi dwarfmap.FuncInfo, args []*aspect.Argument, params []string) *JoinPoint {
-	jp := &JoinPoint{Advice: n, Timing: timing, Kind: Kprobe, Addr: fi.Entry, Function: fi.Name, File: fi.File, Line: fi.Line}
+	jp := &JoinPoint{Advice: n, Timing: timing, Kind: Kprobe, Addr: fi.Entry, Function: fi.Name, File: fi.File, Line: fi.Line, Module: r.module()}
 	if timing == After {
 		jp.Kind = Kretprobe
 	}
@@ -260,7 +289,7 @@ func (r *resolver) outOfLine(n int, timing Timing, fi dwarfmap.FuncInfo, args []
 // inlined is the join point at the entry of an inlined copy. Its exits
 // are not located yet, so after advice skips it.
 func (r *resolver) inlined(n int, timing Timing, c dwarfmap.InlineEntry, decl string, args []*aspect.Argument, params []string) *JoinPoint {
-	jp := &JoinPoint{Advice: n, Timing: timing, Kind: Kprobe, Addr: c.Entry, Function: c.Name, InlinedIn: c.Caller, File: c.CallFile, Line: c.CallLine}
+	jp := &JoinPoint{Advice: n, Timing: timing, Kind: Kprobe, Addr: c.Entry, Function: c.Name, InlinedIn: c.Caller, File: c.CallFile, Line: c.CallLine, Module: r.module()}
 	if decl != "" {
 		jp.File = decl
 	}
@@ -293,10 +322,22 @@ func (r *resolver) refused(addr uint64) string {
 	case ".init.text", ".exit.text":
 		return "in " + sec + ": the kernel frees this code after boot, so it never runs again (and refuses kprobes there)"
 	}
-	if r.opt.Refused == nil {
+	refused := r.opt.Refused
+	if r.cur != nil {
+		refused = r.cur.refused
+	}
+	if refused == nil {
 		return ""
 	}
-	return r.opt.Refused(addr)
+	return refused(addr)
+}
+
+// module is the module being resolved ("" for the kernel).
+func (r *resolver) module() string {
+	if r.cur == nil {
+		return ""
+	}
+	return r.cur.module
 }
 
 // entryLine is the source line of the first line-table row at addr.
@@ -347,7 +388,7 @@ func (r *resolver) bind(addr uint64, scope, inlineName string, args []*aspect.Ar
 		if !ok {
 			return nil, fmt.Sprintf("argument(%s, %s): %s has no parameter %s", arg.Param.Value, p, strings.TrimPrefix(scope, "inline "), arg.Param.Value)
 		}
-		v, err := compileLocation(locContext{vl: vl, atEntry: atEntry})
+		v, err := compileLocation(locContext{vl: vl, atEntry: atEntry, module: r.module() != ""})
 		if err != nil {
 			return nil, fmt.Sprintf("argument(%s, %s): %s", arg.Param.Value, p, err)
 		}

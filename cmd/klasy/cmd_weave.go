@@ -29,7 +29,8 @@ const targetHelp = `Target (the running kernel to weave into):
 
 An image that is not the running kernel's build is refused (the
 build-id in /sys/kernel/notes is compared with the image's).
-  --module PATH.ko  also weave into this module (repeatable): one built
+  --module PATH.ko  also weave into this module (repeatable): its access
+                    and execution join points; one built
                     with the klasy plugin and loaded in the target
                     kernel, as the same build (its build-id in
                     /sys/module/NAME/notes is compared with the file's)
