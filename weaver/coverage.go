@@ -18,6 +18,13 @@ type CoverageStats struct {
 	// LinesExact those with an exact one; LinesTarget those with a woven
 	// join point whose target(x) is bound.
 	Lines, LinesHooked, LinesExact, LinesTarget int
+	// LinesNoCode are the lines all of whose join points are skipped for
+	// "no code": no copy of the function has a line-table row for the
+	// line (nor for its statement's line), and KLASY's nearest-line rule
+	// finds no basic block holding the lines around it. The compiler
+	// removed the line (a branch it proved dead, an inline function
+	// inlined nowhere, pr_debug) or merged it beyond recognition.
+	LinesNoCode int
 	// JoinPoints counts all access join points; Woven those not skipped,
 	// by tier (Exact + LineLevel == Woven); Target those whose target(x)
 	// is bound.
@@ -34,7 +41,7 @@ func Coverage(jps []*JoinPoint) CoverageStats {
 		line         int
 	}
 	st := CoverageStats{Skipped: map[string]int{}}
-	type lineState struct{ hooked, exact, target bool }
+	type lineState struct{ hooked, exact, target, code bool }
 	lines := map[lineKey]*lineState{}
 	get := func(m string, a *AccessSite) *lineState {
 		k := lineKey{m, a.File, a.Line}
@@ -52,8 +59,10 @@ func Coverage(jps []*JoinPoint) CoverageStats {
 		st.JoinPoints++
 		sites := append([]*AccessSite{jp.Access}, jp.Merged...)
 		if jp.Skipped != "" {
-			st.Skipped[SkipClass(jp.Skipped)]++
-			get(jp.Module, jp.Access)
+			class := SkipClass(jp.Skipped)
+			st.Skipped[class]++
+			s := get(jp.Module, jp.Access)
+			s.code = s.code || class != "no code"
 			continue
 		}
 		st.Woven++
@@ -71,7 +80,7 @@ func Coverage(jps []*JoinPoint) CoverageStats {
 		}
 		for _, a := range sites {
 			s := get(jp.Module, a)
-			s.hooked = true
+			s.hooked, s.code = true, true
 			s.exact = s.exact || jp.Exact
 			s.target = s.target || target
 		}
@@ -86,6 +95,9 @@ func Coverage(jps []*JoinPoint) CoverageStats {
 		}
 		if s.target {
 			st.LinesTarget++
+		}
+		if !s.code {
+			st.LinesNoCode++
 		}
 	}
 	return st
@@ -137,8 +149,9 @@ func (st CoverageStats) String() string {
 		return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(d))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "lines %d, with a join point %d (%s), exact %d (%s), target bound %d (%s); ",
-		st.Lines, st.LinesHooked, pct(st.LinesHooked, st.Lines), st.LinesExact, pct(st.LinesExact, st.Lines), st.LinesTarget, pct(st.LinesTarget, st.Lines))
+	fmt.Fprintf(&b, "lines %d (%d without code), with a join point %d (%s; %s of those with code), exact %d (%s), target bound %d (%s); ",
+		st.Lines, st.LinesNoCode, st.LinesHooked, pct(st.LinesHooked, st.Lines), pct(st.LinesHooked, st.Lines-st.LinesNoCode),
+		st.LinesExact, pct(st.LinesExact, st.Lines), st.LinesTarget, pct(st.LinesTarget, st.Lines))
 	fmt.Fprintf(&b, "join points %d: woven %d (exact %d, line %d, target %d), skipped %d",
 		st.JoinPoints, st.Woven, st.Exact, st.LineLevel, st.Target, st.JoinPoints-st.Woven)
 	type kv struct {
