@@ -440,6 +440,16 @@ func (b *Batch) scope(addr uint64) (*funcScope, error) {
 	if s := b.scopes[uint32(fi.index)]; s != nil {
 		return s, nil
 	}
+	s, err := x.loadScope(fi)
+	if err != nil {
+		return nil, err
+	}
+	b.scopes[uint32(fi.index)] = s
+	return s, nil
+}
+
+// loadScope reads the DWARF tree of function fi.
+func (x *Index) loadScope(fi FuncInfo) (*funcScope, error) {
 	f := x.funcs[fi.index]
 	u := x.units[f.Unit]
 	d, err := x.img.UnitDWARF(u.Off, u.End)
@@ -451,7 +461,5 @@ func (b *Batch) scope(addr uint64) (*funcScope, error) {
 		return nil, fmt.Errorf("reading %s: %w", fi.Name, err)
 	}
 	fb, _ := tree.Val(dwarf.AttrFrameBase).([]byte)
-	s := &funcScope{name: fi.Name, tree: tree, fb: fb, tn: dwtype.NewNamer(d), lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}
-	b.scopes[uint32(fi.index)] = s
-	return s, nil
+	return &funcScope{name: fi.Name, tree: tree, fb: fb, tn: dwtype.NewNamer(d), lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}, nil
 }

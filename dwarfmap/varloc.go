@@ -9,7 +9,6 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/frame"
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 
-	"github.com/klasy/klasy/dwarfmap/dwtype"
 	"github.com/klasy/klasy/dwarfmap/loc"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/x86code"
@@ -60,20 +59,12 @@ func (x *Index) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
 	if !ok {
 		return nil, fmt.Errorf("no function with debug info at %#x", addr)
 	}
-	f := x.funcs[fi.index]
-	u := x.units[f.Unit]
-	d, err := x.img.UnitDWARF(u.Off, u.End)
+	sc, err := x.loadScope(fi)
 	if err != nil {
 		return nil, err
 	}
-	tree, err := godwarf.LoadTree(dwarf.Offset(f.DIE-u.Off), d, 0)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", fi.Name, err)
-	}
-	fb, _ := tree.Val(dwarf.AttrFrameBase).([]byte)
-	lc := &locContext{pc: addr, tn: dwtype.NewNamer(d), frame: loc.NewFrame(x.img, addr, fb),
-		lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}
-	return lc.varLocs(tree, fi.Name, fb), nil
+	lc := &locContext{pc: addr, tn: sc.tn, frame: loc.NewFrame(x.img, addr, sc.fb), lists: sc.lists}
+	return lc.varLocs(sc.tree, fi.Name, sc.fb), nil
 }
 
 // varLocs lists the variables of the function tree in scope at lc.pc.

@@ -323,28 +323,13 @@ func (ag *accessGroup) resolve(recs []accessRec) error {
 	return nil
 }
 
-func matchAny(ps []*pattern.Pattern, names ...string) bool {
+// matchAny reports whether every pattern matches one of names: a path
+// (MatchPath) or, with funcs, a function name.
+func matchAny(ps []*pattern.Pattern, funcs bool, names ...string) bool {
 	for _, p := range ps {
 		ok := false
 		for _, n := range names {
-			if n != "" && MatchPath(p, n) {
-				ok = true
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-func matchFuncNames(ps []*pattern.Pattern, names ...string) bool {
-	for _, p := range ps {
-		ok := false
-		for _, n := range names {
-			if n != "" && p.Match(n) {
-				ok = true
-			}
+			ok = ok || n != "" && (funcs && p.Match(n) || !funcs && MatchPath(p, n))
 		}
 		if !ok {
 			return false
@@ -362,7 +347,7 @@ func (ag *accessGroup) site(s *site) error {
 	insts := b.Instances(s.fn.Name, s.fn.File)
 	any := false
 	for _, inst := range insts {
-		if !matchFuncNames(ag.funcs, s.fn.Name, inst.Host) || !matchAny(ag.files, s.file, s.fn.File, inst.HostFile) {
+		if !matchAny(ag.funcs, true, s.fn.Name, inst.Host) || !matchAny(ag.files, false, s.file, s.fn.File, inst.HostFile) {
 			continue
 		}
 		any = true
@@ -372,7 +357,7 @@ func (ag *accessGroup) site(s *site) error {
 			ag.access(b, s, inst, lc, a)
 		}
 	}
-	if !any && len(insts) == 0 && matchFuncNames(ag.funcs, s.fn.Name) && matchAny(ag.files, s.file, s.fn.File) {
+	if !any && len(insts) == 0 && matchAny(ag.funcs, true, s.fn.Name) && matchAny(ag.files, false, s.file, s.fn.File) {
 		// The compiler removed every copy of the function (an inline
 		// function inlined nowhere in live code, a discarded section).
 		for _, a := range s.accs {

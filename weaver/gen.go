@@ -413,13 +413,9 @@ func (g *cgen) hook(i int, h *Hook) error {
 		g.p("")
 		reads := false
 		for k, a := range entry {
-			var b strings.Builder
-			b.WriteString("\t{\n")
-			if err := a.Value.C(&b, "\t\t", fmt.Sprintf("e->v[%d]", k), "regs", "s", "fail"); err != nil {
+			if err := g.value(a, fmt.Sprintf("e->v[%d]", k)); err != nil {
 				return fmt.Errorf("hook at %s: %s: %w", h.Function, a.Var, err)
 			}
-			b.WriteString("\t}")
-			g.p("%s", b.String())
 			reads = reads || a.Value.Reads()
 		}
 		g.p("\treturn 0;")
@@ -468,13 +464,9 @@ func (g *cgen) hook(i int, h *Hook) error {
 			if a.Value == nil || a.AtEntry {
 				continue
 			}
-			var b strings.Builder
-			b.WriteString("\t{\n")
-			if err := a.Value.C(&b, "\t\t", fmt.Sprintf("a%d_%d", jp.Advice, k), "regs", "s", "fail"); err != nil {
+			if err := g.value(a, fmt.Sprintf("a%d_%d", jp.Advice, k)); err != nil {
 				return fmt.Errorf("%s: %s: %w", jp.Where(), a.Var, err)
 			}
-			b.WriteString("\t}")
-			g.p("%s", b.String())
 			fails = fails || a.Value.Reads()
 		}
 	}
@@ -500,6 +492,19 @@ func (g *cgen) hook(i int, h *Hook) error {
 		g.p("\treturn 0; /* a context value could not be read: no advice */")
 	}
 	g.p("}")
+	return nil
+}
+
+// value writes a block computing a's value into the u64 lvalue dst
+// from the saved registers (regs), jumping to fail when a read faults.
+func (g *cgen) value(a Arg, dst string) error {
+	var b strings.Builder
+	b.WriteString("\t{\n")
+	if err := a.Value.C(&b, "\t\t", dst, "regs", "s", "fail"); err != nil {
+		return err
+	}
+	b.WriteString("\t}")
+	g.p("%s", b.String())
 	return nil
 }
 
@@ -540,13 +545,9 @@ func (g *cgen) postHook(i int, h *Hook) error {
 		g.p("")
 		g.p("\tst->ok = 0;")
 		for k, a := range vals {
-			var b strings.Builder
-			b.WriteString("\t{\n")
-			if err := a.Value.C(&b, "\t\t", fmt.Sprintf("st->v[%d]", k), "regs", "s", "fail"); err != nil {
+			if err := g.value(a, fmt.Sprintf("st->v[%d]", k)); err != nil {
 				return fmt.Errorf("hook at %s: %s: %w", h.Function, a.Var, err)
 			}
-			b.WriteString("\t}")
-			g.p("%s", b.String())
 			reads = reads || a.Value.Reads()
 		}
 		g.p("\tst->ok = 1;")
