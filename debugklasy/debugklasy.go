@@ -176,14 +176,17 @@ const (
 // compilation unit linked into the binary.
 func Parse(data []byte) ([]Unit, error) {
 	var units []Unit
-	err := parseEach(data, false, func(u Unit) { units = append(units, u) })
+	err := parseEach(data, false, nil, func(u Unit) { units = append(units, u) })
 	return units, err
 }
 
 // parseEach calls fn for each unit in turn, so a vmlinux's units need not
 // all be in memory at once. With reuse, each unit's Accesses reuse the
 // previous unit's array: fn must copy what it keeps.
-func parseEach(data []byte, reuse bool, fn func(Unit)) error {
+//
+// keep, if not nil, selects the records to decode by struct and member;
+// the others are skipped.
+func parseEach(data []byte, reuse bool, keep func(st, mem string) bool, fn func(Unit)) error {
 	// A vmlinux repeats the same header paths and names in every unit:
 	// share one copy of each string.
 	intern := &interner{strs: make(map[string]string), paths: make(map[string]string)}
@@ -194,7 +197,7 @@ func parseEach(data []byte, reuse bool, fn func(Unit)) error {
 			off++
 			continue
 		}
-		u, size, err := parseUnit(data[off:], intern, buf)
+		u, size, err := parseUnit(data[off:], intern, buf, keep)
 		if err != nil {
 			return fmt.Errorf("parsing unit %d at offset %#x: %w", n, off, err)
 		}
@@ -261,7 +264,7 @@ func (in *interner) path(s string) string {
 
 // parseUnit decodes the unit at the start of b, appending its accesses to
 // acc[:0].
-func parseUnit(b []byte, intern *interner, acc []Access) (Unit, int, error) {
+func parseUnit(b []byte, intern *interner, acc []Access, keep func(st, mem string) bool) (Unit, int, error) {
 	var u Unit
 	if len(b) < 8 || string(b[:4]) != magic {
 		return u, 0, errors.New("bad magic: not a klasy unit")
@@ -303,7 +306,7 @@ func parseUnit(b []byte, intern *interner, acc []Access) (Unit, int, error) {
 	if u.Producer, err = str(uint64(le.Uint32(b[28:]))); err != nil {
 		return u, 0, err
 	}
-	r := reader{Reader: bytereader.New(b[hdr : size-strsize]), lookup: str, cleanPath: intern.path}
+	r := reader{Reader: bytereader.New(b[hdr : size-strsize]), lookup: str, cleanPath: intern.path, strtab: strtab}
 	// Each function and record takes at least one byte per field.
 	if nfuncs > r.Len() || nrecs > r.Len() {
 		return u, 0, fmt.Errorf("%d functions and %d records cannot fit in %d bytes", nfuncs, nrecs, r.Len())
@@ -317,8 +320,21 @@ func parseUnit(b []byte, intern *interner, acc []Access) (Unit, int, error) {
 		}
 		u.Functions = append(u.Functions, f)
 	}
-	u.Accesses = slices.Grow(acc[:0], nrecs)
+	if keep == nil {
+		u.Accesses = slices.Grow(acc[:0], nrecs)
+	} else {
+		u.Accesses = acc[:0]
+	}
 	for i := 0; i < nrecs; i++ {
+		if keep != nil {
+			kept, err := r.select_(keep)
+			if err != nil {
+				return u, 0, fmt.Errorf("record %d: %w", i, err)
+			}
+			if !kept {
+				continue
+			}
+		}
 		a, err := r.access(u.Functions)
 		if err != nil {
 			return u, 0, fmt.Errorf("record %d: %w", i, err)
@@ -337,6 +353,23 @@ type reader struct {
 	*bytereader.Reader
 	lookup    func(uint64) (string, error)
 	cleanPath func(string) string
+	strtab    []byte
+	kept      map[[2]uint64]bool // select_'s answers by string offsets
+}
+
+// raw returns the string at offset o of the string table, not interned.
+func (r *reader) raw(o uint64) (string, error) {
+	if o >= uint64(len(r.strtab)) {
+		if o == 0 {
+			return "", nil
+		}
+		return "", fmt.Errorf("string offset %d past the string table (%d bytes)", o, len(r.strtab))
+	}
+	s := r.strtab[o:]
+	if i := bytes.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	return string(s), nil
 }
 
 func (r *reader) int() int {
@@ -363,6 +396,51 @@ func (r *reader) str() string {
 // path reads a string that names a file.
 func (r *reader) path() string {
 	return r.cleanPath(r.str())
+}
+
+// select_ reads a record's struct and member and, if keep rejects them,
+// skips the rest of it; otherwise it leaves the reader at the record's
+// start for access.
+func (r *reader) select_(keep func(st, mem string) bool) (bool, error) {
+	start := r.Offset()
+	r.ULEB128() // function
+	so, mo := r.ULEB128(), r.ULEB128()
+	if err := r.Err(); err != nil {
+		return false, err
+	}
+	// A unit names the same few structs and members in many records:
+	// decide by their string offsets, reading the strings once.
+	k := [2]uint64{so, mo}
+	kept, seen := r.kept[k]
+	if !seen {
+		st, err1 := r.raw(so)
+		mem, err2 := r.raw(mo)
+		if err := errors.Join(err1, err2); err != nil {
+			return false, err
+		}
+		kept = keep(st, mem)
+		if r.kept == nil {
+			r.kept = map[[2]uint64]bool{}
+		}
+		r.kept[k] = kept
+	}
+	if kept {
+		r.Seek(start)
+		return true, nil
+	}
+	flags := r.ULEB128()
+	// mode, bit offset, bit size, file, line, col, stmt line, spelling
+	// file, line, col, base kind, var, expr.
+	for i := 0; i < 13; i++ {
+		r.ULEB128()
+	}
+	r.SLEB128() // base offset
+	r.ULEB128() // reason
+	if flags&flagAnonType != 0 {
+		r.ULEB128()
+		r.ULEB128()
+	}
+	return false, r.Err()
 }
 
 func (r *reader) access(funcs []Function) (Access, error) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/internal/boundedread"
 	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/pattern"
 )
 
 // TestOpenErrors: what is wrong with the file is said as the other
@@ -92,8 +94,32 @@ func TestOpenSection(t *testing.T) {
 	if b, err := exec.Command("objcopy", "--add-section", SectionName+"="+sec, self, out).CombinedOutput(); err != nil {
 		t.Fatalf("objcopy: %v\n%s", err, b)
 	}
-	tab, err := Open(out)
-	if err != nil || tab.Units != 1 || len(tab.Accesses) != 3 {
-		t.Fatalf("Open: %+v, %v", tab, err)
+	// Two units: the header inline function's record is in both.
+	both := append(sample("net/core/skbuff.c"), sample("net/core/dev.c")...)
+	if err := os.WriteFile(sec, both, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out2 := filepath.Join(dir, "with-two")
+	if b, err := exec.Command("objcopy", "--add-section", SectionName+"="+sec, self, out2).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy: %v\n%s", err, b)
+	}
+	all, err := Open(out2)
+	if err != nil || all.Units != 2 || len(all.Accesses) != 5 {
+		t.Fatalf("Open: %+v, %v", all, err)
+	}
+	// OpenSelect decodes only what a pattern selects, and selects what
+	// Query does on the whole table.
+	for _, pat := range []string{"sk_buff.len", "%.%", "task.a%", "%.k", "nosuch.x"} {
+		p := pattern.MustCompileMember(pat, pattern.Pointcut)
+		sel, err := OpenSelect(out2, p)
+		if err != nil {
+			t.Fatalf("OpenSelect(%s): %v", pat, err)
+		}
+		if want := all.Query(p); !slices.Equal(sel.Accesses, want) || sel.Units != 2 {
+			t.Errorf("OpenSelect(%s) = %d accesses in %d units, Query on the table %d", pat, len(sel.Accesses), sel.Units, len(want))
+		}
+	}
+	if _, err := OpenSelect(filepath.Join(dir, "section"), pattern.MustCompileMember("a.b", pattern.Pointcut)); err == nil {
+		t.Error("OpenSelect of a file that is not ELF succeeded")
 	}
 }

@@ -26,6 +26,45 @@ type Table struct {
 // Open reads the .debug_klasy section of an ELF object (.o, .ko, vmlinux),
 // which must be a regular file. Its errors name path.
 func Open(path string) (*Table, error) {
+	data, err := readSection(path)
+	if err != nil {
+		return nil, err
+	}
+	b := newBuilder(countRecords(data))
+	if err := parseEach(data, true, nil, b.add); err != nil { // add copies each access
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return b.finish(), nil
+}
+
+// OpenSelect is Open keeping only the accesses p selects (Query's), and
+// decoding only those: a vmlinux has about a million records, and a
+// pointcut wants a few thousand.
+func OpenSelect(path string, p *pattern.Member) (*Table, error) {
+	data, err := readSection(path)
+	if err != nil {
+		return nil, err
+	}
+	type pair struct{ st, mem string }
+	memo := map[pair]bool{}
+	keep := func(st, mem string) bool {
+		k := pair{st, mem}
+		v, ok := memo[k]
+		if !ok {
+			v = p.Match(st, mem)
+			memo[k] = v
+		}
+		return v
+	}
+	b := newBuilder(0)
+	if err := parseEach(data, true, keep, b.add); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return b.finish(), nil // Records counts the selected ones
+}
+
+// readSection returns the contents of path's .debug_klasy section.
+func readSection(path string) ([]byte, error) {
 	file, _, err := boundedread.OpenRegular(path)
 	if err != nil {
 		return nil, err // names the file already
@@ -58,11 +97,7 @@ func Open(path string) (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading %s: %w", path, SectionName, err)
 	}
-	b := newBuilder(countRecords(data))
-	if err := parseEach(data, true, b.add); err != nil { // add copies each access
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return b.finish(), nil
+	return data, nil
 }
 
 // NewTable merges the units' accesses. Two records are copies when

@@ -597,6 +597,10 @@ func cacheName(img *elfimage.Image) string {
 		sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d", abs, img.Size, mt))
 		key = "nobuildid-" + hex.EncodeToString(sum[:16])
 	}
+	if img.Rel {
+		// A module's addresses are those elfimage lays its sections at.
+		key += "-" + elfimage.ModuleLayout
+	}
 	return fmt.Sprintf("%s-%d.v%d.idx", key, img.Size, cacheVersion)
 }
 

@@ -1,6 +1,7 @@
 package dwarfmap
 
 import (
+	"bytes"
 	"debug/dwarf"
 	"fmt"
 	"runtime/debug"
@@ -8,7 +9,6 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/frame"
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 
-	"github.com/klasy/klasy/dwarfmap/dwtype"
 	"github.com/klasy/klasy/dwarfmap/loc"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/x86code"
@@ -59,19 +59,17 @@ func (x *Index) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
 	if !ok {
 		return nil, fmt.Errorf("no function with debug info at %#x", addr)
 	}
-	f := x.funcs[fi.index]
-	u := x.units[f.Unit]
-	d, err := x.img.UnitDWARF(u.Off, u.End)
+	sc, err := x.loadScope(fi)
 	if err != nil {
 		return nil, err
 	}
-	tree, err := godwarf.LoadTree(dwarf.Offset(f.DIE-u.Off), d, 0)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", fi.Name, err)
-	}
-	fb, _ := tree.Val(dwarf.AttrFrameBase).([]byte)
-	lc := &locContext{pc: addr, tn: dwtype.NewNamer(d), frame: loc.NewFrame(x.img, addr, fb),
-		lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}
+	lc := &locContext{pc: addr, tn: sc.tn, frame: loc.NewFrame(x.img, addr, sc.fb), lists: sc.lists}
+	return lc.varLocs(sc.tree, fi.Name, sc.fb), nil
+}
+
+// varLocs lists the variables of the function tree in scope at lc.pc.
+func (lc *locContext) varLocs(tree *godwarf.Tree, fn string, fb []byte) []VarLoc {
+	var locs []VarLoc
 	var walk func(t *godwarf.Tree, scope string, depth int)
 	walk = func(t *godwarf.Tree, scope string, depth int) {
 		for _, c := range t.Children {
@@ -79,19 +77,19 @@ func (x *Index) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
 			case dwarf.TagFormalParameter, dwarf.TagVariable:
 				locs = append(locs, lc.varLoc(c, scope, depth, fb))
 			case dwarf.TagLexDwarfBlock:
-				if c.ContainsPC(addr) {
+				if c.ContainsPC(lc.pc) {
 					walk(c, scope, depth+1)
 				}
 			case dwarf.TagInlinedSubroutine:
-				if c.ContainsPC(addr) {
+				if c.ContainsPC(lc.pc) {
 					name, _ := c.Val(dwarf.AttrName).(string)
 					walk(c, "inline "+name, depth+1)
 				}
 			}
 		}
 	}
-	walk(tree, fi.Name, 0)
-	return locs, nil
+	walk(tree, fn, 0)
+	return locs
 }
 
 func (lc *locContext) varLoc(t *godwarf.Tree, scope string, depth int, fb []byte) VarLoc {
@@ -113,6 +111,11 @@ func (lc *locContext) varLoc(t *godwarf.Tree, scope string, depth int, fb []byte
 			off, _ := f.Val.(int64)
 			vl.Expr, _ = lc.lists.At(off, f.Class, lc.pc)
 		}
+	}
+	if lc.lazyCFA && !bytes.ContainsAny(vl.Expr, "\x91\x9c") {
+		// No DW_OP_fbreg or DW_OP_call_frame_cfa (or a byte that looks
+		// like one): the CFA is not needed.
+		return vl
 	}
 	if r, err := lc.frame.CFA(); err == nil && r != nil && r.Rule == frame.RuleCFA {
 		vl.CFAReg, vl.CFAOffset, vl.HasCFA = r.Reg, r.Offset, true

@@ -107,6 +107,9 @@ type locContext struct {
 	tn    *dwtype.Namer
 	frame *loc.Frame
 	lists *loc.Lists
+	// lazyCFA: varLoc works the CFA out only for an expression that may
+	// use it (VarLoc.HasCFA is false otherwise).
+	lazyCFA bool
 }
 
 func (lc *locContext) walk(t *godwarf.Tree, scope string, depth int, out *[]Var) {

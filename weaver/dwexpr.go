@@ -31,6 +31,9 @@ type locContext struct {
 	// atEntry: the hook is at the entry of the out-of-line function the
 	// variable belongs to, where DW_OP_entry_value(X) is X itself.
 	atEntry bool
+	// module: the variable is a module's, whose static addresses are
+	// those of the .ko as elfimage lays it out, not of the loaded code.
+	module bool
 }
 
 // compileLocation turns a variable's DWARF location at a hook into a
@@ -110,7 +113,10 @@ func (lc *locContext) compile(v *Value, expr []byte, depth int) error {
 		case c >= op.DW_OP_const1u && c <= op.DW_OP_consts:
 			push(PushConst, 0, constValue(o))
 		case c == op.DW_OP_addr:
-			push(PushConst, 0, int64(o.U))
+			if lc.module {
+				return fmt.Errorf("it is a static variable of a module, whose address klasy does not relocate yet")
+			}
+			push(PushAddr, 0, int64(o.U))
 		case c == op.DW_OP_plus_uconst:
 			push(AddConst, 0, int64(o.U))
 		case c == op.DW_OP_deref:

@@ -81,6 +81,9 @@ type GenOptions struct {
 	Path string
 	// RefAddr is KASLRRef's link-time address in the image.
 	RefAddr uint64
+	// ModuleAddr gives the running address of an address of a module's
+	// .ko (nil: no hook may be in a module).
+	ModuleAddr func(module string, addr uint64) (uint64, error)
 }
 
 // Generate writes the advice module of aspect f for its resolved join
@@ -98,6 +101,22 @@ func Generate(f *aspect.File, jps []*JoinPoint, opt GenOptions) (*Module, error)
 		}
 	}
 	g := &cgen{m: m, file: m.Name + ".c"}
+	for i, h := range m.Hooks {
+		if h.Module == "" {
+			continue
+		}
+		if opt.ModuleAddr == nil {
+			return nil, fmt.Errorf("hook at %s: in module %s, whose load address is not known", h.Function, h.Module)
+		}
+		if g.modAddrs == nil {
+			g.modAddrs = make([]uint64, len(m.Hooks))
+		}
+		a, err := opt.ModuleAddr(h.Module, h.Addr)
+		if err != nil {
+			return nil, err
+		}
+		g.modAddrs[i] = a
+	}
 	g.header(f, opt, jps)
 	for i, a := range f.Advice {
 		if used[i+1] {
@@ -126,6 +145,9 @@ type cgen struct {
 	file string
 	b    strings.Builder
 	line int // lines written so far
+	// modAddrs are the running addresses of hooks in modules, by hook
+	// index (nil when no hook is in a module).
+	modAddrs []uint64
 }
 
 func (g *cgen) p(format string, args ...any) {
@@ -182,6 +204,43 @@ func (g *cgen) header(f *aspect.File, opt GenOptions, jps []*JoinPoint) {
 	}
 	g.p("")
 	g.p("static struct klasy_hook klasy_hooks[%d];", len(g.m.Hooks))
+	g.p("")
+	g.p("/* The running kernel's KASLR slide, set by klasy_init. */")
+	g.p("static unsigned long klasy_slide;")
+	if n := postValues(g.m.Hooks); n > 0 {
+		g.p("")
+		g.p("/*")
+		g.p(" * The context values of after advice at an accessing instruction, taken")
+		g.p(" * before it by the kprobe's pre handler for its post handler: the kernel")
+		g.p(" * single-steps the instruction in between with interrupts off, so one")
+		g.p(" * per CPU is enough.")
+		g.p(" */")
+		g.p("struct klasy_after {")
+		g.p("	u64 ok;")
+		g.p("	u64 v[%d];", n)
+		g.p("};")
+		g.p("static DEFINE_PER_CPU(struct klasy_after, klasy_after);")
+	}
+}
+
+// postValues is the most context values a kprobe-post hook takes.
+func postValues(hooks []*Hook) int {
+	n := 0
+	for _, h := range hooks {
+		if h.Kind != KprobePost {
+			continue
+		}
+		k := 0
+		for _, jp := range h.Points {
+			for _, a := range jp.Args {
+				if a.Value != nil {
+					k++
+				}
+			}
+		}
+		n = max(n, k)
+	}
+	return n
 }
 
 func fileExists(p string) bool {
@@ -212,15 +271,22 @@ func cString(s string) string {
 }
 
 // Params returns the advice parameters an advice's pointcut binds, in
-// order of first appearance: argument(v, x) binds x.
-func Params(a *aspect.Advice) []string {
+// order of first appearance: argument(v, x), local_var(v, x) and
+// target(x) bind x.
+func Params(a *aspect.Advice) []string { return pointcutParams(a.Pointcut) }
+
+func pointcutParams(pc *aspect.Pointcut) []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, t := range aspect.Leaves(a.Pointcut.Expr) {
+	for _, t := range aspect.Leaves(pc.Expr) {
 		var name string
 		switch {
 		case t.Argument != nil:
 			name = t.Argument.Var.Value
+		case t.LocalVar != nil:
+			name = t.LocalVar.Var.Value
+		case t.Target != nil:
+			name = t.Target.Var.Value
 		default:
 			continue
 		}
@@ -323,7 +389,11 @@ func (g *cgen) hook(i int, h *Hook) error {
 	if h.InlinedIn != "" {
 		where += " inlined in " + h.InlinedIn
 	}
-	g.p("/* hook %d: %s %s at %s:%d, image address %#x */", i, h.Kind, cComment(where), cComment(h.File), h.Line, h.Addr)
+	image := "image"
+	if h.Module != "" {
+		image = cComment(h.Module) + ".ko"
+	}
+	g.p("/* hook %d: %s %s at %s:%d, %s address %#x */", i, h.Kind, cComment(where), cComment(h.File), h.Line, image, h.Addr)
 	var entry []Arg // kretprobe: values taken at entry
 	for _, jp := range h.Points {
 		for _, a := range jp.Args {
@@ -343,13 +413,9 @@ func (g *cgen) hook(i int, h *Hook) error {
 		g.p("")
 		reads := false
 		for k, a := range entry {
-			var b strings.Builder
-			b.WriteString("\t{\n")
-			if err := a.Value.C(&b, "\t\t", fmt.Sprintf("e->v[%d]", k), "regs", "s", "fail"); err != nil {
+			if err := g.value(a, fmt.Sprintf("e->v[%d]", k)); err != nil {
 				return fmt.Errorf("hook at %s: %s: %w", h.Function, a.Var, err)
 			}
-			b.WriteString("\t}")
-			g.p("%s", b.String())
 			reads = reads || a.Value.Reads()
 		}
 		g.p("\treturn 0;")
@@ -359,6 +425,9 @@ func (g *cgen) hook(i int, h *Hook) error {
 		}
 		g.p("}")
 		g.p("")
+	}
+	if h.Kind == KprobePost {
+		return g.postHook(i, h)
 	}
 	if h.Kind == Kretprobe {
 		g.p("static int klasy_h%d(struct kretprobe_instance *ri, struct pt_regs *regs)", i)
@@ -395,13 +464,9 @@ func (g *cgen) hook(i int, h *Hook) error {
 			if a.Value == nil || a.AtEntry {
 				continue
 			}
-			var b strings.Builder
-			b.WriteString("\t{\n")
-			if err := a.Value.C(&b, "\t\t", fmt.Sprintf("a%d_%d", jp.Advice, k), "regs", "s", "fail"); err != nil {
+			if err := g.value(a, fmt.Sprintf("a%d_%d", jp.Advice, k)); err != nil {
 				return fmt.Errorf("%s: %s: %w", jp.Where(), a.Var, err)
 			}
-			b.WriteString("\t}")
-			g.p("%s", b.String())
 			fails = fails || a.Value.Reads()
 		}
 	}
@@ -416,19 +481,111 @@ func (g *cgen) hook(i int, h *Hook) error {
 				args = append(args, fmt.Sprintf("&e->v[%d]", ei))
 				ei++
 			default:
-				args = append(args, fmt.Sprintf("&a%d_%d", jp.Advice, k))
+				args = append(args, argRef(a, fmt.Sprintf("a%d_%d", jp.Advice, k)))
 			}
 		}
-		g.p("\thit->n = 0;")
-		g.p("\thit->dropped = 0;")
-		g.p("\tklasy_advice_%d(%s);", jp.Advice, strings.Join(args, ", "))
-		g.p("\tif (unlikely(hit->n || hit->dropped))")
-		g.p("\t\tklasy_emit(h, %d, hit);", jp.Advice)
+		g.call(jp, args)
 	}
 	g.p("\treturn 0;")
 	if fails {
 		g.p("fail:")
 		g.p("\treturn 0; /* a context value could not be read: no advice */")
+	}
+	g.p("}")
+	return nil
+}
+
+// value writes a block computing a's value into the u64 lvalue dst
+// from the saved registers (regs), jumping to fail when a read faults.
+func (g *cgen) value(a Arg, dst string) error {
+	var b strings.Builder
+	b.WriteString("\t{\n")
+	if err := a.Value.C(&b, "\t\t", dst, "regs", "s", "fail"); err != nil {
+		return err
+	}
+	b.WriteString("\t}")
+	g.p("%s", b.String())
+	return nil
+}
+
+// argRef passes the value in the u64 v to advice: its address, or for
+// target(x) the value itself, the struct's address.
+func argRef(a Arg, v string) string {
+	if a.ByValue {
+		return "(void *)(unsigned long)" + v
+	}
+	return "&" + v
+}
+
+// call calls jp's advice with args and emits what it stored.
+func (g *cgen) call(jp *JoinPoint, args []string) {
+	g.p("\thit->n = 0;")
+	g.p("\thit->dropped = 0;")
+	g.p("\tklasy_advice_%d(%s);", jp.Advice, strings.Join(args, ", "))
+	g.p("\tif (unlikely(hit->n || hit->dropped))")
+	g.p("\t\tklasy_emit(h, %d, hit);", jp.Advice)
+}
+
+// postHook writes a kprobe-post hook: its pre handler takes the context
+// values before the instruction, its post handler runs the advice after.
+func (g *cgen) postHook(i int, h *Hook) error {
+	var vals []Arg
+	for _, jp := range h.Points {
+		for _, a := range jp.Args {
+			if a.Value != nil {
+				vals = append(vals, a)
+			}
+		}
+	}
+	g.p("static int klasy_h%d(struct kprobe *kp, struct pt_regs *regs)", i)
+	g.p("{")
+	reads := false
+	if len(vals) > 0 {
+		g.p("\tstruct klasy_after *st = this_cpu_ptr(&klasy_after);")
+		g.p("")
+		g.p("\tst->ok = 0;")
+		for k, a := range vals {
+			if err := g.value(a, fmt.Sprintf("st->v[%d]", k)); err != nil {
+				return fmt.Errorf("hook at %s: %s: %w", h.Function, a.Var, err)
+			}
+			reads = reads || a.Value.Reads()
+		}
+		g.p("\tst->ok = 1;")
+	}
+	g.p("\treturn 0;")
+	if reads {
+		g.p("fail:")
+		g.p("\treturn 0; /* a context value could not be read: no advice */")
+	}
+	g.p("}")
+	g.p("")
+	g.p("static void klasy_post_h%d(struct kprobe *kp, struct pt_regs *regs, unsigned long flags)", i)
+	g.p("{")
+	g.p("\tstruct klasy_hook *h = &klasy_hooks[%d];", i)
+	g.p("\tunsigned long pc = (unsigned long)h->rp.kp.addr;")
+	if len(vals) > 0 {
+		g.p("\tstruct klasy_after *st = this_cpu_ptr(&klasy_after);")
+	}
+	g.p("\tstruct klasy_hit *hit = this_cpu_ptr(&klasy_hit);")
+	g.p("")
+	if len(vals) > 0 {
+		g.p("\tif (!st->ok)")
+		g.p("\t\treturn;")
+		g.p("\tst->ok = 0;")
+	}
+	g.p("\tklasy_count_hit(h);")
+	vi := 0
+	for _, jp := range h.Points {
+		args := []string{"hit", "pc", "0"}
+		for _, a := range jp.Args {
+			if a.Value == nil {
+				args = append(args, "NULL")
+				continue
+			}
+			args = append(args, argRef(a, fmt.Sprintf("st->v[%d]", vi)))
+			vi++
+		}
+		g.call(jp, args)
 	}
 	g.p("}")
 	return nil
@@ -464,8 +621,14 @@ func (g *cgen) tables(opt GenOptions) {
 		} else {
 			g.p("\t\t.kind = KLASY_HOOK_KPROBE,")
 			g.p("\t\t.rp.kp.pre_handler = klasy_h%d,", i)
+			if h.Kind == KprobePost {
+				g.p("\t\t.rp.kp.post_handler = klasy_post_h%d,", i)
+			}
 		}
 		g.p("\t\t.image_addr = %#xUL,", h.Addr)
+		if h.Module != "" {
+			g.p("\t\t.module = %s,", cString(h.Module))
+		}
 		g.p("\t\t.function = %s,", cString(h.Function))
 		if h.InlinedIn != "" {
 			g.p("\t\t.inlined_in = %s,", cString(h.InlinedIn))
@@ -487,6 +650,21 @@ func (g *cgen) tables(opt GenOptions) {
 	g.p("")
 	g.p("/* %s's address in the image this module was generated for. */", KASLRRef)
 	g.p("#define KLASY_REF_IMAGE %#xUL", opt.RefAddr)
+	if g.modAddrs != nil {
+		g.p("")
+		g.p("/*")
+		g.p(" * The running addresses of the hooks in modules (0 for the kernel's),")
+		g.p(" * from the modules' section addresses when this module was generated:")
+		g.p(" * it is built for that load of them.")
+		g.p(" */")
+		g.p("static const unsigned long klasy_module_addr[%d] = {", len(g.m.Hooks))
+		for i, a := range g.modAddrs {
+			if a != 0 {
+				g.p("\t[%d] = %#xUL,", i, a)
+			}
+		}
+		g.p("};")
+	}
 	g.p("")
 	g.p("static int __init klasy_init(void)")
 	g.p("{")
@@ -494,8 +672,14 @@ func (g *cgen) tables(opt GenOptions) {
 	g.p("\tunsigned long slide = (unsigned long)&%s - KLASY_REF_IMAGE;", KASLRRef)
 	g.p("\tunsigned int i, failed = 0;")
 	g.p("")
+	g.p("\tklasy_slide = slide;")
 	g.p("\tfor (i = 0; i < ARRAY_SIZE(klasy_hooks); i++)")
-	g.p("\t\tklasy_hooks[i].rp.kp.addr = (kprobe_opcode_t *)(klasy_hooks[i].image_addr + slide);")
+	if g.modAddrs != nil {
+		g.p("\t\tklasy_hooks[i].rp.kp.addr = (kprobe_opcode_t *)(klasy_hooks[i].module ?")
+		g.p("\t\t\tklasy_module_addr[i] : klasy_hooks[i].image_addr + slide);")
+	} else {
+		g.p("\t\tklasy_hooks[i].rp.kp.addr = (kprobe_opcode_t *)(klasy_hooks[i].image_addr + slide);")
+	}
 	g.p("\treturn klasy_register_aspect(&klasy_aspect, &failed);")
 	g.p("}")
 	g.p("")

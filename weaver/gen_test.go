@@ -120,7 +120,7 @@ func TestResolveErrors(t *testing.T) {
 		{"execution(m_show) AND within_file(fs/nosuch.c)", "x.klasy:1:37: execution(m_show): no body or inlined copy of m_show is selected by within_file(...)"},
 		{"execution(ksys_pread64) AND within_function(nosuch)", "no body or inlined copy of ksys_pread64 is selected by within_function(...)"},
 		{"execution(m_show) AND execution(ksys_read)", "is selected by"},
-		{"access(sk_buff.len)", "access(...) join points are not woven by this version"},
+		{"access(sk_buff.len)", "access(sk_buff.len): " + filepath.Join(cachedir.Root(), "debian", "current", "vmlinux") + " has no .debug_klasy section: it was not built with the klasy plugin"},
 		{"execution(m_show) AND within_file(fs/namespace.c@dom0)", "a domain (@dom0) needs a domains file"},
 	}
 	for _, tt := range tests {

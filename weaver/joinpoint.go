@@ -30,11 +30,19 @@ const (
 	// Kretprobe runs the handler when the function entered at the
 	// address returns (after advice of an out-of-line body).
 	Kretprobe
+	// KprobePost takes the context values before the instruction at the
+	// address and runs the handler right after it (a kprobe's post
+	// handler: the kernel single-steps the instruction with interrupts
+	// off in between): after advice of an exact access join point.
+	KprobePost
 )
 
 func (k HookKind) String() string {
-	if k == Kretprobe {
+	switch k {
+	case Kretprobe:
 		return "kretprobe"
+	case KprobePost:
+		return "kprobe-post"
 	}
 	return "kprobe"
 }
@@ -48,7 +56,11 @@ type JoinPoint struct {
 	Kind   HookKind
 	// Addr is the hook's address in the image (link-time, as klasy lines
 	// prints it); the advice module adds the running kernel's KASLR slide.
+	// In a module, it is the address elfimage lays the .ko out at.
 	Addr uint64
+	// Module names the module whose code holds the join point ("" for
+	// the kernel image).
+	Module string
 	// Function is the function the join point belongs to: for an inlined
 	// copy, the inlined function; InlinedIn is then the function it sits
 	// in (empty for an out-of-line body).
@@ -59,6 +71,14 @@ type JoinPoint struct {
 	// Args are the context variables the advice is given here, in the
 	// advice's parameter order.
 	Args []Arg
+	// Access is the member access of an access(...) join point (nil for
+	// execution); Merged the other accesses that the same hook stands
+	// for (same advice, address and context values).
+	Access *AccessSite
+	Merged []*AccessSite
+	// Exact: the hook is on the accessing instruction itself (before it,
+	// or right after it for after advice); otherwise it is on the line.
+	Exact bool
 	// Skipped says why this join point is not woven; empty if it is.
 	Skipped string
 	// Mechanism is how the kernel placed the hook once woven: ftrace,
@@ -73,7 +93,11 @@ func (jp *JoinPoint) Where() string {
 	if jp.InlinedIn != "" {
 		fn += " (inlined in " + jp.InlinedIn + ")"
 	}
-	return fmt.Sprintf("%s at %s:%d", fn, jp.File, jp.Line)
+	where := fmt.Sprintf("%s at %s:%d", fn, jp.File, jp.Line)
+	if jp.Module != "" {
+		where += " [" + jp.Module + "]"
+	}
+	return where
 }
 
 // Arg is one context variable passed to an advice: argument(Var, Param)
@@ -88,6 +112,20 @@ type Arg struct {
 	// advice of an execution (a kretprobe's entry handler), as SystemTap
 	// does for $var in a .return probe.
 	AtEntry bool
+	// ByValue passes the value itself as the void * (target(x): the
+	// struct's address), not its address.
+	ByValue bool
+}
+
+// AccessSite is a struct member access as the plugin recorded it.
+type AccessSite struct {
+	Struct, Member string
+	Mode           string // read, write, rw, addr
+	File           string
+	Line           int
+	// Via says how the hook was placed when not on the access's own
+	// instruction or line: "statement line N" or "nearest line N".
+	Via string
 }
 
 // Hook is one kprobe or kretprobe of an advice module: the woven join
@@ -96,6 +134,7 @@ type Arg struct {
 type Hook struct {
 	Kind      HookKind
 	Addr      uint64
+	Module    string
 	Function  string
 	InlinedIn string
 	File      string
@@ -107,8 +146,9 @@ type Hook struct {
 // order; skipped ones are left out.
 func Hooks(jps []*JoinPoint) []*Hook {
 	type key struct {
-		addr uint64
-		kind HookKind
+		module string
+		addr   uint64
+		kind   HookKind
 	}
 	byKey := map[key]*Hook{}
 	var hooks []*Hook
@@ -116,10 +156,10 @@ func Hooks(jps []*JoinPoint) []*Hook {
 		if jp.Skipped != "" {
 			continue
 		}
-		k := key{jp.Addr, jp.Kind}
+		k := key{jp.Module, jp.Addr, jp.Kind}
 		h := byKey[k]
 		if h == nil {
-			h = &Hook{Kind: jp.Kind, Addr: jp.Addr, Function: jp.Function, InlinedIn: jp.InlinedIn, File: jp.File, Line: jp.Line}
+			h = &Hook{Kind: jp.Kind, Addr: jp.Addr, Module: jp.Module, Function: jp.Function, InlinedIn: jp.InlinedIn, File: jp.File, Line: jp.Line}
 			byKey[k] = h
 			hooks = append(hooks, h)
 		}
@@ -129,6 +169,9 @@ func Hooks(jps []*JoinPoint) []*Hook {
 		slices.SortStableFunc(h.Points, func(a, b *JoinPoint) int { return cmp.Compare(a.Advice, b.Advice) })
 	}
 	slices.SortStableFunc(hooks, func(a, b *Hook) int {
+		if c := cmp.Compare(a.Module, b.Module); c != 0 {
+			return c
+		}
 		if c := cmp.Compare(a.Addr, b.Addr); c != 0 {
 			return c
 		}

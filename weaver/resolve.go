@@ -20,6 +20,12 @@ type Refusal func(addr uint64) string
 // ResolveOptions are what resolving needs beyond the aspect and image.
 type ResolveOptions struct {
 	Refused Refusal // nil: nothing known to be refused
+	// Modules are modules built with the plugin whose access join points
+	// are found besides the kernel's.
+	Modules []*ModuleImage
+	// Warn receives what the resolve notices and goes on after: a
+	// pointcut of access(...) that selects nothing (nil: dropped).
+	Warn func(Warning)
 }
 
 // ResolveError is a pointcut that selects nothing or that this weaver
@@ -39,7 +45,11 @@ func Resolve(f *aspect.File, x *dwarfmap.Index, opt ResolveOptions) (_ []*JoinPo
 	// The index reads the image through a mapping: an image changed
 	// under it ends the resolve with an error, not a crash.
 	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
-	r := &resolver{f: f, x: x, opt: opt, seen: map[jpKey]bool{}}
+	// Resolving access join points allocates many small short-lived
+	// things: collecting less often saves a quarter of the time for a
+	// little more memory.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	r := &resolver{f: f, x: x, opt: opt, seen: map[jpKey]*JoinPoint{}, hostLines: map[hostLineKey]*hostLine{}, lineRows: map[lineRowsKey][]dwarfmap.Row{}}
 	for i, a := range f.Advice {
 		if err := r.advice(i+1, a); err != nil {
 			return nil, err
@@ -53,13 +63,23 @@ type resolver struct {
 	x    *dwarfmap.Index
 	opt  ResolveOptions
 	jps  []*JoinPoint
-	seen map[jpKey]bool // an OR selecting one join point twice weaves it once
+	seen map[jpKey]*JoinPoint // an OR selecting one join point twice weaves it once
+	imgs []*image             // the kernel and the modules
+	cur  *image               // the image execution join points are resolved in (nil: the kernel)
+	// hostLines caches the code of a line in a function for its copies.
+	hostLines map[hostLineKey]*hostLine
+	lineRows  map[lineRowsKey][]dwarfmap.Row
 }
 
+// jpKey identifies a join point: its advice, hook and context values
+// (two accesses on one line with different structs are two join points
+// at one hook; with the same values, one).
 type jpKey struct {
 	advice int
+	module string
 	addr   uint64
 	kind   HookKind
+	args   string
 }
 
 func (r *resolver) errAt(pc *aspect.Pointcut, off int, format string, args ...any) error {
@@ -77,7 +97,13 @@ func (r *resolver) advice(n int, a *aspect.Advice) error {
 		timing = After
 	}
 	for _, g := range groups {
-		if err := r.group(n, pc, g, timing); err != nil {
+		var err error
+		if slices.ContainsFunc(g, func(t *aspect.Term) bool { return t.Access != nil }) {
+			err = r.accessGroup(n, pc, g, timing)
+		} else {
+			err = r.group(n, pc, g, timing)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -106,8 +132,6 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Ti
 			funcs = append(funcs, t.WithinFunction)
 		case t.Argument != nil:
 			args = append(args, t.Argument)
-		case t.Access != nil:
-			return r.errAt(pc, t.Pos.Offset, "access(...) join points are not woven by this version of klasy yet; execution(...) join points are")
 		case t.Xflow != nil:
 			return r.errAt(pc, t.Pos.Offset, "xflow(...) needs the flow runtime, which this version of klasy does not have yet")
 		default:
@@ -117,11 +141,50 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Ti
 	if len(execs) == 0 {
 		return r.errAt(pc, g[0].Pos.Offset, "this AND-group selects no join points")
 	}
-	names, err := r.functions(pc, execs)
-	if err != nil {
-		return err
+	// The kernel's functions, and those of the modules (--module): a
+	// name need only be found in one of them.
+	kernel := r.x
+	defer func() { r.x, r.cur = kernel, nil }()
+	var names []string
+	var nameErr error
+	found := 0
+	for i, im := range r.images() {
+		r.x, r.cur = im.x, im
+		these, err := r.functions(pc, execs)
+		if err != nil {
+			if i == 0 {
+				nameErr = err
+			}
+			continue
+		}
+		names = append(names, these...)
+		n, err := r.executions(n, timing, these, files, funcs, args)
+		if err != nil {
+			return err
+		}
+		found += n
 	}
-	params := r.paramsOf(pc)
+	if len(names) == 0 && nameErr != nil {
+		return nameErr
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	if found == 0 {
+		var limits []string
+		for _, t := range g {
+			if t.WithinFile != nil || t.WithinFunction != nil {
+				limits = append(limits, t.Designator()+"(...)")
+			}
+		}
+		return r.errAt(pc, execs[0].Pos.Offset, "execution(%s): no body or inlined copy of %s is selected by %s", execs[0].Func.Value, strings.Join(names, ", "), strings.Join(limits, " AND "))
+	}
+	return nil
+}
+
+// executions adds the join points of the functions names in the image
+// being resolved (r.x), and says how many there are.
+func (r *resolver) executions(n int, timing Timing, names []string, files []*aspect.WithinFile, funcs []*aspect.WithinFunction, args []*aspect.Argument) (int, error) {
+	params := r.paramsOf(r.f.Advice[n-1].Pointcut)
 	found := 0
 	for _, name := range names {
 		for _, fi := range r.x.Funcs(name) {
@@ -133,7 +196,7 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Ti
 		}
 		copies, err := r.x.InlineEntries(name)
 		if err != nil {
-			return fmt.Errorf("reading the inlined copies of %s: %w", name, err)
+			return 0, fmt.Errorf("reading the inlined copies of %s: %w", name, err)
 		}
 		decl := ""
 		if fs := r.x.Funcs(name); len(fs) > 0 {
@@ -147,24 +210,24 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Ti
 			r.add(r.inlined(n, timing, c, decl, args, params))
 		}
 	}
-	if found == 0 {
-		var limits []string
-		for _, t := range g {
-			if t.WithinFile != nil || t.WithinFunction != nil {
-				limits = append(limits, t.Designator()+"(...)")
-			}
-		}
-		return r.errAt(pc, execs[0].Pos.Offset, "execution(%s): no body or inlined copy of %s is selected by %s", execs[0].Func.Value, strings.Join(names, ", "), strings.Join(limits, " AND "))
-	}
-	return nil
+	return found, nil
 }
 
 func (r *resolver) add(jp *JoinPoint) {
-	k := jpKey{jp.Advice, jp.Addr, jp.Kind}
-	if jp.Skipped == "" && r.seen[k] {
+	var args strings.Builder
+	for _, a := range jp.Args {
+		fmt.Fprintf(&args, "%s=%s;", a.Param, a.Value)
+	}
+	k := jpKey{jp.Advice, jp.Module, jp.Addr, jp.Kind, args.String()}
+	if prev := r.seen[k]; jp.Skipped == "" && prev != nil && prev.Skipped == "" {
+		if jp.Access != nil && prev.Access != nil && *jp.Access != *prev.Access {
+			prev.Merged = append(prev.Merged, jp.Access)
+		}
 		return
 	}
-	r.seen[k] = true
+	if jp.Skipped == "" {
+		r.seen[k] = jp
+	}
 	r.jps = append(r.jps, jp)
 }
 
@@ -201,22 +264,15 @@ func matchWord(p string) string {
 	return "is called " + p
 }
 
-// paramsOf lists the advice's parameters: every argument(...) of its
-// pointcut, in order of appearance.
+// paramsOf lists the advice's parameters (Params).
 func (r *resolver) paramsOf(pc *aspect.Pointcut) []string {
-	var out []string
-	for _, t := range aspect.Leaves(pc.Expr) {
-		if t.Argument != nil && !slices.Contains(out, t.Argument.Var.Value) {
-			out = append(out, t.Argument.Var.Value)
-		}
-	}
-	return out
+	return pointcutParams(pc)
 }
 
 // outOfLine is the join point at the entry of an out-of-line body: a
 // kprobe there for before advice, a kretprobe for after.
 func (r *resolver) outOfLine(n int, timing Timing, fi dwarfmap.FuncInfo, args []*aspect.Argument, params []string) *JoinPoint {
-	jp := &JoinPoint{Advice: n, Timing: timing, Kind: Kprobe, Addr: fi.Entry, Function: fi.Name, File: fi.File, Line: fi.Line}
+	jp := &JoinPoint{Advice: n, Timing: timing, Kind: Kprobe, Addr: fi.Entry, Function: fi.Name, File: fi.File, Line: fi.Line, Module: r.module()}
 	if timing == After {
 		jp.Kind = Kretprobe
 	}
@@ -233,7 +289,7 @@ func (r *resolver) outOfLine(n int, timing Timing, fi dwarfmap.FuncInfo, args []
 // inlined is the join point at the entry of an inlined copy. Its exits
 // are not located yet, so after advice skips it.
 func (r *resolver) inlined(n int, timing Timing, c dwarfmap.InlineEntry, decl string, args []*aspect.Argument, params []string) *JoinPoint {
-	jp := &JoinPoint{Advice: n, Timing: timing, Kind: Kprobe, Addr: c.Entry, Function: c.Name, InlinedIn: c.Caller, File: c.CallFile, Line: c.CallLine}
+	jp := &JoinPoint{Advice: n, Timing: timing, Kind: Kprobe, Addr: c.Entry, Function: c.Name, InlinedIn: c.Caller, File: c.CallFile, Line: c.CallLine, Module: r.module()}
 	if decl != "" {
 		jp.File = decl
 	}
@@ -266,10 +322,22 @@ func (r *resolver) refused(addr uint64) string {
 	case ".init.text", ".exit.text":
 		return "in " + sec + ": the kernel frees this code after boot, so it never runs again (and refuses kprobes there)"
 	}
-	if r.opt.Refused == nil {
+	refused := r.opt.Refused
+	if r.cur != nil {
+		refused = r.cur.refused
+	}
+	if refused == nil {
 		return ""
 	}
-	return r.opt.Refused(addr)
+	return refused(addr)
+}
+
+// module is the module being resolved ("" for the kernel).
+func (r *resolver) module() string {
+	if r.cur == nil {
+		return ""
+	}
+	return r.cur.module
 }
 
 // entryLine is the source line of the first line-table row at addr.
@@ -320,7 +388,7 @@ func (r *resolver) bind(addr uint64, scope, inlineName string, args []*aspect.Ar
 		if !ok {
 			return nil, fmt.Sprintf("argument(%s, %s): %s has no parameter %s", arg.Param.Value, p, strings.TrimPrefix(scope, "inline "), arg.Param.Value)
 		}
-		v, err := compileLocation(locContext{vl: vl, atEntry: atEntry})
+		v, err := compileLocation(locContext{vl: vl, atEntry: atEntry, module: r.module() != ""})
 		if err != nil {
 			return nil, fmt.Sprintf("argument(%s, %s): %s", arg.Param.Value, p, err)
 		}

@@ -31,7 +31,11 @@ type Session struct {
 	Slide      uint64
 	SlideKnown bool
 	Blacklist  []BlacklistEntry
-	log        io.Writer
+	// Modules are the modules given with --module, indexed; loaded says
+	// where the target runs them (empty without a running kernel).
+	Modules []*ModuleImage
+	loaded  []*loadedModule
+	log     io.Writer
 }
 
 // SessionOptions say which target to open and where progress goes.
@@ -73,6 +77,10 @@ func OpenSession(ctx context.Context, opt SessionOptions) (*Session, error) {
 	}
 	if err := s.readBlacklist(ctx); err != nil {
 		fmt.Fprintf(log, "klasy: warning: %v; join points the kernel refuses will fail the weave instead of being skipped\n", err)
+	}
+	if err := s.openModules(ctx, opt.Modules, true); err != nil {
+		s.Close()
+		return nil, err
 	}
 	return s, nil
 }
@@ -138,10 +146,13 @@ func (s *Session) Refused() Refusal {
 	return Refusals(s.Blacklist, s.Slide)
 }
 
-// Close releases the target and the index.
+// Close releases the target and the indexes.
 func (s *Session) Close() error {
 	if s.X != nil {
 		s.X.Close()
+	}
+	for _, m := range s.Modules {
+		m.X.Close()
 	}
 	return s.T.Close()
 }
@@ -224,6 +235,10 @@ func OpenImage(opt TargetOptions, log io.Writer) (*Session, error) {
 	}
 	s := &Session{T: imageOnly{image}, log: log}
 	if err := s.index(); err != nil {
+		return nil, err
+	}
+	if err := s.openModules(context.Background(), opt.Modules, false); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil

@@ -44,6 +44,9 @@ type TargetOptions struct {
 	Lab     string
 	Vmlinux string
 	Headers string
+	// Modules are modules built with the klasy plugin (.ko files), loaded
+	// in the target kernel, whose access join points are woven too.
+	Modules []string
 }
 
 // OpenTarget opens the target opt names.

@@ -37,6 +37,9 @@ const (
 	Shra                         // pop b, a; push a >> b (arithmetic)
 	Neg                          // top = -top
 	Not                          // top = ^top
+	// PushAddr pushes Arg, an address in the kernel image, plus the
+	// running kernel's KASLR slide (klasy_slide in the advice module).
+	PushAddr
 )
 
 // ValueOp is one step; Reg, Arg and Size are used by the ops above that
@@ -97,7 +100,7 @@ func (v *Value) check() error {
 				return fmt.Errorf("DWARF register %d is not among the saved registers", op.Reg)
 			}
 			depth++
-		case PushConst:
+		case PushConst, PushAddr:
 			depth++
 		case AddConst, Neg, Not:
 			if depth < 1 {
@@ -157,6 +160,9 @@ func (v *Value) C(w *strings.Builder, indent, dst, regs, prefix, fail string) er
 		case PushConst:
 			emit("%s = (u64)%dLL;", slot(sp), op.Arg)
 			sp++
+		case PushAddr:
+			emit("%s = (u64)%#xULL + klasy_slide;", slot(sp), uint64(op.Arg))
+			sp++
 		case AddConst:
 			emit("%s += (u64)%dLL;", slot(sp-1), op.Arg)
 		case Neg:
@@ -204,6 +210,8 @@ func (v *Value) String() string {
 			parts = append(parts, RegName(op.Reg))
 		case PushConst:
 			parts = append(parts, fmt.Sprint(op.Arg))
+		case PushAddr:
+			parts = append(parts, fmt.Sprintf("%#x+slide", uint64(op.Arg)))
 		case AddConst:
 			parts = append(parts, fmt.Sprintf("%+d", op.Arg))
 		case Deref:

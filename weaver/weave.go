@@ -44,6 +44,9 @@ type Report struct {
 	Times      Times
 	// LoadedRuntime is set when this weave loaded the runtime module.
 	LoadedRuntime bool
+	// Warnings are what resolving noticed (a pointcut of access(...)
+	// that selects nothing).
+	Warnings []Warning
 }
 
 // Woven counts the join points not skipped.
@@ -74,7 +77,8 @@ func Plan(s *Session, path string, src []byte) (*aspect.File, *Report, error) {
 	}
 	rep := &Report{Aspect: AspectName(path), Module: ModuleName(AspectName(path)), Target: s.T.Name()}
 	start := time.Now()
-	jps, err := Resolve(f, s.X, ResolveOptions{Refused: s.Refused()})
+	jps, err := Resolve(f, s.X, ResolveOptions{Refused: s.Refused(), Modules: s.Modules,
+		Warn: func(w Warning) { rep.Warnings = append(rep.Warnings, w) }})
 	if err != nil {
 		var re *ResolveError
 		if errors.As(err, &re) {
@@ -105,6 +109,9 @@ func Weave(ctx context.Context, s *Session, path string, src []byte) (*Report, e
 func WeaveResolved(ctx context.Context, s *Session, f *aspect.File, rep *Report) error {
 	path := f.Name
 	if rep.Woven() == 0 {
+		if len(rep.JoinPoints) == 0 && len(rep.Warnings) > 0 {
+			return fmt.Errorf("nothing to weave: %s", rep.Warnings[0])
+		}
 		return fmt.Errorf("nothing to weave: all %d join points of %s are skipped", len(rep.JoinPoints), path)
 	}
 	start := time.Now()
@@ -112,7 +119,7 @@ func WeaveResolved(ctx context.Context, s *Session, f *aspect.File, rep *Report)
 	if len(ref) != 1 || ref[0].InlineOnly {
 		return fmt.Errorf("%s has no single function %s to find the KASLR slide by", s.T.Image(), KASLRRef)
 	}
-	m, err := Generate(f, rep.JoinPoints, GenOptions{Path: path, RefAddr: ref[0].Entry})
+	m, err := Generate(f, rep.JoinPoints, GenOptions{Path: path, RefAddr: ref[0].Entry, ModuleAddr: s.moduleAddr(ctx)})
 	if err != nil {
 		return err
 	}

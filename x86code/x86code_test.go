@@ -141,6 +141,12 @@ func TestAgainstObjdump(t *testing.T) {
 					}
 				}
 				leaders := Leaders(fcode, s.Value)
+				if of := LeadersOf(Decode(fcode, s.Value), s.Value, s.Value+s.Size); !slices.Equal(of, leaders) {
+					t.Errorf("%s: LeadersOf(Decode) = %x, Leaders = %x", s.Name, of, leaders)
+				}
+				if _, sl := Scan(fcode, s.Value); !slices.Equal(sl, leaders) {
+					t.Errorf("%s: Scan's leaders = %x, Leaders = %x", s.Name, sl, leaders)
+				}
 				for _, l := range leaders {
 					if !want[l] {
 						t.Errorf("%s: leader %#x is not an instruction start", s.Name, l)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -28,13 +29,18 @@ const targetHelp = `Target (the running kernel to weave into):
 
 An image that is not the running kernel's build is refused (the
 build-id in /sys/kernel/notes is compared with the image's).
+  --module PATH.ko  also weave into this module (repeatable): its access
+                    and execution join points; one built
+                    with the klasy plugin and loaded in the target
+                    kernel, as the same build (its build-id in
+                    /sys/module/NAME/notes is compared with the file's)
 `
 
 func init() {
 	register(&command{
 		Name:    "weave",
 		Summary: "weave an aspect into a running kernel (hooks go live)",
-		Help: `usage: klasy weave [--lab NAME] [--json] [-v] FILE
+		Help: `usage: klasy weave [--lab NAME] [--module PATH.ko]... [--json] [-v] FILE
 
 Weaves the aspect in FILE into the running kernel: resolves its pointcuts
 to join points in the kernel image, generates and builds an advice module
@@ -49,13 +55,30 @@ defined in F, within_function(G) the copies inlined into G. A join point
 that cannot be woven (a variable optimized out there, a function the
 kernel refuses) is skipped with a warning that says why.
 
+access(S.M) (% wildcards in S and M) selects every place the kernel
+reads or writes member M of struct S, from the records the klasy GCC
+plugin wrote into a kernel (or --module) built with it, in every
+out-of-line body and inlined copy of the function holding it. The hook
+is on the accessing instruction itself where exactly one instruction of
+the line accesses the member ("exact": before it for before advice,
+right after it for after advice), else on the line (its first
+instruction for before, past its code for after). within_function(G)
+selects accesses written in G or in code inlined into G; within_file(F)
+likewise for files; local_var(v, x) only where v is in scope, giving &v;
+target(x) gives the accessed struct's address itself. A pointcut of
+access(...) that selects nothing is a warning.
+
 The report gives, per aspect, the join points woven by ftrace, jump
 (optimized kprobe), int3 or kretprobe, those skipped, and the time spent
-resolving, generating, building, loading and registering. -v lists every
+resolving, generating, building, loading and registering, and for
+access join points how many are exact and line-level. -v lists every
 join point; --json prints one object per join point:
   aspect advice function inlined_in file line pc mechanism skipped
+  module access exact
 (advice is 1-based in FILE, pc the image address as 'klasy lines' prints
-it, skipped absent when woven).
+it (for a module, of its .ko as klasy lays it out), skipped absent when
+woven; module, access ("sk_buff.len read") and exact only for access
+join points).
 
 Join points in the kernel's kprobe blacklist (NOKPROBE_SYMBOL, entry
 and noinstr code) are skipped before anything is loaded; with
@@ -73,15 +96,21 @@ Examples:
 	register(&command{
 		Name:    "list",
 		Summary: "list the join points an aspect selects, without touching a kernel",
-		Help: `usage: klasy list [--lab NAME | --vmlinux IMAGE] [--json] FILE
+		Help: `usage: klasy list [--lab NAME | --vmlinux IMAGE] [--module PATH.ko]... [--json] FILE
 
 Resolves the aspect's pointcuts in the kernel image and prints the join
 points a weave would hook, and those it would skip with the reason, as
 'klasy weave -v' does, without loading anything (like perf probe -L or
-stap -l). With --lab, the lab's kernel image; with --vmlinux, any image.
+stap -l). With --lab, the lab's kernel image; with --vmlinux, any image;
+with --module, also the access join points of a module built with
+the klasy plugin (addresses of its .ko as klasy lays it out). For access
+join points the summary counts exact and line-level ones and the source
+lines they cover, and each line says which tier it got. --json prints
+one object per join point, as 'klasy weave --json' does.
 
-Example:
+Examples:
   klasy list --vmlinux vmlinux examples/setattr_exec.klasy
+  klasy list --lab built --json examples/net_trace.klasy | jq -r 'select(.exact)|.pc'
 `,
 		Run: runList,
 	})
@@ -113,8 +142,9 @@ kernel, it is right even after a klasy that was killed.
 
 --json prints one object: target runtime abi cpus buffer_kb unread
 lost_per_cpu aspects (each: id name module register_us hooks; each hook:
-kind mechanism addr pc hits missed advice function inlined_in file line,
-addr the running kernel's address, pc the image's).
+kind mechanism addr pc hits missed advice function inlined_in file line
+module, addr the running kernel's address, pc the image's, module only
+for a hook in a module, whose pc is then its .ko's).
 
 ` + targetHelp,
 		Run: runStatus,
@@ -124,6 +154,7 @@ addr the running kernel's address, pc the image's).
 		Summary: "print what woven advice recorded, symbolized",
 		Help: `usage: klasy trace [--lab NAME] [--follow] [--aspect NAME] [--json]
          [--group-by N [--group-gap D] | --hist N | --lhist N,MIN,MAX,STEP]
+         [--perfetto FILE]
 
 Consumes the records woven advice stored (STORE_DATA...) and prints each
 with the time since boot, CPU, pid, command, aspect and advice, the
@@ -174,9 +205,16 @@ With --json, a view prints one object per block:
 {min max count}, bounds inclusive, min absent below the first bucket and
 max above the last, as bpftrace's JSON).
 
+--perfetto FILE also writes the records, as printed, to FILE in the
+Chrome trace-event JSON format that ui.perfetto.dev and chrome://tracing
+open: a track per CPU, a slice per record named by its function (its
+file:line, pc, task and values in the slice's arguments), and with
+--group-by, flow arrows linking each group's records across CPUs.
+
 Examples:
   klasy trace --lab demo --follow
-  klasy trace --lab demo --aspect net_trace --group-by 2   # per sk_buff
+  klasy trace --lab demo --aspect net_trace --group-by 1   # per sk_buff
+  klasy trace --lab demo --group-by 1 --perfetto net.json  # for ui.perfetto.dev
   klasy trace --lab demo --group-by 2 --group-gap 10ms
   klasy trace --lab demo --follow --hist 1                 # Ctrl-C draws it
   klasy trace --lab demo --lhist 1,0,14000000,2000000  # 2 ms buckets
@@ -192,6 +230,7 @@ type weaveFlags struct {
 	json, verbose, follow, all bool
 	aspect                     string
 	views                      traceViewFlags // trace's
+	perfetto                   string         // trace's --perfetto FILE
 }
 
 func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error) {
@@ -202,6 +241,9 @@ func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error
 	if name != "unweave" {
 		fs.BoolVar(&f.json, "json", false, "")
 	}
+	if name == "weave" || name == "list" {
+		fs.Var((*stringList)(&f.Modules), "module", "")
+	}
 	switch name {
 	case "weave":
 		fs.BoolVar(&f.verbose, "v", false, "")
@@ -209,6 +251,7 @@ func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error
 		fs.BoolVar(&f.follow, "follow", false, "")
 		fs.StringVar(&f.aspect, "aspect", "", "")
 		f.views.declare(fs)
+		fs.StringVar(&f.perfetto, "perfetto", "", "")
 	case "unweave":
 		fs.BoolVar(&f.all, "all", false, "")
 	}
@@ -216,6 +259,16 @@ func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error
 		return nil, err
 	}
 	return fs.Args(), nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }
 
 // signalContext is cancelled by Ctrl-C or SIGTERM, so that a weave in
@@ -260,6 +313,11 @@ func runWeave(s *stdio, args []string) error {
 	defer sess.Close()
 	rep, err := weaver.Weave(ctx, sess, pos[0], src)
 	if rep != nil {
+		if err == nil {
+			// A weave that fails for want of join points says why in
+			// its error.
+			printWarnings(s, rep)
+		}
 		printSkipped(s, rep)
 	}
 	if err != nil {
@@ -284,6 +342,14 @@ func weaveError(s *stdio, err error) error {
 	return err
 }
 
+// printWarnings prints what resolving noticed, at the aspect's
+// FILE:LINE:COL.
+func printWarnings(s *stdio, rep *weaver.Report) {
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(s.Err, "klasy: warning: %s\n", w)
+	}
+}
+
 func printSkipped(s *stdio, rep *weaver.Report) {
 	for _, jp := range rep.JoinPoints {
 		if jp.Skipped != "" {
@@ -302,26 +368,54 @@ type joinPointJSON struct {
 	PC        string `json:"pc"`
 	Mechanism string `json:"mechanism,omitempty"`
 	Skipped   string `json:"skipped,omitempty"`
+	// Access join points only.
+	Module string `json:"module,omitempty"`
+	Access string `json:"access,omitempty"` // "sk_buff.len read"
+	Exact  *bool  `json:"exact,omitempty"`
 }
 
 func printJoinPointsJSON(s *stdio, rep *weaver.Report) error {
 	enc := json.NewEncoder(s.Out)
 	for _, jp := range rep.JoinPoints {
-		if err := enc.Encode(joinPointJSON{Aspect: rep.Aspect, Advice: jp.Advice, Function: jp.Function, InlinedIn: jp.InlinedIn,
-			File: jp.File, Line: jp.Line, PC: fmt.Sprintf("%#x", jp.Addr), Mechanism: jp.Mechanism, Skipped: jp.Skipped}); err != nil {
+		j := joinPointJSON{Aspect: rep.Aspect, Advice: jp.Advice, Function: jp.Function, InlinedIn: jp.InlinedIn,
+			File: jp.File, Line: jp.Line, PC: fmt.Sprintf("%#x", jp.Addr), Mechanism: jp.Mechanism, Skipped: jp.Skipped, Module: jp.Module}
+		if jp.Access != nil {
+			exact := jp.Exact
+			j.Exact, j.Access = &exact, accessLabel(jp)
+		}
+		if err := enc.Encode(j); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// accessLabel is "sk_buff.len read", with how a hook off the access's
+// own line was placed.
+func accessLabel(jp *weaver.JoinPoint) string {
+	a := jp.Access
+	l := a.Struct + "." + a.Member + " " + a.Mode
+	if a.Via != "" {
+		l += " (" + a.Via + ")"
+	}
+	return l
+}
+
 func printJoinPoints(w io.Writer, rep *weaver.Report) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "  ADVICE\tFUNCTION\tFILE:LINE\tPC\tHOOK")
+	access := slices.ContainsFunc(rep.JoinPoints, func(jp *weaver.JoinPoint) bool { return jp.Access != nil })
+	if access {
+		fmt.Fprintln(tw, "  ADVICE\tFUNCTION\tFILE:LINE\tPC\tACCESS\tTIER\tHOOK")
+	} else {
+		fmt.Fprintln(tw, "  ADVICE\tFUNCTION\tFILE:LINE\tPC\tHOOK")
+	}
 	for _, jp := range rep.JoinPoints {
 		fn := jp.Function
 		if jp.InlinedIn != "" {
 			fn += " (in " + jp.InlinedIn + ")"
+		}
+		if jp.Module != "" {
+			fn += " [" + jp.Module + "]"
 		}
 		how := jp.Mechanism
 		if how == "" {
@@ -330,9 +424,34 @@ func printJoinPoints(w io.Writer, rep *weaver.Report) {
 		if jp.Skipped != "" {
 			how = "skipped: " + jp.Skipped
 		}
-		fmt.Fprintf(tw, "  %d %s\t%s\t%s:%d\t%#x\t%s\n", jp.Advice, jp.Timing, fn, jp.File, jp.Line, jp.Addr, how)
+		acc := ""
+		if access {
+			acc, tier := "-\t-\t", "line"
+			if jp.Access != nil {
+				if jp.Exact {
+					tier = "exact"
+				}
+				if jp.Skipped != "" {
+					tier = "-"
+				}
+				acc = accessLabel(jp) + "\t" + tier + "\t"
+			}
+			fmt.Fprintf(tw, "  %d %s\t%s\t%s:%d\t%#x\t%s%s\n", jp.Advice, jp.Timing, fn, jp.File, jp.Line, jp.Addr, acc, how)
+			continue
+		}
+		fmt.Fprintf(tw, "  %d %s\t%s\t%s:%d\t%#x\t%s%s\n", jp.Advice, jp.Timing, fn, jp.File, jp.Line, jp.Addr, acc, how)
 	}
 	tw.Flush()
+}
+
+// printCoverage prints the access join points' tiers and lines.
+func printCoverage(w io.Writer, rep *weaver.Report) {
+	c := weaver.Coverage(rep.JoinPoints)
+	if c.JoinPoints == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  access: %s exact, %s line-level; %d of %d source lines have a join point\n",
+		plural(c.Exact, "join point"), plural(c.LineLevel, "join point"), c.LinesHooked, c.Lines)
 }
 
 func printWeaveReport(s *stdio, rep *weaver.Report, verbose bool) {
@@ -348,6 +467,7 @@ func printWeaveReport(s *stdio, rep *weaver.Report, verbose bool) {
 	t := rep.Times
 	fmt.Fprintf(s.Out, "  resolve %s, generate %s, build %s, load %s, register %s\n",
 		dur(t.Resolve), dur(t.Generate), dur(t.Build), dur(t.Load), dur(t.Register))
+	printCoverage(s.Out, rep)
 	if verbose {
 		printJoinPoints(s.Out, rep)
 	}
@@ -390,10 +510,12 @@ func runList(s *stdio, args []string) error {
 	if err != nil {
 		return weaveError(s, err)
 	}
+	printWarnings(s, rep)
 	if f.json {
 		return printJoinPointsJSON(s, rep)
 	}
 	fmt.Fprintf(s.Out, "%s: %s in %s, %d would be skipped\n", rep.Aspect, plural(len(rep.JoinPoints), "join point"), sess.T.Image(), len(rep.JoinPoints)-rep.Woven())
+	printCoverage(s.Out, rep)
 	printJoinPoints(s.Out, rep)
 	return nil
 }
@@ -473,6 +595,9 @@ func runStatus(s *stdio, args []string) error {
 			if h.InlinedIn != "" {
 				fn += " (in " + h.InlinedIn + ")"
 			}
+			if h.Module != "" {
+				fn += " [" + h.Module + "]"
+			}
 			var adv []string
 			for _, n := range h.Advice {
 				adv = append(adv, fmt.Sprint(n))
@@ -518,6 +643,7 @@ type hookJSON struct {
 	InlinedIn string `json:"inlined_in,omitempty"`
 	File      string `json:"file"`
 	Line      int    `json:"line"`
+	Module    string `json:"module,omitempty"`
 }
 
 func statusView(target string, st *records.Status) statusJSON {
@@ -530,7 +656,7 @@ func statusView(target string, st *records.Status) statusJSON {
 		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), Hooks: []hookJSON{}}
 		for _, h := range a.Hooks {
 			aj.Hooks = append(aj.Hooks, hookJSON{Kind: h.Kind, Mechanism: h.Mech, Addr: fmt.Sprintf("%#x", h.Addr), PC: fmt.Sprintf("%#x", h.Image),
-				Hits: h.Hits, Missed: h.Missed, Advice: h.Advice, Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line})
+				Hits: h.Hits, Missed: h.Missed, Advice: h.Advice, Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line, Module: h.Module})
 		}
 		v.Aspects = append(v.Aspects, aj)
 	}
@@ -585,6 +711,9 @@ func runTrace(s *stdio, args []string) error {
 	}
 	defer src.Close()
 	p := &tracePrinter{s: s, json: f.json, aspect: f.aspect, view: view}
+	if f.perfetto != "" {
+		p.export = &perfettoExport{path: f.perfetto, target: src.Name()}
+	}
 	saved, done, err := src.TakeSaved()
 	if err != nil {
 		return err
@@ -654,6 +783,7 @@ type tracePrinter struct {
 	aspect string
 	view   traceView // nil: one line per record
 	enc    *json.Encoder
+	export *perfettoExport // --perfetto, written at the end
 }
 
 func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
@@ -663,6 +793,9 @@ func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
 	for _, r := range rs {
 		if p.aspect != "" && r.Aspect != p.aspect {
 			continue
+		}
+		if p.export != nil {
+			p.export.add(r)
 		}
 		if p.view != nil {
 			p.view.add(r)
@@ -688,8 +821,21 @@ func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
 	return nil
 }
 
-// finish prints the view, once the trace has ended.
+// finish prints the view and writes the export, once the trace has
+// ended.
 func (p *tracePrinter) finish() error {
+	if p.export != nil {
+		var groups []*traceGroup
+		index := 0
+		if g, ok := p.view.(*groupView); ok {
+			groups, index = g.groups, g.pick.index
+		}
+		err := p.export.write(groups, index)
+		p.export = nil
+		if err != nil {
+			return err
+		}
+	}
 	if p.view == nil {
 		return nil
 	}

@@ -56,8 +56,10 @@ type hostileRun struct {
 	maxRSS int64
 	// during runs while klasy runs (e.g. to change its input under it).
 	during func(t *testing.T, p *os.Process)
-	// after checks what the command printed, after the common checks.
-	after func(t *testing.T, stdout []byte)
+	// after checks what the command printed, after the common checks;
+	// afterErr what it printed on stderr.
+	after    func(t *testing.T, stdout []byte)
+	afterErr func(t *testing.T, stderr string)
 	// exitOK marks a case whose correct answer is success (exit 0), e.g. a
 	// wrong answer that, once fixed, is a right one; the other checks stay.
 	exitOK bool
@@ -212,6 +214,9 @@ func runHostile(t *testing.T, bin string, hc hostileCase) {
 	}
 	if r.after != nil {
 		r.after(t, stdout.Bytes())
+	}
+	if r.afterErr != nil {
+		r.afterErr(t, stderr.String())
 	}
 }
 

@@ -152,6 +152,9 @@ func (img *Image) init() (err error) {
 		}
 	}
 	img.BuildID = readBuildID(ef, img.mapping)
+	if img.Rel {
+		layOut(ef)
+	}
 	for _, name := range debugSections {
 		s := ef.Section(name)
 		if s == nil {
@@ -370,6 +373,45 @@ func checkModuleMatches(mod, vmlinux *Image) error {
 	return nil
 }
 
+// ModuleBase is where layOut puts a module's first allocated section.
+const ModuleBase = 0x10000
+
+// ModuleLayout names the way layOut places a module's sections, for
+// caches of what was read at those addresses.
+const ModuleLayout = "layout1"
+
+// layOut gives the allocated sections of a relocatable object addresses
+// one after the other from ModuleBase, in section order and aligned, as
+// a linker would: in a .ko each section starts at 0, so the code of
+// .text, .init.text and .exit.text would share addresses. DWARF
+// addresses (relocated against these) are then unique, and a loaded
+// module's SECTION+OFFSET is SectionAt's answer.
+func layOut(ef *elf.File) {
+	next := uint64(ModuleBase)
+	for _, s := range ef.Sections {
+		if s.Flags&elf.SHF_ALLOC == 0 || s.Size == 0 {
+			continue
+		}
+		if a := s.Addralign; a > 1 && a&(a-1) == 0 {
+			next = (next + a - 1) &^ (a - 1)
+		}
+		s.Addr = next
+		next += s.Size
+	}
+}
+
+// SectionAt returns the allocated section holding addr and addr's
+// offset in it (ok false if none): for a module, where addr is once the
+// module is loaded (/sys/module/NAME/sections/SECTION + off).
+func (img *Image) SectionAt(addr uint64) (name string, off uint64, ok bool) {
+	for _, s := range img.ELF.Sections {
+		if s.Flags&elf.SHF_ALLOC != 0 && s.Size > 0 && addr >= s.Addr && addr < s.Addr+s.Size {
+			return s.Name, addr - s.Addr, true
+		}
+	}
+	return "", 0, false
+}
+
 // relocate applies the S+A relocations of a relocatable object (a .ko)
 // to a copy of one of its debug sections, as debug/elf does for the
 // sections it reads itself.
@@ -406,7 +448,12 @@ func (img *Image) relocate(target *elf.Section, b []byte) error {
 			if sym.Section == elf.SHN_UNDEF || sym.Section >= elf.SHN_LORESERVE {
 				continue
 			}
+			// A symbol's value is an offset in its section, which
+			// layOut has given an address.
 			v := uint64(int64(sym.Value) + add)
+			if int(sym.Section) < len(ef.Sections) {
+				v += ef.Sections[sym.Section].Addr
+			}
 			switch typ {
 			case elf.R_X86_64_64:
 				if off+8 <= uint64(len(b)) {

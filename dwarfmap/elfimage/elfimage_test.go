@@ -2,6 +2,7 @@ package elfimage
 
 import (
 	"bytes"
+	"debug/dwarf"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -324,5 +325,75 @@ func TestCodeDiscarded(t *testing.T) {
 	c, err := exe.Code()
 	if err != nil || c == nil || !c.symbols || len(c.text) == 0 || !c.global["scale"] {
 		t.Errorf("Code() of an executable = %+v, %v", c, err)
+	}
+}
+
+// TestModuleLayout: in a relocatable object every section starts at 0;
+// Open lays the allocated ones out so that the functions of .text and
+// .init.text get distinct DWARF addresses, SectionAt gives each back
+// as its section and offset, and ReadText reads its code there.
+func TestModuleLayout(t *testing.T) {
+	dir := t.TempDir()
+	obj := compile(t, dir, "mod.o", `int counter;
+int probe(int x) { counter += x; return counter * 3; }
+__attribute__((section(".init.text"))) int setup(int x) { return x + 7; }
+__attribute__((section(".exit.text"))) void teardown(void) { counter = 0; }
+`, "-O2", "-g", "-gdwarf-5", "-c")
+	img, err := Open(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	syms, err := img.ELF.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := img.DWARF()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowPC := map[string]uint64{}
+	r := d.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil || e == nil {
+			break
+		}
+		if name, ok := e.Val(dwarf.AttrName).(string); ok && e.Tag == dwarf.TagSubprogram {
+			if pc, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
+				lowPC[name] = pc
+			}
+		}
+	}
+	seen := map[uint64]string{}
+	for _, fn := range []struct{ name, sec string }{{"probe", ".text"}, {"setup", ".init.text"}, {"teardown", ".exit.text"}} {
+		pc, ok := lowPC[fn.name]
+		if !ok {
+			t.Fatalf("no DW_AT_low_pc for %s", fn.name)
+		}
+		if other, dup := seen[pc]; dup {
+			t.Errorf("%s and %s share address %#x", fn.name, other, pc)
+		}
+		seen[pc] = fn.name
+		sec, off, ok := img.SectionAt(pc)
+		if !ok || sec != fn.sec {
+			t.Errorf("SectionAt(%s at %#x) = %q, %v; want %s", fn.name, pc, sec, ok, fn.sec)
+		}
+		for _, s := range syms {
+			if s.Name != fn.name {
+				continue
+			}
+			if off != s.Value {
+				t.Errorf("%s at %s+%#x, the symbol table says +%#x", fn.name, sec, off, s.Value)
+			}
+			es := img.ELF.Sections[s.Section]
+			want, _ := es.Data()
+			if got := img.ReadText(pc, s.Size); !bytes.Equal(got, want[s.Value:s.Value+s.Size]) {
+				t.Errorf("ReadText(%s) = % x, want its bytes % x", fn.name, got, want[s.Value:s.Value+s.Size])
+			}
+		}
+	}
+	if _, _, ok := img.SectionAt(0); ok {
+		t.Error("SectionAt(0) found a section: the layout starts at ModuleBase")
 	}
 }

@@ -58,6 +58,7 @@ func TestCFAMatchesReadelf(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer img.Close()
+			ix := NewFDEIndex(img)
 			n := 0
 			sc := bufio.NewScanner(bytes.NewReader(out))
 			for sc.Scan() {
@@ -75,6 +76,9 @@ func TestCFAMatchesReadelf(t *testing.T) {
 				if r.Rule != frame.RuleCFA || RegName(r.Reg) != m[2] || r.Offset != off {
 					t.Errorf("CFA at %#x: %s%+d, readelf says %s%s", pc, RegName(r.Reg), r.Offset, m[2], m[3])
 				}
+				if ri, err := NewFrameIn(ix, pc, nil).CFA(); err != nil || ri.Rule != r.Rule || ri.Reg != r.Reg || ri.Offset != r.Offset {
+					t.Errorf("CFA at %#x through the FDE index: %+v, %v; without: %+v", pc, ri, err, r)
+				}
 				// A stack slot there is found from that CFA.
 				l := Describe(expr(op.DW_OP_fbreg, sleb(-24)), NewFrame(img, pc, []byte{byte(op.DW_OP_call_frame_cfa)}))
 				if want := fmt.Sprintf("stack CFA-24 ([%s%+d] here)", m[2], off-24); l.String() != want {
@@ -86,6 +90,9 @@ func TestCFAMatchesReadelf(t *testing.T) {
 				t.Fatalf("%d CFA rows checked:\n%s", n, out)
 			}
 			l := Describe(expr(op.DW_OP_fbreg, sleb(-24)), NewFrame(img, 0, []byte{byte(op.DW_OP_call_frame_cfa)}))
+			if _, err := NewFrameIn(ix, 0, nil).CFA(); err == nil {
+				t.Errorf("at 0, outside any FDE, the FDE index found one")
+			}
 			if _, err := NewFrame(img, 0, nil).CFA(); err == nil || l.CFA != nil || l.String() != "stack CFA-24" {
 				t.Errorf("at 0, outside any FDE: %v, %q", err, l)
 			}

@@ -18,6 +18,14 @@ type Lists struct {
 	unit    *dwarf.Data // a view of the unit, for its DW_AT_addr_base and DW_AT_loclists_base
 	version int
 	lowPC   uint64 // the unit's base address
+	// The unit DIE's attributes, read once (a Lists answers many At).
+	attrs map[dwarf.Attr]attrVal
+	addrs *godwarf.DebugAddrSection
+}
+
+type attrVal struct {
+	v  int64
+	ok bool
 }
 
 // NewLists returns the location lists of the unit of DWARF version
@@ -57,7 +65,10 @@ func (l *Lists) At(off int64, class dwarf.Class, pc uint64) (expr []byte, err er
 		rd := loclist.NewDwarf5Reader(sec)
 		var da *godwarf.DebugAddr
 		if a := img.Section(".debug_addr"); len(a) > 0 {
-			da = godwarf.ParseAddr(a).GetSubsection(l.addrBase())
+			if l.addrs == nil {
+				l.addrs = godwarf.ParseAddr(a)
+			}
+			da = l.addrs.GetSubsection(l.addrBase())
 		}
 		e, err := rd.Find(int(off), 0, l.lowPC, pc, da)
 		if err != nil || e == nil {
@@ -77,12 +88,19 @@ func (l *Lists) At(off int64, class dwarf.Class, pc uint64) (expr []byte, err er
 }
 
 func (l *Lists) unitAttr(a dwarf.Attr) (int64, bool) {
-	r := l.unit.Reader()
-	e, err := r.Next()
-	if err != nil || e == nil {
-		return 0, false
+	if av, ok := l.attrs[a]; ok {
+		return av.v, av.ok
 	}
-	v, ok := e.Val(a).(int64)
+	var v int64
+	var ok bool
+	r := l.unit.Reader()
+	if e, err := r.Next(); err == nil && e != nil {
+		v, ok = e.Val(a).(int64)
+	}
+	if l.attrs == nil {
+		l.attrs = map[dwarf.Attr]attrVal{}
+	}
+	l.attrs[a] = attrVal{v, ok}
 	return v, ok
 }
 

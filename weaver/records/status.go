@@ -67,6 +67,9 @@ type Hook struct {
 	InlinedIn string // "" unless the hook is in an inlined copy
 	File      string
 	Line      int
+	// Module is the module whose code holds the hook ("" for the
+	// kernel); Image is then an address of its .ko as klasy lays it out.
+	Module string
 }
 
 // ParseStatus parses the status file's text. It refuses a runtime of
@@ -338,6 +341,8 @@ func parseHook(m kvs) (Hook, error) {
 	h.File, e = m.name("file")
 	fail(e)
 	h.Line, e = m.int("line")
+	fail(e)
+	h.Module, e = m.name("module")
 	fail(e)
 	return h, err
 }

@@ -67,8 +67,8 @@ func TestParseStatusErrors(t *testing.T) {
 	const asp = "aspect id=2 name=a module=m hooks=1 register_us=5\n"
 	hook := func(kv string) string {
 		f := map[string]string{}
-		order := strings.Fields("aspect index kind addr image mech hits missed advice function inlined_in file line")
-		for _, p := range strings.Fields("aspect=2 index=0 kind=kprobe addr=0x10 image=0x20 mech=int3 hits=1 missed=0 advice=1 function=f inlined_in=- file=f.c line=3") {
+		order := strings.Fields("aspect index kind addr image mech hits missed advice function inlined_in file line module")
+		for _, p := range strings.Fields("aspect=2 index=0 kind=kprobe addr=0x10 image=0x20 mech=int3 hits=1 missed=0 advice=1 function=f inlined_in=- file=f.c line=3 module=-") {
 			k, v, _ := strings.Cut(p, "=")
 			f[k] = v
 		}
@@ -123,6 +123,7 @@ func TestParseStatusErrors(t *testing.T) {
 		{rt + asp + hook("advice=1,,2"), `advice=1,,2: "" is not a 16-bit decimal`},
 		{rt + asp + hook("advice=70000"), `"70000" is not a 16-bit decimal`},
 		{rt + asp + hook("line=DEL"), "status line 3: no line="},
+		{rt + asp + hook("module=DEL"), "status line 3: no module="},
 		{rt + asp + hook("hits=DEL missed=x"), "no hits="},
 		{rt + asp + hook("extra=1"), "status line 3: unknown key extra"},
 		{rt + "aspect id=4294967296 name=a module=m hooks=0 register_us=5\n", "id=4294967296: not a 32-bit decimal"},

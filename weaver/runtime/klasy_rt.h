@@ -82,7 +82,8 @@ enum klasy_hook_kind {
 
 /*
  * One hook. The advice module fills everything above "runtime's"; for a
- * kprobe it sets rp.kp.addr and rp.kp.pre_handler, for a kretprobe
+ * kprobe it sets rp.kp.addr and rp.kp.pre_handler (and rp.kp.post_handler
+ * for after advice at an instruction), for a kretprobe
  * rp.kp.addr, rp.handler and optionally rp.entry_handler/rp.data_size.
  * The runtime sets rp.kp.flags. Strings are shown in status with spaces
  * and control characters as '_', NULL or "" as "-".
@@ -90,13 +91,14 @@ enum klasy_hook_kind {
 struct klasy_hook {
 	struct kretprobe rp;		/* rp.kp alone for a kprobe */
 	enum klasy_hook_kind kind;
-	unsigned long image_addr;	/* the address in the image (vmlinux) */
+	unsigned long image_addr;	/* the address in the image (vmlinux, or module's .ko) */
 	const char *function;		/* where the hook is (the inlined one) */
 	const char *inlined_in;		/* for an inlined copy, else NULL */
 	const char *file;		/* source file of the join point */
 	unsigned int line;
 	unsigned int nadvice;
 	const u16 *advice;		/* advice numbers, in call order */
+	const char *module;		/* the module whose code holds the hook, NULL for the kernel */
 
 	/* runtime's */
 	struct klasy_aspect *aspect;

@@ -458,7 +458,9 @@ static void klasy_show_hook(struct seq_file *m, struct klasy_aspect *a,
 	klasy_put_token(m, h->inlined_in);
 	seq_puts(m, " file=");
 	klasy_put_token(m, h->file);
-	seq_printf(m, " line=%u\n", h->line);
+	seq_printf(m, " line=%u module=", h->line);
+	klasy_put_token(m, h->module);
+	seq_putc(m, '\n');
 }
 
 static int status_show(struct seq_file *m, void *v)

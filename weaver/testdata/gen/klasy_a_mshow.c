@@ -15,12 +15,15 @@
 
 static struct klasy_hook klasy_hooks[1];
 
+/* The running kernel's KASLR slide, set by klasy_init. */
+static unsigned long klasy_slide;
+
 /* advice 1: <before> execution(m_show) AND within_file(fs/namespace.c) AND argument(m, mp) */
 static void klasy_advice_1(struct klasy_hit *__klasy_hit, unsigned long __klasy_pc, unsigned long __klasy_retval, void *mp)
 {
 #line 7 "mshow.klasy"
       STORE_DATA(*(void **)mp);
-#line 24 "klasy_a_mshow.c"
+#line 27 "klasy_a_mshow.c"
 }
 
 /* hook 0: kprobe m_show at fs/namespace.c:1403, image address 0xffffffff813912d0 */
@@ -76,6 +79,7 @@ static int __init klasy_init(void)
 	unsigned long slide = (unsigned long)&register_kprobe - KLASY_REF_IMAGE;
 	unsigned int i, failed = 0;
 
+	klasy_slide = slide;
 	for (i = 0; i < ARRAY_SIZE(klasy_hooks); i++)
 		klasy_hooks[i].rp.kp.addr = (kprobe_opcode_t *)(klasy_hooks[i].image_addr + slide);
 	return klasy_register_aspect(&klasy_aspect, &failed);

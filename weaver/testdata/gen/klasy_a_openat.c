@@ -15,12 +15,15 @@
 
 static struct klasy_hook klasy_hooks[1];
 
+/* The running kernel's KASLR slide, set by klasy_init. */
+static unsigned long klasy_slide;
+
 /* advice 1: <after> execution(do_sys_openat2) AND argument(dfd, dfdp) */
 static void klasy_advice_1(struct klasy_hit *__klasy_hit, unsigned long __klasy_pc, unsigned long __klasy_retval, void *dfdp)
 {
 #line 6 "openat.klasy"
       STORE_DATA2(*(int *)dfdp, __klasy_retval);
-#line 24 "klasy_a_openat.c"
+#line 27 "klasy_a_openat.c"
 }
 
 /* hook 0: kretprobe do_sys_openat2 at fs/open.c:1306, image address 0xffffffff81363fa0 */
@@ -89,6 +92,7 @@ static int __init klasy_init(void)
 	unsigned long slide = (unsigned long)&register_kprobe - KLASY_REF_IMAGE;
 	unsigned int i, failed = 0;
 
+	klasy_slide = slide;
 	for (i = 0; i < ARRAY_SIZE(klasy_hooks); i++)
 		klasy_hooks[i].rp.kp.addr = (kprobe_opcode_t *)(klasy_hooks[i].image_addr + slide);
 	return klasy_register_aspect(&klasy_aspect, &failed);

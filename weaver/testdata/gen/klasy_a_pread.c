@@ -15,12 +15,15 @@
 
 static struct klasy_hook klasy_hooks[3];
 
+/* The running kernel's KASLR slide, set by klasy_init. */
+static unsigned long klasy_slide;
+
 /* advice 1: <before> execution(ksys_pread64) AND argument(count, countp) AND argument(pos, posp) */
 static void klasy_advice_1(struct klasy_hit *__klasy_hit, unsigned long __klasy_pc, unsigned long __klasy_retval, void *countp, void *posp)
 {
 #line 7 "pread.klasy"
       STORE_DATA2(*(size_t *)countp, *(loff_t *)posp);
-#line 24 "klasy_a_pread.c"
+#line 27 "klasy_a_pread.c"
 }
 
 /* hook 0: kprobe ksys_pread64 at fs/read_write.c:654, image address 0xffffffff813677b0 */
@@ -163,6 +166,7 @@ static int __init klasy_init(void)
 	unsigned long slide = (unsigned long)&register_kprobe - KLASY_REF_IMAGE;
 	unsigned int i, failed = 0;
 
+	klasy_slide = slide;
 	for (i = 0; i < ARRAY_SIZE(klasy_hooks); i++)
 		klasy_hooks[i].rp.kp.addr = (kprobe_opcode_t *)(klasy_hooks[i].image_addr + slide);
 	return klasy_register_aspect(&klasy_aspect, &failed);

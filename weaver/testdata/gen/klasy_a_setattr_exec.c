@@ -19,6 +19,9 @@
 
 static struct klasy_hook klasy_hooks[1];
 
+/* The running kernel's KASLR slide, set by klasy_init. */
+static unsigned long klasy_slide;
+
 /* advice 1: <before> execution(setattr_prepare) AND argument(dentry, dentryp) AND argument(attr, attrp) */
 static void klasy_advice_1(struct klasy_hit *__klasy_hit, unsigned long __klasy_pc, unsigned long __klasy_retval, void *dentryp, void *attrp)
 {
@@ -30,7 +33,7 @@ static void klasy_advice_1(struct klasy_hit *__klasy_hit, unsigned long __klasy_
       if (inode && (attr->ia_valid & ATTR_UID))
         STORE_DATA3(inode->i_ino, i_uid_read(inode),
                     from_kuid(i_user_ns(inode), attr->ia_uid));
-#line 34 "klasy_a_setattr_exec.c"
+#line 37 "klasy_a_setattr_exec.c"
 }
 
 /* hook 0: kprobe setattr_prepare at fs/attr.c:167, image address 0xffffffff8138e4b0 */
@@ -91,6 +94,7 @@ static int __init klasy_init(void)
 	unsigned long slide = (unsigned long)&register_kprobe - KLASY_REF_IMAGE;
 	unsigned int i, failed = 0;
 
+	klasy_slide = slide;
 	for (i = 0; i < ARRAY_SIZE(klasy_hooks); i++)
 		klasy_hooks[i].rp.kp.addr = (kprobe_opcode_t *)(klasy_hooks[i].image_addr + slide);
 	return klasy_register_aspect(&klasy_aspect, &failed);

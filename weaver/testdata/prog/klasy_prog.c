@@ -11,6 +11,7 @@
  *   klasy_prog time-getppid N            getppid(2) N times, prints ns per call
  *   klasy_prog tcp-read IP PORT BYTES    connect to IP:PORT, read BYTES, print them
  *                                        (packets into the guest's network stack)
+ *   klasy_prog lseek FILE OFF...         lseek(2) FILE to each OFF from its start
  *
  * It prints its pid first, so the test can pick its records.
  */
@@ -45,7 +46,7 @@ int main(int argc, char **argv)
 	long i, n;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read ...\n");
+		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek ...\n");
 		return 2;
 	}
 	printf("pid %d\n", getpid());
@@ -119,6 +120,21 @@ int main(int argc, char **argv)
 		}
 		close(s);
 		return got == want ? 0 : 1;
+	}
+	if (strcmp(argv[1], "lseek") == 0 && argc >= 4) {
+		int fd = open(argv[2], O_RDONLY);
+
+		if (fd < 0) {
+			perror(argv[2]);
+			return 1;
+		}
+		for (i = 3; i < argc; i++)
+			if (lseek(fd, arg(argv[i]), SEEK_SET) < 0) {
+				perror("lseek");
+				return 1;
+			}
+		close(fd);
+		return 0;
 	}
 	fprintf(stderr, "klasy_prog: unknown or malformed command %s\n", argv[1]);
 	return 2;

@@ -1,0 +1,465 @@
+package dwarfmap
+
+import (
+	"cmp"
+	"debug/dwarf"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/go-delve/delve/pkg/dwarf/godwarf"
+
+	"github.com/klasy/klasy/dwarfmap/dwtype"
+	"github.com/klasy/klasy/dwarfmap/loc"
+	"github.com/klasy/klasy/internal/mmapfile"
+	"github.com/klasy/klasy/x86code"
+)
+
+// Batch answers the many small queries of one pass over an image (the
+// weaver resolving access join points: thousands of lines, each in
+// every copy of its function) and keeps what they share: file ids by
+// name, the decoded code of functions, the DWARF tree of each function
+// whose variables are asked for, struct layouts, the .debug_frame
+// entries by address. It is not safe for concurrent use. Like the
+// index's other queries that read the image, its callers catch an image
+// changed under the mapping (mmapfile.Catch).
+type Batch struct {
+	x        *Index
+	fileIDs  map[string]uint32
+	byBase   map[string][]uint32 // file ids by base name
+	files    map[string][]uint32 // Files' answers
+	byCaller map[uint32][]uint32 // inlined copies by caller, made when first asked
+	code     map[uint64]*FuncCode
+	scopes   map[uint32]*funcScope
+	layouts  map[string]layoutResult
+	fdes     *loc.FDEIndex
+}
+
+type layoutResult struct {
+	l   *dwtype.Layout
+	err error
+}
+
+// batchSecs are the sections a Batch reads.
+const batchSecs = inlineSecs | funcAtSecs | 1<<secRows | 1<<secByAddr | 1<<secByFile | structSecs
+
+// NewBatch starts a batch of queries on x.
+func (x *Index) NewBatch() (*Batch, error) {
+	if err := x.needImage(); err != nil {
+		return nil, err
+	}
+	y, err := x.use(batchSecs)
+	if err != nil {
+		return nil, err
+	}
+	b := &Batch{x: y, fileIDs: make(map[string]uint32, len(y.files)), byBase: map[string][]uint32{},
+		files: map[string][]uint32{}, code: map[uint64]*FuncCode{},
+		scopes: map[uint32]*funcScope{}, layouts: map[string]layoutResult{}}
+	for i, r := range y.files {
+		name := y.str(r)
+		b.fileIDs[name] = uint32(i)
+		b.byBase[path.Base(name)] = append(b.byBase[path.Base(name)], uint32(i))
+	}
+	return b, nil
+}
+
+// Files returns the ids of the line table's files called name: that
+// path, or paths ending in /name. A compiler given a relative path
+// records it as such elsewhere (gcc's plugin does), while the line
+// table joins it to the compilation directory.
+func (b *Batch) Files(name string) []uint32 {
+	if ids, ok := b.files[name]; ok {
+		return ids
+	}
+	var ids []uint32
+	if id, ok := b.fileIDs[name]; ok {
+		ids = []uint32{id}
+	} else {
+		for _, id := range b.byBase[path.Base(name)] {
+			if strings.HasSuffix(b.x.File(id), "/"+strings.TrimPrefix(name, "./")) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	b.files[name] = ids
+	return ids
+}
+
+// Index is the index the batch queries (a rebuilt one if the cache
+// file was found damaged).
+func (b *Batch) Index() *Index { return b.x }
+
+// LineRows returns the rows of file:line by address (file as Files
+// finds it).
+func (b *Batch) LineRows(file string, line int) []Row {
+	var out []Row
+	for _, id := range b.Files(file) {
+		for _, ri := range b.x.fileRows(id, line) {
+			if r := b.x.row(ri); r.Flags&RowEndSequence == 0 && r.Line != 0 {
+				out = append(out, r)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, c Row) int { return cmp.Compare(a.Addr, c.Addr) })
+	return out
+}
+
+// RowsIn returns the rows with addresses in [lo, hi), by address.
+func (b *Batch) RowsIn(lo, hi uint64) []Row {
+	var out []Row
+	for _, ri := range b.x.rowsIn(lo, hi) {
+		if r := b.x.row(ri); r.Flags&RowEndSequence == 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// FileName is the name of a row's file.
+func (b *Batch) FileName(r Row) string { return b.x.File(r.File) }
+
+// Instance is one copy of a function's code: an out-of-line body, or a
+// copy inlined into another function.
+type Instance struct {
+	Name string // the function
+	// Host is the out-of-line function whose code holds the copy (the
+	// function itself for an out-of-line body).
+	Host     string
+	HostFile string
+	Inlined  bool
+	// Ranges hold the copy's code, by address; a copy the compiler
+	// merged into its caller's line has one empty range at its entry.
+	Ranges [][2]uint64
+	// HostRanges are the ranges of Host.
+	HostRanges [][2]uint64
+	// CallFile:CallLine is where an inlined copy is called.
+	CallFile string
+	CallLine int
+	// DIE is the copy's DW_TAG_subprogram or DW_TAG_inlined_subroutine.
+	DIE uint64
+}
+
+// Instances returns every out-of-line body and every inlined copy of
+// the function name, those of the function declared in declFile when
+// some are (static functions of other files may share the name), out of
+// line ones first.
+func (b *Batch) Instances(name, declFile string) []Instance {
+	x := b.x
+	var out []Instance
+	var decl []uint32 // each instance's function's declaration file
+	lo, hi := x.nameRange(len(x.byName), x.funcName, name, true)
+	for _, i := range x.byName[lo:hi] {
+		f := x.funcs[i]
+		rs := x.ranges[f.RngOff : f.RngOff+f.RngN]
+		out = append(out, Instance{Name: name, Host: name, HostFile: x.File(f.DeclFile), Ranges: rs, HostRanges: rs, DIE: f.DIE})
+		decl = append(decl, f.DeclFile)
+	}
+	lo, hi = x.nameRange(len(x.inlName), x.inlineName, name, true)
+	for _, i := range x.inlName[lo:hi] {
+		in := x.inlines[i]
+		inst := Instance{Name: name, Inlined: true, Ranges: x.inlRanges[in.RngOff : in.RngOff+in.RngN],
+			CallFile: x.File(in.CallFile), CallLine: int(in.CallLine), DIE: in.DIE}
+		if in.Caller != noFile && int(in.Caller) < len(x.funcs) {
+			c := x.funcs[in.Caller]
+			inst.Host, inst.HostFile = x.str(c.Name), x.File(c.DeclFile)
+			inst.HostRanges = x.ranges[c.RngOff : c.RngOff+c.RngN]
+		}
+		out = append(out, inst)
+		decl = append(decl, in.DeclFile)
+	}
+	ids := b.Files(declFile)
+	if !slices.ContainsFunc(decl, func(d uint32) bool { return slices.Contains(ids, d) }) {
+		return out
+	}
+	kept := out[:0]
+	for i, in := range out {
+		if slices.Contains(ids, decl[i]) {
+			kept = append(kept, in)
+		}
+	}
+	return kept
+}
+
+// CopiesCalledAt returns the inlined copies called at file:line whose
+// code lies in the out-of-line function host (its entry address), each
+// with its ranges.
+func (b *Batch) CopiesCalledAt(hostEntry uint64, file string, line int) []Instance {
+	x := b.x
+	hi, ok := x.funcAt(hostEntry)
+	if !ok {
+		return nil
+	}
+	if b.byCaller == nil {
+		b.byCaller = map[uint32][]uint32{}
+		for i, in := range x.inlines {
+			if in.Caller != noFile {
+				b.byCaller[in.Caller] = append(b.byCaller[in.Caller], uint32(i))
+			}
+		}
+	}
+	ids := b.Files(file)
+	var out []Instance
+	for _, i := range b.byCaller[uint32(hi)] {
+		in := x.inlines[i]
+		if !slices.Contains(ids, in.CallFile) || int(in.CallLine) != line {
+			continue
+		}
+		out = append(out, Instance{Name: x.str(in.Name), Host: x.str(x.funcs[hi].Name), Inlined: true,
+			Ranges: x.inlRanges[in.RngOff : in.RngOff+in.RngN], CallFile: file, CallLine: line, DIE: in.DIE})
+	}
+	return out
+}
+
+// FuncAt returns the out-of-line function whose code holds addr.
+func (b *Batch) FuncAt(addr uint64) (FuncInfo, bool) { return b.x.FuncAt(addr) }
+
+// FuncCode is one address range of a function's code, decoded: where
+// its instructions and basic blocks start.
+type FuncCode struct {
+	Func    string
+	Lo, Hi  uint64
+	starts  []uint64
+	leaders []uint64
+}
+
+// Code returns the decoded range of the function holding addr.
+func (b *Batch) Code(addr uint64) (*FuncCode, error) {
+	fi, ok := b.x.FuncAt(addr)
+	if !ok {
+		return nil, fmt.Errorf("%#x is in no function with debug info", addr)
+	}
+	for _, r := range fi.Ranges {
+		if addr < r[0] || addr >= r[1] {
+			continue
+		}
+		if c := b.code[r[0]]; c != nil {
+			return c, nil
+		}
+		code := b.x.img.ReadText(r[0], r[1]-r[0])
+		if code == nil {
+			return nil, fmt.Errorf("no code bytes for %s at %#x in the image", fi.Name, r[0])
+		}
+		c := &FuncCode{Func: fi.Name, Lo: r[0], Hi: r[1]}
+		c.starts, c.leaders = x86code.Scan(code, r[0])
+		b.code[r[0]] = c
+		return c, nil
+	}
+	return nil, fmt.Errorf("%#x is not in %s", addr, fi.Name)
+}
+
+// Find reports whether an instruction starts at addr.
+func (c *FuncCode) Find(addr uint64) (int, bool) {
+	return slices.BinarySearch(c.starts, addr)
+}
+
+// Block returns the basic block [lo, hi) holding addr (dwarfmap's
+// BasicBlock rule: calls do not end a block).
+func (c *FuncCode) Block(addr uint64) (lo, hi uint64) {
+	i := sort.Search(len(c.leaders), func(i int) bool { return c.leaders[i] > addr })
+	lo, hi = c.Lo, c.Hi
+	if i > 0 {
+		lo = c.leaders[i-1]
+	}
+	if i < len(c.leaders) {
+		hi = c.leaders[i]
+	}
+	return lo, hi
+}
+
+// Insns decodes the code in [lo, hi), which starts with an instruction.
+func (b *Batch) Insns(lo, hi uint64) []x86code.Insn {
+	if hi <= lo {
+		return nil
+	}
+	code := b.x.img.ReadText(lo, hi-lo)
+	if code == nil {
+		return nil
+	}
+	return x86code.Decode(code, lo)
+}
+
+// funcScope is a function's DIE tree with what locating its variables
+// needs.
+type funcScope struct {
+	name   string
+	tree   *godwarf.Tree
+	fb     []byte
+	tn     *dwtype.Namer
+	lists  *loc.Lists
+	byName map[string][]namedVar // made when first asked (indexVars)
+}
+
+// namedVar is a variable of a function's tree with the lexical blocks
+// and inlined copies it is declared in, which must all hold an address
+// for it to be in scope there.
+type namedVar struct {
+	die    *godwarf.Tree
+	scope  string // as VarLoc.Scope
+	depth  int
+	blocks []*godwarf.Tree
+}
+
+// indexVars lists the function's variables by name, once.
+func (s *funcScope) indexVars() {
+	s.byName = map[string][]namedVar{}
+	var walk func(t *godwarf.Tree, sc string, depth int, blocks []*godwarf.Tree)
+	walk = func(t *godwarf.Tree, sc string, depth int, blocks []*godwarf.Tree) {
+		for _, c := range t.Children {
+			switch c.Tag {
+			case dwarf.TagFormalParameter, dwarf.TagVariable:
+				if n, _ := c.Val(dwarf.AttrName).(string); n != "" {
+					s.byName[n] = append(s.byName[n], namedVar{die: c, scope: sc, depth: depth, blocks: blocks})
+				}
+			case dwarf.TagLexDwarfBlock:
+				walk(c, sc, depth+1, append(blocks[:len(blocks):len(blocks)], c))
+			case dwarf.TagInlinedSubroutine:
+				n, _ := c.Val(dwarf.AttrName).(string)
+				walk(c, "inline "+n, depth+1, append(blocks[:len(blocks):len(blocks)], c))
+			}
+		}
+	}
+	walk(s.tree, s.name, 0, nil)
+}
+
+// VarLocsAt is Index.VarLocsAt, reading each function's DWARF once.
+func (b *Batch) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if mmapfile.IsFault(r) {
+				panic(r) // the image changed: for the caller's mmapfile.Catch
+			}
+			locs, err = nil, fmt.Errorf("malformed debug info at %#x: %v", addr, r)
+		}
+	}()
+	s, err := b.scope(addr)
+	if err != nil {
+		return nil, err
+	}
+	lc := &locContext{pc: addr, tn: s.tn, frame: loc.NewFrameIn(b.fdeIndex(), addr, s.fb), lists: s.lists}
+	return lc.varLocs(s.tree, s.name, s.fb), nil
+}
+
+// Struct is Index.Struct, each name read once.
+func (b *Batch) Struct(name string) (*dwtype.Layout, error) {
+	if r, ok := b.layouts[name]; ok {
+		return r.l, r.err
+	}
+	l, err := b.x.Struct(name)
+	b.layouts[name] = layoutResult{l, err}
+	return l, err
+}
+
+// StructNames returns the names of the structs, unions and typedefs of
+// the image, sorted (for suggestions).
+func (b *Batch) StructNames() []string {
+	x := b.x
+	out := make([]string, 0, len(x.structs))
+	for _, s := range x.structs {
+		if n := x.str(s.Name); len(out) == 0 || out[len(out)-1] != n {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// SectionOf names the image's section holding addr.
+func (b *Batch) SectionOf(addr uint64) string { return b.x.SectionOf(addr) }
+
+// NextRowAddr returns the lowest row address above addr (the end of
+// the code of the rows at addr), ok false if none.
+func (b *Batch) NextRowAddr(addr uint64) (uint64, bool) {
+	x := b.x
+	at := func(i int) Row {
+		if !x.chunksOK(secByAddr, i, i+1) {
+			return Row{Addr: ^uint64(0)}
+		}
+		return x.row(x.byAddr[i])
+	}
+	i := sort.Search(len(x.byAddr), func(i int) bool { return at(i).Addr > addr })
+	if i >= len(x.byAddr) {
+		return 0, false
+	}
+	return at(i).Addr, true
+}
+
+// VarLocNamed is the variable name in scope at addr, as VarLocsAt lists
+// it: the innermost one of scope ("f", or "inline f" for an inlined
+// copy's), else the innermost of any scope; ok false if none is in scope.
+// Only that variable's location is worked out.
+func (b *Batch) VarLocNamed(addr uint64, name, scope string) (vl VarLoc, ok bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if mmapfile.IsFault(r) {
+				panic(r)
+			}
+			vl, ok, err = VarLoc{}, false, fmt.Errorf("malformed debug info at %#x: %v", addr, r)
+		}
+	}()
+	s, err := b.scope(addr)
+	if err != nil {
+		return VarLoc{}, false, err
+	}
+	if s.byName == nil {
+		s.indexVars()
+	}
+	var best *namedVar
+	bestIn := false
+	for i := range s.byName[name] {
+		v := &s.byName[name][i]
+		if !slices.ContainsFunc(v.blocks, func(t *godwarf.Tree) bool { return !t.ContainsPC(addr) }) {
+			in := v.scope == scope
+			if best == nil || in && !bestIn || in == bestIn && v.depth >= best.depth {
+				best, bestIn = v, in
+			}
+		}
+	}
+	if best == nil {
+		return VarLoc{}, false, nil
+	}
+	bestScope, bestDepth := best.scope, best.depth
+	lc := &locContext{pc: addr, tn: s.tn, frame: loc.NewFrameIn(b.fdeIndex(), addr, s.fb), lists: s.lists, lazyCFA: true}
+	return lc.varLoc(best.die, bestScope, bestDepth, s.fb), true, nil
+}
+
+func (b *Batch) fdeIndex() *loc.FDEIndex {
+	if b.fdes == nil {
+		b.fdes = loc.NewFDEIndex(b.x.img)
+	}
+	return b.fdes
+}
+
+// scope returns the DWARF tree of the function holding addr, read once.
+func (b *Batch) scope(addr uint64) (*funcScope, error) {
+	x := b.x
+	fi, ok := x.FuncAt(addr)
+	if !ok {
+		return nil, fmt.Errorf("no function with debug info at %#x", addr)
+	}
+	if s := b.scopes[uint32(fi.index)]; s != nil {
+		return s, nil
+	}
+	s, err := x.loadScope(fi)
+	if err != nil {
+		return nil, err
+	}
+	b.scopes[uint32(fi.index)] = s
+	return s, nil
+}
+
+// loadScope reads the DWARF tree of function fi.
+func (x *Index) loadScope(fi FuncInfo) (*funcScope, error) {
+	f := x.funcs[fi.index]
+	u := x.units[f.Unit]
+	d, err := x.img.UnitDWARF(u.Off, u.End)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := godwarf.LoadTree(dwarf.Offset(f.DIE-u.Off), d, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", fi.Name, err)
+	}
+	fb, _ := tree.Val(dwarf.AttrFrameBase).([]byte)
+	return &funcScope{name: fi.Name, tree: tree, fb: fb, tn: dwtype.NewNamer(d), lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}, nil
+}
