@@ -463,3 +463,17 @@ func (x *Index) loadScope(fi FuncInfo) (*funcScope, error) {
 	fb, _ := tree.Val(dwarf.AttrFrameBase).([]byte)
 	return &funcScope{name: fi.Name, tree: tree, fb: fb, tn: dwtype.NewNamer(d), lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}, nil
 }
+
+// TrapAt names the trap instruction at addr — "ud2" (a BUG() or
+// WARN() site) or "int3" — or returns "": the kernel refuses kprobes on
+// both.
+func (b *Batch) TrapAt(addr uint64) string {
+	code := b.x.img.ReadText(addr, 2)
+	switch {
+	case len(code) == 2 && code[0] == 0x0f && code[1] == 0x0b:
+		return "ud2"
+	case len(code) >= 1 && code[0] == 0xcc:
+		return "int3"
+	}
+	return ""
+}

@@ -991,6 +991,9 @@ func (ag *accessGroup) checkAddr(b *dwarfmap.Batch, s *site, inst dwarfmap.Insta
 	if inst.Host != "" && code.Func != inst.Host {
 		return fmt.Sprintf("not in its function: %#x is in %s, not %s", addr, code.Func, inst.Host)
 	}
+	if trap := b.TrapAt(addr); trap != "" {
+		return fmt.Sprintf("refused: %#x is a %s trap (a BUG() or WARN() site): the kernel refuses kprobes there", addr, trap)
+	}
 	switch sec := b.SectionOf(addr); sec {
 	case ".init.text", ".exit.text":
 		return "refused: in " + sec + ": the kernel frees this code after boot or load, so it never runs again (and refuses kprobes there)"

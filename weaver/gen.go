@@ -445,11 +445,13 @@ func (g *cgen) hook(i int, h *Hook) error {
 		}
 	}
 	g.p("\tstruct klasy_hit *hit = this_cpu_ptr(&klasy_hit);")
+	// a<point>_<arg>: by the join point's index in the hook, as one
+	// advice may have several join points at one hook.
 	var vals []string
-	for _, jp := range h.Points {
+	for pi, jp := range h.Points {
 		for k, a := range jp.Args {
 			if a.Value != nil && !a.AtEntry {
-				vals = append(vals, fmt.Sprintf("a%d_%d", jp.Advice, k))
+				vals = append(vals, fmt.Sprintf("a%d_%d", pi, k))
 			}
 		}
 	}
@@ -459,19 +461,19 @@ func (g *cgen) hook(i int, h *Hook) error {
 	g.p("")
 	g.p("\tklasy_count_hit(h);")
 	fails := false
-	for _, jp := range h.Points {
+	for pi, jp := range h.Points {
 		for k, a := range jp.Args {
 			if a.Value == nil || a.AtEntry {
 				continue
 			}
-			if err := g.value(a, fmt.Sprintf("a%d_%d", jp.Advice, k)); err != nil {
+			if err := g.value(a, fmt.Sprintf("a%d_%d", pi, k)); err != nil {
 				return fmt.Errorf("%s: %s: %w", jp.Where(), a.Var, err)
 			}
 			fails = fails || a.Value.Reads()
 		}
 	}
 	ei := 0
-	for _, jp := range h.Points {
+	for pi, jp := range h.Points {
 		args := []string{"hit", "pc", retval}
 		for k, a := range jp.Args {
 			switch {
@@ -481,7 +483,7 @@ func (g *cgen) hook(i int, h *Hook) error {
 				args = append(args, fmt.Sprintf("&e->v[%d]", ei))
 				ei++
 			default:
-				args = append(args, argRef(a, fmt.Sprintf("a%d_%d", jp.Advice, k)))
+				args = append(args, argRef(a, fmt.Sprintf("a%d_%d", pi, k)))
 			}
 		}
 		g.call(jp, args)

@@ -140,10 +140,28 @@ const NoPrecheckEnv = "KLASY_WEAVE_NO_PRECHECK"
 
 // Refused is the resolver's view of the blacklist (nil if unknown).
 func (s *Session) Refused() Refusal {
-	if !s.SlideKnown || os.Getenv(NoPrecheckEnv) == "1" {
+	if os.Getenv(NoPrecheckEnv) == "1" {
 		return nil
 	}
-	return Refusals(s.Blacklist, s.Slide)
+	var blacklist Refusal
+	if s.SlideKnown {
+		blacklist = Refusals(s.Blacklist, s.Slide)
+	}
+	// Code the kernel patches itself, read from the image: known even
+	// without the running kernel's blacklist.
+	reserved, err := s.X.Image().Reserved()
+	if err != nil {
+		fmt.Fprintf(s.log, "klasy: warning: %s: %v; jump label and static call sites are not checked\n", s.T.Image(), err)
+	}
+	return func(addr uint64) string {
+		if what := reserved.At(addr); what != "" {
+			return "the kernel refuses kprobes in " + what + ", code it patches itself"
+		}
+		if blacklist != nil {
+			return blacklist(addr)
+		}
+		return ""
+	}
 }
 
 // Close releases the target and the indexes.

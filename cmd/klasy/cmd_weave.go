@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -350,12 +351,43 @@ func printWarnings(s *stdio, rep *weaver.Report) {
 	}
 }
 
+// maxSkippedShown: up to this many skipped join points are warned about
+// one by one; beyond, the first few and a count per reason, as a weave
+// of thousands of access join points would otherwise bury the report.
+const maxSkippedShown = 10
+
 func printSkipped(s *stdio, rep *weaver.Report) {
+	var skipped []*weaver.JoinPoint
 	for _, jp := range rep.JoinPoints {
 		if jp.Skipped != "" {
-			fmt.Fprintf(s.Err, "klasy: warning: %s: advice %d %s %s skipped: %s\n", rep.Aspect, jp.Advice, jp.Timing, jp.Where(), jp.Skipped)
+			skipped = append(skipped, jp)
 		}
 	}
+	shown := skipped
+	if len(skipped) > maxSkippedShown {
+		shown = skipped[:3]
+	}
+	for _, jp := range shown {
+		fmt.Fprintf(s.Err, "klasy: warning: %s: advice %d %s %s skipped: %s\n", rep.Aspect, jp.Advice, jp.Timing, jp.Where(), jp.Skipped)
+	}
+	if len(shown) == len(skipped) {
+		return
+	}
+	byReason := map[string]int{}
+	for _, jp := range skipped {
+		byReason[weaver.SkipClass(jp.Skipped)]++
+	}
+	reasons := make([]string, 0, len(byReason))
+	for r := range byReason {
+		reasons = append(reasons, r)
+	}
+	slices.SortFunc(reasons, func(a, b string) int { return cmp.Or(cmp.Compare(byReason[b], byReason[a]), cmp.Compare(a, b)) })
+	var parts []string
+	for _, r := range reasons {
+		parts = append(parts, fmt.Sprintf("%s %d", r, byReason[r]))
+	}
+	fmt.Fprintf(s.Err, "klasy: warning: %s: %d more join points skipped (%s); klasy list or weave -v lists each with its reason\n",
+		rep.Aspect, len(skipped)-len(shown), strings.Join(parts, ", "))
 }
 
 type joinPointJSON struct {

@@ -32,22 +32,22 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hook *h = &klasy_hooks[0];
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
-	u64 a1_0, a1_1;
+	u64 a0_0, a0_1;
 
 	klasy_count_hit(h);
 	{
 		u64 s0;
 		s0 = regs->dx;
-		a1_0 = s0;
+		a0_0 = s0;
 	}
 	{
 		u64 s0;
 		s0 = regs->cx;
-		a1_1 = s0;
+		a0_1 = s0;
 	}
 	hit->n = 0;
 	hit->dropped = 0;
-	klasy_advice_1(hit, pc, 0, &a1_0, &a1_1);
+	klasy_advice_1(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
 	return 0;
@@ -59,22 +59,22 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hook *h = &klasy_hooks[1];
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
-	u64 a1_0, a1_1;
+	u64 a0_0, a0_1;
 
 	klasy_count_hit(h);
 	{
 		u64 s0;
 		s0 = regs->r12;
-		a1_0 = s0;
+		a0_0 = s0;
 	}
 	{
 		u64 s0;
 		s0 = regs->ax;
-		a1_1 = s0;
+		a0_1 = s0;
 	}
 	hit->n = 0;
 	hit->dropped = 0;
-	klasy_advice_1(hit, pc, 0, &a1_0, &a1_1);
+	klasy_advice_1(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
 	return 0;
@@ -86,7 +86,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hook *h = &klasy_hooks[2];
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
-	u64 a1_0, a1_1;
+	u64 a0_0, a0_1;
 
 	klasy_count_hit(h);
 	{
@@ -94,16 +94,16 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r13;
 		s1 = (u64)4294967295LL;
 		s0 = s0 & s1;
-		a1_0 = s0;
+		a0_0 = s0;
 	}
 	{
 		u64 s0;
 		s0 = regs->cx;
-		a1_1 = s0;
+		a0_1 = s0;
 	}
 	hit->n = 0;
 	hit->dropped = 0;
-	klasy_advice_1(hit, pc, 0, &a1_0, &a1_1);
+	klasy_advice_1(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
 	return 0;
