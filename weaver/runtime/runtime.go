@@ -7,12 +7,13 @@ package runtime
 
 import "embed"
 
-// Sources holds klasy_runtime.c, klasy_rt.h and Kbuild: build them with
+// Sources holds the runtime's C sources (klasy_main.c and the files
+// Kbuild links with it), klasy_rt.h and Kbuild: build them with
 // kbuild.Build. Advice modules include klasy_rt.h and build with the
 // runtime's Module.symvers in kbuild.Options.ExtraSymbols
 // (KBUILD_EXTRA_SYMBOLS), so the kernel orders unloading.
 //
-//go:embed klasy_runtime.c klasy_rt.h Kbuild
+//go:embed *.c *.h Kbuild
 var Sources embed.FS
 
 const (
