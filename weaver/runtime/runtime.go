@@ -7,11 +7,12 @@ package runtime
 
 import "embed"
 
-// Sources holds the runtime's C sources (klasy_main.c and the flow
+// Sources holds the runtime's C sources (klasy_core.c and the flow
 // tables' klasy_flow*.[ch], linked by Kbuild), klasy_rt.h and Kbuild:
-// build them with kbuild.Build. Advice modules include klasy_rt.h and build with the
-// runtime's Module.symvers in kbuild.Options.ExtraSymbols
-// (KBUILD_EXTRA_SYMBOLS), so the kernel orders unloading.
+// build them with kbuild.Build. Advice modules include klasy_rt.h and
+// build with the runtime's Module.symvers in
+// kbuild.Options.ExtraSymbols (KBUILD_EXTRA_SYMBOLS), so the kernel
+// orders unloading.
 //
 //go:embed *.c *.h Kbuild
 var Sources embed.FS
