@@ -2,7 +2,9 @@
 # with kbuild against the lab kernel's headers (lab-setup) and run static
 # test programs in the guest (gcc -static needs libc6-dev). `make bench`
 # reports the cost per hit of klasy's hooks beside a bare kprobe module's
-# in one lab run, and the time a weave of 100 join points takes.
+# in one lab run, the time a weave of 100 join points takes, and the flow
+# table's ns per call with 1 and 2 threads beside the dissertation's Table
+# 6.7 (weaver/runtime: klasy_flow.c in a user-space harness, gcc only).
 .PHONY: weaver-deps
 weaver-deps:
 	@bash -c 'source scripts/lib.sh && need_pkgs gcc libc6-dev make'

@@ -8,9 +8,13 @@ package xflow
 //	void register_flowid(FLOW, void *obj, int id);  obj now carries id
 //	int  get_flowid(FLOW, void *obj);               0 if obj carries none
 //	void remove_flowid(FLOW, void *obj);            obj carries none
+//	void truncate_flowid(FLOW, int id, int bits);   id is cut to its low bits
 //
 // where FLOW is the flow's name as a C identifier, declared by the weaver
-// (one pointer-to-ID table per flow).
+// (one pointer-to-ID table per flow; weaver/runtime/klasy_rt.h has the
+// macros and says how). truncate_flowid comes before xin_* store an ID in
+// fields narrower than its 32 bits, so the runtime can count the IDs that
+// become ambiguous.
 
 import (
 	"fmt"
@@ -203,6 +207,12 @@ func (t *translator) transit(fl *aspect.Flow, r *aspect.Rule, n int) (*aspect.Ad
 			fmt.Sprintf("unsigned long long %s = (unsigned int)get_flowid(%s, %s);", id, fl.Name, from),
 			fmt.Sprintf("if (%s != 0) {", id),
 		}
+		// Fields narrower than an ID keep its low bits only: the
+		// runtime counts the ID as ambiguous if another ID live in the
+		// table has the same ones.
+		if kept := keptBits(p.Fields); kept < 32 {
+			lines = append(lines, fmt.Sprintf("  truncate_flowid(%s, %s, %d);", fl.Name, id, kept))
+		}
 		// The ID is stored from its low bits upward: the first field
 		// gets the lowest bits. Bits beyond the fields are dropped. It
 		// is shifted in 64 bits because a field may be 32 bits wide,
@@ -261,6 +271,15 @@ func (t *translator) transit(fl *aspect.Flow, r *aspect.Rule, n int) (*aspect.Ad
 }
 
 func mask(bits int) string { return fmt.Sprintf("0x%xU", uint64(1)<<bits-1) }
+
+// keptBits is how many bits of a flow ID the fields hold.
+func keptBits(fields []*aspect.Field) int {
+	n := 0
+	for _, fd := range fields {
+		n += fd.Size
+	}
+	return n
+}
 
 func xinNamed(fl *aspect.Flow, name string) *aspect.Pass {
 	for _, r := range fl.Rules {

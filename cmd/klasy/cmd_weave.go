@@ -141,11 +141,19 @@ and misses (a hook hit while a handler ran), and the records waiting and
 lost per CPU because the trace buffer was full. Being read from the
 kernel, it is right even after a klasy that was killed.
 
+Each flow table (an xflow of the woven aspects) shows its entries (the
+objects that carry a flow ID now) and their limit, hits and misses of
+get_flowid, evictions (entries pushed out at the limit), freed (entries
+of objects freed without reaching quit), ambiguous (IDs cut to fit a
+header while another live ID had the same kept bits) and dropped
+(registrations not done: NMI context, no memory).
+
 --json prints one object: target runtime abi cpus buffer_kb unread
-lost_per_cpu aspects (each: id name module register_us hooks; each hook:
-kind mechanism addr pc hits missed advice function inlined_in file line
-module, addr the running kernel's address, pc the image's, module only
-for a hook in a module, whose pc is then its .ko's).
+lost_per_cpu flows (each: name entries limit hits misses evictions freed
+ambiguous dropped) aspects (each: id name module register_us hooks; each
+hook: kind mechanism addr pc hits missed advice function inlined_in file
+line module, addr the running kernel's address, pc the image's, module
+only for a hook in a module, whose pc is then its .ko's).
 
 ` + targetHelp,
 		Run: runStatus,
@@ -608,19 +616,29 @@ func runStatus(s *stdio, args []string) error {
 	if f.json {
 		return json.NewEncoder(s.Out).Encode(statusView(sess.T.Name(), st))
 	}
+	writeStatus(s.Out, sess.T.Name(), st)
+	return nil
+}
+
+// writeStatus prints klasy status as text.
+func writeStatus(w io.Writer, target string, st *records.Status) {
 	if st == nil {
-		fmt.Fprintf(s.Out, "%s: nothing of klasy is woven (no klasy runtime)\n", sess.T.Name())
-		return nil
+		fmt.Fprintf(w, "%s: nothing of klasy is woven (no klasy runtime)\n", target)
+		return
 	}
 	var lost []string
 	for i, l := range st.Lost {
 		lost = append(lost, fmt.Sprintf("cpu%d %d", i, l))
 	}
-	fmt.Fprintf(s.Out, "%s: klasy runtime (abi %d), %s, %d KiB buffer per CPU, %s unread, %d lost (%s)\n",
-		sess.T.Name(), st.ABI, plural(st.CPUs, "CPU"), st.BufferKB, plural(int(st.Unread), "record"), st.TotalLost(), strings.Join(lost, ", "))
+	fmt.Fprintf(w, "%s: klasy runtime (abi %d), %s, %d KiB buffer per CPU, %s unread, %d lost (%s)\n",
+		target, st.ABI, plural(st.CPUs, "CPU"), st.BufferKB, plural(int(st.Unread), "record"), st.TotalLost(), strings.Join(lost, ", "))
+	for _, f := range st.Flows {
+		fmt.Fprintf(w, "flow %s: %d of %d entries, %d hits, %d misses, %d evictions, %d freed, %d ambiguous, %d dropped\n",
+			f.Name, f.Entries, f.Limit, f.Hits, f.Misses, f.Evictions, f.Freed, f.Ambiguous, f.Dropped)
+	}
 	for _, a := range st.Aspects {
-		fmt.Fprintf(s.Out, "aspect %s (module %s): %s\n", a.Name, a.Module, plural(len(a.Hooks), "hook"))
-		tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
+		fmt.Fprintf(w, "aspect %s (module %s): %s\n", a.Name, a.Module, plural(len(a.Hooks), "hook"))
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  HITS\tMISSED\tHOOK\tADVICE\tFUNCTION\tFILE:LINE\tPC")
 		for _, h := range a.Hooks {
 			fn := h.Function
@@ -638,7 +656,6 @@ func runStatus(s *stdio, args []string) error {
 		}
 		tw.Flush()
 	}
-	return nil
 }
 
 // statusJSON is klasy status --json: addresses as hex strings, as
@@ -652,7 +669,20 @@ type statusJSON struct {
 	BufferKB int          `json:"buffer_kb,omitempty"`
 	Unread   uint64       `json:"unread"`
 	Lost     []uint64     `json:"lost_per_cpu"`
+	Flows    []flowJSON   `json:"flows"`
 	Aspects  []aspectJSON `json:"aspects"`
+}
+
+type flowJSON struct {
+	Name      string `json:"name"`
+	Entries   uint64 `json:"entries"`
+	Limit     uint64 `json:"limit"`
+	Hits      uint64 `json:"hits"`
+	Misses    uint64 `json:"misses"`
+	Evictions uint64 `json:"evictions"`
+	Freed     uint64 `json:"freed"`
+	Ambiguous uint64 `json:"ambiguous"`
+	Dropped   uint64 `json:"dropped"`
 }
 
 type aspectJSON struct {
@@ -679,11 +709,14 @@ type hookJSON struct {
 }
 
 func statusView(target string, st *records.Status) statusJSON {
-	v := statusJSON{Target: target, Lost: []uint64{}, Aspects: []aspectJSON{}}
+	v := statusJSON{Target: target, Lost: []uint64{}, Flows: []flowJSON{}, Aspects: []aspectJSON{}}
 	if st == nil {
 		return v
 	}
 	v.Runtime, v.ABI, v.CPUs, v.BufferKB, v.Unread, v.Lost = true, st.ABI, st.CPUs, st.BufferKB, st.Unread, st.Lost
+	for _, f := range st.Flows {
+		v.Flows = append(v.Flows, flowJSON(f))
+	}
 	for _, a := range st.Aspects {
 		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), Hooks: []hookJSON{}}
 		for _, h := range a.Hooks {

@@ -9,15 +9,34 @@ import (
 	"github.com/klasy/klasy/weaver/runtime"
 )
 
-// Status is the runtime's status file: the runtime, then each aspect
-// with its hooks.
+// Status is the runtime's status file: the runtime, its flow tables,
+// then each aspect with its hooks.
 type Status struct {
 	ABI      int
 	CPUs     int
 	BufferKB int
 	Unread   uint64   // records in the buffer not read yet
 	Lost     []uint64 // records dropped because the buffer was full, per CPU
+	Flows    []Flow
 	Aspects  []Aspect
+}
+
+// Flow is the table of one flow (an xflow of the woven aspects): which
+// objects carry which flow ID (weaver/runtime/klasy_flow.h).
+type Flow struct {
+	Name    string
+	Entries uint64 // objects that carry an ID now
+	Limit   uint64 // entries the table holds at most (the bound)
+	Hits    uint64 // get_flowid calls that found an ID
+	Misses  uint64 // get_flowid calls that found none
+	// Evictions are entries pushed out by the bound, Freed entries
+	// dropped because their object was freed without reaching quit.
+	Evictions uint64
+	Freed     uint64
+	// Ambiguous counts IDs cut to fit a header while another live ID had
+	// the same kept bits.
+	Ambiguous uint64
+	Dropped   uint64 // register_flowid/remove_flowid not done (NMI, no memory)
 }
 
 // TotalLost returns the records lost on all CPUs.
@@ -102,6 +121,21 @@ func ParseStatus(text []byte) (*Status, error) {
 		switch kind {
 		case "runtime":
 			err = s.parseRuntime(kv)
+		case "flow":
+			var f Flow
+			f, err = parseFlow(kv)
+			switch {
+			case err != nil:
+			case len(s.Aspects) > 0:
+				err = fmt.Errorf("flow line after an aspect")
+			default:
+				for _, g := range s.Flows {
+					if g.Name == f.Name {
+						err = fmt.Errorf("flow %s twice", f.Name)
+					}
+				}
+			}
+			s.Flows = append(s.Flows, f)
 		case "aspect":
 			if err = closeAspect(n); err != nil {
 				return nil, err
@@ -269,6 +303,29 @@ func (s *Status) parseRuntime(m kvs) error {
 		return fmt.Errorf("lost= has %d counts for %d CPUs", len(s.Lost), s.CPUs)
 	}
 	return nil
+}
+
+func parseFlow(m kvs) (Flow, error) {
+	var f Flow
+	var err error
+	if f.Name, err = m.str("name"); err != nil {
+		return f, err
+	}
+	for _, c := range []struct {
+		key string
+		v   *uint64
+	}{
+		{"entries", &f.Entries}, {"limit", &f.Limit}, {"hits", &f.Hits}, {"misses", &f.Misses},
+		{"evictions", &f.Evictions}, {"freed", &f.Freed}, {"ambiguous", &f.Ambiguous}, {"dropped", &f.Dropped},
+	} {
+		if *c.v, err = m.uint(c.key, 64); err != nil {
+			return f, err
+		}
+	}
+	if f.Entries > f.Limit {
+		return f, fmt.Errorf("entries=%d above limit=%d", f.Entries, f.Limit)
+	}
+	return f, nil
 }
 
 func parseAspect(m kvs) (Aspect, int, error) {

@@ -63,7 +63,7 @@ func TestParseStatusTotals(t *testing.T) {
 }
 
 func TestParseStatusErrors(t *testing.T) {
-	const rt = "runtime abi=1 cpus=1 buffer_kb=8 unread=0 lost=0\n"
+	const rt = "runtime abi=2 cpus=1 buffer_kb=8 unread=0 lost=0\n"
 	const asp = "aspect id=2 name=a module=m hooks=1 register_us=5\n"
 	hook := func(kv string) string {
 		f := map[string]string{}
@@ -92,22 +92,23 @@ func TestParseStatusErrors(t *testing.T) {
 		}
 		return b.String() + "\n"
 	}
-	if _, err := ParseStatus([]byte(rt + asp + hook(""))); err != nil {
+	const flow = "flow name=f entries=1 limit=32 hits=2 misses=3 evictions=4 freed=5 ambiguous=6 dropped=7\n"
+	if _, err := ParseStatus([]byte(rt + flow + asp + hook(""))); err != nil {
 		t.Fatalf("the valid base case fails: %v", err)
 	}
 	tests := []struct{ in, want string }{
 		{"", "status: empty"},
 		{asp, `status line 1: "aspect": want the runtime line first`},
 		{rt + rt, `status line 2: "runtime": want the runtime line first, and only there`},
-		{"runtime abi=2 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: runtime ABI 2, this klasy reads ABI 1"},
-		{"runtime abi=1 cpus=2 buffer_kb=8 unread=0 lost=0\n", "lost= has 1 counts for 2 CPUs"},
-		{"runtime abi=1 cpus=1 buffer_kb=8 unread=-1 lost=0\n", "unread=-1: not a 64-bit decimal"},
-		{"runtime abi=1 cpus=1 buffer_kb=8 lost=0\n", "status line 1: no unread="},
-		{"runtime abi=1 cpus=1 buffer_kb=8 unread=0 lost=0 new=1\n", "unknown key new"},
-		{"runtime abi=1 cpus=1 buffer_kb=8 unread=0 unread=0 lost=0\n", "unread twice"},
-		{"runtime abi=1 cpus=1  buffer_kb=8 unread=0 lost=0\n", `"" is not key=value`},
-		{"runtime abi=1 cpus=1 buffer_kb= unread=0 lost=0\n", `"buffer_kb=" is not key=value`},
-		{"runtime abi=1 cpus=1 buffer_kb=8 unread=0 lost=0,x\n", `lost=0,x: "x" is not a 64-bit decimal`},
+		{"runtime abi=1 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: runtime ABI 1, this klasy reads ABI 2"},
+		{"runtime abi=2 cpus=2 buffer_kb=8 unread=0 lost=0\n", "lost= has 1 counts for 2 CPUs"},
+		{"runtime abi=2 cpus=1 buffer_kb=8 unread=-1 lost=0\n", "unread=-1: not a 64-bit decimal"},
+		{"runtime abi=2 cpus=1 buffer_kb=8 lost=0\n", "status line 1: no unread="},
+		{"runtime abi=2 cpus=1 buffer_kb=8 unread=0 lost=0 new=1\n", "unknown key new"},
+		{"runtime abi=2 cpus=1 buffer_kb=8 unread=0 unread=0 lost=0\n", "unread twice"},
+		{"runtime abi=2 cpus=1  buffer_kb=8 unread=0 lost=0\n", `"" is not key=value`},
+		{"runtime abi=2 cpus=1 buffer_kb= unread=0 lost=0\n", `"buffer_kb=" is not key=value`},
+		{"runtime abi=2 cpus=1 buffer_kb=8 unread=0 lost=0,x\n", `lost=0,x: "x" is not a 64-bit decimal`},
 		{rt + "probe x=1\n", `status line 2: unknown line kind "probe"`},
 		{rt + hook(""), "status line 2: hook of aspect 2 outside that aspect"},
 		{rt + asp, "status line 2: aspect 2 has 0 hook lines, its line says hooks=1"},
@@ -127,6 +128,13 @@ func TestParseStatusErrors(t *testing.T) {
 		{rt + asp + hook("hits=DEL missed=x"), "no hits="},
 		{rt + asp + hook("extra=1"), "status line 3: unknown key extra"},
 		{rt + "aspect id=4294967296 name=a module=m hooks=0 register_us=5\n", "id=4294967296: not a 32-bit decimal"},
+		{flow, `status line 1: "flow": want the runtime line first`},
+		{rt + asp + hook("") + flow, "status line 4: flow line after an aspect"},
+		{rt + flow + flow, "status line 3: flow f twice"},
+		{rt + strings.Replace(flow, "entries=1", "entries=33", 1), "status line 2: entries=33 above limit=32"},
+		{rt + strings.Replace(flow, " misses=3", "", 1), "status line 2: no misses="},
+		{rt + strings.Replace(flow, "hits=2", "hits=-2", 1), "hits=-2: not a 64-bit decimal"},
+		{rt + strings.Replace(flow, "dropped=7", "dropped=7 nmi=1", 1), "status line 2: unknown key nmi"},
 	}
 	for _, tt := range tests {
 		_, err := ParseStatus([]byte(tt.in))
@@ -137,7 +145,8 @@ func TestParseStatusErrors(t *testing.T) {
 }
 
 // FuzzParseStatus: ParseStatus never panics, and what it accepts is
-// consistent: hooks=N lines per aspect, a lost count per CPU.
+// consistent: hooks=N lines per aspect, a lost count per CPU, flows named
+// once and within their limit. testdata/status/*.txt seed it.
 func FuzzParseStatus(f *testing.F) {
 	txts, _ := filepath.Glob("testdata/status/*.txt")
 	for _, txt := range txts {
@@ -154,6 +163,13 @@ func FuzzParseStatus(f *testing.F) {
 		}
 		if len(s.Lost) != s.CPUs {
 			t.Fatalf("accepted %d lost counts for %d CPUs", len(s.Lost), s.CPUs)
+		}
+		names := map[string]bool{}
+		for _, fl := range s.Flows {
+			if names[fl.Name] || fl.Entries > fl.Limit {
+				t.Fatalf("accepted flow %+v (twice, or above its limit)", fl)
+			}
+			names[fl.Name] = true
 		}
 		for _, a := range s.Aspects {
 			for i, h := range a.Hooks {

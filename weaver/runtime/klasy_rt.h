@@ -28,7 +28,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 1
+#define KLASY_ABI_VERSION 2
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -167,5 +167,61 @@ static inline void klasy_store(struct klasy_hit *hit, u64 v)
 
 /* DO_RDTSC(v) sets v to the time stamp counter. */
 #define DO_RDTSC(v) ((v) = rdtsc())
+
+/*
+ * Flows (dissertation ch. 5, the xflow pointcut). The runtime keeps one
+ * table per flow name, from an object's address to its flow ID (see
+ * klasy_flow.h for how); advice modules that name the same flow share its
+ * table. xflow/translate.go turns <xflow> definitions into advice that
+ * calls the dissertation's functions below, FLOW being the flow's name as
+ * a C identifier: the macros paste it into the name of the advice
+ * module's pointer to the table, so a flow named like a kernel symbol or
+ * macro cannot clash with it. An advice module declares each flow it
+ * uses, attaches it in its init before klasy_register_aspect and detaches
+ * it in its exit after klasy_unregister_aspect (no advice runs then):
+ *
+ *   KLASY_DECLARE_FLOW(netflow);
+ *   err = KLASY_FLOW_GET(netflow);     0 or -EINVAL, -ENOMEM
+ *   KLASY_FLOW_PUT(netflow);
+ *
+ * The functions run in any context (task, softirq, hardirq); lookups
+ * take no lock. In NMI context register and remove are dropped (and
+ * counted): they allocate and lock.
+ *
+ * The section between the two klasy_flow_abi lines is plain C: the
+ * user-space harness that tests and measures klasy_flow.c compiles it.
+ */
+/* klasy_flow_abi: begin */
+struct klasy_flow;
+
+int klasy_flow_get(const char *name, struct klasy_flow **flow);
+void klasy_flow_put(struct klasy_flow *flow);
+int klasy_flow_new_id(void);
+void klasy_flow_register(struct klasy_flow *flow, const void *obj, int id);
+int klasy_flow_lookup(struct klasy_flow *flow, const void *obj);
+void klasy_flow_remove(struct klasy_flow *flow, const void *obj);
+void klasy_flow_truncated(struct klasy_flow *flow, int id, unsigned int bits);
+
+#define KLASY_DECLARE_FLOW(flow) static struct klasy_flow *__klasy_flow_##flow
+#define KLASY_FLOW_GET(flow) klasy_flow_get(#flow, &__klasy_flow_##flow)
+#define KLASY_FLOW_PUT(flow) klasy_flow_put(__klasy_flow_##flow)
+
+/* A fresh, non-zero ID, unique among the domains of one weave. */
+#define get_new_flowid() klasy_flow_new_id()
+/* obj now carries id (id 0: none). */
+#define register_flowid(flow, obj, id) \
+	klasy_flow_register(__klasy_flow_##flow, (obj), (id))
+/* The ID obj carries, 0 if none. */
+#define get_flowid(flow, obj) klasy_flow_lookup(__klasy_flow_##flow, (obj))
+/* obj carries none. */
+#define remove_flowid(flow, obj) klasy_flow_remove(__klasy_flow_##flow, (obj))
+/*
+ * id is about to be cut to its low bits to fit a header (xin_move,
+ * xin_copy): counted as ambiguous if another ID live in this table has the
+ * same low bits.
+ */
+#define truncate_flowid(flow, id, bits) \
+	klasy_flow_truncated(__klasy_flow_##flow, (int)(id), (bits))
+/* klasy_flow_abi: end */
 
 #endif /* _KLASY_RT_H */

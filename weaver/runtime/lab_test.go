@@ -262,7 +262,8 @@ func (g guest) blacklisted() (uint64, string) {
 // TestRuntimeInLab loads the runtime and a hand-written advice module on
 // getppid into Debian's kernel under QEMU (2 CPUs) and checks, through
 // the agent: records and status after a program's getppid calls, the
-// per-call cost, an aspect refused in the middle leaving nothing behind,
+// per-call cost, the flow tables (a scenario's exact counts, tasks freed
+// without quit), an aspect refused in the middle leaving nothing behind,
 // a flooded tiny buffer counting lost records and still reading whole
 // ones, and unloading leaving no kprobe and no klasy module.
 func TestRuntimeInLab(t *testing.T) {
@@ -490,6 +491,38 @@ func TestRuntimeInLab(t *testing.T) {
 	}
 	if got := g.read(kprobesList); got != listBefore {
 		t.Errorf("kprobes after unloading the advice module:\n%s\nbefore:\n%s", got, listBefore)
+	}
+
+	// Flows: the advice module's init plays a scenario on "labinit" and
+	// fails if a lookup answers wrong (a copy, a move, a quit, an ID cut
+	// while another live one shares its low 12 bits, an object freed
+	// without quit); advice 1 registers each getppid caller's task in
+	// "labtask", whose entry the free hook drops when the task is freed.
+	g.mustLoad(advKo, advParams+" ret=0 flow=1")
+	s = g.status()
+	wantInit := records.Flow{Name: "labinit", Limit: 16 << 12, Hits: 3, Misses: 3, Freed: 1, Ambiguous: 1}
+	if len(s.Flows) != 2 || s.Flows[0] != wantInit || s.Flows[1].Name != "labtask" {
+		t.Errorf("flows after the scenario: %+v\nwant %+v and labtask", s.Flows, wantInit)
+	}
+	g.loop(n, 1)
+	var task records.Flow
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if s = g.status(); len(s.Flows) == 2 {
+			task = s.Flows[1]
+		}
+		// The loop's task, gone when its last reference goes after an
+		// RCU grace period.
+		if task.Freed >= 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if task.Hits < n-1 || task.Misses < 1 || task.Freed < 1 || task.Evictions != 0 || task.Dropped != 0 || task.Entries > task.Limit {
+		t.Errorf("labtask after %d getppid calls of one task that then exited: %+v, want hits >= %d, misses and freed >= 1", n, task, n-1)
+	}
+	t.Logf("flows: %+v", s.Flows)
+	g.unload(adviceModule)
+	if s := g.status(); len(s.Flows) != 0 {
+		t.Errorf("flows after unloading the advice module: %+v", s.Flows)
 	}
 
 	// An aspect whose middle hook the kernel refuses: nothing stays.

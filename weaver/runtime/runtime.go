@@ -7,12 +7,14 @@ package runtime
 
 import "embed"
 
-// Sources holds klasy_runtime.c, klasy_rt.h and Kbuild: build them with
-// kbuild.Build. Advice modules include klasy_rt.h and build with the
-// runtime's Module.symvers in kbuild.Options.ExtraSymbols
-// (KBUILD_EXTRA_SYMBOLS), so the kernel orders unloading.
+// Sources holds the runtime's C sources (klasy_core.c and the flow
+// tables' klasy_flow*.[ch], linked by Kbuild), klasy_rt.h and Kbuild:
+// build them with kbuild.Build. Advice modules include klasy_rt.h and
+// build with the runtime's Module.symvers in
+// kbuild.Options.ExtraSymbols (KBUILD_EXTRA_SYMBOLS), so the kernel
+// orders unloading.
 //
-//go:embed klasy_runtime.c klasy_rt.h Kbuild
+//go:embed *.c *.h Kbuild
 var Sources embed.FS
 
 const (
@@ -21,7 +23,7 @@ const (
 	// Header is the ABI header advice modules include.
 	Header = "klasy_rt.h"
 	// ABIVersion is KLASY_ABI_VERSION in klasy_rt.h, shown in status as abi=N.
-	ABIVersion = 1
+	ABIVersion = 2
 
 	// DebugfsDir is the runtime's directory in the guest's debugfs.
 	DebugfsDir = "/sys/kernel/debug/klasy"

@@ -13,6 +13,12 @@
  *           stores its return value and, with wide=1, advice 3 stores 18
  *           values (16 kept, 2 counted as dropped).
  *
+ * With flow=1 it attaches two flow tables. Its init runs a scenario on
+ * "labinit" (a copy, a move, a quit, a truncated ID, an object freed
+ * without quit) and fails if a lookup answers wrong, leaving status:
+ * entries=0 hits=3 misses=3 evictions=0 freed=1 ambiguous=1 dropped=0.
+ * Advice 1 then registers each task calling getppid in "labtask", once.
+ *
  * The addresses are the running kernel's (after KASLR); *_image are the
  * vmlinux's, shown in status. Load klasy_runtime first:
  *
@@ -23,6 +29,7 @@
 #include <linux/kprobes.h>
 #include <linux/module.h>
 #include <linux/sched.h>
+#include <linux/slab.h>
 
 #include "klasy_rt.h"
 
@@ -32,7 +39,7 @@ static unsigned long entry, entry_image, bad, bad_image;
 static unsigned long mid[4];
 static unsigned int nmid;
 static char *bad_function = "bad";
-static bool wide, ret = true;
+static bool wide, ret = true, flow;
 module_param(entry, ulong, 0444);
 MODULE_PARM_DESC(entry, "address of the function to hook, running kernel");
 module_param(entry_image, ulong, 0444);
@@ -49,10 +56,17 @@ module_param(ret, bool, 0444);
 MODULE_PARM_DESC(ret, "add the kretprobe (default on)");
 module_param(wide, bool, 0444);
 MODULE_PARM_DESC(wide, "add advice 3 after, storing more values than a record holds");
+module_param(flow, bool, 0444);
+MODULE_PARM_DESC(flow, "attach the flows labinit (a scenario at init) and labtask (advice 1)");
+
+KLASY_DECLARE_FLOW(labinit);
+KLASY_DECLARE_FLOW(labtask);
 
 static void klasy_advice_1(struct klasy_hit *__klasy_hit)
 {
 	STORE_DATA2(current->pid, KLASY_TEST_MAGIC);
+	if (flow && !get_flowid(labtask, current))
+		register_flowid(labtask, current, get_new_flowid());
 }
 
 static void klasy_advice_2(struct klasy_hit *__klasy_hit, struct pt_regs *regs)
@@ -132,6 +146,69 @@ static void klasy_fill(struct klasy_hook *h, enum klasy_hook_kind kind,
 	}
 }
 
+#define KLASY_EXPECT(what, got, want) do { \
+	int __got = (got), __want = (want); \
+	if (__got != __want) { \
+		pr_err("flow labinit: %s: ID %#x, want %#x\n", (what), __got, __want); \
+		err = -EINVAL; \
+	} \
+} while (0)
+
+/*
+ * The scenario the translated xflow advice would play on three objects,
+ * with the dissertation's functions; lookups count hits and misses.
+ */
+static int klasy_flow_scenario(void)
+{
+	void *a, *b, *c, *p;
+	int x, id, err = 0;
+
+	a = kmalloc(64, GFP_KERNEL);
+	b = kmalloc(64, GFP_KERNEL);
+	c = kmalloc(64, GFP_KERNEL);
+	if (!a || !b || !c) {
+		err = -ENOMEM;
+		goto free;
+	}
+	x = get_new_flowid();
+	register_flowid(labinit, a, x);				/* start */
+	KLASY_EXPECT("a after start", get_flowid(labinit, a), x);	/* hit 1 */
+	KLASY_EXPECT("b before copy", get_flowid(labinit, b), 0);	/* miss 1 */
+	id = get_flowid(labinit, a);				/* copy a -> b: hit 2 */
+	register_flowid(labinit, b, id);
+	id = get_flowid(labinit, b);				/* move b -> c: hit 3 */
+	register_flowid(labinit, c, id);
+	remove_flowid(labinit, b);
+	KLASY_EXPECT("b after move", get_flowid(labinit, b), 0);	/* miss 2 */
+	remove_flowid(labinit, c);				/* quit */
+	/* Live: a (x) and c (x + 4096): equal in their low 12 bits. */
+	register_flowid(labinit, c, x + 4096);
+	truncate_flowid(labinit, x, 12);			/* ambiguous 1 */
+	truncate_flowid(labinit, x, 13);
+	remove_flowid(labinit, c);
+	/* a is freed without quit: its entry goes with it (freed 1). */
+	kfree(a);
+	p = kmalloc(64, GFP_KERNEL);
+	if (p) {
+		pr_info("flow labinit: the next object is %s address\n",
+			p == a ? "at the freed one's" : "at another");
+		KLASY_EXPECT("the next object", get_flowid(labinit, p), 0);	/* miss 3 */
+		kfree(p);
+	}
+	a = NULL;
+free:
+	kfree(a);
+	kfree(b);
+	kfree(c);
+	return err;
+}
+
+static void klasy_flow_detach(void)
+{
+	KLASY_FLOW_PUT(labtask);
+	KLASY_FLOW_PUT(labinit);
+}
+
 static int __init klasy_test_advice_init(void)
 {
 	unsigned int i, n = 0, failed;
@@ -139,6 +216,17 @@ static int __init klasy_test_advice_init(void)
 
 	if (!entry)
 		return -EINVAL;
+	if (flow) {
+		err = KLASY_FLOW_GET(labinit);
+		if (!err)
+			err = KLASY_FLOW_GET(labtask);
+		if (!err)
+			err = klasy_flow_scenario();
+		if (err) {
+			klasy_flow_detach();
+			return err;
+		}
+	}
 	klasy_fill(&klasy_hooks[n++], KLASY_HOOK_KPROBE, entry, entry_image,
 		   "__x64_sys_getppid");
 	for (i = 0; i < nmid; i++)
@@ -152,15 +240,21 @@ static int __init klasy_test_advice_init(void)
 			   entry_image, "__x64_sys_getppid");
 	klasy_aspect.nhooks = n;
 	err = klasy_register_aspect(&klasy_aspect, &failed);
-	if (err)
+	if (err) {
 		pr_err("aspect %s: hook %u failed: %d\n", klasy_aspect.name,
 		       failed, err);
+		if (flow)
+			klasy_flow_detach();
+	}
 	return err;
 }
 
 static void __exit klasy_test_advice_exit(void)
 {
 	klasy_unregister_aspect(&klasy_aspect);
+	/* No advice runs any more: the flows can go. */
+	if (flow)
+		klasy_flow_detach();
 }
 
 module_init(klasy_test_advice_init);

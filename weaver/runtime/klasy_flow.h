@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * klasy_flow.h - the flow table of the klasy runtime: for each flow (an
+ * <xflow> of an aspect), which object carries which flow ID.
+ *
+ * Structure. A table is two fixed arrays of 2^bits buckets (the runtime's
+ * flow_bits), each bucket a spinlock and an RCU hlist, as the kernel's
+ * own hashtables are built: entries by the object's address (hash_ptr),
+ * and the same entries by the low bits of their ID. Lookups walk one
+ * bucket under rcu_read_lock() and take no lock at all; register and
+ * remove lock the object's bucket (irqsave: any context but NMI), and,
+ * inside it, the ID's bucket. Entries are freed after a grace period
+ * (kfree_rcu). rhashtable would resize, but it has no user-space
+ * counterpart to test and measure the same source with; an RCU hlist
+ * needs only a few lines of stand-ins (testdata/flow/flow_user.h).
+ *
+ * IDs. klasy_flow_new_id() counts up one atomic counter per runtime and
+ * puts the domain's number in the low bits: ID = counter << dbits |
+ * domain, dbits = order_base_2(domains), both module parameters the host
+ * sets per domain of a weave (flow_domain, flow_domains). IDs of two
+ * domains thus differ in their low bits, which an ID cut to fit a header
+ * keeps (xin_* store the low bits first), so a truncated ID never equals
+ * one the receiving domain made itself. 0 is never an ID.
+ *
+ * Truncation. Before xin_* cut an ID to the bits its fields hold, the
+ * translated advice calls truncate_flowid(): the table looks for a live
+ * entry (in this table, in this domain) whose ID differs but has the same
+ * low bits - the ID index puts all of them in one bucket when bits >=
+ * flow_bits - and counts the truncation as ambiguous if there is one.
+ * An ID moved to another domain is no longer live here, so what is
+ * counted is a lower bound: the receiver cannot tell such IDs apart.
+ *
+ * Stale entries. An object freed without reaching <quit> must neither
+ * stay forever nor lend its ID to the next object at its address. Two
+ * mechanisms: (1) a hook on the free - the kernel's kfree and
+ * kmem_cache_free tracepoints and a kprobe on kmem_cache_free_bulk remove
+ * the entry of any object freed to the slab allocator (counted as freed);
+ * (2) a bound - a bucket holds at most KLASY_FLOW_BUCKET_MAX entries, and
+ * registering one more evicts the bucket's oldest (counted as evictions),
+ * so a table never holds more than 2^bits * KLASY_FLOW_BUCKET_MAX entries,
+ * whatever escapes the hook: objects inside another allocation (the
+ * second skb of a fast clone), objects recycled by a cache of their own
+ * without a free (the NAPI skb cache until it flushes), memory not from
+ * the slab. Such an object keeps its ID until it is registered again,
+ * removed, or evicted: write <quit> for those paths.
+ *
+ * This header and klasy_flow.c are compiled into klasy_runtime.ko and,
+ * without __KERNEL__, into the user-space harness of the Go tests and
+ * benchmark (weaver/runtime/flow_test.go).
+ */
+#ifndef _KLASY_FLOW_H
+#define _KLASY_FLOW_H
+
+#ifdef __KERNEL__
+#include <linux/hash.h>
+#include <linux/list.h>
+#include <linux/percpu.h>
+#include <linux/rculist.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include "klasy_rt.h"
+#else
+#include "flow_user.h"		/* kernel primitives in user space */
+#include "klasy_flow_abi.h"	/* klasy_rt.h's plain-C flow section */
+#endif
+
+/* A flow's name: a C identifier of at most this many bytes, NUL included. */
+#define KLASY_FLOW_NAME_MAX 64
+
+/* The bound: entries per bucket, the oldest evicted past it. */
+#define KLASY_FLOW_BUCKET_MAX 16
+
+/* Buckets per table: 2^flow_bits. */
+#define KLASY_FLOW_BITS_MIN 1
+#define KLASY_FLOW_BITS_MAX 20
+#define KLASY_FLOW_BITS_DEFAULT 12
+
+/* Domains one weave may have: the ID's low 8 bits at most. */
+#define KLASY_FLOW_DOMAINS_MAX 256
+
+struct klasy_flow_entry {
+	struct hlist_node node;		/* in objs[hash_ptr(obj)] */
+	struct hlist_node id_node;	/* in ids[id & mask] */
+	const void *obj;
+	u32 id;				/* never changes: a new ID, a new entry */
+	struct rcu_head rcu;
+};
+
+struct klasy_flow_bucket {
+	spinlock_t lock;
+	unsigned int n;			/* entries (objs only) */
+	struct hlist_head head;
+};
+
+/* Counted per CPU. */
+struct klasy_flow_stats {
+	u64 hits;		/* lookups that found an ID */
+	u64 misses;		/* lookups that found none */
+	u64 evictions;		/* entries pushed out by the bound */
+	u64 freed;		/* entries removed because their object was freed */
+	u64 ambiguous;		/* truncations sharing kept bits with a live ID */
+	u64 dropped;		/* registers and removes not done (NMI, no memory) */
+};
+
+struct klasy_flow {
+	char name[KLASY_FLOW_NAME_MAX];
+	unsigned int bits;
+	struct klasy_flow_bucket *objs;	/* 2^bits, by object */
+	struct klasy_flow_bucket *ids;	/* 2^bits, by ID */
+	struct klasy_flow_stats __percpu *stats;
+
+	/* klasy_flow_kernel.c's: the runtime's list of flows */
+	struct list_head node;
+	unsigned int refs;
+};
+
+/* What status shows of one flow. */
+struct klasy_flow_counts {
+	u64 entries;
+	u64 limit;		/* 2^bits * KLASY_FLOW_BUCKET_MAX */
+	struct klasy_flow_stats sum;
+};
+
+/* Sets how IDs are made: see "IDs" above. 0 or -EINVAL. */
+int klasy_flow_setup_ids(unsigned int domain, unsigned int domains);
+
+/*
+ * Allocates f's buckets and counters (may sleep). klasy_flow_destroy
+ * frees them and every entry left; no one may use f any more.
+ */
+int klasy_flow_init(struct klasy_flow *f, const char *name, unsigned int bits);
+void klasy_flow_destroy(struct klasy_flow *f);
+
+/*
+ * The free hook's part: obj is being freed; drop its entry, counted as
+ * freed. True if it had one.
+ */
+bool klasy_flow_forget(struct klasy_flow *f, const void *obj);
+
+void klasy_flow_read(struct klasy_flow *f, struct klasy_flow_counts *c);
+
+#ifdef __KERNEL__
+struct seq_file;
+
+/* klasy_flow_kernel.c, for the runtime's init, exit and status. */
+int klasy_flows_init(void);
+void klasy_flows_exit(void);
+void klasy_flows_show(struct seq_file *m);
+#endif
+
+#endif /* _KLASY_FLOW_H */
