@@ -100,7 +100,7 @@ func TestHeaderConstants(t *testing.T) {
 		}
 		return string(b)
 	}
-	h, c := src(runtime.Header), src("klasy_runtime.c")
+	h, c := src(runtime.Header), src("klasy_core.c")
 	for _, tt := range []struct {
 		text, macro string
 		want        int

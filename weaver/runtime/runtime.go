@@ -7,12 +7,13 @@ package runtime
 
 import "embed"
 
-// Sources holds klasy_runtime.c, klasy_rt.h and Kbuild: build them with
+// Sources holds the runtime's C files (klasy_core.c, klasy_agg.c,
+// klasy_internal.h), klasy_rt.h and Kbuild: build them with
 // kbuild.Build. Advice modules include klasy_rt.h and build with the
 // runtime's Module.symvers in kbuild.Options.ExtraSymbols
 // (KBUILD_EXTRA_SYMBOLS), so the kernel orders unloading.
 //
-//go:embed klasy_runtime.c klasy_rt.h Kbuild
+//go:embed *.c *.h Kbuild
 var Sources embed.FS
 
 const (
@@ -21,7 +22,7 @@ const (
 	// Header is the ABI header advice modules include.
 	Header = "klasy_rt.h"
 	// ABIVersion is KLASY_ABI_VERSION in klasy_rt.h, shown in status as abi=N.
-	ABIVersion = 1
+	ABIVersion = 2
 
 	// DebugfsDir is the runtime's directory in the guest's debugfs.
 	DebugfsDir = "/sys/kernel/debug/klasy"
@@ -30,6 +31,9 @@ const (
 	// StatusPath is the runtime, aspects and hooks as text
 	// (weaver/records.ParseStatus).
 	StatusPath = DebugfsDir + "/status"
+	// StatsPath is the aspects' aggregation maps, merged over the CPUs,
+	// as text (weaver/records.ParseStats).
+	StatsPath = DebugfsDir + "/stats"
 
 	// BufferKBParam is the module parameter for the trace buffer per CPU
 	// in KiB, between BufferKBMin and BufferKBMax (default 1024).
