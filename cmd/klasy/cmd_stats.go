@@ -262,9 +262,9 @@ func sortedKeys(m records.Map) []records.KeyValue {
 func printKeyed(w io.Writer, m records.Map) {
 	fmt.Fprintf(w, "@%s: %s per key (%s), %s\n", m.Label(), macroNames[m.Kind], where(m.Use), plural(len(m.Keys), "key"))
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "  KEY\t%s\t\n", macroNames[m.Kind])
+	fmt.Fprintf(tw, "KEY\t%s\t\n", macroNames[m.Kind])
 	for _, k := range sortedKeys(m) {
-		fmt.Fprintf(tw, "  %s\t%d\t\n", formatValue(int64(k.Key)), k.Value)
+		fmt.Fprintf(tw, "%s\t%d\t\n", formatValue(int64(k.Key)), k.Value)
 	}
 	tw.Flush()
 	if m.Dropped > 0 {
@@ -307,12 +307,12 @@ func printTimer(w io.Writer, m records.Map) {
 	fmt.Fprintf(w, "@%s: TIMER (%s), %s\n", m.Label(), where(m.Use), plural(int(t.Count), "start-stop pair"))
 	if t.Count > 0 {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "  \tCOUNT\tTOTAL\tAVERAGE\tLEAST\tGREATEST\t")
+		fmt.Fprintln(tw, "\tCOUNT\tTOTAL\tAVERAGE\tLEAST\tGREATEST\t")
 		for _, c := range []struct {
 			name string
 			t    records.Times
 		}{{"wall", t.Wall}, {"on-CPU", t.CPU}} {
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t\n", c.name, t.Count, duration(c.t.Sum), duration(c.t.Sum/t.Count), duration(c.t.Min), duration(c.t.Max))
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t\n", c.name, t.Count, duration(c.t.Sum), duration(c.t.Sum/t.Count), duration(c.t.Min), duration(c.t.Max))
 		}
 		tw.Flush()
 		fmt.Fprintln(w, "  wall time, ns:")
