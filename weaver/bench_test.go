@@ -58,8 +58,11 @@ func (bl *benchLab) run(argv ...string) string {
 }
 
 // nsPerCall times the getppid loop in the guest.
-func (bl *benchLab) nsPerCall() float64 {
-	out := bl.run(prog, "time-getppid", benchCalls)
+func (bl *benchLab) nsPerCall() float64 { return bl.timeGetppid(benchCalls) }
+
+// timeGetppid times n getppid calls in the guest: ns per call.
+func (bl *benchLab) timeGetppid(n string) float64 {
+	out := bl.run(prog, "time-getppid", n)
 	i := strings.Index(out, "ns/call ")
 	if i < 0 {
 		bl.b.Fatalf("klasy_prog printed %q", out)

@@ -648,6 +648,7 @@ func (g *cgen) tables(opt GenOptions) {
 	g.p("\t.owner = THIS_MODULE,")
 	g.p("\t.nhooks = ARRAY_SIZE(klasy_hooks),")
 	g.p("\t.hooks = klasy_hooks,")
+	g.aggRoom()
 	g.p("};")
 	g.p("")
 	g.p("/* %s's address in the image this module was generated for. */", KASLRRef)

@@ -22,7 +22,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from what the code makes now (read the diff)")
 
 // goldenAspects are resolved against Debian's vmlinux and generated.
-var goldenAspects = []string{"testdata/pread.klasy", "testdata/mshow.klasy", "testdata/openat.klasy", "../examples/setattr_exec.klasy"}
+var goldenAspects = []string{"testdata/pread.klasy", "testdata/mshow.klasy", "testdata/openat.klasy", "../examples/setattr_exec.klasy", "testdata/agg.klasy", "../examples/read_latency.klasy"}
 
 func debianIndex(t *testing.T) *dwarfmap.Index {
 	t.Helper()

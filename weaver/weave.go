@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing/fstest"
 	"time"
@@ -281,18 +282,40 @@ func (s *Session) buildAdvice(ctx context.Context, m *Module, symvers []byte) ([
 // aspect's positions; nil if none of them is in advice code.
 func (m *Module) adviceDiagnostics(ds []kbuild.Diagnostic) aspect.Diagnostics {
 	var out aspect.Diagnostics
-	for _, d := range ds {
-		if !d.IsError() || d.File != m.file.Name {
+	for i, d := range ds {
+		if !d.IsError() {
 			continue
 		}
-		pos, ok := m.Position(d.Line, d.Col)
+		at, ok := d, d.File == m.file.Name
+		if !ok {
+			// An error inside a macro (LHIST's bounds in klasy_rt.h): at
+			// the advice's use of it, which a note that follows names.
+			if at, ok = m.expandedAt(ds[i+1:]); !ok {
+				continue
+			}
+		}
+		pos, ok := m.Position(at.Line, at.Col)
 		if !ok {
 			pos = m.file.Position(0)
-			pos.Line, pos.Col = d.Line, d.Col
+			pos.Line, pos.Col = at.Line, at.Col
 		}
 		out = append(out, aspect.Diagnostic{Pos: pos, Msg: "advice does not compile: " + d.Msg})
 	}
 	return out
+}
+
+// expandedAt finds, in the notes after an error, the macro use in the
+// aspect's advice that the error comes from.
+func (m *Module) expandedAt(notes []kbuild.Diagnostic) (kbuild.Diagnostic, bool) {
+	for _, n := range notes {
+		if n.Severity != "note" {
+			break
+		}
+		if n.File == m.file.Name && strings.HasPrefix(n.Msg, "in expansion of macro") {
+			return n, true
+		}
+	}
+	return kbuild.Diagnostic{}, false
 }
 
 // ensureRuntime loads the runtime unless it is loaded; loaded says

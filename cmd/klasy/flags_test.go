@@ -58,6 +58,8 @@ var cmdSamples = map[string]cmdSample{
 		{name: "group-by", value: "2"}, {name: "group-gap", value: "10ms"}, {name: "hist", value: "1"}, {name: "lhist", value: "1,0,100,10"},
 		{name: "perfetto", value: "t.json"}}},
 	"lab console": {pos: []string{"a"}},
+	"stats": {flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
+		{name: "headers", value: "h"}, {name: "json"}, {name: "aspect", value: "a"}}},
 }
 
 // allCommands lists every command as typed: "lines", "lab up".

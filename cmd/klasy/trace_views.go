@@ -424,27 +424,31 @@ func linearLabel(n, step int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// rows are the buckets bpftrace prints: from the first that counted a
-// value to the last, the empty ones between included.
-func (v *histView) rows(h *histogram) []bucketRow {
-	first := slices.IndexFunc(h.counts, func(c uint64) bool { return c > 0 })
+// rows are the buckets bpftrace prints of h.
+func (v *histView) rows(h *histogram) []bucketRow { return histRows(h.counts, v.linear) }
+
+// histRows are the buckets bpftrace prints of counts, laid out as
+// bpftrace's hist() (linear nil) or lhist(): from the first that
+// counted a value to the last, the empty ones between included.
+func histRows(counts []uint64, linear *lhistFlag) []bucketRow {
+	first := slices.IndexFunc(counts, func(c uint64) bool { return c > 0 })
 	if first < 0 {
 		return nil
 	}
-	last := len(h.counts) - 1
-	for h.counts[last] == 0 {
+	last := len(counts) - 1
+	for counts[last] == 0 {
 		last--
 	}
 	ptr := func(x int64) *int64 { return &x }
 	var out []bucketRow
 	for i := first; i <= last; i++ {
-		b := bucketRow{count: h.counts[i]}
-		if l := v.linear; l != nil {
+		b := bucketRow{count: counts[i]}
+		if l := linear; l != nil {
 			lo := l.min + int64(i-1)*l.step
 			switch {
 			case i == 0:
 				b.label, b.max = "(..., "+linearLabel(l.min, l.step)+")", ptr(l.min-1)
-			case i == len(h.counts)-1:
+			case i == len(counts)-1:
 				b.label, b.min = "["+linearLabel(l.max, l.step)+", ...)", ptr(l.max)
 			default:
 				b.label, b.min, b.max = "["+linearLabel(lo, l.step)+", "+linearLabel(lo+l.step, l.step)+")", ptr(lo), ptr(lo+l.step-1)
@@ -501,33 +505,47 @@ func (v *histView) print(w io.Writer, asJSON bool) error {
 	for _, h := range hs {
 		rows := v.rows(h)
 		if asJSON {
-			hj := histJSON{Aspect: h.aspect, Advice: h.advice, ValueIndex: v.pick.index, Type: "hist", Count: h.total, Buckets: []bucketJSON{}}
+			hj := histJSON{Aspect: h.aspect, Advice: h.advice, ValueIndex: v.pick.index, Type: "hist", Count: h.total}
 			if l := v.linear; l != nil {
 				hj.Type, hj.Linear = "lhist", &linearJSON{Min: l.min, Max: l.max, Step: l.step}
 			}
-			for _, b := range rows {
-				hj.Buckets = append(hj.Buckets, bucketJSON{Min: b.min, Max: b.max, Count: b.count})
-			}
+			hj.Buckets = bucketsJSON(rows)
 			if err := enc.Encode(hj); err != nil {
 				return err
 			}
 			continue
 		}
-		// bpftrace pads labels to 16 columns; longer ones (an lhist of
-		// nanoseconds) widen the column here instead of pushing their
-		// row's count and bar out of line.
-		var most uint64
-		width := 16
-		for _, b := range rows {
-			most = max(most, b.count)
-			width = max(width, len(b.label))
-		}
 		fmt.Fprintf(w, "@%s:\n", h.aspectAdvice)
-		for _, b := range rows {
-			bar := strings.Repeat("@", int(b.count*histBarWidth/most))
-			fmt.Fprintf(w, "%-*s%8d |%-*s|\n", width, b.label, b.count, histBarWidth, bar)
-		}
+		drawHist(w, "", rows)
 		fmt.Fprintln(w)
 	}
 	return nil
+}
+
+// bucketsJSON are rows as JSON buckets, as bpftrace's JSON output has
+// them.
+func bucketsJSON(rows []bucketRow) []bucketJSON {
+	out := []bucketJSON{}
+	for _, b := range rows {
+		out = append(out, bucketJSON{Min: b.min, Max: b.max, Count: b.count})
+	}
+	return out
+}
+
+// drawHist draws rows as bpftrace draws a histogram, each row after
+// indent: the bucket's label, its count and a bar.
+func drawHist(w io.Writer, indent string, rows []bucketRow) {
+	// bpftrace pads labels to 16 columns; longer ones (an lhist of
+	// nanoseconds) widen the column here instead of pushing their row's
+	// count and bar out of line.
+	var most uint64
+	width := 16
+	for _, b := range rows {
+		most = max(most, b.count)
+		width = max(width, len(b.label))
+	}
+	for _, b := range rows {
+		bar := strings.Repeat("@", int(b.count*histBarWidth/most))
+		fmt.Fprintf(w, "%s%-*s%8d |%-*s|\n", indent, width, b.label, b.count, histBarWidth, bar)
+	}
 }

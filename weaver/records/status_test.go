@@ -101,6 +101,7 @@ func TestParseStatusErrors(t *testing.T) {
 		{asp, `status line 1: "aspect": want the runtime line first`},
 		{rt + rt, `status line 2: "runtime": want the runtime line first, and only there`},
 		{"runtime abi=1 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: runtime ABI 1, this klasy reads ABI 2"},
+		{"runtime abi=3 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: runtime ABI 3, this klasy reads ABI 2"},
 		{"runtime abi=2 cpus=2 buffer_kb=8 unread=0 lost=0\n", "lost= has 1 counts for 2 CPUs"},
 		{"runtime abi=2 cpus=1 buffer_kb=8 unread=-1 lost=0\n", "unread=-1: not a 64-bit decimal"},
 		{"runtime abi=2 cpus=1 buffer_kb=8 lost=0\n", "status line 1: no unread="},

@@ -2,7 +2,8 @@
 //go:build ignore
 
 /*
- * klasy_runtime - the kernel side of klasy, shared by every woven aspect.
+ * klasy_runtime - the kernel side of klasy, shared by every woven aspect:
+ * this file, and klasy_agg.c for the aggregation maps.
  * (The go:build line above keeps Go from compiling this file: the Go
  * package weaver/runtime only embeds it.) This file is the module's main
  * part; klasy_flow.c and klasy_flow_kernel.c keep the flow tables.
@@ -16,6 +17,7 @@
  *
  *   /sys/kernel/debug/klasy/records  whole records, oldest first, consumed
  *   /sys/kernel/debug/klasy/status   the runtime, its flows, aspects and hooks
+ *   /sys/kernel/debug/klasy/stats    their aggregations (klasy_agg.c)
  *
  * Load it before any advice module; the advice modules use its symbols,
  * so it cannot be unloaded while one of them is loaded:
@@ -39,7 +41,7 @@
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
 
-#include "klasy_rt.h"
+#include "klasy_internal.h"
 #include "klasy_flow.h"
 
 #define KLASY_BUFFER_KB_MIN 8		/* the ring buffer's floor: 2 pages */
@@ -54,8 +56,8 @@ static struct trace_buffer *klasy_rb;
 static unsigned long __percpu *klasy_lost;
 
 /* Aspects registered, in registration order; ids are never reused. */
-static LIST_HEAD(klasy_aspects);
-static DEFINE_MUTEX(klasy_aspects_mutex);
+LIST_HEAD(klasy_aspects);
+DEFINE_MUTEX(klasy_aspects_mutex);
 static u32 klasy_last_id;
 
 /* The one reader of the records file, and what it owns. */
@@ -127,6 +129,7 @@ static void klasy_unregister_all(struct klasy_aspect *a)
 
 static void klasy_free(struct klasy_aspect *a)
 {
+	klasy_agg_free(a);
 	free_percpu(a->hits);
 	kfree(a->kps);
 	kfree(a->rps);
@@ -162,6 +165,11 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 	}
 	a->nkps = 0;
 	a->nrps = 0;
+	err = klasy_agg_alloc(a);
+	if (err) {
+		klasy_free(a);
+		return err;
+	}
 
 	/* Every hook in, disabled: no advice runs before all are in. */
 	for (i = 0; i < a->nhooks; i++) {
@@ -390,7 +398,7 @@ static const struct file_operations records_fops = {
  * Prints s as one token: "-" when empty, a space or control character as
  * '_' (bytes of UTF-8 stay as they are).
  */
-static void klasy_put_token(struct seq_file *m, const char *s)
+void klasy_put_token(struct seq_file *m, const char *s)
 {
 	const unsigned char *c = (const unsigned char *)s;
 
@@ -529,6 +537,7 @@ static int __init klasy_runtime_init(void)
 	}
 	debugfs_create_file("records", 0400, klasy_dir, NULL, &records_fops);
 	debugfs_create_file("status", 0444, klasy_dir, NULL, &status_fops);
+	klasy_agg_debugfs(klasy_dir);
 	pr_info("ABI %d, %u KiB trace buffer per CPU\n", KLASY_ABI_VERSION,
 		buffer_kb);
 	return 0;

@@ -14,6 +14,8 @@
  *
  *   /sys/kernel/debug/klasy/records  read: consumes whole records (below)
  *   /sys/kernel/debug/klasy/status   read: the runtime, aspects and hooks
+ *   /sys/kernel/debug/klasy/stats    read: the aspects' aggregations
+ *                                    (COUNT, HIST, TIMER_START... below)
  *
  * The Go side reads both (weaver/records); a test compiles this header
  * and checks the record layout against the Go decoder through DWARF.
@@ -105,11 +107,26 @@ struct klasy_hook {
 	unsigned int index;
 };
 
+/*
+ * The room an aspect's aggregation maps take, by kind: maps of each kind
+ * the generator found in the advice (below). Zero for an aspect that
+ * aggregates nothing: it then costs no memory.
+ */
+struct klasy_agg_room {
+	u16 keyed;	/* COUNT, SUM, MINIMUM, MAXIMUM */
+	u16 hist;	/* HIST */
+	u16 lhist;	/* LHIST */
+	u16 timer;	/* TIMER_START/TIMER_STOP names */
+};
+
+struct klasy_agg;
+
 struct klasy_aspect {
 	const char *name;		/* the aspect's name (file name) */
 	struct module *owner;		/* THIS_MODULE */
 	unsigned int nhooks;
 	struct klasy_hook *hooks;
+	struct klasy_agg_room agg_room;
 
 	/* runtime's */
 	u32 id;				/* from 1, never reused while loaded */
@@ -119,6 +136,7 @@ struct klasy_aspect {
 	struct kretprobe **rps;		/* the kretprobes, for one batch */
 	unsigned int nkps, nrps;
 	u64 register_ns;		/* time klasy_register_aspect took */
+	struct klasy_agg *agg;		/* the aggregation maps (klasy_agg.c) */
 };
 
 /*
@@ -223,5 +241,144 @@ void klasy_flow_truncated(struct klasy_flow *flow, int id, unsigned int bits);
 #define truncate_flowid(flow, id, bits) \
 	klasy_flow_truncated(__klasy_flow_##flow, (int)(id), (bits))
 /* klasy_flow_abi: end */
+
+/*
+ * In-kernel aggregation (klasy stats): instead of a record per hit, advice
+ * counts, sums and draws histograms in place, and 'klasy stats' reads the
+ * result while the aspect stays woven (as bpftrace's maps and SystemTap's
+ * aggregates). Each map is per CPU and updated without a lock or an atomic
+ * instruction (one klasy handler runs per CPU at a time, see klasy_hit);
+ * the stats file merges the CPUs when it is read.
+ *
+ *   COUNT(key)              hits per key
+ *   SUM(key, v)             the sum of v per key
+ *   MINIMUM(key, v)         the least v per key
+ *   MAXIMUM(key, v)         the greatest v per key
+ *   HIST(v)                 v in power-of-two buckets, as bpftrace's hist()
+ *   LHIST(v, lo, hi, step)  v in linear buckets, as bpftrace's lhist():
+ *                           lo, hi and step are constants, hi - lo a
+ *                           multiple of step, at most 1000 buckets
+ *   TIMER_START(name)       starts timer name for the current task
+ *   TIMER_STOP(name)        stops it: the wall time and the task's on-CPU
+ *                           time in between (time switched out excluded,
+ *                           as KernInst's virtualized timers), aggregated
+ *                           per name: count, total, least, greatest and a
+ *                           histogram of each
+ *
+ * (MIN and MAX are the kernel's own in linux/minmax.h, hence MINIMUM and
+ * MAXIMUM.) Keys and values are 64-bit: a key is any integer or pointer
+ * (current->pid, an skb), a value is signed.
+ *
+ * Naming: a map is named by its macro and line ("count:12" for a COUNT on
+ * the aspect's line 12): two of one kind on one line are one map. The _AS
+ * forms name it: COUNT_AS(name, key), SUM_AS(name, key, v),
+ * MINIMUM_AS(name, key, v), MAXIMUM_AS(name, key, v), HIST_AS(name, v),
+ * LHIST_AS(name, v, lo, hi, step), with name an identifier. A name is the
+ * aspect's: every use of it, in any advice of the aspect, is one map,
+ * which must be of one kind (and for LHIST of the same buckets). A timer
+ * is always named, and TIMER_START in one advice (before) and TIMER_STOP
+ * in another (after) time the same task between them.
+ *
+ * Bounds, none silent: at most KLASY_AGG_KEYS keys per map on each CPU
+ * (updates of further keys are counted as dropped); KLASY_AGG_TASKS tasks
+ * inside one timer at once (further starts are counted as dropped); a
+ * STOP without a START in the same task is counted, not timed. A TIMER_START
+ * of a task already inside that timer (recursion) is counted as nested and
+ * only the outermost START/STOP pair is timed. A use the runtime cannot make
+ * a map for (a name of another kind; more maps than the aspect has room
+ * for) is listed in the stats with the reason, its hits counted.
+ *
+ * Maps are made at their first hit, from room the runtime reserves when the
+ * aspect registers (agg_room). The macros find their aspect through the
+ * generated module's hook table, so they work in advice bodies.
+ */
+enum klasy_agg_kind {
+	KLASY_AGG_COUNT = 1,
+	KLASY_AGG_SUM,
+	KLASY_AGG_MIN,
+	KLASY_AGG_MAX,
+	KLASY_AGG_HIST,
+	KLASY_AGG_LHIST,
+	KLASY_AGG_TIMER,
+};
+
+#define KLASY_AGG_KEY_BITS 10
+#define KLASY_AGG_KEYS (1 << KLASY_AGG_KEY_BITS)	/* keys per map and CPU */
+#define KLASY_AGG_HIST_BUCKETS 65	/* below 0, 0, 1, [2^k, 2^(k+1)) up to 2^63 */
+#define KLASY_AGG_LHIST_MAX 1000	/* linear buckets, as bpftrace bounds lhist */
+#define KLASY_AGG_TASK_BITS 10
+#define KLASY_AGG_TASKS (1 << KLASY_AGG_TASK_BITS)	/* tasks in one timer at once */
+#define KLASY_AGG_MAX_MAPS 64		/* maps per aspect */
+
+struct klasy_map;
+
+/*
+ * One use of a macro: static in the advice, filled by the macro, except
+ * map, which the runtime sets at the use's first hit.
+ */
+struct klasy_map_desc {
+	u8 kind;		/* enum klasy_agg_kind */
+	const char *name;	/* the _AS name, NULL for a map named by its line */
+	const char *file;	/* __FILE__: the aspect's, by #line */
+	const char *func;	/* __func__: klasy_advice_N */
+	unsigned int line;	/* __LINE__: the aspect's */
+	s64 lo, hi, step;	/* LHIST */
+	struct klasy_map *map;	/* runtime's */
+};
+
+void klasy_agg_keyed(struct klasy_aspect *a, struct klasy_map_desc *d, u64 key, s64 v);
+void klasy_agg_hist(struct klasy_aspect *a, struct klasy_map_desc *d, s64 v);
+void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d);
+void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d);
+
+/* The aspect of the generated module the macro is expanded in. */
+#define KLASY_THIS_ASPECT (klasy_hooks[0].aspect)
+
+#define __KLASY_DESC(k, nm, ...)					\
+	static struct klasy_map_desc __klasy_desc = {			\
+		.kind = (k), .name = (nm), .file = __FILE__,		\
+		.func = __func__, .line = __LINE__, ##__VA_ARGS__	\
+	}
+
+#define __KLASY_KEYED(k, nm, key, v) do {				\
+	__KLASY_DESC(k, nm);						\
+	klasy_agg_keyed(KLASY_THIS_ASPECT, &__klasy_desc, (u64)(key), (s64)(v)); \
+} while (0)
+
+#define __KLASY_HIST(nm, v) do {					\
+	__KLASY_DESC(KLASY_AGG_HIST, nm);				\
+	klasy_agg_hist(KLASY_THIS_ASPECT, &__klasy_desc, (s64)(v));	\
+} while (0)
+
+#define __KLASY_LHIST(nm, v, l, h, s) do {				\
+	_Static_assert((s) > 0, "LHIST: step must be above 0");	\
+	_Static_assert((h) > (l), "LHIST: hi must be above lo");	\
+	_Static_assert(((h) - (l)) % (s) == 0,				\
+		       "LHIST: hi - lo must be a multiple of step");	\
+	_Static_assert(((h) - (l)) / (s) <= KLASY_AGG_LHIST_MAX,	\
+		       "LHIST: at most 1000 buckets");			\
+	__KLASY_DESC(KLASY_AGG_LHIST, nm, .lo = (l), .hi = (h), .step = (s)); \
+	klasy_agg_hist(KLASY_THIS_ASPECT, &__klasy_desc, (s64)(v));	\
+} while (0)
+
+#define __KLASY_TIMER(fn, nm) do {					\
+	__KLASY_DESC(KLASY_AGG_TIMER, nm);				\
+	fn(KLASY_THIS_ASPECT, &__klasy_desc);				\
+} while (0)
+
+#define COUNT(key)			__KLASY_KEYED(KLASY_AGG_COUNT, NULL, key, 1)
+#define SUM(key, v)			__KLASY_KEYED(KLASY_AGG_SUM, NULL, key, v)
+#define MINIMUM(key, v)			__KLASY_KEYED(KLASY_AGG_MIN, NULL, key, v)
+#define MAXIMUM(key, v)			__KLASY_KEYED(KLASY_AGG_MAX, NULL, key, v)
+#define HIST(v)				__KLASY_HIST(NULL, v)
+#define LHIST(v, lo, hi, step)		__KLASY_LHIST(NULL, v, lo, hi, step)
+#define COUNT_AS(name, key)		__KLASY_KEYED(KLASY_AGG_COUNT, #name, key, 1)
+#define SUM_AS(name, key, v)		__KLASY_KEYED(KLASY_AGG_SUM, #name, key, v)
+#define MINIMUM_AS(name, key, v)	__KLASY_KEYED(KLASY_AGG_MIN, #name, key, v)
+#define MAXIMUM_AS(name, key, v)	__KLASY_KEYED(KLASY_AGG_MAX, #name, key, v)
+#define HIST_AS(name, v)		__KLASY_HIST(#name, v)
+#define LHIST_AS(name, v, lo, hi, step)	__KLASY_LHIST(#name, v, lo, hi, step)
+#define TIMER_START(name)		__KLASY_TIMER(klasy_timer_start, #name)
+#define TIMER_STOP(name)		__KLASY_TIMER(klasy_timer_stop, #name)
 
 #endif /* _KLASY_RT_H */

@@ -7,12 +7,12 @@ package runtime
 
 import "embed"
 
-// Sources holds the runtime's C sources (klasy_core.c and the flow
-// tables' klasy_flow*.[ch], linked by Kbuild), klasy_rt.h and Kbuild:
-// build them with kbuild.Build. Advice modules include klasy_rt.h and
-// build with the runtime's Module.symvers in
-// kbuild.Options.ExtraSymbols (KBUILD_EXTRA_SYMBOLS), so the kernel
-// orders unloading.
+// Sources holds the runtime's C files (klasy_core.c, klasy_agg.c and
+// klasy_internal.h for aggregation, klasy_flow*.[ch] for the flow
+// tables, linked by Kbuild), klasy_rt.h and Kbuild: build them with
+// kbuild.Build. Advice modules include klasy_rt.h and build with the
+// runtime's Module.symvers in kbuild.Options.ExtraSymbols
+// (KBUILD_EXTRA_SYMBOLS), so the kernel orders unloading.
 //
 //go:embed *.c *.h Kbuild
 var Sources embed.FS
@@ -32,6 +32,9 @@ const (
 	// StatusPath is the runtime, aspects and hooks as text
 	// (weaver/records.ParseStatus).
 	StatusPath = DebugfsDir + "/status"
+	// StatsPath is the aspects' aggregation maps, merged over the CPUs,
+	// as text (weaver/records.ParseStats).
+	StatsPath = DebugfsDir + "/stats"
 
 	// BufferKBParam is the module parameter for the trace buffer per CPU
 	// in KiB, between BufferKBMin and BufferKBMax (default 1024).

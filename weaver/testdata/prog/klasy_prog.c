@@ -12,6 +12,12 @@
  *   klasy_prog tcp-read IP PORT BYTES    connect to IP:PORT, read BYTES, print them
  *                                        (packets into the guest's network stack)
  *   klasy_prog lseek FILE OFF...         lseek(2) FILE to each OFF from its start
+ *   klasy_prog getppid-split N           getppid(2) N/2 times on CPU 0, the rest on CPU 1
+ *   klasy_prog pread-range FILE COUNT POS N
+ *                                        on CPU 0, pread(2) at POS, POS+1, ... POS+N-1
+ *   klasy_prog sleep MS N                nanosleep(2) MS milliseconds, N times
+ *   klasy_prog spin MS N                 N times: getpgid(2), MS milliseconds of
+ *                                        busy loop (half on CPU 0, half on CPU 1), getsid(2)
  *
  * It prints its pid first, so the test can pick its records.
  */
@@ -23,10 +29,41 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+/* pin moves the program to cpu, or exits. */
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set) < 0) {
+		fprintf(stderr, "klasy_prog: to CPU %d: %s\n", cpu, strerror(errno));
+		exit(1);
+	}
+}
+
+static double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* spin busy-loops for ms milliseconds. */
+static void spin(double ms)
+{
+	double end = now_ms() + ms;
+
+	while (now_ms() < end)
+		;
+}
 
 static long arg(const char *s)
 {
@@ -46,7 +83,7 @@ int main(int argc, char **argv)
 	long i, n;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek ...\n");
+		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|getppid-split|pread-range|sleep|spin ...\n");
 		return 2;
 	}
 	printf("pid %d\n", getpid());
@@ -134,6 +171,59 @@ int main(int argc, char **argv)
 				return 1;
 			}
 		close(fd);
+		return 0;
+	}
+	if (strcmp(argv[1], "getppid-split") == 0 && argc == 3) {
+		n = arg(argv[2]);
+		pin(0);
+		for (i = 0; i < n / 2; i++)
+			syscall(SYS_getppid);
+		pin(1);
+		for (; i < n; i++)
+			syscall(SYS_getppid);
+		return 0;
+	}
+	if (strcmp(argv[1], "pread-range") == 0 && argc == 6) {
+		int fd = open(argv[2], O_RDONLY);
+		long count = arg(argv[3]), pos = arg(argv[4]);
+
+		if (fd < 0 || count > (long)sizeof(buf)) {
+			perror(argv[2]);
+			return 1;
+		}
+		pin(0);
+		n = arg(argv[5]);
+		for (i = 0; i < n; i++)
+			if (pread(fd, buf, count, pos + i) < 0) {
+				perror("pread");
+				return 1;
+			}
+		return 0;
+	}
+	if (strcmp(argv[1], "sleep") == 0 && argc == 4) {
+		long ms = arg(argv[2]);
+		struct timespec t = { .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000 };
+
+		n = arg(argv[3]);
+		for (i = 0; i < n; i++)
+			if (nanosleep(&t, NULL) < 0) {
+				perror("nanosleep");
+				return 1;
+			}
+		return 0;
+	}
+	if (strcmp(argv[1], "spin") == 0 && argc == 4) {
+		long ms = arg(argv[2]);
+
+		n = arg(argv[3]);
+		for (i = 0; i < n; i++) {
+			pin(0);
+			syscall(SYS_getpgid, 0);
+			spin(ms / 2.0);
+			pin(1);
+			spin(ms / 2.0);
+			syscall(SYS_getsid, 0);
+		}
 		return 0;
 	}
 	fprintf(stderr, "klasy_prog: unknown or malformed command %s\n", argv[1]);

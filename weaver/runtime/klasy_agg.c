@@ -1,0 +1,786 @@
+// SPDX-License-Identifier: GPL-2.0
+//go:build ignore
+
+/*
+ * klasy_agg - the aggregation maps of woven aspects, part of
+ * klasy_runtime.ko: what COUNT, SUM, MINIMUM, MAXIMUM, HIST, LHIST and
+ * TIMER_START/TIMER_STOP in advice update (klasy_rt.h says what each
+ * does), and the debugfs file that shows them merged over the CPUs:
+ *
+ *   /sys/kernel/debug/klasy/stats
+ *
+ * An aspect that aggregates gets, when it registers, an arena per CPU
+ * for its maps' per-CPU data and a shared one for its timers' task
+ * tables, sized by the room its advice module asks for (agg_room). A map
+ * is carved out of them at the first hit of a macro use, under a lock
+ * taken only then; every later hit writes its own CPU's arena with plain
+ * stores. That needs no atomic instruction because the kernel runs at
+ * most one kprobe handler per CPU at a time (see klasy_hit in klasy_rt.h),
+ * so no two updates of one CPU's data overlap. Readers run concurrently
+ * and see each counter whole (aligned 64-bit stores), a hit either in or
+ * not yet in; a new key is published after its fields.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/bitops.h>
+#include <linux/debugfs.h>
+#include <linux/hash.h>
+#include <linux/kernel.h>
+#include <linux/math64.h>
+#include <linux/mm.h>
+#include <linux/overflow.h>
+#include <linux/percpu.h>
+#include <linux/sched.h>
+#include <linux/sched/clock.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/sort.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+#include <linux/timekeeping.h>
+
+#include "klasy_internal.h"
+
+/* One key of a keyed map on one CPU. */
+struct klasy_kentry {
+	u64 key;
+	u64 n;		/* updates of key; 0: the slot is free */
+	s64 val;	/* SUM: the sum; MINIMUM, MAXIMUM: the least, greatest */
+};
+
+/* A keyed map on one CPU: open addressing, linear probing, no removal. */
+struct klasy_keyed {
+	u64 dropped;		/* updates of a key that found no free slot */
+	unsigned int used;	/* slots taken */
+	unsigned int maxprobe;	/* the longest probe an insert needed */
+	struct klasy_kentry e[KLASY_AGG_KEYS];
+};
+
+/* A histogram on one CPU. */
+struct klasy_hist {
+	u64 count;
+	u64 b[];		/* the map's nbuckets */
+};
+
+/* A timer on one CPU: the STOPs that ran there. */
+struct klasy_timer {
+	u64 count;
+	u64 wall_sum, wall_min, wall_max;
+	u64 cpu_sum, cpu_min, cpu_max;
+	u64 no_start;		/* STOPs of a task not inside the timer */
+	u64 dropped;		/* STARTs that found no free task slot */
+	u64 nested;		/* STARTs of a task already inside it */
+	u64 wall_b[KLASY_AGG_HIST_BUCKETS];
+	u64 cpu_b[KLASY_AGG_HIST_BUCKETS];
+};
+
+/*
+ * A task inside a timer. A task claims a slot with a compare-and-exchange
+ * and from then on only it writes the slot: it runs on one CPU at a time.
+ */
+struct klasy_tslot {
+	unsigned long task;	/* its task_struct; 0: free */
+	u64 birth;		/* its start_time: tells a reused task_struct */
+	u64 wall0, cpu0;	/* at the outermost START */
+	unsigned int depth;	/* STARTs not stopped yet */
+};
+
+/* Slots a task may take in a timer's table, from its hash on. */
+#define KLASY_TASK_PROBES 4
+
+struct klasy_map {
+	const struct klasy_map_desc *desc;	/* its first use */
+	u8 kind;
+	unsigned int nbuckets;			/* HIST, LHIST */
+	size_t off;				/* in each CPU's arena */
+	struct klasy_tslot *tasks;		/* TIMER: KLASY_AGG_TASKS */
+};
+
+/* A use no map could be made for, listed in the stats. */
+struct klasy_agg_fail {
+	const struct klasy_map_desc *desc;
+	const char *reason;	/* "conflict" or "room" */
+	int with;		/* the map a conflict is with, else -1 */
+};
+
+#define KLASY_AGG_FAILS 16	/* uses listed; all are counted */
+
+struct klasy_agg {
+	arch_spinlock_t lock;		/* taken to make a map, nowhere else */
+	unsigned int nmaps;		/* made: published with a release */
+	unsigned int maxmaps;
+	struct klasy_map *maps;
+	size_t size, used;		/* of each CPU's arena */
+	void **cpu;			/* nr_cpu_ids arenas */
+	struct klasy_tslot *tasks;	/* the timers' task tables */
+	unsigned int ntimers, usedtimers;
+	u64 __percpu *unclaimed;	/* hits of uses without a map */
+	unsigned int nfailed;		/* uses without a map */
+	unsigned int nfails;		/* listed: published with a release */
+	struct klasy_agg_fail fails[KLASY_AGG_FAILS];
+	struct klasy_map failed;	/* what a use without a map points to */
+};
+
+static size_t klasy_map_size(u8 kind, unsigned int nbuckets)
+{
+	switch (kind) {
+	case KLASY_AGG_COUNT:
+	case KLASY_AGG_SUM:
+	case KLASY_AGG_MIN:
+	case KLASY_AGG_MAX:
+		return sizeof(struct klasy_keyed);
+	case KLASY_AGG_HIST:
+	case KLASY_AGG_LHIST:
+		return struct_size((struct klasy_hist *)NULL, b, nbuckets);
+	case KLASY_AGG_TIMER:
+		return sizeof(struct klasy_timer);
+	}
+	return 0;
+}
+
+void klasy_agg_free(struct klasy_aspect *a)
+{
+	struct klasy_agg *g = a->agg;
+	int cpu;
+
+	if (!g)
+		return;
+	if (g->cpu) {
+		for_each_possible_cpu(cpu)
+			kvfree(g->cpu[cpu]);
+		kfree(g->cpu);
+	}
+	kfree(g->maps);
+	kvfree(g->tasks);
+	free_percpu(g->unclaimed);
+	kfree(g);
+	a->agg = NULL;
+}
+
+int klasy_agg_alloc(struct klasy_aspect *a)
+{
+	const struct klasy_agg_room *r = &a->agg_room;
+	unsigned int maxmaps = r->keyed + r->hist + r->lhist + r->timer;
+	struct klasy_agg *g;
+	int cpu;
+
+	if (maxmaps > KLASY_AGG_MAX_MAPS) {
+		pr_err("aspect %s: room for %u aggregation maps, at most %u\n",
+		       a->name, maxmaps, KLASY_AGG_MAX_MAPS);
+		return -E2BIG;
+	}
+	g = kzalloc(sizeof(*g), GFP_KERNEL);
+	if (!g)
+		goto nomem;
+	a->agg = g;
+	g->lock = (arch_spinlock_t)__ARCH_SPIN_LOCK_UNLOCKED;
+	g->unclaimed = alloc_percpu(u64);
+	if (!g->unclaimed)
+		goto nomem;
+	if (!maxmaps)
+		return 0;
+
+	g->maxmaps = maxmaps;
+	g->size = r->keyed * klasy_map_size(KLASY_AGG_COUNT, 0) +
+		  r->hist * klasy_map_size(KLASY_AGG_HIST, KLASY_AGG_HIST_BUCKETS) +
+		  r->lhist * klasy_map_size(KLASY_AGG_LHIST, KLASY_AGG_LHIST_MAX + 2) +
+		  r->timer * klasy_map_size(KLASY_AGG_TIMER, 0);
+	g->maps = kcalloc(maxmaps, sizeof(*g->maps), GFP_KERNEL);
+	g->cpu = kcalloc(nr_cpu_ids, sizeof(*g->cpu), GFP_KERNEL);
+	if (!g->maps || !g->cpu)
+		goto nomem;
+	for_each_possible_cpu(cpu) {
+		g->cpu[cpu] = kvzalloc_node(g->size, GFP_KERNEL, cpu_to_node(cpu));
+		if (!g->cpu[cpu])
+			goto nomem;
+	}
+	if (r->timer) {
+		g->ntimers = r->timer;
+		g->tasks = kvcalloc(array_size(r->timer, KLASY_AGG_TASKS),
+				    sizeof(*g->tasks), GFP_KERNEL);
+		if (!g->tasks)
+			goto nomem;
+	}
+	return 0;
+
+nomem:
+	pr_err("aspect %s: no memory for %u aggregation maps (%zu bytes per CPU)\n",
+	       a->name, maxmaps, g ? g->size : 0);
+	klasy_agg_free(a);
+	return -ENOMEM;
+}
+
+/* Whether use d names the map whose first use is md. */
+static bool klasy_same_map(const struct klasy_map_desc *md,
+			   const struct klasy_map_desc *d)
+{
+	if (md->name || d->name)
+		return md->name && d->name && !strcmp(md->name, d->name);
+	return md->kind == d->kind && md->line == d->line &&
+	       !strcmp(md->file, d->file);
+}
+
+/* Whether use d may update map m: the same kind and buckets. */
+static bool klasy_fits(const struct klasy_map *m, const struct klasy_map_desc *d)
+{
+	const struct klasy_map_desc *md = m->desc;
+
+	if (m->kind != d->kind)
+		return false;
+	return m->kind != KLASY_AGG_LHIST ||
+	       (md->lo == d->lo && md->hi == d->hi && md->step == d->step);
+}
+
+/* The buckets of a histogram use, 0 if its bounds are wrong. */
+static unsigned int klasy_buckets(const struct klasy_map_desc *d)
+{
+	u64 n;
+
+	switch (d->kind) {
+	case KLASY_AGG_HIST:
+		return KLASY_AGG_HIST_BUCKETS;
+	case KLASY_AGG_LHIST:
+		/* LHIST checks these at compile time; a hand-written use may not. */
+		if (d->step <= 0 || d->hi <= d->lo)
+			return 0;
+		n = div64_u64((u64)d->hi - (u64)d->lo, d->step);
+		if (n * d->step != (u64)d->hi - (u64)d->lo || n > KLASY_AGG_LHIST_MAX)
+			return 0;
+		return n + 2;	/* below lo, n of step, hi and above */
+	}
+	return 0;
+}
+
+/* Makes a new map for use d in g's room; NULL when there is none. */
+static struct klasy_map *klasy_new_map(struct klasy_agg *g,
+				       const struct klasy_map_desc *d)
+{
+	unsigned int nb = klasy_buckets(d);
+	struct klasy_map *m;
+	size_t size;
+
+	if (d->kind < KLASY_AGG_COUNT || d->kind > KLASY_AGG_TIMER ||
+	    ((d->kind == KLASY_AGG_HIST || d->kind == KLASY_AGG_LHIST) && !nb))
+		return NULL;
+	size = klasy_map_size(d->kind, nb);
+	if (g->nmaps >= g->maxmaps || size > g->size - g->used)
+		return NULL;
+	if (d->kind == KLASY_AGG_TIMER && g->usedtimers >= g->ntimers)
+		return NULL;
+	m = &g->maps[g->nmaps];
+	m->desc = d;
+	m->kind = d->kind;
+	m->nbuckets = nb;
+	m->off = g->used;
+	g->used += size;
+	if (d->kind == KLASY_AGG_TIMER)
+		m->tasks = g->tasks + (size_t)g->usedtimers++ * KLASY_AGG_TASKS;
+	/* The arenas are zeroed: the map starts empty on every CPU. */
+	smp_store_release(&g->nmaps, g->nmaps + 1);
+	return m;
+}
+
+/*
+ * klasy_make_map finds or makes the map of use d, at its first hit. It
+ * runs in any context a hook fires in (NMI too): it takes a spinning lock
+ * that nothing else takes while holding it, never on a CPU where a klasy
+ * handler already runs (the kernel does not nest them), and allocates
+ * nothing. A use that gets no map points to g->failed from then on.
+ */
+static noinline struct klasy_map *klasy_make_map(struct klasy_agg *g,
+						 struct klasy_map_desc *d)
+{
+	const char *reason = "room";
+	struct klasy_map *m = NULL;
+	unsigned long flags;
+	unsigned int i;
+	int with = -1;
+
+	local_irq_save(flags);
+	arch_spin_lock(&g->lock);
+	if (d->map) {		/* made on another CPU meanwhile */
+		m = d->map;
+		goto out;
+	}
+	for (i = 0; i < g->nmaps; i++) {
+		if (klasy_same_map(g->maps[i].desc, d)) {
+			m = &g->maps[i];
+			break;
+		}
+	}
+	if (m && !klasy_fits(m, d)) {
+		reason = "conflict";
+		with = i;
+		m = NULL;
+	} else if (!m) {
+		m = klasy_new_map(g, d);
+	}
+	if (!m) {
+		if (g->nfails < KLASY_AGG_FAILS) {
+			g->fails[g->nfails] = (struct klasy_agg_fail){
+				.desc = d, .reason = reason, .with = with,
+			};
+			smp_store_release(&g->nfails, g->nfails + 1);
+		}
+		g->nfailed++;
+		m = &g->failed;
+	}
+	smp_store_release(&d->map, m);
+out:
+	arch_spin_unlock(&g->lock);
+	local_irq_restore(flags);
+	return m;
+}
+
+/* The map of use d, or NULL (the hit counted as unclaimed). */
+static __always_inline struct klasy_map *klasy_map_of(struct klasy_aspect *a,
+						      struct klasy_map_desc *d)
+{
+	struct klasy_map *m = smp_load_acquire(&d->map);
+
+	if (unlikely(!m))
+		m = klasy_make_map(a->agg, d);
+	if (likely(m->kind == d->kind))
+		return m;
+	this_cpu_inc(*a->agg->unclaimed);
+	return NULL;
+}
+
+/* This CPU's data of map m. */
+static __always_inline void *klasy_here(struct klasy_agg *g,
+					const struct klasy_map *m)
+{
+	return g->cpu[raw_smp_processor_id()] + m->off;
+}
+
+void klasy_agg_keyed(struct klasy_aspect *a, struct klasy_map_desc *d,
+		     u64 key, s64 v)
+{
+	struct klasy_map *m = klasy_map_of(a, d);
+	struct klasy_kentry *e;
+	struct klasy_keyed *t;
+	unsigned int i, p;
+
+	if (unlikely(!m))
+		return;
+	t = klasy_here(a->agg, m);
+	i = hash_64(key, KLASY_AGG_KEY_BITS);
+	for (p = 0; p < KLASY_AGG_KEYS; p++, i = (i + 1) & (KLASY_AGG_KEYS - 1)) {
+		e = &t->e[i];
+		if (!e->n) {
+			e->key = key;
+			e->val = v;
+			/* A reader that sees n sees the key. */
+			smp_store_release(&e->n, 1);
+			t->used++;
+			t->maxprobe = max(t->maxprobe, p);
+			return;
+		}
+		if (e->key == key) {
+			switch (d->kind) {
+			case KLASY_AGG_SUM:
+				WRITE_ONCE(e->val, e->val + v);
+				break;
+			case KLASY_AGG_MIN:
+				if (v < e->val)
+					WRITE_ONCE(e->val, v);
+				break;
+			case KLASY_AGG_MAX:
+				if (v > e->val)
+					WRITE_ONCE(e->val, v);
+				break;
+			}
+			WRITE_ONCE(e->n, e->n + 1);
+			return;
+		}
+		/* Every key is within maxprobe of its hash: key is new. */
+		if (p >= t->maxprobe && t->used == KLASY_AGG_KEYS)
+			break;
+	}
+	t->dropped++;
+}
+EXPORT_SYMBOL_GPL(klasy_agg_keyed);
+
+/* bpftrace's hist() bucket: below 0, 0, 1, then [2^k, 2^(k+1)). */
+static unsigned int klasy_log2_bucket(s64 v)
+{
+	return v < 0 ? 0 : fls64(v) + 1;
+}
+
+void klasy_agg_hist(struct klasy_aspect *a, struct klasy_map_desc *d, s64 v)
+{
+	struct klasy_map *m = klasy_map_of(a, d);
+	struct klasy_hist *h;
+	unsigned int b;
+
+	if (unlikely(!m))
+		return;
+	h = klasy_here(a->agg, m);
+	if (d->kind == KLASY_AGG_HIST)
+		b = klasy_log2_bucket(v);
+	else if (v < d->lo)
+		b = 0;
+	else if (v >= d->hi)
+		b = m->nbuckets - 1;
+	else
+		b = div64_u64((u64)v - (u64)d->lo, d->step) + 1;
+	WRITE_ONCE(h->b[b], h->b[b] + 1);
+	WRITE_ONCE(h->count, h->count + 1);
+}
+EXPORT_SYMBOL_GPL(klasy_agg_hist);
+
+/*
+ * The current task's time on a CPU, in ns: the scheduler's
+ * sum_exec_runtime, brought up to now with the time since it last
+ * accounted the task on this CPU (exec_start, in the same clock as
+ * sched_clock_cpu where interrupt and steal time are not accounted
+ * apart, as in Debian's 6.1). Without the runqueue's lock, which a hook
+ * may not take, so read again if the scheduler's tick updated the two
+ * in between.
+ */
+static u64 klasy_task_cpu_ns(void)
+{
+	struct sched_entity *se = &current->se;
+	u64 start, sum, now;
+
+	do {
+		start = READ_ONCE(se->exec_start);
+		sum = READ_ONCE(se->sum_exec_runtime);
+		now = sched_clock_cpu(raw_smp_processor_id());
+	} while (start != READ_ONCE(se->exec_start));
+	return sum + ((s64)(now - start) > 0 ? now - start : 0);
+}
+
+/* The slot of the current task in timer m's table, or NULL. */
+static struct klasy_tslot *klasy_tslot(struct klasy_map *m, bool claim)
+{
+	unsigned long me = (unsigned long)current;
+	unsigned int i = hash_long(me, KLASY_AGG_TASK_BITS), p;
+	struct klasy_tslot *s;
+
+	for (p = 0; p < KLASY_TASK_PROBES; p++) {
+		s = &m->tasks[(i + p) & (KLASY_AGG_TASKS - 1)];
+		if (READ_ONCE(s->task) == me)
+			return s;
+	}
+	if (!claim)
+		return NULL;
+	for (p = 0; p < KLASY_TASK_PROBES; p++) {
+		s = &m->tasks[(i + p) & (KLASY_AGG_TASKS - 1)];
+		if (!READ_ONCE(s->task) && !cmpxchg(&s->task, 0, me))
+			return s;
+	}
+	return NULL;
+}
+
+void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
+{
+	struct klasy_map *m = klasy_map_of(a, d);
+	struct klasy_tslot *s;
+	struct klasy_timer *t;
+
+	if (unlikely(!m))
+		return;
+	t = klasy_here(a->agg, m);
+	s = klasy_tslot(m, true);
+	if (!s) {
+		t->dropped++;
+		return;
+	}
+	if (s->depth && s->birth == current->start_time) {
+		s->depth++;
+		t->nested++;
+		return;
+	}
+	/* A new slot, or one an exited task left with its task_struct: ours. */
+	s->birth = current->start_time;
+	s->depth = 1;
+	s->cpu0 = klasy_task_cpu_ns();
+	s->wall0 = ktime_get_mono_fast_ns();
+}
+EXPORT_SYMBOL_GPL(klasy_timer_start);
+
+static void klasy_time(u64 v, u64 *sum, u64 *min, u64 *max, u64 *b, bool first)
+{
+	*sum += v;
+	if (first || v < *min)
+		*min = v;
+	if (first || v > *max)
+		*max = v;
+	b[klasy_log2_bucket(min_t(u64, v, S64_MAX))]++;
+}
+
+void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d)
+{
+	struct klasy_map *m = klasy_map_of(a, d);
+	struct klasy_tslot *s;
+	struct klasy_timer *t;
+	u64 wall, cpu;
+
+	if (unlikely(!m))
+		return;
+	t = klasy_here(a->agg, m);
+	s = klasy_tslot(m, false);
+	if (!s || !s->depth || s->birth != current->start_time) {
+		if (s)	/* an exited task's, whose task_struct is ours now */
+			smp_store_release(&s->task, 0);
+		t->no_start++;
+		return;
+	}
+	if (--s->depth)
+		return;
+	wall = ktime_get_mono_fast_ns() - s->wall0;
+	cpu = klasy_task_cpu_ns() - s->cpu0;
+	smp_store_release(&s->task, 0);
+	/* Two clocks: the task cannot have run longer than the wall time. */
+	if ((s64)cpu < 0)
+		cpu = 0;
+	cpu = min(cpu, wall);
+	klasy_time(wall, &t->wall_sum, &t->wall_min, &t->wall_max, t->wall_b, !t->count);
+	klasy_time(cpu, &t->cpu_sum, &t->cpu_min, &t->cpu_max, t->cpu_b, !t->count);
+	WRITE_ONCE(t->count, t->count + 1);
+}
+EXPORT_SYMBOL_GPL(klasy_timer_stop);
+
+/* The stats file. */
+
+static const char *const klasy_kind_names[] = {
+	[KLASY_AGG_COUNT] = "count",
+	[KLASY_AGG_SUM] = "sum",
+	[KLASY_AGG_MIN] = "min",
+	[KLASY_AGG_MAX] = "max",
+	[KLASY_AGG_HIST] = "hist",
+	[KLASY_AGG_LHIST] = "lhist",
+	[KLASY_AGG_TIMER] = "timer",
+};
+
+static const char *klasy_kind_name(u8 kind)
+{
+	if (kind < ARRAY_SIZE(klasy_kind_names) && klasy_kind_names[kind])
+		return klasy_kind_names[kind];
+	return "unknown";
+}
+
+/* The advice number of a use in klasy_advice_N, else 0. */
+static unsigned int klasy_advice_of(const struct klasy_map_desc *d)
+{
+	size_t n = d->func ? str_has_prefix(d->func, "klasy_advice_") : 0;
+	unsigned int adv;
+
+	if (!n || kstrtouint(d->func + n, 10, &adv))
+		return 0;
+	return adv;
+}
+
+/* " kind=K name=N advice=A file=F line=L" of use d. */
+static void klasy_show_use(struct seq_file *sf, const struct klasy_map_desc *d)
+{
+	seq_printf(sf, " kind=%s name=", klasy_kind_name(d->kind));
+	klasy_put_token(sf, d->name);
+	seq_printf(sf, " advice=%u file=", klasy_advice_of(d));
+	klasy_put_token(sf, d->file);
+	seq_printf(sf, " line=%u", d->line);
+}
+
+static int klasy_kentry_cmp(const void *a, const void *b)
+{
+	const struct klasy_kentry *x = a, *y = b;
+
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* A keyed map: the keys of all CPUs, merged and sorted by key. */
+static int klasy_show_keyed(struct seq_file *sf, struct klasy_agg *g,
+			    struct klasy_map *m)
+{
+	struct klasy_kentry *all, *e;
+	size_t n = 0, keys = 0, i;
+	u64 dropped = 0;
+	int cpu;
+
+	all = kvmalloc_array(array_size(num_possible_cpus(), KLASY_AGG_KEYS),
+			     sizeof(*all), GFP_KERNEL);
+	if (!all)
+		return -ENOMEM;
+	for_each_possible_cpu(cpu) {
+		struct klasy_keyed *t = g->cpu[cpu] + m->off;
+
+		dropped += READ_ONCE(t->dropped);
+		for (i = 0; i < KLASY_AGG_KEYS; i++) {
+			u64 cnt = smp_load_acquire(&t->e[i].n);
+
+			if (!cnt)
+				continue;
+			all[n].key = t->e[i].key;
+			all[n].val = READ_ONCE(t->e[i].val);
+			all[n].n = cnt;
+			n++;
+		}
+	}
+	sort(all, n, sizeof(*all), klasy_kentry_cmp, NULL);
+	for (i = 0; i < n; i++) {
+		if (!keys || all[keys - 1].key != all[i].key) {
+			all[keys++] = all[i];
+			continue;
+		}
+		e = &all[keys - 1];
+		e->n += all[i].n;
+		switch (m->kind) {
+		case KLASY_AGG_SUM:
+			e->val += all[i].val;
+			break;
+		case KLASY_AGG_MIN:
+			e->val = min(e->val, all[i].val);
+			break;
+		case KLASY_AGG_MAX:
+			e->val = max(e->val, all[i].val);
+			break;
+		}
+	}
+	seq_printf(sf, " keys=%zu dropped=%llu\n", keys, dropped);
+	for (i = 0; i < keys; i++)
+		seq_printf(sf, "key k=%llu n=%llu v=%lld\n", all[i].key,
+			   all[i].n, all[i].val);
+	kvfree(all);
+	return 0;
+}
+
+/* Buckets of b (at off in each CPU's arena) summed over CPUs, as TAG lines. */
+static void klasy_show_buckets(struct seq_file *sf, struct klasy_agg *g,
+			       size_t off, unsigned int nb, const char *tag)
+{
+	unsigned int i;
+	u64 n;
+	int cpu;
+
+	for (i = 0; i < nb; i++) {
+		n = 0;
+		for_each_possible_cpu(cpu)
+			n += READ_ONCE(((u64 *)(g->cpu[cpu] + off))[i]);
+		if (n)
+			seq_printf(sf, "%s i=%u n=%llu\n", tag, i, n);
+	}
+}
+
+static void klasy_show_hist(struct seq_file *sf, struct klasy_agg *g,
+			    struct klasy_map *m)
+{
+	u64 count = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		count += READ_ONCE(((struct klasy_hist *)(g->cpu[cpu] + m->off))->count);
+	if (m->kind == KLASY_AGG_LHIST)
+		seq_printf(sf, " lo=%lld hi=%lld step=%lld", m->desc->lo,
+			   m->desc->hi, m->desc->step);
+	seq_printf(sf, " count=%llu buckets=%u\n", count, m->nbuckets);
+	klasy_show_buckets(sf, g, m->off + offsetof(struct klasy_hist, b),
+			   m->nbuckets, "b");
+}
+
+static void klasy_show_timer(struct seq_file *sf, struct klasy_agg *g,
+			     struct klasy_map *m)
+{
+	struct klasy_timer sum = {};
+	unsigned int i, inside = 0;
+	bool first = true;
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		struct klasy_timer *t = g->cpu[cpu] + m->off;
+		u64 n = READ_ONCE(t->count);
+
+		sum.no_start += READ_ONCE(t->no_start);
+		sum.dropped += READ_ONCE(t->dropped);
+		sum.nested += READ_ONCE(t->nested);
+		if (!n)
+			continue;
+		sum.count += n;
+		sum.wall_sum += READ_ONCE(t->wall_sum);
+		sum.cpu_sum += READ_ONCE(t->cpu_sum);
+		sum.wall_min = first ? t->wall_min : min(sum.wall_min, t->wall_min);
+		sum.cpu_min = first ? t->cpu_min : min(sum.cpu_min, t->cpu_min);
+		sum.wall_max = max(sum.wall_max, t->wall_max);
+		sum.cpu_max = max(sum.cpu_max, t->cpu_max);
+		first = false;
+	}
+	for (i = 0; i < KLASY_AGG_TASKS; i++)
+		inside += !!READ_ONCE(m->tasks[i].task);
+	seq_printf(sf, " count=%llu wall_sum=%llu wall_min=%llu wall_max=%llu cpu_sum=%llu cpu_min=%llu cpu_max=%llu no_start=%llu dropped=%llu nested=%llu inside=%u buckets=%u\n",
+		   sum.count, sum.wall_sum, sum.wall_min, sum.wall_max,
+		   sum.cpu_sum, sum.cpu_min, sum.cpu_max, sum.no_start,
+		   sum.dropped, sum.nested, inside, KLASY_AGG_HIST_BUCKETS);
+	klasy_show_buckets(sf, g, m->off + offsetof(struct klasy_timer, wall_b),
+			   KLASY_AGG_HIST_BUCKETS, "w");
+	klasy_show_buckets(sf, g, m->off + offsetof(struct klasy_timer, cpu_b),
+			   KLASY_AGG_HIST_BUCKETS, "c");
+}
+
+static int klasy_show_aspect(struct seq_file *sf, struct klasy_aspect *a)
+{
+	struct klasy_agg *g = a->agg;
+	unsigned int i, nmaps = smp_load_acquire(&g->nmaps);
+	unsigned int nfails = smp_load_acquire(&g->nfails);
+	u64 unclaimed = 0;
+	int cpu, err;
+
+	for_each_possible_cpu(cpu)
+		unclaimed += *per_cpu_ptr(g->unclaimed, cpu);
+	seq_printf(sf, "aspect id=%u name=", a->id);
+	klasy_put_token(sf, a->name);
+	seq_printf(sf, " maps=%u room=%u unclaimed=%llu failed=%u\n", nmaps,
+		   g->maxmaps, unclaimed, READ_ONCE(g->nfailed));
+	for (i = 0; i < nmaps; i++) {
+		struct klasy_map *m = &g->maps[i];
+
+		seq_printf(sf, "map index=%u", i);
+		klasy_show_use(sf, m->desc);
+		switch (m->kind) {
+		case KLASY_AGG_HIST:
+		case KLASY_AGG_LHIST:
+			klasy_show_hist(sf, g, m);
+			break;
+		case KLASY_AGG_TIMER:
+			klasy_show_timer(sf, g, m);
+			break;
+		default:
+			err = klasy_show_keyed(sf, g, m);
+			if (err)
+				return err;
+		}
+	}
+	for (i = 0; i < nfails; i++) {
+		seq_puts(sf, "fail");
+		klasy_show_use(sf, g->fails[i].desc);
+		seq_printf(sf, " reason=%s with=%d\n", g->fails[i].reason,
+			   g->fails[i].with);
+	}
+	return 0;
+}
+
+/*
+ * The stats of every aspect, in the order status lists them. The aspects
+ * cannot go away meanwhile (klasy_aspects_mutex); their maps keep being
+ * updated, each counter read whole.
+ */
+static int klasy_stats_show(struct seq_file *sf, void *unused)
+{
+	struct klasy_aspect *a;
+	int err = 0;
+
+	seq_printf(sf, "stats abi=%d cpus=%u\n", KLASY_ABI_VERSION, nr_cpu_ids);
+	mutex_lock(&klasy_aspects_mutex);
+	list_for_each_entry(a, &klasy_aspects, node) {
+		err = klasy_show_aspect(sf, a);
+		if (err)
+			break;
+	}
+	mutex_unlock(&klasy_aspects_mutex);
+	return err;
+}
+DEFINE_SHOW_ATTRIBUTE(klasy_stats);
+
+void klasy_agg_debugfs(struct dentry *dir)
+{
+	debugfs_create_file("stats", 0444, dir, NULL, &klasy_stats_fops);
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * klasy_internal.h - what the runtime module's own files share. Advice
+ * modules never see it: their ABI with the runtime is klasy_rt.h.
+ */
+#ifndef _KLASY_INTERNAL_H
+#define _KLASY_INTERNAL_H
+
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/seq_file.h>
+
+#include "klasy_rt.h"
+
+struct dentry;
+
+/* klasy_core.c: the registered aspects, in registration order. */
+extern struct list_head klasy_aspects;
+extern struct mutex klasy_aspects_mutex;
+
+/* Prints s as one token of a debugfs line: "-" when empty, blanks as '_'. */
+void klasy_put_token(struct seq_file *m, const char *s);
+
+/*
+ * klasy_agg.c: an aspect's aggregation maps, allocated when it registers
+ * (before any hook is enabled) and freed once none of its handlers runs;
+ * the stats file in dir.
+ */
+int klasy_agg_alloc(struct klasy_aspect *a);
+void klasy_agg_free(struct klasy_aspect *a);
+void klasy_agg_debugfs(struct dentry *dir);
+
+#endif /* _KLASY_INTERNAL_H */
