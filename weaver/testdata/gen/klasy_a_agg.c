@@ -208,22 +208,22 @@ static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hook *h = &klasy_hooks[7];
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
-	u64 a2_0, a2_1;
+	u64 a0_0, a0_1;
 
 	klasy_count_hit(h);
 	{
 		u64 s0;
 		s0 = regs->dx;
-		a2_0 = s0;
+		a0_0 = s0;
 	}
 	{
 		u64 s0;
 		s0 = regs->cx;
-		a2_1 = s0;
+		a0_1 = s0;
 	}
 	hit->n = 0;
 	hit->dropped = 0;
-	klasy_advice_2(hit, pc, 0, &a2_0, &a2_1);
+	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
 	return 0;
@@ -235,22 +235,22 @@ static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hook *h = &klasy_hooks[8];
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
-	u64 a2_0, a2_1;
+	u64 a0_0, a0_1;
 
 	klasy_count_hit(h);
 	{
 		u64 s0;
 		s0 = regs->r12;
-		a2_0 = s0;
+		a0_0 = s0;
 	}
 	{
 		u64 s0;
 		s0 = regs->ax;
-		a2_1 = s0;
+		a0_1 = s0;
 	}
 	hit->n = 0;
 	hit->dropped = 0;
-	klasy_advice_2(hit, pc, 0, &a2_0, &a2_1);
+	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
 	return 0;
@@ -262,7 +262,7 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hook *h = &klasy_hooks[9];
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
-	u64 a2_0, a2_1;
+	u64 a0_0, a0_1;
 
 	klasy_count_hit(h);
 	{
@@ -270,16 +270,16 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r13;
 		s1 = (u64)4294967295LL;
 		s0 = s0 & s1;
-		a2_0 = s0;
+		a0_0 = s0;
 	}
 	{
 		u64 s0;
 		s0 = regs->cx;
-		a2_1 = s0;
+		a0_1 = s0;
 	}
 	hit->n = 0;
 	hit->dropped = 0;
-	klasy_advice_2(hit, pc, 0, &a2_0, &a2_1);
+	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
 	return 0;

@@ -47,17 +47,17 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hook *h = &klasy_hooks[0];
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
-	u64 a1_0;
+	u64 a0_0;
 
 	klasy_count_hit(h);
 	{
 		u64 s0;
 		s0 = regs->dx;
-		a1_0 = s0;
+		a0_0 = s0;
 	}
 	hit->n = 0;
 	hit->dropped = 0;
-	klasy_advice_1(hit, pc, 0, &a1_0);
+	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
 	return 0;
