@@ -129,8 +129,12 @@ static void klasy_unregister_all(struct klasy_aspect *a)
 
 static void klasy_free(struct klasy_aspect *a)
 {
+	unsigned int c;
+
 	klasy_agg_free(a);
-	free_percpu(a->hits);
+	for (c = 0; a->hits && c < a->nchunks; c++)
+		free_percpu(a->hits[c]);
+	kfree(a->hits);
 	kfree(a->kps);
 	kfree(a->rps);
 	a->hits = NULL;
@@ -154,15 +158,27 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 		return -EINVAL;
 	}
 
-	a->hits = __alloc_percpu(array_size(a->nhooks, sizeof(u64)),
-				 __alignof__(u64));
+	a->nchunks = DIV_ROUND_UP(a->nhooks, KLASY_HITS_PER_CHUNK);
+	a->hits = kcalloc(a->nchunks, sizeof(*a->hits), GFP_KERNEL);
 	a->kps = kcalloc(a->nhooks, sizeof(*a->kps), GFP_KERNEL);
 	a->rps = kcalloc(a->nhooks, sizeof(*a->rps), GFP_KERNEL);
-	if (!a->hits || !a->kps || !a->rps) {
+	for (i = 0; a->hits && i < a->nchunks; i++) {
+		unsigned int n = min_t(unsigned int, KLASY_HITS_PER_CHUNK,
+				       a->nhooks - i * KLASY_HITS_PER_CHUNK);
+
+		a->hits[i] = __alloc_percpu(array_size(n, sizeof(u64)),
+					    __alignof__(u64));
+		if (!a->hits[i])
+			break;
+	}
+	if (!a->hits || i < a->nchunks || !a->kps || !a->rps) {
 		pr_err("aspect %s: no memory for %u hooks\n", a->name, a->nhooks);
 		klasy_free(a);
 		return -ENOMEM;
 	}
+	for (i = 0; i < a->nhooks; i++)
+		a->hooks[i].hit = a->hits[i / KLASY_HITS_PER_CHUNK] +
+				  i % KLASY_HITS_PER_CHUNK;
 	a->nkps = 0;
 	a->nrps = 0;
 	err = klasy_agg_alloc(a);
@@ -449,7 +465,7 @@ static void klasy_show_hook(struct seq_file *m, struct klasy_aspect *a,
 	int cpu;
 
 	for_each_possible_cpu(cpu)
-		hits += per_cpu_ptr(a->hits, cpu)[h->index];
+		hits += *per_cpu_ptr(h->hit, cpu);
 	/* As trace_kprobe counts them: a missed entry is a missed return. */
 	if (klasy_is_kretprobe(h))
 		missed += h->rp.nmissed;

@@ -105,6 +105,7 @@ struct klasy_hook {
 	/* runtime's */
 	struct klasy_aspect *aspect;
 	unsigned int index;
+	u64 __percpu *hit;		/* this hook's hit counter */
 };
 
 /*
@@ -130,7 +131,13 @@ struct klasy_aspect {
 
 	/* runtime's */
 	u32 id;				/* from 1, never reused while loaded */
-	u64 __percpu *hits;		/* nhooks counters per CPU */
+	/*
+	 * The hooks' hit counters, KLASY_HITS_PER_CHUNK per percpu
+	 * allocation: one allocation may not exceed the percpu unit size
+	 * (32 KiB at least), and an aspect may have thousands of hooks.
+	 */
+	u64 __percpu **hits;
+	unsigned int nchunks;
 	struct list_head node;
 	struct kprobe **kps;		/* the kprobes, for one batch */
 	struct kretprobe **rps;		/* the kretprobes, for one batch */
@@ -155,10 +162,12 @@ void klasy_unregister_aspect(struct klasy_aspect *a);
 /* klasy_emit appends one record for this hit if the advice stored any value. */
 void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit);
 
+#define KLASY_HITS_PER_CHUNK 2048
+
 /* klasy_count_hit counts one hit of hook h on this CPU (preemption is off). */
 static inline void klasy_count_hit(struct klasy_hook *h)
 {
-	__this_cpu_inc(h->aspect->hits[h->index]);
+	__this_cpu_inc(*h->hit);
 }
 
 /*

@@ -11,6 +11,7 @@
  *   klasy_prog time-getppid N            getppid(2) N times, prints ns per call
  *   klasy_prog tcp-read IP PORT BYTES    connect to IP:PORT, read BYTES, print them
  *                                        (packets into the guest's network stack)
+ *   klasy_prog time-lseek FILE N         lseek(2) N times (offsets 1, 2, 1, ...), prints ns per call
  *   klasy_prog lseek FILE OFF...         lseek(2) FILE to each OFF from its start
  *   klasy_prog getppid-split N           getppid(2) N/2 times on CPU 0, the rest on CPU 1
  *   klasy_prog pread-range FILE COUNT POS N
@@ -83,7 +84,7 @@ int main(int argc, char **argv)
 	long i, n;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|getppid-split|pread-range|sleep|spin ...\n");
+		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|time-lseek|getppid-split|pread-range|sleep|spin ...\n");
 		return 2;
 	}
 	printf("pid %d\n", getpid());
@@ -157,6 +158,22 @@ int main(int argc, char **argv)
 		}
 		close(s);
 		return got == want ? 0 : 1;
+	}
+	if (strcmp(argv[1], "time-lseek") == 0 && argc == 4) {
+		struct timespec a, b;
+		int fd = open(argv[2], O_RDONLY);
+
+		if (fd < 0) {
+			perror(argv[2]);
+			return 1;
+		}
+		n = arg(argv[3]);
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		for (i = 0; i < n; i++)
+			lseek(fd, 1 + (i & 1), SEEK_SET);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		printf("ns/call %.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / n);
+		return 0;
 	}
 	if (strcmp(argv[1], "lseek") == 0 && argc >= 4) {
 		int fd = open(argv[2], O_RDONLY);
