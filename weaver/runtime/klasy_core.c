@@ -28,6 +28,7 @@
 
 #include <linux/debugfs.h>
 #include <linux/kprobes.h>
+#include <linux/linkage.h>
 #include <linux/list.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -40,6 +41,7 @@
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
+#include <asm/linkage.h>
 
 #include "klasy_internal.h"
 #include "klasy_flow.h"
@@ -84,6 +86,84 @@ static bool klasy_is_kretprobe(const struct klasy_hook *h)
 	return h->kind == KLASY_HOOK_KRETPROBE;
 }
 
+/*
+ * Replacements (klasy_rt.h). klasy_return_stub is where a replaced
+ * function "returns" from: a lone ret (through the return thunk), as
+ * error injection's just_return_func. It must not be probed.
+ *
+ * Why this is safe:
+ * - Only at an ftrace call site: there, at the function's first byte,
+ *   nothing of the function has run (no stack frame, no callee-saved
+ *   register touched), the stack pointer points at the caller's return
+ *   address and the argument registers are the caller's, so returning
+ *   from the stub is returning from the function. klasy_register_aspect
+ *   checks that the kernel put the kprobe on ftrace and refuses it
+ *   otherwise; a jump-optimized kprobe would ignore the new regs->ip.
+ * - The kprobe has a post handler, so kprobes arms it through its
+ *   ftrace_ops with FTRACE_OPS_FL_IPMODIFY: ftrace lets one such user at
+ *   a time change a function's return path, and refuses (-EBUSY) a second
+ *   one, such as a livepatch of the same function.
+ * - Kprobes at one address share one handler chain, run newest first, and
+ *   a replacement ends it; a kprobe already there would also have been
+ *   armed without IPMODIFY. So a replacement must be the first kprobe at
+ *   its address: the runtime refuses it when another is there (another
+ *   aspect's hook, fail_function, a perf or BPF probe). Probes added
+ *   later run before it.
+ * - A task may be preempted on the stub's ret after the kprobe is gone:
+ *   the stub is in this module, which waits for every task to pass a
+ *   voluntary context switch (synchronize_rcu_tasks) before it unloads.
+ *   The advice module's handler itself runs with preemption off, and
+ *   unregister_kprobes waits for it as for any kprobe.
+ * - When kprobes does not run the handler (a kprobe handler already
+ *   running on the CPU: counted as missed), the original body runs.
+ */
+asm(
+	".text\n"
+	".type klasy_return_stub, @function\n"
+	".globl klasy_return_stub\n"
+	"klasy_return_stub:\n"
+		ASM_RET
+	".size klasy_return_stub, .-klasy_return_stub\n"
+);
+NOKPROBE_SYMBOL(klasy_return_stub);
+EXPORT_SYMBOL_GPL(klasy_return_stub);
+
+/* Set once a replacement has been registered: see klasy_runtime_exit. */
+static bool klasy_replaced;
+
+/* A post handler arms the kprobe with FTRACE_OPS_FL_IPMODIFY; it does nothing. */
+static void klasy_replace_post(struct kprobe *kp, struct pt_regs *regs,
+			       unsigned long flags)
+{
+}
+NOKPROBE_SYMBOL(klasy_replace_post);
+
+/*
+ * klasy_check_replace checks a replacement just registered (disabled):
+ * alone at its address and placed on ftrace. -EADDRINUSE, -EOPNOTSUPP
+ * otherwise, said in the kernel log.
+ */
+static int klasy_check_replace(const struct klasy_aspect *a,
+			       struct klasy_hook *h)
+{
+	struct kprobe *kp = &h->rp.kp;
+
+	/* On its own, kp's list is empty; under an aggregate, it is on it. */
+	if (!list_empty(&kp->list)) {
+		pr_err("aspect %s: replacing with hook %u (%s at 0x%lx): another kprobe is at its entry: error %d\n",
+		       a->name, h->index, h->function ? h->function : "?",
+		       (unsigned long)kp->addr, -EADDRINUSE);
+		return -EADDRINUSE;
+	}
+	if (!kprobe_ftrace(kp)) {
+		pr_err("aspect %s: replacing with hook %u (%s at 0x%lx): the kprobe is not on an ftrace call site: error %d\n",
+		       a->name, h->index, h->function ? h->function : "?",
+		       (unsigned long)kp->addr, -EOPNOTSUPP);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
 static void klasy_hook_error(const struct klasy_aspect *a,
 			     const struct klasy_hook *h, const char *what,
 			     int err)
@@ -100,6 +180,8 @@ static int klasy_check_hook(const struct klasy_hook *h)
 		return h->rp.kp.pre_handler ? 0 : -EINVAL;
 	case KLASY_HOOK_KRETPROBE:
 		return h->rp.handler ? 0 : -EINVAL;
+	case KLASY_HOOK_REPLACE:
+		return h->rp.kp.pre_handler && !h->rp.kp.post_handler ? 0 : -EINVAL;
 	}
 	return -EINVAL;
 }
@@ -195,6 +277,8 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 		h->index = i;
 		h->rp.kp.flags = KPROBE_FLAG_DISABLED;
 		err = klasy_check_hook(h);
+		if (!err && h->kind == KLASY_HOOK_REPLACE)
+			h->rp.kp.post_handler = klasy_replace_post;
 		if (!err) {
 			if (klasy_is_kretprobe(h))
 				err = register_kretprobe(&h->rp);
@@ -209,6 +293,12 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 			a->rps[a->nrps++] = &h->rp;
 		else
 			a->kps[a->nkps++] = &h->rp.kp;
+		if (h->kind == KLASY_HOOK_REPLACE) {
+			WRITE_ONCE(klasy_replaced, true);
+			err = klasy_check_replace(a, h);
+			if (err)
+				goto rollback;
+		}
 	}
 
 	/* Records carry the id as soon as the first hook is enabled. */
@@ -456,6 +546,12 @@ static const char *klasy_mech(struct klasy_hook *h)
 	return optimized ? "jump" : "int3";
 }
 
+static const char *const klasy_hook_kinds[] = {
+	[KLASY_HOOK_KPROBE] = "kprobe",
+	[KLASY_HOOK_KRETPROBE] = "kretprobe",
+	[KLASY_HOOK_REPLACE] = "replace",
+};
+
 static void klasy_show_hook(struct seq_file *m, struct klasy_aspect *a,
 			    struct klasy_hook *h)
 {
@@ -471,7 +567,7 @@ static void klasy_show_hook(struct seq_file *m, struct klasy_aspect *a,
 		missed += h->rp.nmissed;
 
 	seq_printf(m, "hook aspect=%u index=%u kind=%s addr=0x%lx image=0x%lx mech=%s hits=%llu missed=%lu advice=",
-		   a->id, h->index, klasy_is_kretprobe(h) ? "kretprobe" : "kprobe",
+		   a->id, h->index, klasy_hook_kinds[h->kind],
 		   (unsigned long)h->rp.kp.addr, h->image_addr, klasy_mech(h),
 		   hits, missed);
 	if (!h->nadvice || !h->advice)
@@ -571,6 +667,9 @@ static void __exit klasy_runtime_exit(void)
 {
 	/* Advice modules use our symbols: none can be left. */
 	WARN_ON(!list_empty(&klasy_aspects));
+	/* No task may still be about to run klasy_return_stub. */
+	if (READ_ONCE(klasy_replaced))
+		synchronize_rcu_tasks();
 	klasy_flows_exit();
 	debugfs_remove(klasy_dir);
 	ring_buffer_free(klasy_rb);
