@@ -12,12 +12,16 @@ package weaver
 // return type that comes back in rax.
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/weaver/records"
 )
 
 // replaceBody is one out-of-line body of the function to replace, in
@@ -90,19 +94,19 @@ func (r *resolver) replace(n int, pc *aspect.Pointcut, g []*aspect.Term) error {
 	where := "execution(" + name + ")"
 	switch {
 	case !known:
-		return r.errAt(pc, exec.Pos.Offset, "%s: no function is called %s in %s", where, name, kernel.BuildID)
+		return r.errAt(pc, exec.Execution.Pos.Offset, "%s: no function is called %s in %s", where, name, kernel.BuildID)
 	case len(bodies) == 0 && len(files) > 0:
-		return r.errAt(pc, exec.Pos.Offset, "%s: no out-of-line body of %s is selected by within_file(...)", where, name)
+		return r.errAt(pc, exec.Execution.Pos.Offset, "%s: no out-of-line body of %s is selected by within_file(...)", where, name)
 	case len(bodies) == 0:
-		return r.errAt(pc, exec.Pos.Offset, "%s: %s exists only inlined (%s): a replacement replaces an out-of-line body, and the inlined copies would keep running the original", where, name, inlinedInto(inlined))
+		return r.errAt(pc, exec.Execution.Pos.Offset, "%s: %s exists only inlined (%s): a replacement replaces an out-of-line body, and the inlined copies would keep running the original", where, name, inlinedInto(inlined))
 	case len(inlined) > 0:
-		return r.errAt(pc, exec.Pos.Offset, "%s: %s is also inlined (%s): those calls run the inlined copy, which a replacement cannot reach, so klasy replaces only functions that are never inlined", where, name, inlinedInto(inlined))
+		return r.errAt(pc, exec.Execution.Pos.Offset, "%s: %s is also inlined (%s): those calls run the inlined copy, which a replacement cannot reach, so klasy replaces only functions that are never inlined", where, name, inlinedInto(inlined))
 	case len(bodies) > 1:
 		var at []string
 		for _, b := range bodies {
 			at = append(at, fmt.Sprintf("%s:%d", b.fi.File, b.fi.Line))
 		}
-		return r.errAt(pc, exec.Pos.Offset, "%s: %d functions are called %s (%s): a replacement replaces one; choose it with within_file(FILE)", where, len(bodies), name, strings.Join(at, ", "))
+		return r.errAt(pc, exec.Execution.Pos.Offset, "%s: %d functions are called %s (%s): a replacement replaces one; choose it with within_file(FILE)", where, len(bodies), name, strings.Join(at, ", "))
 	}
 	b := bodies[0]
 	r.x, r.cur = b.im.x, b.im
@@ -111,14 +115,14 @@ func (r *resolver) replace(n int, pc *aspect.Pointcut, g []*aspect.Term) error {
 	}
 	fi := b.fi
 	if msg := r.replaceable(fi); msg != "" {
-		return r.errAt(pc, exec.Pos.Offset, "%s: %s", where, msg)
+		return r.errAt(pc, exec.Execution.Pos.Offset, "%s: %s", where, msg)
 	}
 	ret, err := r.x.ReturnType(fi)
 	if err != nil {
 		return fmt.Errorf("reading the return type of %s: %w", name, err)
 	}
 	if ret.Class == dwarfmap.ReturnOther {
-		return r.errAt(pc, exec.Pos.Offset, "%s: %s returns %s, which does not come back in one register: klasy replaces functions that return an integer, a pointer or nothing", where, name, ret)
+		return r.errAt(pc, exec.Execution.Pos.Offset, "%s: %s returns %s, which does not come back in one register: klasy replaces functions that return an integer, a pointer or nothing", where, name, ret)
 	}
 	jp := &JoinPoint{Advice: n, Timing: Replace, Kind: KprobeReplace, Addr: fi.Entry, Function: fi.Name, File: fi.File, Line: fi.Line, Module: r.module(), Returns: ret.C}
 	if l := r.entryLine(fi.Entry); l > 0 {
@@ -127,7 +131,7 @@ func (r *resolver) replace(n int, pc *aspect.Pointcut, g []*aspect.Term) error {
 	var skipped string
 	jp.Args, skipped = r.bind(fi.Entry, fi.Name, "", args, r.paramsOf(pc), true, false)
 	if skipped != "" {
-		return r.errAt(pc, exec.Pos.Offset, "%s: %s", where, skipped)
+		return r.errAt(pc, exec.Execution.Pos.Offset, "%s: %s", where, skipped)
 	}
 	r.add(jp)
 	return nil
@@ -217,4 +221,68 @@ func (r *resolver) checkReplacements() error {
 		first[k] = jp
 	}
 	return nil
+}
+
+// Where the kernel shows the functions ftrace hooks and who hooks them
+// (with debugfs mounted, tracefs is mounted under it).
+var enabledFunctions = []string{"/sys/kernel/debug/tracing/enabled_functions", "/sys/kernel/tracing/enabled_functions"}
+
+// replaceRefused explains why the runtime or the kernel refused the
+// replacement hook h (errno as the runtime logged it), naming what holds
+// the function when it can be found: another aspect (klasy status),
+// another kprobe (the kprobes list), a livepatch or another ftrace user
+// that changes the function's return path (enabled_functions).
+func (s *Session) replaceRefused(ctx context.Context, m *Module, h *Hook, errno unix.Errno) error {
+	fn := h.Function
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("cannot replace %s (%s:%d): %s; nothing was woven", fn, h.File, h.Line, fmt.Sprintf(format, args...))
+	}
+	switch errno {
+	case unix.EADDRINUSE:
+		if st, err := s.Status(ctx); err == nil && st != nil {
+			for _, a := range st.Aspects {
+				if a.Module == m.Name {
+					continue
+				}
+				for _, oh := range a.Hooks {
+					if oh.Image != h.Addr || oh.Module != h.Module {
+						continue
+					}
+					if oh.Kind == records.KindReplace {
+						return fail("it is already replaced by aspect %s; unweave %s first", a.Name, a.Name)
+					}
+					return fail("aspect %s has a %s hook at its entry, whose advice a replacement would stop; unweave %s, weave the replacement, then weave %s again (probes added after a replacement run before it)", a.Name, oh.Kind, a.Name, a.Name)
+				}
+			}
+		}
+		if list, err := s.T.ReadFile(ctx, KprobesList); err == nil {
+			for _, line := range strings.Split(string(list), "\n") {
+				if f := strings.Fields(line); len(f) >= 3 && (f[2] == fn+"+0x0" || strings.HasPrefix(f[2], fn+"+0x0")) {
+					return fail("another kprobe is at its entry (%s: %q), and a replacement must be the first kprobe there", KprobesList, strings.Join(f, " "))
+				}
+			}
+		}
+		return fail("another kprobe is at its entry (see %s), and a replacement must be the first kprobe there", KprobesList)
+	case unix.EBUSY:
+		for _, p := range enabledFunctions {
+			b, err := s.T.ReadFile(ctx, p)
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				f := strings.Fields(line)
+				if len(f) == 0 || f[0] != fn {
+					continue
+				}
+				if strings.Contains(line, "klp_") {
+					return fail("a livepatch already replaces it (ftrace: %q)", strings.Join(f, " "))
+				}
+				return fail("another ftrace user already changes its return path (ftrace: %q)", strings.Join(f, " "))
+			}
+		}
+		return fail("another ftrace user (a livepatch?) already changes its return path: ftrace allows one (EBUSY)")
+	case unix.EOPNOTSUPP:
+		return fail("the kernel did not put the kprobe at its entry on ftrace, which a replacement needs to change its return path")
+	}
+	return fail("the kernel refused the kprobe at its entry (image address %#x): %v", h.Addr, errno)
 }

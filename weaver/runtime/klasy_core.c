@@ -104,11 +104,20 @@ static bool klasy_is_kretprobe(const struct klasy_hook *h)
  *   a time change a function's return path, and refuses (-EBUSY) a second
  *   one, such as a livepatch of the same function.
  * - Kprobes at one address share one handler chain, run newest first, and
- *   a replacement ends it; a kprobe already there would also have been
- *   armed without IPMODIFY. So a replacement must be the first kprobe at
- *   its address: the runtime refuses it when another is there (another
+ *   a replacement ends it; a kprobe already there has armed the address
+ *   without IPMODIFY. So a replacement must be the first kprobe at its
+ *   address: the runtime refuses it when another is there (another
  *   aspect's hook, fail_function, a perf or BPF probe). Probes added
  *   later run before it.
+ * - The order of registration matters: 6.1 keeps a post handler on an
+ *   aggregate of ftrace kprobes as the sign that it is armed with the
+ *   IPMODIFY ops, so a kprobe with a post handler that joins and leaves an
+ *   aggregate armed with the other ops makes the kernel disarm it through
+ *   the wrong ops ("Failed to disarm kprobe-ftrace", seen in the lab) and
+ *   leaves a stale kprobe behind. So the replacement registers (disabled)
+ *   without its post handler, is checked to be alone and on ftrace, gets
+ *   the post handler, and is checked alone again just before it is
+ *   enabled, which arms it.
  * - A task may be preempted on the stub's ret after the kprobe is gone:
  *   the stub is in this module, which waits for every task to pass a
  *   voluntary context switch (synchronize_rcu_tasks) before it unloads.
@@ -139,27 +148,47 @@ static void klasy_replace_post(struct kprobe *kp, struct pt_regs *regs,
 NOKPROBE_SYMBOL(klasy_replace_post);
 
 /*
- * klasy_check_replace checks a replacement just registered (disabled):
+ * klasy_check_replace checks a replacement registered and not armed:
  * alone at its address and placed on ftrace. -EADDRINUSE, -EOPNOTSUPP
  * otherwise, said in the kernel log.
  */
 static int klasy_check_replace(const struct klasy_aspect *a,
 			       struct klasy_hook *h)
 {
-	struct kprobe *kp = &h->rp.kp;
+	struct kprobe *kp = &h->rp.kp, *p;
+	unsigned int others = 0, own = 0, i;
+	bool mine;
 
-	/* On its own, kp's list is empty; under an aggregate, it is on it. */
-	if (!list_empty(&kp->list)) {
-		pr_err("aspect %s: replacing with hook %u (%s at 0x%lx): another kprobe is at its entry: error %d\n",
-		       a->name, h->index, h->function ? h->function : "?",
-		       (unsigned long)kp->addr, -EADDRINUSE);
-		return -EADDRINUSE;
-	}
+	/* Elsewhere a kprobe may sit under an optimized aggregate of its own. */
 	if (!kprobe_ftrace(kp)) {
 		pr_err("aspect %s: replacing with hook %u (%s at 0x%lx): the kprobe is not on an ftrace call site: error %d\n",
 		       a->name, h->index, h->function ? h->function : "?",
 		       (unsigned long)kp->addr, -EOPNOTSUPP);
 		return -EOPNOTSUPP;
+	}
+	/*
+	 * On its own, kp's list is empty; under an aggregate, kp is on the
+	 * aggregate's list, and the walk round it from kp meets the other
+	 * kprobes and the aggregate itself (its list is the head). Alone
+	 * means no kprobe there but a's own (a kretprobe of the aspect,
+	 * registered after it).
+	 */
+	rcu_read_lock();
+	list_for_each_entry_rcu(p, &kp->list, list) {
+		mine = false;
+		for (i = 0; i < a->nhooks; i++)
+			mine |= p == &a->hooks[i].rp.kp;
+		if (mine)
+			own++;
+		else
+			others++;
+	}
+	rcu_read_unlock();
+	if (others > 1 || (others == 1 && !own)) {
+		pr_err("aspect %s: replacing with hook %u (%s at 0x%lx): another kprobe is at its entry: error %d\n",
+		       a->name, h->index, h->function ? h->function : "?",
+		       (unsigned long)kp->addr, -EADDRINUSE);
+		return -EADDRINUSE;
 	}
 	return 0;
 }
@@ -277,8 +306,6 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 		h->index = i;
 		h->rp.kp.flags = KPROBE_FLAG_DISABLED;
 		err = klasy_check_hook(h);
-		if (!err && h->kind == KLASY_HOOK_REPLACE)
-			h->rp.kp.post_handler = klasy_replace_post;
 		if (!err) {
 			if (klasy_is_kretprobe(h))
 				err = register_kretprobe(&h->rp);
@@ -298,6 +325,8 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 			err = klasy_check_replace(a, h);
 			if (err)
 				goto rollback;
+			/* Read when it is armed: with the IPMODIFY ops. */
+			WRITE_ONCE(h->rp.kp.post_handler, klasy_replace_post);
 		}
 	}
 
@@ -308,6 +337,13 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 	for (i = 0; i < a->nhooks; i++) {
 		struct klasy_hook *h = &a->hooks[i];
 
+		err = 0;
+		if (h->kind == KLASY_HOOK_REPLACE)
+			err = klasy_check_replace(a, h);	/* still alone? */
+		if (err) {
+			klasy_disable(a, i);
+			goto rollback;
+		}
 		err = enable_kprobe(&h->rp.kp);
 		if (err) {
 			klasy_hook_error(a, h, "enabling", err);
