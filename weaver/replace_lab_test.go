@@ -160,7 +160,15 @@ func replaceSteps(g *guest, step func(string, func(*guest))) {
 		if rs := g.recordsOf(pid); len(rs) != 2 || !slices.Equal(rs[0].Values, []int64{9}) {
 			g.t.Errorf("lseektrace woven after the nullify recorded %+v, want [9] twice", rs)
 		}
-		g.unweave("lseektrace", "nullify")
+		// The replacement leaves first: the other probe goes on, on the
+		// original function.
+		g.unweave("nullify")
+		pid, rets, _ = g.lseekRet(11, 0, 1)
+		g.allAre("after the nullify left", rets, "11")
+		if rs := g.recordsOf(pid); len(rs) != 1 || !slices.Equal(rs[0].Values, []int64{11}) {
+			g.t.Errorf("lseektrace after the nullify left recorded %+v, want [11]", rs)
+		}
+		g.unweave("lseektrace")
 	})
 
 	step("replace/not on ftrace is refused", func(g *guest) {
@@ -240,6 +248,20 @@ func replaceSteps(g *guest, step func(string, func(*guest))) {
 		g.unweave("cmdline")
 		if got := g.run("cat", "/proc/cmdline"); !strings.Contains(got, "klasy.name=") {
 			g.t.Errorf("/proc/cmdline = %q after unweave, want the kernel's command line", got)
+		}
+	})
+
+	step("replace/the kernel warned of nothing", func(g *guest) {
+		// Kprobes and ftrace say in the log when their state goes wrong
+		// ("Failed to disarm kprobe-ftrace", a WARNING with a trace).
+		log, err := g.sess.T.KernelLog(g.ctx)
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(line, "WARNING:") || strings.Contains(line, "BUG:") || strings.Contains(line, "Failed to") {
+				g.t.Errorf("kernel log: %s", line)
+			}
 		}
 	})
 }

@@ -19,8 +19,10 @@
  *                                        connect to IP:PORT (retrying while refused),
  *                                        write N blocks of SIZE bytes GAP_MS apart
  *                                        (TCP_NODELAY), then wait for the peer to close
- *   klasy_prog tcp-recv PORT BYTES       accept one connection on PORT, read BYTES,
- *                                        print how many came, close
+ *   klasy_prog tcp-recv PORT BYTES WAIT_MS
+ *                                        accept one connection on PORT, sleep WAIT_MS
+ *                                        (the data waits unread), read BYTES, print
+ *                                        how many came, close
  *   klasy_prog getppid-split N           getppid(2) N/2 times on CPU 0, the rest on CPU 1
  *   klasy_prog pread-range FILE COUNT POS N
  *                                        on CPU 0, pread(2) at POS, POS+1, ... POS+N-1
@@ -263,9 +265,10 @@ int main(int argc, char **argv)
 		printf("sent %ld\n", sent);
 		return 0;
 	}
-	if (strcmp(argv[1], "tcp-recv") == 0 && argc == 4) {
+	if (strcmp(argv[1], "tcp-recv") == 0 && argc == 5) {
 		struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(arg(argv[2])) };
-		long want = arg(argv[3]), got = 0;
+		long want = arg(argv[3]), got = 0, wait = arg(argv[4]);
+		struct timespec t = { .tv_sec = wait / 1000, .tv_nsec = wait % 1000 * 1000000 };
 		int l = socket(AF_INET, SOCK_STREAM, 0), s, one = 1;
 
 		if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
@@ -275,6 +278,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		close(l);
+		nanosleep(&t, NULL);
 		while (got < want && (n = read(s, buf, sizeof(buf))) > 0)
 			got += n;
 		close(s);
