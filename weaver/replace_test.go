@@ -136,12 +136,7 @@ func TestReplaceMustReturn(t *testing.T) {
 	if err != nil {
 		t.Fatalf("building the runtime: %v", err)
 	}
-	hdr, _ := runtime.Sources.ReadFile(runtime.Header)
-	files := fstest.MapFS{runtime.Header: {Data: hdr}}
-	for name, data := range m.Files {
-		files[name] = &fstest.MapFile{Data: data}
-	}
-	_, err = kbuild.Build(ctx, headers, files, kbuild.Options{ExtraSymbols: [][]byte{rt.Symvers}})
+	err = buildGenerated(ctx, headers, rt, m)
 	var be *kbuild.BuildError
 	if !errors.As(err, &be) {
 		t.Fatalf("build: %v, want a build error", err)
@@ -166,4 +161,19 @@ func TestReplaceMustReturn(t *testing.T) {
 			t.Errorf("diagnostic %d = %q, want %q...", i, lines[i], w)
 		}
 	}
+}
+
+// buildGenerated builds the advice module m against headers, with the
+// symbols of the runtime rt built against them.
+func buildGenerated(ctx context.Context, headers string, rt *kbuild.Result, m *Module) error {
+	hdr, err := runtime.Sources.ReadFile(runtime.Header)
+	if err != nil {
+		return err
+	}
+	files := fstest.MapFS{runtime.Header: {Data: hdr}}
+	for name, data := range m.Files {
+		files[name] = &fstest.MapFile{Data: data}
+	}
+	_, err = kbuild.Build(ctx, headers, files, kbuild.Options{ExtraSymbols: [][]byte{rt.Symvers}})
+	return err
 }
