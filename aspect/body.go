@@ -2,7 +2,9 @@ package aspect
 
 // Advice bodies are C. klasy looks into them only for its context
 // variables, $pc$ and $retval$, which it replaces when it generates the
-// advice module; everything else is the compiler's business.
+// advice module; everything else is the compiler's business (that a
+// <replace> returns a value on every path too: the weaver makes gcc's
+// -Wreturn-type an error there).
 
 import "fmt"
 
@@ -82,6 +84,10 @@ func (c *checker) checkBody(a *Advice) {
 		switch s.Name {
 		case SpecialPC:
 		case SpecialRetval:
+			if a.When == Replace {
+				c.errf(off, "$retval$ is the value the original function returns, which never runs under <replace>: the replacement gives the function's value with return")
+				continue
+			}
 			if a.When != "after" {
 				c.errf(off, "$retval$ is the value a function returns: use it in <after> advice of an execution(...) pointcut, not in <%s>", a.When)
 				continue

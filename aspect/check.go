@@ -109,6 +109,7 @@ func Check(f *File) Diagnostics {
 		if a.Pointcut != nil {
 			c.pointcut(a.Pointcut, nil)
 			c.checkBody(a)
+			c.checkReplace(a)
 		}
 	}
 	for _, fl := range f.Flows {

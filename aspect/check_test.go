@@ -33,6 +33,11 @@ const netflowDef = `  <xflow name="netflow">
   </xflow>
 `
 
+// replaceAdvice wraps a pointcut and body into an aspect of one <replace>.
+func replaceAdvice(pc, body string) string {
+	return "<aspect>\n  <advice>\n    <pointcut>" + pc + "</pointcut>\n    <replace>" + body + "</replace>\n  </advice>\n</aspect>\n"
+}
+
 func withFlow(pc string) string {
 	return "<aspect>\n" + netflowDef + "  <advice>\n    <pointcut>" + pc + "</pointcut>\n    <before>f();</before>\n  </advice>\n</aspect>\n"
 }
@@ -78,6 +83,37 @@ func TestRules(t *testing.T) {
 		{"variable bound twice",
 			advice("access(sk_buff.data) AND target(s) AND local_var(skb, »s)"),
 			[]string{"bound twice"}},
+		// <replace>: the new body of one out-of-line function (issue 13).
+		{"replace with OR",
+			replaceAdvice("execution(ksys_lseek) OR »execution(ksys_read)", "return 0;"),
+			[]string{"<replace> is the new body of one function, so its pointcut cannot join alternatives with OR"}},
+		{"replace with OR inside parentheses",
+			replaceAdvice("execution(ksys_lseek) AND (within_file(a.c) OR »within_file(b.c))", "return 0;"),
+			[]string{"cannot join alternatives with OR"}},
+		{"replace of a wildcard",
+			replaceAdvice("execution(ksys_»%)", "return 0;"),
+			[]string{"execution(ksys_%): <replace> replaces one function, so name it without the wildcard %"}},
+		{"replace of two functions ANDed",
+			replaceAdvice("execution(ksys_lseek) AND »execution(ksys_read)", "return 0;"),
+			[]string{"<replace> replaces one function: its pointcut has one execution(FUNC), not 2"}},
+		{"replace with within_function",
+			replaceAdvice("execution(ksys_lseek) AND »within_function(__x64_sys_lseek)", "return 0;"),
+			[]string{"within_function cannot be used in the pointcut of <replace>: it selects inlined copies"}},
+		{"replace of member accesses",
+			replaceAdvice("»access(sk_buff.len)", "return 0;"),
+			[]string{"<replace> needs execution(FUNC)"}},
+		{"replace with target",
+			replaceAdvice("execution(ksys_lseek) AND »target(f)", "return 0;"),
+			[]string{"target cannot be combined with execution"}},
+		{"$retval$ in replace",
+			replaceAdvice("execution(ksys_lseek)", "return »$retval$;"),
+			[]string{"$retval$ is the value the original function returns, which never runs under <replace>"}},
+		{"replace and before in one advice",
+			"<aspect>\n  <advice><pointcut>execution(f)</pointcut><before>f();</before>»<replace>return 0;</replace></advice>\n</aspect>\n",
+			[]string{"has both <before> and <replace>"}},
+		{"replace outside an advice",
+			"<aspect>\n  »<replace>return 0;</replace>\n  <advice><pointcut>execution(f)</pointcut><before>f();</before></advice>\n</aspect>\n",
+			[]string{"unknown element <replace> in <aspect>: it holds <import>, <advice>, <xflow>; <replace> belongs in an <advice>"}},
 		// Lexical rules.
 		{"* is not a wildcard",
 			advice("access(sk_buff.»*)"),
@@ -160,7 +196,7 @@ func TestRules(t *testing.T) {
 			[]string{"end tag </xin_move> does not match <transit> opened at line 3: the <xin_move .../> before it is self-closing"}},
 		{"misspelt element",
 			"<aspect>\n  »<advice><pointcut>access(a.b)</pointcut>»<befor>f();</befor></advice>\n</aspect>\n",
-			[]string{"<advice> has no <before> or <after>", "unknown element <befor> in <advice>: it holds <pointcut>, <before>, <after>; did you mean <before>?"}},
+			[]string{"<advice> has no <before>, <after> or <replace>", "unknown element <befor> in <advice>: it holds <pointcut>, <before>, <after>, <replace>; did you mean <before>?"}},
 		{"empty pointcut",
 			advice("»  "),
 			[]string{"empty pointcut"}},
@@ -241,7 +277,7 @@ func TestRules(t *testing.T) {
 		// Advice structure (ch. 4.2).
 		{"advice without before or after",
 			"<aspect>\n  »<advice><pointcut>access(sk_buff.data)</pointcut></advice>\n</aspect>\n",
-			[]string{"<advice> has no <before> or <after>"}},
+			[]string{"<advice> has no <before>, <after> or <replace>"}},
 		{"advice without pointcut",
 			"<aspect>\n  »<advice><before>f();</before></advice>\n</aspect>\n",
 			[]string{"<advice> has no <pointcut>"}},
@@ -253,7 +289,7 @@ func TestRules(t *testing.T) {
 			[]string{"has a second <pointcut>"}},
 		{"unknown element",
 			"<aspect>\n  »<advice><pointcut>access(sk_buff.data)</pointcut>»<around>f();</around></advice>\n</aspect>\n",
-			[]string{"<advice> has no <before> or <after>", "unknown element <around> in <advice>: it holds <pointcut>, <before>, <after>; klasy has no around advice"}},
+			[]string{"<advice> has no <before>, <after> or <replace>", "unknown element <around> in <advice>: it holds <pointcut>, <before>, <after>, <replace>; klasy has no around advice"}},
 		{"pointcut directly in aspect (Figure 5.15's typo)",
 			"<aspect>\n  »<pointcut>access(a.b)</pointcut>\n  <advice><pointcut>access(a.b)</pointcut><before>f();</before></advice>\n</aspect>\n",
 			[]string{"unknown element <pointcut> in <aspect>: it holds <import>, <advice>, <xflow>; a <pointcut> belongs in an <advice>"}},
@@ -353,7 +389,7 @@ func TestAllErrorsReported(t *testing.T) {
 	want := []string{
 		"3:15: within_file(a.c): every AND-group",
 		"3:44: `*` is not a wildcard in a pointcut; use `%` (access(x.%))",
-		"6:3: <advice> has no <before> or <after>",
+		"6:3: <advice> has no <before>, <after> or <replace>",
 		"7:32: target cannot be combined with execution",
 		"9:3: unknown element <bogus> in <aspect>",
 	}

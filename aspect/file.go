@@ -30,13 +30,18 @@ type Import struct {
 	Header string
 }
 
-// Advice is <advice>: a pointcut and a before or after body.
+// Advice is <advice>: a pointcut and a before, after or replace body.
 type Advice struct {
 	Off      int
 	Pointcut *Pointcut
-	When     string // "before" or "after"
+	When     string // "before", "after" or "replace"
 	Body     Text
 }
+
+// Replace is Advice.When of a <replace>: the body is the selected
+// function's new body, which runs instead of the original and returns
+// the function's value.
+const Replace = "replace"
 
 // Flow is an <xflow name="..."> definition.
 type Flow struct {
@@ -145,10 +150,11 @@ var contentModel = map[string]struct {
 }{
 	"aspect":    {children: []string{"import", "advice", "xflow"}},
 	"import":    {text: true},
-	"advice":    {children: []string{"pointcut", "before", "after"}},
+	"advice":    {children: []string{"pointcut", "before", "after", "replace"}},
 	"pointcut":  {text: true},
 	"before":    {text: true},
 	"after":     {text: true},
+	"replace":   {text: true},
 	"xflow":     {children: []string{"start", "transit", "quit"}, attrs: []string{"name"}},
 	"start":     {children: []string{"pointcut", "select", "action"}},
 	"quit":      {children: []string{"pointcut", "select", "action"}},
@@ -170,7 +176,8 @@ var misplaced = map[string]string{
 	"pointcut":  "; a <pointcut> belongs in an <advice>, <start>, <transit> or <quit>",
 	"before":    "; <before> belongs in an <advice>",
 	"after":     "; <after> belongs in an <advice>",
-	"around":    "; klasy has no around advice (dissertation ch. 4.2): use <before> or <after>",
+	"replace":   "; <replace> belongs in an <advice>",
+	"around":    "; klasy has no around advice (dissertation ch. 4.2): use <before> or <after>, or <replace> for a function's new body",
 	"advice":    "; <advice> belongs directly in <aspect>",
 	"field":     "; <field> belongs in an <xin_move> or <xin_copy>",
 	"select":    "; <select> belongs in a <start> or <quit>",
@@ -217,9 +224,9 @@ func (b *builder) checkShape(n *xmlNode) map[string]Attr {
 	if !m.text {
 		for _, t := range n.text {
 			if s := strings.TrimLeft(t.S, " \t\r\n"); s != "" {
-				hint := "C code belongs in <before>, <after> or <action>"
+				hint := "C code belongs in <before>, <after>, <replace> or <action>"
 				if n.name == "aspect" {
-					hint = "C code belongs in <before> or <after> inside an <advice>"
+					hint = "C code belongs in <before>, <after> or <replace> inside an <advice>"
 				}
 				b.errf(t.Offset(len(t.S)-len(s)), "text %q is not allowed directly in <%s>: %s", firstLine(s), n.name, hint)
 			}
@@ -403,9 +410,9 @@ func (b *builder) advice(n *xmlNode) *Advice {
 		b.checkShape(pc)
 		b.pointcut(pc, &a.Pointcut)
 	}
-	body := b.only(n, "before", "after")
+	body := b.only(n, "before", "after", Replace)
 	if body == nil {
-		b.errf(n.off, "<advice> has no <before> or <after>: add the C code to run, e.g. <before>printk(\"hit\\n\");</before>")
+		b.errf(n.off, "<advice> has no <before>, <after> or <replace>: add the C code to run, e.g. <before>printk(\"hit\\n\");</before>")
 	} else {
 		b.checkShape(body)
 		a.When = body.name

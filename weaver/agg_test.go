@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/internal/cachedir"
@@ -78,7 +77,6 @@ func TestAggregationCompileErrors(t *testing.T) {
 		{"int hi = 10;\nLHIST(1, 0, hi, 10);", ""}, // not a constant
 		{"COUNT();", ""},
 	}
-	hdr, _ := runtime.Sources.ReadFile(runtime.Header)
 	for _, tt := range tests {
 		f := aggAspect(t, tt.body)
 		jps := []*JoinPoint{{Advice: 1, Kind: Kprobe, Addr: 0x1000, Function: "f", File: "f.c", Line: 1}}
@@ -86,11 +84,7 @@ func TestAggregationCompileErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		files := fstest.MapFS{runtime.Header: {Data: hdr}}
-		for name, data := range m.Files {
-			files[name] = &fstest.MapFile{Data: data}
-		}
-		_, err = kbuild.Build(ctx, headers, files, kbuild.Options{ExtraSymbols: [][]byte{rt.Symvers}})
+		err = buildGenerated(ctx, headers, rt, m)
 		var be *kbuild.BuildError
 		if !errors.As(err, &be) {
 			t.Errorf("%q: built (%v), want a compile error", tt.body, err)

@@ -4,6 +4,8 @@
 // with kbuild against the kernel's headers and loads it next to the
 // runtime module (weaver/runtime), which registers the hooks through the
 // kernel's kprobes and keeps the trace buffer and the aggregation maps.
+// A <replace> advice becomes an ftrace-based kprobe that returns from
+// the function at once with the advice's value (replace.go).
 // A Session is one target kernel — a lab's, reached through its agent,
 // or this machine's — whose running build has been checked against its
 // image.

@@ -118,9 +118,15 @@ func Generate(f *aspect.File, jps []*JoinPoint, opt GenOptions) (*Module, error)
 		g.modAddrs[i] = a
 	}
 	g.header(f, opt, jps)
+	returns := map[int]string{} // the <replace> advice's return types
+	for _, jp := range jps {
+		if jp.Timing == Replace && jp.Skipped == "" {
+			returns[jp.Advice] = jp.Returns
+		}
+	}
 	for i, a := range f.Advice {
 		if used[i+1] {
-			if err := g.advice(i+1, a, opt.Path); err != nil {
+			if err := g.advice(i+1, a, opt.Path, returns[i+1]); err != nil {
 				return nil, err
 			}
 		}
@@ -304,15 +310,28 @@ var specialNames = map[string]string{
 }
 
 // advice writes advice number n as a C function whose body is the
-// aspect's code under #line directives.
-func (g *cgen) advice(n int, a *aspect.Advice, path string) error {
+// aspect's code under #line directives. A <replace> advice returns the
+// replaced function's type (ret): gcc's -Wreturn-type is an error in it,
+// and its closing brace stands where </replace> does in the aspect, so
+// that a path that does not return is reported at the aspect's line.
+func (g *cgen) advice(n int, a *aspect.Advice, path, ret string) error {
 	params := []string{"struct klasy_hit *__klasy_hit", "unsigned long __klasy_pc", "unsigned long __klasy_retval"}
 	for _, p := range Params(a) {
 		params = append(params, "void *"+p)
 	}
+	replace := a.When == aspect.Replace
+	if replace && ret == "" {
+		return fmt.Errorf("advice %d: <replace> of a function whose return type is not known", n)
+	}
 	g.p("")
 	g.p("/* advice %d: <%s> %s */", n, a.When, cComment(strings.Join(strings.Fields(a.Pointcut.Expr.String()), " ")))
-	g.p("static void klasy_advice_%d(%s)", n, strings.Join(params, ", "))
+	if replace {
+		g.p("#pragma GCC diagnostic push")
+		g.p("#pragma GCC diagnostic error \"-Wreturn-type\"")
+		g.p("static %s klasy_advice_%d(%s)", declare(ret, ""), n, strings.Join(params, ", "))
+	} else {
+		g.p("static void klasy_advice_%d(%s)", n, strings.Join(params, ", "))
+	}
 	g.p("{")
 	body := &a.Body
 	s := body.S
@@ -367,9 +386,35 @@ func (g *cgen) advice(n int, a *aspect.Advice, path string) error {
 		next = pos.Line + 1
 		start = end + 1
 	}
+	if replace {
+		// The closing brace at </replace>: gcc reports a path that
+		// reaches the end of a non-void function there.
+		end := g.m.file.Position(body.Offset(len(s)))
+		g.p("#line %d %s", end.Line, cString(path))
+		if _, ok := g.m.lines[end.Line]; !ok {
+			cols := make([]int, end.Col)
+			for i := range cols {
+				cols[i] = len(s)
+			}
+			g.m.lines[end.Line] = bodyLine{body: body, cols: cols}
+		}
+		g.p("%s}", strings.Repeat(" ", max(end.Col-1, 0)))
+		g.p("#line %d %s", g.line+2, cString(g.file))
+		g.p("#pragma GCC diagnostic pop")
+		return nil
+	}
 	g.p("#line %d %s", g.line+2, cString(g.file))
 	g.p("}")
 	return nil
+}
+
+// declare spells a declaration of name with the C type typ ("long int
+// x", "struct sock *x"; a bare type when name is empty).
+func declare(typ, name string) string {
+	if name == "" || strings.HasSuffix(typ, "*") {
+		return typ + name
+	}
+	return typ + " " + name
 }
 
 func specialAt(sp []aspect.Special, off int) *aspect.Special {
@@ -429,6 +474,12 @@ func (g *cgen) hook(i int, h *Hook) error {
 	if h.Kind == KprobePost {
 		return g.postHook(i, h)
 	}
+	var rep *JoinPoint // the replacement, last in a KprobeReplace hook
+	if h.Kind == KprobeReplace {
+		if rep = h.Points[len(h.Points)-1]; rep.Timing != Replace {
+			return fmt.Errorf("hook at %s: a replacement hook without its <replace> advice", h.Function)
+		}
+	}
 	if h.Kind == Kretprobe {
 		g.p("static int klasy_h%d(struct kretprobe_instance *ri, struct pt_regs *regs)", i)
 	} else {
@@ -458,6 +509,9 @@ func (g *cgen) hook(i int, h *Hook) error {
 	if len(vals) > 0 {
 		g.p("\tu64 %s;", strings.Join(vals, ", "))
 	}
+	if rep != nil && rep.Returns != "void" {
+		g.p("\t%s;", declare(rep.Returns, "ret"))
+	}
 	g.p("")
 	g.p("\tklasy_count_hit(h);")
 	fails := false
@@ -486,15 +540,43 @@ func (g *cgen) hook(i int, h *Hook) error {
 				args = append(args, argRef(a, fmt.Sprintf("a%d_%d", pi, k)))
 			}
 		}
+		if jp == rep {
+			g.replaceCall(jp, args)
+			continue
+		}
 		g.call(jp, args)
 	}
-	g.p("\treturn 0;")
-	if fails {
+	if rep != nil {
+		g.p("\treturn 1; /* regs->ip is the return stub: the body does not run */")
+	} else {
+		g.p("\treturn 0;")
+	}
+	if fails && rep != nil {
+		g.p("fail:")
+		g.p("\treturn 0; /* a context value could not be read: no advice, the original body runs */")
+	} else if fails {
 		g.p("fail:")
 		g.p("\treturn 0; /* a context value could not be read: no advice */")
 	}
 	g.p("}")
 	return nil
+}
+
+// replaceCall calls the <replace> advice jp and makes the function
+// return its value to the caller (klasy_rt.h: klasy_replace_return).
+func (g *cgen) replaceCall(jp *JoinPoint, args []string) {
+	g.p("\thit->n = 0;")
+	g.p("\thit->dropped = 0;")
+	ret := "0"
+	if jp.Returns == "void" {
+		g.p("\tklasy_advice_%d(%s);", jp.Advice, strings.Join(args, ", "))
+	} else {
+		g.p("\tret = klasy_advice_%d(%s);", jp.Advice, strings.Join(args, ", "))
+		ret = "(unsigned long)ret"
+	}
+	g.p("\tif (unlikely(hit->n || hit->dropped))")
+	g.p("\t\tklasy_emit(h, %d, hit);", jp.Advice)
+	g.p("\tklasy_replace_return(regs, %s);", ret)
 }
 
 // value writes a block computing a's value into the u64 lvalue dst
@@ -620,6 +702,9 @@ func (g *cgen) tables(opt GenOptions) {
 				g.p("\t\t.rp.entry_handler = klasy_entry_h%d,", i)
 				g.p("\t\t.rp.data_size = sizeof(struct klasy_entry_%d),", i)
 			}
+		} else if h.Kind == KprobeReplace {
+			g.p("\t\t.kind = KLASY_HOOK_REPLACE,")
+			g.p("\t\t.rp.kp.pre_handler = klasy_h%d,", i)
 		} else {
 			g.p("\t\t.kind = KLASY_HOOK_KPROBE,")
 			g.p("\t\t.rp.kp.pre_handler = klasy_h%d,", i)

@@ -22,7 +22,8 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from what the code makes now (read the diff)")
 
 // goldenAspects are resolved against Debian's vmlinux and generated.
-var goldenAspects = []string{"testdata/pread.klasy", "testdata/mshow.klasy", "testdata/openat.klasy", "../examples/setattr_exec.klasy", "testdata/agg.klasy", "../examples/read_latency.klasy"}
+var goldenAspects = []string{"testdata/pread.klasy", "testdata/mshow.klasy", "testdata/openat.klasy", "../examples/setattr_exec.klasy", "testdata/agg.klasy", "../examples/read_latency.klasy",
+	"testdata/lseek.klasy", "testdata/nullify.klasy", "../examples/delayed_ack.klasy"}
 
 func debianIndex(t *testing.T) *dwarfmap.Index {
 	t.Helper()

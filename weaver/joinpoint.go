@@ -12,11 +12,16 @@ type Timing uint8
 const (
 	Before Timing = iota
 	After
+	// Replace runs instead of the function: <replace> advice.
+	Replace
 )
 
 func (t Timing) String() string {
-	if t == After {
+	switch t {
+	case After:
 		return "after"
+	case Replace:
+		return "replace"
 	}
 	return "before"
 }
@@ -35,6 +40,12 @@ const (
 	// handler: the kernel single-steps the instruction with interrupts
 	// off in between): after advice of an exact access join point.
 	KprobePost
+	// KprobeReplace replaces the function entered at the address: an
+	// ftrace-based kprobe at its entry whose handler runs the <replace>
+	// advice (after any before advice of the same aspect there), sets
+	// the return value and returns to the caller, so that the body never
+	// runs (weaver/runtime: KLASY_HOOK_REPLACE).
+	KprobeReplace
 )
 
 func (k HookKind) String() string {
@@ -43,8 +54,22 @@ func (k HookKind) String() string {
 		return "kretprobe"
 	case KprobePost:
 		return "kprobe-post"
+	case KprobeReplace:
+		return "replace"
 	}
 	return "kprobe"
+}
+
+// registerRank orders the hooks at one address: a replacement first.
+// The kernel runs the handlers of kprobes sharing an address newest
+// first, and a replacement's handler ends the function: a kretprobe of
+// the same aspect registered after it still sees the function return
+// (with the replacement's value).
+func (k HookKind) registerRank() int {
+	if k == KprobeReplace {
+		return -1
+	}
+	return int(k)
 }
 
 // JoinPoint is one place and time an advice of an aspect runs, as the
@@ -84,6 +109,10 @@ type JoinPoint struct {
 	// Mechanism is how the kernel placed the hook once woven: ftrace,
 	// jump, int3 or kretprobe (records.Mech*).
 	Mechanism string
+	// Returns is the C type a <replace> advice returns: the function's
+	// return type from its DWARF, spelled so that it needs no header
+	// ("void", "long int", "struct sock *").
+	Returns string
 }
 
 // Where names the join point for messages: function (in caller) at
@@ -156,17 +185,28 @@ func Hooks(jps []*JoinPoint) []*Hook {
 		if jp.Skipped != "" {
 			continue
 		}
-		k := key{jp.Module, jp.Addr, jp.Kind}
+		kind := jp.Kind
+		k := key{jp.Module, jp.Addr, kind}
 		h := byKey[k]
 		if h == nil {
-			h = &Hook{Kind: jp.Kind, Addr: jp.Addr, Module: jp.Module, Function: jp.Function, InlinedIn: jp.InlinedIn, File: jp.File, Line: jp.Line}
+			h = &Hook{Kind: kind, Addr: jp.Addr, Module: jp.Module, Function: jp.Function, InlinedIn: jp.InlinedIn, File: jp.File, Line: jp.Line}
 			byKey[k] = h
 			hooks = append(hooks, h)
 		}
 		h.Points = append(h.Points, jp)
 	}
 	for _, h := range hooks {
-		slices.SortStableFunc(h.Points, func(a, b *JoinPoint) int { return cmp.Compare(a.Advice, b.Advice) })
+		// In advice order; a replacement last, after the before advice
+		// that runs in its handler.
+		slices.SortStableFunc(h.Points, func(a, b *JoinPoint) int {
+			last := func(jp *JoinPoint) int {
+				if jp.Timing == Replace {
+					return 1
+				}
+				return 0
+			}
+			return cmp.Or(cmp.Compare(last(a), last(b)), cmp.Compare(a.Advice, b.Advice))
+		})
 	}
 	slices.SortStableFunc(hooks, func(a, b *Hook) int {
 		if c := cmp.Compare(a.Module, b.Module); c != 0 {
@@ -175,7 +215,7 @@ func Hooks(jps []*JoinPoint) []*Hook {
 		if c := cmp.Compare(a.Addr, b.Addr); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Kind, b.Kind)
+		return cmp.Compare(a.Kind.registerRank(), b.Kind.registerRank())
 	})
 	return hooks
 }

@@ -313,6 +313,8 @@ func TestWeaveInLab(t *testing.T) {
 		}
 	})
 
+	replaceSteps(g, step)
+
 	t.Run("image that is not the running kernel", func(t *testing.T) {
 		fixture := filepath.Join(t.TempDir(), "a.out")
 		if out, err := exec.Command("gcc", "-g", "-Wl,--build-id", "-o", fixture, "testdata/prog/klasy_prog.c").CombinedOutput(); err != nil {

@@ -55,6 +55,9 @@ func Resolve(f *aspect.File, x *dwarfmap.Index, opt ResolveOptions) (_ []*JoinPo
 			return nil, err
 		}
 	}
+	if err := r.checkReplacements(); err != nil {
+		return nil, err
+	}
 	return r.jps, nil
 }
 
@@ -91,6 +94,12 @@ func (r *resolver) advice(n int, a *aspect.Advice) error {
 	groups, ok := aspect.Groups(pc.Expr)
 	if !ok {
 		return r.errAt(pc, 0, "pointcut has too many AND-groups")
+	}
+	if a.When == aspect.Replace {
+		if len(groups) != 1 {
+			return r.errAt(pc, 0, "<replace> is the new body of one function: its pointcut cannot join alternatives with OR")
+		}
+		return r.replace(n, pc, groups[0])
 	}
 	timing := Before
 	if a.When == "after" {

@@ -364,6 +364,9 @@ func (s *Session) explainLoad(ctx context.Context, m *Module, err error) error {
 			errno, _ := strconv.Atoi(last[3])
 			if i >= 0 && i < len(m.Hooks) {
 				h := m.Hooks[i]
+				if h.Kind == KprobeReplace {
+					return s.replaceRefused(ctx, m, h, unix.Errno(-errno))
+				}
 				where := (&JoinPoint{Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line}).Where()
 				return fmt.Errorf("the kernel refused the %s at %s (image address %#x): %v; nothing was woven", h.Kind, where, h.Addr, unix.Errno(-errno))
 			}

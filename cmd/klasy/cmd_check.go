@@ -59,6 +59,25 @@ and, in <after> advice of an execution, $retval$ (the return value), and
 STORE_DATA(x) ... STORE_DATA8(...) and DO_RDTSC(v) to record values for
 'klasy trace'.
 
+<replace> instead of <before> or <after> gives a function a new body
+(DKM's replace): it reads the arguments through argument(...) and
+returns the function's value; the original body does not run while the
+aspect is woven:
+
+  <advice>
+    <pointcut>execution(ksys_lseek) AND argument(offset, offp)</pointcut>
+    <replace>return *(off_t *)offp;</replace>
+  </advice>
+
+A nullify only returns: <replace>return 0;</replace> for a function that
+returns a value, an empty <replace></replace> for a void one.
+Its pointcut names one function: one execution(FUNC) without % or OR,
+with argument(...) and within_file(...) only. A <replace> that does not
+return a value on every path (or returns one from a void function) does
+not compile, reported at the aspect's line; 'klasy weave' checks the
+rest against the kernel (one out-of-line body, no inlined copy, an
+ftrace call site).
+
 Flows (<xflow name="...">) follow data across threads and Xen domains
 with <start>, <transit> and <quit> rules; see 'klasy help translate'.
 

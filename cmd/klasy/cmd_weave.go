@@ -56,6 +56,20 @@ defined in F, within_function(G) the copies inlined into G. A join point
 that cannot be woven (a variable optimized out there, a function the
 kernel refuses) is skipped with a warning that says why.
 
+<replace> advice is the function's new body: its value returns to the
+caller and the original body does not run, until the unweave. It is
+woven as function error injection hooks a function: an ftrace-based
+kprobe at f's entry, armed with ftrace's IPMODIFY (one user at a time
+may change a function's return path), whose handler sets the return
+value and resumes at a stub that only returns. So f must have one
+out-of-line body (within_file picks among static ones), no inlined copy
+(those calls would keep the original), an ftrace call site and a return
+type that comes back in a register; klasy refuses, with the reason, a
+function another aspect or a livepatch already replaces, or with
+another kprobe at its entry (probes woven after a replacement run
+before it). Before advice of the same aspect at f runs first; after
+advice sees the replacement's value.
+
 access(S.M) (% wildcards in S and M) selects every place the kernel
 reads or writes member M of struct S, from the records the klasy GCC
 plugin wrote into a kernel (or --module) built with it, in every
@@ -136,8 +150,10 @@ killed in the middle of a weave.
 		Help: `usage: klasy status [--lab NAME] [--json]
 
 Reads from the kernel what klasy has woven into it: each aspect, each
-hook with its address, mechanism (ftrace, jump, int3, kretprobe), hits
-and misses (a hook hit while a handler ran), and the records waiting and
+hook with its address, mechanism (ftrace, jump, int3, kretprobe; "ftrace
+replace" for a <replace>, kind "replace" in --json), hits and misses (a
+hook hit while a handler ran: for a replacement, a call that ran the
+original body), and the records waiting and
 lost per CPU because the trace buffer was full. Being read from the
 kernel, it is right even after a klasy that was killed.
 
@@ -652,7 +668,11 @@ func writeStatus(w io.Writer, target string, st *records.Status) {
 			for _, n := range h.Advice {
 				adv = append(adv, fmt.Sprint(n))
 			}
-			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s:%d\t%#x\n", h.Hits, h.Missed, h.Mech, strings.Join(adv, ","), fn, h.File, h.Line, h.Image)
+			how := h.Mech
+			if h.Kind == records.KindReplace {
+				how += " replace" // the function returns at once
+			}
+			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s:%d\t%#x\n", h.Hits, h.Missed, how, strings.Join(adv, ","), fn, h.File, h.Line, h.Image)
 		}
 		tw.Flush()
 	}

@@ -60,3 +60,34 @@ func TestStatusFlows(t *testing.T) {
 		t.Errorf("klasy status --json without a runtime: %s", js)
 	}
 }
+
+// TestStatusReplace: klasy status says which hooks replace a function,
+// in text (the HOOK column) and in --json (kind).
+func TestStatusReplace(t *testing.T) {
+	text, err := os.ReadFile("../../weaver/records/testdata/status/replace.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := records.ParseStatus(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	writeStatus(&b, "lab demo", st)
+	for _, want := range []string{
+		"  37    0       ftrace replace  1       tcp_send_delayed_ack  net/ipv4/tcp_output.c:3974  0xffffffff818a4ec0\n",
+		"  3     1       ftrace replace  1,2     ksys_lseek  fs/read_write.c:294  0xffffffff813650a0\n",
+		"  3     0       kretprobe       3       ksys_lseek  fs/read_write.c:294  0xffffffff813650a0\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("klasy status lacks %q:\n%s", want, b.String())
+		}
+	}
+	js, err := json.Marshal(statusView("lab demo", st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(js), `"kind":"replace","mechanism":"ftrace"`); n != 2 {
+		t.Errorf("klasy status --json shows %d replace hooks on ftrace, want 2: %s", n, js)
+	}
+}

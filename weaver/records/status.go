@@ -62,6 +62,7 @@ type Aspect struct {
 const (
 	KindKprobe    = "kprobe"
 	KindKretprobe = "kretprobe"
+	KindReplace   = "replace" // a <replace>: the function returns at once, on ftrace
 
 	MechFtrace    = "ftrace"    // an ftrace-based kprobe at a function's entry
 	MechJump      = "jump"      // a jump-optimized kprobe
@@ -75,7 +76,7 @@ const (
 type Hook struct {
 	Aspect    uint32
 	Index     int
-	Kind      string // KindKprobe or KindKretprobe
+	Kind      string // KindKprobe, KindKretprobe or KindReplace
 	Addr      uint64 // in the running kernel
 	Image     uint64 // in the image (vmlinux), before KASLR
 	Mech      string // one of the Mech constants, read when status was
@@ -367,8 +368,8 @@ func parseHook(m kvs) (Hook, error) {
 	h.Index, e = m.int("index")
 	fail(e)
 	h.Kind, e = m.str("kind")
-	if !fail(e) && h.Kind != KindKprobe && h.Kind != KindKretprobe {
-		fail(fmt.Errorf("kind=%s: want %s or %s", h.Kind, KindKprobe, KindKretprobe))
+	if !fail(e) && h.Kind != KindKprobe && h.Kind != KindKretprobe && h.Kind != KindReplace {
+		fail(fmt.Errorf("kind=%s: want %s, %s or %s", h.Kind, KindKprobe, KindKretprobe, KindReplace))
 	}
 	h.Addr, e = m.hex("addr")
 	fail(e)

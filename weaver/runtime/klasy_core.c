@@ -28,6 +28,7 @@
 
 #include <linux/debugfs.h>
 #include <linux/kprobes.h>
+#include <linux/linkage.h>
 #include <linux/list.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -40,6 +41,7 @@
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
+#include <asm/linkage.h>
 
 #include "klasy_internal.h"
 #include "klasy_flow.h"
@@ -84,6 +86,113 @@ static bool klasy_is_kretprobe(const struct klasy_hook *h)
 	return h->kind == KLASY_HOOK_KRETPROBE;
 }
 
+/*
+ * Replacements (klasy_rt.h). klasy_return_stub is where a replaced
+ * function "returns" from: a lone ret (through the return thunk), as
+ * error injection's just_return_func. It must not be probed.
+ *
+ * Why this is safe:
+ * - Only at an ftrace call site: there, at the function's first byte,
+ *   nothing of the function has run (no stack frame, no callee-saved
+ *   register touched), the stack pointer points at the caller's return
+ *   address and the argument registers are the caller's, so returning
+ *   from the stub is returning from the function. klasy_register_aspect
+ *   checks that the kernel put the kprobe on ftrace and refuses it
+ *   otherwise; a jump-optimized kprobe would ignore the new regs->ip.
+ * - The kprobe has a post handler, so kprobes arms it through its
+ *   ftrace_ops with FTRACE_OPS_FL_IPMODIFY: ftrace lets one such user at
+ *   a time change a function's return path, and refuses (-EBUSY) a second
+ *   one, such as a livepatch of the same function.
+ * - Kprobes at one address share one handler chain, run newest first, and
+ *   a replacement ends it; a kprobe already there has armed the address
+ *   without IPMODIFY. So a replacement must be the first kprobe at its
+ *   address: the runtime refuses it when another is there (another
+ *   aspect's hook, fail_function, a perf or BPF probe). Probes added
+ *   later run before it.
+ * - The order of registration matters: 6.1 keeps a post handler on an
+ *   aggregate of ftrace kprobes as the sign that it is armed with the
+ *   IPMODIFY ops, so a kprobe with a post handler that joins and leaves an
+ *   aggregate armed with the other ops makes the kernel disarm it through
+ *   the wrong ops ("Failed to disarm kprobe-ftrace", seen in the lab) and
+ *   leaves a stale kprobe behind. So the replacement registers (disabled)
+ *   without its post handler, is checked to be alone and on ftrace, gets
+ *   the post handler, and is checked alone again just before it is
+ *   enabled, which arms it.
+ * - A task may be preempted on the stub's ret after the kprobe is gone:
+ *   the stub is in this module, which waits for every task to pass a
+ *   voluntary context switch (synchronize_rcu_tasks) before it unloads.
+ *   The advice module's handler itself runs with preemption off, and
+ *   unregister_kprobes waits for it as for any kprobe.
+ * - When kprobes does not run the handler (a kprobe handler already
+ *   running on the CPU: counted as missed), the original body runs.
+ */
+asm(
+	".text\n"
+	".type klasy_return_stub, @function\n"
+	".globl klasy_return_stub\n"
+	"klasy_return_stub:\n"
+		ASM_RET
+	".size klasy_return_stub, .-klasy_return_stub\n"
+);
+NOKPROBE_SYMBOL(klasy_return_stub);
+EXPORT_SYMBOL_GPL(klasy_return_stub);
+
+/* Set once a replacement has been registered: see klasy_runtime_exit. */
+static bool klasy_replaced;
+
+/* A post handler arms the kprobe with FTRACE_OPS_FL_IPMODIFY; it does nothing. */
+static void klasy_replace_post(struct kprobe *kp, struct pt_regs *regs,
+			       unsigned long flags)
+{
+}
+NOKPROBE_SYMBOL(klasy_replace_post);
+
+/*
+ * klasy_check_replace checks a replacement registered and not armed:
+ * alone at its address and placed on ftrace. -EADDRINUSE, -EOPNOTSUPP
+ * otherwise, said in the kernel log.
+ */
+static int klasy_check_replace(const struct klasy_aspect *a,
+			       struct klasy_hook *h)
+{
+	struct kprobe *kp = &h->rp.kp, *p;
+	unsigned int others = 0, own = 0, i;
+	bool mine;
+
+	/* Elsewhere a kprobe may sit under an optimized aggregate of its own. */
+	if (!kprobe_ftrace(kp)) {
+		pr_err("aspect %s: replacing with hook %u (%s at 0x%lx): the kprobe is not on an ftrace call site: error %d\n",
+		       a->name, h->index, h->function ? h->function : "?",
+		       (unsigned long)kp->addr, -EOPNOTSUPP);
+		return -EOPNOTSUPP;
+	}
+	/*
+	 * On its own, kp's list is empty; under an aggregate, kp is on the
+	 * aggregate's list, and the walk round it from kp meets the other
+	 * kprobes and the aggregate itself (its list is the head). Alone
+	 * means no kprobe there but a's own (a kretprobe of the aspect,
+	 * registered after it).
+	 */
+	rcu_read_lock();
+	list_for_each_entry_rcu(p, &kp->list, list) {
+		mine = false;
+		for (i = 0; i < a->nhooks; i++)
+			mine |= p == &a->hooks[i].rp.kp;
+		if (mine)
+			own++;
+		else
+			others++;
+	}
+	rcu_read_unlock();
+	if (others > 1 || (others == 1 && !own)) {
+		pr_err("aspect %s: replacing with hook %u (%s at 0x%lx): another kprobe is at its entry: error %d\n",
+		       a->name, h->index, h->function ? h->function : "?",
+		       (unsigned long)kp->addr, -EADDRINUSE);
+		return -EADDRINUSE;
+	}
+	return 0;
+}
+
 static void klasy_hook_error(const struct klasy_aspect *a,
 			     const struct klasy_hook *h, const char *what,
 			     int err)
@@ -100,6 +209,8 @@ static int klasy_check_hook(const struct klasy_hook *h)
 		return h->rp.kp.pre_handler ? 0 : -EINVAL;
 	case KLASY_HOOK_KRETPROBE:
 		return h->rp.handler ? 0 : -EINVAL;
+	case KLASY_HOOK_REPLACE:
+		return h->rp.kp.pre_handler && !h->rp.kp.post_handler ? 0 : -EINVAL;
 	}
 	return -EINVAL;
 }
@@ -209,6 +320,14 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 			a->rps[a->nrps++] = &h->rp;
 		else
 			a->kps[a->nkps++] = &h->rp.kp;
+		if (h->kind == KLASY_HOOK_REPLACE) {
+			WRITE_ONCE(klasy_replaced, true);
+			err = klasy_check_replace(a, h);
+			if (err)
+				goto rollback;
+			/* Read when it is armed: with the IPMODIFY ops. */
+			WRITE_ONCE(h->rp.kp.post_handler, klasy_replace_post);
+		}
 	}
 
 	/* Records carry the id as soon as the first hook is enabled. */
@@ -218,6 +337,13 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 	for (i = 0; i < a->nhooks; i++) {
 		struct klasy_hook *h = &a->hooks[i];
 
+		err = 0;
+		if (h->kind == KLASY_HOOK_REPLACE)
+			err = klasy_check_replace(a, h);	/* still alone? */
+		if (err) {
+			klasy_disable(a, i);
+			goto rollback;
+		}
 		err = enable_kprobe(&h->rp.kp);
 		if (err) {
 			klasy_hook_error(a, h, "enabling", err);
@@ -456,6 +582,12 @@ static const char *klasy_mech(struct klasy_hook *h)
 	return optimized ? "jump" : "int3";
 }
 
+static const char *const klasy_hook_kinds[] = {
+	[KLASY_HOOK_KPROBE] = "kprobe",
+	[KLASY_HOOK_KRETPROBE] = "kretprobe",
+	[KLASY_HOOK_REPLACE] = "replace",
+};
+
 static void klasy_show_hook(struct seq_file *m, struct klasy_aspect *a,
 			    struct klasy_hook *h)
 {
@@ -471,7 +603,7 @@ static void klasy_show_hook(struct seq_file *m, struct klasy_aspect *a,
 		missed += h->rp.nmissed;
 
 	seq_printf(m, "hook aspect=%u index=%u kind=%s addr=0x%lx image=0x%lx mech=%s hits=%llu missed=%lu advice=",
-		   a->id, h->index, klasy_is_kretprobe(h) ? "kretprobe" : "kprobe",
+		   a->id, h->index, klasy_hook_kinds[h->kind],
 		   (unsigned long)h->rp.kp.addr, h->image_addr, klasy_mech(h),
 		   hits, missed);
 	if (!h->nadvice || !h->advice)
@@ -571,6 +703,9 @@ static void __exit klasy_runtime_exit(void)
 {
 	/* Advice modules use our symbols: none can be left. */
 	WARN_ON(!list_empty(&klasy_aspects));
+	/* No task may still be about to run klasy_return_stub. */
+	if (READ_ONCE(klasy_replaced))
+		synchronize_rcu_tasks();
 	klasy_flows_exit();
 	debugfs_remove(klasy_dir);
 	ring_buffer_free(klasy_rb);

@@ -30,7 +30,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 2
+#define KLASY_ABI_VERSION 3
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -80,15 +80,17 @@ DECLARE_PER_CPU(struct klasy_hit, klasy_hit);
 enum klasy_hook_kind {
 	KLASY_HOOK_KPROBE = 0,	  /* before: a kprobe at addr */
 	KLASY_HOOK_KRETPROBE = 1, /* after an out-of-line function returns */
+	KLASY_HOOK_REPLACE = 2,	  /* <replace>: the function at addr returns at once */
 };
 
 /*
  * One hook. The advice module fills everything above "runtime's"; for a
- * kprobe it sets rp.kp.addr and rp.kp.pre_handler (and rp.kp.post_handler
- * for after advice at an instruction), for a kretprobe
+ * kprobe or a replacement it sets rp.kp.addr and rp.kp.pre_handler (and
+ * rp.kp.post_handler for after advice at an instruction), for a kretprobe
  * rp.kp.addr, rp.handler and optionally rp.entry_handler/rp.data_size.
- * The runtime sets rp.kp.flags. Strings are shown in status with spaces
- * and control characters as '_', NULL or "" as "-".
+ * The runtime sets rp.kp.flags, and a replacement's rp.kp.post_handler.
+ * Strings are shown in status with spaces and control characters as '_',
+ * NULL or "" as "-".
  */
 struct klasy_hook {
 	struct kretprobe rp;		/* rp.kp alone for a kprobe */
@@ -158,6 +160,31 @@ struct klasy_aspect {
  */
 int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed);
 void klasy_unregister_aspect(struct klasy_aspect *a);
+
+/*
+ * Replacing a function (<replace> advice). A KLASY_HOOK_REPLACE hook is a
+ * kprobe at the function's entry that the kernel must place on the
+ * function's ftrace call site, where kprobes arms it through an ftrace_ops
+ * with FTRACE_OPS_FL_IPMODIFY (the runtime gives it a post handler for
+ * that: kernel/kprobes.c arms kprobes with a post handler so). Its pre
+ * handler runs the replacement, then calls klasy_replace_return() and
+ * returns 1: kprobes then leaves regs->ip as set, and ftrace's trampoline
+ * resumes at klasy_return_stub, a lone ret, with rax the value; the ret
+ * pops the return address the caller pushed, so the caller gets the value
+ * and the body never runs. This is what function error injection does
+ * (override_function_with_return, arch/x86/lib/error-inject.c, not
+ * exported and absent from kernels without CONFIG_FUNCTION_ERROR_INJECTION
+ * such as Debian's 6.1). The handler may instead return 0 (a context
+ * value could not be read): the original body runs.
+ */
+asmlinkage void klasy_return_stub(void);
+
+static __always_inline void klasy_replace_return(struct pt_regs *regs,
+						 unsigned long v)
+{
+	regs_set_return_value(regs, v);
+	instruction_pointer_set(regs, (unsigned long)klasy_return_stub);
+}
 
 /* klasy_emit appends one record for this hit if the advice stored any value. */
 void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit);

@@ -13,6 +13,16 @@
  *                                        (packets into the guest's network stack)
  *   klasy_prog time-lseek FILE N         lseek(2) N times (offsets 1, 2, 1, ...), prints ns per call
  *   klasy_prog lseek FILE OFF...         lseek(2) FILE to each OFF from its start
+ *   klasy_prog lseek-ret FILE OFF WHENCE N
+ *                                        lseek(2) FILE N times, print what each returned
+ *   klasy_prog tcp-send IP PORT SIZE N GAP_MS
+ *                                        connect to IP:PORT (retrying while refused),
+ *                                        write N blocks of SIZE bytes GAP_MS apart
+ *                                        (TCP_NODELAY), then wait for the peer to close
+ *   klasy_prog tcp-recv PORT BYTES WAIT_MS
+ *                                        accept one connection on PORT, sleep WAIT_MS
+ *                                        (the data waits unread), read BYTES, print
+ *                                        how many came, close
  *   klasy_prog getppid-split N           getppid(2) N/2 times on CPU 0, the rest on CPU 1
  *   klasy_prog pread-range FILE COUNT POS N
  *                                        on CPU 0, pread(2) at POS, POS+1, ... POS+N-1
@@ -30,6 +40,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -84,7 +95,7 @@ int main(int argc, char **argv)
 	long i, n;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|time-lseek|getppid-split|pread-range|sleep|spin ...\n");
+		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|time-lseek|lseek-ret|tcp-send|tcp-recv|getppid-split|pread-range|sleep|spin ...\n");
 		return 2;
 	}
 	printf("pid %d\n", getpid());
@@ -189,6 +200,90 @@ int main(int argc, char **argv)
 			}
 		close(fd);
 		return 0;
+	}
+	if (strcmp(argv[1], "lseek-ret") == 0 && argc == 6) {
+		int fd = open(argv[2], O_RDONLY);
+		long off = arg(argv[3]), whence = arg(argv[4]);
+
+		if (fd < 0) {
+			perror(argv[2]);
+			return 1;
+		}
+		n = arg(argv[5]);
+		for (i = 0; i < n; i++) {
+			off_t r = lseek(fd, off, whence);
+
+			if (r < 0)
+				printf("ret %lld errno %d\n", (long long)r, errno);
+			else
+				printf("ret %lld\n", (long long)r);
+		}
+		printf("fd %d\n", fd);
+		close(fd);
+		return 0;
+	}
+	if (strcmp(argv[1], "tcp-send") == 0 && argc == 7) {
+		struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(arg(argv[3])) };
+		long size = arg(argv[4]), gap = arg(argv[6]), sent = 0;
+		struct timespec t = { .tv_sec = gap / 1000, .tv_nsec = gap % 1000 * 1000000 };
+		int s = -1, one = 1, tries;
+
+		n = arg(argv[5]);
+		if (size < 1 || size > (long)sizeof(buf) || inet_pton(AF_INET, argv[2], &sin.sin_addr) != 1) {
+			fprintf(stderr, "klasy_prog: tcp-send: bad address or size\n");
+			return 2;
+		}
+		memset(buf, 'k', size);
+		/* The receiver may not listen yet: retry for 30 s. */
+		for (tries = 0; tries < 300; tries++) {
+			s = socket(AF_INET, SOCK_STREAM, 0);
+			if (s < 0 || connect(s, (struct sockaddr *)&sin, sizeof(sin)) == 0)
+				break;
+			close(s);
+			s = -1;
+			if (errno != ECONNREFUSED && errno != EHOSTUNREACH && errno != ETIMEDOUT)
+				break;
+			usleep(100000);
+		}
+		if (s < 0 || setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0) {
+			perror("tcp-send");
+			return 1;
+		}
+		for (i = 0; i < n; i++) {
+			if (i && gap)
+				nanosleep(&t, NULL);
+			if (write(s, buf, size) != size) {
+				perror("tcp-send: write");
+				return 1;
+			}
+			sent += size;
+		}
+		shutdown(s, SHUT_WR);
+		while (read(s, buf, sizeof(buf)) > 0)
+			;
+		close(s);
+		printf("sent %ld\n", sent);
+		return 0;
+	}
+	if (strcmp(argv[1], "tcp-recv") == 0 && argc == 5) {
+		struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(arg(argv[2])) };
+		long want = arg(argv[3]), got = 0, wait = arg(argv[4]);
+		struct timespec t = { .tv_sec = wait / 1000, .tv_nsec = wait % 1000 * 1000000 };
+		int l = socket(AF_INET, SOCK_STREAM, 0), s, one = 1;
+
+		if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+		    bind(l, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(l, 1) < 0 ||
+		    (s = accept(l, NULL, NULL)) < 0) {
+			perror("tcp-recv");
+			return 1;
+		}
+		close(l);
+		nanosleep(&t, NULL);
+		while (got < want && (n = read(s, buf, sizeof(buf))) > 0)
+			got += n;
+		close(s);
+		printf("received %ld\n", got);
+		return got == want ? 0 : 1;
 	}
 	if (strcmp(argv[1], "getppid-split") == 0 && argc == 3) {
 		n = arg(argv[2]);

@@ -1,0 +1,92 @@
+package elfimage
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+
+	"github.com/klasy/klasy/internal/mmapfile"
+)
+
+// FtraceSites are the kernel's ftrace call sites: the address of every
+// function's `call __fentry__` (at its first byte on x86-64 without
+// IBT), which dynamic ftrace turns into a nop at boot and back into a
+// call for its users: the function tracer, livepatch, ftrace-based
+// kprobes. A function without one (notrace, or in a file built without
+// -pg) can be hooked only by a breakpoint kprobe.
+type FtraceSites struct {
+	addrs []uint64 // sorted
+}
+
+// FtraceSites reads the table of ftrace call sites of a linked kernel
+// image, __start_mcount_loc..__stop_mcount_loc (8-byte link-time
+// addresses); nil, nil for a module, whose table is relocated at load,
+// or an image without the table (a kernel without dynamic ftrace).
+func (img *Image) FtraceSites() (s *FtraceSites, err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
+	if img.ELF.Type == elf.ET_REL {
+		return nil, nil
+	}
+	syms, err := img.ELF.Symbols()
+	if err != nil {
+		return nil, nil
+	}
+	var lo, hi uint64
+	for _, sym := range syms {
+		switch sym.Name {
+		case "__start_mcount_loc":
+			lo = sym.Value
+		case "__stop_mcount_loc":
+			hi = sym.Value
+		}
+	}
+	if lo == 0 || hi <= lo {
+		return nil, nil
+	}
+	b := img.ReadText(lo, hi-lo)
+	if b == nil || (hi-lo)%8 != 0 {
+		return nil, fmt.Errorf("__start_mcount_loc..__stop_mcount_loc (%#x..%#x) is not readable 8-byte addresses", lo, hi)
+	}
+	s = &FtraceSites{addrs: make([]uint64, 0, len(b)/8)}
+	for off := 0; off < len(b); off += 8 {
+		s.addrs = append(s.addrs, binary.LittleEndian.Uint64(b[off:]))
+	}
+	slices.Sort(s.addrs)
+	return s, nil
+}
+
+// Has reports whether addr is an ftrace call site.
+func (s *FtraceSites) Has(addr uint64) bool {
+	_, ok := slices.BinarySearch(s.addrs, addr)
+	return ok
+}
+
+// Len is the number of sites.
+func (s *FtraceSites) Len() int { return len(s.addrs) }
+
+// SymbolsAt returns the names of the function symbols of a linked image
+// whose value is addr, as kallsyms shows them (a GCC clone as f.isra.0,
+// aliases side by side); nil for a module.
+func (img *Image) SymbolsAt(addr uint64) (names []string, err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
+	if img.ELF.Type == elf.ET_REL {
+		return nil, nil
+	}
+	syms, err := img.ELF.Symbols()
+	if err != nil {
+		if errors.Is(err, elf.ErrNoSymbols) {
+			return nil, nil
+		}
+		return nil, img.Explain(fmt.Errorf("reading the symbol table: %w", err))
+	}
+	for _, s := range syms {
+		typ := elf.ST_TYPE(s.Info)
+		if s.Value == addr && (typ == elf.STT_FUNC || typ == elf.STT_NOTYPE) && s.Section != elf.SHN_UNDEF && s.Name != "" {
+			names = append(names, s.Name)
+		}
+	}
+	return names, nil
+}
