@@ -565,8 +565,7 @@ func (g *cgen) hook(i int, h *Hook) error {
 // replaceCall calls the <replace> advice jp and makes the function
 // return its value to the caller (klasy_rt.h: klasy_replace_return).
 func (g *cgen) replaceCall(jp *JoinPoint, args []string) {
-	g.p("\thit->n = 0;")
-	g.p("\thit->dropped = 0;")
+	g.p("\tklasy_hit_begin(hit);")
 	ret := "0"
 	if jp.Returns == "void" {
 		g.p("\tklasy_advice_%d(%s);", jp.Advice, strings.Join(args, ", "))
@@ -603,8 +602,7 @@ func argRef(a Arg, v string) string {
 
 // call calls jp's advice with args and emits what it stored.
 func (g *cgen) call(jp *JoinPoint, args []string) {
-	g.p("\thit->n = 0;")
-	g.p("\thit->dropped = 0;")
+	g.p("\tklasy_hit_begin(hit);")
 	g.p("\tklasy_advice_%d(%s);", jp.Advice, strings.Join(args, ", "))
 	g.p("\tif (unlikely(hit->n || hit->dropped))")
 	g.p("\t\tklasy_emit(h, %d, hit);", jp.Advice)

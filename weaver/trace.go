@@ -29,6 +29,8 @@ type TraceRecord struct {
 	File      string  `json:"file"`
 	Line      int     `json:"line"`
 	Values    []int64 `json:"values"`
+	// Flow is the flow ID the advice ran for (xflow), 0 for none.
+	Flow int32 `json:"flow,omitempty"`
 	// Dropped counts values the advice stored past the record's room.
 	Dropped int `json:"dropped,omitempty"`
 }
@@ -89,7 +91,7 @@ func findHook(st *records.Status, r records.Record) (*records.Aspect, *records.H
 }
 
 func symbolize(st *records.Status, r records.Record) TraceRecord {
-	tr := TraceRecord{Advice: int(r.Advice), TimeNS: r.TimeNS, CPU: int(r.CPU), PID: int(r.PID), Comm: r.Comm, Dropped: int(r.Dropped)}
+	tr := TraceRecord{Advice: int(r.Advice), TimeNS: r.TimeNS, CPU: int(r.CPU), PID: int(r.PID), Comm: r.Comm, Flow: r.Flow, Dropped: int(r.Dropped)}
 	tr.Values = make([]int64, len(r.Values))
 	for i, v := range r.Values {
 		tr.Values[i] = int64(v)

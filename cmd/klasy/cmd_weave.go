@@ -184,14 +184,15 @@ only for a hook in a module, whose pc is then its .ko's).
 Consumes the records woven advice stored (STORE_DATA...) and prints each
 with the time since boot, CPU, pid, command, aspect and advice, the
 function (for an inlined copy, also the function it is inlined into),
-the join point's file:line and image address, and the values. Records
-saved by 'klasy unweave' come first. --follow keeps reading until
+the join point's file:line and image address, the values, and flow=ID
+when the advice ran for an object of a flow (xflow). Records saved by 'klasy unweave' come first. --follow keeps reading until
 Ctrl-C. --aspect prints only one aspect's records (the others are still
 consumed). A non-zero count of records lost because the buffer was full
 is always printed.
 
 --json prints one object per record:
   aspect advice time_ns cpu pid comm pc function inlined_in file line values
+  flow (when not 0)
 with pc the image address and values an array of integers (signed
 64-bit), and at the end {"lost": N, "lost_per_cpu": [...]} if any were
 lost.
@@ -897,8 +898,11 @@ func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
 			vals[i] = formatValue(v)
 		}
 		extra := ""
+		if r.Flow != 0 {
+			extra = fmt.Sprintf(" flow=%d", r.Flow)
+		}
 		if r.Dropped > 0 {
-			extra = fmt.Sprintf(" (+%d values dropped: at most 16 per hit)", r.Dropped)
+			extra += fmt.Sprintf(" (+%d values dropped: at most 16 per hit)", r.Dropped)
 		}
 		fmt.Fprintf(p.s.Out, "[%5d.%06d] cpu%d %d %s %s#%d %s %s:%d %s %s%s\n",
 			r.TimeNS/1e9, r.TimeNS%1e9/1e3, r.CPU, r.PID, r.Comm, r.Aspect, r.Advice, recordFunction(r), r.File, r.Line, r.PC, strings.Join(vals, " "), extra)

@@ -12,11 +12,11 @@ import (
 	"fmt"
 )
 
-// The layout of struct klasy_record in klasy_rt.h: a 40-byte header, then
+// The layout of struct klasy_record in klasy_rt.h: a 48-byte header, then
 // nvals little-endian u64 values. weaver/runtime's tests check it against
 // the header compiled by the kernel's own build.
 const (
-	HeaderSize = 40
+	HeaderSize = 48
 	MaxValues  = 16 // KLASY_MAX_VALUES
 	MaxSize    = HeaderSize + 8*MaxValues
 	commLen    = 16
@@ -39,7 +39,9 @@ const (
 	offNvals   = 22
 	offDropped = 23
 	offComm    = 24
-	offVals    = 40
+	offFlow    = 40
+	offReserv  = 44
+	offVals    = 48
 )
 
 // Fields returns the header's layout as Decode reads it, in member order.
@@ -54,6 +56,8 @@ func Fields() []Field {
 		{"nvals", offNvals, 1},
 		{"dropped", offDropped, 1},
 		{"comm", offComm, commLen},
+		{"flow", offFlow, 4},
+		{"reserved", offReserv, 4},
 		{"vals", offVals, 0},
 	}
 }
@@ -68,6 +72,7 @@ type Record struct {
 	CPU     uint16
 	Dropped uint8 // values stored past MaxValues, saturating at 255
 	Comm    string
+	Flow    int32 // the flow ID the advice ran for (xflow), 0 for none
 	Values  []uint64
 }
 
@@ -102,10 +107,14 @@ func DecodeRecord(data []byte) (Record, int, error) {
 		PID:     le.Uint32(data[offPID:]),
 		CPU:     le.Uint16(data[offCPU:]),
 		Dropped: data[offDropped],
+		Flow:    int32(le.Uint32(data[offFlow:])),
 	}
 	n := int(data[offNvals])
 	if n > MaxValues {
 		return Record{}, 0, &FormatError{Msg: fmt.Sprintf("%d values, at most %d", n, MaxValues)}
+	}
+	if le.Uint32(data[offReserv:]) != 0 {
+		return Record{}, 0, &FormatError{Msg: "reserved header bytes not zero"}
 	}
 	comm := data[offComm : offComm+commLen]
 	end := bytes.IndexByte(comm, 0)
@@ -165,6 +174,7 @@ func Append(b []byte, r Record) []byte {
 	h[offNvals] = byte(len(vals))
 	h[offDropped] = r.Dropped
 	copy(h[offComm:offComm+commLen-1], r.Comm)
+	le.PutUint32(h[offFlow:], uint32(r.Flow))
 	b = append(b, h[:]...)
 	for _, v := range vals {
 		b = le.AppendUint64(b, v)

@@ -21,13 +21,15 @@ var goldenRecord = strings.Join([]string{
 	"02",                               // nvals 2
 	"05",                               // dropped 5
 	"67657470706964000000000000000000", // comm "getppid"
+	"feffffff",                         // flow -2
+	"00000000",                         // reserved
 	"2a00000000000000",                 // 42
 	"ffffffffffffffff",                 // ^0
 }, "")
 
 var goldenWant = Record{
 	TimeNS: 0x1122334455667788, Aspect: 7, Hook: 3, Advice: 2, PID: 12345, CPU: 1,
-	Dropped: 5, Comm: "getppid", Values: []uint64{42, ^uint64(0)},
+	Dropped: 5, Comm: "getppid", Flow: -2, Values: []uint64{42, ^uint64(0)},
 }
 
 func mustHex(t testing.TB, s string) []byte {
@@ -76,6 +78,8 @@ func TestDecode(t *testing.T) {
 	oneVal.Values = oneVal.Values[:1]
 	noNUL := bytes.Clone(golden)
 	copy(noNUL[offComm:], "0123456789abcdef")
+	reserved := bytes.Clone(golden)
+	reserved[offReserv+3] = 1
 
 	tests := []struct {
 		name    string
@@ -87,13 +91,14 @@ func TestDecode(t *testing.T) {
 		{name: "empty", in: nil},
 		{name: "golden", in: golden, want: []Record{goldenWant}},
 		{name: "three", in: stream, want: []Record{goldenWant, noVals, full}},
-		{name: "header cut", in: golden[:HeaderSize-1], wantErr: "record at byte 0: 39 bytes left", trunc: true},
-		{name: "values cut", in: golden[:len(golden)-1], wantErr: "55 bytes left for a record of 2 values (56 bytes)", trunc: true},
-		{name: "second cut", in: stream[:len(golden)+3], want: []Record{goldenWant}, wantErr: "record at byte 56: 3 bytes left", trunc: true},
+		{name: "header cut", in: golden[:HeaderSize-1], wantErr: "record at byte 0: 47 bytes left", trunc: true},
+		{name: "values cut", in: golden[:len(golden)-1], wantErr: "63 bytes left for a record of 2 values (64 bytes)", trunc: true},
+		{name: "second cut", in: stream[:len(golden)+3], want: []Record{goldenWant}, wantErr: "record at byte 64: 3 bytes left", trunc: true},
 		{name: "too many values", in: withNvals(MaxValues + 1), wantErr: "malformed record at byte 0: 17 values, at most 16"},
-		{name: "too many values second", in: append(bytes.Clone(golden), withNvals(255)...), want: []Record{goldenWant}, wantErr: "malformed record at byte 56: 255 values"},
+		{name: "too many values second", in: append(bytes.Clone(golden), withNvals(255)...), want: []Record{goldenWant}, wantErr: "malformed record at byte 64: 255 values"},
 		{name: "comm without NUL", in: noNUL, wantErr: "comm not NUL-terminated"},
-		{name: "fewer values than bytes", in: withNvals(1), want: []Record{oneVal}, wantErr: "record at byte 48: 8 bytes left", trunc: true},
+		{name: "reserved not zero", in: reserved, wantErr: "malformed record at byte 0: reserved header bytes not zero"},
+		{name: "fewer values than bytes", in: withNvals(1), want: []Record{oneVal}, wantErr: "record at byte 56: 8 bytes left", trunc: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

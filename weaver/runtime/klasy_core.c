@@ -421,6 +421,8 @@ void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit)
 	r->dropped = min_t(unsigned int, hit->dropped, U8_MAX);
 	memcpy(r->comm, current->comm, sizeof(r->comm));
 	r->comm[sizeof(r->comm) - 1] = '\0';
+	r->flow = hit->flow;
+	r->reserved = 0;
 	memcpy(r->vals, hit->vals, n * sizeof(r->vals[0]));
 	ring_buffer_unlock_commit(klasy_rb, ev);
 }

@@ -30,7 +30,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 3
+#define KLASY_ABI_VERSION 4
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -39,7 +39,7 @@
 #define KLASY_MAX_HOOKS 65536
 
 /*
- * One record in the records file, little-endian: this 40-byte header,
+ * One record in the records file, little-endian: this 48-byte header,
  * then nvals u64 values, so every record is a multiple of 8 bytes long.
  * A read returns whole records only, oldest first across CPUs (by
  * time_ns), 0 when none are left, and -EINVAL when the buffer it is given
@@ -55,6 +55,8 @@ struct klasy_record {
 	__u8 nvals;
 	__u8 dropped;	/* values past KLASY_MAX_VALUES, saturating at 255 */
 	char comm[16];
+	__s32 flow;	/* the flow ID the advice ran for (xflow), 0 for none */
+	__u32 reserved;	/* 0: keeps vals 8-byte aligned */
 	__u64 vals[];
 };
 
@@ -64,15 +66,24 @@ struct klasy_record {
 struct klasy_hit {
 	unsigned int n;
 	unsigned int dropped;
+	int flow;
 	u64 vals[KLASY_MAX_VALUES];
 };
+
+/* klasy_hit_begin starts the hit that one advice records. */
+static inline void klasy_hit_begin(struct klasy_hit *hit)
+{
+	hit->n = 0;
+	hit->dropped = 0;
+	hit->flow = 0;
+}
 
 /*
  * The hit being recorded on this CPU. One per CPU is enough: the kernel
  * runs at most one kprobe handler per CPU at a time (a probe hit while
  * current_kprobe is set, from an interrupt or NMI too, is counted in
  * nmissed and its handler not run; kretprobe handlers likewise). Keeping
- * it off the handler's stack spares every hit the zeroing of a 136-byte
+ * it off the handler's stack spares every hit the zeroing of a 144-byte
  * local (CONFIG_INIT_STACK_ALL_ZERO) and a stack canary check.
  */
 DECLARE_PER_CPU(struct klasy_hit, klasy_hit);
@@ -210,6 +221,8 @@ static inline void klasy_store(struct klasy_hit *hit, u64 v)
 }
 
 #define STORE_DATA(x) klasy_store(__klasy_hit, (u64)(x))
+/* KLASY_SET_FLOW(id) stamps this hit's record with a flow ID (xflow). */
+#define KLASY_SET_FLOW(id) (__klasy_hit->flow = (id))
 #define STORE_DATA1(a) STORE_DATA(a)
 #define STORE_DATA2(a, b) do { STORE_DATA(a); STORE_DATA(b); } while (0)
 #define STORE_DATA3(a, b, c) do { STORE_DATA2(a, b); STORE_DATA(c); } while (0)

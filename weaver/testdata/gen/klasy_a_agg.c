@@ -98,8 +98,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
@@ -114,8 +113,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_5(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 5, hit);
@@ -130,8 +128,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_5(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 5, hit);
@@ -146,8 +143,7 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_6(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 6, hit);
@@ -162,8 +158,7 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_6(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 6, hit);
@@ -178,8 +173,7 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_3(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 3, hit);
@@ -194,8 +188,7 @@ static int klasy_h6(struct kretprobe_instance *ri, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, regs_return_value(regs));
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
@@ -221,8 +214,7 @@ static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->cx;
 		a0_1 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
@@ -248,8 +240,7 @@ static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->ax;
 		a0_1 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
@@ -277,8 +268,7 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->cx;
 		a0_1 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);

@@ -40,8 +40,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->di;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);

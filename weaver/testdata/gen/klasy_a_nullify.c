@@ -39,8 +39,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	long int ret;
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	ret = klasy_advice_1(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);

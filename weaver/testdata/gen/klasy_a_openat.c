@@ -51,8 +51,7 @@ static int klasy_h0(struct kretprobe_instance *ri, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, regs_return_value(regs), &e->v[0]);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);

@@ -55,8 +55,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->dx;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
@@ -71,8 +70,7 @@ static int klasy_h1(struct kretprobe_instance *ri, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_2(hit, pc, regs_return_value(regs));
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);

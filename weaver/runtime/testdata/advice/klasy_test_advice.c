@@ -88,8 +88,7 @@ static int klasy_trampoline_entry(struct kprobe *p, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit);
 	klasy_emit(h, 1, hit);
 	return 0;
@@ -102,13 +101,11 @@ static int klasy_trampoline_return(struct kretprobe_instance *ri,
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_2(hit, regs);
 	klasy_emit(h, 2, hit);
 	if (wide) {
-		hit->n = 0;
-		hit->dropped = 0;
+		klasy_hit_begin(hit);
 		klasy_advice_3(hit);
 		klasy_emit(h, 3, hit);
 	}
