@@ -193,17 +193,8 @@ func (in guestInputs) archive() (*cpioArchive, error) {
 		return nil, err
 	}
 	a.file("bin/busybox", 0o755, bb)
-	out, err := exec.Command(in.busybox, "--list-full").Output()
-	if err != nil {
-		return nil, fmt.Errorf("listing busybox applets: %w", err)
-	}
-	for _, l := range strings.Fields(string(out)) {
-		// The list names busybox itself: a link there would replace
-		// the binary with a link to itself.
-		if l == "bin/busybox" || filepath.Base(l) == "busybox" || a.has(l) {
-			continue
-		}
-		a.symlink(l, "/bin/busybox")
+	if err := addApplets(a, in.busybox, "/bin/busybox"); err != nil {
+		return nil, err
 	}
 	a.symlink("init", "/bin/busybox")
 
@@ -230,4 +221,22 @@ func (in guestInputs) archive() (*cpioArchive, error) {
 	fmt.Fprintf(&buf, "%s\n", in.kernel.Release)
 	a.file("etc/klasy/kernel-release", 0o644, buf.Bytes())
 	return a, nil
+}
+
+// addApplets adds a link to target (the busybox binary's path in the
+// guest) for each applet of the busybox binary bb, where busybox puts it.
+func addApplets(a *cpioArchive, bb, target string) error {
+	out, err := exec.Command(bb, "--list-full").Output()
+	if err != nil {
+		return fmt.Errorf("listing busybox applets: %w", err)
+	}
+	for _, l := range strings.Fields(string(out)) {
+		// The list names busybox itself: a link there would replace
+		// the binary with a link to itself.
+		if l == "bin/busybox" || filepath.Base(l) == "busybox" || a.has(l) {
+			continue
+		}
+		a.symlink(l, target)
+	}
+	return nil
 }

@@ -57,6 +57,9 @@ type record struct {
 	Mux bool `json:"mux,omitempty"`
 	// ICount: the guest's clock counts instructions (Config.ICount).
 	ICount bool `json:"icount,omitempty"`
+	// Xen is set for a Xen lab: QEMU boots Xen, Kernel is every
+	// domain's, and the agents are on the network (xen.go).
+	Xen *xenRecord `json:"xen,omitempty"`
 
 	// problem, when set, says what was wrong with the lab's state and how
 	// the record was rebuilt from what is left (see findLab).
