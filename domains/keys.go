@@ -144,7 +144,7 @@ func loadOrMakeCA(f *File) (*x509.Certificate, crypto.Signer, bool, error) {
 	if err != nil {
 		return nil, nil, false, err
 	}
-	tmpl, err := template("klasy domains CA " + filepath.Base(f.Path))
+	tmpl, err := template("klasy domains CA of " + f.Path)
 	if err != nil {
 		return nil, nil, false, err
 	}

@@ -271,13 +271,18 @@ func lockRoot() (unlock func(), err error) {
 	if err := os.MkdirAll(Root(), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(Root(), ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	return lockFile(filepath.Join(Root(), ".lock"))
+}
+
+// lockFile takes an exclusive lock on path, waiting for it.
+func lockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("locking %s: %w", Root(), err)
+		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
 	return func() { f.Close() }, nil
 }

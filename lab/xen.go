@@ -73,7 +73,7 @@ const (
 	xenFormat = "klasy-xen-images-1"
 	// xenOverlayFormat changes whenever what Up adds to the images does,
 	// so cached Domain U initramfs of an older layout are not reused.
-	xenOverlayFormat = "klasy-xen-overlay-1"
+	xenOverlayFormat = "klasy-xen-overlay-2"
 	// agentPort is where every domain's agent listens.
 	agentPort = 7070
 	maxDomUs  = 8
@@ -250,56 +250,77 @@ func BuildXenModules(ctx context.Context, k Kernel, src, plugin string, progress
 	if mods, err := readXenModules(dir); err == nil {
 		return mods, nil
 	}
-	work, err := os.MkdirTemp("", "klasy-xen-modules-")
+	if err := os.MkdirAll(top, 0o755); err != nil {
+		return nil, err
+	}
+	unlock, err := lockFile(filepath.Join(top, ".lock"))
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
-	var kb strings.Builder
+	defer unlock()
+	if mods, err := readXenModules(dir); err == nil {
+		return mods, nil // another process built it meanwhile
+	}
+	// The build happens where it stays, in a copy of the source tree's
+	// layout (dir/src/drivers/net/...): the compiler records these paths
+	// in the modules' DWARF and .debug_klasy, so a file there ends in
+	// its name in the kernel tree (drivers/net/xen-netfront.c) and the
+	// sources stay beside the modules for klasy lines and accesses.
+	srcFS, err := os.MkdirTemp("", "klasy-xen-src-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(srcFS)
+	var kbuildTop strings.Builder
 	for _, d := range xenDrivers {
+		sub := strings.TrimPrefix(strings.TrimPrefix(d.dir, "drivers/net"), "/")
+		if err := os.MkdirAll(filepath.Join(srcFS, sub), 0o755); err != nil {
+			return nil, err
+		}
 		for _, f := range d.files {
 			data, err := os.ReadFile(filepath.Join(src, d.dir, f))
 			if err != nil {
 				return nil, err
 			}
-			if err := os.WriteFile(filepath.Join(work, f), data, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(srcFS, sub, f), data, 0o644); err != nil {
 				return nil, err
 			}
 		}
-		fmt.Fprintf(&kb, "obj-m += %s.o\n", d.name)
-		if d.objs != nil {
-			fmt.Fprintf(&kb, "%s-y := %s\n", d.name, strings.Join(d.objs, " "))
+		if sub == "" {
+			fmt.Fprintf(&kbuildTop, "obj-m += %s.o\n", d.name)
+			continue
 		}
-	}
-	if err := os.WriteFile(filepath.Join(work, "Kbuild"), []byte(kb.String()), 0o644); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(progress, "building xen-netback and xen-netfront with the klasy plugin against %s (about 15 s, once)\n", k.Release)
-	start := time.Now()
-	res, err := kbuild.Build(ctx, k.BuildDir, os.DirFS(work), kbuild.Options{CFLAGS: []string{"-fplugin=" + plugin}, Jobs: 2})
-	if err != nil {
-		return nil, fmt.Errorf("building xen-netback and xen-netfront with the plugin: %w", err)
-	}
-	if err := os.MkdirAll(top, 0o755); err != nil {
-		return nil, err
-	}
-	tmp, err := os.MkdirTemp(top, ".tmp-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(tmp)
-	for _, m := range res.Modules {
-		if err := os.WriteFile(filepath.Join(tmp, m.Name+".ko"), m.Image, 0o644); err != nil {
+		fmt.Fprintf(&kbuildTop, "obj-m += %s/\n", sub)
+		kb := fmt.Sprintf("obj-m += %s.o\n%s-y := %s\n", d.name, d.name, strings.Join(d.objs, " "))
+		if err := os.WriteFile(filepath.Join(srcFS, sub, "Kbuild"), []byte(kb), 0o644); err != nil {
 			return nil, err
 		}
 	}
-	os.RemoveAll(dir)
-	if err := os.Rename(tmp, dir); err != nil {
+	if err := os.WriteFile(filepath.Join(srcFS, "Kbuild"), []byte(kbuildTop.String()), 0o644); err != nil {
 		return nil, err
+	}
+	os.RemoveAll(dir)
+	fmt.Fprintf(progress, "building xen-netback and xen-netfront with the klasy plugin against %s (about 15 s, once)\n", k.Release)
+	start := time.Now()
+	res, err := kbuild.Build(ctx, k.BuildDir, os.DirFS(srcFS), kbuild.Options{
+		CFLAGS: []string{"-fplugin=" + plugin}, Jobs: 2, Dir: filepath.Join(dir, "src", "drivers", "net")})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("building xen-netback and xen-netfront with the plugin: %w", err)
+	}
+	// The modules last: their presence says the build is complete.
+	for _, m := range res.Modules {
+		tmp := filepath.Join(dir, "."+m.Name+".ko.tmp")
+		if err := os.WriteFile(tmp, m.Image, 0o644); err != nil {
+			return nil, err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, m.Name+".ko")); err != nil {
+			return nil, err
+		}
 	}
 	os.Remove(latest)
 	os.Symlink(filepath.Base(dir), latest)
-	fmt.Fprintf(progress, "built xen-netback and xen-netfront in %.1fs\n", time.Since(start).Seconds())
+	fmt.Fprintf(progress, "built xen-netback and xen-netfront in %.1fs into %s\n", time.Since(start).Seconds(), dir)
 	return readXenModules(dir)
 }
 

@@ -16,6 +16,11 @@ func TestRequired(t *testing.T) {
 		{"plugin, lab", "lab", true},
 		{"plugin", "lab", false},
 		{"laboratory", "lab", false},
+		// The Xen lab's images are built by make test-xen only: "all"
+		// does not require them, their own name does.
+		{"all", "xen-lab", false},
+		{"all,xen-lab", "xen-lab", true},
+		{"xen-lab", "lab", false},
 	}
 	for _, tt := range tests {
 		t.Setenv("KLASY_TEST_REQUIRE", tt.env)
