@@ -314,3 +314,44 @@ func waitLog(t *testing.T, log *lockedBuffer, a, b string) {
 		}
 	}
 }
+
+// TestTLSNoAnswer: an agent address where a peer accepts and never
+// answers fails the dial by the caller's deadline, with nothing sent.
+func TestTLSNoAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c) // the client's hello, then nothing
+		got <- b
+	}()
+	f := domainsFile(t, ln.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	c, err := f.Dial(ctx, "dom0")
+	if err == nil {
+		c.Close()
+		t.Fatal("Dial to a silent peer succeeded")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Dial gave up after %v, past its 2 s deadline", d)
+	}
+	if !strings.Contains(err.Error(), "dom0") || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Dial error %v does not name the domain and the deadline", err)
+	}
+	// One TLS record, of type handshake: the client's hello and nothing
+	// else (no request).
+	b := <-got
+	if len(b) < 5 || b[0] != 0x16 || 5+int(b[3])<<8+int(b[4]) != len(b) {
+		t.Errorf("the client sent %d bytes to a peer that never answered, not one handshake record: % x", len(b), b[:min(len(b), 8)])
+	}
+}
