@@ -79,6 +79,18 @@ const (
 	maxDomUs  = 8
 )
 
+// xenCPU is QEMU's CPU for Xen under TCG. Without smap and smep a PV
+// Domain 0 boots (with them it crashed in create_bounce_frame), without
+// rdtscp PVH and HVM guests too (shared/notes/xen.md). Without xsave:
+// with it, the extended register state of user space came back damaged
+// after Xen switched domains (measured: Go's runtime crashing with
+// unwinding errors, TLS records failing their MAC, xl listing "(null)"
+// names; 20 MB read back through the agent wrong 2 to 5 times in 5, in
+// both domains; without xsave, and so without AVX, right 10 times in
+// 10). Turning off only xsaveopt, xsavec and xsaves, or only avx and
+// avx2, did not help.
+const xenCPU = "max,-smap,-smep,-rdtscp,-xsave"
+
 // Dom0 is the name of Domain 0 in a Xen lab; the guests are domU1...
 const Dom0 = "dom0"
 
@@ -489,9 +501,7 @@ func domUBase(k Kernel, agentBin string, netfront XenModule) (string, error) {
 	}
 	dir := filepath.Join(CacheDir(), "xen-lab", "domU")
 	path := filepath.Join(dir, k.Release+"-"+hex.EncodeToString(h.Sum(nil))[:16]+".cpio")
-	if _, err := os.Stat(path); err == nil {
-		now := time.Now()
-		os.Chtimes(path, now, now)
+	if reuse(path) {
 		return path, nil
 	}
 	a := newCpio()
@@ -529,8 +539,22 @@ func addBusybox(a *cpioArchive, bb, dir string) error {
 	return addApplets(a, bb, "/"+dir+"/busybox")
 }
 
-// writeCached writes an archive to path atomically and removes archives
-// of the same prefix unused for an hour.
+// reuse reports whether the cached archive path exists, and marks it
+// used, to keep it from writeCached's clean-up.
+func reuse(path string) bool {
+	if _, err := os.Stat(path); err != nil {
+		return false
+	}
+	now := time.Now()
+	os.Chtimes(path, now, now)
+	return true
+}
+
+// writeCached writes an archive to path (in dir) atomically and removes
+// the archives of the same prefix not used for an hour: they are
+// outdated (QEMU reads the initramfs into guest memory when it starts,
+// so running labs do not need theirs); recent ones may be about to boot
+// in another process with another klasy binary.
 func writeCached(dir, path, prefix string, a *cpioArchive) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -545,7 +569,7 @@ func writeCached(dir, path, prefix string, a *cpioArchive) (string, error) {
 		return "", fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := tmp.Close(); err != nil {
-		return "", err
+		return "", fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", err
@@ -713,7 +737,7 @@ func (r record) xenQemuArgs(k Kernel) []string {
 	}
 	return []string{
 		"-name", "klasy-lab-" + r.Name,
-		"-accel", "tcg", "-cpu", "max,-smap,-smep,-rdtscp", "-m", strconv.Itoa(r.MemMB), "-smp", strconv.Itoa(r.CPUs),
+		"-accel", "tcg", "-cpu", xenCPU, "-m", strconv.Itoa(r.MemMB), "-smp", strconv.Itoa(r.CPUs),
 		"-nodefaults", "-display", "none", "-no-reboot",
 		"-kernel", x.Hypervisor,
 		"-append", fmt.Sprintf("console=com1 com1=115200 dom0_mem=%dM,max:%dM dom0_max_vcpus=1", x.Dom0MemMB, x.Dom0MemMB),
