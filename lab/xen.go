@@ -218,18 +218,20 @@ var xenDrivers = []struct {
 // BuildXenModules builds xen-netback and xen-netfront from src with the
 // plugin against kernel k's headers, or returns the build cached under
 // $KLASY_CACHE/xen-lab/modules/KEY, KEY hashing the sources, the plugin
-// and the headers. plugin "" takes the newest cached build for k.
+// and the headers. plugin "" is FindPlugin's, or, when there is none,
+// the newest build cached for k (a klasy binary away from its checkout).
 func BuildXenModules(ctx context.Context, k Kernel, src, plugin string, progress io.Writer) (map[string]XenModule, error) {
 	top := filepath.Join(CacheDir(), "xen-lab", "modules")
 	latest := filepath.Join(top, "latest-"+k.Release)
 	if plugin == "" {
-		if mods, err := readXenModules(latest); err == nil {
-			return mods, nil
-		}
-		var err error
-		if plugin, err = FindPlugin(); err != nil {
+		p, err := FindPlugin()
+		if err != nil {
+			if mods, merr := readXenModules(latest); merr == nil {
+				return mods, nil
+			}
 			return nil, err
 		}
+		plugin = p
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", xenOverlayFormat, k.Release, runtime.Version())
