@@ -9,3 +9,5 @@ require (
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0
 )
+
+require gopkg.in/yaml.v3 v3.0.1

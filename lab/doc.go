@@ -23,4 +23,14 @@
 // for QEMU user networking (10.0.2.15/24, the host is 10.0.2.2) and, for
 // labs on the shared LAN, eth1; then `klasy agent --device PORT
 // --allow-run` serves the host and a shell runs on the console (ttyS0).
+//
+// A Xen lab (Config.Xen, xen.go) boots Xen with a Domain 0 and Domain U
+// guests instead; its agents are on the network, one per domain, reached
+// over mutual TLS with the lab's own domains file (package domains):
+//
+//	l, err := lab.Up(ctx, lab.Config{Name: "x", Xen: &lab.XenConfig{}})
+//	for _, d := range l.Domains() { // dom0, domU1: kernel, plugin-built modules
+//		c, err := l.Dial(ctx, d.Name) // *agent.Client, a kmod.Target
+//		...
+//	}
 package lab

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 //go:embed guest/rcS
@@ -114,44 +113,14 @@ func Initramfs(k Kernel, agent string) (string, error) {
 	dir := filepath.Join(CacheDir(), "lab", "initramfs")
 	prefix := k.Flavor + "-" + k.Release + "-"
 	path := filepath.Join(dir, prefix+key[:16]+".cpio")
-	if _, err := os.Stat(path); err == nil {
-		now := time.Now()
-		os.Chtimes(path, now, now) // in use: keep it from the clean-up below
+	if reuse(path) {
 		return path, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
 	}
 	arch, err := in.archive()
 	if err != nil {
 		return "", err
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*.cpio")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := arch.WriteTo(tmp); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("writing initramfs: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("writing initramfs: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", err
-	}
-	// Archives of this kernel not used for an hour are outdated (QEMU
-	// reads the initramfs into guest memory when it starts, so running
-	// labs do not need theirs). Recent ones may be about to boot in
-	// another process with another klasy binary.
-	old, _ := filepath.Glob(filepath.Join(dir, prefix+"*.cpio"))
-	for _, o := range old {
-		if fi, err := os.Stat(o); err == nil && o != path && time.Since(fi.ModTime()) > time.Hour {
-			os.Remove(o)
-		}
-	}
-	return path, nil
+	return writeCached(dir, path, prefix, arch)
 }
 
 func (in guestInputs) key() (string, error) {
@@ -193,17 +162,8 @@ func (in guestInputs) archive() (*cpioArchive, error) {
 		return nil, err
 	}
 	a.file("bin/busybox", 0o755, bb)
-	out, err := exec.Command(in.busybox, "--list-full").Output()
-	if err != nil {
-		return nil, fmt.Errorf("listing busybox applets: %w", err)
-	}
-	for _, l := range strings.Fields(string(out)) {
-		// The list names busybox itself: a link there would replace
-		// the binary with a link to itself.
-		if l == "bin/busybox" || filepath.Base(l) == "busybox" || a.has(l) {
-			continue
-		}
-		a.symlink(l, "/bin/busybox")
+	if err := addApplets(a, in.busybox, "/bin/busybox"); err != nil {
+		return nil, err
 	}
 	a.symlink("init", "/bin/busybox")
 
@@ -230,4 +190,22 @@ func (in guestInputs) archive() (*cpioArchive, error) {
 	fmt.Fprintf(&buf, "%s\n", in.kernel.Release)
 	a.file("etc/klasy/kernel-release", 0o644, buf.Bytes())
 	return a, nil
+}
+
+// addApplets adds a link to target (the busybox binary's path in the
+// guest) for each applet of the busybox binary bb, where busybox puts it.
+func addApplets(a *cpioArchive, bb, target string) error {
+	out, err := exec.Command(bb, "--list-full").Output()
+	if err != nil {
+		return fmt.Errorf("listing busybox applets: %w", err)
+	}
+	for _, l := range strings.Fields(string(out)) {
+		// The list names busybox itself: a link there would replace
+		// the binary with a link to itself.
+		if l == "bin/busybox" || filepath.Base(l) == "busybox" || a.has(l) {
+			continue
+		}
+		a.symlink(l, target)
+	}
+	return nil
 }

@@ -36,6 +36,10 @@ type Config struct {
 	BootTimeout time.Duration
 	// Progress receives one line per boot step; nil discards them.
 	Progress io.Writer
+	// Xen boots a Xen lab (xen.go): Xen 4.17 with a Domain 0 and
+	// Domain U guests, each running Kernel (Debian's), an agent in each
+	// reached over mutual TLS. LAN and ICount do not apply.
+	Xen *XenConfig
 	// ICount runs the guest with QEMU's -icount: its clock counts the
 	// instructions it executes (1 ns each), so that a benchmark timed
 	// inside the guest gives the same figure run after run, whatever the
@@ -109,7 +113,7 @@ func (c *Config) defaults() {
 	if c.Kernel == "" {
 		c.Kernel = Debian
 	}
-	if c.MemMB == 0 {
+	if c.MemMB == 0 && c.Xen == nil { // a Xen lab's depends on its domains
 		c.MemMB = 512
 	}
 	if c.CPUs == 0 {
@@ -131,6 +135,13 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	cfg.defaults()
 	if err := CheckName(cfg.Name); err != nil {
 		return nil, err
+	}
+	if cfg.Xen != nil {
+		qemu, err := exec.LookPath("qemu-system-x86_64")
+		if err != nil {
+			return nil, errors.New("qemu-system-x86_64 not found (install qemu-system-x86, or run make lab-setup)")
+		}
+		return upXen(ctx, cfg, qemu)
 	}
 	if cfg.MemMB < 128 || cfg.MemMB > 65536 {
 		return nil, fmt.Errorf("guest memory %d MB out of range (128..65536)", cfg.MemMB)
@@ -163,78 +174,16 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, fmt.Errorf("building the guest initramfs: %w", err)
 	}
 
-	unlock, err := lockRoot()
-	if err != nil {
-		return nil, err
-	}
-	locked := true
-	defer func() {
-		if locked {
-			unlock()
-		}
-	}()
-	if old, err := findLab(cfg.Name); err == nil {
-		if old.alive() {
-			return nil, old.runningError()
-		}
-		progress("removing stale state of a lab whose QEMU is gone")
-		stopMux(old.dir(), 0)
-	}
-	if err := os.RemoveAll(labDir(cfg.Name)); err != nil {
-		return nil, err
-	}
-	slot, err := freeSlot()
-	if err != nil {
-		return nil, err
-	}
 	rec := record{
-		Name: cfg.Name, Kernel: k, MemMB: cfg.MemMB, CPUs: cfg.CPUs, Slot: slot, ICount: cfg.ICount,
+		Name: cfg.Name, Kernel: k, MemMB: cfg.MemMB, CPUs: cfg.CPUs, ICount: cfg.ICount,
 		Addr: "10.0.2.15/24", Initramfs: initrd,
 	}
-	if cfg.LAN {
-		rec.LANAddr = lanNet + strconv.Itoa(slot) + "/24"
-	}
-	if err := os.MkdirAll(rec.dir(), 0o755); err != nil {
-		return nil, err
-	}
-	if n := len(rec.serialSocket()); n > 100 {
-		os.RemoveAll(rec.dir())
-		return nil, fmt.Errorf("lab directory %s too long for a unix socket path (%d bytes); set KLASY_LAB_DIR to a shorter one", rec.dir(), n)
-	}
-	qlog, err := os.Create(rec.qemuLog())
+	l, fail, err := launch(cfg, qemu, rec, "", record.qemuArgs,
+		fmt.Sprintf("%s kernel %s, %d MB, %d CPU(s)", k.Flavor, k.Release, cfg.MemMB, cfg.CPUs))
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(qemu, rec.qemuArgs()...)
-	cmd.Stdout, cmd.Stderr = qlog, qlog
-	// Its own session: QEMU outlives `klasy lab up` and ignores the
-	// terminal's signals.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	progress("starting QEMU: %s kernel %s, %d MB, %d CPU(s), console log %s", k.Flavor, k.Release, cfg.MemMB, cfg.CPUs, rec.consoleLog())
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		qlog.Close()
-		os.RemoveAll(rec.dir())
-		return nil, fmt.Errorf("starting QEMU: %w", err)
-	}
-	qlog.Close()
-	rec.PID = cmd.Process.Pid
-	rec.Started = start
-	l := &Lab{rec: rec, exited: make(chan struct{})}
-	go func() { cmd.Wait(); close(l.exited) }()
-	fail := func(err error) (*Lab, error) {
-		l.kill()
-		stopMux(rec.dir(), time.Second)
-		report := rec.consoleReport()
-		os.RemoveAll(rec.dir())
-		return nil, fmt.Errorf("lab %s: %w%s", cfg.Name, err, report)
-	}
-	if err := rec.save(); err != nil {
-		return fail(err)
-	}
-	// The lab is recorded: others see it as running from here on.
-	unlock()
-	locked = false
+	rec, start := l.rec, l.rec.Started
 
 	bootCtx, cancel := context.WithTimeout(ctx, cfg.BootTimeout)
 	defer cancel()
@@ -290,6 +239,91 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// launch starts QEMU with args(rec) for a new lab: under the labs'
+// lock it refuses a lab of that name that runs, removes a stale one's
+// state, gives rec a slot (and a LAN address when cfg.LAN), makes its
+// directory (the staging directory, when not "", becomes it), starts
+// QEMU and records the lab; from then on other processes see it. fail
+// stops QEMU and removes the lab's state, and returns err with the tail
+// of the console. On error nothing is left running.
+func launch(cfg Config, qemu string, rec record, staging string, args func(record) []string, what string) (l *Lab, fail func(error) (*Lab, error), err error) {
+	progress := func(format string, a ...any) {
+		fmt.Fprintf(cfg.Progress, "lab %s: %s\n", cfg.Name, fmt.Sprintf(format, a...))
+	}
+	unlock, err := lockRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if unlock != nil {
+			unlock()
+		}
+	}()
+	if old, err := findLab(cfg.Name); err == nil {
+		if old.alive() {
+			return nil, nil, old.runningError()
+		}
+		progress("removing stale state of a lab whose QEMU is gone")
+		stopMux(old.dir(), 0)
+	}
+	if err := os.RemoveAll(labDir(cfg.Name)); err != nil {
+		return nil, nil, err
+	}
+	if rec.Slot, err = freeSlot(); err != nil {
+		return nil, nil, err
+	}
+	if cfg.LAN {
+		rec.LANAddr = lanNet + strconv.Itoa(rec.Slot) + "/24"
+	}
+	if staging != "" {
+		err = os.Rename(staging, rec.dir())
+	} else {
+		err = os.MkdirAll(rec.dir(), 0o755)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if n := len(rec.serialSocket()); n > 100 {
+		os.RemoveAll(rec.dir())
+		return nil, nil, fmt.Errorf("lab directory %s too long for a unix socket path (%d bytes); set KLASY_LAB_DIR to a shorter one", rec.dir(), n)
+	}
+	qlog, err := os.Create(rec.qemuLog())
+	if err != nil {
+		os.RemoveAll(rec.dir())
+		return nil, nil, err
+	}
+	cmd := exec.Command(qemu, args(rec)...)
+	cmd.Stdout, cmd.Stderr = qlog, qlog
+	// Its own session: QEMU outlives `klasy lab up` and ignores the
+	// terminal's signals.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	progress("starting QEMU: %s, console log %s", what, rec.consoleLog())
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		qlog.Close()
+		os.RemoveAll(rec.dir())
+		return nil, nil, fmt.Errorf("starting QEMU: %w", err)
+	}
+	qlog.Close()
+	rec.PID = cmd.Process.Pid
+	rec.Started = start
+	l = &Lab{rec: rec, exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(l.exited) }()
+	fail = func(err error) (*Lab, error) {
+		l.kill()
+		stopMux(rec.dir(), time.Second)
+		report := rec.consoleReport()
+		os.RemoveAll(rec.dir())
+		return nil, fmt.Errorf("lab %s: %w%s", cfg.Name, err, report)
+	}
+	if err := rec.save(); err != nil {
+		_, err = fail(err)
+		return nil, nil, err
+	}
+	// The lab is recorded: others see it as running from here on.
+	return l, fail, nil
 }
 
 // consoleReport is the console's last lines (and QEMU's own messages, if
@@ -350,7 +384,7 @@ func (l *Lab) startMux() error {
 // older klasy started the lab). A lab whose guest has not said yet which
 // line its agent serves on is left as it is.
 func (r *record) ensureMux() error {
-	if muxPID(r.dir()) > 0 {
+	if r.Xen != nil || muxPID(r.dir()) > 0 { // a Xen lab's agents are on the network
 		return nil
 	}
 	dev := r.AgentDevice
@@ -405,6 +439,9 @@ func (r record) clientSocket() string {
 // connect dials the agent (through the mux, if the lab has one) and pings
 // the agent; on success the connection becomes the lab's client.
 func (l *Lab) connect(ctx context.Context, timeout time.Duration) error {
+	if l.rec.Xen != nil {
+		return l.connectXen(ctx, timeout)
+	}
 	sock := l.rec.clientSocket()
 	conn, err := net.DialTimeout("unix", sock, timeout)
 	if err != nil {
@@ -567,7 +604,19 @@ type Status struct {
 	ConsoleLog string    `json:"console_log"`
 	AgentSock  string    `json:"agent_socket"`
 	Dir        string    `json:"dir"`
-	rec        record
+	// Xen is the hypervisor's version for a Xen lab, whose Domains
+	// are listed with the domains file their agents are reached by.
+	Xen         string         `json:"xen,omitempty"`
+	Domains     []DomainStatus `json:"domains,omitempty"`
+	DomainsFile string         `json:"domains_file,omitempty"`
+	rec         record
+}
+
+// DomainStatus is one domain of a Xen lab in Status.
+type DomainStatus struct {
+	Name      string `json:"name"`
+	GuestAddr string `json:"guest_addr"`
+	Agent     string `json:"agent"` // host:port, mutual TLS
 }
 
 // List describes every lab with state under Root(), sorted by name.
@@ -601,12 +650,19 @@ func List() ([]Status, error) {
 		if rec.alive() {
 			st = "running"
 		}
-		out = append(out, Status{
+		s := Status{
 			Name: rec.Name, State: st, PID: rec.PID, MuxPID: muxPID(rec.dir()), Problem: rec.problem,
 			Kernel: rec.Kernel.Flavor, Release: rec.Kernel.Release,
 			MemMB: rec.MemMB, CPUs: rec.CPUs, Addr: rec.Addr, LANAddr: rec.LANAddr, Started: rec.Started,
 			ConsoleLog: rec.consoleLog(), AgentSock: rec.clientSocket(), Dir: rec.dir(), rec: rec,
-		})
+		}
+		if x := rec.Xen; x != nil {
+			s.Xen, s.DomainsFile, s.AgentSock = orUnknown(x.Version), rec.domainsFile(), ""
+			for _, d := range x.Domains {
+				s.Domains = append(s.Domains, DomainStatus{Name: d.Name, GuestAddr: d.GuestAddr, Agent: fmt.Sprintf("127.0.0.1:%d", d.HostPort)})
+			}
+		}
+		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

@@ -57,6 +57,9 @@ type record struct {
 	Mux bool `json:"mux,omitempty"`
 	// ICount: the guest's clock counts instructions (Config.ICount).
 	ICount bool `json:"icount,omitempty"`
+	// Xen is set for a Xen lab: QEMU boots Xen, Kernel is every
+	// domain's, and the agents are on the network (xen.go).
+	Xen *xenRecord `json:"xen,omitempty"`
 
 	// problem, when set, says what was wrong with the lab's state and how
 	// the record was rebuilt from what is left (see findLab).
@@ -268,13 +271,18 @@ func lockRoot() (unlock func(), err error) {
 	if err := os.MkdirAll(Root(), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(Root(), ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	return lockFile(filepath.Join(Root(), ".lock"))
+}
+
+// lockFile takes an exclusive lock on path, waiting for it.
+func lockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("locking %s: %w", Root(), err)
+		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
 	return func() { f.Close() }, nil
 }

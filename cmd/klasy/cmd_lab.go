@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -20,7 +21,8 @@ import (
 )
 
 const labHelp = `usage: klasy lab up [NAME] [--kernel debian|built] [--mem MB] [--cpus C] [--lan] [--timeout D]
-       klasy lab exec [--timeout D] [--stdin] NAME -- CMD [ARG...]
+       klasy lab up --xen [--domus N] [--plugin PATH] [--mem MB] [--timeout D] NAME
+       klasy lab exec [--timeout D] [--stdin] [--domain D] NAME -- CMD [ARG...]
        klasy lab status [--json] [NAME]
        klasy lab down NAME
        klasy lab console NAME
@@ -41,6 +43,18 @@ be woven into a kernel that is not the host's.
            networking (10.0.2.15, host 10.0.2.2).
            Defaults: NAME default, --mem 512 (128..65536), --cpus 1
            (1..64), --timeout 3m. --name NAME is accepted for NAME.
+           --xen boots a Xen lab: Xen 4.17 under QEMU with a PV Domain 0
+           and --domus N PV Domain U guests (default 1, up to 8) on a
+           bridge, xenbr0, every domain running Debian's 6.1 kernel with
+           xen-netback (Domain 0) and xen-netfront (the guests) rebuilt
+           with the klasy GCC plugin (--plugin, default gcc-patches/
+           klasy.so of this checkout or $KLASY_PLUGIN; built once, about
+           15 s). Its images come from make xen-lab. Each domain's agent
+           listens on TCP with mutual TLS; the lab writes a domains file
+           (status shows it) with its agents' addresses and this lab's
+           own CA, certificates and keys. Booting takes 1-3 minutes under
+           TCG; --mem defaults to what the domains need (1.5 GB for one
+           guest), --timeout to 6m.
   exec     run a command in the lab through the agent. Its output is
            streamed back as it comes, and its exit status becomes klasy's
            (127 when the guest has no such command, 126 when it cannot
@@ -49,7 +63,9 @@ be woven into a kernel that is not the host's.
            size limit. Ctrl-C or SIGTERM kills the command in the guest,
            and klasy exits 130 or 143, as a shell does. Any number of
            processes may use a lab at once. Flags go before --: what
-           follows it is the command, its flags included.
+           follows it is the command, its flags included. In a Xen lab
+           the command runs in Domain 0, or in --domain D (dom0,
+           domU1...), through that domain's agent over mutual TLS.
   status   list labs: name, state, kernel, QEMU's pid, the mux's pid,
            address, console log. A lab whose QEMU died is "stale"; down
            or up removes it. A lab whose record (lab.json) is damaged is
@@ -57,16 +73,21 @@ be woven into a kernel that is not the host's.
            stops it. --json prints one object per line.
   down     power the lab off cleanly (QEMU's quit command, then SIGKILL,
            if it does not go), stop its mux and remove its state.
-  console  attach to the guest console (a shell on ttyS0); Ctrl-] quits.
+  console  attach to the guest console (a shell on ttyS0; in a Xen lab,
+           Xen's console, which carries Domain 0's and, prefixed with
+           their names, the guests' output); Ctrl-] quits.
            With standard input not a terminal, send it and print the
            output until the guest is quiet for a second.
 
 Flags go anywhere before --, as --flag value or --flag=value.
 
-Example:
+Examples:
   klasy lab up a
   klasy lab exec a -- cat /sys/kernel/debug/kprobes/list
   klasy lab down a
+  klasy lab up --xen x
+  klasy lab exec --domain domU1 x -- ip addr show eth0
+  klasy lab down x
 `
 
 func init() {
@@ -121,8 +142,33 @@ func labUp(ctx context.Context, s *stdio, args []string) error {
 	fs.IntVar(&cfg.CPUs, "cpus", 1, "guest CPUs")
 	fs.BoolVar(&cfg.LAN, "lan", false, "join the labs' shared LAN (eth1)")
 	fs.DurationVar(&cfg.BootTimeout, "timeout", 3*time.Minute, "how long to wait for the agent")
+	xen := fs.Bool("xen", false, "boot a Xen lab")
+	var xc lab.XenConfig
+	fs.IntVar(&xc.DomUs, "domus", 1, "Domain U guests of a Xen lab")
+	fs.StringVar(&xc.Plugin, "plugin", "", "the klasy GCC plugin the Xen drivers are built with")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *xen {
+		for _, f := range []string{"lan", "kernel", "cpus"} {
+			if set[f] {
+				return usageError{Msg: fmt.Sprintf("--%s does not apply to a Xen lab", f)}
+			}
+		}
+		if xc.DomUs < 1 || xc.DomUs > 8 {
+			return usageError{Msg: fmt.Sprintf("--domus %d: want 1..8", xc.DomUs)}
+		}
+		cfg.Xen = &xc
+		if !set["mem"] {
+			cfg.MemMB = 0 // what the domains need
+		}
+		if !set["timeout"] {
+			cfg.BootTimeout = 6 * time.Minute
+		}
+	} else if set["domus"] || set["plugin"] {
+		return usageError{Msg: "--domus and --plugin go with --xen"}
 	}
 	switch {
 	case fs.NArg() > 1:
@@ -138,7 +184,7 @@ func labUp(ctx context.Context, s *stdio, args []string) error {
 		return usageError{Msg: fmt.Sprintf("--kernel %q: want debian or built", cfg.Kernel)}
 	}
 	// lab.Config takes 0 for the default: the range is checked here.
-	if cfg.MemMB < 128 || cfg.MemMB > 65536 {
+	if (cfg.MemMB < 128 && cfg.Xen == nil) || cfg.MemMB > 65536 {
 		return usageError{Msg: fmt.Sprintf("--mem %d: want 128..65536 (MB)", cfg.MemMB)}
 	}
 	if cfg.CPUs < 1 || cfg.CPUs > 64 {
@@ -153,6 +199,14 @@ func labUp(ctx context.Context, s *stdio, args []string) error {
 		return err
 	}
 	defer l.Close()
+	if l.IsXen() {
+		fmt.Fprintf(s.Out, "lab %s is up: Xen with %s kernel %s, pid %d, console log %s\n", l.Name(), l.Kernel().Flavor, l.Kernel().Release, l.PID(), l.ConsoleLog())
+		for _, d := range l.Domains() {
+			fmt.Fprintf(s.Out, "  %-6s %-14s agent %s (mutual TLS)\n", d.Name, d.GuestAddr, d.AgentAddr)
+		}
+		fmt.Fprintf(s.Out, "domains file %s\n", l.DomainsFile())
+		return nil
+	}
 	fmt.Fprintf(s.Out, "lab %s is up: %s kernel %s, pid %d, console log %s\n", l.Name(), l.Kernel().Flavor, l.Kernel().Release, l.PID(), l.ConsoleLog())
 	return nil
 }
@@ -161,6 +215,7 @@ func labExec(ctx context.Context, s *stdio, args []string) error {
 	fs := newFlagSet("lab exec")
 	timeout := fs.Duration("timeout", 0, "give up on the command after this long (0: no limit)")
 	withStdin := fs.Bool("stdin", false, "pass standard input to the command")
+	domain := fs.String("domain", "", "the domain of a Xen lab to run in (default dom0)")
 	if err := fs.Parse(args); err != nil {
 		var ue usageError
 		if errors.As(err, &ue) && strings.HasPrefix(ue.Msg, "flag provided but not defined") {
@@ -206,6 +261,21 @@ func labExec(ctx context.Context, s *stdio, args []string) error {
 		return err
 	}
 	defer l.Close()
+	client := l.Client()
+	if *domain != "" {
+		if !l.IsXen() {
+			return fmt.Errorf("lab %s is not a Xen lab: --domain does not apply", name)
+		}
+		c, err := l.Dial(ctx, *domain)
+		if err != nil {
+			if ctx.Err() != nil {
+				return interrupted("connecting to " + *domain + " of lab " + name)
+			}
+			return err
+		}
+		defer c.Close()
+		client = c
+	}
 	parent := ctx
 	if *timeout > 0 {
 		var cancel context.CancelFunc
@@ -218,7 +288,7 @@ func labExec(ctx context.Context, s *stdio, args []string) error {
 	if *withStdin {
 		stdin = s.In
 	}
-	code, err := l.Client().Exec(ctx, argv, stdin, s.Out, s.Err)
+	code, err := client.Exec(ctx, argv, stdin, s.Out, s.Err)
 	if err != nil {
 		if parent.Err() != nil {
 			return interrupted(fmt.Sprintf("running %s in lab %s", argv[0], name))
@@ -296,6 +366,9 @@ func labStatus(_ context.Context, s *stdio, args []string) error {
 		}
 		fmt.Fprintf(s.Out, "%-12s %-8s %-7s %-18s %-8d %-8s %-6s %-5s %-16s %s\n", st.Name, st.State, orDash(st.Kernel), orDash(st.Release), st.PID,
 			mux, mem, cpus, orDash(addr), st.ConsoleLog)
+		for _, d := range st.Domains {
+			fmt.Fprintf(s.Out, "  %-10s %-14s agent %s (mutual TLS, %s)\n", d.Name, d.GuestAddr, d.Agent, st.DomainsFile)
+		}
 		switch {
 		case st.State == "running" && st.Problem != "":
 			fmt.Fprintf(s.Err, "lab %s: %s; its QEMU runs as pid %d: klasy lab down %s stops it\n", st.Name, st.Problem, st.PID, st.Name)

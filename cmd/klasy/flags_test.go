@@ -38,11 +38,15 @@ var cmdSamples = map[string]cmdSample{
 	"funcs": {pos: []string{"vmlinux", "tcp_*"}, flags: []flagSample{
 		{name: "json"}, {name: "inlined"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}}},
 	"accesses": {pos: []string{"a.o", "sk_buff.%"}, flags: []flagSample{{name: "json"}}},
-	"agent":    {flags: []flagSample{{name: "device", value: "/dev/vport0p1"}, {name: "allow-run"}}},
+	"agent": {flags: []flagSample{{name: "device", value: "/dev/vport0p1"}, {name: "allow-run"},
+		{name: "listen", value: "127.0.0.1:7070"}, {name: "tls-ca", value: "ca.crt"}, {name: "tls-cert", value: "a.crt"},
+		{name: "tls-key", value: "a.key"}, {name: "log", value: "refused.log"}}},
 	"lab up": {pos: []string{"a"}, flags: []flagSample{
 		{name: "name", value: "a"}, {name: "kernel", value: "built"}, {name: "mem", value: "256"},
-		{name: "cpus", value: "2"}, {name: "lan"}, {name: "timeout", value: "90s", want: "1m30s"}}},
-	"lab exec":   {pos: []string{"a", "true"}, flags: []flagSample{{name: "timeout", value: "5s"}, {name: "stdin"}}},
+		{name: "cpus", value: "2"}, {name: "lan"}, {name: "timeout", value: "90s", want: "1m30s"},
+		{name: "xen"}, {name: "domus", value: "2"}, {name: "plugin", value: "klasy.so"}}},
+	"lab exec": {pos: []string{"a", "true"}, flags: []flagSample{{name: "timeout", value: "5s"}, {name: "stdin"},
+		{name: "domain", value: "domU1"}}},
 	"lab status": {pos: []string{"a"}, flags: []flagSample{{name: "json"}}},
 	"lab down":   {pos: []string{"a"}},
 	"weave": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},

@@ -3,6 +3,7 @@ package testenv
 import (
 	"errors"
 	"flag"
+	"runtime"
 	"testing"
 )
 
@@ -16,6 +17,11 @@ func TestRequired(t *testing.T) {
 		{"plugin, lab", "lab", true},
 		{"plugin", "lab", false},
 		{"laboratory", "lab", false},
+		// The Xen lab's images are built by make test-xen only: "all"
+		// does not require them, their own name does.
+		{"all", "xen-lab", false},
+		{"all,xen-lab", "xen-lab", true},
+		{"xen-lab", "lab", false},
 	}
 	for _, tt := range tests {
 		t.Setenv("KLASY_TEST_REQUIRE", tt.env)
@@ -53,3 +59,58 @@ func TestNeedUnderShort(t *testing.T) {
 		}
 	}
 }
+
+// An opt-in feature that is there runs by hand and where
+// KLASY_TEST_REQUIRE names it, and skips where KLASY_TEST_REQUIRE is set
+// without naming it (make test); one that is missing fails only where
+// it is named.
+func TestNeedOptIn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Need skips every feature under -short")
+	}
+	missing := errors.New("no Xen images")
+	tests := []struct {
+		env      string
+		err      error
+		wantRun  bool
+		wantFail bool
+	}{
+		{"", nil, true, false},
+		{"", missing, false, false},
+		{"all", nil, false, false},
+		{"all", missing, false, false},
+		{"all,xen-lab", nil, true, false},
+		{"all,xen-lab", missing, false, true},
+	}
+	for _, tt := range tests {
+		t.Setenv("KLASY_TEST_REQUIRE", tt.env)
+		ran, failed := false, false
+		done := make(chan struct{})
+		// Need calls Fatalf or Skipf, which end the goroutine of a test:
+		// a fake TB in its own goroutine says which.
+		tb := &recordTB{TB: t}
+		go func() {
+			defer close(done)
+			Need(tb, "xen-lab", tt.err)
+			ran = true
+		}()
+		<-done
+		failed = tb.failed
+		if ran != tt.wantRun || failed != tt.wantFail {
+			t.Errorf("KLASY_TEST_REQUIRE=%q, err %v: ran %v failed %v, want ran %v failed %v", tt.env, tt.err, ran, failed, tt.wantRun, tt.wantFail)
+		}
+	}
+}
+
+// recordTB records Fatalf and Skipf instead of ending the test.
+type recordTB struct {
+	testing.TB
+	failed bool
+}
+
+func (r *recordTB) Helper() {}
+func (r *recordTB) Fatalf(string, ...any) {
+	r.failed = true
+	runtime.Goexit()
+}
+func (r *recordTB) Skipf(string, ...any) { runtime.Goexit() }

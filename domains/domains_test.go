@@ -1,0 +1,258 @@
+package domains
+
+import (
+	"crypto/x509"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const good = `# two domains
+ca:
+  cert: keys/ca.crt
+  key: keys/ca.key
+controller:
+  cert: keys/controller.crt
+  key: keys/controller.key
+domains:
+  - name: dom0
+    address: 127.0.0.1:7070
+    cert: keys/dom0.crt
+    key: keys/dom0.key
+  - name: domU1
+    address: "[::1]:7071"
+    cert: /abs/domU1.crt
+    key: keys/domU1.key
+`
+
+func TestParse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.yaml")
+	f, err := Parse(path, []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(path)
+	if f.CA.Cert != filepath.Join(dir, "keys/ca.crt") || f.Controller.Key != filepath.Join(dir, "keys/controller.key") {
+		t.Errorf("relative paths not resolved against the file's directory: %+v %+v", f.CA, f.Controller)
+	}
+	if len(f.Domains) != 2 {
+		t.Fatalf("got %d domains, want 2", len(f.Domains))
+	}
+	d := f.Domains[1]
+	if d.Name != "domU1" || d.Address != "[::1]:7071" || d.Cert != "/abs/domU1.crt" || d.Key != filepath.Join(dir, "keys/domU1.key") || d.Line != 13 {
+		t.Errorf("domain 2 = %+v", d)
+	}
+	if _, err := f.Domain("domU2"); err == nil || !strings.Contains(err.Error(), "dom0, domU1") {
+		t.Errorf("Domain(domU2) = %v, want an error listing the domains", err)
+	}
+}
+
+// TestParseErrors: every bad file fails at the line of its mistake.
+func TestParseErrors(t *testing.T) {
+	base := strings.SplitAfter(good, "\n")
+	edit := func(line int, repl string) string { // 1-based
+		l := append([]string(nil), base...)
+		l[line-1] = repl
+		return strings.Join(l, "")
+	}
+	for _, tc := range []struct {
+		name, text string
+		want       []string // ":LINE: message" fragments, in order
+	}{
+		{"unknown top key", edit(1, "cas: x\n"), []string{":1: unknown key \"cas\""}},
+		{"unknown domain key", edit(11, "    kernel: vmlinux\n"), []string{":11: unknown key \"kernel\""}},
+		{"unknown key in ca", edit(4, "  pass: x\n"), []string{":4: unknown key \"pass\""}},
+		{"key twice", edit(11, "    address: 127.0.0.1:1\n"), []string{":11: mapping key \"address\" already defined at line 10"}},
+		{"name twice", edit(14, "  - name: dom0\n"), []string{":14: domain dom0 is named twice (first at line 9)"}},
+		{"name twice by case", edit(14, "  - name: DOM0\n"), []string{":14: domain DOM0 is named twice"}},
+		{"bad name", edit(9, "  - name: dom_0\n"), []string{":9: domain name \"dom_0\""}},
+		{"misspelt key", edit(10, "    cert2: x\n"), []string{":10: unknown key \"cert2\""}},
+		{"missing address", strings.Replace(good, "    address: 127.0.0.1:7070\n", "", 1), []string{":9: domain dom0: address: missing"}},
+		{"bad port", edit(10, "    address: 127.0.0.1:99999\n"), []string{":10: domain dom0: address \"127.0.0.1:99999\": port"}},
+		{"no port", edit(10, "    address: localhost\n"), []string{":10: domain dom0: address \"localhost\": want host:port"}},
+		{"missing controller key", strings.Replace(good, "  key: keys/controller.key\n", "", 1), []string{":6: controller.key: missing"}},
+		{"no domains", strings.Split(good, "domains:")[0] + "domains: []\n", []string{":8: domains: none listed"}},
+		{"syntax", edit(10, "    address: [\n"), []string{"did not find expected"}},
+		{"wrong type", edit(10, "    address: {a: 1}\n"), []string{":10: cannot unmarshal"}},
+		{"not a mapping", "- a\n- b\n", []string{":1: want a mapping"}},
+		{"empty", "", []string{"empty domains file"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "d.yaml")
+			_, err := Parse(path, []byte(tc.text))
+			if err == nil {
+				t.Fatalf("no error for:\n%s", tc.text)
+			}
+			var es Errors
+			if !errors.As(err, &es) {
+				t.Fatalf("error %T %v is not Errors", err, err)
+			}
+			msg := err.Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, path+w) && !strings.Contains(msg, w) {
+					t.Errorf("error\n%s\nlacks %q", msg, w)
+				}
+			}
+			if !strings.HasPrefix(msg, path) {
+				t.Errorf("error %q does not start with the file's path", msg)
+			}
+		})
+	}
+}
+
+// TestLoadMissingFiles: Load names each missing file at its line.
+func TestLoadMissingFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "d.yaml")
+	text := strings.Replace(good, "/abs/domU1.crt", "keys/domU1.crt", 1)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil {
+		t.Fatal("Load of a file whose keys do not exist succeeded")
+	}
+	for _, w := range []string{":3: ca.cert " + filepath.Join(dir, "keys/ca.crt") + ": no such file", ":7: controller.key", ":11: domain dom0 cert", ":16: domain domU1 key", "klasy agent keys"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Load error\n%v\nlacks %q", err, w)
+		}
+	}
+	f, err := Parse(path, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := GenerateKeys(f); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err != nil {
+		t.Errorf("Load after GenerateKeys: %v", err)
+	}
+	if _, err := Load(filepath.Join(dir, "none.yaml")); err == nil || !strings.Contains(err.Error(), "none.yaml") {
+		t.Errorf("Load of a missing file: %v", err)
+	}
+}
+
+func TestGenerateKeys(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "d.yaml")
+	f, err := Parse(path, []byte(strings.Replace(good, "/abs/domU1.crt", "keys/domU1.crt", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote, err := GenerateKeys(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wrote) != 8 {
+		t.Errorf("wrote %d files, want 8 (CA, controller, 2 domains; certificate and key each): %v", len(wrote), wrote)
+	}
+	ca, err := readCert(f.CA.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	for _, c := range []struct {
+		path  string
+		usage x509.ExtKeyUsage
+		dns   string
+	}{
+		{f.Controller.Cert, x509.ExtKeyUsageClientAuth, ""},
+		{f.Domains[0].Cert, x509.ExtKeyUsageServerAuth, "dom0"},
+		{f.Domains[1].Cert, x509.ExtKeyUsageServerAuth, "domU1"},
+	} {
+		cert, err := readCert(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{c.usage}, DNSName: c.dns}); err != nil {
+			t.Errorf("%s: %v", c.path, err)
+		}
+		// A domain's certificate is no client's, the controller's no server's.
+		other := x509.ExtKeyUsageServerAuth
+		if c.usage == other {
+			other = x509.ExtKeyUsageClientAuth
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{other}}); err == nil {
+			t.Errorf("%s also verifies for %v", c.path, other)
+		}
+	}
+	for _, k := range []string{f.CA.Key, f.Controller.Key, f.Domains[0].Key} {
+		if fi, err := os.Stat(k); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want 0600", k, fi.Mode(), err)
+		}
+	}
+
+	// Again: nothing to do, nothing replaced.
+	before, _ := os.ReadFile(f.Domains[0].Key)
+	if wrote, err := GenerateKeys(f); err != nil || len(wrote) != 0 {
+		t.Errorf("second GenerateKeys wrote %v, %v", wrote, err)
+	}
+	if after, _ := os.ReadFile(f.Domains[0].Key); string(after) != string(before) {
+		t.Error("second GenerateKeys replaced a key")
+	}
+	// A domain whose pair went missing gets a new one from the same CA.
+	os.Remove(f.Domains[1].Cert)
+	os.Remove(f.Domains[1].Key)
+	if wrote, err := GenerateKeys(f); err != nil || len(wrote) != 2 {
+		t.Errorf("GenerateKeys after removing domU1's pair wrote %v, %v", wrote, err)
+	}
+	// Half a pair is refused, not replaced.
+	os.Remove(f.Domains[1].Cert)
+	if _, err := GenerateKeys(f); err == nil || !strings.Contains(err.Error(), "domU1.key exists") {
+		t.Errorf("GenerateKeys with a key and no certificate: %v", err)
+	}
+	// A certificate of another file's CA is refused.
+	g, err := Parse(filepath.Join(t.TempDir(), "e.yaml"), []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Domains = g.Domains[:1]
+	if _, err := GenerateKeys(g); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(f.Domains[1].Key)
+	copyFile(t, g.Domains[0].Cert, f.Domains[1].Cert)
+	copyFile(t, g.Domains[0].Key, f.Domains[1].Key)
+	if _, err := GenerateKeys(f); err == nil || !strings.Contains(err.Error(), "was not issued by the CA") {
+		t.Errorf("GenerateKeys with another CA's certificate: %v", err)
+	}
+	// No CA key: nothing can be issued.
+	f.CA.Key = ""
+	if _, err := GenerateKeys(f); err == nil {
+		t.Error("GenerateKeys without a CA key succeeded")
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzParse: no input makes Parse panic, and what it accepts has named,
+// addressed, distinct domains.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte("ca: {cert: a}\ncontroller: {cert: b, key: c}\ndomains: [{name: x, address: 'h:1'}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := Parse("/d/f.yaml", data)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, d := range file.Domains {
+			if d.Name == "" || d.Address == "" || seen[strings.ToLower(d.Name)] {
+				t.Fatalf("accepted domain %+v", d)
+			}
+			seen[strings.ToLower(d.Name)] = true
+		}
+	})
+}
