@@ -224,6 +224,24 @@ func TestWeaveInLab(t *testing.T) {
 		g.unweave("mshow")
 	})
 
+	step("a hook on the reader's own reads", func(g *guest) {
+		// Draining streams the records file with read(2) through the
+		// agent: every read adds records, and a drain that read until
+		// the buffer is empty would never end.
+		g.weave("readself")
+		pid, _ := g.prog("cat", "/proc/self/stat")
+		ctx, cancel := context.WithTimeout(g.ctx, time.Minute)
+		defer cancel()
+		rs, _, err := g.sess.Drain(ctx)
+		if err != nil {
+			g.t.Fatalf("draining while every read(2) is hooked: %v", err)
+		}
+		if !slices.ContainsFunc(rs, func(r weaver.TraceRecord) bool { return r.PID == pid }) {
+			g.t.Errorf("no record of cat's reads (pid %d) among %d", pid, len(rs))
+		}
+		g.unweave("readself")
+	})
+
 	step("after with retval", func(g *guest) {
 		g.weave("openat")
 		pid, _ := g.prog("open-missing", "/no/such/file", "3")

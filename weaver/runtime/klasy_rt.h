@@ -42,8 +42,9 @@
  * One record in the records file, little-endian: this 48-byte header,
  * then nvals u64 values, so every record is a multiple of 8 bytes long.
  * A read returns whole records only, oldest first across CPUs (by
- * time_ns), 0 when none are left, and -EINVAL when the buffer it is given
- * cannot hold the next record (KLASY_RECORD_MAX bytes always can).
+ * time_ns), 0 when none are left that were stamped before the file was
+ * opened, and -EINVAL when the buffer it is given cannot hold the next
+ * record (KLASY_RECORD_MAX bytes always can).
  */
 struct klasy_record {
 	__u64 time_ns;	/* ktime_get_mono_fast_ns() at the hit */
