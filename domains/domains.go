@@ -26,9 +26,20 @@
 // `klasy agent keys FILE` (GenerateKeys): one CA per domains file, so a
 // certificate of another file is refused by every agent of this one.
 //
-// The format grows by keys: a domain's kernel image, headers and
-// plugin-built modules (the flows issue) are fields of Domain like the
-// ones here, decoded and checked the same way.
+// A domain is reached either over the network (address: an agent over
+// mutual TLS, as above; ca and controller are then required) or as a lab
+// of `klasy lab up` (lab: NAME, through the lab's own agent channel; no
+// keys). Where its kernel's pieces are on the host is said by
+//
+//	domains:
+//	  - name: b
+//	    lab: b                        # or address:, with cert and key
+//	    vmlinux: /path/vmlinux        # the kernel image, with DWARF
+//	    headers: /path/build          # the kbuild tree modules build against
+//	    modules: [drv/xen-netback.ko] # modules built with the klasy plugin
+//
+// A weave needs vmlinux and headers for a domain reached by address
+// (NeedKernel); a lab knows its kernel, which they override.
 package domains
 
 import (
@@ -41,6 +52,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -70,12 +82,22 @@ type Domain struct {
 	// Name names the domain in commands and traces (file@domain in
 	// pointcuts), and is the name its agent's certificate is issued to.
 	Name string `yaml:"name"`
-	// Address is the agent's host:port.
+	// Lab is the name of a lab of klasy lab up the domain is (reached
+	// through the lab's agent channel); Address is the host:port of an
+	// agent reached over mutual TLS. Exactly one is given.
+	Lab     string `yaml:"lab"`
 	Address string `yaml:"address"`
 	// KeyPair is the agent's certificate and key: the agent is started
 	// with them; the controller checks the agent's certificate against
 	// the CA and Name, and never needs the key.
 	KeyPair `yaml:",inline"`
+	// Vmlinux is the domain's kernel image with DWARF, Headers the kbuild
+	// tree its modules build against (both required with Address; with
+	// Lab, "" is the lab's own). Modules are modules built with the
+	// klasy plugin that the domain runs, whose join points are woven too.
+	Vmlinux string   `yaml:"vmlinux"`
+	Headers string   `yaml:"headers"`
+	Modules []string `yaml:"modules"`
 
 	// Line is where the domain's entry starts in the file.
 	Line int `yaml:"-"`
@@ -123,7 +145,16 @@ func Load(path string) (*File, error) {
 	}
 	var errs Errors
 	for _, ref := range f.files(n) {
-		if _, err := os.Stat(ref.path); err != nil {
+		st, err := os.Stat(ref.path)
+		if err == nil && st.IsDir() != ref.dir {
+			want := "a file"
+			if ref.dir {
+				want = "a directory"
+			}
+			errs = append(errs, &Error{File: path, Line: ref.line, Msg: fmt.Sprintf("%s %s: not %s", ref.what, ref.path, want)})
+			continue
+		}
+		if err != nil {
 			msg := err.Error()
 			if errors.Is(err, os.ErrNotExist) {
 				msg = fmt.Sprintf("%s: no such file", ref.path)
@@ -188,9 +219,13 @@ func parse(path string, data []byte) (*File, *yaml.Node, error) {
 		}
 		add(line, "%s: missing", strings.Join(keys, "."))
 	}
-	need(doc, f.CA.Cert, "ca", "cert")
-	need(doc, f.Controller.Cert, "controller", "cert")
-	need(doc, f.Controller.Key, "controller", "key")
+	// The key material is the controller's for agents reached by
+	// address; labs need none.
+	if slices.ContainsFunc(f.Domains, func(d Domain) bool { return d.Address != "" }) {
+		need(doc, f.CA.Cert, "ca", "cert")
+		need(doc, f.Controller.Cert, "controller", "cert")
+		need(doc, f.Controller.Key, "controller", "key")
+	}
 	seq := lookup(doc, "domains")
 	if seq == nil || len(f.Domains) == 0 {
 		line := doc.Line
@@ -223,10 +258,17 @@ func parse(path string, data []byte) (*File, *yaml.Node, error) {
 				seen[key] = lineOf("name")
 			}
 		}
-		if d.Address == "" {
-			add(item.Line, "domain %s: address: missing", d.Name)
-		} else if err := checkAddress(d.Address); err != nil {
-			add(lineOf("address"), "domain %s: address %q: %v", d.Name, d.Address, err)
+		switch {
+		case d.Address != "" && d.Lab != "":
+			add(lineOf("lab"), "domain %s: lab and address: give one (a lab is reached through its own agent channel)", d.Name)
+		case d.Address == "" && d.Lab == "":
+			add(item.Line, "domain %s: lab or address: missing", d.Name)
+		case d.Address != "":
+			if err := checkAddress(d.Address); err != nil {
+				add(lineOf("address"), "domain %s: address %q: %v", d.Name, d.Address, err)
+			}
+		case d.Cert != "" || d.Key != "":
+			add(lineOf(first(d.Cert != "", "cert", "key")), "domain %s: cert and key are an agent's reached by address, not a lab's", d.Name)
 		}
 	}
 	if len(errs) > 0 {
@@ -242,8 +284,13 @@ func parse(path string, data []byte) (*File, *yaml.Node, error) {
 		abs(p)
 	}
 	for i := range f.Domains {
-		abs(&f.Domains[i].Cert)
-		abs(&f.Domains[i].Key)
+		d := &f.Domains[i]
+		for _, p := range []*string{&d.Cert, &d.Key, &d.Vmlinux, &d.Headers} {
+			abs(p)
+		}
+		for j := range d.Modules {
+			abs(&d.Modules[j])
+		}
 	}
 	return f, doc, nil
 }
@@ -285,6 +332,7 @@ type fileRef struct {
 	what, path string
 	line       int
 	generated  bool // key material klasy agent keys makes
+	dir        bool // a directory
 }
 
 // files lists the files the controller needs, and the domains' own
@@ -296,21 +344,30 @@ func (f *File) files(doc *yaml.Node) []fileRef {
 		}
 		return 0
 	}
-	refs := []fileRef{
-		{"ca.cert", f.CA.Cert, at(doc, "ca", "cert"), true},
-		{"controller.cert", f.Controller.Cert, at(doc, "controller", "cert"), true},
-		{"controller.key", f.Controller.Key, at(doc, "controller", "key"), true},
+	var refs []fileRef
+	add := func(what, path string, line int, generated, dir bool) {
+		if path != "" {
+			refs = append(refs, fileRef{what, path, line, generated, dir})
+		}
 	}
-	if f.CA.Key != "" {
-		refs = append(refs, fileRef{"ca.key", f.CA.Key, at(doc, "ca", "key"), true})
-	}
+	add("ca.cert", f.CA.Cert, at(doc, "ca", "cert"), true, false)
+	add("controller.cert", f.Controller.Cert, at(doc, "controller", "cert"), true, false)
+	add("controller.key", f.Controller.Key, at(doc, "controller", "key"), true, false)
+	add("ca.key", f.CA.Key, at(doc, "ca", "key"), true, false)
 	seq := lookup(doc, "domains")
 	for i, d := range f.Domains {
-		if d.Cert != "" {
-			refs = append(refs, fileRef{"domain " + d.Name + " cert", d.Cert, at(seq.Content[i], "cert"), true})
-		}
-		if d.Key != "" {
-			refs = append(refs, fileRef{"domain " + d.Name + " key", d.Key, at(seq.Content[i], "key"), true})
+		item := seq.Content[i]
+		add("domain "+d.Name+" cert", d.Cert, at(item, "cert"), true, false)
+		add("domain "+d.Name+" key", d.Key, at(item, "key"), true, false)
+		add("domain "+d.Name+" vmlinux", d.Vmlinux, at(item, "vmlinux"), false, false)
+		add("domain "+d.Name+" headers", d.Headers, at(item, "headers"), false, true)
+		mods := lookup(item, "modules")
+		for j, m := range d.Modules {
+			line := at(item, "modules")
+			if mods != nil && j < len(mods.Content) {
+				line = mods.Content[j].Line
+			}
+			add("domain "+d.Name+" module", m, line, false, false)
 		}
 	}
 	return refs
@@ -343,6 +400,26 @@ func yamlErrors(path string, err error) error {
 	return errs
 }
 
+// NeedKernel says, at the domain's line, what of its kernel is missing
+// for weaving into it: a domain reached by address needs vmlinux and
+// headers, a lab knows its own.
+func (f *File) NeedKernel(d *Domain) error {
+	if d.Lab != "" {
+		return nil
+	}
+	var missing []string
+	if d.Vmlinux == "" {
+		missing = append(missing, "vmlinux")
+	}
+	if d.Headers == "" {
+		missing = append(missing, "headers")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return &Error{File: f.Path, Line: d.Line, Msg: fmt.Sprintf("domain %s: %s: missing; weaving into a domain reached by address needs its kernel image and headers (only a lab knows its kernel)", d.Name, strings.Join(missing, " and "))}
+}
+
 // Domain returns the domain called name.
 func (f *File) Domain(name string) (*Domain, error) {
 	for i := range f.Domains {
@@ -364,6 +441,9 @@ func (f *File) ClientTLS(name string) (*tls.Config, error) {
 	d, err := f.Domain(name)
 	if err != nil {
 		return nil, err
+	}
+	if d.Address == "" {
+		return nil, &Error{File: f.Path, Line: d.Line, Msg: "domain " + d.Name + " is lab " + d.Lab + ", reached through the lab's own channel, not over TLS"}
 	}
 	return agent.ClientTLSConfig(agent.TLSFiles{CA: f.CA.Cert, Cert: f.Controller.Cert, Key: f.Controller.Key}, d.Name)
 }

@@ -69,7 +69,10 @@ func TestParseErrors(t *testing.T) {
 		{"name twice by case", edit(14, "  - name: DOM0\n"), []string{":14: domain DOM0 is named twice"}},
 		{"bad name", edit(9, "  - name: dom_0\n"), []string{":9: domain name \"dom_0\""}},
 		{"misspelt key", edit(10, "    cert2: x\n"), []string{":10: unknown key \"cert2\""}},
-		{"missing address", strings.Replace(good, "    address: 127.0.0.1:7070\n", "", 1), []string{":9: domain dom0: address: missing"}},
+		{"missing address", strings.Replace(good, "    address: 127.0.0.1:7070\n", "", 1), []string{":9: domain dom0: lab or address: missing"}},
+		{"lab and address", edit(11, "    lab: a\n"), []string{":11: domain dom0: lab and address: give one"}},
+		{"lab with keys", strings.Replace(good, "    address: 127.0.0.1:7070\n", "    lab: a\n", 1), []string{":11: domain dom0: cert and key are an agent's"}},
+		{"modules not a list", edit(11, "    modules: a.ko\n"), []string{":11: cannot unmarshal"}},
 		{"bad port", edit(10, "    address: 127.0.0.1:99999\n"), []string{":10: domain dom0: address \"127.0.0.1:99999\": port"}},
 		{"no port", edit(10, "    address: localhost\n"), []string{":10: domain dom0: address \"localhost\": want host:port"}},
 		{"missing controller key", strings.Replace(good, "  key: keys/controller.key\n", "", 1), []string{":6: controller.key: missing"}},
@@ -249,10 +252,81 @@ func FuzzParse(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, d := range file.Domains {
-			if d.Name == "" || d.Address == "" || seen[strings.ToLower(d.Name)] {
+			if d.Name == "" || (d.Address == "") == (d.Lab == "") || seen[strings.ToLower(d.Name)] {
 				t.Fatalf("accepted domain %+v", d)
 			}
 			seen[strings.ToLower(d.Name)] = true
 		}
 	})
+}
+
+// labs is a domains file of two labs and an agent reached by address:
+// no key material is needed for the labs, the kernels' pieces are
+// checked where they are given.
+const labs = `domains:
+  - name: a
+    lab: klasy-a
+  - name: b
+    lab: klasy-b
+    vmlinux: img/vmlinux
+    headers: img/build
+    modules:
+      - img/one.ko
+      - /abs/two.ko
+`
+
+func TestParseLabs(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "d.yaml")
+	f, err := Parse(path, []byte(labs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := f.Domains[1]
+	if b.Lab != "klasy-b" || b.Vmlinux != filepath.Join(dir, "img/vmlinux") || b.Headers != filepath.Join(dir, "img/build") ||
+		len(b.Modules) != 2 || b.Modules[0] != filepath.Join(dir, "img/one.ko") || b.Modules[1] != "/abs/two.ko" {
+		t.Errorf("domain b = %+v", b)
+	}
+	for _, d := range f.Domains {
+		if err := f.NeedKernel(&d); err != nil {
+			t.Errorf("NeedKernel(%s) = %v; a lab knows its kernel", d.Name, err)
+		}
+	}
+	if _, err := f.ClientTLS("a"); err == nil || !strings.Contains(err.Error(), ":2: domain a is lab klasy-a") {
+		t.Errorf("ClientTLS of a lab domain: %v", err)
+	}
+
+	// Load checks every file at its line: the missing image, the
+	// headers that are a file, the missing module.
+	os.MkdirAll(filepath.Join(dir, "img"), 0o755)
+	os.WriteFile(filepath.Join(dir, "img/build"), nil, 0o644)
+	os.WriteFile(filepath.Join(dir, "img/one.ko"), nil, 0o644)
+	os.WriteFile(path, []byte(labs), 0o644)
+	_, err = Load(path)
+	for _, w := range []string{
+		path + ":6: domain b vmlinux " + filepath.Join(dir, "img/vmlinux") + ": no such file",
+		path + ":7: domain b headers " + filepath.Join(dir, "img/build") + ": not a directory",
+		path + ":10: domain b module /abs/two.ko: no such file",
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("Load error\n%v\nlacks %q", err, w)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "one.ko") {
+		t.Errorf("Load complains of a module that exists: %v", err)
+	}
+
+	// An agent reached by address needs the controller's keys, and a
+	// weave its kernel.
+	addr := labs + "  - name: c\n    address: 127.0.0.1:7070\n"
+	if _, err := Parse(path, []byte(addr)); err == nil || !strings.Contains(err.Error(), "ca.cert: missing") {
+		t.Errorf("an address domain without ca: %v", err)
+	}
+	g, err := Parse(path, []byte("ca: {cert: ca.crt}\ncontroller: {cert: c.crt, key: c.key}\n"+addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.NeedKernel(&g.Domains[2]); err == nil || err.Error() != path+":13: domain c: vmlinux and headers: missing; weaving into a domain reached by address needs its kernel image and headers (only a lab knows its kernel)" {
+		t.Errorf("NeedKernel of an address domain without a kernel: %v", err)
+	}
 }

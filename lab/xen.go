@@ -437,13 +437,22 @@ func freePorts(n int) ([]int, error) {
 }
 
 // writeDomainsFile writes the lab's domains file and generates its key
-// material under dir (the lab's staging directory).
-func writeDomainsFile(dir string, doms []xenDomain) (*domains.File, error) {
+// material under dir (the lab's staging directory). Each domain names
+// kernel k's image and headers and the plugin-built modules it runs, so
+// that klasy weave --domains weaves into it.
+func writeDomainsFile(dir string, k Kernel, doms []xenDomain) (*domains.File, error) {
 	var b strings.Builder
 	b.WriteString("# The domains of a Xen lab, written by klasy lab up --xen; its keys are\n# this lab's own (keys/), made at boot.\n")
 	b.WriteString("ca:\n  cert: keys/ca.crt\n  key: keys/ca.key\ncontroller:\n  cert: keys/controller.crt\n  key: keys/controller.key\ndomains:\n")
 	for _, d := range doms {
 		fmt.Fprintf(&b, "  - name: %s\n    address: 127.0.0.1:%d\n    cert: keys/%s.crt\n    key: keys/%s.key\n", d.Name, d.HostPort, d.Name, d.Name)
+		fmt.Fprintf(&b, "    vmlinux: %s\n    headers: %s\n", k.Vmlinux, k.BuildDir)
+		if len(d.Modules) > 0 {
+			b.WriteString("    modules:\n")
+			for _, m := range d.Modules {
+				fmt.Fprintf(&b, "      - %s\n", m.Path)
+			}
+		}
 	}
 	path := filepath.Join(dir, "domains.yaml")
 	f, err := domains.Parse(path, []byte(b.String()))

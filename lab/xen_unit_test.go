@@ -45,6 +45,15 @@ func TestXenQemuArgs(t *testing.T) {
 	}
 }
 
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func isQEMUArgs(args []string, dir string) bool {
 	for _, a := range args {
 		if strings.HasPrefix(a, qemuAgentArg(dir)) {
@@ -67,11 +76,13 @@ func TestXenOverlay(t *testing.T) {
 		{Name: "domU1", GuestAddr: "10.0.2.16/24", HostPort: 40002, MAC: "00:16:3e:4b:00:01"},
 		{Name: "domU2", GuestAddr: "10.0.2.17/24", HostPort: 40003, MAC: "00:16:3e:4b:00:02"},
 	}
-	f, err := writeDomainsFile(dir, doms)
+	doms[0].Modules = []XenModule{{Name: "xen_netback", Path: "/m/xen-netback.ko"}}
+	f, err := writeDomainsFile(dir, k, doms)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, err := domains.Load(filepath.Join(dir, "domains.yaml")); err != nil || len(g.Domains) != 3 || g.Domains[2].Address != "127.0.0.1:40003" {
+	if g, err := domains.Parse(filepath.Join(dir, "domains.yaml"), mustRead(t, filepath.Join(dir, "domains.yaml"))); err != nil || len(g.Domains) != 3 || g.Domains[2].Address != "127.0.0.1:40003" ||
+		g.Domains[1].Vmlinux != k.Vmlinux || g.Domains[1].Headers != k.BuildDir || !slices.Equal(g.Domains[0].Modules, []string{"/m/xen-netback.ko"}) || g.Domains[1].Modules != nil {
 		t.Fatalf("the lab's domains file: %+v, %v", g, err)
 	}
 	// Debian's own modules stand in for the rebuilt ones.

@@ -86,7 +86,7 @@ func upXen(ctx context.Context, cfg Config, qemu string) (*Lab, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(staging) // gone already once it became the lab's
-	f, err := writeDomainsFile(staging, doms)
+	f, err := writeDomainsFile(staging, k, doms)
 	if err != nil {
 		return nil, err
 	}

@@ -133,8 +133,8 @@ func (r *resolver) accessGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, tim
 		case t.Access != nil:
 			accs = append(accs, t.Access)
 		case t.WithinFile != nil:
-			if t.WithinFile.Domain != nil {
-				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file, which this weaver does not take yet", t.Designator(), t.WithinFile.Domain.Value)
+			if t.WithinFile.Domain != nil && r.opt.Domain == "" {
+				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file: klasy weave --domains FILE", t.Designator(), t.WithinFile.Domain.Value)
 			}
 			p, err := pattern.Compile(strings.Join(t.WithinFile.Path.Parts, ""), pattern.Pointcut)
 			if err != nil {
@@ -142,8 +142,8 @@ func (r *resolver) accessGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, tim
 			}
 			ag.files = append(ag.files, p)
 		case t.WithinFunction != nil:
-			if t.WithinFunction.Domain != nil {
-				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file, which this weaver does not take yet", t.Designator(), t.WithinFunction.Domain.Value)
+			if t.WithinFunction.Domain != nil && r.opt.Domain == "" {
+				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file: klasy weave --domains FILE", t.Designator(), t.WithinFunction.Domain.Value)
 			}
 			p, err := t.WithinFunction.Func.Pattern()
 			if err != nil {

@@ -26,6 +26,11 @@ type ResolveOptions struct {
 	// Warn receives what the resolve notices and goes on after: a
 	// pointcut of access(...) that selects nothing (nil: dropped).
 	Warn func(Warning)
+	// Domain is the domain of a domains file resolved for: only the
+	// AND-groups that go to it are resolved, its @Domain qualifiers
+	// dropped (domain_select.go). "": one kernel, and a qualifier is an
+	// error.
+	Domain string
 }
 
 // ResolveError is a pointcut that selects nothing or that this weaver
@@ -105,7 +110,7 @@ func (r *resolver) advice(n int, a *aspect.Advice) error {
 	if a.When == "after" {
 		timing = After
 	}
-	for _, g := range groups {
+	for _, g := range domainGroups(groups, r.opt.Domain) {
 		var err error
 		if slices.ContainsFunc(g, func(t *aspect.Term) bool { return t.Access != nil }) {
 			err = r.accessGroup(n, pc, g, timing)
@@ -130,13 +135,13 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Ti
 		case t.Execution != nil:
 			execs = append(execs, t.Execution)
 		case t.WithinFile != nil:
-			if t.WithinFile.Domain != nil {
-				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file, which this weaver does not take yet", t.Designator(), t.WithinFile.Domain.Value)
+			if t.WithinFile.Domain != nil && r.opt.Domain == "" {
+				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file: klasy weave --domains FILE", t.Designator(), t.WithinFile.Domain.Value)
 			}
 			files = append(files, t.WithinFile)
 		case t.WithinFunction != nil:
-			if t.WithinFunction.Domain != nil {
-				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file, which this weaver does not take yet", t.Designator(), t.WithinFunction.Domain.Value)
+			if t.WithinFunction.Domain != nil && r.opt.Domain == "" {
+				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file: klasy weave --domains FILE", t.Designator(), t.WithinFunction.Domain.Value)
 			}
 			funcs = append(funcs, t.WithinFunction)
 		case t.Argument != nil:

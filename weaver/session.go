@@ -36,6 +36,9 @@ type Session struct {
 	Modules []*ModuleImage
 	loaded  []*loadedModule
 	log     io.Writer
+	// Domain is the domain of a domains file the session is on (""
+	// none): Plan resolves only the advice that goes to it.
+	Domain string
 }
 
 // SessionOptions say which target to open and where progress goes.
@@ -55,13 +58,19 @@ var ErrImageMismatch = errors.New("the running kernel is not the image's build")
 // that is not the running kernel's build: a hook address from another
 // build would patch the middle of some other instruction.
 func OpenSession(ctx context.Context, opt SessionOptions) (*Session, error) {
-	log := opt.Log
-	if log == nil {
-		log = io.Discard
-	}
 	t, err := OpenTarget(ctx, opt.TargetOptions)
 	if err != nil {
 		return nil, err
+	}
+	return openSessionOn(ctx, t, opt)
+}
+
+// openSessionOn is OpenSession on a target already open; it closes t
+// when it fails.
+func openSessionOn(ctx context.Context, t Target, opt SessionOptions) (*Session, error) {
+	log := opt.Log
+	if log == nil {
+		log = io.Discard
 	}
 	s := &Session{T: t, log: log}
 	if opt.SkipIndex {

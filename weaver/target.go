@@ -60,12 +60,14 @@ func OpenTarget(ctx context.Context, opt TargetOptions) (Target, error) {
 // agentTimeout bounds the wait for a lab's agent to answer a ping.
 const agentTimeout = 10 * time.Second
 
-// labTarget is a lab kernel reached through its agent.
-type labTarget struct {
-	l       *lab.Lab
+// agentTarget is a kernel reached through its agent: a lab's, over the
+// lab's channel, or a domain's over mutual TLS.
+type agentTarget struct {
+	name    string
 	c       *agent.Client
 	image   string
 	headers string
+	close   func() error
 }
 
 func openLab(ctx context.Context, opt TargetOptions) (Target, error) {
@@ -85,7 +87,7 @@ func openLab(ctx context.Context, opt TargetOptions) (Target, error) {
 		return nil, fmt.Errorf("lab %s: its agent does not answer within %v (%v); 'klasy lab status' shows the lab, its console log why", opt.Lab, agentTimeout, err)
 	}
 	k := l.Kernel()
-	t := &labTarget{l: l, c: c, image: k.Vmlinux, headers: k.BuildDir}
+	t := &agentTarget{name: "lab " + l.Name(), c: c, image: k.Vmlinux, headers: k.BuildDir, close: l.Close}
 	if opt.Vmlinux != "" {
 		t.image = opt.Vmlinux
 	}
@@ -95,32 +97,32 @@ func openLab(ctx context.Context, opt TargetOptions) (Target, error) {
 	return t, nil
 }
 
-func (t *labTarget) Name() string    { return "lab " + t.l.Name() }
-func (t *labTarget) Image() string   { return t.image }
-func (t *labTarget) Headers() string { return t.headers }
-func (t *labTarget) Close() error    { return t.l.Close() }
+func (t *agentTarget) Name() string    { return t.name }
+func (t *agentTarget) Image() string   { return t.image }
+func (t *agentTarget) Headers() string { return t.headers }
+func (t *agentTarget) Close() error    { return t.close() }
 
-func (t *labTarget) ReadFile(ctx context.Context, path string) ([]byte, error) {
+func (t *agentTarget) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	return t.c.ReadFile(ctx, path)
 }
 
-func (t *labTarget) Stream(ctx context.Context, path string, fn func([]byte) error) error {
+func (t *agentTarget) Stream(ctx context.Context, path string, fn func([]byte) error) error {
 	return t.c.Stream(ctx, path, fn)
 }
 
-func (t *labTarget) LoadModule(ctx context.Context, ko []byte, params string) error {
+func (t *agentTarget) LoadModule(ctx context.Context, ko []byte, params string) error {
 	return t.c.LoadModule(ctx, ko, params)
 }
 
-func (t *labTarget) UnloadModule(ctx context.Context, name string) error {
+func (t *agentTarget) UnloadModule(ctx context.Context, name string) error {
 	return t.c.UnloadModule(ctx, name)
 }
 
-func (t *labTarget) Modules(ctx context.Context) ([]agent.Module, error) {
+func (t *agentTarget) Modules(ctx context.Context) ([]agent.Module, error) {
 	return t.c.Modules(ctx)
 }
 
-func (t *labTarget) KernelLog(ctx context.Context) ([]byte, error) {
+func (t *agentTarget) KernelLog(ctx context.Context) ([]byte, error) {
 	res, err := t.c.Run(ctx, []string{"dmesg"}, nil)
 	if err != nil {
 		return nil, err

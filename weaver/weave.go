@@ -78,7 +78,7 @@ func Plan(s *Session, path string, src []byte) (*aspect.File, *Report, error) {
 	}
 	rep := &Report{Aspect: AspectName(path), Module: ModuleName(AspectName(path)), Target: s.T.Name()}
 	start := time.Now()
-	jps, err := Resolve(f, s.X, ResolveOptions{Refused: s.Refused(), Modules: s.Modules,
+	jps, err := Resolve(f, s.X, ResolveOptions{Refused: s.Refused(), Modules: s.Modules, Domain: s.Domain,
 		Warn: func(w Warning) { rep.Warnings = append(rep.Warnings, w) }})
 	if err != nil {
 		var re *ResolveError
@@ -108,41 +108,68 @@ func Weave(ctx context.Context, s *Session, path string, src []byte) (*Report, e
 // Weave's second half, for callers that choose join points themselves
 // (the benchmarks hook arbitrary instructions).
 func WeaveResolved(ctx context.Context, s *Session, f *aspect.File, rep *Report) error {
+	p, err := prepareWeave(ctx, s, f, rep)
+	if err != nil {
+		return err
+	}
+	return p.load(ctx)
+}
+
+// preparedWeave is a weave generated and built, not yet loaded: a weave
+// into several domains builds for all before it loads into any.
+type preparedWeave struct {
+	s   *Session
+	m   *Module
+	rt  *builtRuntime
+	ko  []byte
+	rep *Report
+}
+
+// prepareWeave generates and builds the advice module of rep's join
+// points, and the runtime; nothing reaches the kernel.
+func prepareWeave(ctx context.Context, s *Session, f *aspect.File, rep *Report) (*preparedWeave, error) {
 	path := f.Name
 	if rep.Woven() == 0 {
 		if len(rep.JoinPoints) == 0 && len(rep.Warnings) > 0 {
-			return fmt.Errorf("nothing to weave: %s", rep.Warnings[0])
+			return nil, fmt.Errorf("nothing to weave: %s", rep.Warnings[0])
 		}
-		return fmt.Errorf("nothing to weave: all %d join points of %s are skipped", len(rep.JoinPoints), path)
+		return nil, fmt.Errorf("nothing to weave: all %d join points of %s are skipped", len(rep.JoinPoints), path)
 	}
 	start := time.Now()
 	ref := s.X.Funcs(KASLRRef)
 	if len(ref) != 1 || ref[0].InlineOnly {
-		return fmt.Errorf("%s has no single function %s to find the KASLR slide by", s.T.Image(), KASLRRef)
+		return nil, fmt.Errorf("%s has no single function %s to find the KASLR slide by", s.T.Image(), KASLRRef)
 	}
 	m, err := Generate(f, rep.JoinPoints, GenOptions{Path: path, RefAddr: ref[0].Entry, ModuleAddr: s.moduleAddr(ctx)})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rep.Times.Generate = time.Since(start)
 
 	start = time.Now()
 	rt, err := s.runtimeModule(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ko, err := s.buildAdvice(ctx, m, rt.symvers)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rep.Times.Build = time.Since(start)
+	return &preparedWeave{s: s, m: m, rt: rt, ko: ko, rep: rep}, nil
+}
 
+// load loads the runtime (unless it is there) and the advice module,
+// and reads how the kernel placed each hook. On error nothing of this
+// weave stays in the kernel.
+func (p *preparedWeave) load(ctx context.Context) error {
+	s, m, rt, ko, rep := p.s, p.m, p.rt, p.ko, p.rep
 	unlock, err := s.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	start = time.Now()
+	start := time.Now()
 	if rep.LoadedRuntime, err = s.ensureRuntime(ctx, rt.ko); err != nil {
 		return err
 	}

@@ -42,6 +42,7 @@ func init() {
 		Name:    "weave",
 		Summary: "weave an aspect into a running kernel (hooks go live)",
 		Help: `usage: klasy weave [--lab NAME] [--module PATH.ko]... [--json] [-v] FILE
+       klasy weave --domains FILE [--json] [-v] ASPECT
 
 Weaves the aspect in FILE into the running kernel: resolves its pointcuts
 to join points in the kernel image, generates and builds an advice module
@@ -105,13 +106,14 @@ Examples:
   klasy trace --lab demo
   klasy unweave --lab demo setattr_exec
 
-` + targetHelp,
+` + targetHelp + domainsHelp,
 		Run: runWeave,
 	})
 	register(&command{
 		Name:    "list",
 		Summary: "list the join points an aspect selects, without touching a kernel",
 		Help: `usage: klasy list [--lab NAME | --vmlinux IMAGE] [--module PATH.ko]... [--json] FILE
+       klasy list --domains FILE [--json] ASPECT
 
 Resolves the aspect's pointcuts in the kernel image and prints the join
 points a weave would hook, and those it would skip with the reason, as
@@ -126,28 +128,29 @@ one object per join point, as 'klasy weave --json' does.
 Examples:
   klasy list --vmlinux vmlinux examples/setattr_exec.klasy
   klasy list --lab built --json examples/net_trace.klasy | jq -r 'select(.exact)|.pc'
-`,
+` + domainsHelp,
 		Run: runList,
 	})
 	register(&command{
 		Name:    "unweave",
 		Summary: "remove woven aspects: the kernel is back to what it was",
-		Help: `usage: klasy unweave [--lab NAME] FILE|NAME... | --all
+		Help: `usage: klasy unweave [--lab NAME | --domains FILE] FILE|NAME... | --all
 
 Removes exactly what weaving the named aspects added: their hooks and
 their advice module. Unread records are saved on the host first, so
 'klasy trace' still prints them. When the last aspect goes, the klasy
 runtime goes too: no kprobe and no module of klasy stays in the kernel.
 --all removes every aspect and the runtime, also after a klasy that was
-killed in the middle of a weave.
+killed in the middle of a weave. With --domains, from every domain of
+the file where the aspect is woven.
 
-` + targetHelp,
+` + targetHelp + domainsHelp,
 		Run: runUnweave,
 	})
 	register(&command{
 		Name:    "status",
 		Summary: "show woven aspects, their hooks, hits, misses and lost records",
-		Help: `usage: klasy status [--lab NAME] [--json]
+		Help: `usage: klasy status [--lab NAME | --domains FILE] [--json]
 
 Reads from the kernel what klasy has woven into it: each aspect, each
 hook with its address, mechanism (ftrace, jump, int3, kretprobe; "ftrace
@@ -171,7 +174,11 @@ hook: kind mechanism addr pc hits missed advice function inlined_in file
 line module, addr the running kernel's address, pc the image's, module
 only for a hook in a module, whose pc is then its .ko's).
 
-` + targetHelp,
+With --domains, the same for every domain of the file, each under a
+line naming the domain; --json prints {"domains": [...]}, each the
+object above with "domain" added.
+
+` + targetHelp + domainsHelp,
 		Run: runStatus,
 	})
 	register(&command{
@@ -255,6 +262,7 @@ type weaveFlags struct {
 	weaver.TargetOptions
 	json, verbose, follow, all bool
 	aspect                     string
+	domains                    string         // --domains FILE: every domain of a domains file
 	views                      traceViewFlags // trace's
 	perfetto                   string         // trace's --perfetto FILE
 }
@@ -269,6 +277,9 @@ func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error
 	}
 	if name == "weave" || name == "list" {
 		fs.Var((*stringList)(&f.Modules), "module", "")
+	}
+	if name == "weave" || name == "list" || name == "unweave" || name == "status" {
+		fs.StringVar(&f.domains, "domains", "", "")
 	}
 	switch name {
 	case "weave":
@@ -325,6 +336,9 @@ func runWeave(s *stdio, args []string) error {
 	src, err := aspectFile(s, pos[0])
 	if err != nil {
 		return err
+	}
+	if f.domains != "" {
+		return runWeaveDomains(s, &f, pos[0], src)
 	}
 	// A bad aspect fails here, before any kernel is looked at.
 	if _, diags := aspect.Load(pos[0], src); len(diags) > 0 {
@@ -416,6 +430,7 @@ func printSkipped(s *stdio, rep *weaver.Report) {
 }
 
 type joinPointJSON struct {
+	Domain    string `json:"domain,omitempty"` // weave --domains
 	Aspect    string `json:"aspect"`
 	Advice    int    `json:"advice"`
 	Function  string `json:"function"`
@@ -432,9 +447,15 @@ type joinPointJSON struct {
 }
 
 func printJoinPointsJSON(s *stdio, rep *weaver.Report) error {
+	return printDomainJoinPointsJSON(s, "", rep)
+}
+
+// printDomainJoinPointsJSON is printJoinPointsJSON with each object
+// naming domain (weave and list --domains).
+func printDomainJoinPointsJSON(s *stdio, domain string, rep *weaver.Report) error {
 	enc := json.NewEncoder(s.Out)
 	for _, jp := range rep.JoinPoints {
-		j := joinPointJSON{Aspect: rep.Aspect, Advice: jp.Advice, Function: jp.Function, InlinedIn: jp.InlinedIn,
+		j := joinPointJSON{Domain: domain, Aspect: rep.Aspect, Advice: jp.Advice, Function: jp.Function, InlinedIn: jp.InlinedIn,
 			File: jp.File, Line: jp.Line, PC: fmt.Sprintf("%#x", jp.Addr), Mechanism: jp.Mechanism, Skipped: jp.Skipped, Module: jp.Module}
 		if jp.Access != nil {
 			exact := jp.Exact
@@ -558,6 +579,9 @@ func runList(s *stdio, args []string) error {
 	if err != nil {
 		return err
 	}
+	if f.domains != "" {
+		return runListDomains(s, &f, pos[0], src)
+	}
 	sess, err := weaver.OpenImage(f.TargetOptions, s.Err)
 	if err != nil {
 		return err
@@ -585,6 +609,9 @@ func runUnweave(s *stdio, args []string) error {
 	}
 	if f.all == (len(pos) > 0) {
 		return usageError{Msg: "name the aspects to unweave (FILE or NAME), or give --all"}
+	}
+	if f.domains != "" {
+		return runUnweaveDomains(s, &f, pos)
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
@@ -618,6 +645,9 @@ func runStatus(s *stdio, args []string) error {
 	}
 	if len(pos) != 0 {
 		return usageError{Msg: fmt.Sprintf("takes no arguments, got %q", pos)}
+	}
+	if f.domains != "" {
+		return runStatusDomains(s, &f)
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
