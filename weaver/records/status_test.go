@@ -92,7 +92,7 @@ func TestParseStatusErrors(t *testing.T) {
 		}
 		return b.String() + "\n"
 	}
-	const flow = "flow name=f entries=1 limit=32 hits=2 misses=3 evictions=4 freed=5 ambiguous=6 dropped=7\n"
+	const flow = "flow name=f entries=1 limit=32 hits=2 misses=3 evictions=4 freed=5 ambiguous=6 dropped=7 noid=8\n"
 	if _, err := ParseStatus([]byte(rt + flow + asp + hook(""))); err != nil {
 		t.Fatalf("the valid base case fails: %v", err)
 	}

@@ -257,7 +257,8 @@ func TestFlowTableSemantics(t *testing.T) {
 			"stats ambiguous=0")},
 		{"xout of a header without an ID registers nothing", lines(
 			"flow netflow",
-			"call xout h b", "get b 0", "stats entries=0")},
+			"call xout h b", "get b 0", "stats entries=0 noid=1",
+			"call start a", "call xin a h", "call xout h c", "stats noid=1")},
 		{"truncation: another live ID with the same low 12 bits is ambiguous", lines(
 			"flow netflow",
 			"call start a", "take a x",

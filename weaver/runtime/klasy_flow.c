@@ -298,6 +298,12 @@ void klasy_flow_truncated(struct klasy_flow *f, int id, unsigned int bits)
 }
 EXPORT_SYMBOL_GPL(klasy_flow_truncated);
 
+void klasy_flow_no_id(struct klasy_flow *f)
+{
+	this_cpu_inc(f->stats->noid);
+}
+EXPORT_SYMBOL_GPL(klasy_flow_no_id);
+
 void klasy_flow_read(struct klasy_flow *f, struct klasy_flow_counts *c)
 {
 	struct klasy_flow_stats *s;
@@ -316,5 +322,6 @@ void klasy_flow_read(struct klasy_flow *f, struct klasy_flow_counts *c)
 		c->sum.freed += READ_ONCE(s->freed);
 		c->sum.ambiguous += READ_ONCE(s->ambiguous);
 		c->sum.dropped += READ_ONCE(s->dropped);
+		c->sum.noid += READ_ONCE(s->noid);
 	}
 }

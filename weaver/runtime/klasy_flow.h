@@ -100,6 +100,7 @@ struct klasy_flow_stats {
 	u64 freed;		/* entries removed because their object was freed */
 	u64 ambiguous;		/* truncations sharing kept bits with a live ID */
 	u64 dropped;		/* registers and removes not done (NMI, no memory) */
+	u64 noid;		/* xout_* that found no ID in the header */
 };
 
 struct klasy_flow {

@@ -25,7 +25,7 @@
  *   saw VAL            check the last user advice ran with VAL (0: it did not)
  *   eq VAL VAL         check equal;  ne VAL VAL: check different
  *   stats KEY=VAL...   check the current table's counts (entries limit hits
- *                      misses evictions freed ambiguous dropped)
+ *                      misses evictions freed ambiguous dropped noid)
  *   print              print the status line of every table
  *
  * A failed check prints "line N: ..." and exits 1.
@@ -64,6 +64,7 @@ static struct klasy_flow *cur;
 
 static int line_no;
 static int last_saw;
+int klasy_user_flow;
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -156,9 +157,10 @@ static void print_flow(struct klasy_flow *f)
 	klasy_flow_read(f, &c);
 	printf("flow name=%s entries=%" PRIu64 " limit=%" PRIu64 " hits=%" PRIu64
 	       " misses=%" PRIu64 " evictions=%" PRIu64 " freed=%" PRIu64
-	       " ambiguous=%" PRIu64 " dropped=%" PRIu64 "\n",
+	       " ambiguous=%" PRIu64 " dropped=%" PRIu64 " noid=%" PRIu64 "\n",
 	       f->name, c.entries, c.limit, c.sum.hits, c.sum.misses,
-	       c.sum.evictions, c.sum.freed, c.sum.ambiguous, c.sum.dropped);
+	       c.sum.evictions, c.sum.freed, c.sum.ambiguous, c.sum.dropped,
+	       c.sum.noid);
 }
 
 static u64 count(struct klasy_flow_counts *c, const char *key)
@@ -175,6 +177,7 @@ static u64 count(struct klasy_flow_counts *c, const char *key)
 		{ "freed", offsetof(struct klasy_flow_counts, sum.freed) },
 		{ "ambiguous", offsetof(struct klasy_flow_counts, sum.ambiguous) },
 		{ "dropped", offsetof(struct klasy_flow_counts, sum.dropped) },
+		{ "noid", offsetof(struct klasy_flow_counts, sum.noid) },
 	};
 	size_t i;
 
@@ -210,6 +213,7 @@ static void call(char **args, int nargs)
 		v[i] = a->params[i] == 'l' ? (void *)&slots[i] : slots[i];
 	}
 	last_saw = 0;
+	klasy_user_flow = 0;
 	a->fn(v);
 }
 
@@ -302,6 +306,8 @@ static int script(void)
 		} else if (!strcmp(op, "saw")) {
 			if ((u32)last_saw != val(args[1]))
 				fail("the advice saw %#x, want %#x (%s)", (u32)last_saw, val(args[1]), args[1]);
+			if (klasy_user_flow != last_saw)
+				fail("the advice's hit carries flow %#x, it saw %#x", (u32)klasy_user_flow, (u32)last_saw);
 		} else if (!strcmp(op, "eq") || !strcmp(op, "ne")) {
 			u32 a = val(args[1]), b = val(args[2]);
 
