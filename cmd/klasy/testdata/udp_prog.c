@@ -2,7 +2,7 @@
  * udp_prog - UDP datagrams between two labs for the flow test
  * (flow_lan_lab_test.go), from sockets that are not connected:
  *
- *   udp_prog send ADDR PORT N SIZE   sends N datagrams of SIZE bytes, 20 ms apart
+ *   udp_prog send ADDR PORT N SIZE   sends N atomic datagrams of SIZE bytes, 20 ms apart
  *   udp_prog recv PORT N SECONDS     prints "got K" after N datagrams or SECONDS
  */
 #include <arpa/inet.h>
@@ -30,6 +30,16 @@ int main(int argc, char **argv)
 		if (size < 1 || size > (int)sizeof(buf) || inet_pton(AF_INET, argv[2], &a.sin_addr) != 1)
 			return 2;
 		a.sin_port = htons(atoi(argv[3]));
+		/*
+		 * Atomic datagrams (RFC 6864): DF and never fragmented here;
+		 * Linux then sends ID 0 from a socket that is not connected
+		 * (with the default IP_PMTUDISC_WANT it sets ignore_df and a
+		 * hashed ID).
+		 */
+		if (setsockopt(s, IPPROTO_IP, IP_MTU_DISCOVER, &(int){ IP_PMTUDISC_DO }, sizeof(int)) < 0) {
+			perror("IP_MTU_DISCOVER");
+			return 1;
+		}
 		memset(buf, 'k', size);
 		for (i = 0; i < n; i++) {
 			if (sendto(s, buf, size, 0, (struct sockaddr *)&a, sizeof(a)) != size) {
