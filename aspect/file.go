@@ -115,6 +115,11 @@ type Attr struct {
 	Off   int
 }
 
+// Derived returns an empty aspect named like f whose offsets are f's
+// (a translation of f, whose parts point into f's text): Position gives
+// f's lines and columns.
+func (f *File) Derived() *File { return &File{Name: f.Name, lines: f.lines} }
+
 // Position converts a byte offset into this file to a position.
 func (f *File) Position(off int) Position {
 	if f.lines == nil {

@@ -84,6 +84,10 @@ type GenOptions struct {
 	// ModuleAddr gives the running address of an address of a module's
 	// .ko (nil: no hook may be in a module).
 	ModuleAddr func(module string, addr uint64) (uint64, error)
+	// Flows are the flows the (translated) advice names: the module
+	// declares each, gets the runtime's table before its hooks go in
+	// and puts it after they are out.
+	Flows []string
 }
 
 // Generate writes the advice module of aspect f for its resolved join
@@ -207,6 +211,13 @@ func (g *cgen) header(f *aspect.File, opt GenOptions, jps []*JoinPoint) {
 			}
 		}
 		g.p("#include <%s>", h)
+	}
+	if len(opt.Flows) > 0 {
+		g.p("")
+		g.p("/* The flow tables of the aspect's <xflow>s, the runtime's. */")
+		for _, fl := range opt.Flows {
+			g.p("KLASY_DECLARE_FLOW(%s);", fl)
+		}
 	}
 	g.p("")
 	g.p("static struct klasy_hook klasy_hooks[%d];", len(g.m.Hooks))
@@ -757,6 +768,9 @@ func (g *cgen) tables(opt GenOptions) {
 	g.p("\t/* The KASLR slide: where %s is now, minus where the image has it. */", KASLRRef)
 	g.p("\tunsigned long slide = (unsigned long)&%s - KLASY_REF_IMAGE;", KASLRRef)
 	g.p("\tunsigned int i, failed = 0;")
+	if len(opt.Flows) > 0 {
+		g.p("\tint err;")
+	}
 	g.p("")
 	g.p("\tklasy_slide = slide;")
 	g.p("\tfor (i = 0; i < ARRAY_SIZE(klasy_hooks); i++)")
@@ -766,12 +780,33 @@ func (g *cgen) tables(opt GenOptions) {
 	} else {
 		g.p("\t\tklasy_hooks[i].rp.kp.addr = (kprobe_opcode_t *)(klasy_hooks[i].image_addr + slide);")
 	}
-	g.p("\treturn klasy_register_aspect(&klasy_aspect, &failed);")
+	if len(opt.Flows) == 0 {
+		g.p("\treturn klasy_register_aspect(&klasy_aspect, &failed);")
+	} else {
+		// The tables exist before a hook can use them and stay until no
+		// handler runs any more.
+		for i, fl := range opt.Flows {
+			g.p("\terr = KLASY_FLOW_GET(%s);", fl)
+			g.p("\tif (err)")
+			g.p("\t\tgoto put%d;", i)
+		}
+		g.p("\terr = klasy_register_aspect(&klasy_aspect, &failed);")
+		g.p("\tif (!err)")
+		g.p("\t\treturn 0;")
+		for i := len(opt.Flows) - 1; i >= 0; i-- {
+			g.p("\tKLASY_FLOW_PUT(%s);", opt.Flows[i])
+			g.p("put%d:", i)
+		}
+		g.p("\treturn err;")
+	}
 	g.p("}")
 	g.p("")
 	g.p("static void __exit klasy_exit(void)")
 	g.p("{")
 	g.p("\tklasy_unregister_aspect(&klasy_aspect);")
+	for i := len(opt.Flows) - 1; i >= 0; i-- {
+		g.p("\tKLASY_FLOW_PUT(%s);", opt.Flows[i])
+	}
 	g.p("}")
 	g.p("")
 	g.p("module_init(klasy_init);")

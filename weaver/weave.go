@@ -27,6 +27,7 @@ import (
 	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/weaver/records"
 	"github.com/klasy/klasy/weaver/runtime"
+	"github.com/klasy/klasy/xflow"
 )
 
 // Times splits a weave's time the way the report shows it.
@@ -48,6 +49,9 @@ type Report struct {
 	// Warnings are what resolving noticed (a pointcut of access(...)
 	// that selects nothing).
 	Warnings []Warning
+	// Flows are the aspect's <xflow> names: the module declares, gets
+	// and puts the runtime's table of each.
+	Flows []string
 }
 
 // Woven counts the join points not skipped.
@@ -78,6 +82,11 @@ func Plan(s *Session, path string, src []byte) (*aspect.File, *Report, error) {
 	}
 	rep := &Report{Aspect: AspectName(path), Module: ModuleName(AspectName(path)), Target: s.T.Name()}
 	start := time.Now()
+	f, flows, err := Translate(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep.Flows = flows
 	jps, err := Resolve(f, s.X, ResolveOptions{Refused: s.Refused(), Modules: s.Modules, Domain: s.Domain,
 		Warn: func(w Warning) { rep.Warnings = append(rep.Warnings, w) }})
 	if err != nil {
@@ -91,6 +100,28 @@ func Plan(s *Session, path string, src []byte) (*aspect.File, *Report, error) {
 	rep.JoinPoints = jps
 	rep.Times.Resolve = time.Since(start)
 	return f, rep, nil
+}
+
+// Translate turns an aspect with <xflow> definitions into the plain
+// aspect the weaver weaves (xflow.Translate, dissertation §5.4.1): the
+// flows' start, transit and quit advice come first, numbered 1.., so at
+// a hook they run before the user's advice, whose numbers follow (as
+// klasy translate prints them; records carry these numbers); advice with
+// xflow(...) runs only for objects of the flow. It returns the flows'
+// names. An aspect without flows is returned as it is.
+func Translate(f *aspect.File) (*aspect.File, []string, error) {
+	if len(f.Flows) == 0 {
+		return f, nil, nil
+	}
+	out, err := xflow.Translate(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	var names []string
+	for _, fl := range f.Flows {
+		names = append(names, fl.Name)
+	}
+	return out, names, nil
 }
 
 // Weave weaves the aspect at path into s's kernel: resolve, generate,
@@ -140,7 +171,7 @@ func prepareWeave(ctx context.Context, s *Session, f *aspect.File, rep *Report) 
 	if len(ref) != 1 || ref[0].InlineOnly {
 		return nil, fmt.Errorf("%s has no single function %s to find the KASLR slide by", s.T.Image(), KASLRRef)
 	}
-	m, err := Generate(f, rep.JoinPoints, GenOptions{Path: path, RefAddr: ref[0].Entry, ModuleAddr: s.moduleAddr(ctx)})
+	m, err := Generate(f, rep.JoinPoints, GenOptions{Path: path, RefAddr: ref[0].Entry, ModuleAddr: s.moduleAddr(ctx), Flows: rep.Flows})
 	if err != nil {
 		return nil, err
 	}

@@ -108,6 +108,8 @@ static void register_flowid(int flow, void *o, int id) { obj = o; oid = id; }
 static void remove_flowid(int flow, void *o) { if (o == obj) obj = 0; }
 static char truncated[32] = "-";
 static __attribute__((unused)) void truncate_flowid(int flow, int id, int bits) { snprintf(truncated, sizeof(truncated), "%#x/%d", (unsigned)id, bits); }
+static int noid;
+static void flowid_not_found(int flow) { noid++; }
 ` + fn("xin", xin) + fn("xout", xout) + fmt.Sprintf(`
 int main(void)
 {
@@ -118,6 +120,9 @@ int main(void)
 	xin(&skb, &tx); /* no ID yet: the header must stay as it is */
 	if (memcmp(&h, &(struct hdr){0}, sizeof(h)) != 0)
 		return 2;
+	xout(&txp, &skb2); /* no ID in the header: nothing registered, counted */
+	if (noid != 1 || get_flowid(netflow, skb2) != 0)
+		return 3;
 	register_flowid(netflow, skb, (int)%#xU);
 	memset(&h, 0xff, sizeof(h));
 	xin(&skb, &tx);

@@ -9,6 +9,8 @@ package xflow
 //	int  get_flowid(FLOW, void *obj);               0 if obj carries none
 //	void remove_flowid(FLOW, void *obj);            obj carries none
 //	void truncate_flowid(FLOW, int id, int bits);   id is cut to its low bits
+//	void flowid_not_found(FLOW);                    an xout found no ID
+//	KLASY_SET_FLOW(id)                              the hit's records carry id
 //
 // where FLOW is the flow's name as a C identifier, declared by the weaver
 // (one pointer-to-ID table per flow; weaver/runtime/klasy_rt.h has the
@@ -31,7 +33,8 @@ import (
 // passed aspect.Check.
 func Translate(f *aspect.File) (*aspect.File, error) {
 	t := &translator{in: f, names: newNamer(f)}
-	out := &aspect.File{Name: f.Name, Imports: f.Imports}
+	out := f.Derived()
+	out.Imports = f.Imports
 	if len(f.Flows) > 0 {
 		var flows []string
 		for _, fl := range f.Flows {
@@ -166,7 +169,7 @@ func (t *translator) rule(fl *aspect.Flow, r *aspect.Rule, n int) (*aspect.Advic
 		if r.Kind == aspect.Quit {
 			stmt = fmt.Sprintf("remove_flowid(%s, %s);", fl.Name, obj)
 		}
-		return &aspect.Advice{Pointcut: pc, When: "before", Body: code(stmt)}, nil
+		return &aspect.Advice{Off: r.Off, Pointcut: pc, When: "before", Body: at(code(stmt), r.Off)}, nil
 	case aspect.Transit:
 		return t.transit(fl, r, n)
 	}
@@ -260,14 +263,25 @@ func (t *translator) transit(fl *aspect.Flow, r *aspect.Rule, n int) (*aspect.Ad
 				lines = append(lines, fmt.Sprintf("%s &= ~((__typeof__(%s))%s << %d);", m, m, mask(fd.Size), fd.Offset))
 			}
 		}
+		// A header without an ID registers nothing; the runtime counts
+		// it (status: noid).
 		lines = append(lines,
-			fmt.Sprintf("if (%s != 0) {", id),
+			fmt.Sprintf("if (%s != 0)", id),
 			fmt.Sprintf("  register_flowid(%s, %s, (int)%s);", fl.Name, to, id),
-			"}")
+			"else",
+			fmt.Sprintf("  flowid_not_found(%s);", fl.Name))
 	default:
 		return nil, fmt.Errorf("unknown pass <%s>", p.Kind)
 	}
-	return &aspect.Advice{Pointcut: pc, When: "before", Body: code(lines...)}, nil
+	return &aspect.Advice{Off: r.Off, Pointcut: pc, When: "before", Body: at(code(lines...), r.Off)}, nil
+}
+
+// at places generated code at offset off of the aspect file (the rule
+// or advice it comes from), where the weaver's #line directives and
+// compiler errors point.
+func at(t aspect.Text, off int) aspect.Text {
+	t.Start = off
+	return t
 }
 
 func mask(bits int) string { return fmt.Sprintf("0x%xU", uint64(1)<<bits-1) }
@@ -366,7 +380,7 @@ func (t *translator) advice(a *aspect.Advice) ([]*aspect.Advice, error) {
 		if len(p.checks) > 0 {
 			body = t.wrap(body, p.checks)
 		}
-		out = append(out, &aspect.Advice{Pointcut: pc, When: a.When, Body: aspect.PlainText(body)})
+		out = append(out, &aspect.Advice{Off: a.Off, Pointcut: pc, When: a.When, Body: at(aspect.PlainText(body), a.Body.Offset(0))})
 	}
 	return out, nil
 }
@@ -377,11 +391,15 @@ func (t *translator) wrap(body string, checks []flowCheck) string {
 	var b strings.Builder
 	b.WriteByte('\n')
 	indent := "      "
+	first := ""
 	for _, c := range checks {
 		id := c.id
 		if id == "" {
 			t.fid++
 			id = t.names.name(fmt.Sprintf("fid%d", t.fid))
+		}
+		if first == "" {
+			first = id
 		}
 		obj := c.v
 		if c.local {
@@ -391,6 +409,9 @@ func (t *translator) wrap(body string, checks []flowCheck) string {
 		fmt.Fprintf(&b, "%sif (%s != 0) {\n", indent, id)
 		indent += "  "
 	}
+	// The hit's records carry the (first) flow's ID: klasy trace
+	// follows the flow by it, across CPUs and kernels.
+	fmt.Fprintf(&b, "%sKLASY_SET_FLOW(%s);\n", indent, first)
 	b.WriteString(reindent(body, indent))
 	for range checks {
 		indent = indent[:len(indent)-2]

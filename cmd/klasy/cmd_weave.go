@@ -164,12 +164,13 @@ Each flow table (an xflow of the woven aspects) shows its entries (the
 objects that carry a flow ID now) and their limit, hits and misses of
 get_flowid, evictions (entries pushed out at the limit), freed (entries
 of objects freed without reaching quit), ambiguous (IDs cut to fit a
-header while another live ID had the same kept bits) and dropped
-(registrations not done: NMI context, no memory).
+header while another live ID had the same kept bits), dropped
+(registrations not done: NMI context, no memory) and without ID (xout_*
+that found no flow ID in the header they read, and registered nothing).
 
 --json prints one object: target runtime abi cpus buffer_kb unread
 lost_per_cpu flows (each: name entries limit hits misses evictions freed
-ambiguous dropped) aspects (each: id name module register_us hooks; each
+ambiguous dropped noid) aspects (each: id name module register_us hooks; each
 hook: kind mechanism addr pc hits missed advice function inlined_in file
 line module, addr the running kernel's address, pc the image's, module
 only for a hook in a module, whose pc is then its .ko's).
@@ -680,8 +681,8 @@ func writeStatus(w io.Writer, target string, st *records.Status) {
 	fmt.Fprintf(w, "%s: klasy runtime (abi %d), %s, %d KiB buffer per CPU, %s unread, %d lost (%s)\n",
 		target, st.ABI, plural(st.CPUs, "CPU"), st.BufferKB, plural(int(st.Unread), "record"), st.TotalLost(), strings.Join(lost, ", "))
 	for _, f := range st.Flows {
-		fmt.Fprintf(w, "flow %s: %d of %d entries, %d hits, %d misses, %d evictions, %d freed, %d ambiguous, %d dropped\n",
-			f.Name, f.Entries, f.Limit, f.Hits, f.Misses, f.Evictions, f.Freed, f.Ambiguous, f.Dropped)
+		fmt.Fprintf(w, "flow %s: %d of %d entries, %d hits, %d misses, %d evictions, %d freed, %d ambiguous, %d dropped, %d without ID\n",
+			f.Name, f.Entries, f.Limit, f.Hits, f.Misses, f.Evictions, f.Freed, f.Ambiguous, f.Dropped, f.NoID)
 	}
 	for _, a := range st.Aspects {
 		fmt.Fprintf(w, "aspect %s (module %s): %s\n", a.Name, a.Module, plural(len(a.Hooks), "hook"))
@@ -734,6 +735,7 @@ type flowJSON struct {
 	Freed     uint64 `json:"freed"`
 	Ambiguous uint64 `json:"ambiguous"`
 	Dropped   uint64 `json:"dropped"`
+	NoID      uint64 `json:"noid"`
 }
 
 type aspectJSON struct {

@@ -24,8 +24,8 @@ func TestStatusFlows(t *testing.T) {
 	var b bytes.Buffer
 	writeStatus(&b, "lab demo", st)
 	for _, want := range []string{
-		"flow netflow: 3 of 65536 entries, 120 hits, 4017 misses, 0 evictions, 2 freed, 1 ambiguous, 0 dropped\n",
-		"flow rxflow: 0 of 32 entries, 0 hits, 0 misses, 68 evictions, 0 freed, 0 ambiguous, 5 dropped\n",
+		"flow netflow: 3 of 65536 entries, 120 hits, 4017 misses, 0 evictions, 2 freed, 1 ambiguous, 0 dropped, 9 without ID\n",
+		"flow rxflow: 0 of 32 entries, 0 hits, 0 misses, 68 evictions, 0 freed, 0 ambiguous, 5 dropped, 0 without ID\n",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("klasy status lacks %q:\n%s", want, b.String())
@@ -46,8 +46,8 @@ func TestStatusFlows(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []map[string]any{
-		{"name": "netflow", "entries": 3.0, "limit": 65536.0, "hits": 120.0, "misses": 4017.0, "evictions": 0.0, "freed": 2.0, "ambiguous": 1.0, "dropped": 0.0},
-		{"name": "rxflow", "entries": 0.0, "limit": 32.0, "hits": 0.0, "misses": 0.0, "evictions": 68.0, "freed": 0.0, "ambiguous": 0.0, "dropped": 5.0},
+		{"name": "netflow", "entries": 3.0, "limit": 65536.0, "hits": 120.0, "misses": 4017.0, "evictions": 0.0, "freed": 2.0, "ambiguous": 1.0, "dropped": 0.0, "noid": 9.0},
+		{"name": "rxflow", "entries": 0.0, "limit": 32.0, "hits": 0.0, "misses": 0.0, "evictions": 68.0, "freed": 0.0, "ambiguous": 0.0, "dropped": 5.0, "noid": 0.0},
 	}
 	got, _ := json.Marshal(v.Flows)
 	w, _ := json.Marshal(want)

@@ -37,6 +37,9 @@ type Flow struct {
 	// the same kept bits.
 	Ambiguous uint64
 	Dropped   uint64 // register_flowid/remove_flowid not done (NMI, no memory)
+	// NoID counts xout_move/xout_copy that found no ID in the header:
+	// they registered nothing.
+	NoID uint64
 }
 
 // TotalLost returns the records lost on all CPUs.
@@ -318,6 +321,7 @@ func parseFlow(m kvs) (Flow, error) {
 	}{
 		{"entries", &f.Entries}, {"limit", &f.Limit}, {"hits", &f.Hits}, {"misses", &f.Misses},
 		{"evictions", &f.Evictions}, {"freed", &f.Freed}, {"ambiguous", &f.Ambiguous}, {"dropped", &f.Dropped},
+		{"noid", &f.NoID},
 	} {
 		if *c.v, err = m.uint(c.key, 64); err != nil {
 			return f, err

@@ -257,7 +257,8 @@ func TestFlowTableSemantics(t *testing.T) {
 			"stats ambiguous=0")},
 		{"xout of a header without an ID registers nothing", lines(
 			"flow netflow",
-			"call xout h b", "get b 0", "stats entries=0")},
+			"call xout h b", "get b 0", "stats entries=0 noid=1",
+			"call start a", "call xin a h", "call xout h c", "stats noid=1")},
 		{"truncation: another live ID with the same low 12 bits is ambiguous", lines(
 			"flow netflow",
 			"call start a", "take a x",
@@ -292,6 +293,42 @@ func TestFlowTableSemantics(t *testing.T) {
 			"use netflow", "get a $x",
 			"free a",
 			"stats entries=0 freed=1", "use other", "stats entries=0 freed=1")},
+		// NMI context (an int3 kprobe's handler): entries from the
+		// CPU's pool of 64, refilled by an irq_work when the NMI is over.
+		{"in NMI: register, lookup, move, copy and remove work", lines(
+			"flow netflow", "pool 64",
+			"nmi 1",
+			"call start a", "take a x", "pool 63",
+			"call copy a b", "get b $x",
+			"call move b c", "get b 0", "get c $x",
+			"call user c", "saw $x",
+			"reg a $x", "pool 61", // the same ID: the entry goes back
+			"reg a $x+2", "get a $x+2", "trunc $x+2 12",
+			"call quit c", "get c 0", "rm a", "get a 0",
+			"stats entries=0 dropped=0",
+			"nmi 0", "pool 64")},
+		{"in NMI: an empty pool drops registers, counted; leaving NMI refills it", lines(append(append(append(append(
+			[]string{"flow netflow 6", "nmi 1"}, numbered("new n%d v%d", 64)...),
+			"pool 0", "stats entries=64 dropped=0",
+			"new late w", "get late 0", "stats entries=64 dropped=1",
+			"rm n0", "get n0 0", "stats entries=63 dropped=1", // removes need no entry
+			"nmi 0", "pool 64",
+			"nmi 1", "new late w", "get late $w", "pool 63",
+			"stats entries=64 dropped=1", "nmi 0"),
+			numbered("get n%d $v%d", 64)[1:]...),
+			"free n1", "get n1 0", "stats entries=63 freed=1")...)},
+		{"in NMI: a freed object's ID does not pass to the next at its address", lines(
+			"flow netflow",
+			"nmi 1",
+			"call start a", "take a x", "call copy a b",
+			"free a", "stats entries=1 freed=1",
+			"get a 0", "call user a", "saw 0",
+			"call start a", "take a y", "ne $x $y",
+			"nmi 0", // the entry freed in NMI goes to kfree_rcu now
+			"get a $y", "get b $x", "pool 64")},
+		{"in NMI: the bound evicts as outside", lines(append(append(
+			[]string{"flow netflow 1", "nmi 1"}, numbered("new o%d v%d", 40)...),
+			"stats entries=32 evictions=8 dropped=0", "get o39 $v39", "nmi 0", "pool 64")...)},
 		{"IDs of two domains differ in their low bits", lines(
 			"domain 0 2", "id a", "id b", "eq $a&1 0", "eq $b&1 0", "ne $a $b",
 			"domain 1 2", "id c", "eq $c&1 1",
@@ -308,6 +345,15 @@ func TestFlowTableSemantics(t *testing.T) {
 	}
 }
 
+// numbered formats f with 0..n-1 (each %d gets i).
+func numbered(f string, n int) []string {
+	var l []string
+	for i := 0; i < n; i++ {
+		l = append(l, strings.ReplaceAll(f, "%d", fmt.Sprint(i)))
+	}
+	return l
+}
+
 // TestFlowTableChecksItsScripts: a script whose check is wrong fails,
 // naming the line, so the semantics above cannot pass by accident.
 func TestFlowTableChecksItsScripts(t *testing.T) {
@@ -318,6 +364,8 @@ func TestFlowTableChecksItsScripts(t *testing.T) {
 		{lines("flow netflow", "call start a", "stats entries=2"), "line 3: entries=1, want 2"},
 		{lines("flow netflow", "reg a 1", "call user a", "saw 2"), "line 4: the advice saw 0x1, want 0x2"},
 		{lines("flow netflow", "frob a"), "line 2: unknown operation frob"},
+		{lines("flow netflow", "nmi 1", "reg a 1", "pool 64"), "line 4: pool holds 63 entries and counts 63, want 64"},
+		{lines("flow netflow", "nmi 1", "nmi 1"), "line 3: nmi 1: already so"},
 	} {
 		out, err := runHarness(t, bin, tt.script, "script")
 		if err == nil || !strings.Contains(out, tt.want) {
@@ -334,15 +382,26 @@ func TestFlowTableConcurrent(t *testing.T) {
 	for _, tt := range []struct {
 		variant         string
 		threads, rounds int
+		nmi             bool
 	}{
-		{"O2", 2, 200},
-		{"O2", 4, 100},
-		{"tsan", 2, 100},
-		{"tsan", 4, 30},
+		{"O2", 2, 200, false},
+		{"O2", 4, 100, false},
+		{"tsan", 2, 100, false},
+		{"tsan", 4, 30, false},
+		{"O2", 2, 200, true},
+		{"O2", 4, 100, true},
+		{"tsan", 2, 100, true},
+		{"tsan", 4, 30, true},
 	} {
-		t.Run(fmt.Sprintf("%s-%dthreads", tt.variant, tt.threads), func(t *testing.T) {
+		name := fmt.Sprintf("%s-%dthreads", tt.variant, tt.threads)
+		args := []string{"stress", fmt.Sprint(tt.threads), fmt.Sprint(tt.rounds)}
+		if tt.nmi {
+			name += "-nmi"
+			args = append(args, "nmi")
+		}
+		t.Run(name, func(t *testing.T) {
 			bin := flowHarness(t, tt.variant, "", nil, nil)
-			out, err := runHarness(t, bin, "", "stress", fmt.Sprint(tt.threads), fmt.Sprint(tt.rounds))
+			out, err := runHarness(t, bin, "", args...)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
@@ -352,22 +411,44 @@ func TestFlowTableConcurrent(t *testing.T) {
 }
 
 // TestFlowTableConcurrentCatchesARace: the same run on a klasy_flow.c
-// whose ID index is linked without its bucket's lock must fail, so the
-// concurrency test above can.
+// whose ID index changes without its buckets' locks must fail, so the
+// concurrency test above can; and in NMI a pool taken from by two
+// threads must too.
 func TestFlowTableConcurrentCatchesARace(t *testing.T) {
 	src, err := fs.ReadFile(runtime.Sources, "klasy_flow.c")
 	if err != nil {
 		t.Fatal(err)
 	}
-	locked := "\tspin_lock(&b->lock);\n\thlist_add_head_rcu(&e->id_node, &b->head);\n\tspin_unlock(&b->lock);\n"
-	if !bytes.Contains(src, []byte(locked)) {
-		t.Fatalf("klasy_flow.c no longer links the ID index as this test expects:\n%s", locked)
-	}
-	bad := bytes.Replace(src, []byte(locked), []byte("\thlist_add_head_rcu(&e->id_node, &b->head);\n"), 1)
-	bin := flowHarness(t, "tsan", "", nil, bad)
-	out, err := runHarness(t, bin, "", "stress", "2", "100")
-	if err == nil || !strings.Contains(out, "ThreadSanitizer: data race") {
-		t.Errorf("no race found without the lock: %v\n%s", err, out)
+	lockIDs := "static bool klasy_lock_ids(struct klasy_flow_bucket *a,\n\t\t\t   struct klasy_flow_bucket *b, bool nmi)\n{\n"
+	unlockIDs := "static void klasy_unlock_ids(struct klasy_flow_bucket *a,\n\t\t\t     struct klasy_flow_bucket *b)\n{\n"
+	for _, tt := range []struct {
+		name     string
+		from, to []string
+		mode     string
+	}{
+		{"ID index unlocked", []string{lockIDs, unlockIDs}, []string{lockIDs + "\treturn true;\n", unlockIDs + "\treturn;\n"}, ""},
+		// Every thread takes from CPU 0's pool: two consumers of one llist.
+		{"one pool for all", []string{"\tp = this_cpu_ptr(f->pool);\n\tn = llist_del_first"},
+			[]string{"\tp = per_cpu_ptr(f->pool, 0);\n\tn = llist_del_first"}, "nmi"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			bad := src
+			for i, from := range tt.from {
+				if !bytes.Contains(bad, []byte(from)) {
+					t.Fatalf("klasy_flow.c no longer has what this test changes:\n%s", from)
+				}
+				bad = bytes.Replace(bad, []byte(from), []byte(tt.to[i]), 1)
+			}
+			bin := flowHarness(t, "tsan", "", nil, bad)
+			args := []string{"stress", "2", "100"}
+			if tt.mode != "" {
+				args = append(args, tt.mode)
+			}
+			out, err := runHarness(t, bin, "", args...)
+			if err == nil || !strings.Contains(out, "ThreadSanitizer: data race") {
+				t.Errorf("no race found: %v\n%s", err, out)
+			}
+		})
 	}
 }
 

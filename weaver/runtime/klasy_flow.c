@@ -14,6 +14,8 @@
 
 #include <linux/atomic.h>
 #include <linux/errno.h>
+#include <linux/irq_work.h>
+#include <linux/llist.h>
 #include <linux/log2.h>
 #include <linux/preempt.h>
 #include <linux/slab.h>
@@ -76,6 +78,124 @@ static struct klasy_flow_bucket *klasy_buckets(unsigned int bits)
 	return b;
 }
 
+/*
+ * The pools of NMI context (klasy_flow.h, Contexts). The irq_work runs
+ * on the CPU that queued it, once the NMI is over: it hands the entries
+ * unlinked in NMI to kfree_rcu and fills the pool up again.
+ */
+static void klasy_pool_work(struct irq_work *w)
+{
+	struct klasy_flow_pool *p = container_of(w, struct klasy_flow_pool, work);
+	struct klasy_flow_entry *e, *tmp;
+	struct llist_node *dead = llist_del_all(&p->dead);
+
+	llist_for_each_entry_safe(e, tmp, dead, lnode)
+		kfree_rcu(e, rcu);
+	while (atomic_read(&p->n) < KLASY_FLOW_POOL) {
+		e = kmalloc(sizeof(*e), GFP_ATOMIC | __GFP_NOWARN);
+		if (!e)
+			break;
+		llist_add(&e->lnode, &p->free);
+		atomic_inc(&p->n);
+	}
+}
+
+static int klasy_pools_init(struct klasy_flow *f)
+{
+	struct klasy_flow_entry *e;
+	struct klasy_flow_pool *p;
+	int cpu, i;
+
+	f->pool = alloc_percpu(struct klasy_flow_pool);
+	if (!f->pool)
+		return -ENOMEM;
+	for_each_possible_cpu(cpu) {
+		p = per_cpu_ptr(f->pool, cpu);
+		init_llist_head(&p->free);
+		init_llist_head(&p->dead);
+		atomic_set(&p->n, 0);
+		init_irq_work(&p->work, klasy_pool_work);
+		for (i = 0; i < KLASY_FLOW_POOL; i++) {
+			e = kmalloc(sizeof(*e), GFP_KERNEL);
+			if (!e)
+				return -ENOMEM;
+			llist_add(&e->lnode, &p->free);
+			atomic_inc(&p->n);
+		}
+	}
+	return 0;
+}
+
+static void klasy_pools_destroy(struct klasy_flow *f)
+{
+	struct klasy_flow_entry *e, *tmp;
+	struct klasy_flow_pool *p;
+	int cpu;
+
+	if (!f->pool)
+		return;
+	for_each_possible_cpu(cpu) {
+		p = per_cpu_ptr(f->pool, cpu);
+		irq_work_sync(&p->work);
+		/* No reader is left: the dead need no grace period. */
+		llist_for_each_entry_safe(e, tmp, llist_del_all(&p->dead), lnode)
+			kfree(e);
+		llist_for_each_entry_safe(e, tmp, llist_del_all(&p->free), lnode)
+			kfree(e);
+	}
+	free_percpu(f->pool);
+	f->pool = NULL;
+}
+
+/* A new entry: from kmalloc, or in NMI from the CPU's pool. */
+static struct klasy_flow_entry *klasy_entry_alloc(struct klasy_flow *f,
+						  bool nmi)
+{
+	struct klasy_flow_pool *p;
+	struct llist_node *n;
+
+	if (!nmi)
+		return kmalloc(sizeof(struct klasy_flow_entry),
+			       GFP_ATOMIC | __GFP_NOWARN);
+	p = this_cpu_ptr(f->pool);
+	n = llist_del_first(&p->free);	/* the CPU's only consumer */
+	if (n)
+		atomic_dec(&p->n);
+	if (atomic_read(&p->n) < KLASY_FLOW_POOL / 2)
+		irq_work_queue(&p->work);
+	return n ? llist_entry(n, struct klasy_flow_entry, lnode) : NULL;
+}
+
+/* An entry no reader has seen goes back where it came from. */
+static void klasy_entry_unused(struct klasy_flow *f,
+			       struct klasy_flow_entry *e, bool nmi)
+{
+	struct klasy_flow_pool *p;
+
+	if (!nmi) {
+		kfree(e);
+		return;
+	}
+	p = this_cpu_ptr(f->pool);
+	llist_add(&e->lnode, &p->free);
+	atomic_inc(&p->n);
+}
+
+/* An unlinked entry is freed after a grace period. */
+static void klasy_entry_free(struct klasy_flow *f, struct klasy_flow_entry *e,
+			     bool nmi)
+{
+	struct klasy_flow_pool *p;
+
+	if (!nmi) {
+		kfree_rcu(e, rcu);
+		return;
+	}
+	p = this_cpu_ptr(f->pool);
+	llist_add(&e->lnode, &p->dead);
+	irq_work_queue(&p->work);
+}
+
 int klasy_flow_init(struct klasy_flow *f, const char *name, unsigned int bits)
 {
 	if (bits < KLASY_FLOW_BITS_MIN || bits > KLASY_FLOW_BITS_MAX ||
@@ -85,7 +205,7 @@ int klasy_flow_init(struct klasy_flow *f, const char *name, unsigned int bits)
 	f->objs = klasy_buckets(bits);
 	f->ids = klasy_buckets(bits);
 	f->stats = alloc_percpu(struct klasy_flow_stats);
-	if (!f->objs || !f->ids || !f->stats) {
+	if (!f->objs || !f->ids || !f->stats || klasy_pools_init(f)) {
 		klasy_flow_destroy(f);
 		return -ENOMEM;
 	}
@@ -98,6 +218,7 @@ void klasy_flow_destroy(struct klasy_flow *f)
 	struct hlist_node *tmp;
 	unsigned int i;
 
+	klasy_pools_destroy(f);
 	for (i = 0; f->objs && i < 1U << f->bits; i++) {
 		hlist_for_each_entry_safe(e, tmp, &f->objs[i].head, node)
 			kfree(e);
@@ -110,23 +231,50 @@ void klasy_flow_destroy(struct klasy_flow *f)
 	f->stats = NULL;
 }
 
-/* Puts e in the ID index; the caller holds e's object bucket's lock. */
-static void klasy_id_link(struct klasy_flow *f, struct klasy_flow_entry *e)
+/* Takes l: spinning, or in NMI by trying a bounded number of times. */
+static bool klasy_lock(spinlock_t *l, bool nmi)
 {
-	struct klasy_flow_bucket *b = klasy_id_bucket(f, e->id);
+	int i;
 
-	spin_lock(&b->lock);
-	hlist_add_head_rcu(&e->id_node, &b->head);
-	spin_unlock(&b->lock);
+	if (!nmi) {
+		spin_lock(l);
+		return true;
+	}
+	for (i = 0; i < KLASY_FLOW_NMI_TRIES; i++) {
+		if (spin_trylock(l))
+			return true;
+		cpu_relax();
+	}
+	return false;
 }
 
-static void klasy_id_unlink(struct klasy_flow *f, struct klasy_flow_entry *e)
+/*
+ * Locks ID buckets a and b (b may be NULL or a) inside an object bucket's
+ * lock, the lower first, so that two CPUs needing the same two cannot wait
+ * for each other.
+ */
+static bool klasy_lock_ids(struct klasy_flow_bucket *a,
+			   struct klasy_flow_bucket *b, bool nmi)
 {
-	struct klasy_flow_bucket *b = klasy_id_bucket(f, e->id);
+	if (b == a)
+		b = NULL;
+	if (b && b < a)
+		swap(a, b);
+	if (!klasy_lock(&a->lock, nmi))
+		return false;
+	if (b && !klasy_lock(&b->lock, nmi)) {
+		spin_unlock(&a->lock);
+		return false;
+	}
+	return true;
+}
 
-	spin_lock(&b->lock);
-	hlist_del_rcu(&e->id_node);
-	spin_unlock(&b->lock);
+static void klasy_unlock_ids(struct klasy_flow_bucket *a,
+			     struct klasy_flow_bucket *b)
+{
+	if (b && b != a)
+		spin_unlock(&b->lock);
+	spin_unlock(&a->lock);
 }
 
 /* The entry of obj, under rcu_read_lock() or its bucket's lock. */
@@ -162,13 +310,14 @@ EXPORT_SYMBOL_GPL(klasy_flow_lookup);
 
 /*
  * Takes obj's entry out of both indexes and returns it (the caller frees
- * it after a grace period), or NULL. Objects without an entry, the common
- * case of <quit> and of the free hook, cost one lookup and no lock.
+ * it after a grace period), or NULL: it had none, or in NMI a lock was
+ * taken (counted as dropped). Objects without an entry, the common case
+ * of <quit> and of the free hook, cost one lookup and no lock.
  */
 static struct klasy_flow_entry *klasy_unlink(struct klasy_flow *f,
-					     const void *obj)
+					     const void *obj, bool nmi)
 {
-	struct klasy_flow_bucket *b = klasy_obj_bucket(f, obj);
+	struct klasy_flow_bucket *b = klasy_obj_bucket(f, obj), *ib;
 	struct klasy_flow_entry *e;
 	unsigned long flags;
 
@@ -177,65 +326,76 @@ static struct klasy_flow_entry *klasy_unlink(struct klasy_flow *f,
 	rcu_read_unlock();
 	if (!e)
 		return NULL;
-	spin_lock_irqsave(&b->lock, flags);
+	local_irq_save(flags);
+	if (!klasy_lock(&b->lock, nmi))
+		goto drop;
 	e = klasy_find(b, obj);
 	if (e) {
+		ib = klasy_id_bucket(f, e->id);
+		if (!klasy_lock_ids(ib, NULL, nmi)) {
+			spin_unlock(&b->lock);
+			goto drop;
+		}
 		hlist_del_rcu(&e->node);
 		WRITE_ONCE(b->n, b->n - 1);
-		klasy_id_unlink(f, e);
+		hlist_del_rcu(&e->id_node);
+		klasy_unlock_ids(ib, NULL);
 	}
-	spin_unlock_irqrestore(&b->lock, flags);
+	spin_unlock(&b->lock);
+	local_irq_restore(flags);
 	return e;
+
+drop:
+	local_irq_restore(flags);
+	this_cpu_inc(f->stats->dropped);
+	return NULL;
 }
 
 void klasy_flow_remove(struct klasy_flow *f, const void *obj)
 {
-	struct klasy_flow_entry *e;
+	bool nmi = in_nmi();
+	struct klasy_flow_entry *e = klasy_unlink(f, obj, nmi);
 
-	if (unlikely(in_nmi())) {
-		this_cpu_inc(f->stats->dropped);
-		return;
-	}
-	e = klasy_unlink(f, obj);
 	if (e)
-		kfree_rcu(e, rcu);
+		klasy_entry_free(f, e, nmi);
 }
 EXPORT_SYMBOL_GPL(klasy_flow_remove);
 
 bool klasy_flow_forget(struct klasy_flow *f, const void *obj)
 {
-	struct klasy_flow_entry *e = klasy_unlink(f, obj);
+	bool nmi = in_nmi();
+	struct klasy_flow_entry *e = klasy_unlink(f, obj, nmi);
 
 	if (!e)
 		return false;
 	this_cpu_inc(f->stats->freed);
-	kfree_rcu(e, rcu);
+	klasy_entry_free(f, e, nmi);
 	return true;
 }
 
 void klasy_flow_register(struct klasy_flow *f, const void *obj, int id)
 {
-	struct klasy_flow_bucket *b = klasy_obj_bucket(f, obj);
+	struct klasy_flow_bucket *b = klasy_obj_bucket(f, obj), *ib, *ob = NULL;
 	struct klasy_flow_entry *e, *cur, *old = NULL, *last = NULL;
+	bool nmi = in_nmi(), evict = false;
 	unsigned long flags;
 
 	if (!id) {
 		klasy_flow_remove(f, obj);
 		return;
 	}
-	if (unlikely(in_nmi())) {
-		this_cpu_inc(f->stats->dropped);
-		return;
-	}
-	e = kmalloc(sizeof(*e), GFP_ATOMIC | __GFP_NOWARN);
+	e = klasy_entry_alloc(f, nmi);
 	if (unlikely(!e)) {
 		this_cpu_inc(f->stats->dropped);
 		return;
 	}
 	e->obj = obj;
 	e->id = (u32)id;
+	ib = klasy_id_bucket(f, e->id);
 
-	spin_lock_irqsave(&b->lock, flags);
+	local_irq_save(flags);
+	if (!klasy_lock(&b->lock, nmi))
+		goto drop;
 	hlist_for_each_entry(cur, &b->head, node) {
 		if (cur->obj == obj)
 			old = cur;
@@ -243,29 +403,47 @@ void klasy_flow_register(struct klasy_flow *f, const void *obj, int id)
 	}
 	if (old && old->id == e->id) {
 		/* It carries that ID already. */
-		spin_unlock_irqrestore(&b->lock, flags);
-		kfree(e);
+		spin_unlock(&b->lock);
+		local_irq_restore(flags);
+		klasy_entry_unused(f, e, nmi);
 		return;
 	}
-	if (old) {
+	if (!old && b->n >= KLASY_FLOW_BUCKET_MAX) {
+		old = last;
+		evict = true;
+	}
+	if (old)
+		ob = klasy_id_bucket(f, old->id);
+	if (!klasy_lock_ids(ib, ob, nmi)) {
+		spin_unlock(&b->lock);
+		goto drop;
+	}
+	if (old && !evict) {
 		/* Another ID: the new entry takes the old one's place. */
 		hlist_replace_rcu(&old->node, &e->node);
-		klasy_id_unlink(f, old);
 	} else {
-		if (b->n >= KLASY_FLOW_BUCKET_MAX) {
-			old = last;
+		if (evict) {
 			hlist_del_rcu(&old->node);
-			klasy_id_unlink(f, old);
 			this_cpu_inc(f->stats->evictions);
 		} else {
 			WRITE_ONCE(b->n, b->n + 1);
 		}
 		hlist_add_head_rcu(&e->node, &b->head);
 	}
-	klasy_id_link(f, e);
-	spin_unlock_irqrestore(&b->lock, flags);
 	if (old)
-		kfree_rcu(old, rcu);
+		hlist_del_rcu(&old->id_node);
+	hlist_add_head_rcu(&e->id_node, &ib->head);
+	klasy_unlock_ids(ib, ob);
+	spin_unlock(&b->lock);
+	local_irq_restore(flags);
+	if (old)
+		klasy_entry_free(f, old, nmi);
+	return;
+
+drop:
+	local_irq_restore(flags);
+	klasy_entry_unused(f, e, nmi);
+	this_cpu_inc(f->stats->dropped);
 }
 EXPORT_SYMBOL_GPL(klasy_flow_register);
 
@@ -298,6 +476,12 @@ void klasy_flow_truncated(struct klasy_flow *f, int id, unsigned int bits)
 }
 EXPORT_SYMBOL_GPL(klasy_flow_truncated);
 
+void klasy_flow_no_id(struct klasy_flow *f)
+{
+	this_cpu_inc(f->stats->noid);
+}
+EXPORT_SYMBOL_GPL(klasy_flow_no_id);
+
 void klasy_flow_read(struct klasy_flow *f, struct klasy_flow_counts *c)
 {
 	struct klasy_flow_stats *s;
@@ -316,5 +500,6 @@ void klasy_flow_read(struct klasy_flow *f, struct klasy_flow_counts *c)
 		c->sum.freed += READ_ONCE(s->freed);
 		c->sum.ambiguous += READ_ONCE(s->ambiguous);
 		c->sum.dropped += READ_ONCE(s->dropped);
+		c->sum.noid += READ_ONCE(s->noid);
 	}
 }

@@ -8,9 +8,10 @@
  * own hashtables are built: entries by the object's address (hash_ptr),
  * and the same entries by the low bits of their ID. Lookups walk one
  * bucket under rcu_read_lock() and take no lock at all; register and
- * remove lock the object's bucket (irqsave: any context but NMI), and,
- * inside it, the ID's bucket. Entries are freed after a grace period
- * (kfree_rcu). rhashtable would resize, but it has no user-space
+ * remove lock the object's bucket (irqsave), and, inside it, the ID
+ * buckets of the entries they link and unlink (in index order when two).
+ * Entries are freed after a grace period (kfree_rcu). rhashtable would
+ * resize, but it has no user-space
  * counterpart to test and measure the same source with; an RCU hlist
  * needs only a few lines of stand-ins (testdata/flow/flow_user.h).
  *
@@ -44,6 +45,29 @@
  * the slab. Such an object keeps its ID until it is registered again,
  * removed, or evicted: write <quit> for those paths.
  *
+ * Contexts. Lookups, truncate_flowid and get_new_flowid run anywhere.
+ * Register and remove run in any context too, NMI included: since 5.8,
+ * x86 runs the handler of a kprobe that is not jump-optimized (an int3)
+ * inside irqentry_nmi_enter(), so in_nmi() is true there, and neither
+ * kmalloc, kfree_rcu nor a spinning lock is allowed. Under in_nmi() the
+ * table uses the kernel's NMI-safe machinery, as the BPF ring buffer and
+ * BPF's memory allocator do:
+ *   - entries come from a per-CPU pool of each table: an llist of
+ *     KLASY_FLOW_POOL preallocated entries; llist_add is safe anywhere and
+ *     llist_del_first with one consumer, which the CPU's own NMI-context
+ *     register is (kprobe handlers never nest on a CPU: a probe hit inside
+ *     a handler is counted missed by kprobes, and outside NMI the table
+ *     uses kmalloc). Below half full, an irq_work (irq_work_queue is
+ *     NMI-safe) refills the pool with GFP_ATOMIC once the NMI is over.
+ *   - locks are only tried: spin_trylock, KLASY_FLOW_NMI_TRIES times.
+ *   - an entry unlinked in NMI goes on the CPU's dead llist; the irq_work
+ *     hands it to kfree_rcu.
+ * Counted as dropped (status: dropped=), the operation not done: a
+ * register or remove in NMI that finds the pool empty or a lock taken
+ * (by the CPU it interrupted, or too long by another), and a register
+ * anywhere that kmalloc fails. The free hook's removal is the same
+ * operation and is counted the same way.
+ *
  * This header and klasy_flow.c are compiled into klasy_runtime.ko and,
  * without __KERNEL__, into the user-space harness of the Go tests and
  * benchmark (weaver/runtime/flow_test.go).
@@ -52,8 +76,11 @@
 #define _KLASY_FLOW_H
 
 #ifdef __KERNEL__
+#include <linux/atomic.h>
 #include <linux/hash.h>
+#include <linux/irq_work.h>
 #include <linux/list.h>
+#include <linux/llist.h>
 #include <linux/percpu.h>
 #include <linux/rculist.h>
 #include <linux/spinlock.h>
@@ -78,12 +105,29 @@
 /* Domains one weave may have: the ID's low 8 bits at most. */
 #define KLASY_FLOW_DOMAINS_MAX 256
 
+/* Entries in each CPU's pool for NMI context; refilled below half. */
+#define KLASY_FLOW_POOL 64
+
+/* Times NMI context tries a lock before it drops the operation. */
+#define KLASY_FLOW_NMI_TRIES 64
+
 struct klasy_flow_entry {
 	struct hlist_node node;		/* in objs[hash_ptr(obj)] */
 	struct hlist_node id_node;	/* in ids[id & mask] */
 	const void *obj;
 	u32 id;				/* never changes: a new ID, a new entry */
-	struct rcu_head rcu;
+	union {
+		struct rcu_head rcu;	/* unlinked, waiting for readers */
+		struct llist_node lnode; /* in a pool, or dead in NMI */
+	};
+};
+
+/* Each CPU's entries for NMI context: see Contexts above. */
+struct klasy_flow_pool {
+	struct llist_head free;		/* ready: NMI context takes them */
+	atomic_t n;			/* about how many are in free */
+	struct llist_head dead;		/* unlinked in NMI: to kfree_rcu */
+	struct irq_work work;		/* refills free, drains dead */
 };
 
 struct klasy_flow_bucket {
@@ -99,7 +143,8 @@ struct klasy_flow_stats {
 	u64 evictions;		/* entries pushed out by the bound */
 	u64 freed;		/* entries removed because their object was freed */
 	u64 ambiguous;		/* truncations sharing kept bits with a live ID */
-	u64 dropped;		/* registers and removes not done (NMI, no memory) */
+	u64 dropped;		/* registers and removes not done: see Contexts */
+	u64 noid;		/* xout_* that found no ID in the header */
 };
 
 struct klasy_flow {
@@ -108,6 +153,7 @@ struct klasy_flow {
 	struct klasy_flow_bucket *objs;	/* 2^bits, by object */
 	struct klasy_flow_bucket *ids;	/* 2^bits, by ID */
 	struct klasy_flow_stats __percpu *stats;
+	struct klasy_flow_pool __percpu *pool;
 
 	/* klasy_flow_kernel.c's: the runtime's list of flows */
 	struct list_head node;
@@ -125,8 +171,10 @@ struct klasy_flow_counts {
 int klasy_flow_setup_ids(unsigned int domain, unsigned int domains);
 
 /*
- * Allocates f's buckets and counters (may sleep). klasy_flow_destroy
- * frees them and every entry left; no one may use f any more.
+ * Allocates f's buckets, counters and pools (may sleep). klasy_flow_destroy
+ * frees them and every entry left, after the pools' irq_works are done;
+ * no one may use f any more, and a grace period has passed since anyone
+ * did.
  */
 int klasy_flow_init(struct klasy_flow *f, const char *name, unsigned int bits);
 void klasy_flow_destroy(struct klasy_flow *f);

@@ -238,10 +238,10 @@ void klasy_flows_show(struct seq_file *m)
 	mutex_lock(&klasy_flows_mutex);
 	list_for_each_entry(f, &klasy_flows, node) {
 		klasy_flow_read(f, &c);
-		seq_printf(m, "flow name=%s entries=%llu limit=%llu hits=%llu misses=%llu evictions=%llu freed=%llu ambiguous=%llu dropped=%llu\n",
+		seq_printf(m, "flow name=%s entries=%llu limit=%llu hits=%llu misses=%llu evictions=%llu freed=%llu ambiguous=%llu dropped=%llu noid=%llu\n",
 			   f->name, c.entries, c.limit, c.sum.hits,
 			   c.sum.misses, c.sum.evictions, c.sum.freed,
-			   c.sum.ambiguous, c.sum.dropped);
+			   c.sum.ambiguous, c.sum.dropped, c.sum.noid);
 	}
 	mutex_unlock(&klasy_flows_mutex);
 }

@@ -30,7 +30,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 4
+#define KLASY_ABI_VERSION 5
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -269,6 +269,7 @@ void klasy_flow_register(struct klasy_flow *flow, const void *obj, int id);
 int klasy_flow_lookup(struct klasy_flow *flow, const void *obj);
 void klasy_flow_remove(struct klasy_flow *flow, const void *obj);
 void klasy_flow_truncated(struct klasy_flow *flow, int id, unsigned int bits);
+void klasy_flow_no_id(struct klasy_flow *flow);
 
 #define KLASY_DECLARE_FLOW(flow) static struct klasy_flow *__klasy_flow_##flow
 #define KLASY_FLOW_GET(flow) klasy_flow_get(#flow, &__klasy_flow_##flow)
@@ -290,6 +291,12 @@ void klasy_flow_truncated(struct klasy_flow *flow, int id, unsigned int bits);
  */
 #define truncate_flowid(flow, id, bits) \
 	klasy_flow_truncated(__klasy_flow_##flow, (int)(id), (bits))
+/*
+ * xout_move or xout_copy found no ID in the header it reads (the packet
+ * was not sent from a flow, or its ID was cut to 0): nothing is
+ * registered, and status counts it as noid.
+ */
+#define flowid_not_found(flow) klasy_flow_no_id(__klasy_flow_##flow)
 /* klasy_flow_abi: end */
 
 /*

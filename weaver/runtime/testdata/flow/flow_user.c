@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * flow_user.c - the user-space stand-ins of flow_user.h that are not
- * inline: per-thread "CPUs" and the deferred frees of kfree_rcu.
+ * inline: per-thread "CPUs", the deferred frees of kfree_rcu, "NMI" and
+ * irq_work.
  */
 #include "flow_user.h"
 
@@ -61,4 +62,67 @@ void klasy_user_quiescent(void)
 		}
 		klasy_user_queues[i].head = NULL;
 	}
+}
+
+__thread bool klasy_user_in_nmi;
+
+/* Queued irq_works of every thread: a stand-in, so a plain lock. */
+static pthread_mutex_t klasy_user_irq_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct irq_work *klasy_user_irq_works;
+
+bool irq_work_queue(struct irq_work *w)
+{
+	bool queued = false;
+
+	pthread_mutex_lock(&klasy_user_irq_lock);
+	if (!w->pending) {
+		w->pending = true;
+		w->cpu = klasy_user_cpu();
+		w->next = klasy_user_irq_works;
+		klasy_user_irq_works = w;
+		queued = true;
+	}
+	pthread_mutex_unlock(&klasy_user_irq_lock);
+	return queued;
+}
+
+/* Takes w, or this thread's works if w is NULL, off the queue. */
+static struct irq_work *klasy_user_irq_take(struct irq_work *w)
+{
+	struct irq_work **p, *x, *taken = NULL;
+	int cpu = klasy_user_cpu();
+
+	pthread_mutex_lock(&klasy_user_irq_lock);
+	for (p = &klasy_user_irq_works; (x = *p);) {
+		if (w ? x == w : x->cpu == cpu) {
+			*p = x->next;
+			x->pending = false;	/* before it runs, as the kernel */
+			x->next = taken;
+			taken = x;
+		} else {
+			p = &x->next;
+		}
+	}
+	pthread_mutex_unlock(&klasy_user_irq_lock);
+	return taken;
+}
+
+static void klasy_user_irq_run(struct irq_work *x)
+{
+	struct irq_work *next;
+
+	for (; x; x = next) {
+		next = x->next;
+		x->func(x);
+	}
+}
+
+void irq_work_sync(struct irq_work *w)
+{
+	klasy_user_irq_run(klasy_user_irq_take(w));
+}
+
+void klasy_user_irq_work_run(void)
+{
+	klasy_user_irq_run(klasy_user_irq_take(NULL));
 }

@@ -14,6 +14,12 @@
  *   per-CPU data      one copy per thread (at most KLASY_USER_CPUS), at a
  *                     fixed stride, addressed as the kernel does
  *   atomic_t          GCC's __atomic builtins
+ *   in_nmi()          a thread-local the harness sets (klasy_user_in_nmi)
+ *   llist             include/linux/llist.h's algorithms on __atomic
+ *   irq_work          queued on the thread that queues it, run by
+ *                     klasy_user_irq_work_run() on that thread, which the
+ *                     harness calls when the thread leaves "NMI", as the
+ *                     kernel runs it once the NMI returns
  *
  * ThreadSanitizer understands all of it.
  */
@@ -46,7 +52,10 @@ typedef int64_t s64;
 
 #define EXPORT_SYMBOL_GPL(sym)
 #define __percpu
-#define in_nmi() 0
+extern __thread bool klasy_user_in_nmi;
+#define in_nmi() klasy_user_in_nmi
+#define cpu_relax() __builtin_ia32_pause()
+#define swap(a, b) do { __typeof__(a) __t = (a); (a) = (b); (b) = __t; } while (0)
 #define lockdep_is_held(l) 1
 
 /* Memory. */
@@ -90,14 +99,18 @@ typedef struct {
 #define ATOMIC_INIT(i) { (i) }
 #define atomic_set(v, i) __atomic_store_n(&(v)->counter, (i), __ATOMIC_SEQ_CST)
 #define atomic_inc_return(v) __atomic_add_fetch(&(v)->counter, 1, __ATOMIC_SEQ_CST)
+#define atomic_read(v) __atomic_load_n(&(v)->counter, __ATOMIC_RELAXED)
+#define atomic_inc(v) ((void)__atomic_add_fetch(&(v)->counter, 1, __ATOMIC_SEQ_CST))
+#define atomic_dec(v) ((void)__atomic_sub_fetch(&(v)->counter, 1, __ATOMIC_SEQ_CST))
 
 /* Locks. */
 typedef pthread_spinlock_t spinlock_t;
 #define spin_lock_init(l) pthread_spin_init((l), PTHREAD_PROCESS_PRIVATE)
 #define spin_lock(l) pthread_spin_lock(l)
 #define spin_unlock(l) pthread_spin_unlock(l)
-#define spin_lock_irqsave(l, flags) ((flags) = 0, pthread_spin_lock(l))
-#define spin_unlock_irqrestore(l, flags) ((void)(flags), pthread_spin_unlock(l))
+#define spin_trylock(l) (pthread_spin_trylock(l) == 0)
+#define local_irq_save(flags) ((flags) = 0)
+#define local_irq_restore(flags) ((void)(flags))
 
 /* RCU. */
 struct rcu_head {
@@ -175,6 +188,71 @@ static inline void hlist_replace_rcu(struct hlist_node *old, struct hlist_node *
 	     pos; \
 	     pos = hlist_entry_safe(rcu_dereference((pos)->member.next), __typeof__(*(pos)), member))
 
+/* llist, as include/linux/llist.h and lib/llist.c. */
+struct llist_head {
+	struct llist_node *first;
+};
+struct llist_node {
+	struct llist_node *next;
+};
+#define init_llist_head(h) __atomic_store_n(&(h)->first, NULL, __ATOMIC_RELAXED)
+#define llist_entry(ptr, type, member) container_of(ptr, type, member)
+/*
+ * As the kernel's, node evaluated once; NULL-safe without the kernel's
+ * container_of(NULL) arithmetic, which UBSan refuses.
+ */
+#define llist_entry_safe(ptr, type, member) \
+	({ __typeof__(ptr) ____ptr = (ptr); \
+	   ____ptr ? llist_entry(____ptr, type, member) : NULL; })
+#define llist_for_each_entry_safe(pos, n, node, member) \
+	for (pos = llist_entry_safe((node), __typeof__(*pos), member); \
+	     pos && (n = llist_entry_safe(pos->member.next, __typeof__(*n), member), true); \
+	     pos = n)
+
+static inline bool llist_add(struct llist_node *new, struct llist_head *head)
+{
+	struct llist_node *first = __atomic_load_n(&head->first, __ATOMIC_RELAXED);
+
+	do {
+		new->next = first;
+	} while (!__atomic_compare_exchange_n(&head->first, &first, new, false,
+					      __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	return !first;
+}
+
+/* One consumer at a time, as the kernel's. */
+static inline struct llist_node *llist_del_first(struct llist_head *head)
+{
+	struct llist_node *entry = __atomic_load_n(&head->first, __ATOMIC_ACQUIRE), *next;
+
+	do {
+		if (!entry)
+			return NULL;
+		next = __atomic_load_n(&entry->next, __ATOMIC_RELAXED);
+	} while (!__atomic_compare_exchange_n(&head->first, &entry, next, false,
+					      __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE));
+	return entry;
+}
+
+static inline struct llist_node *llist_del_all(struct llist_head *head)
+{
+	return __atomic_exchange_n(&head->first, NULL, __ATOMIC_ACQUIRE);
+}
+
+/* irq_work: see the top. */
+struct irq_work {
+	void (*func)(struct irq_work *);
+	bool pending;		/* under flow_user.c's lock */
+	int cpu;		/* the thread that queued it */
+	struct irq_work *next;
+};
+#define init_irq_work(w, f) (*(w) = (struct irq_work){ .func = (f) })
+bool irq_work_queue(struct irq_work *w);
+/* Runs w now if it is queued: after it, as in the kernel, w has run. */
+void irq_work_sync(struct irq_work *w);
+/* Runs the works this thread queued: its "NMI" is over. */
+void klasy_user_irq_work_run(void);
+
 /* list_head, only as a member of struct klasy_flow. */
 struct list_head {
 	struct list_head *next, *prev;
@@ -190,6 +268,7 @@ void *klasy_user_alloc_percpu(size_t size);
 #define per_cpu_ptr(p, cpu) \
 	((__typeof__(p))((char *)(p) + (size_t)(cpu) * KLASY_USER_PCPU_STRIDE))
 #define for_each_possible_cpu(cpu) for ((cpu) = 0; (cpu) < KLASY_USER_CPUS; (cpu)++)
+#define this_cpu_ptr(p) per_cpu_ptr(p, klasy_user_cpu())
 /* Only the thread that owns a copy writes it; status reads it. */
 #define this_cpu_inc(x) do { \
 	__typeof__(&(x)) __p = (__typeof__(&(x)))((char *)&(x) + \

@@ -4,7 +4,9 @@
  * (flow_user.h stands in for the kernel), for flow_test.go:
  *
  *   harness script < SCRIPT         run a script of operations and checks
- *   harness stress THREADS ROUNDS   concurrent use, checked
+ *   harness stress THREADS ROUNDS [nmi]  concurrent use, checked; with
+ *                                   nmi, each thread's registers, lookups
+ *                                   and removes run in "NMI" (in_nmi())
  *   harness bench THREADS OPS REPS  ns per operation, Table 6.7's rows
  *
  * Script lines (# starts a comment; OBJ is any name, each a distinct
@@ -25,8 +27,13 @@
  *   saw VAL            check the last user advice ran with VAL (0: it did not)
  *   eq VAL VAL         check equal;  ne VAL VAL: check different
  *   stats KEY=VAL...   check the current table's counts (entries limit hits
- *                      misses evictions freed ambiguous dropped)
+ *                      misses evictions freed ambiguous dropped noid)
  *   print              print the status line of every table
+ *   nmi 1|0            enter or leave NMI context (in_nmi()); leaving runs
+ *                      the irq_works the thread queued, as the kernel does
+ *                      once an NMI returns
+ *   pool N             check this thread's pool of the current table holds
+ *                      N entries (counted on its list, and its count)
  *
  * A failed check prints "line N: ..." and exits 1.
  */
@@ -64,6 +71,7 @@ static struct klasy_flow *cur;
 
 static int line_no;
 static int last_saw;
+int klasy_user_flow;
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -156,9 +164,10 @@ static void print_flow(struct klasy_flow *f)
 	klasy_flow_read(f, &c);
 	printf("flow name=%s entries=%" PRIu64 " limit=%" PRIu64 " hits=%" PRIu64
 	       " misses=%" PRIu64 " evictions=%" PRIu64 " freed=%" PRIu64
-	       " ambiguous=%" PRIu64 " dropped=%" PRIu64 "\n",
+	       " ambiguous=%" PRIu64 " dropped=%" PRIu64 " noid=%" PRIu64 "\n",
 	       f->name, c.entries, c.limit, c.sum.hits, c.sum.misses,
-	       c.sum.evictions, c.sum.freed, c.sum.ambiguous, c.sum.dropped);
+	       c.sum.evictions, c.sum.freed, c.sum.ambiguous, c.sum.dropped,
+	       c.sum.noid);
 }
 
 static u64 count(struct klasy_flow_counts *c, const char *key)
@@ -175,6 +184,7 @@ static u64 count(struct klasy_flow_counts *c, const char *key)
 		{ "freed", offsetof(struct klasy_flow_counts, sum.freed) },
 		{ "ambiguous", offsetof(struct klasy_flow_counts, sum.ambiguous) },
 		{ "dropped", offsetof(struct klasy_flow_counts, sum.dropped) },
+		{ "noid", offsetof(struct klasy_flow_counts, sum.noid) },
 	};
 	size_t i;
 
@@ -210,6 +220,7 @@ static void call(char **args, int nargs)
 		v[i] = a->params[i] == 'l' ? (void *)&slots[i] : slots[i];
 	}
 	last_saw = 0;
+	klasy_user_flow = 0;
 	a->fn(v);
 }
 
@@ -302,6 +313,8 @@ static int script(void)
 		} else if (!strcmp(op, "saw")) {
 			if ((u32)last_saw != val(args[1]))
 				fail("the advice saw %#x, want %#x (%s)", (u32)last_saw, val(args[1]), args[1]);
+			if (klasy_user_flow != last_saw)
+				fail("the advice's hit carries flow %#x, it saw %#x", (u32)klasy_user_flow, (u32)last_saw);
 		} else if (!strcmp(op, "eq") || !strcmp(op, "ne")) {
 			u32 a = val(args[1]), b = val(args[2]);
 
@@ -323,6 +336,26 @@ static int script(void)
 				if (got != val(eq + 1))
 					fail("%s=%" PRIu64 ", want %s", args[i], got, eq + 1);
 			}
+		} else if (!strcmp(op, "nmi")) {
+			bool on = val(args[1]);
+
+			if (on == klasy_user_in_nmi)
+				fail("nmi %s: already so", args[1]);
+			klasy_user_in_nmi = on;
+			if (!on)
+				klasy_user_irq_work_run();
+		} else if (!strcmp(op, "pool")) {
+			struct klasy_flow_pool *p;
+			struct llist_node *n;
+			u32 want = val(args[1]), got = 0;
+
+			need(cur);
+			p = this_cpu_ptr(cur->pool);
+			for (n = p->free.first; n; n = n->next)
+				got++;
+			if (got != want || (u32)atomic_read(&p->n) != want)
+				fail("pool holds %u entries and counts %d, want %u", got,
+				     atomic_read(&p->n), want);
 		} else if (!strcmp(op, "print")) {
 			for (i = 0; i < nflows; i++)
 				print_flow(flows[i]);
@@ -332,10 +365,12 @@ static int script(void)
 		/* One thread: no lookup is running between two lines. */
 		klasy_user_quiescent();
 	}
+	klasy_user_in_nmi = false;
 	for (i = 0; i < nflows; i++) {
 		klasy_flow_destroy(flows[i]);
 		free(flows[i]);
 	}
+	klasy_user_quiescent();
 	printf("ok %d lines\n", line_no);
 	return 0;
 }
@@ -355,6 +390,8 @@ struct stress_thread {
 	u32 *ids;		/* every ID get_new_flowid gave this thread */
 	size_t nids;
 	u64 lookups;
+	u64 dropped;		/* this thread's count, after its last operation */
+	u64 nmi_ops;		/* operations in NMI */
 	const char *err;
 	u32 err_a, err_b;
 };
@@ -371,16 +408,59 @@ static void *shared(int k)
 }
 
 /*
+ * In nmi mode, a thread's operations run in "NMI" (in_nmi() true), and it
+ * leaves NMI every NMI_BURST operations, running the irq_works it queued,
+ * as a CPU does between two NMIs.
+ */
+static bool stress_nmi;
+#define NMI_BURST 16
+
+static void nmi_begin(struct stress_thread *st)
+{
+	klasy_user_in_nmi = stress_nmi;
+}
+
+static void nmi_end(void)
+{
+	if (klasy_user_in_nmi) {
+		klasy_user_in_nmi = false;
+		klasy_user_irq_work_run();
+	}
+}
+
+/*
+ * After each operation: whether it was dropped (this thread's dropped
+ * count grew), and leave NMI at the end of a burst.
+ */
+static bool stress_op(struct stress_thread *st)
+{
+	u64 d = READ_ONCE(per_cpu_ptr(stress_flow.stats, klasy_user_cpu())->dropped);
+	bool dropped = d != st->dropped;
+
+	st->dropped = d;
+	if (klasy_user_in_nmi) {
+		st->nmi_ops++;
+		if (st->nmi_ops % NMI_BURST == 0) {
+			nmi_end();
+			nmi_begin(st);
+		}
+	}
+	return dropped;
+}
+
+/*
  * Each thread: its own objects, registered, looked up and removed, and
  * shared objects, each operation in turn on each, from a different start
  * per thread. The shared objects' IDs of a round all fall in one bucket
- * of the ID index, so that threads contend for it.
+ * of the ID index, so that threads contend for it. An operation dropped
+ * (only in NMI: a lock another thread holds) changes nothing, and the
+ * checks expect just that.
  */
 static void *stress_run(void *arg)
 {
 	struct stress_thread *st = arg;
 	struct klasy_flow *f = &stress_flow;
-	u32 mine[PRIVATE], got;
+	u32 mine[PRIVATE], want[PRIVATE], got;
 	int r, i, k;
 
 #define CHECK(cond, what, a, b) do { \
@@ -388,10 +468,12 @@ static void *stress_run(void *arg)
 } while (0)
 
 	for (r = 0; r < stress_rounds; r++) {
+		nmi_begin(st);
 		for (i = 0; i < PRIVATE; i++) {
 			mine[i] = (u32)klasy_flow_new_id();
 			st->ids[st->nids++] = mine[i];
 			klasy_flow_register(f, addr(st->t, i), (int)mine[i]);
+			want[i] = stress_op(st) ? 0 : mine[i];
 		}
 		for (i = 0; i < SHARED * 4; i++) {
 			u32 id;
@@ -412,6 +494,7 @@ static void *stress_run(void *arg)
 				klasy_flow_remove(f, shared(k));
 				break;
 			}
+			stress_op(st);
 			got = (u32)klasy_flow_lookup(f, shared(k));
 			st->lookups++;
 			/* 0, or an ID some thread gave object k. */
@@ -420,20 +503,25 @@ static void *stress_run(void *arg)
 		for (i = 0; i < PRIVATE; i++) {
 			got = (u32)klasy_flow_lookup(f, addr(st->t, i));
 			st->lookups++;
-			CHECK(got == mine[i], "private object lost its ID", mine[i], got);
-			if (i & 1)
+			CHECK(got == want[i], "private object lost its ID", want[i], got);
+			if (i & 1) {
 				klasy_flow_remove(f, addr(st->t, i));
+				if (!stress_op(st))
+					want[i] = 0;
+			}
 		}
 		for (i = 0; i < PRIVATE; i++) {
 			got = (u32)klasy_flow_lookup(f, addr(st->t, i));
 			st->lookups++;
-			CHECK(got == (i & 1 ? 0 : mine[i]), "private object after removes", i & 1 ? 0 : mine[i], got);
+			CHECK(got == want[i], "private object after removes", want[i], got);
 		}
+		nmi_end();
 		pthread_barrier_wait(&barrier);
 		if (st->t == 0)
 			klasy_user_quiescent();
 		pthread_barrier_wait(&barrier);
-		for (i = 0; i < PRIVATE; i += 2)
+		/* Outside NMI: nothing is dropped, the table ends empty. */
+		for (i = 0; i < PRIVATE; i++)
 			klasy_flow_remove(f, addr(st->t, i));
 	}
 	return NULL;
@@ -446,16 +534,17 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int stress(int threads, int rounds)
+static int stress(int threads, int rounds, bool nmi)
 {
 	struct stress_thread *st = calloc(threads, sizeof(*st));
 	struct klasy_flow_counts c;
-	u64 lookups = 0;
+	u64 lookups = 0, nmi_ops = 0;
 	size_t nids = 0, i;
 	u32 *all;
 	int t, k, bad = 0;
 
 	stress_rounds = rounds;
+	stress_nmi = nmi;
 	if (klasy_flow_init(&stress_flow, "stress", 12))
 		die("no memory for the table");
 	pthread_barrier_init(&barrier, NULL, threads);
@@ -489,16 +578,28 @@ static int stress(int threads, int rounds)
 		}
 	}
 	klasy_flow_read(&stress_flow, &c);
-	if (c.entries || c.sum.evictions || c.sum.dropped || c.sum.hits + c.sum.misses != lookups) {
-		printf("at the end: entries=%" PRIu64 " evictions=%" PRIu64 " dropped=%" PRIu64
-		       " hits+misses=%" PRIu64 ", want 0 0 0 %" PRIu64 "\n", c.entries,
-		       c.sum.evictions, c.sum.dropped, c.sum.hits + c.sum.misses, lookups);
+	for (t = 0; t < threads; t++)
+		nmi_ops += st[t].nmi_ops;
+	/*
+	 * Outside NMI nothing is dropped. In NMI an operation is dropped when
+	 * another thread holds its lock all KLASY_FLOW_NMI_TRIES tries (the
+	 * pool never runs dry here): a few, not most.
+	 */
+	if (nmi ? c.sum.dropped * 10 > nmi_ops || !nmi_ops : c.sum.dropped > 0) {
+		printf("dropped=%" PRIu64 " of %" PRIu64 " operations in NMI\n", c.sum.dropped, nmi_ops);
 		bad = 1;
 	}
-	printf("threads=%d rounds=%d ids=%zu lookups=%" PRIu64 " hits=%" PRIu64 " freed=%" PRIu64
-	       " ambiguous=%" PRIu64 "\n", threads, rounds, nids, lookups, c.sum.hits,
-	       c.sum.freed, c.sum.ambiguous);
+	if (c.entries || c.sum.evictions || c.sum.hits + c.sum.misses != lookups) {
+		printf("at the end: entries=%" PRIu64 " evictions=%" PRIu64
+		       " hits+misses=%" PRIu64 ", want 0 0 %" PRIu64 "\n", c.entries,
+		       c.sum.evictions, c.sum.hits + c.sum.misses, lookups);
+		bad = 1;
+	}
+	printf("threads=%d rounds=%d nmi=%d ids=%zu lookups=%" PRIu64 " hits=%" PRIu64 " freed=%" PRIu64
+	       " ambiguous=%" PRIu64 " nmi_ops=%" PRIu64 " dropped=%" PRIu64 "\n", threads, rounds, nmi,
+	       nids, lookups, c.sum.hits, c.sum.freed, c.sum.ambiguous, nmi_ops, c.sum.dropped);
 	klasy_flow_destroy(&stress_flow);
+	klasy_user_quiescent();
 	return bad;
 }
 
@@ -638,6 +739,7 @@ static int bench(int threads, int ops, int reps)
 		       n > 1 ? sqrt(sq / (n - 1)) : 0.0);
 	}
 	klasy_flow_destroy(&bench_flow);
+	klasy_user_quiescent();
 	return 0;
 }
 
@@ -645,10 +747,10 @@ int main(int argc, char **argv)
 {
 	if (argc == 2 && !strcmp(argv[1], "script"))
 		return script();
-	if (argc == 4 && !strcmp(argv[1], "stress"))
-		return stress(atoi(argv[2]), atoi(argv[3]));
+	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "nmi"))) && !strcmp(argv[1], "stress"))
+		return stress(atoi(argv[2]), atoi(argv[3]), argc == 5);
 	if (argc == 5 && !strcmp(argv[1], "bench"))
 		return bench(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
-	fprintf(stderr, "usage: harness script < SCRIPT | stress THREADS ROUNDS | bench THREADS OPS REPS\n");
+	fprintf(stderr, "usage: harness script < SCRIPT | stress THREADS ROUNDS [nmi] | bench THREADS OPS REPS\n");
 	return 2;
 }

@@ -33,4 +33,11 @@ extern const int klasy_user_nflowvars;
 /* User advice calls it with the flow ID it was given. */
 void klasy_user_saw(int id);
 
+/*
+ * What KLASY_SET_FLOW (klasy_rt.h, outside the plain-C section) does to a
+ * hit in the kernel: the hit's records carry the ID. saw checks it too.
+ */
+extern int klasy_user_flow;
+#define KLASY_SET_FLOW(id) (klasy_user_flow = (id))
+
 #endif /* _HARNESS_H */
