@@ -12,6 +12,7 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 
 	"github.com/klasy/klasy/dwarfmap/dwtype"
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/dwarfmap/loc"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/x86code"
@@ -35,6 +36,11 @@ type Batch struct {
 	scopes   map[uint32]*funcScope
 	layouts  map[string]layoutResult
 	fdes     *loc.FDEIndex
+	// graphs are the control flow graphs by function entry; reserved
+	// the image's jump label and static call sites (Graph).
+	graphs       map[uint64]*x86code.Graph
+	reserved     *elfimage.Reserved
+	reservedRead bool
 }
 
 type layoutResult struct {
@@ -191,14 +197,7 @@ func (b *Batch) CopiesCalledAt(hostEntry uint64, file string, line int) []Instan
 	if !ok {
 		return nil
 	}
-	if b.byCaller == nil {
-		b.byCaller = map[uint32][]uint32{}
-		for i, in := range x.inlines {
-			if in.Caller != noFile {
-				b.byCaller[in.Caller] = append(b.byCaller[in.Caller], uint32(i))
-			}
-		}
-	}
+	b.indexCallers()
 	ids := b.Files(file)
 	var out []Instance
 	for _, i := range b.byCaller[uint32(hi)] {

@@ -16,6 +16,9 @@ import (
 type Reserved struct {
 	spans [][2]uint64 // [lo, hi), sorted by lo
 	what  []string
+	// jumps are the jump label sites with the target the kernel's jmp
+	// there goes to when the static branch is taken.
+	jumps map[uint64]uint64
 }
 
 // The x86-64 layouts of the kernel's tables (include/linux/jump_label.h,
@@ -45,7 +48,7 @@ func (img *Image) Reserved() (r *Reserved, err error) {
 			at[s.Name] = s.Value
 		}
 	}
-	r = &Reserved{}
+	r = &Reserved{jumps: map[uint64]uint64{}}
 	table := func(start, stop string, size uint64, what string) error {
 		lo, ok1 := at[start]
 		hi, ok2 := at[stop]
@@ -67,6 +70,10 @@ func (img *Image) Reserved() (r *Reserved, err error) {
 			}
 			r.spans = append(r.spans, [2]uint64{code, code + n})
 			r.what = append(r.what, what)
+			if size == jumpEntrySize {
+				rel := int32(binary.LittleEndian.Uint32(b[off+4:]))
+				r.jumps[code] = lo + off + 4 + uint64(int64(rel))
+			}
 		}
 		return nil
 	}
@@ -101,6 +108,23 @@ func (r *Reserved) At(addr uint64) string {
 		}
 	}
 	return ""
+}
+
+// JumpsIn returns the jump label sites in [lo, hi) with their targets:
+// the kernel makes each a jmp to its target or a nop as the static
+// branch is switched.
+func (r *Reserved) JumpsIn(lo, hi uint64) map[uint64]uint64 {
+	if r == nil {
+		return nil
+	}
+	out := map[uint64]uint64{}
+	i := sort.Search(len(r.spans), func(i int) bool { return r.spans[i][0] >= lo })
+	for ; i < len(r.spans) && r.spans[i][0] < hi; i++ {
+		if t, ok := r.jumps[r.spans[i][0]]; ok {
+			out[r.spans[i][0]] = t
+		}
+	}
+	return out
 }
 
 // Len is the number of reserved sites.
