@@ -41,6 +41,7 @@ type Batch struct {
 	graphs       map[uint64]*x86code.Graph
 	reserved     *elfimage.Reserved
 	reservedRead bool
+	decls        map[uint32][]int // functions' declaration lines by file (NextDecl)
 }
 
 type layoutResult struct {
@@ -143,6 +144,10 @@ type Instance struct {
 	// CallFile:CallLine is where an inlined copy is called.
 	CallFile string
 	CallLine int
+	// DeclFile:DeclLine is where the function of an inlined copy is
+	// defined (set by CopiesAt).
+	DeclFile string
+	DeclLine int
 	// DIE is the copy's DW_TAG_subprogram or DW_TAG_inlined_subroutine.
 	DIE uint64
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sort"
 
 	"github.com/klasy/klasy/x86code"
 )
@@ -80,7 +81,8 @@ func (b *Batch) CopiesAt(addr uint64) []Instance {
 		}
 		out = append(out, held{Instance{Name: x.str(in.Name), Host: x.str(host.Name), HostFile: x.File(host.DeclFile), Inlined: true,
 			Ranges: rs, HostRanges: x.ranges[host.RngOff : host.RngOff+host.RngN],
-			CallFile: x.File(in.CallFile), CallLine: int(in.CallLine), DIE: in.DIE}, size})
+			CallFile: x.File(in.CallFile), CallLine: int(in.CallLine), DeclFile: x.File(in.DeclFile), DeclLine: int(in.DeclLine),
+			DIE: in.DIE}, size})
 	}
 	slices.SortStableFunc(out, func(a, c held) int { return cmp.Compare(a.size, c.size) })
 	insts := make([]Instance, len(out))
@@ -130,4 +132,75 @@ func (b *Batch) LinesWithCode(file string) []int {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// CodeRows returns the line-table rows of the code in [lo, hi): those
+// at addresses in it and, when none is at lo, the row in force there
+// (the last one at the greatest address below it), by address; rows of
+// line 0 are left out.
+func (b *Batch) CodeRows(lo, hi uint64) []Row {
+	x := b.x
+	at := func(i int) Row {
+		if !x.chunksOK(secByAddr, i, i+1) {
+			return Row{Flags: RowEndSequence}
+		}
+		return x.row(x.byAddr[i])
+	}
+	var out []Row
+	i := sort.Search(len(x.byAddr), func(i int) bool { return at(i).Addr >= lo })
+	if i == len(x.byAddr) || at(i).Addr != lo {
+		// The rows at the greatest address below lo: the last one (in
+		// table order, the one that owns the code) is in force.
+		j := i - 1
+		if j >= 0 {
+			addr := at(j).Addr
+			for j > 0 && at(j-1).Addr == addr {
+				j--
+			}
+			var last Row
+			found := false
+			for ; j < i; j++ {
+				if r := at(j); r.Addr == addr {
+					last, found = r, true
+				}
+			}
+			if found && last.Flags&RowEndSequence == 0 && last.Line != 0 {
+				out = append(out, last)
+			}
+		}
+	}
+	for ; i < len(x.byAddr) && at(i).Addr < hi; i++ {
+		if r := at(i); r.Flags&RowEndSequence == 0 && r.Line != 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// NextDecl returns the first line after line at which file defines a
+// function (one with an out-of-line body or inlined copies), 0 if none
+// does: the function defined at or above line ends before it.
+func (b *Batch) NextDecl(file string, line int) int {
+	if b.decls == nil {
+		b.decls = map[uint32][]int{}
+		for _, f := range b.x.funcs {
+			b.decls[f.DeclFile] = append(b.decls[f.DeclFile], int(f.DeclLine))
+		}
+		for _, in := range b.x.inlines {
+			b.decls[in.DeclFile] = append(b.decls[in.DeclFile], int(in.DeclLine))
+		}
+		for id, ls := range b.decls {
+			slices.Sort(ls)
+			b.decls[id] = slices.Compact(ls)
+		}
+	}
+	next := 0
+	for _, id := range b.Files(file) {
+		ls := b.decls[id]
+		i := sort.SearchInts(ls, line+1)
+		if i < len(ls) && (next == 0 || ls[i] < next) {
+			next = ls[i]
+		}
+	}
+	return next
 }
