@@ -6,8 +6,27 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/klasy/klasy/dwarfmap/elfimage"
+
 	"github.com/klasy/klasy/x86code"
 )
+
+// reservedSites reads the image's jump label, static call and ftrace
+// sites once. A module's tables are relocated at load: nil, as for an
+// image without them; a damaged table only loses them.
+func (b *Batch) reservedSites() *elfimage.Reserved {
+	if !b.reservedRead {
+		b.reservedRead = true
+		b.reserved, _ = b.x.img.Reserved()
+	}
+	return b.reserved
+}
+
+// FtraceSite reports whether addr is an ftrace site (the call of
+// __fentry__ at a function's entry): a kprobe there is ftrace-based.
+func (b *Batch) FtraceSite(addr uint64) bool {
+	return b.reservedSites().FtraceSite(addr)
+}
 
 // Graph returns the control flow graph of fi's out-of-line code, all of
 // its ranges (a .cold part too), with the kernel's static branches
@@ -16,13 +35,7 @@ func (b *Batch) Graph(fi FuncInfo) (*x86code.Graph, error) {
 	if g, ok := b.graphs[fi.Entry]; ok {
 		return g, nil
 	}
-	if !b.reservedRead {
-		b.reservedRead = true
-		// A module's tables are relocated at load: nil, as for an
-		// image without them; a damaged table only loses the static
-		// branches.
-		b.reserved, _ = b.x.img.Reserved()
-	}
+	reserved := b.reservedSites()
 	var rs []x86code.Range
 	patched := x86code.PatchedBranches{}
 	for _, r := range fi.Ranges {
@@ -31,7 +44,7 @@ func (b *Batch) Graph(fi FuncInfo) (*x86code.Graph, error) {
 			return nil, fmt.Errorf("no code bytes for %s at %#x in the image", fi.Name, r[0])
 		}
 		rs = append(rs, x86code.Range{Addr: r[0], Code: code})
-		for site, target := range b.reserved.JumpsIn(r[0], r[1]) {
+		for site, target := range reserved.JumpsIn(r[0], r[1]) {
 			patched[site] = target
 		}
 	}
@@ -203,4 +216,18 @@ func (b *Batch) NextDecl(file string, line int) int {
 		}
 	}
 	return next
+}
+
+// CompDir is the compilation directory of the unit that defines fi
+// (DW_AT_comp_dir): where the unit's relative file names are relative
+// to, or below it.
+func (b *Batch) CompDir(fi FuncInfo) string {
+	if fi.index < 0 || fi.index >= len(b.x.funcs) {
+		return ""
+	}
+	u := b.x.funcs[fi.index].Unit
+	if int(u) >= len(b.x.units) {
+		return ""
+	}
+	return b.x.str(b.x.units[u].CompDir)
 }
