@@ -19,7 +19,8 @@ import (
 // of F are not F's blocks: their code is in the blocks of the functions
 // it is inlined into, which block(G) of those counts. When the kernel
 // refuses a hook on a block's first instruction (a static call site),
-// the hook goes on the next instruction it accepts, which runs as often.
+// the hook goes on the next instruction it accepts, which runs as often;
+// the entry block's goes past the ftrace site (see blocks).
 // A function with an indirect jump (a jump table) has blocks only that
 // jump reaches, whose targets klasy does not follow: those blocks are
 // skipped, with the jump named, as where they start is unknown.
@@ -120,8 +121,17 @@ func (r *resolver) blocks(n int, b *dwarfmap.Batch, im *image, fi dwarfmap.FuncI
 			r.add(jp)
 			continue
 		}
-		// The first instruction of the block the kernel accepts a hook on.
-		for _, in := range b.Insns(blk.Start, blk.End) {
+		// The first instruction of the block the kernel accepts a hook
+		// on. Past the ftrace site at a function's entry (a nop once
+		// booted, so it runs as often): a kprobe on the site is an
+		// ftrace-based one, which takes a hundred times longer to
+		// register (an ftrace update, patching and waiting for every
+		// CPU), and a cover registers one per function.
+		insns := b.Insns(blk.Start, blk.End)
+		if len(insns) > 1 && b.FtraceSite(insns[0].PC) {
+			insns = insns[1:]
+		}
+		for _, in := range insns {
 			why := checkHookAddr(b, im, fi.Name, in.PC)
 			if why == "" {
 				jp.Addr, jp.Skipped = in.PC, ""

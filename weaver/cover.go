@@ -12,7 +12,8 @@ import (
 // arcs of the control flow graph are derived as KernInst derived them
 // (Tamches' dissertation, ch. 7): the counts of the arcs into a block
 // sum to its count, as do those of the arcs out of it, so wherever only
-// one arc of such a sum is unknown, it is the difference. Repeated until
+// one arc of such a sum is unknown, it is the difference, and where the
+// known ones leave nothing, every unknown one is 0. Repeated until
 // nothing changes, this determines most arcs; the others get the upper
 // bound the sums leave them (KernInst's estimate), marked as not
 // determined. A block that could not be hooked is one more unknown of
@@ -213,31 +214,56 @@ func Cover(g *x86code.Graph, counts map[uint64]uint64, skipped map[uint64]string
 		}
 	}
 	bad := make([]bool, len(eqs))
+	// rest is what e leaves for its unknowns; pos is true when they
+	// all add (no block count without a hook among them).
+	rest := func(e equation) (r int64, unknowns int, pos bool) {
+		r, pos = e.konst, true
+		for _, t := range e.terms {
+			switch {
+			case known[t.v]:
+				r -= t.coef * vals[t.v]
+			default:
+				unknowns++
+				pos = pos && t.coef > 0
+			}
+		}
+		return r, unknowns, pos
+	}
 	for changed := true; changed; {
 		changed = false
 		for i, e := range eqs {
 			if bad[i] {
 				continue
 			}
-			rest, unknown, n := e.konst, -1, 0
-			var coef int64
-			for _, t := range e.terms {
-				if known[t.v] {
-					rest -= t.coef * vals[t.v]
-				} else {
-					unknown, coef, n = t.v, t.coef, n+1
-				}
-			}
+			r, n, _ := rest(e)
 			switch {
 			case n == 0:
-				bad[i] = rest != 0
+				bad[i] = r != 0
 			case n == 1:
-				v := rest / coef
-				if v < 0 {
-					bad[i] = true
-					continue
+				for _, t := range e.terms {
+					if known[t.v] {
+						continue
+					}
+					if v := r / t.coef; v >= 0 {
+						vals[t.v], known[t.v], changed = v, true, true
+					} else {
+						bad[i] = true
+					}
 				}
-				vals[unknown], known[unknown], changed = v, true, true
+			}
+		}
+		if changed {
+			continue
+		}
+		// A sum of counts that leaves nothing for its unknowns makes
+		// each of them 0 (counts are never negative).
+		for i, e := range eqs {
+			if r, n, pos := rest(e); !bad[i] && n > 1 && pos && r == 0 {
+				for _, t := range e.terms {
+					if !known[t.v] {
+						vals[t.v], known[t.v], changed = 0, true, true
+					}
+				}
 			}
 		}
 	}
@@ -258,17 +284,8 @@ func Cover(g *x86code.Graph, counts map[uint64]uint64, skipped map[uint64]string
 			if bad[j] || !slices.ContainsFunc(e.terms, func(t term) bool { return t.v == i }) {
 				continue
 			}
-			rest, ok := e.konst, true
-			for _, t := range e.terms {
-				switch {
-				case known[t.v]:
-					rest -= t.coef * vals[t.v]
-				case t.coef < 0:
-					ok = false // an unknown block count: no bound
-				}
-			}
-			if ok && rest >= 0 && (!a.HasBound || uint64(rest) < a.Bound) {
-				a.Bound, a.HasBound = uint64(rest), true
+			if r, _, pos := rest(e); pos && r >= 0 && (!a.HasBound || uint64(r) < a.Bound) {
+				a.Bound, a.HasBound = uint64(r), true
 			}
 		}
 	}

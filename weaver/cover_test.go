@@ -91,6 +91,12 @@ func TestCoverArcs(t *testing.T) {
 			graph("10:20,30", "20:40,50", "30:40,50", "40::exit", "50::exit"),
 			map[uint64]uint64{0x10: 10, 0x20: 6, 0x30: 4, 0x40: 5, 0x50: 5},
 			"entry>10=10 10>20=6 10>30=4 20>40=?<=5 20>50=?<=5 30>40=?<=4 30>50=?<=4 40>exit=5 50>exit=5", "", 0},
+		// The same square with one side never run: its arcs are 0 (a
+		// sum that leaves nothing), and that determines the others.
+		{"square with a side never run",
+			graph("10:20,30", "20:40,50", "30:40,50", "40::exit", "50::exit"),
+			map[uint64]uint64{0x10: 10, 0x20: 10, 0x30: 0, 0x40: 4, 0x50: 6},
+			"entry>10=10 10>20=10 10>30=0 20>40=4 20>50=6 30>40=0 30>50=0 40>exit=4 50>exit=6", "", 0},
 		// A block without a hook (refused) is derived.
 		{"unhooked block derived",
 			graph("10:20,30", "20:40", "30:40", "40::exit"),

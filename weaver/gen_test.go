@@ -72,6 +72,7 @@ func checkGolden(t *testing.T, path string, got []byte) {
 
 // formatJoinPoints prints join points one per line, as the golden table
 // keeps them: advice timing kind address function [in caller] file:line,
+// the basic block a block(...) hook counts when it is not at its start,
 // then each argument's program, or why the join point is skipped.
 func formatJoinPoints(jps []*JoinPoint) string {
 	var b strings.Builder
@@ -81,6 +82,9 @@ func formatJoinPoints(jps []*JoinPoint) string {
 			fmt.Fprintf(&b, " in %s", jp.InlinedIn)
 		}
 		fmt.Fprintf(&b, " %s:%d", jp.File, jp.Line)
+		if jp.Block != 0 && jp.Block != jp.Addr {
+			fmt.Fprintf(&b, " block=%#x", jp.Block)
+		}
 		for _, a := range jp.Args {
 			fmt.Fprintf(&b, " %s=%s", a.Param, a.Value)
 			if a.AtEntry {

@@ -272,8 +272,10 @@ func (r *resolver) functionsOf(pc *aspect.Pointcut, refs []funcRef) ([]string, e
 		if err != nil {
 			return nil, r.errAt(pc, e.fn.Pos.Offset, "%v", err)
 		}
+		// MatchFuncs sorts by name: static functions of one name are
+		// next to each other.
 		for _, fi := range r.x.MatchFuncs(p) {
-			if !slices.Contains(these, fi.Name) {
+			if len(these) == 0 || these[len(these)-1] != fi.Name {
 				these = append(these, fi.Name)
 			}
 		}
@@ -284,7 +286,11 @@ func (r *resolver) functionsOf(pc *aspect.Pointcut, refs []funcRef) ([]string, e
 			names = these
 			continue
 		}
-		names = slices.DeleteFunc(names, func(n string) bool { return !slices.Contains(these, n) })
+		set := make(map[string]bool, len(these))
+		for _, n := range these {
+			set[n] = true
+		}
+		names = slices.DeleteFunc(names, func(n string) bool { return !set[n] })
 	}
 	return names, nil
 }

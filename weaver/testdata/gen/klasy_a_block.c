@@ -34,7 +34,7 @@ static void klasy_advice_1(struct klasy_hit *__klasy_hit, unsigned long __klasy_
 #line 35 "klasy_a_block.c"
 }
 
-/* hook 0: kprobe do_mkdirat at fs/namei.c:4169, image address 0xffffffff8137d7f0 */
+/* hook 0: kprobe do_mkdirat at fs/namei.c:4169, image address 0xffffffff8137d7f5 */
 static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[0];
@@ -206,7 +206,7 @@ static struct klasy_hook klasy_hooks[7] = {
 	[0] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h0,
-		.image_addr = 0xffffffff8137d7f0UL,
+		.image_addr = 0xffffffff8137d7f5UL,
 		.function = "do_mkdirat",
 		.file = "fs/namei.c",
 		.line = 4169,
