@@ -1,10 +1,8 @@
 package x86code
 
 import (
-	"debug/elf"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -102,31 +100,10 @@ func TestFuncGraphCompiled(t *testing.T) {
 		{"-O2 -fno-jump-tables", false}, // as the kernel is built under retpolines
 	} {
 		t.Run(tc.opt, func(t *testing.T) {
-			obj := filepath.Join(t.TempDir(), "code.o")
-			args := append(strings.Fields(tc.opt), "-c", "-o", obj, filepath.Join("testdata", "code.c"))
-			if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-				t.Fatalf("gcc: %v\n%s", err, b)
-			}
-			f, err := elf.Open(obj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			text := f.Section(".text")
-			code, err := text.Data()
-			if err != nil {
-				t.Fatal(err)
-			}
-			syms, err := f.Symbols()
-			if err != nil {
-				t.Fatal(err)
-			}
+			code, funcs, obj := textFuncs(t, strings.Fields(tc.opt)...)
 			starts, targets := objdumpInsts(t, obj)
 			indirect := false
-			for _, s := range syms {
-				if elf.ST_TYPE(s.Info) != elf.STT_FUNC || int(s.Section) >= len(f.Sections) || f.Sections[s.Section] != text {
-					continue
-				}
+			for _, s := range funcs {
 				g := FuncGraph(s.Value, []Range{{s.Value, code[s.Value : s.Value+s.Size]}}, nil)
 				indirect = indirect || len(g.Indirect) > 0
 				var covered []uint64
