@@ -79,6 +79,14 @@ func (c *checker) checkBody(a *Advice) {
 	if a.Pointcut == nil {
 		return
 	}
+	if a.When == "after" {
+		// A block's entry has no "after": its end is a branch.
+		for _, t := range Leaves(a.Pointcut.Expr) {
+			if t.Block != nil {
+				c.errf(at(a.Pointcut, t.Pos.Offset), "block(...) selects the entries of basic blocks, which have no after: use <before> advice (after a line's code: line(FILE:LINE))")
+			}
+		}
+	}
 	for _, s := range Specials(a.Body.S) {
 		off := a.Body.Offset(s.Off)
 		switch s.Name {
@@ -92,8 +100,8 @@ func (c *checker) checkBody(a *Advice) {
 				c.errf(off, "$retval$ is the value a function returns: use it in <after> advice of an execution(...) pointcut, not in <%s>", a.When)
 				continue
 			}
-			if g := accessGroup(a.Pointcut); g != nil {
-				c.errf(off, "$retval$ is the value a function returns, but this advice also runs after member accesses (%s); use it only with execution(...) pointcuts", alternative(g))
+			if g, what := otherGroup(a.Pointcut); g != nil {
+				c.errf(off, "$retval$ is the value a function returns, but this advice also runs after %s (%s); use it only with execution(...) pointcuts", what, alternative(g))
 			}
 		default:
 			c.errf(off, "unknown context variable %s; advice can use $pc$ (the join point's address) and, after an execution, $retval$", fmt.Sprintf("$%s$", s.Name))
@@ -101,19 +109,23 @@ func (c *checker) checkBody(a *Advice) {
 	}
 }
 
-// accessGroup returns an AND-group of pc that selects member accesses,
-// or nil if every group is an execution.
-func accessGroup(pc *Pointcut) []*Term {
+// otherGroup returns an AND-group of pc that selects other join points
+// than executions, and what it selects; nil if every group is an
+// execution.
+func otherGroup(pc *Pointcut) ([]*Term, string) {
 	groups, ok := Groups(pc.Expr)
 	if !ok {
-		return nil
+		return nil, ""
 	}
 	for _, g := range groups {
 		for _, t := range g {
-			if t.Access != nil {
-				return g
+			switch {
+			case t.Access != nil:
+				return g, "member accesses"
+			case t.Line != nil:
+				return g, "a line's code"
 			}
 		}
 	}
-	return nil
+	return nil, ""
 }

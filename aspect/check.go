@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/klasy/klasy/pattern"
@@ -182,21 +183,18 @@ func (c *checker) lexical(pc *Pointcut, t *Term) {
 		c.name(pc, t.Access.Struct, "structure", self, true)
 		c.name(pc, t.Access.Member, "member", self, true)
 	case t.WithinFile != nil:
-		p := t.WithinFile.Path
-		for i, tok := range p.Tokens {
-			if strings.TrimSpace(tok.Value) == "" {
-				if i+1 < len(p.Tokens) {
-					c.errf(at(pc, p.Tokens[i+1].Pos.Offset), "blank inside the file pattern of within_file: write the path without spaces, e.g. within_file(net/core/dev.c)")
-				}
-				continue
-			}
-			if _, err := pattern.Compile(tok.Value, pattern.Pointcut); err != nil {
-				c.patternErr(pc, tok.Pos.Offset, err, self)
-			}
-		}
+		c.path(pc, t.WithinFile.Path, "within_file", self)
 		if d := t.WithinFile.Domain; d != nil {
 			c.name(pc, d, "domain", "within_file(netfront.c@linuxU)", false)
 		}
+	case t.Line != nil:
+		c.path(pc, t.Line.Path, "line", self)
+		n := t.Line.Num
+		if v, err := strconv.Atoi(n.Value); err != nil || v <= 0 || n.Value[0] == '0' {
+			c.errf(at(pc, n.Pos.Offset), "line number %q is not a number from 1 up: write line(FILE:LINE), e.g. line(fs/namei.c:3820)", n.Value)
+		}
+	case t.Block != nil:
+		c.name(pc, t.Block.Func, "function", self, true)
 	case t.WithinFunction != nil:
 		c.name(pc, t.WithinFunction.Func, "function", self, true)
 		if d := t.WithinFunction.Domain; d != nil {
@@ -222,6 +220,25 @@ func (c *checker) lexical(pc *Pointcut, t *Term) {
 			known = append(known, d.Name)
 		}
 		c.errf(at(pc, t.Pos.Offset), "unknown pointcut designator %s: klasy knows %s", t.Unknown.Name, strings.Join(known, ", "))
+	}
+}
+
+// path checks the file pattern of within_file or line (designator).
+func (c *checker) path(pc *Pointcut, p *Path, designator, self string) {
+	example := "within_file(net/core/dev.c)"
+	if designator == "line" {
+		example = "line(fs/namei.c:3820)"
+	}
+	for i, tok := range p.Tokens {
+		if strings.TrimSpace(tok.Value) == "" {
+			if i > 0 && i+1 < len(p.Tokens) {
+				c.errf(at(pc, p.Tokens[i+1].Pos.Offset), "blank inside the file pattern of %s: write the path without spaces, e.g. %s", designator, example)
+			}
+			continue
+		}
+		if _, err := pattern.Compile(tok.Value, pattern.Pointcut); err != nil {
+			c.patternErr(pc, tok.Pos.Offset, err, self)
+		}
 	}
 }
 
@@ -256,22 +273,47 @@ func (c *checker) pointcut(pc *Pointcut, r *Rule) {
 
 // group checks one AND-group: the designators that must hold together.
 func (c *checker) group(pc *Pointcut, g []*Term, r *Rule) {
-	var access, execution []*Term
+	var access, execution, lines, blocks []*Term
 	for _, t := range g {
 		switch {
 		case t.Access != nil:
 			access = append(access, t)
 		case t.Execution != nil:
 			execution = append(execution, t)
+		case t.Line != nil:
+			lines = append(lines, t)
+		case t.Block != nil:
+			blocks = append(blocks, t)
 		}
 	}
 	pos := func(t *Term) int { return at(pc, t.Pos.Offset) }
+	var selectors [][]*Term // the kinds of join points the group selects
+	for _, k := range [][]*Term{access, execution, lines, blocks} {
+		if len(k) > 0 {
+			selectors = append(selectors, k)
+		}
+	}
 	switch {
-	case len(access) == 0 && len(execution) == 0:
-		c.errf(pos(g[0]), "%s: every AND-group of a pointcut needs an access(...) or an execution(...) to select join points, e.g. access(sk_buff.data) AND %s", alternative(g), g[0].Designator()+"(...)")
+	case len(selectors) == 0:
+		c.errf(pos(g[0]), "%s: every AND-group of a pointcut needs an access(...), an execution(...), a line(...) or a block(...) to select join points, e.g. access(sk_buff.data) AND %s", alternative(g), g[0].Designator()+"(...)")
 		return
 	case len(access) > 0 && len(execution) > 0:
 		c.errf(pos(execution[0]), "access and execution cannot be joined by AND: no join point is both a member access and a function execution; join them with OR or write two <advice>")
+		return
+	case len(selectors) > 1:
+		// Point at the first designator of another kind than the
+		// first one.
+		var a, b *Term
+		for _, t := range g {
+			if d := t.Designator(); kindOf[d] != "" {
+				if a == nil {
+					a = t
+				} else if b == nil && d != a.Designator() {
+					b = t
+				}
+			}
+		}
+		c.errf(pos(b), "%s and %s cannot be joined by AND: no join point is both %s and %s; join them with OR or write two <advice>", a.Designator(), b.Designator(), kindOf[a.Designator()], kindOf[b.Designator()])
 		return
 	case len(execution) > 0:
 		for _, t := range g {
@@ -286,12 +328,29 @@ func (c *checker) group(pc *Pointcut, g []*Term, r *Rule) {
 				c.errf(pos(t), "%s cannot be combined with execution: execution is joined by AND only with execution(...), argument(...), within_file(...) and within_function(...)%s", t.Designator(), hint)
 			}
 		}
+	case len(lines) > 0:
+		if len(lines) > 1 {
+			c.errf(pos(lines[1]), "line(...) cannot be joined by AND with another line(...): a join point is on one line; join them with OR")
+		}
+		for _, t := range g {
+			// within_function picks the copies of the line's code in
+			// one function or inlined into it.
+			if t.Line == nil && t.WithinFunction == nil && t.LocalVar == nil && t.Argument == nil && t.Unknown == nil {
+				c.errf(pos(t), "%s cannot be combined with line: line is joined by AND only with within_function(...), local_var(...) and argument(...)%s", t.Designator(), combineHint(t, "line"))
+			}
+		}
+	case len(blocks) > 0:
+		for _, t := range g {
+			// within_file picks among static functions of one name.
+			if t.Block == nil && t.WithinFile == nil && t.LocalVar == nil && t.Argument == nil && t.Unknown == nil {
+				c.errf(pos(t), "%s cannot be combined with block: block is joined by AND only with block(...), within_file(...), local_var(...) and argument(...)%s", t.Designator(), combineHint(t, "block"))
+			}
+		}
 	}
-	// An access group from here on.
 	bound := map[string]*Term{}
 	for _, t := range g {
-		if len(execution) == 0 && t.Argument != nil {
-			c.errf(pos(t), "argument(...) needs an execution(...) in the same AND-group; at member accesses bind locals with local_var(LOCAL, VAR)")
+		if len(execution) == 0 && len(lines) == 0 && len(blocks) == 0 && t.Argument != nil {
+			c.errf(pos(t), "argument(...) needs an execution(...), a line(...) or a block(...) in the same AND-group; at member accesses bind locals with local_var(LOCAL, VAR)")
 		}
 		if v := boundVar(t); v != nil {
 			if prev, dup := bound[v.Value]; dup && prev != t {
@@ -335,8 +394,33 @@ func (c *checker) group(pc *Pointcut, g []*Term, r *Rule) {
 		}
 	}
 	if r != nil && r.Action == nil && len(access) == 0 {
-		c.errf(pos(execution[0]), "the pointcut of <%s> must select member accesses with access(...): klasy finds the flow's structure through target or local_var there; for execution pointcuts write the code yourself in <action>", r.Kind)
+		c.errf(pos(selectors[0][0]), "the pointcut of <%s> must select member accesses with access(...): klasy finds the flow's structure through target or local_var there; for execution pointcuts write the code yourself in <action>", r.Kind)
 	}
+}
+
+// kindOf names the kind of join point each selecting designator
+// selects, for messages.
+var kindOf = map[string]string{
+	"access":    "a member access",
+	"execution": "a function's execution",
+	"line":      "a source line's code",
+	"block":     "a basic block's entry",
+}
+
+// combineHint says what to write instead of a designator that cannot go
+// with a line(...) or block(...).
+func combineHint(t *Term, with string) string {
+	switch {
+	case t.Target != nil:
+		return "; target(...) is the struct of an access(...): at a " + with + " bind locals with local_var(LOCAL, VAR)"
+	case t.WithinFile != nil && with == "line":
+		return "; line(FILE:LINE) names its file already"
+	case t.WithinFunction != nil && with == "block":
+		return "; block(FUNCTION) names its function already"
+	case t.Xflow != nil:
+		return "; xflow(...) follows the structs of access(...) join points"
+	}
+	return ""
 }
 
 // alternative prints an AND-group for messages.

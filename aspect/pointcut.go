@@ -10,7 +10,7 @@ package aspect
 //	designator = execution(FUNC) | execution(FUNC()) | access(STRUCT.MEMBER)
 //	           | within_file(PATH[@DOMAIN]) | within_function(FUNC[@DOMAIN])
 //	           | target(VAR) | local_var(LOCAL, VAR) | argument(PARAM, VAR)
-//	           | xflow(FLOW, VAR[, ID])
+//	           | xflow(FLOW, VAR[, ID]) | line(PATH:N) | block(FUNC)
 //
 // Patterns use % as the wildcard. The parser only knows shapes; what may
 // be combined with what is checked in check.go.
@@ -62,6 +62,8 @@ type Term struct {
 	Execution      *Execution      `parser:"| 'execution' '(' @@ ')'"`
 	Argument       *Argument       `parser:"| 'argument' '(' @@ ')'"`
 	Xflow          *XflowPC        `parser:"| 'xflow' '(' @@ ')'"`
+	Line           *LinePC         `parser:"| 'line' '(' @@ ')'"`
+	Block          *Block          `parser:"| 'block' '(' @@ ')'"`
 	Group          *Or             `parser:"| '(' @@ ')'"`
 	Unknown        *Unknown        `parser:"| @@"`
 }
@@ -91,6 +93,23 @@ type Access struct {
 	Pos    lexer.Position
 	Struct *Name `parser:"@@ '.'"`
 	Member *Name `parser:"@@"`
+}
+
+// LinePC selects the code of one source line, line(fs/namei.c:3820):
+// its is_stmt addresses in every out-of-line body and inlined copy.
+// Path is a file pattern as within_file's; Num is the line number,
+// checked to be one by the checker.
+type LinePC struct {
+	Pos  lexer.Position
+	Path *Path `parser:"@@ ':'"`
+	Num  *Name `parser:"@@"`
+}
+
+// Block selects the entry of every basic block of the out-of-line
+// bodies of the functions Func matches.
+type Block struct {
+	Pos  lexer.Position
+	Func *Name `parser:"@@"`
 }
 
 // Path is a file name pattern such as net/ipv4/ip_%.c. Its tokens are
@@ -213,7 +232,7 @@ func (l *pcLexer) Next() (lexer.Token, error) {
 		if w := l.s[start:l.i]; w == "AND" || w == "OR" {
 			typ = tokOp
 		}
-	case strings.IndexByte("().,;@/-+~", c) >= 0:
+	case strings.IndexByte("().,;:@/-+~", c) >= 0:
 		l.i++
 		typ = tokPunct
 	default:
@@ -243,6 +262,8 @@ var Designators = []struct{ Name, Usage string }{
 	{"local_var", "local_var(LOCAL, VAR), e.g. local_var(n, np)"},
 	{"argument", "argument(PARAM, VAR), e.g. argument(size, sizep)"},
 	{"xflow", "xflow(FLOW, VAR[, ID]), e.g. xflow(netflow, skb, id)"},
+	{"line", "line(FILE:LINE), e.g. line(fs/namei.c:3820) or line(%/namei.c:3820)"},
+	{"block", "block(FUNCTION), e.g. block(path_openat)"},
 }
 
 func designatorUsage(name string) string {
@@ -306,7 +327,7 @@ func parsePointcut(text string) (*Expr, *pointcutError) {
 
 // grammarExpect matches participle's "(expected ...)" when it names a
 // grammar type rather than tokens.
-var grammarExpect = regexp.MustCompile(`\(expected [^)]*\b(?:Or|And|Term|Execution|Access|WithinFile|WithinFunction|Target|LocalVar|Argument|XflowPC|Unknown|Name|Path)\b.*$`)
+var grammarExpect = regexp.MustCompile(`\(expected [^)]*\b(?:Or|And|Term|Execution|Access|WithinFile|WithinFunction|Target|LocalVar|Argument|XflowPC|LinePC|Block|Unknown|Name|Path)\b.*$`)
 
 // explainParseError rewrites participle's message so that it says what
 // would be accepted at that place.
@@ -319,6 +340,7 @@ func explainParseError(text string, perr participle.Error) *pointcutError {
 	// participle names grammar nodes; say it in the language's terms.
 	msg = strings.ReplaceAll(msg, `(expected "(" ~")"* ")")`, `(expected "(" after a designator name)`)
 	msg = strings.ReplaceAll(msg, `(expected Term)`, `(expected a designator or "(")`)
+	msg = strings.ReplaceAll(msg, `(expected ":" Name)`, `(expected ":" and a line number)`)
 	msg = strings.NewReplacer(" Name)", " NAME)", "(expected Name)", "(expected a NAME)", "(expected Path)", "(expected a PATH)").Replace(msg)
 	// Other expectations name Go types of the grammar (WithinFile, And):
 	// drop them; the usage hint below says it better.
@@ -444,6 +466,10 @@ func (t *Term) Designator() string {
 		return "argument"
 	case t.Xflow != nil:
 		return "xflow"
+	case t.Line != nil:
+		return "line"
+	case t.Block != nil:
+		return "block"
 	case t.Unknown != nil:
 		return t.Unknown.Name
 	}
@@ -514,6 +540,10 @@ func (t *Term) write(b *strings.Builder) {
 			b.WriteString(", " + t.Xflow.ID.Value)
 		}
 		b.WriteByte(')')
+	case t.Line != nil:
+		b.WriteString("line(" + strings.Join(t.Line.Path.Parts, "") + ":" + t.Line.Num.Value + ")")
+	case t.Block != nil:
+		b.WriteString("block(" + t.Block.Func.Value + ")")
 	case t.Unknown != nil:
 		b.WriteString(t.Unknown.Name + "(" + strings.Join(t.Unknown.Args, " ") + ")")
 	}

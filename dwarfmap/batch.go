@@ -12,6 +12,7 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 
 	"github.com/klasy/klasy/dwarfmap/dwtype"
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/dwarfmap/loc"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/x86code"
@@ -35,6 +36,12 @@ type Batch struct {
 	scopes   map[uint32]*funcScope
 	layouts  map[string]layoutResult
 	fdes     *loc.FDEIndex
+	// graphs are the control flow graphs by function entry; reserved
+	// the image's jump label and static call sites (Graph).
+	graphs       map[uint64]*x86code.Graph
+	reserved     *elfimage.Reserved
+	reservedRead bool
+	decls        map[uint32][]int // functions' declaration lines by file (NextDecl)
 }
 
 type layoutResult struct {
@@ -137,6 +144,10 @@ type Instance struct {
 	// CallFile:CallLine is where an inlined copy is called.
 	CallFile string
 	CallLine int
+	// DeclFile:DeclLine is where the function of an inlined copy is
+	// defined (set by CopiesAt).
+	DeclFile string
+	DeclLine int
 	// DIE is the copy's DW_TAG_subprogram or DW_TAG_inlined_subroutine.
 	DIE uint64
 }
@@ -191,14 +202,7 @@ func (b *Batch) CopiesCalledAt(hostEntry uint64, file string, line int) []Instan
 	if !ok {
 		return nil
 	}
-	if b.byCaller == nil {
-		b.byCaller = map[uint32][]uint32{}
-		for i, in := range x.inlines {
-			if in.Caller != noFile {
-				b.byCaller[in.Caller] = append(b.byCaller[in.Caller], uint32(i))
-			}
-		}
-	}
+	b.indexCallers()
 	ids := b.Files(file)
 	var out []Instance
 	for _, i := range b.byCaller[uint32(hi)] {

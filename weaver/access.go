@@ -430,25 +430,23 @@ type hostLineKey struct {
 	host uint64
 }
 
-func (ag *accessGroup) hostLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, line int) *hostLine {
-	host := inst.HostRanges
-	if len(host) == 0 {
-		host = inst.Ranges
-	}
+// hostLine returns the code of file:line in the out-of-line function
+// whose ranges are host, read once per resolve.
+func (r *resolver) hostLine(b *dwarfmap.Batch, im *image, file string, line int, host [][2]uint64) *hostLine {
 	if len(host) == 0 {
 		return nil
 	}
-	k := hostLineKey{s.im, s.file, line, host[0][0]}
-	if hl, ok := ag.r.hostLines[k]; ok {
+	k := hostLineKey{im, file, line, host[0][0]}
+	if hl, ok := r.hostLines[k]; ok {
 		return hl
 	}
-	fids := b.Files(s.file)
+	fids := b.Files(file)
 	hl := &hostLine{}
-	rk := lineRowsKey{s.im, s.file, line}
-	rows, ok := ag.r.lineRows[rk]
+	rk := lineRowsKey{im, file, line}
+	rows, ok := r.lineRows[rk]
 	if !ok {
-		rows = b.LineRows(s.file, line)
-		ag.r.lineRows[rk] = rows
+		rows = b.LineRows(file, line)
+		r.lineRows[rk] = rows
 	}
 	// The rows in the host's ranges, found by address.
 	for _, row := range rowsInRanges(rows, host) {
@@ -475,7 +473,7 @@ func (ag *accessGroup) hostLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Instan
 		hl.owned = append(hl.owned, owned)
 		hl.owner = append(hl.owner, seg)
 	}
-	ag.r.hostLines[k] = hl
+	r.hostLines[k] = hl
 	return hl
 }
 
@@ -485,13 +483,25 @@ func (ag *accessGroup) hostLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Instan
 // shared: a row of the line may start in one copy and cover code of
 // both).
 func (ag *accessGroup) lineCode(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, line int) *lineCode {
-	hl := ag.hostLine(b, s, inst, line)
+	host := inst.HostRanges
+	if len(host) == 0 {
+		host = inst.Ranges
+	}
+	hl := ag.r.hostLine(b, s.im, s.file, line, host)
+	return hl.code(line, func(addr uint64) bool { _, ok := inRanges(inst.Ranges, addr); return ok }, inst.Ranges)
+}
+
+// code is the part of the line's code that keep selects by row address:
+// those rows, and the owned instructions of the rows, within ranges
+// (nil: wherever they are).
+func (hl *hostLine) code(line int, keep func(addr uint64) bool, ranges [][2]uint64) *lineCode {
 	if hl == nil || len(hl.rows) == 0 {
 		return nil
 	}
 	lc := &lineCode{line: line}
 	for i, row := range hl.rows {
-		if _, ok := inRanges(inst.Ranges, row.Addr); ok {
+		kept := keep(row.Addr)
+		if kept {
 			lc.addrs = append(lc.addrs, row.Addr)
 			if row.Flags&dwarfmap.RowStmt != 0 {
 				lc.stmts = append(lc.stmts, row.Addr)
@@ -500,8 +510,15 @@ func (ag *accessGroup) lineCode(b *dwarfmap.Batch, s *site, inst dwarfmap.Instan
 				lc.merged = append(lc.merged, hl.owner[i])
 			}
 		}
-		if o := hl.owned[i]; o != ([2]uint64{}) {
-			for _, r := range inst.Ranges {
+		o := hl.owned[i]
+		switch {
+		case o == ([2]uint64{}):
+		case ranges == nil:
+			if kept {
+				lc.segs = append(lc.segs, o)
+			}
+		default:
+			for _, r := range ranges {
 				if lo, hi := max(o[0], r[0]), min(o[1], r[1]); lo < hi {
 					lc.segs = append(lc.segs, [2]uint64{lo, hi})
 				}
@@ -859,18 +876,47 @@ func regValue(reg int, k int64) *Value {
 // placeLine adds the line-level join points: one per basic block that
 // holds an is_stmt row of the line.
 func (ag *accessGroup) placeLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *lineCode, a debugklasy.Access, via string, cands []cand) {
+	places, err := linePlaces(b, lc)
+	if err != nil {
+		jp := ag.newJP(s, inst, a)
+		jp.Skipped = "no code: " + err.Error()
+		ag.r.add(jp)
+		return
+	}
+	for _, pl := range places {
+		jp := ag.newJP(s, inst, a)
+		jp.Access.Via = via
+		addr := pl.before
+		if ag.timing == After {
+			addr = pl.after
+		}
+		ag.finish(b, s, inst, a, jp, addr, hookSpan{lo: pl.before, hi: pl.end, cands: cands}, nil)
+	}
+}
+
+// linePlace is where a line-level hook goes in one basic block that
+// holds an is_stmt row of a line: before is the row's address, where
+// before advice runs; after is past the line's last instruction in the
+// block (or on it, when it ends the block), where after advice runs;
+// end is the end of the line's code in the block.
+type linePlace struct {
+	before, after, end uint64
+}
+
+// linePlaces places a line's hooks in the code of one copy: one per
+// basic block holding an is_stmt row of it (its first row if none is),
+// as the access join points' line tier and line(FILE:LINE) do.
+func linePlaces(b *dwarfmap.Batch, lc *lineCode) ([]linePlace, error) {
 	starts := lc.stmts
 	if len(starts) == 0 {
 		starts = lc.addrs[:1]
 	}
 	var blocks [][2]uint64
+	var out []linePlace
 	for _, at := range starts {
 		code, err := b.Code(at)
 		if err != nil {
-			jp := ag.newJP(s, inst, a)
-			jp.Skipped = "no code: " + err.Error()
-			ag.r.add(jp)
-			return
+			return nil, err
 		}
 		lo, hi := code.Block(at)
 		if slices.ContainsFunc(blocks, func(bl [2]uint64) bool { return at >= bl[0] && at < bl[1] }) {
@@ -902,14 +948,9 @@ func (ag *accessGroup) placeLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Insta
 			// (or that is a jump): hook that instruction.
 			after = last.PC
 		}
-		jp := ag.newJP(s, inst, a)
-		jp.Access.Via = via
-		addr := at
-		if ag.timing == After {
-			addr = after
-		}
-		ag.finish(b, s, inst, a, jp, addr, hookSpan{lo: at, hi: end, cands: cands}, nil)
+		out = append(out, linePlace{before: at, after: after, end: end})
 	}
+	return out, nil
 }
 
 // nearest applies KLASY's rule to a line without code in this copy: the
@@ -981,6 +1022,12 @@ func (ag *accessGroup) finish(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance
 
 // checkAddr says why a hook cannot go at addr ("" if it can).
 func (ag *accessGroup) checkAddr(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, addr uint64) string {
+	return checkHookAddr(b, s.im, inst.Host, addr)
+}
+
+// checkHookAddr says why a hook of image im cannot go at addr in the
+// out-of-line function host ("" for any) ("" if it can).
+func checkHookAddr(b *dwarfmap.Batch, im *image, host string, addr uint64) string {
 	code, err := b.Code(addr)
 	if err != nil {
 		return "no code: " + err.Error()
@@ -988,8 +1035,8 @@ func (ag *accessGroup) checkAddr(b *dwarfmap.Batch, s *site, inst dwarfmap.Insta
 	if _, ok := code.Find(addr); !ok {
 		return fmt.Sprintf("not an instruction boundary: %#x is inside an instruction of %s", addr, code.Func)
 	}
-	if inst.Host != "" && code.Func != inst.Host {
-		return fmt.Sprintf("not in its function: %#x is in %s, not %s", addr, code.Func, inst.Host)
+	if host != "" && code.Func != host {
+		return fmt.Sprintf("not in its function: %#x is in %s, not %s", addr, code.Func, host)
 	}
 	if trap := b.TrapAt(addr); trap != "" {
 		return fmt.Sprintf("refused: %#x is a %s trap (a BUG() or WARN() site): the kernel refuses kprobes there", addr, trap)
@@ -998,8 +1045,8 @@ func (ag *accessGroup) checkAddr(b *dwarfmap.Batch, s *site, inst dwarfmap.Insta
 	case ".init.text", ".exit.text":
 		return "refused: in " + sec + ": the kernel frees this code after boot or load, so it never runs again (and refuses kprobes there)"
 	}
-	if s.im.refused != nil {
-		if why := s.im.refused(addr); why != "" {
+	if im.refused != nil {
+		if why := im.refused(addr); why != "" {
 			return "refused: " + why
 		}
 	}

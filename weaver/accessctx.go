@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/x86code"
@@ -45,20 +46,13 @@ func (ag *accessGroup) bind(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, 
 				continue
 			}
 			out[i].Var = lv.Local.Value
-			vl, ok, err := varAt(b, addr, lv.Local.Value, scopeOf(inst))
-			if err != nil {
-				if skip == "" {
-					skip = fmt.Sprintf("local_var(%s, %s): reading the variables there: %v", lv.Local.Value, p, err)
-				}
-				continue
-			}
+			v, why, ok := localVarValue(b, addr, lv, scopeOf(inst), module)
 			if !ok {
 				return nil, "", false
 			}
-			v, err := compileLocation(locContext{vl: vl, module: module})
-			if err != nil {
+			if why != "" {
 				if skip == "" {
-					skip = fmt.Sprintf("local_var(%s, %s): %v", lv.Local.Value, p, err)
+					skip = why
 				}
 				continue
 			}
@@ -69,6 +63,25 @@ func (ag *accessGroup) bind(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, 
 		return nil, skip, true
 	}
 	return out, "", true
+}
+
+// localVarValue computes local_var(v, x) at addr: &v, v the innermost
+// variable of that name in scope there (of scope if one is). inScope is
+// false when no v is in scope: the join point is not selected there. A
+// value that cannot be computed says why.
+func localVarValue(b *dwarfmap.Batch, addr uint64, lv *aspect.LocalVar, scope string, module bool) (v *Value, skip string, inScope bool) {
+	vl, ok, err := varAt(b, addr, lv.Local.Value, scope)
+	if err != nil {
+		return nil, fmt.Sprintf("local_var(%s, %s): reading the variables there: %v", lv.Local.Value, lv.Var.Value, err), true
+	}
+	if !ok {
+		return nil, "", false
+	}
+	v, err = compileLocation(locContext{vl: vl, module: module})
+	if err != nil {
+		return nil, fmt.Sprintf("local_var(%s, %s): %v", lv.Local.Value, lv.Var.Value, err), true
+	}
+	return v, "", true
 }
 
 // targetAt computes the accessed struct's address at a line-level hook

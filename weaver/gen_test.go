@@ -23,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden from what the
 
 // goldenAspects are resolved against Debian's vmlinux and generated.
 var goldenAspects = []string{"testdata/pread.klasy", "testdata/mshow.klasy", "testdata/openat.klasy", "../examples/setattr_exec.klasy", "testdata/agg.klasy", "../examples/read_latency.klasy",
-	"testdata/lseek.klasy", "testdata/nullify.klasy", "../examples/delayed_ack.klasy"}
+	"testdata/lseek.klasy", "testdata/nullify.klasy", "../examples/delayed_ack.klasy", "testdata/line.klasy", "testdata/block.klasy"}
 
 func debianIndex(t *testing.T) *dwarfmap.Index {
 	t.Helper()
@@ -72,6 +72,7 @@ func checkGolden(t *testing.T, path string, got []byte) {
 
 // formatJoinPoints prints join points one per line, as the golden table
 // keeps them: advice timing kind address function [in caller] file:line,
+// the basic block a block(...) hook counts when it is not at its start,
 // then each argument's program, or why the join point is skipped.
 func formatJoinPoints(jps []*JoinPoint) string {
 	var b strings.Builder
@@ -81,6 +82,9 @@ func formatJoinPoints(jps []*JoinPoint) string {
 			fmt.Fprintf(&b, " in %s", jp.InlinedIn)
 		}
 		fmt.Fprintf(&b, " %s:%d", jp.File, jp.Line)
+		if jp.Block != 0 && jp.Block != jp.Addr {
+			fmt.Fprintf(&b, " block=%#x", jp.Block)
+		}
 		for _, a := range jp.Args {
 			fmt.Fprintf(&b, " %s=%s", a.Param, a.Value)
 			if a.AtEntry {
@@ -123,6 +127,14 @@ func TestResolveErrors(t *testing.T) {
 		{"execution(m_show) AND execution(ksys_read)", "is selected by"},
 		{"access(sk_buff.len)", "access(sk_buff.len): " + filepath.Join(cachedir.Root(), "debian", "current", "vmlinux") + " has no .debug_klasy section: it was not built with the klasy plugin"},
 		{"execution(m_show) AND within_file(fs/namespace.c@dom0)", "a domain (@dom0) needs a domains file"},
+		// A line without code names the nearest lines with code.
+		{"line(fs/namei.c:4174)", "x.klasy:1:27: line(fs/namei.c:4174): fs/namei.c:4174 has no code (the compiler merged or removed it, or it holds no statement); the nearest lines with code are 4173 above and 4176 below"},
+		{"line(fs/nosuch.c:12)", "x.klasy:1:27: line(fs/nosuch.c:12): no source file is called fs/nosuch.c in the line tables of"},
+		{"line(fs/namei.c:4176) AND within_function(path_openat)", "line(fs/namei.c:4176): its code is in do_mkdirat, none of them selected by within_function(...)"},
+		{"line(fs/namei.c:4176) AND local_var(no_such_var, v)", "line(fs/namei.c:4176): no_such_var is in scope at none of its 1 copies of code"},
+		{"block(no_such_function_at_all)", "x.klasy:1:27: block(no_such_function_at_all): no function is called no_such_function_at_all"},
+		{"block(mode_strip_umask)", "block(mode_strip_umask): mode_strip_umask is only ever inlined"},
+		{"block(do_mkdirat) AND within_file(fs/open.c)", "block(do_mkdirat): no out-of-line body of it is in the file within_file(...) names"},
 	}
 	for _, tt := range tests {
 		src := "<aspect><advice><pointcut>" + tt.pc + "</pointcut><before>STORE_DATA(1);</before></advice></aspect>\n"

@@ -104,6 +104,10 @@ type JoinPoint struct {
 	// Exact: the hook is on the accessing instruction itself (before it,
 	// or right after it for after advice); otherwise it is on the line.
 	Exact bool
+	// Block is the start of the basic block a block(...) join point
+	// counts (0 for other join points); Addr is a later instruction of
+	// the block when the kernel refuses its first.
+	Block uint64
 	// Skipped says why this join point is not woven; empty if it is.
 	Skipped string
 	// Mechanism is how the kernel placed the hook once woven: ftrace,

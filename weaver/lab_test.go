@@ -195,6 +195,65 @@ func TestWeaveInLab(t *testing.T) {
 		g.unweave("pread")
 	})
 
+	step("line/every inlined copy, within_function, after", func(g *guest) {
+		rep := g.weave("line")
+		copies := map[int][]string{}
+		for _, jp := range rep.JoinPoints {
+			copies[jp.Advice] = append(copies[jp.Advice], jp.Function+" in "+jp.InlinedIn)
+			if jp.Skipped != "" {
+				g.t.Errorf("%s skipped: %s", jp.Where(), jp.Skipped)
+			}
+		}
+		if len(copies[1]) != 3 || len(copies[2]) != 1 || len(copies[3]) != 1 {
+			g.t.Errorf("join points per advice %v: want ksys_pread64's line in its body and 2 inlined copies, IS_ERR's line once in do_mkdirat, the vfs_mkdir line once", copies)
+		}
+		pid, _ := g.prog("pread", "/proc/self/stat", "7", "12345", "5")
+		const dir = "/tmp/klasy-line-dir"
+		mpid, out := g.prog("mkdir", dir, "3")
+		g.run("rmdir", dir)
+		if strings.TrimSpace(out) != "made 1" {
+			g.t.Fatalf("klasy_prog mkdir %s 3 printed %q, want one made", dir, out)
+		}
+		rs, _, err := g.sess.Drain(g.ctx)
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		byAdvice := map[int][]weaver.TraceRecord{}
+		for _, r := range rs {
+			if r.PID == pid || r.PID == mpid {
+				byAdvice[r.Advice] = append(byAdvice[r.Advice], r)
+			}
+		}
+		// ksys_pread64's line 664 (ret = -ESPIPE) on each pread, in the
+		// copy the syscall went through, with that copy's count and ret
+		// as DWARF gives it there: GCC's location list binds the line's
+		// constant to its first instruction (the mov that sets it), so
+		// -ESPIPE, not the -EBADF of before.
+		if len(byAdvice[1]) != 5 {
+			g.t.Errorf("%d records of line 664 from pid %d, want 5 (one per pread): %+v", len(byAdvice[1]), pid, byAdvice[1])
+		}
+		for _, r := range byAdvice[1] {
+			if r.PID != pid || r.Function != "ksys_pread64" || r.InlinedIn != "__x64_sys_pread64" || r.Line != 664 {
+				g.t.Errorf("line 664 record from pid %d, %s in %q at line %d; want pid %d, the copy in __x64_sys_pread64", r.PID, r.Function, r.InlinedIn, r.Line, pid)
+			}
+			if !slices.Equal(r.Values, []int64{7, -29}) {
+				g.t.Errorf("line 664 values %v, want [7 -29] (the count passed, ret = -ESPIPE)", r.Values)
+			}
+		}
+		// IS_ERR's line in do_mkdirat runs on each of the 3 mkdirs; the
+		// line after vfs_mkdir only for the one that made the directory.
+		for _, w := range []struct {
+			advice int
+			n      int
+			what   string
+		}{{2, 3, "IS_ERR in do_mkdirat"}, {3, 1, "after fs/namei.c:4186 (vfs_mkdir)"}} {
+			if got := byAdvice[w.advice]; len(got) != w.n || (w.n > 0 && (got[0].PID != mpid || got[0].Function != "do_mkdirat")) {
+				g.t.Errorf("%s: records %+v, want %d from pid %d in do_mkdirat", w.what, got, w.n, mpid)
+			}
+		}
+		g.unweave("line")
+	})
+
 	step("static function by within_file", func(g *guest) {
 		src, _ := os.ReadFile("testdata/mshow.klasy")
 		_, all, err := weaver.Plan(g.sess, "mshow.klasy", []byte(strings.Replace(string(src), " AND within_file(fs/namespace.c)", "", 1)))

@@ -112,9 +112,14 @@ func (r *resolver) advice(n int, a *aspect.Advice) error {
 	}
 	for _, g := range domainGroups(groups, r.opt.Domain) {
 		var err error
-		if slices.ContainsFunc(g, func(t *aspect.Term) bool { return t.Access != nil }) {
+		switch {
+		case slices.ContainsFunc(g, func(t *aspect.Term) bool { return t.Access != nil }):
 			err = r.accessGroup(n, pc, g, timing)
-		} else {
+		case slices.ContainsFunc(g, func(t *aspect.Term) bool { return t.Line != nil }):
+			err = r.lineGroup(n, pc, g, timing)
+		case slices.ContainsFunc(g, func(t *aspect.Term) bool { return t.Block != nil }):
+			err = r.blockGroup(n, pc, g, timing)
+		default:
 			err = r.group(n, pc, g, timing)
 		}
 		if err != nil {
@@ -247,26 +252,50 @@ func (r *resolver) add(jp *JoinPoint) {
 
 // functions returns the names every execution(...) of a group matches.
 func (r *resolver) functions(pc *aspect.Pointcut, execs []*aspect.Execution) ([]string, error) {
-	var names []string
+	refs := make([]funcRef, len(execs))
 	for i, e := range execs {
+		refs[i] = funcRef{"execution", e.Pos.Offset, e.Func}
+	}
+	return r.functionsOf(pc, refs)
+}
+
+// funcRef is a designator naming functions: execution(F) or block(F),
+// at off in its pointcut.
+type funcRef struct {
+	designator string
+	off        int
+	fn         *aspect.Name
+}
+
+// functionsOf returns the names every designator of refs matches; a
+// designator that matches no function is an error at it.
+func (r *resolver) functionsOf(pc *aspect.Pointcut, refs []funcRef) ([]string, error) {
+	var names []string
+	for i, e := range refs {
 		var these []string
-		p, err := e.Func.Pattern()
+		p, err := e.fn.Pattern()
 		if err != nil {
-			return nil, r.errAt(pc, e.Func.Pos.Offset, "%v", err)
+			return nil, r.errAt(pc, e.fn.Pos.Offset, "%v", err)
 		}
+		// MatchFuncs sorts by name: static functions of one name are
+		// next to each other.
 		for _, fi := range r.x.MatchFuncs(p) {
-			if !slices.Contains(these, fi.Name) {
+			if len(these) == 0 || these[len(these)-1] != fi.Name {
 				these = append(these, fi.Name)
 			}
 		}
 		if len(these) == 0 {
-			return nil, r.errAt(pc, e.Pos.Offset, "execution(%s): no function %s in %s", e.Func.Value, matchWord(e.Func.Value), r.x.BuildID)
+			return nil, r.errAt(pc, e.off, "%s(%s): no function %s in %s", e.designator, e.fn.Value, matchWord(e.fn.Value), r.x.BuildID)
 		}
 		if i == 0 {
 			names = these
 			continue
 		}
-		names = slices.DeleteFunc(names, func(n string) bool { return !slices.Contains(these, n) })
+		set := make(map[string]bool, len(these))
+		for _, n := range these {
+			set[n] = true
+		}
+		names = slices.DeleteFunc(names, func(n string) bool { return !set[n] })
 	}
 	return names, nil
 }
@@ -387,28 +416,46 @@ func (r *resolver) bind(addr uint64, scope, inlineName string, args []*aspect.Ar
 	out := make([]Arg, len(params))
 	for i, p := range params {
 		out[i] = Arg{Param: p}
-		var arg *aspect.Argument
-		for _, a := range args {
-			if a.Var.Value == p {
-				arg = a
-			}
-		}
+		arg := argumentFor(args, p)
 		if arg == nil {
 			continue
 		}
 		out[i].Var = arg.Param.Value
 		out[i].AtEntry = kret
-		vl, ok := pickVar(locs, arg.Param.Value, scope)
-		if !ok {
-			return nil, fmt.Sprintf("argument(%s, %s): %s has no parameter %s", arg.Param.Value, p, strings.TrimPrefix(scope, "inline "), arg.Param.Value)
-		}
-		v, err := compileLocation(locContext{vl: vl, atEntry: atEntry, module: r.module() != ""})
-		if err != nil {
-			return nil, fmt.Sprintf("argument(%s, %s): %s", arg.Param.Value, p, err)
+		v, skip := argumentValue(locs, arg, scope, atEntry, r.module() != "")
+		if skip != "" {
+			return nil, skip
 		}
 		out[i].Value = v
 	}
 	return out, ""
+}
+
+// argumentFor is the argument(...) that binds advice parameter p, nil
+// if none does.
+func argumentFor(args []*aspect.Argument, p string) *aspect.Argument {
+	var arg *aspect.Argument
+	for _, a := range args {
+		if a.Var.Value == p {
+			arg = a
+		}
+	}
+	return arg
+}
+
+// argumentValue computes argument(v, x) from the variables locs in scope
+// at a hook: the parameter v of scope ("f", or "inline f" for an inlined
+// copy), or says why it cannot.
+func argumentValue(locs []dwarfmap.VarLoc, arg *aspect.Argument, scope string, atEntry, module bool) (*Value, string) {
+	vl, ok := pickVar(locs, arg.Param.Value, scope)
+	if !ok {
+		return nil, fmt.Sprintf("argument(%s, %s): %s has no parameter %s", arg.Param.Value, arg.Var.Value, strings.TrimPrefix(scope, "inline "), arg.Param.Value)
+	}
+	v, err := compileLocation(locContext{vl: vl, atEntry: atEntry, module: module})
+	if err != nil {
+		return nil, fmt.Sprintf("argument(%s, %s): %s", arg.Param.Value, arg.Var.Value, err)
+	}
+	return v, ""
 }
 
 // pickVar finds the parameter name of the innermost scope named scope

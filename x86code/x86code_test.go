@@ -91,6 +91,38 @@ func objdumpInsts(t *testing.T, obj string) (starts map[string][]uint64, targets
 	return starts, targets
 }
 
+// textFuncs compiles testdata/code.c with gcc's args and returns its
+// .text (addresses from 0) and the functions in it, with the object's
+// path for objdump.
+func textFuncs(t *testing.T, args ...string) (code []byte, funcs []elf.Symbol, obj string) {
+	t.Helper()
+	obj = filepath.Join(t.TempDir(), "code.o")
+	args = append(args, "-c", "-o", obj, filepath.Join("testdata", "code.c"))
+	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, b)
+	}
+	f, err := elf.Open(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	text := f.Section(".text")
+	code, err = text.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && int(s.Section) < len(f.Sections) && f.Sections[s.Section] == text {
+			funcs = append(funcs, s)
+		}
+	}
+	return code, funcs, obj
+}
+
 // TestAgainstObjdump decodes gcc's code for testdata/code.c: the
 // instruction boundaries are objdump's, and every jump target inside a
 // function starts a block.
@@ -102,30 +134,10 @@ func TestAgainstObjdump(t *testing.T) {
 	}
 	for _, opt := range []string{"-O2", "-O0", "-Os"} {
 		t.Run(opt, func(t *testing.T) {
-			obj := filepath.Join(t.TempDir(), "code.o")
-			if b, err := exec.Command("gcc", opt, "-c", "-o", obj, "testdata/code.c").CombinedOutput(); err != nil {
-				t.Fatalf("gcc: %v\n%s", err, b)
-			}
-			f, err := elf.Open(obj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			text := f.Section(".text")
-			code, err := text.Data()
-			if err != nil {
-				t.Fatal(err)
-			}
-			syms, err := f.Symbols()
-			if err != nil {
-				t.Fatal(err)
-			}
+			code, funcs, obj := textFuncs(t, opt)
 			starts, targets := objdumpInsts(t, obj)
 			n := 0
-			for _, s := range syms {
-				if elf.ST_TYPE(s.Info) != elf.STT_FUNC || int(s.Section) >= len(f.Sections) || f.Sections[s.Section] != text {
-					continue
-				}
+			for _, s := range funcs {
 				n++
 				fcode := code[s.Value : s.Value+s.Size]
 				want := map[uint64]bool{}

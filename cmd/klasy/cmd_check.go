@@ -45,13 +45,25 @@ Pointcut designators (% is the wildcard, never *):
   local_var(LOCAL, VAR)                 VAR = &LOCAL at the join point
   argument(PARAM, VAR)                  VAR = &PARAM of an executed function
   xflow(FLOW, VAR[, ID])                only if VAR's data belongs to FLOW
+  line(FILE:LINE)                       the code of one source line, in every
+                                        body and inlined copy holding it
+  block(FUNC)                           the entry of every basic block of FUNC
 
 Combine them with AND and OR (AND binds tighter) and parentheses. Every
-AND-group needs an access or an execution; access and execution are never
-ANDed; execution goes with execution, argument, within_file (which of
-several static functions of one name: the file that defines it) and
-within_function (which inlined copy: the function it is inlined into; the
-function itself is its out-of-line body); target only with access.
+AND-group needs an access, an execution, a line or a block, and only one
+of these kinds (they select different join points); execution goes with
+execution, argument, within_file (which of several static functions of
+one name: the file that defines it) and within_function (which inlined
+copy: the function it is inlined into; the function itself is its
+out-of-line body); target only with access. line goes with
+within_function (the copies in that function or inlined into it),
+local_var (only where LOCAL is in scope) and argument (the parameter of
+the function the line is written in, an inlined copy's own); a line
+without code is an error that names the nearest lines with code. block
+goes with block, within_file, local_var and argument, in <before> advice
+only; it hooks FUNC's out-of-line bodies (its inlined copies are blocks
+of the functions they are in), and skips, naming the jump, the blocks
+only an indirect jump (a jump table) reaches.
 In C code, write < > & as &lt; &gt; &amp; or use <![CDATA[ ... ]]>.
 
 Advice code may use $pc$ (the join point's address in the running kernel)

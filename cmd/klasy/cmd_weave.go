@@ -84,6 +84,11 @@ likewise for files; local_var(v, x) only where v is in scope, giving &v;
 target(x) gives the accessed struct's address itself. A pointcut of
 access(...) that selects nothing is a warning.
 
+line(FILE:LINE) selects a source line's code in every body and inlined
+copy holding it (hooks placed as access's line-level ones); block(F) the
+entry of every basic block of F's out-of-line bodies ('klasy help check'
+says what goes with them; 'klasy cover' counts blocks for you).
+
 The report gives, per aspect, the join points woven by ftrace, jump
 (optimized kprobe), int3 or kretprobe, those skipped, and the time spent
 resolving, generating, building, loading and registering, and for

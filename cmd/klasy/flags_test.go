@@ -64,6 +64,9 @@ var cmdSamples = map[string]cmdSample{
 	"lab console": {pos: []string{"a"}},
 	"stats": {flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "aspect", value: "a"}}},
+	"cover": {pos: []string{"do_mkdirat", "mkdir"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
+		{name: "headers", value: "h"}, {name: "json"}, {name: "module", value: "m.ko"}, {name: "for", value: "1s"},
+		{name: "source", value: "src"}}},
 }
 
 // allCommands lists every command as typed: "lines", "lab up".

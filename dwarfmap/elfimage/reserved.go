@@ -16,6 +16,13 @@ import (
 type Reserved struct {
 	spans [][2]uint64 // [lo, hi), sorted by lo
 	what  []string
+	// jumps are the jump label sites with the target the kernel's jmp
+	// there goes to when the static branch is taken.
+	jumps map[uint64]uint64
+	// ftrace are the ftrace sites (__mcount_loc): the call __fentry__
+	// at a function's entry that the kernel makes a nop at boot, and a
+	// kprobe there an ftrace-based one.
+	ftrace map[uint64]bool
 }
 
 // The x86-64 layouts of the kernel's tables (include/linux/jump_label.h,
@@ -41,11 +48,12 @@ func (img *Image) Reserved() (r *Reserved, err error) {
 	at := map[string]uint64{}
 	for _, s := range syms {
 		switch s.Name {
-		case "__start___jump_table", "__stop___jump_table", "__start_static_call_sites", "__stop_static_call_sites":
+		case "__start___jump_table", "__stop___jump_table", "__start_static_call_sites", "__stop_static_call_sites",
+			"__start_mcount_loc", "__stop_mcount_loc":
 			at[s.Name] = s.Value
 		}
 	}
-	r = &Reserved{}
+	r = &Reserved{jumps: map[uint64]uint64{}, ftrace: map[uint64]bool{}}
 	table := func(start, stop string, size uint64, what string) error {
 		lo, ok1 := at[start]
 		hi, ok2 := at[stop]
@@ -67,6 +75,10 @@ func (img *Image) Reserved() (r *Reserved, err error) {
 			}
 			r.spans = append(r.spans, [2]uint64{code, code + n})
 			r.what = append(r.what, what)
+			if size == jumpEntrySize {
+				rel := int32(binary.LittleEndian.Uint32(b[off+4:]))
+				r.jumps[code] = lo + off + 4 + uint64(int64(rel))
+			}
 		}
 		return nil
 	}
@@ -75,6 +87,13 @@ func (img *Image) Reserved() (r *Reserved, err error) {
 	}
 	if err := table("__start_static_call_sites", "__stop_static_call_sites", staticCallSiteSize, "a static call site"); err != nil {
 		return nil, err
+	}
+	if lo, hi := at["__start_mcount_loc"], at["__stop_mcount_loc"]; lo != 0 && hi > lo {
+		if b := img.ReadText(lo, hi-lo); b != nil && (hi-lo)%8 == 0 {
+			for off := 0; off < len(b); off += 8 {
+				r.ftrace[binary.LittleEndian.Uint64(b[off:])] = true
+			}
+		}
 	}
 	idx := make([]int, len(r.spans))
 	for i := range idx {
@@ -101,6 +120,30 @@ func (r *Reserved) At(addr uint64) string {
 		}
 	}
 	return ""
+}
+
+// JumpsIn returns the jump label sites in [lo, hi) with their targets:
+// the kernel makes each a jmp to its target or a nop as the static
+// branch is switched.
+func (r *Reserved) JumpsIn(lo, hi uint64) map[uint64]uint64 {
+	if r == nil {
+		return nil
+	}
+	out := map[uint64]uint64{}
+	i := sort.Search(len(r.spans), func(i int) bool { return r.spans[i][0] >= lo })
+	for ; i < len(r.spans) && r.spans[i][0] < hi; i++ {
+		if t, ok := r.jumps[r.spans[i][0]]; ok {
+			out[r.spans[i][0]] = t
+		}
+	}
+	return out
+}
+
+// FtraceSite reports whether addr is an ftrace site: the call of
+// __fentry__ at a function's entry, a nop once the kernel has booted. A
+// kprobe there is ftrace-based: registering one updates ftrace.
+func (r *Reserved) FtraceSite(addr uint64) bool {
+	return r != nil && r.ftrace[addr]
 }
 
 // Len is the number of reserved sites.

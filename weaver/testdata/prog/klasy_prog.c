@@ -29,6 +29,8 @@
  *   klasy_prog sleep MS N                nanosleep(2) MS milliseconds, N times
  *   klasy_prog spin MS N                 N times: getpgid(2), MS milliseconds of
  *                                        busy loop (half on CPU 0, half on CPU 1), getsid(2)
+ *   klasy_prog mkdir PATH N              mkdir(2) PATH N times: the first may make
+ *                                        it, the others fail with EEXIST
  *
  * It prints its pid first, so the test can pick its records.
  */
@@ -43,6 +45,7 @@
 #include <netinet/tcp.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,7 +98,7 @@ int main(int argc, char **argv)
 	long i, n;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|time-lseek|lseek-ret|tcp-send|tcp-recv|getppid-split|pread-range|sleep|spin ...\n");
+		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|time-lseek|lseek-ret|tcp-send|tcp-recv|getppid-split|pread-range|sleep|spin|mkdir ...\n");
 		return 2;
 	}
 	printf("pid %d\n", getpid());
@@ -127,6 +130,21 @@ int main(int argc, char **argv)
 				return 1;
 			}
 		}
+		return 0;
+	}
+	if (strcmp(argv[1], "mkdir") == 0 && argc == 4) {
+		int made = 0;
+
+		n = arg(argv[3]);
+		for (i = 0; i < n; i++) {
+			if (mkdir(argv[2], 0755) == 0)
+				made++;
+			else if (errno != EEXIST) {
+				perror(argv[2]);
+				return 1;
+			}
+		}
+		printf("made %d\n", made);
 		return 0;
 	}
 	if (strcmp(argv[1], "cat") == 0 && argc == 3) {

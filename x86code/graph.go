@@ -1,0 +1,269 @@
+package x86code
+
+import (
+	"cmp"
+	"slices"
+
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// Range is one address range of a function's machine code (a function
+// with a .cold part has two).
+type Range struct {
+	Addr uint64
+	Code []byte
+}
+
+// Graph is the control flow graph of one function's machine code, as
+// far as its direct branches tell: the basic blocks (Leaders' rule:
+// calls do not end a block) and the arcs that fall-through and direct
+// branches make between them. Branches between the function's ranges
+// are arcs; a jump out of them (a tail call, the return thunk) or a
+// return leaves the function.
+type Graph struct {
+	Entry  uint64       // the function's entry
+	Blocks []GraphBlock // by address
+	// Indirect are the indirect jumps (jmp *%rax, jmp *table(,%rax,8)):
+	// their targets, such as a jump table's, are not followed, so the
+	// blocks only they reach are not known where they start.
+	Indirect []Insn
+}
+
+// GraphBlock is one basic block [Start, End) and the arcs leaving it.
+type GraphBlock struct {
+	Start, End uint64
+	// Succs are the starts of the blocks it may go to next, by address
+	// (fall-through, branch targets inside the function).
+	Succs []uint64
+	// Exit: it may leave the function (ret, a jump out of its code).
+	Exit bool
+	// Indirect: it ends with an indirect jump, so its successors are
+	// unknown (Succs and Exit do not hold them).
+	Indirect bool
+	// Padding: only int3 or nop instructions, after a block that does
+	// not fall into it and reached by no branch: filler between the
+	// function's code and its end, never run.
+	Padding bool
+	// Last is its last instruction.
+	Last Insn
+}
+
+// PatchedBranches are the jumps the kernel patches in at run time (a
+// static branch: a nop or a jmp the kernel rewrites, by site address,
+// with its target): each may go either way, so each ends a block with
+// two successors.
+type PatchedBranches map[uint64]uint64
+
+// FuncGraph builds the graph of a function entered at entry whose code
+// is in ranges (by address, each starting with an instruction). patched
+// may be nil.
+func FuncGraph(entry uint64, ranges []Range, patched PatchedBranches) *Graph {
+	type rangeInsns struct {
+		lo, hi uint64
+		insns  []Insn
+	}
+	var rs []rangeInsns
+	for _, r := range ranges {
+		rs = append(rs, rangeInsns{r.Addr, r.Addr + uint64(len(r.Code)), Decode(r.Code, r.Addr)})
+	}
+	inCode := func(a uint64) bool {
+		for _, r := range rs {
+			if a >= r.lo && a < r.hi {
+				return true
+			}
+		}
+		return false
+	}
+	isStart := func(a uint64) bool {
+		for _, r := range rs {
+			if a >= r.lo && a < r.hi {
+				_, ok := slices.BinarySearchFunc(r.insns, a, func(in Insn, t uint64) int { return cmp.Compare(in.PC, t) })
+				return ok
+			}
+		}
+		return false
+	}
+	g := &Graph{Entry: entry}
+	leaders := map[uint64]bool{entry: isStart(entry)}
+	for _, r := range rs {
+		leaders[r.lo] = true
+		next := r.lo
+		for i := range r.insns {
+			in := &r.insns[i]
+			if in.PC != next {
+				leaders[in.PC] = true // after a byte that did not decode
+			}
+			next = in.End()
+			for _, t := range branchTargets(in, patched) {
+				if inCode(t) && isStart(t) {
+					leaders[t] = true
+				}
+			}
+			if endsGraphBlock(in, patched) && next < r.hi {
+				leaders[next] = true
+			}
+			if isIndirectJump(&in.Inst) {
+				g.Indirect = append(g.Indirect, *in)
+			}
+		}
+	}
+	for _, r := range rs {
+		var cur *GraphBlock
+		for i := range r.insns {
+			in := r.insns[i]
+			if leaders[in.PC] || cur == nil {
+				if cur != nil {
+					cur.close(in.PC, inCode, isStart, patched)
+				}
+				g.Blocks = append(g.Blocks, GraphBlock{Start: in.PC})
+				cur = &g.Blocks[len(g.Blocks)-1]
+			}
+			cur.Last = in
+			cur.End = in.End()
+			if i+1 < len(r.insns) && r.insns[i+1].PC != in.End() {
+				// A byte that does not decode ends the block.
+				cur.close(0, inCode, isStart, patched)
+				cur = nil
+			}
+		}
+		if cur != nil {
+			cur.close(0, inCode, isStart, patched)
+		}
+	}
+	slices.SortFunc(g.Blocks, func(a, b GraphBlock) int { return cmp.Compare(a.Start, b.Start) })
+	g.markPadding(func(lo, hi uint64) []Insn {
+		for _, r := range rs {
+			if lo >= r.lo && lo < r.hi {
+				i, _ := slices.BinarySearchFunc(r.insns, lo, func(in Insn, t uint64) int { return cmp.Compare(in.PC, t) })
+				j := i
+				for j < len(r.insns) && r.insns[j].PC < hi {
+					j++
+				}
+				return r.insns[i:j]
+			}
+		}
+		return nil
+	})
+	return g
+}
+
+// close ends block b before next (0: no instruction follows in its
+// range) and works out its arcs from its last instruction.
+func (b *GraphBlock) close(next uint64, inCode, isStart func(uint64) bool, patched PatchedBranches) {
+	in := &b.Last
+	falls := true
+	switch {
+	case isIndirectJump(&in.Inst):
+		b.Indirect, falls = true, false
+	case in.Inst.Op == x86asm.JMP:
+		falls = false
+	case in.Inst.Op == x86asm.RET || in.Inst.Op == x86asm.LRET || in.Inst.Op == x86asm.IRET ||
+		in.Inst.Op == x86asm.IRETD || in.Inst.Op == x86asm.IRETQ || in.Inst.Op == x86asm.SYSRET ||
+		in.Inst.Op == x86asm.SYSEXIT || in.Inst.Op == x86asm.HLT:
+		b.Exit, falls = true, false
+	}
+	// ud2 falls through: a WARN() goes on after its trap (a BUG()
+	// does not, and no block after it runs then either).
+	for _, t := range branchTargets(in, patched) {
+		if inCode(t) && isStart(t) {
+			b.Succs = append(b.Succs, t)
+		} else if !inCode(t) {
+			b.Exit = true // a tail call, the return thunk
+		}
+	}
+	if falls && next != 0 && in.End() == next {
+		b.Succs = append(b.Succs, next)
+	}
+	slices.Sort(b.Succs)
+	b.Succs = slices.Compact(b.Succs)
+}
+
+// markPadding marks the blocks of int3 and nop that nothing reaches.
+func (g *Graph) markPadding(insns func(lo, hi uint64) []Insn) {
+	reached := map[uint64]bool{}
+	for _, b := range g.Blocks {
+		for _, s := range b.Succs {
+			reached[s] = true
+		}
+	}
+	for i := range g.Blocks {
+		b := &g.Blocks[i]
+		if reached[b.Start] || b.Start == g.Entry {
+			continue
+		}
+		pad := true
+		for _, in := range insns(b.Start, b.End) {
+			if !isInt3(&in.Inst) && in.Inst.Op != x86asm.NOP {
+				pad = false
+				break
+			}
+		}
+		b.Padding = pad
+	}
+}
+
+// branchTargets are the addresses a direct branch (or a patched one) at
+// in may go to besides the next instruction.
+func branchTargets(in *Insn, patched PatchedBranches) []uint64 {
+	var out []uint64
+	if t, ok := branchTarget(&in.Inst, in.End()); ok {
+		out = append(out, t)
+	}
+	if t, ok := patched[in.PC]; ok {
+		out = append(out, t)
+	}
+	return out
+}
+
+// endsGraphBlock reports whether the block ends after in.
+func endsGraphBlock(in *Insn, patched PatchedBranches) bool {
+	_, ok := patched[in.PC]
+	return ok || endsBlock(in.Inst.Op)
+}
+
+// isIndirectJump reports whether inst is a jmp through a register or
+// memory (jmp *%rax, jmp *0x10(,%rax,8)).
+func isIndirectJump(inst *x86asm.Inst) bool {
+	if inst.Op != x86asm.JMP {
+		return false
+	}
+	switch inst.Args[0].(type) {
+	case x86asm.Reg, x86asm.Mem:
+		return true
+	}
+	return false
+}
+
+// Block returns the index of the block starting at addr.
+func (g *Graph) Block(addr uint64) (int, bool) {
+	return slices.BinarySearchFunc(g.Blocks, addr, func(b GraphBlock, a uint64) int { return cmp.Compare(b.Start, a) })
+}
+
+// Reachable returns the starts of the blocks reached from the entry
+// through the known arcs.
+func (g *Graph) Reachable() map[uint64]bool {
+	seen := map[uint64]bool{}
+	if _, ok := g.Block(g.Entry); !ok {
+		return seen
+	}
+	stack := []uint64{g.Entry}
+	seen[g.Entry] = true
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		i, _ := g.Block(s)
+		for _, t := range g.Blocks[i].Succs {
+			if !seen[t] {
+				seen[t] = true
+				stack = append(stack, t)
+			}
+		}
+	}
+	return seen
+}
+
+// isInt3 reports whether inst is int3 (0xcc), the padding between
+// functions and after a return.
+func isInt3(inst *x86asm.Inst) bool {
+	return inst.Op == x86asm.INT && inst.Len == 1
+}
