@@ -16,10 +16,10 @@ func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Wri
 		return 0, errors.New("no command to run")
 	}
 	switch t := s.T.(type) {
-	case *labTarget:
+	case *agentTarget:
 		code, err := t.c.Exec(ctx, argv, nil, stdout, stderr)
 		if err != nil {
-			return 0, fmt.Errorf("running %s in %s: %w", argv[0], t.Name(), t.l.Explain(err))
+			return 0, fmt.Errorf("running %s in %s: %w", argv[0], t.Name(), t.explainErr(err))
 		}
 		return code, nil
 	case *localTarget:

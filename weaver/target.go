@@ -68,6 +68,9 @@ type agentTarget struct {
 	image   string
 	headers string
 	close   func() error
+	// explain adds what is known of a lost connection (a lab's QEMU
+	// exited); nil leaves errors as they are.
+	explain func(error) error
 }
 
 func openLab(ctx context.Context, opt TargetOptions) (Target, error) {
@@ -87,7 +90,7 @@ func openLab(ctx context.Context, opt TargetOptions) (Target, error) {
 		return nil, fmt.Errorf("lab %s: its agent does not answer within %v (%v); 'klasy lab status' shows the lab, its console log why", opt.Lab, agentTimeout, err)
 	}
 	k := l.Kernel()
-	t := &agentTarget{name: "lab " + l.Name(), c: c, image: k.Vmlinux, headers: k.BuildDir, close: l.Close}
+	t := &agentTarget{name: "lab " + l.Name(), c: c, image: k.Vmlinux, headers: k.BuildDir, close: l.Close, explain: l.Explain}
 	if opt.Vmlinux != "" {
 		t.image = opt.Vmlinux
 	}
@@ -101,6 +104,13 @@ func (t *agentTarget) Name() string    { return t.name }
 func (t *agentTarget) Image() string   { return t.image }
 func (t *agentTarget) Headers() string { return t.headers }
 func (t *agentTarget) Close() error    { return t.close() }
+
+func (t *agentTarget) explainErr(err error) error {
+	if t.explain == nil {
+		return err
+	}
+	return t.explain(err)
+}
 
 func (t *agentTarget) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	return t.c.ReadFile(ctx, path)
