@@ -114,7 +114,7 @@ func TestPerfetto(t *testing.T) {
 	}
 	links := []Link{
 		{Name: "flow 1", Events: []int{idx("netif_receive_skb"), idx("alloc_skb"), idx("dev_queue_xmit"), idx("netif_rx")}},
-		{Name: "flow 2", Events: []int{idx("tcp_sendmsg")}},              // one event: no arrow
+		{Name: "flow 2", Events: []int{idx("tcp_sendmsg")}},             // one event: no arrow
 		{Name: "flow 3", Events: []int{idx("alloc_skb"), idx("other")}}, // alloc_skb is taken: one event left
 	}
 	var buf bytes.Buffer
