@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/records"
 )
@@ -905,7 +906,7 @@ func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
 			extra += fmt.Sprintf(" (+%d values dropped: at most 16 per hit)", r.Dropped)
 		}
 		fmt.Fprintf(p.s.Out, "[%5d.%06d] cpu%d %d %s %s#%d %s %s:%d %s %s%s\n",
-			r.TimeNS/1e9, r.TimeNS%1e9/1e3, r.CPU, r.PID, r.Comm, r.Aspect, r.Advice, recordFunction(r), r.File, r.Line, r.PC, strings.Join(vals, " "), extra)
+			r.TimeNS/1e9, r.TimeNS%1e9/1e3, r.CPU, r.PID, r.Comm, r.Aspect, r.Advice, timeline.Function(r), r.File, r.Line, r.PC, strings.Join(vals, " "), extra)
 	}
 	return nil
 }
