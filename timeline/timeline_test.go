@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/klasy/klasy/weaver"
@@ -166,6 +167,53 @@ func TestPerfetto(t *testing.T) {
 		}
 		if e.Name == "alloc_skb" && *e.Dur != 0.3 && e.Ph == "X" {
 			t.Errorf("alloc_skb lasts %v µs, want 0.3: tcp_sendmsg follows 300 ns later", *e.Dur)
+		}
+	}
+}
+
+// TestFlows follows Table 6.8's packet from Domain U to Domain 0: the
+// flow's events come in host time order though Domain 0 stamped its
+// records earlier than U stamped the first (its clock is 1 ms behind), records without a flow ID take part in none, and
+// another flow interleaved with it stays apart.
+func TestFlows(t *testing.T) {
+	f := func(ns uint64, flow int32, fn string) weaver.TraceRecord {
+		r := rec(ns, 0, fn)
+		r.Flow = flow
+		return r
+	}
+	ds := []Domain{
+		{Name: "U", Clock: Clock{OffsetNS: 5_000_000}, Records: []weaver.TraceRecord{
+			f(5_000_000, 17, "alloc_skb_from_cache"), f(5_003_400, 17, "tcp_sendmsg"), f(5_004_000, 0, "unrelated"),
+			f(5_010_000, 18, "alloc_skb_from_cache"), f(5_130_800, 17, "network_start_xmit")}},
+		{Name: "0", Clock: Clock{OffsetNS: 4_000_000}, Records: []weaver.TraceRecord{
+			f(4_000_000+882_500, 17, "netbk_fill_frags"), f(4_000_000+894_900, 17, "netif_rx"), f(4_000_000+900_000, 18, "netif_rx")}},
+	}
+	es := Merge(ds)
+	fls := Flows(es)
+	var got []string
+	for _, fl := range fls {
+		var path []string
+		for _, e := range fl.Events {
+			path = append(path, fmt.Sprintf("%.1f %s %s", float64(e.HostNS-fl.Events[0].HostNS)/1e3, e.Domain, e.Function))
+		}
+		got = append(got, fmt.Sprintf("flow %d via %v: %v", fl.ID, fl.Domains(), path))
+	}
+	want := []string{
+		"flow 17 via [U 0]: [0.0 U alloc_skb_from_cache 3.4 U tcp_sendmsg 130.8 U network_start_xmit 882.5 0 netbk_fill_frags 894.9 0 netif_rx]",
+		"flow 18 via [U 0]: [0.0 U alloc_skb_from_cache 890.0 0 netif_rx]",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Flows =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	links := FlowLinks(es)
+	if len(links) != 2 || links[0].Name != "flow 17" || len(links[0].Events) != 5 || len(links[1].Events) != 2 {
+		t.Fatalf("FlowLinks = %+v, want flow 17 of 5 events and flow 18 of 2", links)
+	}
+	for li, l := range links {
+		for j, i := range l.Events {
+			if es[i].Flow != fls[li].ID || es[i].Function != fls[li].Events[j].Function {
+				t.Errorf("link %s event %d is %+v, want flow %d's %s", l.Name, j, es[i], fls[li].ID, fls[li].Events[j].Function)
+			}
 		}
 	}
 }

@@ -33,6 +33,11 @@ type traceViewFlags struct {
 	lhist    lhistFlag
 }
 
+// set says whether a view was asked for.
+func (v *traceViewFlags) set() bool {
+	return v.groupBy.set || v.groupGap.set || v.hist.set || v.lhist.text != ""
+}
+
 func (v *traceViewFlags) declare(fs *flagSet) {
 	fs.Var(&v.groupBy, "group-by", "")
 	fs.Var(&v.groupGap, "group-gap", "")
