@@ -29,18 +29,12 @@ func (f Flow) Domains() []string {
 // so one ID seen in two domains is one flow crossing between them.
 func Flows(es []Event) []Flow {
 	var fls []Flow
-	at := map[int32]int{}
-	for _, e := range es {
-		if e.Flow == 0 {
-			continue
+	for _, l := range FlowLinks(es) {
+		fl := Flow{ID: es[l.Events[0]].Flow}
+		for _, i := range l.Events {
+			fl.Events = append(fl.Events, es[i])
 		}
-		i, ok := at[e.Flow]
-		if !ok {
-			i = len(fls)
-			at[e.Flow] = i
-			fls = append(fls, Flow{ID: e.Flow})
-		}
-		fls[i].Events = append(fls[i].Events, e)
+		fls = append(fls, fl)
 	}
 	return fls
 }
