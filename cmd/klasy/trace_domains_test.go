@@ -78,13 +78,13 @@ func TestTraceDomains(t *testing.T) {
 	}
 	want := `# domain U: 4 records; clock +5.000 ms from the host's ± 0.00 µs (best round trip of 16: 0.01 µs)
 # domain 0: 3 records; clock +1.000 ms from the host's ± 0.00 µs (best round trip of 16: 0.01 µs)
-[    0.001000] U cpu0 1 ab xen_net#1 alloc_skb_from_cache net/core/skbuff.c:234 0xffffffff81000000 17
-[    0.001003] U cpu1 1 ab xen_net#1 tcp_sendmsg net/ipv4/tcp.c:726 0xffffffff81000000 17
+[    0.001000] U cpu0 1 ab xen_net#1 alloc_skb_from_cache net/core/skbuff.c:234 0xffffffff81000000 17 flow=17
+[    0.001003] U cpu1 1 ab xen_net#1 tcp_sendmsg net/ipv4/tcp.c:726 0xffffffff81000000 17 flow=17
 [    0.001003] U cpu1 1 ab xen_net#1 unrelated fs/x.c:1 0xffffffff81000000 0
-[    0.001130] U cpu0 1 ab xen_net#1 network_start_xmit drivers/net/xen-netfront.c:963 0xffffffff81000000 17
-[    0.001882] 0 cpu0 1 ab xen_net#1 netbk_fill_frags drivers/net/xen-netback/netback.c:1058 0xffffffff81000000 17
-[    0.001890] 0 cpu1 1 ab xen_net#1 netif_rx net/core/dev.c:1543 0xffffffff81000000 18
-[    0.001894] 0 cpu0 1 ab xen_net#1 netif_rx net/core/dev.c:1543 0xffffffff81000000 17
+[    0.001130] U cpu0 1 ab xen_net#1 network_start_xmit drivers/net/xen-netfront.c:963 0xffffffff81000000 17 flow=17
+[    0.001882] 0 cpu0 1 ab xen_net#1 netbk_fill_frags drivers/net/xen-netback/netback.c:1058 0xffffffff81000000 17 flow=17
+[    0.001890] 0 cpu1 1 ab xen_net#1 netif_rx net/core/dev.c:1543 0xffffffff81000000 18 flow=18
+[    0.001894] 0 cpu0 1 ab xen_net#1 netif_rx net/core/dev.c:1543 0xffffffff81000000 17 flow=17
 `
 	if out != want {
 		t.Errorf("trace --domains printed\n%s\nwant\n%s", out, want)
