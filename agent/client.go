@@ -362,6 +362,17 @@ func (c *Client) Ping(ctx context.Context) error {
 	return c.roundTripEmpty(ctx, "ping", MsgPing, nil)
 }
 
+// Clock reads the guest's CLOCK_MONOTONIC in nanoseconds: the clock
+// klasy's records are stamped with. The agent reads it while answering,
+// so a host clock read before the call and one after bracket it.
+func (c *Client) Clock(ctx context.Context) (int64, error) {
+	p, err := c.roundTrip(ctx, "clock", MsgClock, nil)
+	if err != nil {
+		return 0, err
+	}
+	return decodeInt("clock result", p)
+}
+
 // RunResult is what a command run by the agent produced. ExitCode is
 // 128+N when the command was killed by signal N, as in a shell.
 type RunResult struct {

@@ -668,3 +668,44 @@ func TestRunCanceledThenClosedKillsCommand(t *testing.T) {
 		t.Error("the command of a canceled Run kept running after the client closed")
 	}
 }
+
+// TestClock reads the agent's CLOCK_MONOTONIC between two reads of this
+// process's: agent and client share the machine here, so the agent's
+// reading must fall between them, as a guest's does in host time once
+// its offset is subtracted. A clock request with a payload is refused.
+func TestClock(t *testing.T) {
+	c := pipeClient(t, ServerOptions{})
+	ctx := testCtx(t)
+	now := func() int64 {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+			t.Fatal(err)
+		}
+		return ts.Nano()
+	}
+	for i := 0; i < 5; i++ {
+		before := now()
+		got, err := c.Clock(ctx)
+		after := now()
+		if err != nil {
+			t.Fatalf("Clock: %v", err)
+		}
+		if got < before || got > after {
+			t.Fatalf("Clock = %d, not within the round trip [%d, %d]", got, before, after)
+		}
+	}
+
+	a, b := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- Serve(context.Background(), b, ServerOptions{}) }()
+	go a.Write(mustFrame(t, Frame{Type: MsgClock, ID: 9, Payload: []byte{1}}))
+	f, err := NewFrameReader(a, 0).ReadFrame()
+	if err != nil || f.Type != MsgError || f.ID != 9 {
+		t.Fatalf("answer to a clock request with a payload: %s id %d, %v; want an error for id 9", f.Type, f.ID, err)
+	}
+	if re, err := decodeRemoteError(f.Payload); err != nil || re.Kind != KindBadRequest {
+		t.Errorf("error answer %+v, %v; want a bad request", re, err)
+	}
+	a.Close()
+	<-done
+}

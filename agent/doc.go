@@ -1,7 +1,9 @@
 // Package agent is the protocol between klasy on the host and the klasy
 // agent inside a guest kernel (the lab's QEMU guests today, other domains
 // later): run a command (lab only), read and write files, load and unload
-// kernel modules, list modules, and stream records from a device or file.
+// kernel modules, list modules, stream records from a device or file, and
+// read the guest's CLOCK_MONOTONIC (to map its records' times onto the
+// host's).
 //
 // # Wire format
 //

@@ -26,6 +26,9 @@ func FuzzFrameReader(f *testing.F) {
 	exec, _ := AppendFrame(nil, Frame{Type: MsgExec, ID: 6, Payload: execRequest{Argv: []string{"cat"}, Stdin: true, Window: 16, StdinWindow: 16}.encode()})
 	out, _ := AppendFrame(nil, Frame{Type: MsgExecOutput, ID: 6, Payload: execOutput{FD: 2, Data: []byte("oops\n")}.encode()})
 	f.Add(append(exec, out...))
+	clock, _ := AppendFrame(nil, Frame{Type: MsgClock, ID: 7})
+	clockRes, _ := AppendFrame(nil, Frame{Type: MsgResult, ID: 7, Payload: encodeInt(1_234_567_890_123)})
+	f.Add(append(clock, clockRes...))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		// The mux's reader leaves payloads compressed: whatever it
 		// accepts, re-encoded with its flags, is bytes of the input.
@@ -103,6 +106,7 @@ func decodeAny(f Frame) {
 func FuzzDamagedFrame(f *testing.F) {
 	f.Add(uint8(MsgRun), uint32(1), runRequest{Argv: []string{"ls"}}.encode(), uint32(3), uint8(0x40), false)
 	f.Add(uint8(MsgResult), uint32(7), []byte{}, uint32(30), uint8(1), false)
+	f.Add(uint8(MsgResult), uint32(9), encodeInt(-5_000_000_000), uint32(25), uint8(0x80), false)
 	f.Add(uint8(MsgWriteFile), uint32(8), bytes.Repeat([]byte("abc"), 1000), uint32(40), uint8(2), true)
 	f.Fuzz(func(t *testing.T, typ uint8, id uint32, payload []byte, pos uint32, xor uint8, compress bool) {
 		appendFn := AppendFrame

@@ -20,6 +20,16 @@ func ownProcessGroup(cmd *exec.Cmd) {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 }
 
+// monotonicNS reads CLOCK_MONOTONIC, the clock of the kernel's
+// ktime_get_mono_fast_ns, in nanoseconds.
+func monotonicNS() (int64, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0, fmt.Errorf("clock_gettime(CLOCK_MONOTONIC): %w", err)
+	}
+	return ts.Nano(), nil
+}
+
 func initModule(image []byte, params string) error {
 	return unix.InitModule(image, params)
 }

@@ -13,6 +13,8 @@ var errNotLinux = errors.New("only supported on Linux")
 
 func ownProcessGroup(cmd *exec.Cmd) {}
 
+func monotonicNS() (int64, error) { return 0, errNotLinux }
+
 func initModule(image []byte, params string) error { return errNotLinux }
 func deleteModule(name string) error               { return errNotLinux }
 

@@ -57,6 +57,7 @@ const (
 	MsgStreamAck    MsgType = 0x0A // the client consumed stream or exec output chunks: more may be sent
 	MsgExec         MsgType = 0x0B // run a command with its input and output streamed
 	MsgStdin        MsgType = 0x0C // a chunk of an exec's standard input; empty: end of input
+	MsgClock        MsgType = 0x0D // read the guest's CLOCK_MONOTONIC
 
 	MsgResult     MsgType = 0x80 // success; payload depends on the request
 	MsgError      MsgType = 0x81 // failure; payload is an encoded RemoteError
@@ -69,7 +70,7 @@ var msgNames = map[MsgType]string{
 	MsgPing: "ping", MsgRun: "run", MsgWriteFile: "write-file", MsgReadFile: "read-file",
 	MsgLoadModule: "load-module", MsgUnloadModule: "unload-module", MsgModules: "modules",
 	MsgStream: "stream", MsgCancel: "cancel", MsgStreamAck: "stream-ack",
-	MsgExec: "exec", MsgStdin: "stdin",
+	MsgExec: "exec", MsgStdin: "stdin", MsgClock: "clock",
 	MsgResult: "result", MsgError: "error", MsgStreamData: "stream-data",
 	MsgExecOutput: "exec-output", MsgStdinAck: "stdin-ack",
 }

@@ -38,6 +38,14 @@ type Target interface {
 	Close() error
 }
 
+// Clocked is a Target whose CLOCK_MONOTONIC, the clock records are
+// stamped with, klasy can read: klasy trace --domains maps each domain's
+// records to the host's time with it.
+type Clocked interface {
+	// Clock reads the target's CLOCK_MONOTONIC in nanoseconds.
+	Clock(ctx context.Context) (int64, error)
+}
+
 // TargetOptions choose a target: a lab by name, else this machine, with
 // the image and headers found by convention unless given.
 type TargetOptions struct {
@@ -130,6 +138,10 @@ func (t *agentTarget) UnloadModule(ctx context.Context, name string) error {
 
 func (t *agentTarget) Modules(ctx context.Context) ([]agent.Module, error) {
 	return t.c.Modules(ctx)
+}
+
+func (t *agentTarget) Clock(ctx context.Context) (int64, error) {
+	return t.c.Clock(ctx)
 }
 
 func (t *agentTarget) KernelLog(ctx context.Context) ([]byte, error) {
@@ -226,6 +238,14 @@ func (t *localTarget) Modules(ctx context.Context) ([]agent.Module, error) {
 		return nil, err
 	}
 	return agent.ParseProcModules(b)
+}
+
+func (t *localTarget) Clock(ctx context.Context) (int64, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0, fmt.Errorf("clock_gettime(CLOCK_MONOTONIC): %w", err)
+	}
+	return ts.Nano(), nil
 }
 
 func (t *localTarget) KernelLog(ctx context.Context) ([]byte, error) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/records"
 )
@@ -193,6 +194,7 @@ object above with "domain" added.
 		Help: `usage: klasy trace [--lab NAME] [--follow] [--aspect NAME] [--json]
          [--group-by N [--group-gap D] | --hist N | --lhist N,MIN,MAX,STEP]
          [--perfetto FILE]
+       klasy trace --domains FILE [--flow] [--aspect NAME] [--json] [--perfetto FILE]
 
 Consumes the records woven advice stored (STORE_DATA...) and prints each
 with the time since boot, CPU, pid, command, aspect and advice, the
@@ -250,6 +252,26 @@ open: a track per CPU, a slice per record named by its function (its
 file:line, pc, task and values in the slice's arguments), and with
 --group-by, flow arrows linking each group's records across CPUs.
 
+--domains FILE reads every domain (kernel) of a domains file and merges
+their records into one timeline in the host's time. Each guest's
+CLOCK_MONOTONIC (the records' clock) is read over its agent 16 times,
+each between two readings of the host's; the exchange with the
+shortest round trip gives the offset (the guest's reading less the
+midpoint of the host's two) and its bound, half that round trip: a
+record's host time is right to within its domain's bound. A header
+line per domain says its records, offset and bound; each record's line
+starts with its host time and domain. --flow prints instead each flow
+(records with the same flow ID, unique across the domains of one weave)
+as Table 6.8 does: the µs since the flow's first record, domain, file,
+line, function. --json prints first {"domains": [{name offset_ns
+bound_ns rtt_ns samples records}]}, then one object per record (the
+fields above with domain and host_ns; time_ns stays the domain's own),
+or with --flow one per flow: flow host_ns duration_ns domains events
+(each a record with elapsed_ns). --perfetto writes a process per
+domain, a track per CPU, and an arrow from each record of a flow to
+the next, across tracks and domains. --follow and the views are not
+supported with --domains.
+
 Examples:
   klasy trace --lab demo --follow
   klasy trace --lab demo --aspect net_trace --group-by 1   # per sk_buff
@@ -257,6 +279,8 @@ Examples:
   klasy trace --lab demo --group-by 2 --group-gap 10ms
   klasy trace --lab demo --follow --hist 1                 # Ctrl-C draws it
   klasy trace --lab demo --lhist 1,0,14000000,2000000  # 2 ms buckets
+  klasy trace --domains xen.yaml --flow                    # each flow's path
+  klasy trace --domains xen.yaml --perfetto flows.json
 
 ` + targetHelp,
 		Run: runTrace,
@@ -271,6 +295,7 @@ type weaveFlags struct {
 	domains                    string         // --domains FILE: every domain of a domains file
 	views                      traceViewFlags // trace's
 	perfetto                   string         // trace's --perfetto FILE
+	flow                       bool           // trace's --flow
 }
 
 func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error) {
@@ -284,7 +309,7 @@ func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error
 	if name == "weave" || name == "list" {
 		fs.Var((*stringList)(&f.Modules), "module", "")
 	}
-	if name == "weave" || name == "list" || name == "unweave" || name == "status" {
+	if name == "weave" || name == "list" || name == "unweave" || name == "status" || name == "trace" {
 		fs.StringVar(&f.domains, "domains", "", "")
 	}
 	switch name {
@@ -295,6 +320,7 @@ func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error
 		fs.StringVar(&f.aspect, "aspect", "", "")
 		f.views.declare(fs)
 		fs.StringVar(&f.perfetto, "perfetto", "", "")
+		fs.BoolVar(&f.flow, "flow", false, "")
 	case "unweave":
 		fs.BoolVar(&f.all, "all", false, "")
 	}
@@ -822,6 +848,12 @@ func runTrace(s *stdio, args []string) error {
 	if len(pos) != 0 {
 		return usageError{Msg: fmt.Sprintf("takes no arguments, got %q", pos)}
 	}
+	if f.domains != "" {
+		return runTraceDomains(s, f)
+	}
+	if f.flow {
+		return usageError{Msg: "--flow follows flows across kernels: give --domains FILE"}
+	}
 	view, err := f.views.view(s.Err)
 	if err != nil {
 		return err
@@ -930,21 +962,27 @@ func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
 			}
 			continue
 		}
-		vals := make([]string, len(r.Values))
-		for i, v := range r.Values {
-			vals[i] = formatValue(v)
-		}
-		extra := ""
-		if r.Flow != 0 {
-			extra = fmt.Sprintf(" flow=%d", r.Flow)
-		}
-		if r.Dropped > 0 {
-			extra += fmt.Sprintf(" (+%d values dropped: at most 16 per hit)", r.Dropped)
-		}
-		fmt.Fprintf(p.s.Out, "[%5d.%06d] cpu%d %d %s %s#%d %s %s:%d %s %s%s\n",
-			r.TimeNS/1e9, r.TimeNS%1e9/1e3, r.CPU, r.PID, r.Comm, r.Aspect, r.Advice, recordFunction(r), r.File, r.Line, r.PC, strings.Join(vals, " "), extra)
+		fmt.Fprintf(p.s.Out, "[%5d.%06d] %s\n", r.TimeNS/1e9, r.TimeNS%1e9/1e3, recordLine(r))
 	}
 	return nil
+}
+
+// recordLine prints a record as klasy trace does after its time: cpu
+// pid comm aspect#advice function file:line pc values.
+func recordLine(r weaver.TraceRecord) string {
+	vals := make([]string, len(r.Values))
+	for i, v := range r.Values {
+		vals[i] = formatValue(v)
+	}
+	extra := ""
+	if r.Flow != 0 {
+		extra = fmt.Sprintf(" flow=%d", r.Flow)
+	}
+	if r.Dropped > 0 {
+		extra += fmt.Sprintf(" (+%d values dropped: at most 16 per hit)", r.Dropped)
+	}
+	return fmt.Sprintf("cpu%d %d %s %s#%d %s %s:%d %s %s%s",
+		r.CPU, r.PID, r.Comm, r.Aspect, r.Advice, timeline.Function(r), r.File, r.Line, r.PC, strings.Join(vals, " "), extra)
 }
 
 // finish prints the view and writes the export, once the trace has

@@ -60,7 +60,7 @@ var cmdSamples = map[string]cmdSample{
 	"trace": {flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "follow"}, {name: "aspect", value: "a"},
 		{name: "group-by", value: "2"}, {name: "group-gap", value: "10ms"}, {name: "hist", value: "1"}, {name: "lhist", value: "1,0,100,10"},
-		{name: "perfetto", value: "t.json"}}},
+		{name: "perfetto", value: "t.json"}, {name: "domains", value: "d.yaml"}, {name: "flow"}}},
 	"lab console": {pos: []string{"a"}},
 	"stats": {flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "aspect", value: "a"}}},

@@ -2,19 +2,20 @@ package main
 
 // klasy trace --perfetto FILE: the records as a trace a viewer opens
 // (ui.perfetto.dev, chrome://tracing): the Chrome trace-event JSON
-// format, one track per CPU of each traced kernel, one slice per record
-// named by its function, and with --group-by, flow arrows that link the
-// records of each group (one packet's path) across CPUs.
+// format as package timeline writes it, a process per traced kernel, a
+// track per CPU, one slice per record named by its function, and flow
+// arrows that link the records of each group (--group-by: one packet's
+// path) or, with --domains, of each flow across CPUs and kernels.
 
 import (
 	"bufio"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 
+	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver"
 )
 
@@ -27,63 +28,40 @@ type perfettoExport struct {
 
 func (e *perfettoExport) add(r weaver.TraceRecord) { e.rs = append(e.rs, r) }
 
-// traceEvent is one event of the trace-event format
-// (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU).
-type traceEvent struct {
-	Name string         `json:"name"`
-	Cat  string         `json:"cat,omitempty"`
-	Ph   string         `json:"ph"`
-	TS   float64        `json:"ts"` // µs
-	Dur  float64        `json:"dur,omitempty"`
-	PID  int            `json:"pid"`
-	TID  int            `json:"tid"`
-	ID   int            `json:"id,omitempty"`
-	BP   string         `json:"bp,omitempty"`
-	Args map[string]any `json:"args,omitempty"`
+// write writes the file; groups, when given (--group-by), become flows.
+// A group's idx are the indices of its records among those added.
+func (e *perfettoExport) write(groups []*traceGroup, valueIndex int) error {
+	order := make([]int, len(e.rs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(e.rs[a].TimeNS, e.rs[b].TimeNS) })
+	pos := make([]int, len(e.rs))
+	es := make([]timeline.Event, len(e.rs))
+	for p, i := range order {
+		pos[i] = p
+		es[p] = timeline.Event{Domain: e.target, HostNS: int64(e.rs[i].TimeNS), TraceRecord: e.rs[i]}
+	}
+	var links []timeline.Link
+	for _, g := range groups {
+		l := timeline.Link{Name: fmt.Sprintf("%s value %d = %s", g.aspect, valueIndex, formatValue(g.value))}
+		for _, i := range g.idx {
+			l.Events = append(l.Events, pos[i])
+		}
+		links = append(links, l)
+	}
+	return writePerfetto(e.path, []string{e.target}, es, links)
 }
 
-// write writes the file; groups, when given (--group-by), become flows.
-func (e *perfettoExport) write(groups []*traceGroup, valueIndex int) error {
-	const pid = 1
-	events := []traceEvent{{Name: "process_name", Ph: "M", PID: pid, Args: map[string]any{"name": e.target}}}
-	cpus := map[int]bool{}
-	rs := slices.Clone(e.rs)
-	slices.SortStableFunc(rs, func(a, b weaver.TraceRecord) int { return cmp.Compare(a.TimeNS, b.TimeNS) })
-	for _, r := range rs {
-		if !cpus[r.CPU] {
-			cpus[r.CPU] = true
-			events = append(events, traceEvent{Name: "thread_name", Ph: "M", PID: pid, TID: r.CPU, Args: map[string]any{"name": fmt.Sprintf("cpu%d", r.CPU)}})
-		}
-		events = append(events, traceEvent{Name: recordFunction(r), Cat: r.Aspect, Ph: "X", TS: us(r.TimeNS), Dur: 1, PID: pid, TID: r.CPU,
-			Args: map[string]any{"where": fmt.Sprintf("%s:%d", r.File, r.Line), "pc": r.PC, "pid": r.PID, "comm": r.Comm,
-				"advice": r.Advice, "values": r.Values}})
-	}
-	for i, g := range groups {
-		grs := slices.Clone(g.rs)
-		slices.SortStableFunc(grs, func(a, b weaver.TraceRecord) int { return cmp.Compare(a.TimeNS, b.TimeNS) })
-		if len(grs) < 2 {
-			continue
-		}
-		name := fmt.Sprintf("%s value %d = %s", g.aspect, valueIndex, formatValue(g.value))
-		for j, r := range grs {
-			ph := "t"
-			switch j {
-			case 0:
-				ph = "s"
-			case len(grs) - 1:
-				ph = "f"
-			}
-			// bp "e": bind to the slice that encloses the point, the
-			// record's own.
-			events = append(events, traceEvent{Name: name, Cat: "group", Ph: ph, TS: us(r.TimeNS), PID: pid, TID: r.CPU, ID: i + 1, BP: "e"})
-		}
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(e.path), filepath.Base(e.path)+".tmp*")
+// writePerfetto writes the trace-event file at path, whole or not at
+// all.
+func writePerfetto(path string, names []string, es []timeline.Event, links []timeline.Link) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", e.path, err)
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	w := bufio.NewWriter(tmp)
-	err = json.NewEncoder(w).Encode(map[string]any{"displayTimeUnit": "ns", "traceEvents": events})
+	err = timeline.WritePerfetto(w, names, es, links)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -91,14 +69,11 @@ func (e *perfettoExport) write(groups []*traceGroup, valueIndex int) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), e.path)
+		err = os.Rename(tmp.Name(), path)
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s: %w", e.path, err)
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
 }
-
-// us converts nanoseconds to the format's microseconds.
-func us(ns uint64) float64 { return float64(ns) / 1e3 }

@@ -2,16 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver"
 )
 
 // TestPerfettoExport writes two packets' records and reads the file
 // back as a viewer would: a named process, a track per CPU, a slice per
-// record, and one flow per group whose points sit inside its slices.
+// record, and one flow per group, from slice to slice of its records.
 func TestPerfettoExport(t *testing.T) {
 	rec := func(ns uint64, cpu int, fn string, skb int64) weaver.TraceRecord {
 		return weaver.TraceRecord{Aspect: "net_trace", Advice: 1, TimeNS: ns, CPU: cpu, PID: 7, Comm: "nc", PC: "0xffffffff81000000",
@@ -35,14 +37,15 @@ func TestPerfettoExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		TraceEvents []traceEvent `json:"traceEvents"`
+		TraceEvents []timeline.TraceEvent `json:"traceEvents"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
 	count := map[string]int{}
+	// Each flow's points as (cpu track, ts, in, out), in the file's order,
+	// which is time order.
 	flows := map[int][]string{}
-	slices := map[[2]float64]bool{} // (tid, ts) of each slice
 	for _, ev := range doc.TraceEvents {
 		count[ev.Ph]++
 		switch ev.Ph {
@@ -51,18 +54,19 @@ func TestPerfettoExport(t *testing.T) {
 				t.Errorf("process named %v", ev.Args["name"])
 			}
 		case "X":
-			slices[[2]float64{float64(ev.TID), ev.TS}] = true
-		case "s", "t", "f":
-			flows[ev.ID] = append(flows[ev.ID], ev.Ph)
-			if ev.BP != "e" || !slices[[2]float64{float64(ev.TID), ev.TS}] {
-				t.Errorf("flow point %+v is not inside a slice of its record", ev)
+			if ev.BindID != 0 {
+				flows[ev.BindID] = append(flows[ev.BindID], fmt.Sprintf("%v@%v in=%v out=%v", ev.Name, ev.TS, ev.FlowIn, ev.FlowOut))
 			}
 		}
 	}
 	if count["X"] != 5 || count["M"] != 3 { // process + cpu0 + cpu1
 		t.Errorf("events by phase %v, want 5 slices and 3 names", count)
 	}
-	if len(flows) != 2 || len(flows[1]) != 3 || flows[1][0] != "s" || flows[1][2] != "f" || len(flows[2]) != 2 {
-		t.Errorf("flows %v, want one of 3 points (s t f) and one of 2 (s f)", flows)
+	want := map[int][]string{
+		1: {"netif_receive_skb@1 in=false out=true", "ip_rcv@2 in=true out=true", "tcp_v4_rcv@4 in=true out=false"},
+		2: {"netif_receive_skb@1.5 in=false out=true", "ip_rcv@4.5 in=true out=false"},
+	}
+	if fmt.Sprint(flows) != fmt.Sprint(want) {
+		t.Errorf("flows %v, want %v", flows, want)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/records"
 )
@@ -30,6 +31,11 @@ type traceViewFlags struct {
 	groupGap gapFlag
 	hist     indexFlag
 	lhist    lhistFlag
+}
+
+// set says whether a view was asked for.
+func (v *traceViewFlags) set() bool {
+	return v.groupBy.set || v.groupGap.set || v.hist.set || v.lhist.text != ""
 }
 
 func (v *traceViewFlags) declare(fs *flagSet) {
@@ -232,6 +238,7 @@ type groupKey struct {
 type traceGroup struct {
 	groupKey
 	rs   []weaver.TraceRecord
+	idx  []int  // each record's place among those the view was given
 	last uint64 // the latest record's time
 }
 
@@ -240,9 +247,12 @@ type groupView struct {
 	gap    uint64 // ns; 0: never split
 	groups []*traceGroup
 	open   map[groupKey]*traceGroup // the latest group of each key
+	n      int                      // records given so far
 }
 
 func (v *groupView) add(r weaver.TraceRecord) {
+	seq := v.n
+	v.n++
 	val, ok := v.pick.value(r)
 	if !ok {
 		return
@@ -258,6 +268,7 @@ func (v *groupView) add(r weaver.TraceRecord) {
 		v.open[k] = g
 	}
 	g.rs = append(g.rs, r)
+	g.idx = append(g.idx, seq)
 	g.last = max(g.last, r.TimeNS)
 }
 
@@ -306,7 +317,7 @@ func (v *groupView) print(w io.Writer, asJSON bool) error {
 				}
 			}
 			fmt.Fprintf(tw, "  %10s\t%d\t%d\t%s\t%d\t%s\t%s:%d\t%s\n", micros(r.TimeNS-start), r.CPU, r.PID, r.Comm, r.Advice,
-				recordFunction(r), r.File, r.Line, strings.Join(vals, " "))
+				timeline.Function(r), r.File, r.Line, strings.Join(vals, " "))
 		}
 		tw.Flush()
 	}
@@ -317,15 +328,6 @@ func (v *groupView) print(w io.Writer, asJSON bool) error {
 // Table 6.3 does.
 func micros(ns uint64) string {
 	return fmt.Sprintf("%d.%02d", ns/1000, ns%1000/10)
-}
-
-// recordFunction is the function a record's join point is in, and for
-// an inlined copy the function it is inlined into.
-func recordFunction(r weaver.TraceRecord) string {
-	if r.InlinedIn != "" {
-		return r.Function + " (in " + r.InlinedIn + ")"
-	}
-	return r.Function
 }
 
 // Histograms.
