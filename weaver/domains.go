@@ -72,6 +72,7 @@ func OpenDomains(ctx context.Context, f *domains.File, opt DomainsOptions) ([]*D
 			return nil, &DomainError{Domain: d.Name, Err: err}
 		}
 		s.Domain = d.Name
+		s.FlowDomain, s.FlowDomains = i, len(f.Domains)
 		out = append(out, &DomainSession{Session: s, Domain: d})
 	}
 	return out, nil

@@ -39,6 +39,11 @@ type Session struct {
 	// Domain is the domain of a domains file the session is on (""
 	// none): Plan resolves only the advice that goes to it.
 	Domain string
+	// FlowDomain and FlowDomains are the domain's index in its domains
+	// file and their number: the runtime puts the index in the low bits
+	// of every flow ID it makes, so IDs of different domains never
+	// collide (klasy_flow.h, "IDs"). 0 and 0 outside a domains file.
+	FlowDomain, FlowDomains int
 }
 
 // SessionOptions say which target to open and where progress goes.

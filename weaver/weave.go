@@ -201,7 +201,7 @@ func (p *preparedWeave) load(ctx context.Context) error {
 	}
 	defer unlock()
 	start := time.Now()
-	if rep.LoadedRuntime, err = s.ensureRuntime(ctx, rt.ko); err != nil {
+	if rep.LoadedRuntime, err = s.ensureRuntime(ctx, rt.ko, len(rep.Flows) > 0); err != nil {
 		return err
 	}
 	if _, err := kmod.Load(ctx, s.T, ko, ""); err != nil {
@@ -376,21 +376,50 @@ func (m *Module) expandedAt(notes []kbuild.Diagnostic) (kbuild.Diagnostic, bool)
 	return kbuild.Diagnostic{}, false
 }
 
-// ensureRuntime loads the runtime unless it is loaded; loaded says
+// ensureRuntime loads the runtime unless it is loaded, with the
+// session's flow domain; loaded says
 // whether this call loaded it.
-func (s *Session) ensureRuntime(ctx context.Context, ko []byte) (loaded bool, err error) {
+func (s *Session) ensureRuntime(ctx context.Context, ko []byte, flows bool) (loaded bool, err error) {
+	params := ""
+	if s.FlowDomains > 1 {
+		params = fmt.Sprintf("flow_domain=%d flow_domains=%d", s.FlowDomain, s.FlowDomains)
+	}
 	if st, err := s.Status(ctx); err != nil {
 		return false, err
 	} else if st != nil {
+		if flows {
+			return false, s.checkFlowDomain(ctx)
+		}
 		return false, nil
 	}
-	if _, err := kmod.Load(ctx, s.T, ko, ""); err != nil {
+	if _, err := kmod.Load(ctx, s.T, ko, params); err != nil {
 		if errors.Is(err, syscall.EEXIST) {
 			return false, nil // another klasy loaded it meanwhile
 		}
 		return false, fmt.Errorf("loading the klasy runtime into %s: %w", s.T.Name(), err)
 	}
 	return true, nil
+}
+
+// checkFlowDomain refuses to weave flows into a runtime loaded for
+// another domain of a weave (or for none): its IDs could equal another
+// domain's.
+func (s *Session) checkFlowDomain(ctx context.Context) error {
+	want := [2]int{s.FlowDomain, max(s.FlowDomains, 1)}
+	var got [2]int
+	for i, p := range []string{"flow_domain", "flow_domains"} {
+		b, err := s.T.ReadFile(ctx, "/sys/module/"+runtime.ModuleName+"/parameters/"+p)
+		if err != nil {
+			return fmt.Errorf("reading the runtime's %s in %s: %w", p, s.T.Name(), err)
+		}
+		if got[i], err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+			return fmt.Errorf("the runtime's %s in %s: %w", p, s.T.Name(), err)
+		}
+	}
+	if got != want {
+		return fmt.Errorf("the runtime in %s makes flow IDs as domain %d of %d, this weave needs domain %d of %d: unweave the aspects woven there first (klasy status lists them)", s.T.Name(), got[0], got[1], want[0], want[1])
+	}
+	return nil
 }
 
 // unloadRuntimeIfIdle unloads the runtime when no aspect is woven.

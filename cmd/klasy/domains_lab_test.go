@@ -109,6 +109,14 @@ func TestWeaveDomainsInLabs(t *testing.T) {
 			t.Errorf("weave --domains printed\n%s\nwithout %q", out, w)
 		}
 	}
+	// Each runtime makes flow IDs as its domain: the index in the file
+	// in the low bits, so no two domains make the same ID.
+	for i, l := range []*lab.Lab{la, lb} {
+		got := exec(l, "cat", "/sys/module/klasy_runtime/parameters/flow_domain", "/sys/module/klasy_runtime/parameters/flow_domains")
+		if want := fmt.Sprintf("%d\n2\n", i); got != want {
+			t.Errorf("lab %s's runtime makes flow IDs as domain/domains %q, want %q", l.Name(), got, want)
+		}
+	}
 	// Each kernel's kprobes: its own functions, not the other's.
 	for _, c := range []struct {
 		l        *lab.Lab
