@@ -48,8 +48,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->dx;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
@@ -70,8 +69,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r12;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
@@ -92,8 +90,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r12;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
@@ -114,8 +111,7 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r12;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
@@ -136,8 +132,7 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r12;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
@@ -158,8 +153,7 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r12;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
@@ -180,8 +174,7 @@ static int klasy_h6(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r12;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);

@@ -113,8 +113,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->di;
 		a0_1 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
@@ -140,8 +139,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->cx;
 		a0_1 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
@@ -162,8 +160,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->di;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
@@ -184,8 +181,7 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->bx;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
@@ -206,8 +202,7 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r15;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
@@ -228,8 +223,7 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r15;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
@@ -250,8 +244,7 @@ static int klasy_h6(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r15;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
@@ -277,13 +270,11 @@ static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->ax;
 		a1_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a1_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
@@ -304,8 +295,7 @@ static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->ax;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
@@ -326,8 +316,7 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r15;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
@@ -348,8 +337,7 @@ static int klasy_h10(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r15;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
@@ -370,8 +358,7 @@ static int klasy_h11(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r15;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
@@ -392,8 +379,7 @@ static int klasy_h12(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r15;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
@@ -414,8 +400,7 @@ static int klasy_h13(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->r15;
 		a0_0 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
@@ -441,8 +426,7 @@ static int klasy_h14(struct kprobe *kp, struct pt_regs *regs)
 		s0 = regs->bx;
 		a0_1 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_3(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 3, hit);

@@ -64,8 +64,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 		s0 = (u64)-29LL;
 		a0_1 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
@@ -91,8 +90,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 		s0 = (u64)-29LL;
 		a0_1 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
@@ -120,8 +118,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 		s0 = (u64)-29LL;
 		a0_1 = s0;
 	}
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
@@ -136,8 +133,7 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_2(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
@@ -152,8 +148,7 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
-	hit->n = 0;
-	hit->dropped = 0;
+	klasy_hit_begin(hit);
 	klasy_advice_3(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 3, hit);
