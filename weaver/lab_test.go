@@ -286,8 +286,20 @@ func TestWeaveInLab(t *testing.T) {
 	step("a hook on the reader's own reads", func(g *guest) {
 		// Draining streams the records file with read(2) through the
 		// agent: every read adds records, and a drain that read until
-		// the buffer is empty would never end.
+		// the buffer is empty would never end. The runtime loads with
+		// the buffer the session asks for.
+		g.sess.BufferKB = 2048
+		defer func() { g.sess.BufferKB = 0 }()
 		g.weave("readself")
+		if st, err := g.sess.Status(g.ctx); err != nil || st.BufferKB != 2048 {
+			g.t.Errorf("runtime loaded with BufferKB 2048 has status %+v (%v)", st, err)
+		}
+		g.sess.BufferKB = 4096
+		src, _ := os.ReadFile("testdata/openat.klasy")
+		if _, err := weaver.Weave(g.ctx, g.sess, "openat.klasy", src); err == nil || !strings.Contains(err.Error(), "trace buffer of 2048 KiB per CPU, not 4096") {
+			g.t.Errorf("a weave asking 4096 KiB of a runtime loaded with 2048: %v, want a refusal", err)
+		}
+		g.sess.BufferKB = 0
 		pid, _ := g.prog("cat", "/proc/self/stat")
 		ctx, cancel := context.WithTimeout(g.ctx, time.Minute)
 		defer cancel()

@@ -44,6 +44,10 @@ type Session struct {
 	// of every flow ID it makes, so IDs of different domains never
 	// collide (klasy_flow.h, "IDs"). 0 and 0 outside a domains file.
 	FlowDomain, FlowDomains int
+	// BufferKB is the trace buffer per CPU, in KiB, that the runtime
+	// gets when a weave of this session loads it; 0 is the runtime's
+	// default (1024).
+	BufferKB int
 }
 
 // SessionOptions say which target to open and where progress goes.

@@ -380,19 +380,25 @@ func (m *Module) expandedAt(notes []kbuild.Diagnostic) (kbuild.Diagnostic, bool)
 // session's flow domain; loaded says
 // whether this call loaded it.
 func (s *Session) ensureRuntime(ctx context.Context, ko []byte, flows bool) (loaded bool, err error) {
-	params := ""
+	var params []string
 	if s.FlowDomains > 1 {
-		params = fmt.Sprintf("flow_domain=%d flow_domains=%d", s.FlowDomain, s.FlowDomains)
+		params = append(params, fmt.Sprintf("flow_domain=%d flow_domains=%d", s.FlowDomain, s.FlowDomains))
+	}
+	if s.BufferKB > 0 {
+		params = append(params, fmt.Sprintf("buffer_kb=%d", s.BufferKB))
 	}
 	if st, err := s.Status(ctx); err != nil {
 		return false, err
 	} else if st != nil {
+		if s.BufferKB > 0 && st.BufferKB != s.BufferKB {
+			return false, fmt.Errorf("the runtime in %s has a trace buffer of %d KiB per CPU, not %d: the size is set when the runtime loads, so unweave every aspect there first ('klasy status' lists them)", s.T.Name(), st.BufferKB, s.BufferKB)
+		}
 		if flows {
 			return false, s.checkFlowDomain(ctx)
 		}
 		return false, nil
 	}
-	if _, err := kmod.Load(ctx, s.T, ko, params); err != nil {
+	if _, err := kmod.Load(ctx, s.T, ko, strings.Join(params, " ")); err != nil {
 		if errors.Is(err, syscall.EEXIST) {
 			return false, nil // another klasy loaded it meanwhile
 		}

@@ -73,6 +73,9 @@ func runWeaveDomains(s *stdio, f *weaveFlags, path string, src []byte) error {
 		return err
 	}
 	defer weaver.CloseDomains(ss)
+	for _, d := range ss {
+		d.BufferKB = f.bufferKB
+	}
 	reps, err := weaver.WeaveDomains(ctx, ss, path, src)
 	for _, r := range reps {
 		if r.Report != nil {

@@ -42,8 +42,8 @@ func init() {
 	register(&command{
 		Name:    "weave",
 		Summary: "weave an aspect into a running kernel (hooks go live)",
-		Help: `usage: klasy weave [--lab NAME] [--module PATH.ko]... [--json] [-v] FILE
-       klasy weave --domains FILE [--json] [-v] ASPECT
+		Help: `usage: klasy weave [--lab NAME] [--module PATH.ko]... [--buffer-kb N] [--json] [-v] FILE
+       klasy weave --domains FILE [--buffer-kb N] [--json] [-v] ASPECT
 
 Weaves the aspect in FILE into the running kernel: resolves its pointcuts
 to join points in the kernel image, generates and builds an advice module
@@ -101,6 +101,12 @@ join point; --json prints one object per join point:
 it (for a module, of its .ko as klasy lays it out), skipped absent when
 woven; module, access ("sk_buff.len read") and exact only for access
 join points).
+
+--buffer-kb N sizes the trace buffer: N KiB per CPU (8..65536; default
+1024), given to the runtime when this weave loads it. A runtime already
+loaded with another size is refused: the size is fixed until the last
+aspect is unwoven. 'klasy trace' always prints how many records were
+lost because the buffer was full.
 
 Join points in the kernel's kprobe blacklist (NOKPROBE_SYMBOL, entry
 and noinstr code) are skipped before anything is loaded; with
@@ -296,6 +302,7 @@ type weaveFlags struct {
 	views                      traceViewFlags // trace's
 	perfetto                   string         // trace's --perfetto FILE
 	flow                       bool           // trace's --flow
+	bufferKB                   int            // weave's --buffer-kb N
 }
 
 func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error) {
@@ -315,6 +322,7 @@ func parseWeaveFlags(name string, args []string, f *weaveFlags) ([]string, error
 	switch name {
 	case "weave":
 		fs.BoolVar(&f.verbose, "v", false, "")
+		fs.IntVar(&f.bufferKB, "buffer-kb", 0, "")
 	case "trace":
 		fs.BoolVar(&f.follow, "follow", false, "")
 		fs.StringVar(&f.aspect, "aspect", "", "")
@@ -365,6 +373,9 @@ func runWeave(s *stdio, args []string) error {
 	if len(pos) != 1 {
 		return usageError{Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", len(pos))}
 	}
+	if f.bufferKB != 0 && (f.bufferKB < 8 || f.bufferKB > 64*1024) {
+		return usageError{Msg: fmt.Sprintf("--buffer-kb %d: want 8..65536 KiB per CPU", f.bufferKB)}
+	}
 	src, err := aspectFile(s, pos[0])
 	if err != nil {
 		return err
@@ -383,6 +394,7 @@ func runWeave(s *stdio, args []string) error {
 		return err
 	}
 	defer sess.Close()
+	sess.BufferKB = f.bufferKB
 	rep, err := weaver.Weave(ctx, sess, pos[0], src)
 	if rep != nil {
 		if err == nil {

@@ -50,7 +50,7 @@ var cmdSamples = map[string]cmdSample{
 	"lab status": {pos: []string{"a"}, flags: []flagSample{{name: "json"}}},
 	"lab down":   {pos: []string{"a"}},
 	"weave": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
-		{name: "headers", value: "h"}, {name: "json"}, {name: "v"}, {name: "module", value: "m.ko"}, {name: "domains", value: "d.yaml"}}},
+		{name: "headers", value: "h"}, {name: "json"}, {name: "v"}, {name: "module", value: "m.ko"}, {name: "domains", value: "d.yaml"}, {name: "buffer-kb", value: "2048"}}},
 	"list": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "module", value: "m.ko"}, {name: "domains", value: "d.yaml"}}},
 	"unweave": {pos: []string{"a.klasy", "b"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
