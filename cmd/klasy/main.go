@@ -75,11 +75,14 @@ it runs (a pointcut) and when (before/after):
 
   klasy check inode_trace.klasy        # errors as FILE:LINE:COL: message
   klasy struct vmlinux inode           # the layout access(inode.i_uid) reads
-  klasy lines vmlinux notify_change    # the function's lines and addresses
-  klasy lab up                         # a test kernel under QEMU
+  klasy lab up --kernel built demo     # a test kernel under QEMU
+  klasy weave --lab demo inode_trace.klasy   # hooks go live
+  klasy trace --lab demo               # time, cpu, function, file:line, values
+  klasy unweave --lab demo inode_trace # the kernel is back to what it was
 
-The commands below check aspects, query a kernel image's debug info and
-run test kernels; weaving into a running kernel is being built on them.
+Without --lab, weave, trace and unweave act on the machine klasy runs on;
+--domains FILE on every kernel a domains file names (Xen's domains, or
+labs), with trace --flow following data across them.
 `
 
 func usage(w io.Writer) {
