@@ -133,18 +133,12 @@ func (r *resolver) accessGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, tim
 		case t.Access != nil:
 			accs = append(accs, t.Access)
 		case t.WithinFile != nil:
-			if t.WithinFile.Domain != nil && r.opt.Domain == "" {
-				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file: klasy weave --domains FILE", t.Designator(), t.WithinFile.Domain.Value)
-			}
 			p, err := pattern.Compile(strings.Join(t.WithinFile.Path.Parts, ""), pattern.Pointcut)
 			if err != nil {
 				return r.errAt(pc, t.Pos.Offset, "%v", err)
 			}
 			ag.files = append(ag.files, p)
 		case t.WithinFunction != nil:
-			if t.WithinFunction.Domain != nil && r.opt.Domain == "" {
-				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file: klasy weave --domains FILE", t.Designator(), t.WithinFunction.Domain.Value)
-			}
 			p, err := t.WithinFunction.Func.Pattern()
 			if err != nil {
 				return r.errAt(pc, t.Pos.Offset, "%v", err)

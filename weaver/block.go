@@ -36,9 +36,6 @@ func (r *resolver) blockGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timi
 		case t.Block != nil:
 			refs = append(refs, funcRef{"block", t.Pos.Offset, t.Block.Func})
 		case t.WithinFile != nil:
-			if t.WithinFile.Domain != nil {
-				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file, which this weaver does not take yet", t.Designator(), t.WithinFile.Domain.Value)
-			}
 			files = append(files, t.WithinFile)
 		case t.LocalVar != nil:
 			locals = append(locals, t.LocalVar)

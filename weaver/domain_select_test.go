@@ -98,3 +98,51 @@ func TestAdviceDomains(t *testing.T) {
 		})
 	}
 }
+
+// TestDomainQualifierEveryKind: block(...) and <replace> groups take
+// @ qualifiers as execution and access groups do: resolved in their
+// domain, dropped in another, refused without a domains file.
+func TestDomainQualifierEveryKind(t *testing.T) {
+	x := twoFuncs(t)
+	load := func(when, pc string) *aspect.File {
+		t.Helper()
+		body := "STORE_DATA(1);"
+		if when == aspect.Replace {
+			body = "return 0;"
+		}
+		src := fmt.Sprintf("<aspect>\n<advice>\n<pointcut>%s</pointcut>\n<%s>%s</%s>\n</advice>\n</aspect>\n", pc, when, body, when)
+		f, diags := aspect.Load("x.klasy", []byte(src))
+		if len(diags) > 0 {
+			t.Fatal(diags)
+		}
+		return f
+	}
+
+	blocks := load("before", "block(f_b) AND within_file(%two.c@a)")
+	jps, err := Resolve(blocks, x, ResolveOptions{Domain: "a"})
+	if err != nil || len(jps) == 0 {
+		t.Fatalf("block(f_b) in domain a: %d join points, %v", len(jps), err)
+	}
+	for _, jp := range jps {
+		if jp.Function != "f_b" {
+			t.Errorf("block(f_b) in domain a hooks %s", jp.Function)
+		}
+	}
+	if jps, err := Resolve(blocks, x, ResolveOptions{Domain: "b"}); err != nil || len(jps) != 0 {
+		t.Errorf("block(f_b) of domain a resolved in domain b: %d join points, %v", len(jps), err)
+	}
+
+	repl := load(aspect.Replace, "execution(f_b) AND within_file(%two.c@a)")
+	if jps, err := Resolve(repl, x, ResolveOptions{Domain: "b"}); err != nil || len(jps) != 0 {
+		t.Errorf("<replace> of domain a resolved in domain b: %d join points, %v", len(jps), err)
+	}
+	if _, err := Resolve(repl, x, ResolveOptions{Domain: "a"}); err != nil && strings.Contains(err.Error(), "domain") {
+		t.Errorf("<replace> in its own domain refused for its qualifier: %v", err)
+	}
+
+	for _, f := range []*aspect.File{blocks, repl} {
+		if _, err := Resolve(f, x, ResolveOptions{}); err == nil || !strings.Contains(err.Error(), "a domain (@a) needs a domains file") {
+			t.Errorf("%s without a domains file: %v", f.Advice[0].When, err)
+		}
+	}
+}

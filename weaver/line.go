@@ -58,9 +58,6 @@ func (r *resolver) lineGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timin
 		case t.Line != nil:
 			ln = t
 		case t.WithinFunction != nil:
-			if t.WithinFunction.Domain != nil {
-				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file, which this weaver does not take yet", t.Designator(), t.WithinFunction.Domain.Value)
-			}
 			p, err := t.WithinFunction.Func.Pattern()
 			if err != nil {
 				return r.errAt(pc, t.Pos.Offset, "%v", err)

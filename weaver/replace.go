@@ -42,9 +42,6 @@ func (r *resolver) replace(n int, pc *aspect.Pointcut, g []*aspect.Term) error {
 		case t.Execution != nil:
 			exec = t
 		case t.WithinFile != nil:
-			if t.WithinFile.Domain != nil {
-				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file, which this weaver does not take yet", t.Designator(), t.WithinFile.Domain.Value)
-			}
 			files = append(files, t.WithinFile)
 		case t.Argument != nil:
 			args = append(args, t.Argument)

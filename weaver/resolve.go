@@ -100,11 +100,18 @@ func (r *resolver) advice(n int, a *aspect.Advice) error {
 	if !ok {
 		return r.errAt(pc, 0, "pointcut has too many AND-groups")
 	}
+	if err := r.checkDomains(pc, groups); err != nil {
+		return err
+	}
 	if a.When == aspect.Replace {
 		if len(groups) != 1 {
 			return r.errAt(pc, 0, "<replace> is the new body of one function: its pointcut cannot join alternatives with OR")
 		}
-		return r.replace(n, pc, groups[0])
+		gs := domainGroups(groups, r.opt.Domain)
+		if len(gs) == 0 {
+			return nil // another domain's function
+		}
+		return r.replace(n, pc, gs[0])
 	}
 	timing := Before
 	if a.When == "after" {
@@ -129,6 +136,30 @@ func (r *resolver) advice(n int, a *aspect.Advice) error {
 	return nil
 }
 
+// checkDomains refuses a domain qualifier (file@D, function@D) outside a
+// weave of a domains file. Inside one, domainGroups keeps only the groups
+// of the domain being resolved, so a qualifier left names that domain.
+func (r *resolver) checkDomains(pc *aspect.Pointcut, groups [][]*aspect.Term) error {
+	if r.opt.Domain != "" {
+		return nil
+	}
+	for _, g := range groups {
+		for _, t := range g {
+			var d *aspect.Name
+			switch {
+			case t.WithinFile != nil:
+				d = t.WithinFile.Domain
+			case t.WithinFunction != nil:
+				d = t.WithinFunction.Domain
+			}
+			if d != nil {
+				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file: klasy weave --domains FILE", t.Designator(), d.Value)
+			}
+		}
+	}
+	return nil
+}
+
 // group resolves one AND-group of execution designators.
 func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Timing) error {
 	var execs []*aspect.Execution
@@ -140,14 +171,8 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Ti
 		case t.Execution != nil:
 			execs = append(execs, t.Execution)
 		case t.WithinFile != nil:
-			if t.WithinFile.Domain != nil && r.opt.Domain == "" {
-				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file: klasy weave --domains FILE", t.Designator(), t.WithinFile.Domain.Value)
-			}
 			files = append(files, t.WithinFile)
 		case t.WithinFunction != nil:
-			if t.WithinFunction.Domain != nil && r.opt.Domain == "" {
-				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file: klasy weave --domains FILE", t.Designator(), t.WithinFunction.Domain.Value)
-			}
 			funcs = append(funcs, t.WithinFunction)
 		case t.Argument != nil:
 			args = append(args, t.Argument)
