@@ -47,7 +47,7 @@ func TestCaseStudiesInBuiltLab(t *testing.T) {
 		return klasy(append([]string{"lab", "exec", l.Name(), "--"}, args...)...)
 	}
 	state := func() string {
-		return guest("sh", "-c", "cut -d' ' -f1 /proc/modules | sort; cat /sys/kernel/debug/kprobes/list")
+		return guest("sh", "-c", labboot.KernelState)
 	}
 	before := state()
 	checkClean := func(t *testing.T) {

@@ -92,14 +92,8 @@ func TestCoverInLab(t *testing.T) {
 	}
 	kernelState := func() string {
 		t.Helper()
-		mods, _ := klasy("lab", "exec", l.Name(), "--", "cat", "/proc/modules")
-		var names []string
-		for _, line := range strings.Split(strings.TrimSpace(mods), "\n") {
-			names = append(names, strings.Fields(line)[0])
-		}
-		slices.Sort(names)
-		kps, _ := klasy("lab", "exec", l.Name(), "--", "cat", "/sys/kernel/debug/kprobes/list")
-		return strings.Join(names, " ") + "\n" + kps
+		state, _ := klasy("lab", "exec", l.Name(), "--", "sh", "-c", labboot.KernelState)
+		return state
 	}
 	before := kernelState()
 	asBefore := func(what string) {

@@ -153,7 +153,7 @@ func TestDelayedACKInLab(t *testing.T) {
 		return counters().sub(before)
 	}
 	state := func() string {
-		out, err := guest(receiver, "sh", "-c", "cut -d' ' -f1 /proc/modules | sort; cat /sys/kernel/debug/kprobes/list")
+		out, err := guest(receiver, "sh", "-c", labboot.KernelState)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -86,12 +86,7 @@ func TestWeaveDomainsInLabs(t *testing.T) {
 	}
 	state := func(l *lab.Lab) string {
 		t.Helper()
-		var names []string
-		for _, line := range strings.Split(strings.TrimSpace(exec(l, "cat", "/proc/modules")), "\n") {
-			names = append(names, strings.Fields(line)[0])
-		}
-		slices.Sort(names)
-		return strings.Join(names, " ") + "\n" + exec(l, "cat", "/sys/kernel/debug/kprobes/list")
+		return exec(l, "sh", "-c", labboot.KernelState)
 	}
 	beforeA, beforeB := state(la), state(lb)
 	woven := false

@@ -76,12 +76,7 @@ func TestStatsInLab(t *testing.T) {
 	}
 	kernelState := func() string {
 		t.Helper()
-		var names []string
-		for _, line := range strings.Split(strings.TrimSpace(exec("cat", "/proc/modules")), "\n") {
-			names = append(names, strings.Fields(line)[0])
-		}
-		slices.Sort(names)
-		return strings.Join(names, " ") + "\n" + exec("cat", "/sys/kernel/debug/kprobes/list")
+		return exec("sh", "-c", labboot.KernelState)
 	}
 	before := kernelState()
 	if out := klasy("stats", "--lab", l.Name()); out != "lab "+l.Name()+": nothing of klasy is woven (no klasy runtime)\n" {

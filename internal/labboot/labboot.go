@@ -27,6 +27,12 @@ var (
 	agentErr  error
 )
 
+// KernelState is a shell command printing what a weave must leave as it
+// found it: the names of the loaded modules, sorted, and the kprobes
+// list. Tests run it in a guest (sh -c) before weaving and after
+// unweaving and compare the outputs.
+const KernelState = "cut -d' ' -f1 /proc/modules | sort; cat /sys/kernel/debug/kprobes/list"
+
 // moduleRoot is the directory of go.mod, found from this file.
 func moduleRoot() string {
 	_, file, _, _ := runtime.Caller(0)
