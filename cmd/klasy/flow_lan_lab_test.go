@@ -76,9 +76,22 @@ func TestFlowAcrossTwoLabs(t *testing.T) {
 	}
 	const aspect = "../../examples/netflow_lan.klasy"
 	const before, flows = 3, 5
+	state := func() (s [2]string) {
+		for i, l := range []*lab.Lab{a, b} {
+			s[i] = guest(l, "sh", "-c", labboot.KernelState)
+		}
+		return s
+	}
+	unwoven := state()
+	woven := map[*lab.Lab]bool{}
 	weave := func(l *lab.Lab) {
 		t.Log(klasy("weave", "--lab", l.Name(), aspect))
-		t.Cleanup(func() { klasy("unweave", "--lab", l.Name(), "netflow_lan") })
+		woven[l] = true
+		t.Cleanup(func() {
+			if woven[l] {
+				klasy("unweave", "--lab", l.Name(), "netflow_lan")
+			}
+		})
 	}
 	// Datagrams that are no flow: sent before A is woven, they carry ID
 	// 0 (DF, a socket that is not connected), which B's xout counts and
@@ -176,6 +189,14 @@ func TestFlowAcrossTwoLabs(t *testing.T) {
 	}
 	if crossed < flows {
 		t.Errorf("%d flows crossed from lab A to lab B, want %d (A's flows %d, B's %d)", crossed, flows, len(pa), len(pb))
+	}
+
+	for _, l := range []*lab.Lab{a, b} {
+		woven[l] = false
+		klasy("unweave", "--lab", l.Name(), "netflow_lan")
+	}
+	if after := state(); after != unwoven {
+		t.Errorf("after unweave, modules and kprobes:\n%q\nbefore:\n%q", after, unwoven)
 	}
 }
 

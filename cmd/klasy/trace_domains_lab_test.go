@@ -68,8 +68,20 @@ func TestTraceDomainsInLabs(t *testing.T) {
 	if err := os.WriteFile(dfile, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	state := func() (s [2]string) {
+		for i, l := range labs {
+			s[i] = klasy("lab", "exec", l.Name(), "--", "sh", "-c", labboot.KernelState)
+		}
+		return s
+	}
+	before := state()
 	klasy("weave", "--domains", dfile, aspect)
-	defer klasy("unweave", "--domains", dfile, "views")
+	woven := true
+	defer func() {
+		if woven {
+			klasy("unweave", "--domains", dfile, "views")
+		}
+	}()
 
 	// Each command's pread position names it; the host's clock brackets it.
 	type window struct {
@@ -154,5 +166,11 @@ func TestTraceDomainsInLabs(t *testing.T) {
 			}
 		}
 		t.Logf("lab %s: later estimates %+v", l.Name(), cs)
+	}
+
+	woven = false
+	klasy("unweave", "--domains", dfile, "views")
+	if after := state(); after != before {
+		t.Errorf("after unweave --domains, modules and kprobes:\n%q\nbefore:\n%q", after, before)
 	}
 }

@@ -54,6 +54,8 @@ func TestTraceViewsInLab(t *testing.T) {
 	if err := os.WriteFile(aspect, []byte(viewsAspect), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	state := func() string { return klasy("lab", "exec", l.Name(), "--", "sh", "-c", labboot.KernelState) }
+	before := state()
 	klasy("weave", "--lab", l.Name(), aspect)
 	woven := true
 	defer func() {
@@ -134,6 +136,9 @@ func TestTraceViewsInLab(t *testing.T) {
 	pread(9, 1000020, 2)
 	woven = false
 	klasy("unweave", "--lab", l.Name(), "views")
+	if after := state(); after != before {
+		t.Errorf("after unweave, modules and kprobes:\n%s\nbefore:\n%s", after, before)
+	}
 	const wantSaved = `{"aspect":"views","advice":1,"value_index":1,"type":"hist","count":2,"buckets":[{"min":8,"max":15,"count":2}]}` + "\n"
 	if got := klasy("trace", "--lab", l.Name(), "--hist", "1", "--json"); got != wantSaved {
 		t.Errorf("klasy trace --hist 1 --json after unweave printed %s, want %s", got, wantSaved)
