@@ -57,12 +57,12 @@ func debianKernel(t testing.TB) lab.Kernel {
 }
 
 // build builds src with kbuild's extra warnings (W=1) in the directory
-// name under tempDir and fails on a build error or on any warning the
-// kernel's build prints. It returns the directory.
+// name-FLAVOR under tempDir and fails on a build error or on any warning
+// the kernel's build prints. It returns the directory.
 func build(t testing.TB, k lab.Kernel, name string, src fs.FS, extraSymbols ...[]byte) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir := tempDir(t, name)
+	dir := tempDir(t, name+"-"+k.Flavor)
 	res, err := kbuild.Build(ctx, k.BuildDir, src, kbuild.Options{Dir: dir, ExtraWarnings: "1", ExtraSymbols: extraSymbols})
 	if err != nil {
 		return "", fmt.Errorf("building %s: %+v", name, err)
@@ -103,7 +103,7 @@ func buildOnce(t testing.TB, key string, build func() (string, error)) string {
 // and returns the directory holding klasy_runtime.ko and Module.symvers.
 func buildRuntime(t testing.TB, k lab.Kernel) string {
 	t.Helper()
-	return buildOnce(t, "runtime", func() (string, error) {
+	return buildOnce(t, "runtime-"+k.Flavor, func() (string, error) {
 		return build(t, k, "runtime", runtime.Sources)
 	})
 }
@@ -113,7 +113,7 @@ func buildRuntime(t testing.TB, k lab.Kernel) string {
 func buildAdvice(t testing.TB, k lab.Kernel) string {
 	t.Helper()
 	rt := buildRuntime(t, k)
-	dir := buildOnce(t, "advice", func() (string, error) {
+	dir := buildOnce(t, "advice-"+k.Flavor, func() (string, error) {
 		h, err := fs.ReadFile(runtime.Sources, runtime.Header)
 		if err != nil {
 			return "", err
@@ -137,4 +137,23 @@ func buildAdvice(t testing.TB, k lab.Kernel) string {
 		return build(t, k, "advice", src, symvers)
 	})
 	return filepath.Join(dir, "klasy_test_advice.ko")
+}
+
+// TestBuildsWithoutWarnings: the runtime and an advice module beside its
+// header build with W=1 and no warning against both lab kernels' trees,
+// Debian's and the one built with the klasy plugin (other options, other
+// compiler flags).
+func TestBuildsWithoutWarnings(t *testing.T) {
+	for _, tt := range []struct{ flavor, feature string }{
+		{lab.Debian, "debian-kernel"},
+		{lab.Built, "lab-kernel"},
+	} {
+		t.Run(tt.flavor, func(t *testing.T) {
+			k, err := lab.FindKernel(tt.flavor)
+			testenv.Need(t, tt.feature, err)
+			if _, err := os.Stat(buildAdvice(t, k)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
