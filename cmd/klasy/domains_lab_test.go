@@ -35,6 +35,17 @@ const domAspect = `<aspect>
 
 // refusedAspect weaves ksys_sync into both domains and do_int3, which
 // the kernel refuses (noinstr), into b only.
+// flowAspect has a flow: its IDs must be made as the runtime's domain.
+const flowAspect = `<aspect>
+  <xflow name="syncs">
+    <start>
+      <pointcut>execution(ksys_sync)</pointcut>
+      <action>register_flowid(syncs, current, get_new_flowid());</action>
+    </start>
+  </xflow>
+</aspect>
+`
+
 const refusedAspect = `<aspect>
   <advice>
     <pointcut>execution(ksys_sync)</pointcut>
@@ -65,6 +76,7 @@ func TestWeaveDomainsInLabs(t *testing.T) {
 	dfile := write("labs.yaml", labsText)
 	dom := write("dom.klasy", domAspect)
 	refused := write("refused.klasy", refusedAspect)
+	flows := write("flows.klasy", flowAspect)
 
 	klasyErr := func(args ...string) (string, string, error) {
 		t.Helper()
@@ -111,6 +123,15 @@ func TestWeaveDomainsInLabs(t *testing.T) {
 		if want := fmt.Sprintf("%d\n2\n", i); got != want {
 			t.Errorf("lab %s's runtime makes flow IDs as domain/domains %q, want %q", l.Name(), got, want)
 		}
+	}
+	// A flow woven into one lab alone would make IDs as the only domain:
+	// refused while the runtime there is domain 0 of 2, nothing changed.
+	wovenKernel := state(la)
+	if _, errs, err := klasyErr("weave", "--lab", la.Name(), flows); err == nil || !strings.Contains(err.Error(), "makes flow IDs as domain 0 of 2, this weave needs domain 0 of 1") {
+		t.Errorf("a flow weave into lab a alone: %v\n%s; want it refused for the runtime's flow domain", err, errs)
+	}
+	if now := state(la); now != wovenKernel {
+		t.Errorf("the refused flow weave changed lab a:\n%s\nbefore it:\n%s", now, wovenKernel)
 	}
 	// Each kernel's kprobes: its own functions, not the other's.
 	for _, c := range []struct {
