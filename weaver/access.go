@@ -149,7 +149,7 @@ func (r *resolver) accessGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, tim
 		case t.LocalVar != nil:
 			ag.locals = append(ag.locals, t.LocalVar)
 		case t.Xflow != nil:
-			return r.errAt(pc, t.Pos.Offset, "xflow(...) needs the flow runtime, which this version of klasy does not have yet")
+			return r.errAt(pc, t.Pos.Offset, "xflow(...) left untranslated: Plan resolves an aspect after weaver.Translate turned its flows into plain advice")
 		default:
 			return r.errAt(pc, t.Pos.Offset, "%s cannot be woven at access join points", t.Designator())
 		}

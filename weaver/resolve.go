@@ -177,7 +177,7 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing Ti
 		case t.Argument != nil:
 			args = append(args, t.Argument)
 		case t.Xflow != nil:
-			return r.errAt(pc, t.Pos.Offset, "xflow(...) needs the flow runtime, which this version of klasy does not have yet")
+			return r.errAt(pc, t.Pos.Offset, "xflow(...) left untranslated: Plan resolves an aspect after weaver.Translate turned its flows into plain advice")
 		default:
 			return r.errAt(pc, t.Pos.Offset, "%s cannot be woven at execution join points", t.Designator())
 		}
