@@ -57,15 +57,6 @@ type ModuleImage struct {
 	Refused Refusal
 }
 
-// Warning is something a resolve noticed that does not stop it: a
-// pointcut of access(...) that selects nothing.
-type Warning struct {
-	Pos aspect.Position
-	Msg string
-}
-
-func (w Warning) String() string { return w.Pos.String() + ": " + w.Msg }
-
 // image is the kernel or a module, as the resolver reads it.
 type image struct {
 	module  string // "" for the kernel
@@ -254,11 +245,11 @@ func (r *resolver) checkMember(pc *aspect.Pointcut, a *aspect.Access) error {
 					members = append(members, m.Name)
 				}
 			}
-			return r.errAt(pc, a.Member.Pos.Offset, "access(%s.%s): %s %s has no member %s%s", st, a.Member.Value, l.Kind, st, a.Member.Value, didYouMean(a.Member.Value, members))
+			return r.errAt(pc, a.Member.Pos.Offset, "access(%s.%s): %s %s has no member %s%s", st, a.Member.Value, l.Kind, st, a.Member.Value, DidYouMean(a.Member.Value, members))
 		}
 		names = append(names, b.StructNames()...)
 	}
-	return r.errAt(pc, a.Struct.Pos.Offset, "access(%s.%s): no struct or union %s in %s%s", st, a.Member.Value, st, r.images()[0].label(), didYouMean(st, names))
+	return r.errAt(pc, a.Struct.Pos.Offset, "access(%s.%s): no struct or union %s in %s%s", st, a.Member.Value, st, r.images()[0].label(), DidYouMean(st, names))
 }
 
 // accessRec is one record of one image.
@@ -639,34 +630,34 @@ func kindFits(m debugklasy.Mode, k x86code.MemKind) bool {
 
 // baseOf parses and evaluates the record's base at addr in copy inst,
 // with the types of variables there.
-func (ag *accessGroup) baseOf(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, addr uint64) (sval, error) {
+func (ag *accessGroup) baseOf(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, addr uint64) (SVal, error) {
 	if a.Base.Kind == debugklasy.Unsupported {
-		return sval{}, fmt.Errorf("the plugin could not describe the struct's address (%s)", a.Base.Reason)
+		return SVal{}, fmt.Errorf("the plugin could not describe the struct's address (%s)", a.Base.Reason)
 	}
-	e, err := parseBase(a.Base.Expr)
+	e, err := Parse(a.Base.Expr)
 	if err != nil {
-		return sval{}, err
+		return SVal{}, err
 	}
-	switch e.kind {
-	case bVar: // skb: no type needed
-		return sval{kind: svVar, name: e.name}, nil
-	case bCall:
-		return sval{kind: svCall, name: e.name}, nil
+	switch e.Kind {
+	case Var: // skb: no type needed
+		return SVal{Kind: SVVar, Name: e.Name}, nil
+	case Call:
+		return SVal{Kind: SVCall, Name: e.Name}, nil
 	}
-	ev := &baseEval{
-		varType: func(name string) (ctype, error) {
+	ev := &Eval{
+		VarType: func(name string) (CType, error) {
 			vl, ok, err := varAt(b, addr, name, scopeOf(inst))
 			if err != nil {
-				return ctype{}, err
+				return CType{}, err
 			}
 			if !ok {
-				return ctype{}, fmt.Errorf("%s is not in scope", name)
+				return CType{}, fmt.Errorf("%s is not in scope", name)
 			}
-			return parseCType(vl.Type), nil
+			return ParseCType(vl.Type), nil
 		},
-		layout: b.Struct,
+		Layout: b.Struct,
 	}
-	v, _, err := ev.value(e)
+	v, _, err := ev.Value(e)
 	return v, err
 }
 
@@ -698,10 +689,10 @@ func (ag *accessGroup) exact(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance,
 	}
 	anchor := lc.addrs[0]
 	base, err := ag.baseOf(b, inst, a, anchor)
-	if err != nil || base.kind == svConst {
+	if err != nil || base.Kind == SVConst {
 		return nil, nil
 	}
-	k := base.off
+	k := base.Off
 	var insns []x86code.Insn
 	for _, sg := range lc.segs {
 		insns = append(insns, b.Insns(sg[0], sg[1])...)
@@ -784,7 +775,7 @@ func (ag *accessGroup) noCandidate(insns []x86code.Insn, a debugklasy.Access, of
 }
 
 // pick chooses the accessing instruction among insns.
-func (ag *accessGroup) pick(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, base sval, insns []x86code.Insn, off, size, k int64) *exactHit {
+func (ag *accessGroup) pick(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, base SVal, insns []x86code.Insn, off, size, k int64) *exactHit {
 	type cand struct {
 		in  x86code.Insn
 		acc x86code.MemAccess
@@ -795,12 +786,12 @@ func (ag *accessGroup) pick(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugkl
 			cs = append(cs, cand{insns[i], acc})
 		}
 	}
-	if len(cs) > 1 && base.kind == svVar {
+	if len(cs) > 1 && base.Kind == SVVar {
 		// Prefer the instructions whose base register holds the base
 		// variable there.
 		var in []cand
 		for _, c := range cs {
-			vl, ok, err := varAt(b, c.in.PC, base.name, scopeOf(inst))
+			vl, ok, err := varAt(b, c.in.PC, base.Name, scopeOf(inst))
 			if err != nil || !ok {
 				continue
 			}

@@ -77,7 +77,7 @@ func localVarValue(b *dwarfmap.Batch, addr uint64, lv *aspect.LocalVar, scope st
 	if !ok {
 		return nil, "", false
 	}
-	v, err = compileLocation(locContext{vl: vl, module: module})
+	v, err = CompileLocation(LocContext{VL: vl, Module: module})
 	if err != nil {
 		return nil, fmt.Sprintf("local_var(%s, %s): %v", lv.Local.Value, lv.Var.Value, err), true
 	}
@@ -97,7 +97,7 @@ func (ag *accessGroup) targetAt(b *dwarfmap.Batch, inst dwarfmap.Instance, a deb
 	}
 	v, err := ag.program(b, inst, base, addr, module)
 	if err == nil {
-		err = v.check()
+		err = v.Check()
 	}
 	if err == nil {
 		err = ag.unchanged(b, inst, a, base, v, addr, span)
@@ -117,8 +117,8 @@ func (ag *accessGroup) targetAt(b *dwarfmap.Batch, inst dwarfmap.Instance, a deb
 // fromCandidates is the target at addr read from the base register of
 // the candidate instructions of the line, when they agree and nothing
 // between them and the hook (in one basic block) writes it.
-func (ag *accessGroup) fromCandidates(b *dwarfmap.Batch, base sval, addr uint64, span hookSpan) *Value {
-	if len(span.cands) == 0 || base.kind == svConst {
+func (ag *accessGroup) fromCandidates(b *dwarfmap.Batch, base SVal, addr uint64, span hookSpan) *Value {
+	if len(span.cands) == 0 || base.Kind == SVConst {
 		return nil
 	}
 	code, err := b.Code(addr)
@@ -144,12 +144,12 @@ func (ag *accessGroup) fromCandidates(b *dwarfmap.Batch, base sval, addr uint64,
 			}
 		}
 	}
-	return regValue(reg, base.off)
+	return regValue(reg, base.Off)
 }
 
 // unchanged checks that the registers v reads keep their value through
 // the line's code the hook stands for.
-func (ag *accessGroup) unchanged(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, base sval, v *Value, addr uint64, span hookSpan) error {
+func (ag *accessGroup) unchanged(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, base SVal, v *Value, addr uint64, span hookSpan) error {
 	// The code whose writes matter: from the hook to the line's end for
 	// before advice, from the line's start to the hook for after advice;
 	// when the instructions that may be the access are known, only up to
@@ -173,9 +173,9 @@ func (ag *accessGroup) unchanged(b *dwarfmap.Batch, inst dwarfmap.Instance, a de
 			hi = last
 		}
 	}
-	if hi > lo && base.kind == svVar {
+	if hi > lo && base.Kind == SVVar {
 		// A variable: follow it through the code by its DWARF locations.
-		return ag.varUnchanged(b, inst, a, base.name, lo, hi)
+		return ag.varUnchanged(b, inst, a, base.Name, lo, hi)
 	}
 	if hi > lo {
 		reads := v.regs()
@@ -249,43 +249,43 @@ func isCopy(inst *x86asm.Inst, dst, src int) bool {
 }
 
 // program turns a symbolic base into a Value computed at addr.
-func (ag *accessGroup) program(b *dwarfmap.Batch, inst dwarfmap.Instance, sv sval, addr uint64, module bool) (*Value, error) {
+func (ag *accessGroup) program(b *dwarfmap.Batch, inst dwarfmap.Instance, sv SVal, addr uint64, module bool) (*Value, error) {
 	var v *Value
-	switch sv.kind {
-	case svVar, svVarAddr:
-		vl, ok, err := varAt(b, addr, sv.name, scopeOf(inst))
+	switch sv.Kind {
+	case SVVar, SVVarAddr:
+		vl, ok, err := varAt(b, addr, sv.Name, scopeOf(inst))
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
-			return nil, fmt.Errorf("%s is not in scope here", sv.name)
+			return nil, fmt.Errorf("%s is not in scope here", sv.Name)
 		}
-		if sv.kind == svVar && vl.Size != 8 {
-			return nil, fmt.Errorf("%s is %d bytes, not a pointer", sv.name, vl.Size)
+		if sv.Kind == SVVar && vl.Size != 8 {
+			return nil, fmt.Errorf("%s is %d bytes, not a pointer", sv.Name, vl.Size)
 		}
-		if v, err = compileLocation(locContext{vl: vl, module: module}); err != nil {
-			return nil, fmt.Errorf("%s: %v", sv.name, err)
+		if v, err = CompileLocation(LocContext{VL: vl, Module: module}); err != nil {
+			return nil, fmt.Errorf("%s: %v", sv.Name, err)
 		}
-		if sv.kind == svVarAddr {
+		if sv.Kind == SVVarAddr {
 			if !v.InMemory {
-				return nil, fmt.Errorf("%s is in a register here, so it has no address", sv.name)
+				return nil, fmt.Errorf("%s is in a register here, so it has no address", sv.Name)
 			}
 			v.InMemory = false
 		}
 		v.Size = 8
-	case svLoad:
-		sub, err := ag.program(b, inst, *sv.sub, addr, module)
+	case SVLoad:
+		sub, err := ag.program(b, inst, *sv.Sub, addr, module)
 		if err != nil {
 			return nil, err
 		}
-		v = &Value{Ops: append(sub.valueOps(), ValueOp{Kind: Deref, Size: sv.size}), Size: 8}
-	case svCall:
-		return nil, fmt.Errorf("the struct's address is the result of %s, only known at the accessing instruction", sv.name)
+		v = &Value{Ops: append(sub.valueOps(), ValueOp{Kind: Deref, Size: sv.Size}), Size: 8}
+	case SVCall:
+		return nil, fmt.Errorf("the struct's address is the result of %s, only known at the accessing instruction", sv.Name)
 	default:
 		return nil, fmt.Errorf("the struct is not reached through a variable (%s)", sv)
 	}
-	if sv.off != 0 {
-		v.Ops = append(v.valueOps(), ValueOp{Kind: AddConst, Arg: sv.off})
+	if sv.Off != 0 {
+		v.Ops = append(v.valueOps(), ValueOp{Kind: AddConst, Arg: sv.Off})
 		v.InMemory = false
 	}
 	return v, nil

@@ -90,7 +90,7 @@ func TestAggregationCompileErrors(t *testing.T) {
 			t.Errorf("%q: built (%v), want a compile error", tt.body, err)
 			continue
 		}
-		diags := m.adviceDiagnostics(be.Diagnostics)
+		diags := m.AdviceDiagnostics(be.Diagnostics)
 		last := strings.Count(tt.body, "\n") + 5 // the body starts on the aspect's line 5
 		found := false
 		for _, d := range diags {

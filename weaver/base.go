@@ -8,24 +8,24 @@ import (
 	"github.com/klasy/klasy/dwarfmap/dwtype"
 )
 
-// ctype is a C type as DWARF names it (dwtype.Namer), as much of it as
+// CType is a C type as DWARF names it (dwtype.Namer), as much of it as
 // working out addresses needs: pointers to, or arrays of, a struct,
 // union or typedef the layouts know, or something else.
-type ctype struct {
+type CType struct {
 	base string  // "struct sk_buff", "union u", a typedef name; "" if not known
 	ptr  int     // levels of pointer
 	dims []int64 // array dimensions, outermost first
 }
 
-// parseCType reads a type name: "const struct sk_buff *",
+// ParseCType reads a type name: "const struct sk_buff *",
 // "struct list_head", "skb_frag_t [17]", "struct page *[4]".
-func parseCType(s string) ctype {
-	var t ctype
+func ParseCType(s string) CType {
+	var t CType
 	if i := strings.IndexByte(s, '['); i >= 0 {
 		// An array of pointers is spelled "T *[4]" or "T (*)[4]" (a
 		// pointer to an array): only the first is kept.
 		if strings.Contains(s[:i], "(") {
-			return ctype{}
+			return CType{}
 		}
 		for _, d := range strings.Split(strings.TrimSuffix(s[i+1:], "]"), "][") {
 			n, err := strconv.ParseInt(d, 10, 64)
@@ -54,7 +54,7 @@ func parseCType(s string) ctype {
 	return t
 }
 
-func (t ctype) String() string {
+func (t CType) String() string {
 	s := t.base + strings.Repeat("*", t.ptr)
 	for _, d := range t.dims {
 		s += fmt.Sprintf("[%d]", d)
@@ -63,99 +63,99 @@ func (t ctype) String() string {
 }
 
 // elem is the type an array's element or a pointer's target has.
-func (t ctype) elem() (ctype, bool) {
+func (t CType) elem() (CType, bool) {
 	switch {
 	case len(t.dims) > 0:
-		return ctype{base: t.base, ptr: t.ptr, dims: t.dims[1:]}, true
+		return CType{base: t.base, ptr: t.ptr, dims: t.dims[1:]}, true
 	case t.ptr > 0:
-		return ctype{base: t.base, ptr: t.ptr - 1}, true
+		return CType{base: t.base, ptr: t.ptr - 1}, true
 	}
-	return ctype{}, false
+	return CType{}, false
 }
 
-// svKind is where the dynamic part of a symbolic value comes from.
-type svKind uint8
+// SVKind is where the dynamic part of a symbolic value comes from.
+type SVKind uint8
 
 const (
-	svConst   svKind = iota // nothing: the value is off
-	svVar                   // the value of variable name
-	svVarAddr               // the address of variable name (in memory)
-	svLoad                  // the size bytes at *sub
-	svCall                  // the result of a call, only known at the access
+	SVConst   SVKind = iota // nothing: the value is off
+	SVVar                   // the value of variable name
+	SVVarAddr               // the address of variable name (in memory)
+	SVLoad                  // the size bytes at *sub
+	SVCall                  // the result of a call, only known at the access
 )
 
-// sval is a value worked out from a base expression: its dynamic part
+// SVal is a value worked out from a base expression: its dynamic part
 // plus a constant byte offset.
-type sval struct {
-	kind svKind
-	name string
-	sub  *sval
-	size int
-	off  int64
+type SVal struct {
+	Kind SVKind
+	Name string
+	Sub  *SVal
+	Size int
+	Off  int64
 }
 
-func (v sval) String() string {
+func (v SVal) String() string {
 	var s string
-	switch v.kind {
-	case svConst:
-		return fmt.Sprint(v.off)
-	case svVar:
-		s = v.name
-	case svVarAddr:
-		s = "&" + v.name
-	case svLoad:
-		s = fmt.Sprintf("*%d(%s)", v.size, v.sub)
-	case svCall:
-		s = v.name
+	switch v.Kind {
+	case SVConst:
+		return fmt.Sprint(v.Off)
+	case SVVar:
+		s = v.Name
+	case SVVarAddr:
+		s = "&" + v.Name
+	case SVLoad:
+		s = fmt.Sprintf("*%d(%s)", v.Size, v.Sub)
+	case SVCall:
+		s = v.Name
 	}
-	if v.off != 0 {
-		s += fmt.Sprintf("%+d", v.off)
+	if v.Off != 0 {
+		s += fmt.Sprintf("%+d", v.Off)
 	}
 	return s
 }
 
 // dyn is v without its constant offset.
-func (v sval) dyn() sval {
-	v.off = 0
+func (v SVal) dyn() SVal {
+	v.Off = 0
 	return v
 }
 
-// baseEval works out a base expression's value with the types that
+// Eval works out a base expression's value with the types that
 // variables have at one place (varType) and the struct layouts
 // (layout).
-type baseEval struct {
-	varType func(name string) (ctype, error)
-	layout  func(name string) (*dwtype.Layout, error)
+type Eval struct {
+	VarType func(name string) (CType, error)
+	Layout  func(name string) (*dwtype.Layout, error)
 }
 
-// value is what e evaluates to, with its type (zero if not known).
-func (ev *baseEval) value(e *bexpr) (sval, ctype, error) {
-	switch e.kind {
-	case bVar:
-		t, err := ev.varType(e.name)
+// Value is what e evaluates to, with its type (zero if not known).
+func (ev *Eval) Value(e *Expr) (SVal, CType, error) {
+	switch e.Kind {
+	case Var:
+		t, err := ev.VarType(e.Name)
 		if err != nil {
 			// The type matters only if a member of it is reached.
-			t = ctype{}
+			t = CType{}
 		}
-		return sval{kind: svVar, name: e.name}, t, nil
+		return SVal{Kind: SVVar, Name: e.Name}, t, nil
 	case bNum:
-		return sval{kind: svConst, off: e.n}, ctype{}, nil
-	case bCall:
-		return sval{kind: svCall, name: e.name}, ctype{}, nil
+		return SVal{Kind: SVConst, Off: e.n}, CType{}, nil
+	case Call:
+		return SVal{Kind: SVCall, Name: e.Name}, CType{}, nil
 	case bAddr:
 		a, t, err := ev.addr(e.sub)
 		if err != nil {
-			return sval{}, ctype{}, err
+			return SVal{}, CType{}, err
 		}
 		t.ptr++
 		if len(t.dims) > 0 {
-			t = ctype{} // a pointer to an array: not followed
+			t = CType{} // a pointer to an array: not followed
 		}
 		return a, t, nil
 	case bArrow, bDot, bIndex, bDeref:
 		a, t, err := ev.addr(e)
 		if err != nil {
-			return sval{}, ctype{}, err
+			return SVal{}, CType{}, err
 		}
 		if len(t.dims) > 0 {
 			// An array decays to its first element's address.
@@ -164,26 +164,26 @@ func (ev *baseEval) value(e *bexpr) (sval, ctype, error) {
 			return a, el, nil
 		}
 		if t.ptr == 0 && t.base != "" && !isScalar(t.base) {
-			if l, err := ev.layout(t.base); err == nil && l != nil {
-				return sval{}, ctype{}, fmt.Errorf("%s is a %s, not an address", e, t)
+			if l, err := ev.Layout(t.base); err == nil && l != nil {
+				return SVal{}, CType{}, fmt.Errorf("%s is a %s, not an address", e, t)
 			}
 		}
-		return sval{kind: svLoad, sub: &a, size: 8}, t, nil
+		return SVal{Kind: SVLoad, Sub: &a, Size: 8}, t, nil
 	case bCast:
-		v, _, err := ev.value(e.sub)
-		return v, ctype{base: "char", ptr: 1}, err
+		v, _, err := ev.Value(e.sub)
+		return v, CType{base: "char", ptr: 1}, err
 	case bAddSub:
-		if e.sub.kind != bCast {
-			return sval{}, ctype{}, fmt.Errorf("pointer arithmetic on %s", e.sub)
+		if e.sub.Kind != bCast {
+			return SVal{}, CType{}, fmt.Errorf("pointer arithmetic on %s", e.sub)
 		}
-		v, t, err := ev.value(e.sub)
+		v, t, err := ev.Value(e.sub)
 		if err != nil {
-			return sval{}, ctype{}, err
+			return SVal{}, CType{}, err
 		}
-		v.off += e.n
+		v.Off += e.n
 		return v, t, nil
 	}
-	return sval{}, ctype{}, fmt.Errorf("%s", e.name)
+	return SVal{}, CType{}, fmt.Errorf("%s", e.Name)
 }
 
 func isScalar(base string) bool {
@@ -195,87 +195,87 @@ func isScalar(base string) bool {
 }
 
 // addr is the address of the object the lvalue e names, with its type.
-func (ev *baseEval) addr(e *bexpr) (sval, ctype, error) {
-	switch e.kind {
-	case bVar:
-		t, err := ev.varType(e.name)
+func (ev *Eval) addr(e *Expr) (SVal, CType, error) {
+	switch e.Kind {
+	case Var:
+		t, err := ev.VarType(e.Name)
 		if err != nil {
-			t = ctype{}
+			t = CType{}
 		}
-		return sval{kind: svVarAddr, name: e.name}, t, nil
+		return SVal{Kind: SVVarAddr, Name: e.Name}, t, nil
 	case bDeref:
-		v, t, err := ev.value(e.sub)
+		v, t, err := ev.Value(e.sub)
 		if err != nil {
-			return sval{}, ctype{}, err
+			return SVal{}, CType{}, err
 		}
 		el, ok := t.elem()
 		if !ok {
-			el = ctype{}
+			el = CType{}
 		}
 		return v, el, nil
 	case bArrow:
-		v, t, err := ev.value(e.sub)
+		v, t, err := ev.Value(e.sub)
 		if err != nil {
-			return sval{}, ctype{}, err
+			return SVal{}, CType{}, err
 		}
 		obj, ok := t.elem()
 		if !ok || obj.base == "" || obj.ptr != 0 || len(obj.dims) != 0 {
-			return sval{}, ctype{}, fmt.Errorf("the type of %s is not known here", e.sub)
+			return SVal{}, CType{}, fmt.Errorf("the type of %s is not known here", e.sub)
 		}
-		return ev.members(v, obj, e.name)
+		return ev.members(v, obj, e.Name)
 	case bDot:
 		a, t, err := ev.addr(e.sub)
 		if err != nil {
-			return sval{}, ctype{}, err
+			return SVal{}, CType{}, err
 		}
 		if t.base == "" || t.ptr != 0 || len(t.dims) != 0 {
-			return sval{}, ctype{}, fmt.Errorf("the type of %s is not known here", e.sub)
+			return SVal{}, CType{}, fmt.Errorf("the type of %s is not known here", e.sub)
 		}
-		return ev.members(a, t, e.name)
+		return ev.members(a, t, e.Name)
 	case bIndex:
 		if !e.constIdx {
-			return sval{}, ctype{}, fmt.Errorf("%s has an index that is not a constant", e)
+			return SVal{}, CType{}, fmt.Errorf("%s has an index that is not a constant", e)
 		}
-		_, st, err := ev.value(e.sub) // the type only
-		var a sval
-		var el ctype
+		_, st, err := ev.Value(e.sub) // the type only
+		var a SVal
+		var el CType
 		if err == nil && len(st.dims) == 0 && st.ptr > 0 {
 			// A pointer indexed: its value.
-			a, _, err = ev.value(e.sub)
+			a, _, err = ev.Value(e.sub)
 			el, _ = st.elem()
 		} else {
 			// An array indexed: its address, as value gives it.
-			a, st, err = ev.value(e.sub)
+			a, st, err = ev.Value(e.sub)
 			el, _ = st.elem()
 		}
 		if err != nil {
-			return sval{}, ctype{}, err
+			return SVal{}, CType{}, err
 		}
 		if e.n != 0 {
 			size, err := ev.sizeOf(el)
 			if err != nil {
-				return sval{}, ctype{}, fmt.Errorf("%s: %v", e, err)
+				return SVal{}, CType{}, fmt.Errorf("%s: %v", e, err)
 			}
-			a.off += e.n * size
+			a.Off += e.n * size
 		}
 		return a, el, nil
 	}
-	return sval{}, ctype{}, fmt.Errorf("%s is not an object klasy can locate", e)
+	return SVal{}, CType{}, fmt.Errorf("%s is not an object klasy can locate", e)
 }
 
 // members adds the offsets of path (a.b.c) in the struct t at a.
-func (ev *baseEval) members(a sval, t ctype, path string) (sval, ctype, error) {
+func (ev *Eval) members(a SVal, t CType, path string) (SVal, CType, error) {
 	for _, name := range strings.Split(path, ".") {
-		l, err := ev.layout(t.base)
+		l, err := ev.Layout(t.base)
 		if err != nil {
-			return sval{}, ctype{}, err
+			return SVal{}, CType{}, err
 		}
 		m, ok := member(l, name)
 		if !ok {
-			return sval{}, ctype{}, fmt.Errorf("%s has no member %s", t.base, name)
+			return SVal{}, CType{}, fmt.Errorf("%s has no member %s", t.base, name)
 		}
-		a.off += m.Offset
-		t = parseCType(m.Type)
+		a.Off += m.Offset
+		t = ParseCType(m.Type)
 	}
 	return a, t, nil
 }
@@ -290,11 +290,11 @@ func member(l *dwtype.Layout, name string) (dwtype.Member, bool) {
 	return dwtype.Member{}, false
 }
 
-func (ev *baseEval) sizeOf(t ctype) (int64, error) {
+func (ev *Eval) sizeOf(t CType) (int64, error) {
 	if t.ptr > 0 && len(t.dims) == 0 {
 		return 8, nil
 	}
-	el := ctype{base: t.base, ptr: t.ptr}
+	el := CType{base: t.base, ptr: t.ptr}
 	var size int64
 	if el.ptr > 0 {
 		size = 8
@@ -302,7 +302,7 @@ func (ev *baseEval) sizeOf(t ctype) (int64, error) {
 		if el.base == "" {
 			return 0, fmt.Errorf("the element size is not known")
 		}
-		l, err := ev.layout(el.base)
+		l, err := ev.Layout(el.base)
 		if err != nil {
 			return 0, err
 		}

@@ -16,13 +16,13 @@ import (
 // (a variable's value, a load, a call) plus a constant byte offset that
 // struct layouts give.
 
-// bkind is a node of a base expression.
-type bkind uint8
+// ExprKind is a node of a base expression.
+type ExprKind uint8
 
 const (
-	bVar    bkind = iota // name
+	Var    ExprKind = iota // name
 	bNum                 // n
-	bCall                // name(...), opaque
+	Call                // name(...), opaque
 	bAddr                // &sub
 	bDeref               // *(sub)
 	bArrow               // sub->name (name may be a.b.c: nested members)
@@ -33,21 +33,21 @@ const (
 	bOpaque              // what klasy does not compute (integer arithmetic of two values, "?")
 )
 
-type bexpr struct {
-	kind     bkind
-	name     string
+type Expr struct {
+	Kind     ExprKind
+	Name     string
 	n        int64
 	constIdx bool
-	sub      *bexpr
+	sub      *Expr
 }
 
-func (e *bexpr) String() string {
+func (e *Expr) String() string {
 	if e == nil {
 		return "<nil>"
 	}
-	switch e.kind {
-	case bVar, bCall:
-		return e.name
+	switch e.Kind {
+	case Var, Call:
+		return e.Name
 	case bNum:
 		return fmt.Sprint(e.n)
 	case bAddr:
@@ -55,9 +55,9 @@ func (e *bexpr) String() string {
 	case bDeref:
 		return "*(" + e.sub.String() + ")"
 	case bArrow:
-		return e.sub.String() + "->" + e.name
+		return e.sub.String() + "->" + e.Name
 	case bDot:
-		return e.sub.String() + "." + e.name
+		return e.sub.String() + "." + e.Name
 	case bIndex:
 		if !e.constIdx {
 			return e.sub.String() + "[?]"
@@ -71,8 +71,8 @@ func (e *bexpr) String() string {
 	return "?"
 }
 
-// parseBase parses a recorded base expression.
-func parseBase(s string) (*bexpr, error) {
+// Parse parses a recorded base expression.
+func Parse(s string) (*Expr, error) {
 	p := &bparser{s: s}
 	e, err := p.expr()
 	if err != nil {
@@ -100,7 +100,7 @@ func (p *bparser) eat(t string) bool {
 }
 
 // expr: unary { (" + " | " - ") unary }
-func (p *bparser) expr() (*bexpr, error) {
+func (p *bparser) expr() (*Expr, error) {
 	e, err := p.unary()
 	if err != nil {
 		return nil, err
@@ -118,22 +118,22 @@ func (p *bparser) expr() (*bexpr, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.kind != bNum {
-			e = &bexpr{kind: bOpaque, name: "arithmetic of two values"}
+		if r.Kind != bNum {
+			e = &Expr{Kind: bOpaque, Name: "arithmetic of two values"}
 			continue
 		}
-		e = &bexpr{kind: bAddSub, sub: e, n: sign * r.n}
+		e = &Expr{Kind: bAddSub, sub: e, n: sign * r.n}
 	}
 }
 
-func (p *bparser) unary() (*bexpr, error) {
+func (p *bparser) unary() (*Expr, error) {
 	switch {
 	case p.eat("&"):
 		sub, err := p.unary()
 		if err != nil {
 			return nil, err
 		}
-		return &bexpr{kind: bAddr, sub: sub}, nil
+		return &Expr{Kind: bAddr, sub: sub}, nil
 	case p.eat("*("):
 		sub, err := p.expr()
 		if err != nil {
@@ -142,13 +142,13 @@ func (p *bparser) unary() (*bexpr, error) {
 		if !p.eat(")") {
 			return nil, fmt.Errorf("no ) after *(")
 		}
-		return p.postfix(&bexpr{kind: bDeref, sub: sub})
+		return p.postfix(&Expr{Kind: bDeref, sub: sub})
 	case p.eat("(char *)"):
 		sub, err := p.unary()
 		if err != nil {
 			return nil, err
 		}
-		return &bexpr{kind: bCast, sub: sub}, nil
+		return &Expr{Kind: bCast, sub: sub}, nil
 	}
 	prim, err := p.primary()
 	if err != nil {
@@ -157,7 +157,7 @@ func (p *bparser) unary() (*bexpr, error) {
 	return p.postfix(prim)
 }
 
-func (p *bparser) postfix(e *bexpr) (*bexpr, error) {
+func (p *bparser) postfix(e *Expr) (*Expr, error) {
 	for {
 		switch {
 		case p.eat("->"):
@@ -165,14 +165,14 @@ func (p *bparser) postfix(e *bexpr) (*bexpr, error) {
 			if name == "" {
 				return nil, fmt.Errorf("no member after ->")
 			}
-			e = &bexpr{kind: bArrow, sub: e, name: name}
+			e = &Expr{Kind: bArrow, sub: e, Name: name}
 		case p.peek(".") && !p.peek(".."):
 			p.i++
 			name := p.members()
 			if name == "" {
 				return nil, fmt.Errorf("no member after .")
 			}
-			e = &bexpr{kind: bDot, sub: e, name: name}
+			e = &Expr{Kind: bDot, sub: e, Name: name}
 		case p.eat("["):
 			start := p.i
 			if err := p.skipBalanced('[', ']'); err != nil {
@@ -180,7 +180,7 @@ func (p *bparser) postfix(e *bexpr) (*bexpr, error) {
 			}
 			idx := p.s[start : p.i-1]
 			n, err := strconv.ParseInt(idx, 10, 64)
-			e = &bexpr{kind: bIndex, sub: e, n: n, constIdx: err == nil}
+			e = &Expr{Kind: bIndex, sub: e, n: n, constIdx: err == nil}
 		default:
 			return e, nil
 		}
@@ -248,7 +248,7 @@ func (p *bparser) skipBalanced(open, close byte) error {
 	return fmt.Errorf("unclosed %c", open)
 }
 
-func (p *bparser) primary() (*bexpr, error) {
+func (p *bparser) primary() (*Expr, error) {
 	switch {
 	case p.eat("("):
 		// A parenthesized expression, or an indirect callee "(f)(...)".
@@ -263,13 +263,13 @@ func (p *bparser) primary() (*bexpr, error) {
 			if err := p.skipBalanced('(', ')'); err != nil {
 				return nil, err
 			}
-			return &bexpr{kind: bCall, name: "an indirect call"}, nil
+			return &Expr{Kind: Call, Name: "an indirect call"}, nil
 		}
 		return e, nil
 	case p.eat("<retval>"):
-		return &bexpr{kind: bOpaque, name: "the function's return value"}, nil
+		return &Expr{Kind: bOpaque, Name: "the function's return value"}, nil
 	case p.eat("?"):
-		return &bexpr{kind: bOpaque, name: "an expression the plugin could not describe"}, nil
+		return &Expr{Kind: bOpaque, Name: "an expression the plugin could not describe"}, nil
 	}
 	if p.i < len(p.s) && (p.s[p.i] == '-' || p.s[p.i] >= '0' && p.s[p.i] <= '9') {
 		start := p.i
@@ -281,7 +281,7 @@ func (p *bparser) primary() (*bexpr, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &bexpr{kind: bNum, n: n}, nil
+		return &Expr{Kind: bNum, n: n}, nil
 	}
 	name := p.ident()
 	if name == "" {
@@ -294,7 +294,7 @@ func (p *bparser) primary() (*bexpr, error) {
 		if err := p.skipBalanced('(', ')'); err != nil {
 			return nil, err
 		}
-		return &bexpr{kind: bCall, name: name + "(...)"}, nil
+		return &Expr{Kind: Call, Name: name + "(...)"}, nil
 	}
-	return &bexpr{kind: bVar, name: name}, nil
+	return &Expr{Kind: Var, Name: name}, nil
 }

@@ -51,7 +51,7 @@ func (c CoverSpec) Aspect() (path string, src []byte) {
 		pc = "block(%) AND within_file(" + c.File + ")"
 		name = c.File
 	}
-	name = "cover_" + strings.Trim(nonIdent.ReplaceAllString(strings.ReplaceAll(name, "%", "any"), "_"), "_")
+	name = "cover_" + strings.Trim(CIdent(strings.ReplaceAll(name, "%", "any")), "_")
 	src = []byte("<aspect>\n  <advice>\n    <pointcut>" + pc + "</pointcut>\n    <before></before>\n  </advice>\n</aspect>\n")
 	return name + ".klasy", src
 }
@@ -69,12 +69,12 @@ type FuncCoverage struct {
 	*FuncCover
 }
 
-// Coverage computes the coverage of the functions whose basic blocks
+// Functions computes the coverage of the functions whose basic blocks
 // jps hooked (block(...) join points), from the counts of the aspect's
 // hooks as status read them (asp): a block's count is its hook's hits
 // and misses (a miss is a hit while another kprobe's handler ran: the
 // block ran, its advice did not).
-func (s *Session) Coverage(jps []*JoinPoint, asp *records.Aspect) ([]*FuncCoverage, error) {
+func Functions(s *Session, jps []*JoinPoint, asp *records.Aspect) ([]*FuncCoverage, error) {
 	type key struct {
 		module string
 		addr   uint64

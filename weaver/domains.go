@@ -87,14 +87,14 @@ func openDomain(ctx context.Context, f *domains.File, d *domains.Domain, opt Dom
 	if err := f.NeedKernel(d); err != nil {
 		return nil, err
 	}
-	dctx, cancel := context.WithTimeout(ctx, agentTimeout)
+	dctx, cancel := context.WithTimeout(ctx, AgentTimeout)
 	defer cancel()
 	c, err := f.Dial(dctx, d.Name)
 	if err != nil {
 		return nil, fmt.Errorf("its agent at %s: %w", d.Address, err)
 	}
-	t := &agentTarget{name: "domain " + d.Name + " at " + d.Address, c: c, image: d.Vmlinux, headers: d.Headers, close: c.Close}
-	return openSessionOn(ctx, t, sopt)
+	t := NewAgentTarget("domain "+d.Name+" at "+d.Address, c, d.Vmlinux, d.Headers, c.Close)
+	return OpenSessionOn(ctx, t, sopt)
 }
 
 // CloseDomains closes the sessions OpenDomains opened.
@@ -157,7 +157,7 @@ func WeaveDomains(ctx context.Context, ss []*DomainSession, path string, src []b
 		return nil, err
 	}
 	reps := make([]DomainReport, len(ss))
-	var prepared []*preparedWeave
+	var prepared []*Prepared
 	var preparedIn []*DomainSession
 	for i, s := range ss {
 		reps[i].Domain = s.Name()
@@ -170,7 +170,7 @@ func WeaveDomains(ctx context.Context, ss []*DomainSession, path string, src []b
 		}
 		rep.Target = s.Label()
 		reps[i].Report = rep
-		p, err := prepareWeave(ctx, s.Session, pf, rep)
+		p, err := Prepare(ctx, s.Session, pf, rep)
 		if err != nil {
 			return reps, inDomain(s.Name(), err)
 		}
@@ -178,7 +178,7 @@ func WeaveDomains(ctx context.Context, ss []*DomainSession, path string, src []b
 		preparedIn = append(preparedIn, s)
 	}
 	for i, p := range prepared {
-		if err := p.load(ctx); err != nil {
+		if err := p.Load(ctx); err != nil {
 			err = inDomain(preparedIn[i].Name(), err)
 			if i == 0 {
 				return reps, err

@@ -25,21 +25,21 @@ func constValue(o loc.Op) int64 {
 	return o.U
 }
 
-// locContext is what compiling a location needs beyond the expression.
-type locContext struct {
-	vl dwarfmap.VarLoc
-	// atEntry: the hook is at the entry of the out-of-line function the
+// LocContext is what compiling a location needs beyond the expression.
+type LocContext struct {
+	VL dwarfmap.VarLoc
+	// AtEntry: the hook is at the entry of the out-of-line function the
 	// variable belongs to, where DW_OP_entry_value(X) is X itself.
-	atEntry bool
-	// module: the variable is a module's, whose static addresses are
+	AtEntry bool
+	// Module: the variable is a Module's, whose static addresses are
 	// those of the .ko as elfimage lays it out, not of the loaded code.
-	module bool
+	Module bool
 }
 
-// compileLocation turns a variable's DWARF location at a hook into a
+// CompileLocation turns a variable's DWARF location at a hook into a
 // Value, or says why its value cannot be computed there.
-func compileLocation(lc locContext) (*Value, error) {
-	vl := lc.vl
+func CompileLocation(lc LocContext) (*Value, error) {
+	vl := lc.VL
 	size := int(vl.Size)
 	if size <= 0 {
 		return nil, fmt.Errorf("its type has no known size")
@@ -57,7 +57,7 @@ func compileLocation(lc locContext) (*Value, error) {
 	if err := lc.compile(v, vl.Expr, 0); err != nil {
 		return nil, err
 	}
-	if err := v.check(); err != nil {
+	if err := v.Check(); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -66,7 +66,7 @@ func compileLocation(lc locContext) (*Value, error) {
 // compile appends expr's operations to v. A register location
 // (DW_OP_regN) or DW_OP_stack_value makes v a value rather than an
 // address.
-func (lc *locContext) compile(v *Value, expr []byte, depth int) error {
+func (lc *LocContext) compile(v *Value, expr []byte, depth int) error {
 	ops, ok := loc.Decode(expr)
 	if !ok {
 		return fmt.Errorf("its location expression is malformed (% x)", expr)
@@ -113,7 +113,7 @@ func (lc *locContext) compile(v *Value, expr []byte, depth int) error {
 		case c >= op.DW_OP_const1u && c <= op.DW_OP_consts:
 			push(PushConst, 0, constValue(o))
 		case c == op.DW_OP_addr:
-			if lc.module {
+			if lc.Module {
 				return fmt.Errorf("it is a static variable of a module, whose address klasy does not relocate yet")
 			}
 			push(PushAddr, 0, int64(o.U))
@@ -157,7 +157,7 @@ func (lc *locContext) compile(v *Value, expr []byte, depth int) error {
 			}
 			return fmt.Errorf("it is split into pieces (DW_OP_piece)")
 		case c == loc.DW_OP_entry_value || c == loc.DW_OP_GNU_entry_value:
-			if !lc.atEntry || depth > 0 {
+			if !lc.AtEntry || depth > 0 {
 				return fmt.Errorf("it is only known as a value at function entry (DW_OP_entry_value), which is gone here")
 			}
 			// At the function's entry the entry value of a register is
@@ -179,8 +179,8 @@ func (lc *locContext) compile(v *Value, expr []byte, depth int) error {
 }
 
 // frameBase pushes the function's frame base: gcc's is the CFA.
-func (lc *locContext) frameBase(v *Value) error {
-	fb := lc.vl.FrameBase
+func (lc *LocContext) frameBase(v *Value) error {
+	fb := lc.VL.FrameBase
 	if len(fb) == 1 && op.Opcode(fb[0]) == op.DW_OP_call_frame_cfa {
 		return lc.cfa(v)
 	}
@@ -197,17 +197,17 @@ func (lc *locContext) frameBase(v *Value) error {
 
 // cfa pushes the canonical frame address at the hook from the call frame
 // information: register + offset.
-func (lc *locContext) cfa(v *Value) error {
-	if !lc.vl.HasCFA {
+func (lc *LocContext) cfa(v *Value) error {
+	if !lc.VL.HasCFA {
 		return fmt.Errorf("the call frame information gives no CFA rule here")
 	}
-	reg := int(lc.vl.CFAReg)
+	reg := int(lc.VL.CFAReg)
 	if RegName(reg) == "" {
 		return fmt.Errorf("the CFA is relative to DWARF register %d, which a kprobe does not save", reg)
 	}
 	v.Ops = append(v.Ops, ValueOp{Kind: PushReg, Reg: reg})
-	if lc.vl.CFAOffset != 0 {
-		v.Ops = append(v.Ops, ValueOp{Kind: AddConst, Arg: lc.vl.CFAOffset})
+	if lc.VL.CFAOffset != 0 {
+		v.Ops = append(v.Ops, ValueOp{Kind: AddConst, Arg: lc.VL.CFAOffset})
 	}
 	return nil
 }

@@ -8,14 +8,14 @@ import (
 	"os/exec"
 )
 
-// Exec runs argv on the target's machine — in a lab through its agent,
-// as 'klasy lab exec' does, else here — with its output to stdout and
-// stderr, and returns its exit status.
-func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Writer) (int, error) {
+// Exec runs argv on the machine of target t — in a lab through its
+// agent, as 'klasy lab exec' does, else here — with its output to stdout
+// and stderr, and returns its exit status.
+func Exec(ctx context.Context, t Target, argv []string, stdout, stderr io.Writer) (int, error) {
 	if len(argv) == 0 {
 		return 0, errors.New("no command to run")
 	}
-	switch t := s.T.(type) {
+	switch t := t.(type) {
 	case *agentTarget:
 		code, err := t.c.Exec(ctx, argv, nil, stdout, stderr)
 		if err != nil {
@@ -35,5 +35,5 @@ func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Wri
 		}
 		return 0, nil
 	}
-	return 0, fmt.Errorf("%s runs no commands", s.T.Name())
+	return 0, fmt.Errorf("%s runs no commands", t.Name())
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/kbuild"
 )
 
 // The advice module is C written from Go rather than from a template:
@@ -57,11 +58,15 @@ func (m *Module) Position(line, col int) (aspect.Position, bool) {
 
 var nonIdent = regexp.MustCompile(`[^A-Za-z0-9_]`)
 
+// CIdent makes s a C identifier's characters: every character other
+// than [A-Za-z0-9_] becomes _.
+func CIdent(s string) string { return nonIdent.ReplaceAllString(s, "_") }
+
 // ModuleName is the kernel module name of an aspect: klasy_a_ and the
 // aspect's name with every other character than [A-Za-z0-9_] made _,
 // cut to the kernel's 55 characters.
 func ModuleName(aspectName string) string {
-	n := "klasy_a_" + nonIdent.ReplaceAllString(aspectName, "_")
+	n := "klasy_a_" + CIdent(aspectName)
 	if len(n) > 55 {
 		n = n[:55]
 	}
@@ -285,34 +290,6 @@ func cString(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
-}
-
-// Params returns the advice parameters an advice's pointcut binds, in
-// order of first appearance: argument(v, x), local_var(v, x) and
-// target(x) bind x.
-func Params(a *aspect.Advice) []string { return pointcutParams(a.Pointcut) }
-
-func pointcutParams(pc *aspect.Pointcut) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, t := range aspect.Leaves(pc.Expr) {
-		var name string
-		switch {
-		case t.Argument != nil:
-			name = t.Argument.Var.Value
-		case t.LocalVar != nil:
-			name = t.LocalVar.Var.Value
-		case t.Target != nil:
-			name = t.Target.Var.Value
-		default:
-			continue
-		}
-		if !seen[name] {
-			seen[name] = true
-			out = append(out, name)
-		}
-	}
-	return out
 }
 
 var specialNames = map[string]string{
@@ -813,4 +790,44 @@ func (g *cgen) tables(opt GenOptions) {
 	g.p("module_exit(klasy_exit);")
 	g.p("MODULE_LICENSE(\"GPL\");")
 	g.p("MODULE_DESCRIPTION(%s);", cString("klasy aspect "+g.m.Aspect))
+}
+
+// AdviceDiagnostics maps the compiler's errors in advice code to the
+// aspect's positions; nil if none of them is in advice code.
+func (m *Module) AdviceDiagnostics(ds []kbuild.Diagnostic) aspect.Diagnostics {
+	var out aspect.Diagnostics
+	for i, d := range ds {
+		if !d.IsError() {
+			continue
+		}
+		at, ok := d, d.File == m.file.Name
+		if !ok {
+			// An error inside a macro (LHIST's bounds in klasy_rt.h): at
+			// the advice's use of it, which a note that follows names.
+			if at, ok = m.expandedAt(ds[i+1:]); !ok {
+				continue
+			}
+		}
+		pos, ok := m.Position(at.Line, at.Col)
+		if !ok {
+			pos = m.file.Position(0)
+			pos.Line, pos.Col = at.Line, at.Col
+		}
+		out = append(out, aspect.Diagnostic{Pos: pos, Msg: "advice does not compile: " + d.Msg})
+	}
+	return out
+}
+
+// expandedAt finds, in the notes after an error, the macro use in the
+// aspect's advice that the error comes from.
+func (m *Module) expandedAt(notes []kbuild.Diagnostic) (kbuild.Diagnostic, bool) {
+	for _, n := range notes {
+		if n.Severity != "note" {
+			break
+		}
+		if n.File == m.file.Name && strings.HasPrefix(n.Msg, "in expansion of macro") {
+			return n, true
+		}
+	}
+	return kbuild.Diagnostic{}, false
 }

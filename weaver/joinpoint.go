@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/klasy/klasy/aspect"
 )
 
 // Timing says when advice runs at a join point.
@@ -222,4 +224,56 @@ func Hooks(jps []*JoinPoint) []*Hook {
 		return cmp.Compare(a.Kind.registerRank(), b.Kind.registerRank())
 	})
 	return hooks
+}
+
+// Refusal says why the kernel would refuse a kprobe at an image address
+// ("" if it would not): the kprobe blacklist of the running kernel.
+type Refusal func(addr uint64) string
+
+// Warning is something a resolve noticed that does not stop it: a
+// pointcut of access(...) that selects nothing.
+type Warning struct {
+	Pos aspect.Position
+	Msg string
+}
+
+func (w Warning) String() string { return w.Pos.String() + ": " + w.Msg }
+
+// SortJoinPoints orders join points by advice, then address.
+func SortJoinPoints(jps []*JoinPoint) {
+	slices.SortStableFunc(jps, func(a, b *JoinPoint) int {
+		if c := cmp.Compare(a.Advice, b.Advice); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Addr, b.Addr)
+	})
+}
+
+// Params returns the advice parameters an advice's pointcut binds, in
+// order of first appearance: argument(v, x), local_var(v, x) and
+// target(x) bind x.
+func Params(a *aspect.Advice) []string { return PointcutParams(a.Pointcut) }
+
+// PointcutParams lists the advice parameters a pointcut binds, in order.
+func PointcutParams(pc *aspect.Pointcut) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range aspect.Leaves(pc.Expr) {
+		var name string
+		switch {
+		case t.Argument != nil:
+			name = t.Argument.Var.Value
+		case t.LocalVar != nil:
+			name = t.LocalVar.Var.Value
+		case t.Target != nil:
+			name = t.Target.Var.Value
+		default:
+			continue
+		}
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	return out
 }

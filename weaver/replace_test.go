@@ -141,7 +141,7 @@ func TestReplaceMustReturn(t *testing.T) {
 	if !errors.As(err, &be) {
 		t.Fatalf("build: %v, want a build error", err)
 	}
-	got := m.adviceDiagnostics(be.Diagnostics)
+	got := m.AdviceDiagnostics(be.Diagnostics)
 	want := []string{
 		"noreturn.klasy:7:5: advice does not compile: control reaches end of non-void function",
 		"noreturn.klasy:11:21: advice does not compile: 'return' with a value, in function returning void",

@@ -1,7 +1,6 @@
 package weaver
 
 import (
-	"cmp"
 	"fmt"
 	"runtime/debug"
 	"slices"
@@ -12,10 +11,6 @@ import (
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/pattern"
 )
-
-// Refusal says why the kernel would refuse a kprobe at an image address
-// ("" if it would not): the kprobe blacklist of the running kernel.
-type Refusal func(addr uint64) string
 
 // ResolveOptions are what resolving needs beyond the aspect and image.
 type ResolveOptions struct {
@@ -334,7 +329,7 @@ func matchWord(p string) string {
 
 // paramsOf lists the advice's parameters (Params).
 func (r *resolver) paramsOf(pc *aspect.Pointcut) []string {
-	return pointcutParams(pc)
+	return PointcutParams(pc)
 }
 
 // outOfLine is the join point at the entry of an out-of-line body: a
@@ -476,7 +471,7 @@ func argumentValue(locs []dwarfmap.VarLoc, arg *aspect.Argument, scope string, a
 	if !ok {
 		return nil, fmt.Sprintf("argument(%s, %s): %s has no parameter %s", arg.Param.Value, arg.Var.Value, strings.TrimPrefix(scope, "inline "), arg.Param.Value)
 	}
-	v, err := compileLocation(locContext{vl: vl, atEntry: atEntry, module: module})
+	v, err := CompileLocation(LocContext{VL: vl, AtEntry: atEntry, Module: module})
 	if err != nil {
 		return nil, fmt.Sprintf("argument(%s, %s): %s", arg.Param.Value, arg.Var.Value, err)
 	}
@@ -531,14 +526,4 @@ func matchFuncs(funcs []*aspect.WithinFunction, name string) bool {
 		}
 	}
 	return true
-}
-
-// SortJoinPoints orders join points by advice, then address.
-func SortJoinPoints(jps []*JoinPoint) {
-	slices.SortStableFunc(jps, func(a, b *JoinPoint) int {
-		if c := cmp.Compare(a.Advice, b.Advice); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Addr, b.Addr)
-	})
 }

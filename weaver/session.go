@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/klasy/klasy/agent"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/internal/cachedir"
 	"github.com/klasy/klasy/weaver/records"
@@ -71,12 +70,12 @@ func OpenSession(ctx context.Context, opt SessionOptions) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openSessionOn(ctx, t, opt)
+	return OpenSessionOn(ctx, t, opt)
 }
 
-// openSessionOn is OpenSession on a target already open; it closes t
-// when it fails.
-func openSessionOn(ctx context.Context, t Target, opt SessionOptions) (*Session, error) {
+// OpenSessionOn is OpenSession on a target already open (a domain's
+// agent); it closes t when it fails.
+func OpenSessionOn(ctx context.Context, t Target, opt SessionOptions) (*Session, error) {
 	log := opt.Log
 	if log == nil {
 		log = io.Discard
@@ -182,6 +181,11 @@ func (s *Session) Refused() Refusal {
 	}
 }
 
+// Exec runs argv on the target's machine (Exec).
+func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Writer) (int, error) {
+	return Exec(ctx, s.T, argv, stdout, stderr)
+}
+
 // Close releases the target and the indexes.
 func (s *Session) Close() error {
 	if s.X != nil {
@@ -256,7 +260,7 @@ func OpenImage(opt TargetOptions, log io.Writer) (*Session, error) {
 	case opt.Lab != "":
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		t, err := openLab(ctx, opt)
+		t, err := OpenTarget(ctx, opt)
 		if err != nil {
 			return nil, err
 		}
@@ -269,7 +273,7 @@ func OpenImage(opt TargetOptions, log io.Writer) (*Session, error) {
 		}
 		image = filepath.Join("/usr/lib/debug/boot", "vmlinux-"+unix.ByteSliceToString(uts.Release[:]))
 	}
-	s := &Session{T: imageOnly{image}, log: log}
+	s := &Session{T: ImageOnly(image), log: log}
 	if err := s.index(); err != nil {
 		return nil, err
 	}
@@ -279,19 +283,3 @@ func OpenImage(opt TargetOptions, log io.Writer) (*Session, error) {
 	}
 	return s, nil
 }
-
-// imageOnly is a target without a kernel: list reads only its image.
-type imageOnly struct{ image string }
-
-var errNoKernel = errors.New("no running kernel: klasy list only reads the image")
-
-func (t imageOnly) Name() string                                             { return "image " + t.image }
-func (t imageOnly) Image() string                                            { return t.image }
-func (t imageOnly) Headers() string                                          { return "" }
-func (t imageOnly) Close() error                                             { return nil }
-func (t imageOnly) ReadFile(context.Context, string) ([]byte, error)         { return nil, errNoKernel }
-func (t imageOnly) LoadModule(context.Context, []byte, string) error         { return errNoKernel }
-func (t imageOnly) UnloadModule(context.Context, string) error               { return errNoKernel }
-func (t imageOnly) Modules(context.Context) ([]agent.Module, error)          { return nil, errNoKernel }
-func (t imageOnly) KernelLog(context.Context) ([]byte, error)                { return nil, errNoKernel }
-func (t imageOnly) Stream(context.Context, string, func([]byte) error) error { return errNoKernel }

@@ -6,10 +6,10 @@ import (
 	"strings"
 )
 
-// didYouMean names the candidates closest to name (at most three, by
+// DidYouMean names the candidates closest to name (at most three, by
 // edit distance, within a third of its length), as "; did you mean X?",
 // or "" if none is close.
-func didYouMean(name string, candidates []string) string {
+func DidYouMean(name string, candidates []string) string {
 	type scored struct {
 		s string
 		d int

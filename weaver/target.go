@@ -65,8 +65,8 @@ func OpenTarget(ctx context.Context, opt TargetOptions) (Target, error) {
 	return openLocal(opt)
 }
 
-// agentTimeout bounds the wait for a lab's agent to answer a ping.
-const agentTimeout = 10 * time.Second
+// AgentTimeout bounds the wait for a lab's agent to answer a ping.
+const AgentTimeout = 10 * time.Second
 
 // agentTarget is a kernel reached through its agent: a lab's, over the
 // lab's channel, or a domain's over mutual TLS.
@@ -81,6 +81,13 @@ type agentTarget struct {
 	explain func(error) error
 }
 
+// NewAgentTarget is the kernel an agent client c reaches (a domain's,
+// over mutual TLS), with its image and headers; close ends the
+// connection.
+func NewAgentTarget(name string, c *agent.Client, image, headers string, close func() error) Target {
+	return &agentTarget{name: name, c: c, image: image, headers: headers, close: close}
+}
+
 func openLab(ctx context.Context, opt TargetOptions) (Target, error) {
 	l, err := lab.Get(ctx, opt.Lab)
 	if err != nil {
@@ -91,11 +98,11 @@ func openLab(ctx context.Context, opt TargetOptions) (Target, error) {
 		l.Close()
 		return nil, fmt.Errorf("lab %s: its agent does not answer", opt.Lab)
 	}
-	pctx, cancel := context.WithTimeout(ctx, agentTimeout)
+	pctx, cancel := context.WithTimeout(ctx, AgentTimeout)
 	defer cancel()
 	if err := c.Ping(pctx); err != nil {
 		l.Close()
-		return nil, fmt.Errorf("lab %s: its agent does not answer within %v (%v); 'klasy lab status' shows the lab, its console log why", opt.Lab, agentTimeout, err)
+		return nil, fmt.Errorf("lab %s: its agent does not answer within %v (%v); 'klasy lab status' shows the lab, its console log why", opt.Lab, AgentTimeout, err)
 	}
 	k := l.Kernel()
 	t := &agentTarget{name: "lab " + l.Name(), c: c, image: k.Vmlinux, headers: k.BuildDir, close: l.Close, explain: l.Explain}
@@ -260,3 +267,23 @@ func (t *localTarget) KernelLog(ctx context.Context) ([]byte, error) {
 	}
 	return buf[:n], nil
 }
+
+// ImageOnly is a target without a kernel, for klasy list: it reads only
+// the image at path.
+func ImageOnly(path string) Target { return imageOnly{path} }
+
+// imageOnly is a target without a kernel: list reads only its image.
+type imageOnly struct{ image string }
+
+var errNoKernel = errors.New("no running kernel: klasy list only reads the image")
+
+func (t imageOnly) Name() string                                             { return "image " + t.image }
+func (t imageOnly) Image() string                                            { return t.image }
+func (t imageOnly) Headers() string                                          { return "" }
+func (t imageOnly) Close() error                                             { return nil }
+func (t imageOnly) ReadFile(context.Context, string) ([]byte, error)         { return nil, errNoKernel }
+func (t imageOnly) LoadModule(context.Context, []byte, string) error         { return errNoKernel }
+func (t imageOnly) UnloadModule(context.Context, string) error               { return errNoKernel }
+func (t imageOnly) Modules(context.Context) ([]agent.Module, error)          { return nil, errNoKernel }
+func (t imageOnly) KernelLog(context.Context) ([]byte, error)                { return nil, errNoKernel }
+func (t imageOnly) Stream(context.Context, string, func([]byte) error) error { return errNoKernel }

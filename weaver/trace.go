@@ -15,26 +15,6 @@ import (
 	"github.com/klasy/klasy/weaver/runtime"
 )
 
-// TraceRecord is one record symbolized: what klasy trace prints.
-type TraceRecord struct {
-	Aspect    string  `json:"aspect"`
-	Advice    int     `json:"advice"`
-	TimeNS    uint64  `json:"time_ns"`
-	CPU       int     `json:"cpu"`
-	PID       int     `json:"pid"`
-	Comm      string  `json:"comm"`
-	PC        string  `json:"pc"` // the join point's image address, 0x...
-	Function  string  `json:"function"`
-	InlinedIn string  `json:"inlined_in,omitempty"`
-	File      string  `json:"file"`
-	Line      int     `json:"line"`
-	Values    []int64 `json:"values"`
-	// Flow is the flow ID the advice ran for (xflow), 0 for none.
-	Flow int32 `json:"flow,omitempty"`
-	// Dropped counts values the advice stored past the record's room.
-	Dropped int `json:"dropped,omitempty"`
-}
-
 // Drain consumes the records in the kernel's buffer and symbolizes them
 // with the runtime's status. It returns the status it used (nil when
 // the runtime is not loaded, and then no records).
@@ -59,57 +39,22 @@ func (s *Session) drain(ctx context.Context, prev *records.Status) ([]TraceRecor
 		return nil, st, fmt.Errorf("reading records from %s: %w", s.T.Name(), err)
 	}
 	// An aspect woven since the status was read: read it again.
-	if slices.ContainsFunc(raw, func(r records.Record) bool { _, h := findHook(st, r); return h == nil }) {
+	if slices.ContainsFunc(raw, func(r records.Record) bool { _, h := FindHook(st, r); return h == nil }) {
 		if st2, err := s.Status(ctx); err == nil && st2 != nil {
 			st = st2
 		}
 	}
 	out := make([]TraceRecord, 0, len(raw))
 	for _, r := range raw {
-		if _, h := findHook(st, r); h == nil && prev != nil {
-			if _, h := findHook(prev, r); h != nil {
-				out = append(out, symbolize(prev, r))
+		if _, h := FindHook(st, r); h == nil && prev != nil {
+			if _, h := FindHook(prev, r); h != nil {
+				out = append(out, Symbolize(prev, r))
 				continue
 			}
 		}
-		out = append(out, symbolize(st, r))
+		out = append(out, Symbolize(st, r))
 	}
 	return out, st, nil
-}
-
-func findHook(st *records.Status, r records.Record) (*records.Aspect, *records.Hook) {
-	for i := range st.Aspects {
-		a := &st.Aspects[i]
-		if a.ID == r.Aspect {
-			if int(r.Hook) < len(a.Hooks) {
-				return a, &a.Hooks[r.Hook]
-			}
-			return a, nil
-		}
-	}
-	return nil, nil
-}
-
-func symbolize(st *records.Status, r records.Record) TraceRecord {
-	tr := TraceRecord{Advice: int(r.Advice), TimeNS: r.TimeNS, CPU: int(r.CPU), PID: int(r.PID), Comm: r.Comm, Flow: r.Flow, Dropped: int(r.Dropped)}
-	tr.Values = make([]int64, len(r.Values))
-	for i, v := range r.Values {
-		tr.Values[i] = int64(v)
-	}
-	a, h := findHook(st, r)
-	switch {
-	case h != nil:
-		tr.Aspect = a.Name
-		tr.PC = fmt.Sprintf("%#x", h.Image)
-		tr.Function, tr.InlinedIn, tr.File, tr.Line = h.Function, h.InlinedIn, h.File, h.Line
-	case a != nil:
-		tr.Aspect = a.Name
-		tr.Function = fmt.Sprintf("(hook %d)", r.Hook)
-	default:
-		tr.Aspect = fmt.Sprintf("(aspect %d, unwoven)", r.Aspect)
-		tr.Function = fmt.Sprintf("(hook %d)", r.Hook)
-	}
-	return tr
 }
 
 // savedPath holds records drained at unweave and not printed yet.

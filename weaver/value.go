@@ -86,9 +86,9 @@ var binaryOps = map[ValueOpKind]string{
 	Add: "+", Sub: "-", Mul: "*", And: "&", Or: "|", Xor: "^", Shl: "<<", Shr: ">>",
 }
 
-// check verifies the program is well formed: it never pops an empty
+// Check verifies the program is well formed: it never pops an empty
 // stack, leaves exactly one value, and names only saved registers.
-func (v *Value) check() error {
+func (v *Value) Check() error {
 	if v.Size < 1 || v.Size > 8 {
 		return fmt.Errorf("a %d-byte value does not fit a register", v.Size)
 	}
@@ -133,7 +133,7 @@ func (v *Value) check() error {
 // faults jumps to fail. The stack lives in C locals named prefix0,
 // prefix1..., and a read goes through prefix_m.
 func (v *Value) C(w *strings.Builder, indent, dst, regs, prefix, fail string) error {
-	if err := v.check(); err != nil {
+	if err := v.Check(); err != nil {
 		return err
 	}
 	var body strings.Builder

@@ -88,7 +88,7 @@ func TestCompileLocation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := compileLocation(locContext{vl: tt.vl, atEntry: tt.atEntry})
+			v, err := CompileLocation(LocContext{VL: tt.vl, AtEntry: tt.atEntry})
 			if tt.wantErr {
 				if err == nil || !strings.Contains(err.Error(), tt.want) {
 					t.Fatalf("got %v, %v; want an error containing %q", v, err, tt.want)

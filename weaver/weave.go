@@ -1,8 +1,6 @@
 package weaver
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,15 +9,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing/fstest"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/internal/cachedir"
@@ -139,16 +134,16 @@ func Weave(ctx context.Context, s *Session, path string, src []byte) (*Report, e
 // Weave's second half, for callers that choose join points themselves
 // (the benchmarks hook arbitrary instructions).
 func WeaveResolved(ctx context.Context, s *Session, f *aspect.File, rep *Report) error {
-	p, err := prepareWeave(ctx, s, f, rep)
+	p, err := Prepare(ctx, s, f, rep)
 	if err != nil {
 		return err
 	}
-	return p.load(ctx)
+	return p.Load(ctx)
 }
 
-// preparedWeave is a weave generated and built, not yet loaded: a weave
+// Prepared is a weave generated and built, not yet loaded: a weave
 // into several domains builds for all before it loads into any.
-type preparedWeave struct {
+type Prepared struct {
 	s   *Session
 	m   *Module
 	rt  *builtRuntime
@@ -156,9 +151,9 @@ type preparedWeave struct {
 	rep *Report
 }
 
-// prepareWeave generates and builds the advice module of rep's join
-// points, and the runtime; nothing reaches the kernel.
-func prepareWeave(ctx context.Context, s *Session, f *aspect.File, rep *Report) (*preparedWeave, error) {
+// Prepare generates and builds the advice module of rep's join points,
+// and the runtime; nothing reaches the kernel.
+func Prepare(ctx context.Context, s *Session, f *aspect.File, rep *Report) (*Prepared, error) {
 	path := f.Name
 	if rep.Woven() == 0 {
 		if len(rep.JoinPoints) == 0 && len(rep.Warnings) > 0 {
@@ -187,13 +182,13 @@ func prepareWeave(ctx context.Context, s *Session, f *aspect.File, rep *Report) 
 		return nil, err
 	}
 	rep.Times.Build = time.Since(start)
-	return &preparedWeave{s: s, m: m, rt: rt, ko: ko, rep: rep}, nil
+	return &Prepared{s: s, m: m, rt: rt, ko: ko, rep: rep}, nil
 }
 
-// load loads the runtime (unless it is there) and the advice module,
+// Load loads the runtime (unless it is there) and the advice module,
 // and reads how the kernel placed each hook. On error nothing of this
 // weave stays in the kernel.
-func (p *preparedWeave) load(ctx context.Context) error {
+func (p *Prepared) Load(ctx context.Context) error {
 	s, m, rt, ko, rep := p.s, p.m, p.rt, p.ko, p.rep
 	unlock, err := s.lock()
 	if err != nil {
@@ -319,7 +314,7 @@ func (s *Session) buildAdvice(ctx context.Context, m *Module, symvers []byte) ([
 	if err != nil {
 		var be *kbuild.BuildError
 		if errors.As(err, &be) {
-			if diags := m.adviceDiagnostics(be.Diagnostics); len(diags) > 0 {
+			if diags := m.AdviceDiagnostics(be.Diagnostics); len(diags) > 0 {
 				return nil, &DiagnosticsError{diags}
 			}
 		}
@@ -334,46 +329,6 @@ func (s *Session) buildAdvice(ctx context.Context, m *Module, symvers []byte) ([
 		}
 	}
 	return nil, fmt.Errorf("building the advice module: kbuild made no %s.ko", m.Name)
-}
-
-// adviceDiagnostics maps the compiler's errors in advice code to the
-// aspect's positions; nil if none of them is in advice code.
-func (m *Module) adviceDiagnostics(ds []kbuild.Diagnostic) aspect.Diagnostics {
-	var out aspect.Diagnostics
-	for i, d := range ds {
-		if !d.IsError() {
-			continue
-		}
-		at, ok := d, d.File == m.file.Name
-		if !ok {
-			// An error inside a macro (LHIST's bounds in klasy_rt.h): at
-			// the advice's use of it, which a note that follows names.
-			if at, ok = m.expandedAt(ds[i+1:]); !ok {
-				continue
-			}
-		}
-		pos, ok := m.Position(at.Line, at.Col)
-		if !ok {
-			pos = m.file.Position(0)
-			pos.Line, pos.Col = at.Line, at.Col
-		}
-		out = append(out, aspect.Diagnostic{Pos: pos, Msg: "advice does not compile: " + d.Msg})
-	}
-	return out
-}
-
-// expandedAt finds, in the notes after an error, the macro use in the
-// aspect's advice that the error comes from.
-func (m *Module) expandedAt(notes []kbuild.Diagnostic) (kbuild.Diagnostic, bool) {
-	for _, n := range notes {
-		if n.Severity != "note" {
-			break
-		}
-		if n.File == m.file.Name && strings.HasPrefix(n.Msg, "in expansion of macro") {
-			return n, true
-		}
-	}
-	return kbuild.Diagnostic{}, false
 }
 
 // ensureRuntime loads the runtime unless it is loaded, with the
@@ -435,37 +390,6 @@ func (s *Session) unloadRuntimeIfIdle(ctx context.Context) error {
 		return err
 	}
 	return unloadRuntime(ctx, s.T)
-}
-
-// hookError matches the runtime's line for a hook the kernel refused.
-var hookError = regexp.MustCompile(`klasy_runtime: aspect (\S+): .*hook (\d+) .*error (-?\d+)`)
-
-// explainLoad turns a failed load of the advice module into an error
-// naming the join point the kernel refused, from the runtime's message.
-func (s *Session) explainLoad(ctx context.Context, m *Module, err error) error {
-	log, lerr := s.T.KernelLog(ctx)
-	if lerr == nil {
-		var last []string
-		sc := bufio.NewScanner(bytes.NewReader(log))
-		for sc.Scan() {
-			if g := hookError.FindStringSubmatch(sc.Text()); g != nil && g[1] == m.Aspect {
-				last = g
-			}
-		}
-		if last != nil {
-			i, _ := strconv.Atoi(last[2])
-			errno, _ := strconv.Atoi(last[3])
-			if i >= 0 && i < len(m.Hooks) {
-				h := m.Hooks[i]
-				if h.Kind == KprobeReplace {
-					return s.replaceRefused(ctx, m, h, unix.Errno(-errno))
-				}
-				where := (&JoinPoint{Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line}).Where()
-				return fmt.Errorf("the kernel refused the %s at %s (image address %#x): %v; nothing was woven", h.Kind, where, h.Addr, unix.Errno(-errno))
-			}
-		}
-	}
-	return fmt.Errorf("loading the advice module %s into %s: %w; nothing was woven", m.Name, s.T.Name(), err)
 }
 
 // readMechanisms reads how the kernel placed each hook. Jump

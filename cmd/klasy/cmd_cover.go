@@ -228,7 +228,7 @@ func runCover(s *stdio, args []string) error {
 	if runErr != nil && !interrupted {
 		return runErr
 	}
-	covs, err := sess.Coverage(rep.JoinPoints, asp)
+	covs, err := weaver.Functions(sess, rep.JoinPoints, asp)
 	if err != nil {
 		return err
 	}
