@@ -6,7 +6,7 @@ import (
 	"io"
 	"slices"
 
-	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/records"
 )
 
 // Link joins events into one path drawn as flow arrows: a flow's events,
@@ -125,7 +125,7 @@ func WritePerfetto(w io.Writer, names []string, es []Event, links []Link) error 
 
 // Function names a record's function as klasy trace prints it: an
 // inlined copy with the function it is inlined into.
-func Function(r weaver.TraceRecord) string {
+func Function(r records.TraceRecord) string {
 	if r.InlinedIn != "" {
 		return r.Function + " (in " + r.InlinedIn + ")"
 	}

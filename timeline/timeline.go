@@ -4,14 +4,14 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/records"
 )
 
 // Domain is one kernel's records with its clock.
 type Domain struct {
 	Name    string
 	Clock   Clock
-	Records []weaver.TraceRecord
+	Records []records.TraceRecord
 }
 
 // Event is one record on the merged timeline: its domain and the host
@@ -20,7 +20,7 @@ type Domain struct {
 type Event struct {
 	Domain string `json:"domain"`
 	HostNS int64  `json:"host_ns"`
-	weaver.TraceRecord
+	records.TraceRecord
 }
 
 // Merge puts every domain's records on one timeline, in host time order;

@@ -9,20 +9,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/records"
 )
 
-func rec(ns uint64, cpu int, fn string) weaver.TraceRecord {
-	return weaver.TraceRecord{Aspect: "net", Advice: 1, TimeNS: ns, CPU: cpu, PID: 7, Comm: "nc", PC: "0xffffffff81000000", Function: fn, File: "net/core/dev.c", Line: 1}
+func rec(ns uint64, cpu int, fn string) records.TraceRecord {
+	return records.TraceRecord{Aspect: "net", Advice: 1, TimeNS: ns, CPU: cpu, PID: 7, Comm: "nc", PC: "0xffffffff81000000", Function: fn, File: "net/core/dev.c", Line: 1}
 }
 
 func TestMerge(t *testing.T) {
 	// Domain U's clock is 1 ms ahead of the host's, Domain 0's 2 ms
 	// ahead: their records interleave in host time, not in their own.
 	ds := []Domain{
-		{Name: "U", Clock: Clock{OffsetNS: 1_000_000}, Records: []weaver.TraceRecord{
+		{Name: "U", Clock: Clock{OffsetNS: 1_000_000}, Records: []records.TraceRecord{
 			rec(1_010_000, 0, "tcp_sendmsg"), rec(1_000_000, 1, "alloc_skb"), rec(1_030_000, 0, "netfront_xmit"), rec(1_050_000, 0, "tie")}},
-		{Name: "0", Clock: Clock{OffsetNS: 2_000_000}, Records: []weaver.TraceRecord{
+		{Name: "0", Clock: Clock{OffsetNS: 2_000_000}, Records: []records.TraceRecord{
 			rec(0, 0, "boot"), rec(2_000_000+40_000, 0, "netback_rx"), rec(2_000_000+50_000, 1, "tie")}},
 	}
 	var got []string
@@ -104,9 +104,9 @@ func importFlows(t *testing.T, evs []TraceEvent) [][2]slice {
 
 func TestPerfetto(t *testing.T) {
 	ds := []Domain{
-		{Name: "lab a", Clock: Clock{OffsetNS: 500}, Records: []weaver.TraceRecord{
+		{Name: "lab a", Clock: Clock{OffsetNS: 500}, Records: []records.TraceRecord{
 			rec(1500, 0, "alloc_skb"), rec(1800, 0, "tcp_sendmsg"), rec(2000, 1, "dev_queue_xmit"), rec(2100, 1, "other")}},
-		{Name: "lab b", Clock: Clock{OffsetNS: -1000}, Records: []weaver.TraceRecord{
+		{Name: "lab b", Clock: Clock{OffsetNS: -1000}, Records: []records.TraceRecord{
 			rec(3000, 0, "netif_rx"), rec(5000, 0, "netif_receive_skb"), rec(5000, 0, "same_ns")}},
 	}
 	es := Merge(ds)
@@ -176,16 +176,16 @@ func TestPerfetto(t *testing.T) {
 // records earlier than U stamped the first (its clock is 1 ms behind), records without a flow ID take part in none, and
 // another flow interleaved with it stays apart.
 func TestFlows(t *testing.T) {
-	f := func(ns uint64, flow int32, fn string) weaver.TraceRecord {
+	f := func(ns uint64, flow int32, fn string) records.TraceRecord {
 		r := rec(ns, 0, fn)
 		r.Flow = flow
 		return r
 	}
 	ds := []Domain{
-		{Name: "U", Clock: Clock{OffsetNS: 5_000_000}, Records: []weaver.TraceRecord{
+		{Name: "U", Clock: Clock{OffsetNS: 5_000_000}, Records: []records.TraceRecord{
 			f(5_000_000, 17, "alloc_skb_from_cache"), f(5_003_400, 17, "tcp_sendmsg"), f(5_004_000, 0, "unrelated"),
 			f(5_010_000, 18, "alloc_skb_from_cache"), f(5_130_800, 17, "network_start_xmit")}},
-		{Name: "0", Clock: Clock{OffsetNS: 4_000_000}, Records: []weaver.TraceRecord{
+		{Name: "0", Clock: Clock{OffsetNS: 4_000_000}, Records: []records.TraceRecord{
 			f(4_000_000+882_500, 17, "netbk_fill_frags"), f(4_000_000+894_900, 17, "netif_rx"), f(4_000_000+900_000, 18, "netif_rx")}},
 	}
 	es := Merge(ds)

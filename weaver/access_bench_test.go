@@ -24,6 +24,9 @@ import (
 	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/gen"
+	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 const (
@@ -40,7 +43,7 @@ func BenchmarkAccessSkBuff(b *testing.B) {
 	l := labboot.Boot(b, lab.Config{Name: labboot.Name("acc"), Kernel: lab.Built, MemMB: 1024})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name()}})
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name()}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -56,7 +59,7 @@ func BenchmarkAccessSkBuff(b *testing.B) {
 			b.Fatal(err)
 		}
 		plan := time.Since(start)
-		c := weaver.Coverage(rep.JoinPoints)
+		c := joinpoint.Coverage(rep.JoinPoints)
 		fmt.Printf("\n%s\n", pc)
 		fmt.Printf("  %-34s %10s %10s\n", "", "klasy", "KLASY")
 		fmt.Printf("  %-34s %10d %10d\n", "source lines selected", c.Lines, klasyLines)
@@ -116,7 +119,7 @@ func BenchmarkAccessHit(b *testing.B) {
 	labboot.Install(b, l, prog, labboot.StaticProgram(b, "testdata/prog/klasy_prog.c"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name()}})
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name()}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -153,7 +156,7 @@ func BenchmarkAccessHit(b *testing.B) {
 	if _, err := weaver.Unweave(ctx, sess, []string{"fpos"}, false); err != nil {
 		b.Fatal(err)
 	}
-	pick := map[bool]*weaver.JoinPoint{}
+	pick := map[bool]*joinpoint.JoinPoint{}
 	for _, a := range st.Aspects {
 		for _, h := range a.Hooks {
 			if h.Hits != calls {
@@ -181,7 +184,7 @@ func BenchmarkAccessHit(b *testing.B) {
 		}
 		one := *jp
 		one.Mechanism = ""
-		rep1 := &weaver.Report{Aspect: "hit", Module: weaver.ModuleName("hit"), Target: sess.T.Name(), JoinPoints: []*weaver.JoinPoint{&one}}
+		rep1 := &weaver.Report{Aspect: "hit", Module: gen.ModuleName("hit"), Target: sess.T.Name(), JoinPoints: []*joinpoint.JoinPoint{&one}}
 		f, diags := aspect.Load("hit.klasy", []byte(src))
 		if len(diags) > 0 {
 			b.Fatal(diags)

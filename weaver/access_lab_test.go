@@ -27,6 +27,8 @@ import (
 	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 const bumpParam = "/sys/module/klasy_counter/parameters/bump"
@@ -66,7 +68,7 @@ func TestAccessInLab(t *testing.T) {
 	if _, err := kmod.Load(ctx, l.Client(), image, ""); err != nil {
 		t.Fatal(err)
 	}
-	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name(), Modules: []string{ko}}})
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name(), Modules: []string{ko}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ func TestAccessInLab(t *testing.T) {
 		g := *g
 		g.t = t
 		rep := g.weave("counter/counter")
-		var bump []*weaver.JoinPoint
+		var bump []*joinpoint.JoinPoint
 		for _, jp := range rep.JoinPoints {
 			if jp.Skipped != "" {
 				t.Errorf("%s skipped: %s", jp.Where(), jp.Skipped)
@@ -210,7 +212,7 @@ func TestAccessInLab(t *testing.T) {
 		if err := os.WriteFile(p, other, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name(), Modules: []string{p}}})
+		_, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name(), Modules: []string{p}}})
 		if err == nil || !strings.Contains(err.Error(), "give the .ko that was loaded") {
 			t.Errorf("OpenSession with another build of the module: %v", err)
 		}
@@ -220,7 +222,7 @@ func TestAccessInLab(t *testing.T) {
 		if err := kmod.Unload(ctx, l.Client(), "klasy_counter"); err != nil {
 			t.Fatal(err)
 		}
-		_, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name(), Modules: []string{ko}}})
+		_, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name(), Modules: []string{ko}}})
 		if err == nil || !strings.Contains(err.Error(), "module klasy_counter is not loaded in lab") {
 			t.Errorf("OpenSession with a module not loaded: %v", err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 // aggCalls is the getppid calls per timing: their records fit in the
@@ -32,7 +33,7 @@ func BenchmarkAggregation(b *testing.B) {
 	labboot.Install(b, l, prog, labboot.StaticProgram(b, "testdata/prog/klasy_prog.c"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name()}})
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name()}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -30,6 +30,10 @@ import (
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/pattern"
 	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/ctxvalue"
+	"github.com/klasy/klasy/weaver/gen"
+	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 const (
@@ -97,7 +101,7 @@ func BenchmarkHooks(b *testing.B) {
 	labboot.Install(b, l, prog, labboot.StaticProgram(b, "testdata/prog/klasy_prog.c"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name()}})
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name()}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -192,7 +196,7 @@ func (bl *benchLab) sites(bare []byte, fn dwarfmap.FuncInfo) map[string]uint64 {
 			continue
 		}
 		time.Sleep(500 * time.Millisecond) // the optimizer runs from a workqueue
-		list := bl.run("cat", weaver.KprobesList)
+		list := bl.run("cat", target.KprobesList)
 		kmod.Unload(bl.ctx, bl.l.Client(), "bare_kprobe")
 		mech := "int3"
 		if strings.Contains(list, "[OPTIMIZED]") {
@@ -214,28 +218,28 @@ func (bl *benchLab) sites(bare []byte, fn dwarfmap.FuncInfo) map[string]uint64 {
 // weaveAt weaves the null advice of the given kind at addr.
 func (bl *benchLab) weaveAt(addr uint64, kind, mech string) error {
 	body, pc := "", "execution("+benchSite+")"
-	var args []weaver.Arg
+	var args []joinpoint.Arg
 	switch kind {
 	case "register argument":
 		// __x64_sys_getppid(const struct pt_regs *regs): regs is in rdi
 		// (the Go side names the parameter for the advice only).
 		pc += " AND argument(regs, p)"
 		body = "if (*(unsigned long *)p == 12345) STORE_DATA(1);"
-		args = []weaver.Arg{{Param: "p", Var: "regs", Value: &weaver.Value{Ops: []weaver.ValueOp{{Kind: weaver.PushReg, Reg: 5}}, Size: 8}}}
+		args = []joinpoint.Arg{{Param: "p", Var: "regs", Value: &ctxvalue.Value{Ops: []ctxvalue.ValueOp{{Kind: ctxvalue.PushReg, Reg: 5}}, Size: 8}}}
 	case "stack argument":
 		// A value from the stack, read with copy_from_kernel_nofault as
 		// every stack slot is: the word at the stack pointer.
 		pc += " AND argument(regs, p)"
 		body = "if (*(unsigned long *)p == 12345) STORE_DATA(1);"
-		args = []weaver.Arg{{Param: "p", Var: "regs", Value: &weaver.Value{Ops: []weaver.ValueOp{{Kind: weaver.PushReg, Reg: 7}}, Size: 8, InMemory: true}}}
+		args = []joinpoint.Arg{{Param: "p", Var: "regs", Value: &ctxvalue.Value{Ops: []ctxvalue.ValueOp{{Kind: ctxvalue.PushReg, Reg: 7}}, Size: 8, InMemory: true}}}
 	}
 	src := fmt.Sprintf("<aspect><advice><pointcut>%s</pointcut><before>%s</before></advice></aspect>\n", pc, body)
 	f, diags := aspect.Load("bench.klasy", []byte(src))
 	if len(diags) > 0 {
 		return diags
 	}
-	rep := &weaver.Report{Aspect: "bench", Module: weaver.ModuleName("bench"), Target: bl.sess.T.Name(),
-		JoinPoints: []*weaver.JoinPoint{{Advice: 1, Kind: weaver.Kprobe, Addr: addr, Function: benchSite, File: "bench", Line: 1, Args: args}}}
+	rep := &weaver.Report{Aspect: "bench", Module: gen.ModuleName("bench"), Target: bl.sess.T.Name(),
+		JoinPoints: []*joinpoint.JoinPoint{{Advice: 1, Kind: joinpoint.Kprobe, Addr: addr, Function: benchSite, File: "bench", Line: 1, Args: args}}}
 	if err := weaver.WeaveResolved(bl.ctx, bl.sess, f, rep); err != nil {
 		return err
 	}
@@ -259,7 +263,7 @@ func BenchmarkWeave100(b *testing.B) {
 	l := labboot.Boot(b, lab.Config{Name: labboot.Name("bench100"), Kernel: lab.Debian})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name()}})
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name()}})
 	if err != nil {
 		b.Fatal(err)
 	}

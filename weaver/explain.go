@@ -9,7 +9,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/klasy/klasy/weaver/gen"
+	"github.com/klasy/klasy/weaver/joinpoint"
 	"github.com/klasy/klasy/weaver/records"
+	"github.com/klasy/klasy/weaver/target"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,7 +21,7 @@ var hookError = regexp.MustCompile(`klasy_runtime: aspect (\S+): .*hook (\d+) .*
 
 // explainLoad turns a failed load of the advice module into an error
 // naming the join point the kernel refused, from the runtime's message.
-func (s *Session) explainLoad(ctx context.Context, m *Module, err error) error {
+func (s *Session) explainLoad(ctx context.Context, m *gen.Module, err error) error {
 	log, lerr := s.T.KernelLog(ctx)
 	if lerr == nil {
 		var last []string
@@ -33,10 +36,10 @@ func (s *Session) explainLoad(ctx context.Context, m *Module, err error) error {
 			errno, _ := strconv.Atoi(last[3])
 			if i >= 0 && i < len(m.Hooks) {
 				h := m.Hooks[i]
-				if h.Kind == KprobeReplace {
+				if h.Kind == joinpoint.KprobeReplace {
 					return s.replaceRefused(ctx, m, h, unix.Errno(-errno))
 				}
-				where := (&JoinPoint{Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line}).Where()
+				where := (&joinpoint.JoinPoint{Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line}).Where()
 				return fmt.Errorf("the kernel refused the %s at %s (image address %#x): %v; nothing was woven", h.Kind, where, h.Addr, unix.Errno(-errno))
 			}
 		}
@@ -53,7 +56,7 @@ var enabledFunctions = []string{"/sys/kernel/debug/tracing/enabled_functions", "
 // the function when it can be found: another aspect (klasy status),
 // another kprobe (the kprobes list), a livepatch or another ftrace user
 // that changes the function's return path (enabled_functions).
-func (s *Session) replaceRefused(ctx context.Context, m *Module, h *Hook, errno unix.Errno) error {
+func (s *Session) replaceRefused(ctx context.Context, m *gen.Module, h *joinpoint.Hook, errno unix.Errno) error {
 	fn := h.Function
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("cannot replace %s (%s:%d): %s; nothing was woven", fn, h.File, h.Line, fmt.Sprintf(format, args...))
@@ -76,14 +79,14 @@ func (s *Session) replaceRefused(ctx context.Context, m *Module, h *Hook, errno 
 				}
 			}
 		}
-		if list, err := s.T.ReadFile(ctx, KprobesList); err == nil {
+		if list, err := s.T.ReadFile(ctx, target.KprobesList); err == nil {
 			for _, line := range strings.Split(string(list), "\n") {
 				if f := strings.Fields(line); len(f) >= 3 && (f[2] == fn+"+0x0" || strings.HasPrefix(f[2], fn+"+0x0")) {
-					return fail("another kprobe is at its entry (%s: %q), and a replacement must be the first kprobe there", KprobesList, strings.Join(f, " "))
+					return fail("another kprobe is at its entry (%s: %q), and a replacement must be the first kprobe there", target.KprobesList, strings.Join(f, " "))
 				}
 			}
 		}
-		return fail("another kprobe is at its entry (see %s), and a replacement must be the first kprobe there", KprobesList)
+		return fail("another kprobe is at its entry (see %s), and a replacement must be the first kprobe there", target.KprobesList)
 	case unix.EBUSY:
 		for _, p := range enabledFunctions {
 			b, err := s.T.ReadFile(ctx, p)

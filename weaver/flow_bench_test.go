@@ -21,6 +21,7 @@ import (
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/records"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 // The path the advice logs: loopback has no driver file of its own
@@ -68,7 +69,7 @@ func BenchmarkFlowLog(b *testing.B) {
 	labboot.Install(b, l, "/tmp/udp_prog", labboot.StaticProgram(b, "../cmd/klasy/testdata/udp_prog.c"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name()}})
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name()}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,9 +9,14 @@ import (
 	"testing/fstest"
 
 	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/internal/golden"
 	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/weaver/gen"
+	"github.com/klasy/klasy/weaver/internal/weavertest"
+	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/resolve"
 	"github.com/klasy/klasy/weaver/runtime"
 )
 
@@ -77,12 +82,12 @@ func TestTranslateFlowsFirst(t *testing.T) {
 
 	// One hook where start, the xflow advice and the plain advice meet:
 	// the flow's advice is called first, then the user's in file order.
-	var jps []*JoinPoint
+	var jps []*joinpoint.JoinPoint
 	for _, n := range []int{4, 3, 1} {
-		jps = append(jps, &JoinPoint{Advice: n, Kind: Kprobe, Addr: 0x1000, Function: "send", File: "f.c", Line: 1,
-			Args: []Arg{{Param: "skb", Var: "skb"}}})
+		jps = append(jps, &joinpoint.JoinPoint{Advice: n, Kind: joinpoint.Kprobe, Addr: 0x1000, Function: "send", File: "f.c", Line: 1,
+			Args: []joinpoint.Arg{{Param: "skb", Var: "skb"}}})
 	}
-	hooks := Hooks(jps)
+	hooks := joinpoint.Hooks(jps)
 	if len(hooks) != 1 {
 		t.Fatalf("%d hooks, want 1", len(hooks))
 	}
@@ -107,8 +112,8 @@ func TestGenerateFlows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jps := []*JoinPoint{{Advice: 3, Kind: Kprobe, Addr: 0x1000, Function: "send", File: "f.c", Line: 1, Args: []Arg{{Param: "skb", Var: "skb"}}}}
-	m, err := Generate(out, jps, GenOptions{Path: "order.klasy", RefAddr: 1, Flows: append(flows, "g")})
+	jps := []*joinpoint.JoinPoint{{Advice: 3, Kind: joinpoint.Kprobe, Addr: 0x1000, Function: "send", File: "f.c", Line: 1, Args: []joinpoint.Arg{{Param: "skb", Var: "skb"}}}}
+	m, err := gen.Generate(out, jps, gen.GenOptions{Path: "order.klasy", RefAddr: 1, Flows: append(flows, "g")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,29 +142,29 @@ func TestGenerateFlows(t *testing.T) {
 // the built lab kernel, keeps the module in testdata/gen and builds it
 // against the lab kernel's build tree with the runtime's symbols.
 func TestGenerateFlowGolden(t *testing.T) {
-	x := builtIndex(t)
+	x := weavertest.BuiltIndex(t)
 	k, err := lab.FindKernel(lab.Built)
 	testenv.Need(t, "lab-kernel", err)
 	p := "testdata/lanflow.klasy"
-	f, flows, err := Translate(loadAspect(t, p))
+	f, flows, err := Translate(weavertest.LoadAspect(t, p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	jps, err := Resolve(f, x, ResolveOptions{})
+	jps, err := resolve.Resolve(f, x, resolve.ResolveOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	SortJoinPoints(jps)
+	joinpoint.SortJoinPoints(jps)
 	for _, n := range []int{1, 2, 3, 4} {
-		if !slices.ContainsFunc(jps, func(jp *JoinPoint) bool { return jp.Advice == n && jp.Skipped == "" }) {
+		if !slices.ContainsFunc(jps, func(jp *joinpoint.JoinPoint) bool { return jp.Advice == n && jp.Skipped == "" }) {
 			t.Errorf("advice %d of the translation has no join point", n)
 		}
 	}
-	m, err := Generate(f, jps, GenOptions{Path: filepath.Base(p), RefAddr: x.Funcs(KASLRRef)[0].Entry, Flows: flows})
+	m, err := gen.Generate(f, jps, gen.GenOptions{Path: filepath.Base(p), RefAddr: x.Funcs(gen.KASLRRef)[0].Entry, Flows: flows})
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, filepath.Join("testdata", "gen", m.Name+".c"), m.Files[m.Name+".c"])
+	golden.Check(t, filepath.Join("testdata", "gen", m.Name+".c"), string(m.Files[m.Name+".c"]))
 	ctx := context.Background()
 	rt, err := kbuild.Build(ctx, k.BuildDir, runtime.Sources, kbuild.Options{})
 	if err != nil {

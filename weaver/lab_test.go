@@ -22,7 +22,10 @@ import (
 	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/records"
+	"github.com/klasy/klasy/weaver/resolve"
 	"github.com/klasy/klasy/weaver/runtime"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 func TestMain(m *testing.M) {
@@ -76,7 +79,7 @@ func (g *guest) kernelState() (modules, kprobes string) {
 		names = append(names, m.Name)
 	}
 	slices.Sort(names)
-	return strings.Join(names, " "), g.run("cat", weaver.KprobesList)
+	return strings.Join(names, " "), g.run("cat", target.KprobesList)
 }
 
 // checkClean fails if modules or kprobes differ from before any weave.
@@ -115,13 +118,13 @@ func (g *guest) unweave(names ...string) *weaver.UnweaveReport {
 }
 
 // recordsOf drains the records and keeps those of pid.
-func (g *guest) recordsOf(pid int) []weaver.TraceRecord {
+func (g *guest) recordsOf(pid int) []records.TraceRecord {
 	g.t.Helper()
 	rs, _, err := g.sess.Drain(g.ctx)
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	return slices.DeleteFunc(rs, func(r weaver.TraceRecord) bool { return r.PID != pid })
+	return slices.DeleteFunc(rs, func(r records.TraceRecord) bool { return r.PID != pid })
 }
 
 func (g *guest) aspects() []string {
@@ -145,7 +148,7 @@ func TestWeaveInLab(t *testing.T) {
 	labboot.Install(t, l, prog, labboot.StaticProgram(t, "testdata/prog/klasy_prog.c"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name()}})
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +221,7 @@ func TestWeaveInLab(t *testing.T) {
 		if err != nil {
 			g.t.Fatal(err)
 		}
-		byAdvice := map[int][]weaver.TraceRecord{}
+		byAdvice := map[int][]records.TraceRecord{}
 		for _, r := range rs {
 			if r.PID == pid || r.PID == mpid {
 				byAdvice[r.Advice] = append(byAdvice[r.Advice], r)
@@ -307,7 +310,7 @@ func TestWeaveInLab(t *testing.T) {
 		if err != nil {
 			g.t.Fatalf("draining while every read(2) is hooked: %v", err)
 		}
-		if !slices.ContainsFunc(rs, func(r weaver.TraceRecord) bool { return r.PID == pid }) {
+		if !slices.ContainsFunc(rs, func(r records.TraceRecord) bool { return r.PID == pid }) {
 			g.t.Errorf("no record of cat's reads (pid %d) among %d", pid, len(rs))
 		}
 		g.unweave("readself")
@@ -342,14 +345,14 @@ func TestWeaveInLab(t *testing.T) {
 		if a := g.aspects(); !slices.Equal(a, []string{"openat"}) {
 			g.t.Fatalf("after unweaving pread: %q", a)
 		}
-		if k := g.run("cat", weaver.KprobesList); strings.Contains(k, "pread") || !strings.Contains(k, "do_sys_openat2") {
+		if k := g.run("cat", target.KprobesList); strings.Contains(k, "pread") || !strings.Contains(k, "do_sys_openat2") {
 			g.t.Errorf("kprobes after unweaving pread:\n%s", k)
 		}
 		saved, done, err := g.sess.TakeSaved()
 		if err != nil {
 			g.t.Fatal(err)
 		}
-		if !slices.ContainsFunc(saved, func(r weaver.TraceRecord) bool { return r.PID == pid && r.Aspect == "pread" }) {
+		if !slices.ContainsFunc(saved, func(r records.TraceRecord) bool { return r.PID == pid && r.Aspect == "pread" }) {
 			g.t.Errorf("the unread pread record was not saved: %+v", saved)
 		}
 		done()
@@ -361,7 +364,7 @@ func TestWeaveInLab(t *testing.T) {
 	step("advice that does not compile", func(g *guest) {
 		src := "<aspect>\n  <advice>\n    <pointcut>execution(ksys_pread64)</pointcut>\n    <before>\n      STORE_DATA(no_such_variable);\n    </before>\n  </advice>\n</aspect>\n"
 		_, err := weaver.Weave(g.ctx, g.sess, "broken.klasy", []byte(src))
-		var de *weaver.DiagnosticsError
+		var de *resolve.DiagnosticsError
 		if !errors.As(err, &de) || len(de.Diags) == 0 {
 			g.t.Fatalf("weave: %v, want diagnostics", err)
 		}
@@ -409,7 +412,7 @@ func TestWeaveInLab(t *testing.T) {
 		if out, err := exec.Command("gcc", "-g", "-Wl,--build-id", "-o", fixture, "testdata/prog/klasy_prog.c").CombinedOutput(); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		_, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name(), Vmlinux: fixture}})
+		_, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name(), Vmlinux: fixture}})
 		if !errors.Is(err, weaver.ErrImageMismatch) {
 			t.Fatalf("OpenSession with another image: %v, want ErrImageMismatch", err)
 		}
@@ -421,7 +424,7 @@ func TestWeaveInLab(t *testing.T) {
 		l.Client().Run(stopCtx, []string{"sh", "-c", "kill -STOP $PPID"}, nil)
 		stop()
 		start := time.Now()
-		s, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name()}})
+		s, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name()}})
 		if err == nil {
 			s.Close()
 			t.Fatal("OpenSession on a lab whose agent is stopped succeeded")

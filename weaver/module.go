@@ -13,6 +13,9 @@ import (
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/kmod"
+	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/resolve"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 // A module built with the plugin (klasy weave --module PATH.ko) is
@@ -24,7 +27,7 @@ import (
 
 // loadedModule is a module image with where the target kernel loaded it.
 type loadedModule struct {
-	*ModuleImage
+	*resolve.ModuleImage
 	sections map[string]uint64 // running address of each section read so far
 }
 
@@ -49,12 +52,12 @@ func moduleInfo(path string) (kmod.Info, error) {
 }
 
 // openModule indexes the module at path.
-func openModule(path string, info kmod.Info) (*ModuleImage, error) {
+func openModule(path string, info kmod.Info) (*resolve.ModuleImage, error) {
 	x, _, err := dwarfmap.Load(path, dwarfmap.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("--module %s: %w", path, err)
 	}
-	return &ModuleImage{Name: info.Name, Path: path, X: x}, nil
+	return &resolve.ModuleImage{Name: info.Name, Path: path, X: x}, nil
 }
 
 func unwrapPath(err error) error {
@@ -114,7 +117,7 @@ func (s *Session) checkLoaded(ctx context.Context, m *loadedModule) error {
 		}
 		return fmt.Errorf("--module %s: reading %s in %s: %w", m.Path, dir, s.T.Name(), err)
 	}
-	running, err := BuildIDFromNotes(notes)
+	running, err := target.BuildIDFromNotes(notes)
 	if err != nil {
 		return fmt.Errorf("--module %s: %s/notes: %v", m.Path, dir, err)
 	}
@@ -159,13 +162,13 @@ func (s *Session) runningAddr(ctx context.Context, m *loadedModule, addr uint64)
 }
 
 // moduleRefusal is the blacklist's view of module m's addresses.
-func (s *Session) moduleRefusal(m *loadedModule) Refusal {
+func (s *Session) moduleRefusal(m *loadedModule) joinpoint.Refusal {
 	if len(s.Blacklist) == 0 || os.Getenv(NoPrecheckEnv) == "1" {
 		return nil
 	}
 	// Refusals works on kernel image addresses plus a slide: it is given
 	// running addresses with a slide of 0.
-	refused := Refusals(s.Blacklist, 0)
+	refused := target.Refusals(s.Blacklist, 0)
 	return func(addr uint64) string {
 		a, err := s.runningAddr(context.Background(), m, addr)
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 func BenchmarkReplace(b *testing.B) {
@@ -28,7 +29,7 @@ func BenchmarkReplace(b *testing.B) {
 	labboot.Install(b, l, prog, labboot.StaticProgram(b, "testdata/prog/klasy_prog.c"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: weaver.TargetOptions{Lab: l.Name()}})
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name()}})
 	if err != nil {
 		b.Fatal(err)
 	}

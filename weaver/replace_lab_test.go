@@ -18,7 +18,10 @@ import (
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/gen"
+	"github.com/klasy/klasy/weaver/joinpoint"
 	"github.com/klasy/klasy/weaver/records"
+	"github.com/klasy/klasy/weaver/resolve"
 )
 
 // lseekRet runs klasy_prog lseek-ret and returns its pid, the values
@@ -79,7 +82,7 @@ func replaceSteps(g *guest, step func(string, func(*guest))) {
 		rep := g.weave("lseek")
 		for _, jp := range rep.JoinPoints {
 			want := "ftrace"
-			if jp.Timing == weaver.After {
+			if jp.Timing == joinpoint.After {
 				want = "kretprobe"
 			}
 			if jp.Mechanism != want {
@@ -178,7 +181,7 @@ func replaceSteps(g *guest, step func(string, func(*guest))) {
 		const fn = "xen_timer_resume" // notrace (arch/x86/xen), never called under QEMU
 		src := "<aspect><advice><pointcut>execution(" + fn + ")</pointcut><replace>return;</replace></advice></aspect>\n"
 		_, err := g.weaveSrc("noftrace", src)
-		var de *weaver.DiagnosticsError
+		var de *resolve.DiagnosticsError
 		if !errors.As(err, &de) || !strings.Contains(err.Error(), "has no ftrace call site") {
 			g.t.Errorf("replacing %s: %v, want the resolver's refusal", fn, err)
 		}
@@ -190,8 +193,8 @@ func replaceSteps(g *guest, step func(string, func(*guest))) {
 		if len(diags) > 0 {
 			g.t.Fatal(diags)
 		}
-		rep := &weaver.Report{Aspect: "noftrace", Module: weaver.ModuleName("noftrace"), Target: g.sess.T.Name(),
-			JoinPoints: []*weaver.JoinPoint{{Advice: 1, Timing: weaver.Replace, Kind: weaver.KprobeReplace, Addr: fs[0].Entry, Function: fn, File: fs[0].File, Line: fs[0].Line, Returns: "void"}}}
+		rep := &weaver.Report{Aspect: "noftrace", Module: gen.ModuleName("noftrace"), Target: g.sess.T.Name(),
+			JoinPoints: []*joinpoint.JoinPoint{{Advice: 1, Timing: joinpoint.Replace, Kind: joinpoint.KprobeReplace, Addr: fs[0].Entry, Function: fn, File: fs[0].File, Line: fs[0].Line, Returns: "void"}}}
 		err = weaver.WeaveResolved(g.ctx, g.sess, f, rep)
 		if err == nil || !strings.Contains(err.Error(), "did not put the kprobe at its entry on ftrace") || !strings.Contains(err.Error(), "nothing was woven") {
 			g.t.Errorf("replacing %s with the resolver bypassed: %v, want the runtime's refusal", fn, err)

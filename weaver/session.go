@@ -15,24 +15,27 @@ import (
 
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/internal/cachedir"
+	"github.com/klasy/klasy/weaver/joinpoint"
 	"github.com/klasy/klasy/weaver/records"
+	"github.com/klasy/klasy/weaver/resolve"
 	"github.com/klasy/klasy/weaver/runtime"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 // Session is a target with its kernel image indexed and checked: what
 // weave, unweave, status and trace work on.
 type Session struct {
-	T Target
+	T target.Target
 	X *dwarfmap.Index
 	// Slide is the running kernel's KASLR slide (running address minus
 	// image address), from the kprobe blacklist; SlideKnown is false if
 	// it could not be worked out.
 	Slide      uint64
 	SlideKnown bool
-	Blacklist  []BlacklistEntry
+	Blacklist  []target.BlacklistEntry
 	// Modules are the modules given with --module, indexed; loaded says
 	// where the target runs them (empty without a running kernel).
-	Modules []*ModuleImage
+	Modules []*resolve.ModuleImage
 	loaded  []*loadedModule
 	log     io.Writer
 	// Domain is the domain of a domains file the session is on (""
@@ -51,7 +54,7 @@ type Session struct {
 
 // SessionOptions say which target to open and where progress goes.
 type SessionOptions struct {
-	TargetOptions
+	target.TargetOptions
 	// Log receives progress ("indexing ...") and warnings; nil discards.
 	Log io.Writer
 	// SkipIndex opens the target without reading its image (status and
@@ -66,7 +69,7 @@ var ErrImageMismatch = errors.New("the running kernel is not the image's build")
 // that is not the running kernel's build: a hook address from another
 // build would patch the middle of some other instruction.
 func OpenSession(ctx context.Context, opt SessionOptions) (*Session, error) {
-	t, err := OpenTarget(ctx, opt.TargetOptions)
+	t, err := target.OpenTarget(ctx, opt.TargetOptions)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +78,7 @@ func OpenSession(ctx context.Context, opt SessionOptions) (*Session, error) {
 
 // OpenSessionOn is OpenSession on a target already open (a domain's
 // agent); it closes t when it fails.
-func OpenSessionOn(ctx context.Context, t Target, opt SessionOptions) (*Session, error) {
+func OpenSessionOn(ctx context.Context, t target.Target, opt SessionOptions) (*Session, error) {
 	log := opt.Log
 	if log == nil {
 		log = io.Discard
@@ -119,11 +122,11 @@ func (s *Session) index() error {
 
 // checkBuild compares the running kernel's build-id with the image's.
 func (s *Session) checkBuild(ctx context.Context) error {
-	notes, err := s.T.ReadFile(ctx, NotesPath)
+	notes, err := s.T.ReadFile(ctx, target.NotesPath)
 	if err != nil {
-		return fmt.Errorf("reading %s in %s: %w", NotesPath, s.T.Name(), err)
+		return fmt.Errorf("reading %s in %s: %w", target.NotesPath, s.T.Name(), err)
 	}
-	running, err := BuildIDFromNotes(notes)
+	running, err := target.BuildIDFromNotes(notes)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.T.Name(), err)
 	}
@@ -134,16 +137,16 @@ func (s *Session) checkBuild(ctx context.Context) error {
 }
 
 func (s *Session) readBlacklist(ctx context.Context) error {
-	b, err := s.T.ReadFile(ctx, BlacklistPath)
+	b, err := s.T.ReadFile(ctx, target.BlacklistPath)
 	if err != nil {
 		return fmt.Errorf("reading the kprobe blacklist: %w", err)
 	}
-	bl, err := ParseBlacklist(b)
+	bl, err := target.ParseBlacklist(b)
 	if err != nil {
 		return err
 	}
 	s.Blacklist = bl
-	s.Slide, s.SlideKnown = Slide(bl, s.X)
+	s.Slide, s.SlideKnown = target.Slide(bl, s.X)
 	if !s.SlideKnown {
 		return fmt.Errorf("no blacklist entry names a function of %s, so the KASLR slide is unknown", s.T.Image())
 	}
@@ -156,13 +159,13 @@ func (s *Session) readBlacklist(ctx context.Context) error {
 const NoPrecheckEnv = "KLASY_WEAVE_NO_PRECHECK"
 
 // Refused is the resolver's view of the blacklist (nil if unknown).
-func (s *Session) Refused() Refusal {
+func (s *Session) Refused() joinpoint.Refusal {
 	if os.Getenv(NoPrecheckEnv) == "1" {
 		return nil
 	}
-	var blacklist Refusal
+	var blacklist joinpoint.Refusal
 	if s.SlideKnown {
-		blacklist = Refusals(s.Blacklist, s.Slide)
+		blacklist = target.Refusals(s.Blacklist, s.Slide)
 	}
 	// Code the kernel patches itself, read from the image: known even
 	// without the running kernel's blacklist.
@@ -183,7 +186,7 @@ func (s *Session) Refused() Refusal {
 
 // Exec runs argv on the target's machine (Exec).
 func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Writer) (int, error) {
-	return Exec(ctx, s.T, argv, stdout, stderr)
+	return target.Exec(ctx, s.T, argv, stdout, stderr)
 }
 
 // Close releases the target and the indexes.
@@ -250,7 +253,7 @@ func (s *Session) lock() (unlock func(), err error) {
 // OpenImage opens only a kernel image, for klasy list: the one given
 // with --vmlinux, a lab's, or this machine's debug vmlinux. No kernel is
 // touched.
-func OpenImage(opt TargetOptions, log io.Writer) (*Session, error) {
+func OpenImage(opt target.TargetOptions, log io.Writer) (*Session, error) {
 	if log == nil {
 		log = io.Discard
 	}
@@ -260,7 +263,7 @@ func OpenImage(opt TargetOptions, log io.Writer) (*Session, error) {
 	case opt.Lab != "":
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		t, err := OpenTarget(ctx, opt)
+		t, err := target.OpenTarget(ctx, opt)
 		if err != nil {
 			return nil, err
 		}
@@ -273,7 +276,7 @@ func OpenImage(opt TargetOptions, log io.Writer) (*Session, error) {
 		}
 		image = filepath.Join("/usr/lib/debug/boot", "vmlinux-"+unix.ByteSliceToString(uts.Release[:]))
 	}
-	s := &Session{T: ImageOnly(image), log: log}
+	s := &Session{T: target.ImageOnly(image), log: log}
 	if err := s.index(); err != nil {
 		return nil, err
 	}

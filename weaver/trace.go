@@ -18,13 +18,13 @@ import (
 // Drain consumes the records in the kernel's buffer and symbolizes them
 // with the runtime's status. It returns the status it used (nil when
 // the runtime is not loaded, and then no records).
-func (s *Session) Drain(ctx context.Context) ([]TraceRecord, *records.Status, error) {
+func (s *Session) Drain(ctx context.Context) ([]records.TraceRecord, *records.Status, error) {
 	return s.drain(ctx, nil)
 }
 
 // drain is Drain that symbolizes the records of aspects no longer woven
 // with prev, a status read while they were.
-func (s *Session) drain(ctx context.Context, prev *records.Status) ([]TraceRecord, *records.Status, error) {
+func (s *Session) drain(ctx context.Context, prev *records.Status) ([]records.TraceRecord, *records.Status, error) {
 	st, err := s.Status(ctx)
 	if err != nil || st == nil {
 		return nil, st, err
@@ -39,20 +39,20 @@ func (s *Session) drain(ctx context.Context, prev *records.Status) ([]TraceRecor
 		return nil, st, fmt.Errorf("reading records from %s: %w", s.T.Name(), err)
 	}
 	// An aspect woven since the status was read: read it again.
-	if slices.ContainsFunc(raw, func(r records.Record) bool { _, h := FindHook(st, r); return h == nil }) {
+	if slices.ContainsFunc(raw, func(r records.Record) bool { _, h := records.FindHook(st, r); return h == nil }) {
 		if st2, err := s.Status(ctx); err == nil && st2 != nil {
 			st = st2
 		}
 	}
-	out := make([]TraceRecord, 0, len(raw))
+	out := make([]records.TraceRecord, 0, len(raw))
 	for _, r := range raw {
-		if _, h := FindHook(st, r); h == nil && prev != nil {
-			if _, h := FindHook(prev, r); h != nil {
-				out = append(out, Symbolize(prev, r))
+		if _, h := records.FindHook(st, r); h == nil && prev != nil {
+			if _, h := records.FindHook(prev, r); h != nil {
+				out = append(out, records.Symbolize(prev, r))
 				continue
 			}
 		}
-		out = append(out, Symbolize(st, r))
+		out = append(out, records.Symbolize(st, r))
 	}
 	return out, st, nil
 }
@@ -61,7 +61,7 @@ func (s *Session) drain(ctx context.Context, prev *records.Status) ([]TraceRecor
 func (s *Session) savedPath() string { return filepath.Join(s.stateDir(), "saved.jsonl") }
 
 // SaveRecords keeps drained records on the host for klasy trace.
-func (s *Session) SaveRecords(rs []TraceRecord) error {
+func (s *Session) SaveRecords(rs []records.TraceRecord) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -89,7 +89,7 @@ func (s *Session) SaveRecords(rs []TraceRecord) error {
 
 // TakeSaved returns the records saved at unweave; done removes them once
 // the caller has printed them.
-func (s *Session) TakeSaved() (rs []TraceRecord, done func() error, err error) {
+func (s *Session) TakeSaved() (rs []records.TraceRecord, done func() error, err error) {
 	b, err := os.ReadFile(s.savedPath())
 	if os.IsNotExist(err) {
 		return nil, func() error { return nil }, nil
@@ -99,7 +99,7 @@ func (s *Session) TakeSaved() (rs []TraceRecord, done func() error, err error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	for {
-		var r TraceRecord
+		var r records.TraceRecord
 		if err := dec.Decode(&r); err == io.EOF {
 			break
 		} else if err != nil {

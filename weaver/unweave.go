@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/kmod"
+	"github.com/klasy/klasy/weaver/gen"
 	"github.com/klasy/klasy/weaver/records"
 	"github.com/klasy/klasy/weaver/runtime"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 // UnweaveReport says what an unweave removed.
@@ -53,9 +55,9 @@ func Unweave(ctx context.Context, s *Session, names []string, all bool) (*Unweav
 		}
 	} else {
 		for _, n := range names {
-			mod := ModuleName(AspectName(n))
+			mod := gen.ModuleName(gen.AspectName(n))
 			if !loaded[mod] {
-				return nil, fmt.Errorf("aspect %s is not woven into %s (klasy status lists what is)", AspectName(n), s.T.Name())
+				return nil, fmt.Errorf("aspect %s is not woven into %s (klasy status lists what is)", gen.AspectName(n), s.T.Name())
 			}
 			remove = append(remove, mod)
 		}
@@ -87,7 +89,7 @@ func Unweave(ctx context.Context, s *Session, names []string, all bool) (*Unweav
 // an open debugfs file of the runtime holds a reference on it, and the
 // agent closes the records file it just streamed a little after the
 // stream's end.
-func unloadRuntime(ctx context.Context, t Target) error {
+func unloadRuntime(ctx context.Context, t target.Target) error {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		err := kmod.Unload(ctx, t, runtime.ModuleName)

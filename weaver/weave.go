@@ -20,7 +20,10 @@ import (
 	"github.com/klasy/klasy/internal/cachedir"
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/kmod"
+	"github.com/klasy/klasy/weaver/gen"
+	"github.com/klasy/klasy/weaver/joinpoint"
 	"github.com/klasy/klasy/weaver/records"
+	"github.com/klasy/klasy/weaver/resolve"
 	"github.com/klasy/klasy/weaver/runtime"
 	"github.com/klasy/klasy/xflow"
 )
@@ -37,13 +40,13 @@ type Report struct {
 	Target string
 	// JoinPoints are all join points, woven and skipped, by advice and
 	// address; Mechanism is filled for woven ones after a weave.
-	JoinPoints []*JoinPoint
+	JoinPoints []*joinpoint.JoinPoint
 	Times      Times
 	// LoadedRuntime is set when this weave loaded the runtime module.
 	LoadedRuntime bool
 	// Warnings are what resolving noticed (a pointcut of access(...)
 	// that selects nothing).
-	Warnings []Warning
+	Warnings []joinpoint.Warning
 	// Flows are the aspect's <xflow> names: the module declares, gets
 	// and puts the runtime's table of each.
 	Flows []string
@@ -60,38 +63,30 @@ func (r *Report) Woven() int {
 	return n
 }
 
-// DiagnosticsError is an aspect with errors at FILE:LINE:COL, from
-// checking it or from compiling its advice.
-type DiagnosticsError struct {
-	Diags aspect.Diagnostics
-}
-
-func (e *DiagnosticsError) Error() string { return e.Diags.Error() }
-
 // Plan loads, checks and resolves the aspect at path against s's image
 // without touching the kernel (klasy list; the first half of a weave).
 func Plan(s *Session, path string, src []byte) (*aspect.File, *Report, error) {
 	f, diags := aspect.Load(path, src)
 	if len(diags) > 0 {
-		return nil, nil, &DiagnosticsError{diags}
+		return nil, nil, &resolve.DiagnosticsError{Diags: diags}
 	}
-	rep := &Report{Aspect: AspectName(path), Module: ModuleName(AspectName(path)), Target: s.T.Name()}
+	rep := &Report{Aspect: gen.AspectName(path), Module: gen.ModuleName(gen.AspectName(path)), Target: s.T.Name()}
 	start := time.Now()
 	f, flows, err := Translate(f)
 	if err != nil {
 		return nil, nil, err
 	}
 	rep.Flows = flows
-	jps, err := Resolve(f, s.X, ResolveOptions{Refused: s.Refused(), Modules: s.Modules, Domain: s.Domain,
-		Warn: func(w Warning) { rep.Warnings = append(rep.Warnings, w) }})
+	jps, err := resolve.Resolve(f, s.X, resolve.ResolveOptions{Refused: s.Refused(), Modules: s.Modules, Domain: s.Domain,
+		Warn: func(w joinpoint.Warning) { rep.Warnings = append(rep.Warnings, w) }})
 	if err != nil {
-		var re *ResolveError
+		var re *resolve.ResolveError
 		if errors.As(err, &re) {
-			return nil, nil, &DiagnosticsError{aspect.Diagnostics{{Pos: re.Pos, Msg: re.Msg}}}
+			return nil, nil, &resolve.DiagnosticsError{Diags: aspect.Diagnostics{{Pos: re.Pos, Msg: re.Msg}}}
 		}
 		return nil, nil, err
 	}
-	SortJoinPoints(jps)
+	joinpoint.SortJoinPoints(jps)
 	rep.JoinPoints = jps
 	rep.Times.Resolve = time.Since(start)
 	return f, rep, nil
@@ -145,7 +140,7 @@ func WeaveResolved(ctx context.Context, s *Session, f *aspect.File, rep *Report)
 // into several domains builds for all before it loads into any.
 type Prepared struct {
 	s   *Session
-	m   *Module
+	m   *gen.Module
 	rt  *builtRuntime
 	ko  []byte
 	rep *Report
@@ -162,11 +157,11 @@ func Prepare(ctx context.Context, s *Session, f *aspect.File, rep *Report) (*Pre
 		return nil, fmt.Errorf("nothing to weave: all %d join points of %s are skipped", len(rep.JoinPoints), path)
 	}
 	start := time.Now()
-	ref := s.X.Funcs(KASLRRef)
+	ref := s.X.Funcs(gen.KASLRRef)
 	if len(ref) != 1 || ref[0].InlineOnly {
-		return nil, fmt.Errorf("%s has no single function %s to find the KASLR slide by", s.T.Image(), KASLRRef)
+		return nil, fmt.Errorf("%s has no single function %s to find the KASLR slide by", s.T.Image(), gen.KASLRRef)
 	}
-	m, err := Generate(f, rep.JoinPoints, GenOptions{Path: path, RefAddr: ref[0].Entry, ModuleAddr: s.moduleAddr(ctx), Flows: rep.Flows})
+	m, err := gen.Generate(f, rep.JoinPoints, gen.GenOptions{Path: path, RefAddr: ref[0].Entry, ModuleAddr: s.moduleAddr(ctx), Flows: rep.Flows})
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +277,7 @@ func writeAtomic(path string, data []byte) error {
 
 // buildAdvice compiles the advice module; errors in advice code come
 // back at the aspect's own lines.
-func (s *Session) buildAdvice(ctx context.Context, m *Module, symvers []byte) ([]byte, error) {
+func (s *Session) buildAdvice(ctx context.Context, m *gen.Module, symvers []byte) ([]byte, error) {
 	// The same aspect woven again into the same kernel builds the same
 	// module: keep it, keyed by everything that goes into the build.
 	h := sha256.New()
@@ -315,7 +310,7 @@ func (s *Session) buildAdvice(ctx context.Context, m *Module, symvers []byte) ([
 		var be *kbuild.BuildError
 		if errors.As(err, &be) {
 			if diags := m.AdviceDiagnostics(be.Diagnostics); len(diags) > 0 {
-				return nil, &DiagnosticsError{diags}
+				return nil, &resolve.DiagnosticsError{Diags: diags}
 			}
 		}
 		return nil, fmt.Errorf("building the advice module %s: %w", m.Name, err)
@@ -395,7 +390,7 @@ func (s *Session) unloadRuntimeIfIdle(ctx context.Context) error {
 // readMechanisms reads how the kernel placed each hook. Jump
 // optimization happens shortly after registration, from a workqueue:
 // wait for it up to a second.
-func (s *Session) readMechanisms(ctx context.Context, rep *Report, m *Module) error {
+func (s *Session) readMechanisms(ctx context.Context, rep *Report, m *gen.Module) error {
 	var st *records.Status
 	var asp *records.Aspect
 	deadline := time.Now().Add(time.Second)

@@ -18,7 +18,11 @@ import (
 
 	"github.com/klasy/klasy/internal/cachedir"
 	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/cover"
+	"github.com/klasy/klasy/weaver/joinpoint"
 	"github.com/klasy/klasy/weaver/records"
+	"github.com/klasy/klasy/weaver/resolve"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 func init() {
@@ -91,7 +95,7 @@ Examples:
 
 // coverFlags are klasy cover's options.
 type coverFlags struct {
-	weaver.TargetOptions
+	target.TargetOptions
 	json   bool
 	dur    time.Duration
 	source string
@@ -125,7 +129,7 @@ func runCover(s *stdio, args []string) error {
 	if f.dur > 0 && argv != nil {
 		return usageError{Msg: "give either --for DURATION or -- CMD, not both"}
 	}
-	spec, err := weaver.ParseCoverSpec(fs.Arg(0))
+	spec, err := cover.ParseCoverSpec(fs.Arg(0))
 	if err != nil {
 		return usageError{Msg: err.Error()}
 	}
@@ -228,7 +232,7 @@ func runCover(s *stdio, args []string) error {
 	if runErr != nil && !interrupted {
 		return runErr
 	}
-	covs, err := weaver.Functions(sess, rep.JoinPoints, asp)
+	covs, err := cover.Functions(sess, rep.JoinPoints, asp)
 	if err != nil {
 		return err
 	}
@@ -257,7 +261,7 @@ func runCover(s *stdio, args []string) error {
 // coverError turns the diagnostics of the generated aspect into the
 // message about what was asked for.
 func coverError(what string, err error) error {
-	var de *weaver.DiagnosticsError
+	var de *resolve.DiagnosticsError
 	if errors.As(err, &de) && len(de.Diags) > 0 {
 		var msgs []string
 		for _, d := range de.Diags {
@@ -279,7 +283,7 @@ func coverPlan(rep *weaver.Report) (woven, funcs int, reasons []string) {
 			woven++
 			continue
 		}
-		why[weaver.SkipClass(jp.Skipped)]++
+		why[joinpoint.SkipClass(jp.Skipped)]++
 	}
 	for k, n := range why {
 		reasons = append(reasons, fmt.Sprintf("%s %d", k, n))
@@ -302,9 +306,9 @@ func durPrecise(d time.Duration) string {
 // coverResult is what klasy cover prints.
 type coverResult struct {
 	target   string
-	spec     weaver.CoverSpec
+	spec     cover.CoverSpec
 	arg      string
-	funcs    []*weaver.FuncCoverage
+	funcs    []*cover.FuncCoverage
 	hooks    int
 	skipped  int
 	register time.Duration
@@ -565,7 +569,7 @@ func (cr *coverResult) spans(name string, nums []int, nsrc int) [][2]int {
 
 // blockAt names a block for the arcs' table: function+offset and the
 // line its first instruction is on.
-func blockAt(fc *weaver.FuncCoverage, addr uint64, end string) (string, string) {
+func blockAt(fc *cover.FuncCoverage, addr uint64, end string) (string, string) {
 	if addr == 0 {
 		return end, ""
 	}
@@ -579,7 +583,7 @@ func blockAt(fc *weaver.FuncCoverage, addr uint64, end string) (string, string) 
 }
 
 // printArcs writes a function's arcs with their counts.
-func (cr *coverResult) printArcs(w io.Writer, fc *weaver.FuncCoverage) {
+func (cr *coverResult) printArcs(w io.Writer, fc *cover.FuncCoverage) {
 	calls := fc.Calls()
 	called := "calls not determined"
 	if calls.Determined {

@@ -8,6 +8,10 @@ import (
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/domains"
 	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/gen"
+	"github.com/klasy/klasy/weaver/multi"
+	"github.com/klasy/klasy/weaver/resolve"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 // The weaver's commands with --domains FILE: one command for every
@@ -68,15 +72,15 @@ func runWeaveDomains(s *stdio, f *weaveFlags, path string, src []byte) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	ss, err := weaver.OpenDomains(ctx, file, weaver.DomainsOptions{Log: s.Err})
+	ss, err := multi.OpenDomains(ctx, file, multi.DomainsOptions{Log: s.Err})
 	if err != nil {
 		return err
 	}
-	defer weaver.CloseDomains(ss)
+	defer multi.CloseDomains(ss)
 	for _, d := range ss {
 		d.BufferKB = f.bufferKB
 	}
-	reps, err := weaver.WeaveDomains(ctx, ss, path, src)
+	reps, err := multi.WeaveDomains(ctx, ss, path, src)
 	for _, r := range reps {
 		if r.Report != nil {
 			if err == nil {
@@ -91,7 +95,7 @@ func runWeaveDomains(s *stdio, f *weaveFlags, path string, src []byte) error {
 	for _, r := range reps {
 		switch {
 		case r.Report == nil && !f.json:
-			fmt.Fprintf(s.Out, "%s: no advice goes to domain %s\n", weaver.AspectName(path), r.Domain)
+			fmt.Fprintf(s.Out, "%s: no advice goes to domain %s\n", gen.AspectName(path), r.Domain)
 		case r.Report == nil:
 		case f.json:
 			if err := printDomainJoinPointsJSON(s, r.Domain, r.Report); err != nil {
@@ -113,13 +117,13 @@ func checkDomainsAspect(s *stdio, domainsPath, path string, src []byte) (*domain
 	}
 	af, diags := aspect.Load(path, src)
 	if len(diags) > 0 {
-		return nil, nil, weaveError(s, &weaver.DiagnosticsError{Diags: diags})
+		return nil, nil, weaveError(s, &resolve.DiagnosticsError{Diags: diags})
 	}
 	names := make([]string, len(file.Domains))
 	for i, d := range file.Domains {
 		names[i] = d.Name
 	}
-	per, err := weaver.AdviceDomains(af, names)
+	per, err := resolve.AdviceDomains(af, names)
 	if err != nil {
 		return nil, nil, weaveError(s, err)
 	}
@@ -135,18 +139,18 @@ func runListDomains(s *stdio, f *weaveFlags, path string, src []byte) error {
 		return err
 	}
 	for _, d := range file.Domains {
-		if !weaver.Receives(per, d.Name) {
+		if !multi.Receives(per, d.Name) {
 			if !f.json {
-				fmt.Fprintf(s.Out, "%s: no advice goes to domain %s\n", weaver.AspectName(path), d.Name)
+				fmt.Fprintf(s.Out, "%s: no advice goes to domain %s\n", gen.AspectName(path), d.Name)
 			}
 			continue
 		}
 		if err := file.NeedKernel(&d); err != nil {
 			return err
 		}
-		sess, err := weaver.OpenImage(weaver.TargetOptions{Lab: d.Lab, Vmlinux: d.Vmlinux, Headers: d.Headers, Modules: d.Modules}, s.Err)
+		sess, err := weaver.OpenImage(target.TargetOptions{Lab: d.Lab, Vmlinux: d.Vmlinux, Headers: d.Headers, Modules: d.Modules}, s.Err)
 		if err != nil {
-			return &weaver.DomainError{Domain: d.Name, Err: err}
+			return &multi.DomainError{Domain: d.Name, Err: err}
 		}
 		sess.Domain = d.Name
 		_, rep, err := weaver.Plan(sess, path, src)
@@ -170,28 +174,28 @@ func runListDomains(s *stdio, f *weaveFlags, path string, src []byte) error {
 
 // runtimeSessions opens every domain of --domains for what reads or
 // unloads the runtime only (unweave, status): no image is indexed.
-func runtimeSessions(s *stdio, f *weaveFlags, run func(ctx context.Context, ss []*weaver.DomainSession) error) error {
+func runtimeSessions(s *stdio, f *weaveFlags, run func(ctx context.Context, ss []*multi.DomainSession) error) error {
 	if err := needNoTarget(f); err != nil {
 		return err
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	_, ss, err := weaver.OpenDomainsFile(ctx, f.domains, weaver.DomainsOptions{Log: s.Err, SkipIndex: true})
+	_, ss, err := multi.OpenDomainsFile(ctx, f.domains, multi.DomainsOptions{Log: s.Err, SkipIndex: true})
 	if err != nil {
 		return err
 	}
-	defer weaver.CloseDomains(ss)
+	defer multi.CloseDomains(ss)
 	return run(ctx, ss)
 }
 
 func runUnweaveDomains(s *stdio, f *weaveFlags, names []string) error {
-	return runtimeSessions(s, f, func(ctx context.Context, ss []*weaver.DomainSession) error {
+	return runtimeSessions(s, f, func(ctx context.Context, ss []*multi.DomainSession) error {
 		return unweaveDomains(ctx, s, f, ss, names)
 	})
 }
 
-func unweaveDomains(ctx context.Context, s *stdio, f *weaveFlags, ss []*weaver.DomainSession, names []string) error {
-	reps, err := weaver.UnweaveDomains(ctx, ss, names, f.all)
+func unweaveDomains(ctx context.Context, s *stdio, f *weaveFlags, ss []*multi.DomainSession, names []string) error {
+	reps, err := multi.UnweaveDomains(ctx, ss, names, f.all)
 	for i, rep := range reps {
 		if rep == nil {
 			continue
@@ -219,13 +223,13 @@ type domainStatusJSON struct {
 }
 
 func runStatusDomains(s *stdio, f *weaveFlags) error {
-	return runtimeSessions(s, f, func(ctx context.Context, ss []*weaver.DomainSession) error {
+	return runtimeSessions(s, f, func(ctx context.Context, ss []*multi.DomainSession) error {
 		return statusDomains(ctx, s, f, ss)
 	})
 }
 
-func statusDomains(ctx context.Context, s *stdio, f *weaveFlags, ss []*weaver.DomainSession) error {
-	sts, err := weaver.StatusDomains(ctx, ss)
+func statusDomains(ctx context.Context, s *stdio, f *weaveFlags, ss []*multi.DomainSession) error {
+	sts, err := multi.StatusDomains(ctx, ss)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,10 @@ import (
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/joinpoint"
 	"github.com/klasy/klasy/weaver/records"
+	"github.com/klasy/klasy/weaver/resolve"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 const targetHelp = `Target (the running kernel to weave into):
@@ -295,7 +298,7 @@ Examples:
 
 // weaveFlags are the options the weaver's commands share.
 type weaveFlags struct {
-	weaver.TargetOptions
+	target.TargetOptions
 	json, verbose, follow, all bool
 	aspect                     string
 	domains                    string         // --domains FILE: every domain of a domains file
@@ -385,7 +388,7 @@ func runWeave(s *stdio, args []string) error {
 	}
 	// A bad aspect fails here, before any kernel is looked at.
 	if _, diags := aspect.Load(pos[0], src); len(diags) > 0 {
-		return weaveError(s, &weaver.DiagnosticsError{Diags: diags})
+		return weaveError(s, &resolve.DiagnosticsError{Diags: diags})
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
@@ -416,7 +419,7 @@ func runWeave(s *stdio, args []string) error {
 
 // weaveError prints aspect diagnostics as FILE:LINE:COL lines.
 func weaveError(s *stdio, err error) error {
-	var de *weaver.DiagnosticsError
+	var de *resolve.DiagnosticsError
 	if errors.As(err, &de) {
 		for _, d := range de.Diags {
 			fmt.Fprintln(s.Err, d.String())
@@ -440,7 +443,7 @@ func printWarnings(s *stdio, rep *weaver.Report) {
 const maxSkippedShown = 10
 
 func printSkipped(s *stdio, rep *weaver.Report) {
-	var skipped []*weaver.JoinPoint
+	var skipped []*joinpoint.JoinPoint
 	for _, jp := range rep.JoinPoints {
 		if jp.Skipped != "" {
 			skipped = append(skipped, jp)
@@ -458,7 +461,7 @@ func printSkipped(s *stdio, rep *weaver.Report) {
 	}
 	byReason := map[string]int{}
 	for _, jp := range skipped {
-		byReason[weaver.SkipClass(jp.Skipped)]++
+		byReason[joinpoint.SkipClass(jp.Skipped)]++
 	}
 	reasons := make([]string, 0, len(byReason))
 	for r := range byReason {
@@ -514,7 +517,7 @@ func printDomainJoinPointsJSON(s *stdio, domain string, rep *weaver.Report) erro
 
 // accessLabel is "sk_buff.len read", with how a hook off the access's
 // own line was placed.
-func accessLabel(jp *weaver.JoinPoint) string {
+func accessLabel(jp *joinpoint.JoinPoint) string {
 	a := jp.Access
 	l := a.Struct + "." + a.Member + " " + a.Mode
 	if a.Via != "" {
@@ -525,7 +528,7 @@ func accessLabel(jp *weaver.JoinPoint) string {
 
 func printJoinPoints(w io.Writer, rep *weaver.Report) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	access := slices.ContainsFunc(rep.JoinPoints, func(jp *weaver.JoinPoint) bool { return jp.Access != nil })
+	access := slices.ContainsFunc(rep.JoinPoints, func(jp *joinpoint.JoinPoint) bool { return jp.Access != nil })
 	if access {
 		fmt.Fprintln(tw, "  ADVICE\tFUNCTION\tFILE:LINE\tPC\tACCESS\tTIER\tHOOK")
 	} else {
@@ -568,7 +571,7 @@ func printJoinPoints(w io.Writer, rep *weaver.Report) {
 
 // printCoverage prints the access join points' tiers and lines.
 func printCoverage(w io.Writer, rep *weaver.Report) {
-	c := weaver.Coverage(rep.JoinPoints)
+	c := joinpoint.Coverage(rep.JoinPoints)
 	if c.JoinPoints == 0 {
 		return
 	}
@@ -828,8 +831,8 @@ func statusView(target string, st *records.Status) statusJSON {
 // target.
 type traceSource interface {
 	Name() string
-	TakeSaved() (rs []weaver.TraceRecord, done func() error, err error)
-	Drain(ctx context.Context) ([]weaver.TraceRecord, *records.Status, error)
+	TakeSaved() (rs []records.TraceRecord, done func() error, err error)
+	Drain(ctx context.Context) ([]records.TraceRecord, *records.Status, error)
 	Close() error
 }
 
@@ -839,7 +842,7 @@ func (s sessionSource) Name() string { return s.T.Name() }
 
 // openTraceSource opens klasy trace's target; a test gives its own
 // records instead.
-var openTraceSource = func(ctx context.Context, s *stdio, opt weaver.TargetOptions) (traceSource, error) {
+var openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptions) (traceSource, error) {
 	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: opt, Log: s.Err, SkipIndex: true})
 	if err != nil {
 		return nil, err
@@ -953,7 +956,7 @@ type tracePrinter struct {
 	export *perfettoExport // --perfetto, written at the end
 }
 
-func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
+func (p *tracePrinter) print(rs []records.TraceRecord) error {
 	if p.enc == nil {
 		p.enc = json.NewEncoder(p.s.Out)
 	}
@@ -981,7 +984,7 @@ func (p *tracePrinter) print(rs []weaver.TraceRecord) error {
 
 // recordLine prints a record as klasy trace does after its time: cpu
 // pid comm aspect#advice function file:line pc values.
-func recordLine(r weaver.TraceRecord) string {
+func recordLine(r records.TraceRecord) string {
 	vals := make([]string, len(r.Values))
 	for i, v := range r.Values {
 		vals[i] = formatValue(v)

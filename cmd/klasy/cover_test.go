@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/internal/golden"
-	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/cover"
 	"github.com/klasy/klasy/x86code"
 )
 
 // walkCover is walk() of testdata/cover/walk.c as klasy cover would see
 // it after three calls (one of them returning early): its blocks, their
 // lines and counts, one block without a hook (its count derived).
-func walkCover() *weaver.FuncCoverage {
+func walkCover() *cover.FuncCoverage {
 	type blk struct {
 		start uint64
 		succs []uint64
@@ -36,7 +36,7 @@ func walkCover() *weaver.FuncCoverage {
 	const base = 0xffffffff81000000
 	g := &x86code.Graph{Entry: base + 0x10}
 	counts := map[uint64]uint64{}
-	lines := map[uint64][]weaver.SourceLine{}
+	lines := map[uint64][]cover.SourceLine{}
 	for _, b := range blocks {
 		gb := x86code.GraphBlock{Start: base + b.start, End: base + b.start + 0x10, Exit: b.exit}
 		for _, s := range b.succs {
@@ -47,12 +47,12 @@ func walkCover() *weaver.FuncCoverage {
 			counts[gb.Start] = b.count
 		}
 		for _, l := range b.lines {
-			lines[gb.Start] = append(lines[gb.Start], weaver.SourceLine{File: "walk.c", Line: l})
+			lines[gb.Start] = append(lines[gb.Start], cover.SourceLine{File: "walk.c", Line: l})
 		}
 	}
 	skipped := map[uint64]string{base + 0x60: "refused: 0xffffffff81000060 is a ud2 trap (a BUG() or WARN() site): the kernel refuses kprobes there"}
-	fc := weaver.Cover(g, counts, skipped, func(lo, hi uint64) []weaver.SourceLine { return lines[lo] })
-	return &weaver.FuncCoverage{Function: "walk", File: "walk.c", Line: 4, Entry: base + 0x10, FuncCover: fc}
+	fc := cover.Cover(g, counts, skipped, func(lo, hi uint64) []cover.SourceLine { return lines[lo] })
+	return &cover.FuncCoverage{Function: "walk", File: "walk.c", Line: 4, Entry: base + 0x10, FuncCover: fc}
 }
 
 // TestCoverPrintGolden keeps what klasy cover prints from its counts:
@@ -73,11 +73,11 @@ func TestCoverPrintGolden(t *testing.T) {
 			if tt.file {
 				arg = "walk.c"
 			}
-			spec, err := weaver.ParseCoverSpec(arg)
+			spec, err := cover.ParseCoverSpec(arg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cr := &coverResult{target: "lab fake", spec: spec, arg: arg, funcs: []*weaver.FuncCoverage{walkCover()},
+			cr := &coverResult{target: "lab fake", spec: spec, arg: arg, funcs: []*cover.FuncCoverage{walkCover()},
 				hooks: 7, skipped: 1, register: 3500 * time.Microsecond, elapsed: 2 * time.Second, argv: []string{"walk", "/a//b"}}
 			cr.sources = findSources(cr, tt.source)
 			var out bytes.Buffer
@@ -106,7 +106,7 @@ func TestParseCoverSpec(t *testing.T) {
 		{"f</pointcut>", "", "", "is not a file name"},
 		{"f<x>", "", "", "is not a function name"},
 	} {
-		got, err := weaver.ParseCoverSpec(tt.in)
+		got, err := cover.ParseCoverSpec(tt.in)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("%q: %v, want an error with %q", tt.in, err, tt.err)

@@ -12,7 +12,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/klasy/klasy/timeline"
-	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/multi"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 // traceDomain is one kernel trace --domains reads: its name in the
@@ -27,7 +28,7 @@ type traceDomain struct {
 func sessionClock(src traceSource) func(context.Context) (int64, error) {
 	return func(ctx context.Context) (int64, error) {
 		if ss, ok := src.(sessionSource); ok {
-			if c, ok := ss.T.(weaver.Clocked); ok {
+			if c, ok := ss.T.(target.Clocked); ok {
 				return c.Clock(ctx)
 			}
 		}
@@ -38,7 +39,7 @@ func sessionClock(src traceSource) func(context.Context) (int64, error) {
 // openTraceDomains opens a session on each domain of a domains file; a
 // test gives its own.
 var openTraceDomains = func(ctx context.Context, s *stdio, file string) ([]traceDomain, error) {
-	_, ss, err := weaver.OpenDomainsFile(ctx, file, weaver.DomainsOptions{Log: s.Err, SkipIndex: true})
+	_, ss, err := multi.OpenDomainsFile(ctx, file, multi.DomainsOptions{Log: s.Err, SkipIndex: true})
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/klasy/klasy/timeline"
-	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/records"
 )
 
@@ -26,21 +25,21 @@ func fakeDomains(t *testing.T) []traceDomain {
 	clock := func(offset int64) func(context.Context) (int64, error) {
 		return func(context.Context) (int64, error) { return host + 5 + offset, nil }
 	}
-	r := func(ns uint64, cpu int, flow int32, fn, file string, line int) weaver.TraceRecord {
-		return weaver.TraceRecord{Aspect: "xen_net", Advice: 1, TimeNS: ns, CPU: cpu, PID: 1, Comm: "ab", PC: "0xffffffff81000000",
+	r := func(ns uint64, cpu int, flow int32, fn, file string, line int) records.TraceRecord {
+		return records.TraceRecord{Aspect: "xen_net", Advice: 1, TimeNS: ns, CPU: cpu, PID: 1, Comm: "ab", PC: "0xffffffff81000000",
 			Function: fn, File: file, Line: line, Flow: flow, Values: []int64{int64(flow)}}
 	}
 	const u0, d0 = 5_000_000 + 1_000_000, 1_000_000 + 1_000_000 // each clock's reading at host time 1 ms
 	st := &records.Status{Lost: []uint64{0}}
 	return []traceDomain{
 		{name: "U", clock: clock(5_000_000), src: &fakeSource{
-			saved: []weaver.TraceRecord{r(u0, 0, 17, "alloc_skb_from_cache", "net/core/skbuff.c", 234)},
-			batches: [][]weaver.TraceRecord{{
+			saved: []records.TraceRecord{r(u0, 0, 17, "alloc_skb_from_cache", "net/core/skbuff.c", 234)},
+			batches: [][]records.TraceRecord{{
 				r(u0+3_400, 1, 17, "tcp_sendmsg", "net/ipv4/tcp.c", 726), r(u0+3_500, 1, 0, "unrelated", "fs/x.c", 1),
 				r(u0+130_800, 0, 17, "network_start_xmit", "drivers/net/xen-netfront.c", 963)}},
 			status: st, out: &bytes.Buffer{}}},
 		{name: "0", clock: clock(1_000_000), src: &fakeSource{
-			batches: [][]weaver.TraceRecord{{
+			batches: [][]records.TraceRecord{{
 				r(d0+882_500, 0, 17, "netbk_fill_frags", "drivers/net/xen-netback/netback.c", 1058),
 				r(d0+890_000, 1, 18, "netif_rx", "net/core/dev.c", 1543),
 				r(d0+894_900, 0, 17, "netif_rx", "net/core/dev.c", 1543)}},

@@ -16,17 +16,17 @@ import (
 	"slices"
 
 	"github.com/klasy/klasy/timeline"
-	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/records"
 )
 
 // perfettoExport collects the records klasy trace prints.
 type perfettoExport struct {
 	path   string
 	target string // the process track's name: "lab demo"
-	rs     []weaver.TraceRecord
+	rs     []records.TraceRecord
 }
 
-func (e *perfettoExport) add(r weaver.TraceRecord) { e.rs = append(e.rs, r) }
+func (e *perfettoExport) add(r records.TraceRecord) { e.rs = append(e.rs, r) }
 
 // write writes the file; groups, when given (--group-by), become flows.
 // A group's idx are the indices of its records among those added.

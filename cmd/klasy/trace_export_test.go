@@ -8,18 +8,18 @@ import (
 	"testing"
 
 	"github.com/klasy/klasy/timeline"
-	"github.com/klasy/klasy/weaver"
+	"github.com/klasy/klasy/weaver/records"
 )
 
 // TestPerfettoExport writes two packets' records and reads the file
 // back as a viewer would: a named process, a track per CPU, a slice per
 // record, and one flow per group, from slice to slice of its records.
 func TestPerfettoExport(t *testing.T) {
-	rec := func(ns uint64, cpu int, fn string, skb int64) weaver.TraceRecord {
-		return weaver.TraceRecord{Aspect: "net_trace", Advice: 1, TimeNS: ns, CPU: cpu, PID: 7, Comm: "nc", PC: "0xffffffff81000000",
+	rec := func(ns uint64, cpu int, fn string, skb int64) records.TraceRecord {
+		return records.TraceRecord{Aspect: "net_trace", Advice: 1, TimeNS: ns, CPU: cpu, PID: 7, Comm: "nc", PC: "0xffffffff81000000",
 			Function: fn, File: "net/core/dev.c", Line: 1, Values: []int64{skb}}
 	}
-	rs := []weaver.TraceRecord{
+	rs := []records.TraceRecord{
 		rec(1000, 0, "netif_receive_skb", 0xa), rec(1500, 0, "netif_receive_skb", 0xb),
 		rec(2000, 1, "ip_rcv", 0xa), rec(4000, 1, "tcp_v4_rcv", 0xa), rec(4500, 0, "ip_rcv", 0xb),
 	}

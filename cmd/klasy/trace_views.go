@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/timeline"
-	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/records"
 )
 
@@ -189,7 +188,7 @@ func (v *traceViewFlags) view(errw io.Writer) (traceView, error) {
 
 // traceView collects records and prints them when the trace ends.
 type traceView interface {
-	add(r weaver.TraceRecord)
+	add(r records.TraceRecord)
 	print(w io.Writer, asJSON bool) error
 }
 
@@ -213,7 +212,7 @@ func newValuePicker(opt string, index int, errw io.Writer) valuePicker {
 	return valuePicker{opt: fmt.Sprintf("%s %d", opt, index), index: index, errw: errw, warned: map[aspectAdvice]bool{}}
 }
 
-func (p *valuePicker) value(r weaver.TraceRecord) (int64, bool) {
+func (p *valuePicker) value(r records.TraceRecord) (int64, bool) {
 	if p.index <= len(r.Values) {
 		return r.Values[p.index-1], true
 	}
@@ -237,7 +236,7 @@ type groupKey struct {
 // more than the gap after the one before.
 type traceGroup struct {
 	groupKey
-	rs   []weaver.TraceRecord
+	rs   []records.TraceRecord
 	idx  []int  // each record's place among those the view was given
 	last uint64 // the latest record's time
 }
@@ -250,7 +249,7 @@ type groupView struct {
 	n      int                      // records given so far
 }
 
-func (v *groupView) add(r weaver.TraceRecord) {
+func (v *groupView) add(r records.TraceRecord) {
 	seq := v.n
 	v.n++
 	val, ok := v.pick.value(r)
@@ -283,14 +282,14 @@ type groupJSON struct {
 
 type groupRecordJSON struct {
 	ElapsedNS uint64 `json:"elapsed_ns"`
-	weaver.TraceRecord
+	records.TraceRecord
 }
 
 func (v *groupView) print(w io.Writer, asJSON bool) error {
 	enc := json.NewEncoder(w)
 	for i, g := range v.groups {
 		rs := slices.Clone(g.rs)
-		slices.SortStableFunc(rs, func(a, b weaver.TraceRecord) int { return cmp.Compare(a.TimeNS, b.TimeNS) })
+		slices.SortStableFunc(rs, func(a, b records.TraceRecord) int { return cmp.Compare(a.TimeNS, b.TimeNS) })
 		start, end := rs[0].TimeNS, rs[len(rs)-1].TimeNS
 		if asJSON {
 			gj := groupJSON{Aspect: g.aspect, ValueIndex: v.pick.index, Value: g.value, TimeNS: start, DurationNS: end - start}
@@ -370,7 +369,7 @@ func (l *lhistFlag) bucket(v int64) int {
 	return int((v-l.min)/l.step) + 1 // v-min <= max-min: no overflow
 }
 
-func (v *histView) add(r weaver.TraceRecord) {
+func (v *histView) add(r records.TraceRecord) {
 	val, ok := v.pick.value(r)
 	if !ok {
 		return

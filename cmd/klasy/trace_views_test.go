@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/internal/golden"
-	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/records"
+	"github.com/klasy/klasy/weaver/target"
 )
 
 // fakeSource gives klasy trace records as a session would: saved ones,
@@ -27,8 +27,8 @@ import (
 // sends the process SIGINT, as Ctrl-C would, and waits for the trace to
 // see it.
 type fakeSource struct {
-	saved     []weaver.TraceRecord
-	batches   [][]weaver.TraceRecord
+	saved     []records.TraceRecord
+	batches   [][]records.TraceRecord
 	status    *records.Status
 	interrupt bool
 	// out is the command's standard output, to see what it printed
@@ -42,11 +42,11 @@ type fakeSource struct {
 func (f *fakeSource) Name() string { return "lab fake" }
 func (f *fakeSource) Close() error { f.closed = true; return nil }
 
-func (f *fakeSource) TakeSaved() ([]weaver.TraceRecord, func() error, error) {
+func (f *fakeSource) TakeSaved() ([]records.TraceRecord, func() error, error) {
 	return f.saved, func() error { return nil }, nil
 }
 
-func (f *fakeSource) Drain(ctx context.Context) ([]weaver.TraceRecord, *records.Status, error) {
+func (f *fakeSource) Drain(ctx context.Context) ([]records.TraceRecord, *records.Status, error) {
 	f.printed = append(f.printed, f.out.Len())
 	f.drains++
 	if f.drains <= len(f.batches) {
@@ -71,7 +71,7 @@ func runTraceOn(t *testing.T, src *fakeSource, args ...string) (stdout, stderr s
 	var out, errb bytes.Buffer
 	src.out = &out
 	opened := false
-	openTraceSource = func(ctx context.Context, s *stdio, opt weaver.TargetOptions) (traceSource, error) {
+	openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptions) (traceSource, error) {
 		opened = true
 		if opt.Lab != "fake" {
 			t.Errorf("trace opened lab %q, want fake", opt.Lab)
@@ -127,10 +127,10 @@ func pc(line int) int64 {
 // first, interleaved in time as the buffer gives them; then skb A again
 // 2.5 s later (freed and reallocated), two records of another aspect
 // storing skb A too, and two of an aspect storing one value only.
-func netRecords(t *testing.T) []weaver.TraceRecord {
-	var rs []weaver.TraceRecord
-	rec := func(aspect string, at uint64, fn, file string, line int, vals ...int64) weaver.TraceRecord {
-		r := weaver.TraceRecord{Aspect: aspect, Advice: 1, TimeNS: at, CPU: 0, PID: 0, Comm: "swapper/0",
+func netRecords(t *testing.T) []records.TraceRecord {
+	var rs []records.TraceRecord
+	rec := func(aspect string, at uint64, fn, file string, line int, vals ...int64) records.TraceRecord {
+		r := records.TraceRecord{Aspect: aspect, Advice: 1, TimeNS: at, CPU: 0, PID: 0, Comm: "swapper/0",
 			PC: fmt.Sprintf("%#x", uint64(pc(line))), Function: fn, File: file, Line: line, Values: vals}
 		if fn == "skb_copy_datagram_iovec" || fn == "_kfree_skb" {
 			r.CPU, r.PID, r.Comm = 1, 412, "sshd"
@@ -160,7 +160,7 @@ func netRecords(t *testing.T) []weaver.TraceRecord {
 		rec("skb_count", again+2_000, "kfree_skb_list_reason", "skbuff.c", 800, 1),
 		rec("skb_count", again+3_000, "kfree_skb_list_reason", "skbuff.c", 800, 2),
 	)
-	slices.SortStableFunc(rs, func(a, b weaver.TraceRecord) int { return cmp.Compare(a.TimeNS, b.TimeNS) })
+	slices.SortStableFunc(rs, func(a, b records.TraceRecord) int { return cmp.Compare(a.TimeNS, b.TimeNS) })
 	return rs
 }
 
@@ -176,21 +176,21 @@ var table64 = []struct {
 // quantaRecords stores Table 6.4's quanta in ns as process_switch's
 // advice 1 would (quantum, pid), spread evenly over each range from its
 // first value; advice 2 stores one small, signed value per record.
-func quantaRecords() []weaver.TraceRecord {
-	var rs []weaver.TraceRecord
+func quantaRecords() []records.TraceRecord {
+	var rs []records.TraceRecord
 	at := uint64(table0)
 	for _, row := range table64 {
 		lo, hi := int64(row.from*1e6), int64(row.to*1e6)
 		for k := range row.count {
 			at += 1000
 			q := lo + int64(k)*(hi-lo)/int64(row.count)
-			rs = append(rs, weaver.TraceRecord{Aspect: "process_switch", Advice: 1, TimeNS: at, CPU: k % 2, PID: 100 + k%7, Comm: "java",
+			rs = append(rs, records.TraceRecord{Aspect: "process_switch", Advice: 1, TimeNS: at, CPU: k % 2, PID: 100 + k%7, Comm: "java",
 				Function: "__schedule", File: "kernel/sched/stats.h", Line: 267, Values: []int64{q, int64(100 + k%7)}})
 		}
 	}
 	for _, v := range []int64{-3, -1, 0, 0, 1, 5, 7, 1 << 40, math.MaxInt64} {
 		at += 1000
-		rs = append(rs, weaver.TraceRecord{Aspect: "process_switch", Advice: 2, TimeNS: at, Function: "__schedule", File: "kernel/sched/stats.h", Line: 240, Values: []int64{v}})
+		rs = append(rs, records.TraceRecord{Aspect: "process_switch", Advice: 2, TimeNS: at, Function: "__schedule", File: "kernel/sched/stats.h", Line: 240, Values: []int64{v}})
 	}
 	return rs
 }
@@ -198,7 +198,7 @@ func quantaRecords() []weaver.TraceRecord {
 // Each view on the records, through the whole command, against a
 // golden of its output (stdout, then what it said on stderr).
 func TestTraceViewsGolden(t *testing.T) {
-	split := func(rs []weaver.TraceRecord, at ...int) (saved []weaver.TraceRecord, batches [][]weaver.TraceRecord) {
+	split := func(rs []records.TraceRecord, at ...int) (saved []records.TraceRecord, batches [][]records.TraceRecord) {
 		saved = rs[:at[0]]
 		for i := range at {
 			end := len(rs)
@@ -214,11 +214,11 @@ func TestTraceViewsGolden(t *testing.T) {
 	// A record late from another CPU: the first record of skb B in
 	// batch 1 comes in batch 2, after later ones of B.
 	b1 := netBatches[0]
-	late := slices.IndexFunc(b1, func(r weaver.TraceRecord) bool { return len(r.Values) > 1 && r.Values[1] == skbB })
-	if late < 0 || !slices.ContainsFunc(b1[late+1:], func(r weaver.TraceRecord) bool { return r.Values[1] == skbB }) {
+	late := slices.IndexFunc(b1, func(r records.TraceRecord) bool { return len(r.Values) > 1 && r.Values[1] == skbB })
+	if late < 0 || !slices.ContainsFunc(b1[late+1:], func(r records.TraceRecord) bool { return r.Values[1] == skbB }) {
 		t.Fatal("batch 1 has no two records of skb B to swap")
 	}
-	netBatches[1] = append([]weaver.TraceRecord{b1[late]}, netBatches[1]...)
+	netBatches[1] = append([]records.TraceRecord{b1[late]}, netBatches[1]...)
 	netBatches[0] = slices.Delete(slices.Clone(b1), late, late+1)
 	quanta := quantaRecords()
 	qSaved, qBatches := split(quanta, 100, 9000)
@@ -227,23 +227,23 @@ func TestTraceViewsGolden(t *testing.T) {
 	tests := []struct {
 		name    string
 		args    []string
-		saved   []weaver.TraceRecord
-		batches [][]weaver.TraceRecord
+		saved   []records.TraceRecord
+		batches [][]records.TraceRecord
 		status  *records.Status
 	}{
 		{"group-by", []string{"--group-by", "2", "--follow"}, netSaved, netBatches, nil},
 		{"group-by-aspect", []string{"--group-by=2", "--aspect", "net_trace", "--follow"}, netSaved, netBatches, nil},
 		{"group-gap-0", []string{"--group-by", "2", "--group-gap", "0", "--aspect", "net_trace", "--follow"}, netSaved, netBatches, nil},
-		{"group-gap-1ms", []string{"--group-by", "2", "--group-gap", "1ms", "--aspect", "net_trace"}, nil, [][]weaver.TraceRecord{net}, nil},
+		{"group-gap-1ms", []string{"--group-by", "2", "--group-gap", "1ms", "--aspect", "net_trace"}, nil, [][]records.TraceRecord{net}, nil},
 		{"group-by-json", []string{"--group-by", "2", "--json", "--aspect", "net_trace", "--follow"}, netSaved, netBatches, lost},
 		{"hist", []string{"--hist", "1", "--follow"}, qSaved, qBatches, nil},
-		{"hist-index-2", []string{"--hist", "2"}, nil, [][]weaver.TraceRecord{quanta}, nil},
-		{"hist-json", []string{"--hist", "1", "--json"}, nil, [][]weaver.TraceRecord{quanta}, lost},
+		{"hist-index-2", []string{"--hist", "2"}, nil, [][]records.TraceRecord{quanta}, nil},
+		{"hist-json", []string{"--hist", "1", "--json"}, nil, [][]records.TraceRecord{quanta}, lost},
 		{"lhist-table64", []string{"--lhist", "1,0,14000000,2000000", "--aspect", "process_switch", "--follow"}, qSaved, qBatches, nil},
-		{"lhist-json", []string{"--lhist", "1,0,14000000,2000000", "--json"}, nil, [][]weaver.TraceRecord{quanta}, nil},
-		{"lhist-mega", []string{"--lhist", "1,0,0x1000000,0x200000"}, nil, [][]weaver.TraceRecord{quanta}, nil},
-		{"lhist-negative", []string{"--lhist", "1,-4,8,4"}, nil, [][]weaver.TraceRecord{quanta}, nil},
-		{"hist-none-of-the-aspect", []string{"--hist", "1", "--aspect", "nosuch"}, nil, [][]weaver.TraceRecord{quanta}, nil},
+		{"lhist-json", []string{"--lhist", "1,0,14000000,2000000", "--json"}, nil, [][]records.TraceRecord{quanta}, nil},
+		{"lhist-mega", []string{"--lhist", "1,0,0x1000000,0x200000"}, nil, [][]records.TraceRecord{quanta}, nil},
+		{"lhist-negative", []string{"--lhist", "1,-4,8,4"}, nil, [][]records.TraceRecord{quanta}, nil},
+		{"hist-none-of-the-aspect", []string{"--hist", "1", "--aspect", "nosuch"}, nil, [][]records.TraceRecord{quanta}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -281,7 +281,7 @@ func TestGroupByIsTable63(t *testing.T) {
 	// read, after later records of its packet.
 	saved := slices.Concat(net[:5], net[6:7])
 	last := slices.Concat(net[5:6], net[13:])
-	src := &fakeSource{saved: saved, batches: [][]weaver.TraceRecord{net[7:13], last}, interrupt: true}
+	src := &fakeSource{saved: saved, batches: [][]records.TraceRecord{net[7:13], last}, interrupt: true}
 	stdout, stderr, err := runTraceOn(t, src, "--group-by", "2", "--aspect", "net_trace", "--follow")
 	if err != nil {
 		t.Fatal(err, stderr)
@@ -313,7 +313,7 @@ func TestGroupByIsTable63(t *testing.T) {
 // Table 6.4's ranges as --lhist buckets hold exactly its frequencies,
 // values on a range's lower bound included.
 func TestLhistIsTable64(t *testing.T) {
-	stdout, stderr, err := runTraceOn(t, &fakeSource{batches: [][]weaver.TraceRecord{quantaRecords()}},
+	stdout, stderr, err := runTraceOn(t, &fakeSource{batches: [][]records.TraceRecord{quantaRecords()}},
 		"--lhist", "1,0,14000000,2000000", "--json", "--aspect", "process_switch")
 	if err != nil {
 		t.Fatal(err, stderr)
@@ -375,7 +375,7 @@ func TestHistDrawsLikeBpftrace(t *testing.T) {
 		// Values that fall in each row's bucket, as many as it counts:
 		// the row's lower bound, or -1, and the bound plus the count
 		// when it stays in the bucket.
-		var rs []weaver.TraceRecord
+		var rs []records.TraceRecord
 		for _, line := range strings.Split(strings.TrimSuffix(tt.want, "\n"), "\n") {
 			label := strings.TrimSpace(line[:16])
 			n, err := strconv.Atoi(strings.TrimSpace(line[16:24]))
@@ -387,10 +387,10 @@ func TestHistDrawsLikeBpftrace(t *testing.T) {
 				lo = labelValue(t, strings.Trim(strings.SplitN(label, ",", 2)[0], "[]"))
 			}
 			for range n {
-				rs = append(rs, weaver.TraceRecord{Aspect: "bytes", Advice: 1, Values: []int64{lo}})
+				rs = append(rs, records.TraceRecord{Aspect: "bytes", Advice: 1, Values: []int64{lo}})
 			}
 		}
-		stdout, stderr, err := runTraceOn(t, &fakeSource{batches: [][]weaver.TraceRecord{rs}}, tt.args...)
+		stdout, stderr, err := runTraceOn(t, &fakeSource{batches: [][]records.TraceRecord{rs}}, tt.args...)
 		if err != nil {
 			t.Fatal(err, stderr)
 		}
@@ -426,7 +426,7 @@ func TestHistBuckets(t *testing.T) {
 	}
 	for _, tt := range log2 {
 		v := &histView{pick: valuePicker{index: 1}, byKey: map[aspectAdvice]*histogram{}}
-		v.add(weaver.TraceRecord{Values: []int64{tt.v}})
+		v.add(records.TraceRecord{Values: []int64{tt.v}})
 		rows := v.rows(v.hists[0])
 		if len(rows) != 1 || rows[0].label != tt.label || rows[0].count != 1 {
 			t.Errorf("hist of %d: %+v, want one row %s", tt.v, rows, tt.label)
@@ -455,7 +455,7 @@ func TestHistBuckets(t *testing.T) {
 			t.Fatalf("--lhist %s: %v", tt.spec, err)
 		}
 		v := &histView{pick: valuePicker{index: 1}, linear: &l, byKey: map[aspectAdvice]*histogram{}}
-		v.add(weaver.TraceRecord{Values: []int64{tt.v}})
+		v.add(records.TraceRecord{Values: []int64{tt.v}})
 		rows := v.rows(v.hists[0])
 		if len(rows) != 1 || rows[0].label != tt.label {
 			t.Errorf("lhist %s of %d: %+v, want one row %s", tt.spec, tt.v, rows, tt.label)
@@ -507,7 +507,7 @@ func TestTraceViewErrors(t *testing.T) {
 // next read, not when 64 KiB are buffered.
 func TestTraceFollowPrintsAsItReads(t *testing.T) {
 	net := netRecords(t)
-	src := &fakeSource{batches: [][]weaver.TraceRecord{net[:3], net[3:6]}, interrupt: true}
+	src := &fakeSource{batches: [][]records.TraceRecord{net[:3], net[3:6]}, interrupt: true}
 	stdout, stderr, err := runTraceOn(t, src, "--follow")
 	if err != nil {
 		t.Fatal(err, stderr)
