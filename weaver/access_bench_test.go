@@ -54,7 +54,7 @@ func BenchmarkAccessSkBuff(b *testing.B) {
 		src := accessAspect(pc)
 		os.WriteFile(path, []byte(src), 0o644)
 		start := time.Now()
-		_, rep, err := weaver.Plan(sess, path, []byte(src))
+		_, rep, err := weaver.Plan(sess, mustAspect(path, []byte(src)))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func BenchmarkAccessSkBuff(b *testing.B) {
 		fmt.Printf("  resolve %v (the whole vmlinux, warm index; %v with the aspect's load and checks)\n", rep.Times.Resolve.Round(time.Millisecond), plan.Round(time.Millisecond))
 
 		// Weave it into the running kernel: mechanisms and time split.
-		rep, err = weaver.Weave(ctx, sess, path, []byte(src))
+		rep, err = weaver.Weave(ctx, sess, mustAspect(path, []byte(src)))
 		if err != nil {
 			b.Fatalf("weaving %s: %v", pc, err)
 		}
@@ -144,7 +144,7 @@ func BenchmarkAccessHit(b *testing.B) {
 	src := "<aspect><advice><pointcut>access(%.%) AND target(t) AND within_file(fs/read_write.c)</pointcut>" +
 		"<before>if (!t) STORE_DATA(0);</before></advice></aspect>\n"
 	os.WriteFile(path, []byte(src), 0o644)
-	rep, err := weaver.Weave(ctx, sess, path, []byte(src))
+	rep, err := weaver.Weave(ctx, sess, mustAspect(path, []byte(src)))
 	if err != nil {
 		b.Fatal(err)
 	}

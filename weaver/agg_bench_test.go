@@ -66,7 +66,7 @@ func BenchmarkAggregation(b *testing.B) {
 			if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 				b.Fatal(err)
 			}
-			rep, err := weaver.Weave(ctx, sess, path, []byte(src))
+			rep, err := weaver.Weave(ctx, sess, mustAspect(path, []byte(src)))
 			if err != nil {
 				b.Fatalf("%s: %v", c.name, err)
 			}

@@ -284,7 +284,7 @@ func BenchmarkWeave100(b *testing.B) {
 		try := names[:n]
 		names = names[n:]
 		src := "<aspect><advice><pointcut>" + strings.Join(try, " OR ") + "</pointcut><before>STORE_DATA(1);</before></advice></aspect>\n"
-		_, rep, err := weaver.Plan(sess, "try.klasy", []byte(src))
+		_, rep, err := weaver.Plan(sess, mustAspect("try.klasy", []byte(src)))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -302,7 +302,7 @@ func BenchmarkWeave100(b *testing.B) {
 	os.WriteFile(path, []byte(src), 0o644)
 	// The first weave builds the runtime for this kernel once: not part
 	// of a weave's time afterwards.
-	if _, err := weaver.Weave(ctx, sess, path, []byte(src)); err != nil {
+	if _, err := weaver.Weave(ctx, sess, mustAspect(path, []byte(src))); err != nil {
 		b.Fatal(err)
 	}
 	weaver.Unweave(ctx, sess, []string{"hundred"}, false)
@@ -312,7 +312,7 @@ func BenchmarkWeave100(b *testing.B) {
 		// built before (the same aspect again reuses its module).
 		src := strings.Replace(src, "STORE_DATA(1);", fmt.Sprintf("STORE_DATA(%d);", i+2), 1)
 		start := time.Now()
-		rep, err := weaver.Weave(ctx, sess, path, []byte(src))
+		rep, err := weaver.Weave(ctx, sess, mustAspect(path, []byte(src)))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,19 +1,15 @@
-// Package weaver weaves aspects into a running Linux kernel: it resolves
-// pointcuts to join points in the kernel image (dwarfmap), generates an
-// advice module in C with one trampoline per hook (gen.go), builds it
-// with kbuild against the kernel's headers and loads it next to the
-// runtime module (weaver/runtime), which registers the hooks through the
-// kernel's kprobes and keeps the trace buffer and the aggregation maps.
-// A <replace> advice becomes an ftrace-based kprobe that returns from
-// the function at once with the advice's value (replace.go).
-// A Session is one target kernel — a lab's, reached through its agent,
-// or this machine's — whose running build has been checked against its
-// image.
+// Package weaver weaves aspects into a running Linux kernel. A Session is
+// one target kernel (weaver/target) whose running build has been checked
+// against its image; on it:
 //
-//	Plan / Resolve   aspect + image -> join points (no kernel touched)
-//	Generate         join points -> advice module source
-//	Weave            build, load, register: all or nothing
-//	Drain            the records advice stored, symbolized
-//	Stats            the maps advice aggregated into (COUNT, HIST, TIMER...)
-//	Unweave          remove aspects, save their unread records
+//	Plan      parsed aspect -> join points (weaver/resolve; no kernel touched)
+//	Prepare   join points -> advice module (weaver/gen), built with kbuild
+//	          against the kernel's headers, with the runtime (weaver/runtime)
+//	Load      load both; the runtime registers the hooks: all or nothing
+//	Drain     the records advice stored, symbolized (weaver/records)
+//	Stats     the maps advice aggregated into (COUNT, HIST, TIMER...)
+//	Unweave   remove aspects, save their unread records
+//
+// weaver/multi does the same across the domains of a domains file,
+// weaver/cover runs KernInst's live coverage on top of it.
 package weaver

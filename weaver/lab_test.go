@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/kmod"
@@ -101,7 +102,7 @@ func (g *guest) weave(name string) *weaver.Report {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	rep, err := weaver.Weave(g.ctx, g.sess, path, src)
+	rep, err := weaver.Weave(g.ctx, g.sess, mustAspect(path, src))
 	if err != nil {
 		g.t.Fatalf("weaving %s: %v", path, err)
 	}
@@ -259,7 +260,7 @@ func TestWeaveInLab(t *testing.T) {
 
 	step("static function by within_file", func(g *guest) {
 		src, _ := os.ReadFile("testdata/mshow.klasy")
-		_, all, err := weaver.Plan(g.sess, "mshow.klasy", []byte(strings.Replace(string(src), " AND within_file(fs/namespace.c)", "", 1)))
+		_, all, err := weaver.Plan(g.sess, mustAspect("mshow.klasy", []byte(strings.Replace(string(src), " AND within_file(fs/namespace.c)", "", 1))))
 		if err != nil {
 			g.t.Fatal(err)
 		}
@@ -299,7 +300,7 @@ func TestWeaveInLab(t *testing.T) {
 		}
 		g.sess.BufferKB = 4096
 		src, _ := os.ReadFile("testdata/openat.klasy")
-		if _, err := weaver.Weave(g.ctx, g.sess, "openat.klasy", src); err == nil || !strings.Contains(err.Error(), "trace buffer of 2048 KiB per CPU, not 4096") {
+		if _, err := weaver.Weave(g.ctx, g.sess, mustAspect("openat.klasy", src)); err == nil || !strings.Contains(err.Error(), "trace buffer of 2048 KiB per CPU, not 4096") {
 			g.t.Errorf("a weave asking 4096 KiB of a runtime loaded with 2048: %v, want a refusal", err)
 		}
 		g.sess.BufferKB = 0
@@ -363,7 +364,7 @@ func TestWeaveInLab(t *testing.T) {
 
 	step("advice that does not compile", func(g *guest) {
 		src := "<aspect>\n  <advice>\n    <pointcut>execution(ksys_pread64)</pointcut>\n    <before>\n      STORE_DATA(no_such_variable);\n    </before>\n  </advice>\n</aspect>\n"
-		_, err := weaver.Weave(g.ctx, g.sess, "broken.klasy", []byte(src))
+		_, err := weaver.Weave(g.ctx, g.sess, mustAspect("broken.klasy", []byte(src)))
 		var de *resolve.DiagnosticsError
 		if !errors.As(err, &de) || len(de.Diags) == 0 {
 			g.t.Fatalf("weave: %v, want diagnostics", err)
@@ -376,7 +377,7 @@ func TestWeaveInLab(t *testing.T) {
 	step("refused in the middle of a batch", func(g *guest) {
 		g.t.Setenv(weaver.NoPrecheckEnv, "1")
 		src := "<aspect>\n  <advice>\n    <pointcut>execution(ksys_pread64) OR execution(do_int3)</pointcut>\n    <before>STORE_DATA(1);</before>\n  </advice>\n</aspect>\n"
-		rep, err := weaver.Weave(g.ctx, g.sess, "refused.klasy", []byte(src))
+		rep, err := weaver.Weave(g.ctx, g.sess, mustAspect("refused.klasy", []byte(src)))
 		if err == nil || !strings.Contains(err.Error(), "do_int3") || !strings.Contains(err.Error(), "nothing was woven") {
 			g.t.Fatalf("weave: %v, want the kernel's refusal of do_int3", err)
 		}
@@ -450,4 +451,14 @@ func buildRuntime(t *testing.T, headers string) []byte {
 	}
 	t.Fatalf("kbuild made no %s", runtime.ModuleName)
 	return nil
+}
+
+// mustAspect loads a test's aspect, which is valid: its diagnostics
+// would be a mistake in the test.
+func mustAspect(path string, src []byte) *aspect.File {
+	f, err := weaver.LoadAspect(path, src)
+	if err != nil {
+		panic(err)
+	}
+	return f
 }

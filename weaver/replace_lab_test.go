@@ -55,7 +55,7 @@ func (g *guest) allAre(what string, got []string, want string) {
 }
 
 func (g *guest) weaveSrc(name, src string) (*weaver.Report, error) {
-	return weaver.Weave(g.ctx, g.sess, name+".klasy", []byte(src))
+	return weaver.Weave(g.ctx, g.sess, mustAspect(name+".klasy", []byte(src)))
 }
 
 // hooksOf returns the status of aspect name's hooks.

@@ -63,13 +63,21 @@ func (r *Report) Woven() int {
 	return n
 }
 
-// Plan loads, checks and resolves the aspect at path against s's image
-// without touching the kernel (klasy list; the first half of a weave).
-func Plan(s *Session, path string, src []byte) (*aspect.File, *Report, error) {
+// LoadAspect parses and checks the aspect at path, whose text is src:
+// once per command, for every session it is planned or woven on.
+func LoadAspect(path string, src []byte) (*aspect.File, error) {
 	f, diags := aspect.Load(path, src)
 	if len(diags) > 0 {
-		return nil, nil, &resolve.DiagnosticsError{Diags: diags}
+		return nil, &resolve.DiagnosticsError{Diags: diags}
 	}
+	return f, nil
+}
+
+// Plan resolves the aspect f (LoadAspect's) against s's image without
+// touching the kernel (klasy list; the first half of a weave). It
+// returns the aspect it resolved: f with its flows translated.
+func Plan(s *Session, f *aspect.File) (*aspect.File, *Report, error) {
+	path := f.Name
 	rep := &Report{Aspect: gen.AspectName(path), Module: gen.ModuleName(gen.AspectName(path)), Target: s.T.Name()}
 	start := time.Now()
 	f, flows, err := Translate(f)
@@ -114,11 +122,11 @@ func Translate(f *aspect.File) (*aspect.File, []string, error) {
 	return out, names, nil
 }
 
-// Weave weaves the aspect at path into s's kernel: resolve, generate,
-// build, load. It is all or nothing: on any error nothing of this weave
-// stays in the kernel.
-func Weave(ctx context.Context, s *Session, path string, src []byte) (*Report, error) {
-	f, rep, err := Plan(s, path, src)
+// Weave weaves the aspect f (LoadAspect's) into s's kernel: resolve,
+// generate, build, load. It is all or nothing: on any error nothing of
+// this weave stays in the kernel.
+func Weave(ctx context.Context, s *Session, f *aspect.File) (*Report, error) {
+	f, rep, err := Plan(s, f)
 	if err != nil {
 		return nil, err
 	}

@@ -142,7 +142,11 @@ func runCover(s *stdio, args []string) error {
 		return err
 	}
 	defer sess.Close()
-	af, rep, err := weaver.Plan(sess, path, src)
+	parsed, err := weaver.LoadAspect(path, src)
+	if err != nil {
+		return coverError(fs.Arg(0), err)
+	}
+	af, rep, err := weaver.Plan(sess, parsed)
 	if err != nil {
 		return coverError(fs.Arg(0), err)
 	}

@@ -66,7 +66,7 @@ func runWeaveDomains(s *stdio, f *weaveFlags, path string, src []byte) error {
 	}
 	// A bad aspect, or one naming a domain the file lacks, fails here,
 	// before any kernel is looked at.
-	file, _, err := checkDomainsAspect(s, f.domains, path, src)
+	file, asp, _, err := checkDomainsAspect(s, f.domains, path, src)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func runWeaveDomains(s *stdio, f *weaveFlags, path string, src []byte) error {
 	for _, d := range ss {
 		d.BufferKB = f.bufferKB
 	}
-	reps, err := multi.WeaveDomains(ctx, ss, path, src)
+	reps, err := multi.WeaveDomains(ctx, ss, asp)
 	for _, r := range reps {
 		if r.Report != nil {
 			if err == nil {
@@ -110,14 +110,14 @@ func runWeaveDomains(s *stdio, f *weaveFlags, path string, src []byte) error {
 
 // checkDomainsAspect loads the domains file and the aspect, and says
 // which domains each advice goes to; diagnostics are printed.
-func checkDomainsAspect(s *stdio, domainsPath, path string, src []byte) (*domains.File, [][]string, error) {
+func checkDomainsAspect(s *stdio, domainsPath, path string, src []byte) (*domains.File, *aspect.File, [][]string, error) {
 	file, err := domains.Load(domainsPath)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	af, diags := aspect.Load(path, src)
-	if len(diags) > 0 {
-		return nil, nil, weaveError(s, &resolve.DiagnosticsError{Diags: diags})
+	af, err := weaver.LoadAspect(path, src)
+	if err != nil {
+		return nil, nil, nil, weaveError(s, err)
 	}
 	names := make([]string, len(file.Domains))
 	for i, d := range file.Domains {
@@ -125,16 +125,16 @@ func checkDomainsAspect(s *stdio, domainsPath, path string, src []byte) (*domain
 	}
 	per, err := resolve.AdviceDomains(af, names)
 	if err != nil {
-		return nil, nil, weaveError(s, err)
+		return nil, nil, nil, weaveError(s, err)
 	}
-	return file, per, nil
+	return file, af, per, nil
 }
 
 func runListDomains(s *stdio, f *weaveFlags, path string, src []byte) error {
 	if err := needNoTarget(f); err != nil {
 		return err
 	}
-	file, per, err := checkDomainsAspect(s, f.domains, path, src)
+	file, asp, per, err := checkDomainsAspect(s, f.domains, path, src)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func runListDomains(s *stdio, f *weaveFlags, path string, src []byte) error {
 			return &multi.DomainError{Domain: d.Name, Err: err}
 		}
 		sess.Domain = d.Name
-		_, rep, err := weaver.Plan(sess, path, src)
+		_, rep, err := weaver.Plan(sess, asp)
 		sess.Close()
 		if err != nil {
 			return weaveError(s, err)

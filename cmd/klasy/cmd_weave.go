@@ -398,7 +398,11 @@ func runWeave(s *stdio, args []string) error {
 	}
 	defer sess.Close()
 	sess.BufferKB = f.bufferKB
-	rep, err := weaver.Weave(ctx, sess, pos[0], src)
+	asp, err := weaver.LoadAspect(pos[0], src)
+	if err != nil {
+		return weaveError(s, err)
+	}
+	rep, err := weaver.Weave(ctx, sess, asp)
 	if rep != nil {
 		if err == nil {
 			// A weave that fails for want of join points says why in
@@ -634,7 +638,11 @@ func runList(s *stdio, args []string) error {
 		return err
 	}
 	defer sess.Close()
-	_, rep, err := weaver.Plan(sess, pos[0], src)
+	asp, err := weaver.LoadAspect(pos[0], src)
+	if err != nil {
+		return weaveError(s, err)
+	}
+	_, rep, err := weaver.Plan(sess, asp)
 	if err != nil {
 		return weaveError(s, err)
 	}

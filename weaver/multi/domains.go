@@ -139,7 +139,7 @@ type DomainReport struct {
 	*weaver.Report
 }
 
-// WeaveDomains weaves the aspect at path into every domain of ss, each
+// WeaveDomains weaves the aspect f (weaver.LoadAspect's) into every domain of ss, each
 // domain getting only the advice its @domain qualifiers allow
 // (AdviceDomains). It resolves, generates and builds for every domain
 // before it loads into any; then it loads domain by domain, and a
@@ -147,11 +147,8 @@ type DomainReport struct {
 // the aspect from every domain it was loaded into: all or nothing, as a
 // weave into one kernel. Errors name the domain. The reports are in the
 // order of ss.
-func WeaveDomains(ctx context.Context, ss []*DomainSession, path string, src []byte) ([]DomainReport, error) {
-	f, diags := aspect.Load(path, src)
-	if len(diags) > 0 {
-		return nil, &resolve.DiagnosticsError{Diags: diags}
-	}
+func WeaveDomains(ctx context.Context, ss []*DomainSession, f *aspect.File) ([]DomainReport, error) {
+	path := f.Name
 	names := make([]string, len(ss))
 	for i, s := range ss {
 		names[i] = s.Name()
@@ -168,7 +165,7 @@ func WeaveDomains(ctx context.Context, ss []*DomainSession, path string, src []b
 		if !Receives(per, s.Name()) {
 			continue
 		}
-		pf, rep, err := weaver.Plan(s.Session, path, src)
+		pf, rep, err := weaver.Plan(s.Session, f)
 		if err != nil {
 			return nil, inDomain(s.Name(), err)
 		}

@@ -1,7 +1,6 @@
 package resolve
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"github.com/klasy/klasy/weaver/baseexpr"
 	"github.com/klasy/klasy/weaver/ctxvalue"
 	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/resolve/linecode"
 	"github.com/klasy/klasy/x86code"
 )
 
@@ -61,64 +61,6 @@ type ModuleImage struct {
 	Refused joinpoint.Refusal
 }
 
-// image is the kernel or a module, as the resolver reads it.
-type image struct {
-	module  string // "" for the kernel
-	x       *dwarfmap.Index
-	refused joinpoint.Refusal
-	batch   *dwarfmap.Batch
-	tables  map[string]*debugklasy.Table // by the access pattern they were read for
-}
-
-func (im *image) path() string { return im.x.Image().Path }
-
-func (im *image) label() string {
-	if im.module == "" {
-		return im.path()
-	}
-	return "module " + im.module + " (" + im.path() + ")"
-}
-
-func (im *image) getBatch() (*dwarfmap.Batch, error) {
-	if im.batch != nil {
-		return im.batch, nil
-	}
-	b, err := im.x.NewBatch()
-	if err != nil {
-		return nil, err
-	}
-	im.batch = b
-	return b, nil
-}
-
-// accesses returns the image's access records all the patterns select.
-func (im *image) accesses(pats []*pattern.Member) ([]debugklasy.Access, error) {
-	key := pats[0].String()
-	t, ok := im.tables[key]
-	if !ok {
-		var err error
-		if t, err = debugklasy.OpenSelect(im.path(), pats[0]); err != nil {
-			return nil, err
-		}
-		if im.tables == nil {
-			im.tables = map[string]*debugklasy.Table{}
-		}
-		im.tables[key] = t
-	}
-	var out []debugklasy.Access
-	for i := range t.Accesses {
-		a := &t.Accesses[i]
-		ok := true
-		for _, p := range pats[1:] {
-			ok = ok && p.Match(a.Struct, a.Member)
-		}
-		if ok {
-			out = append(out, *a)
-		}
-	}
-	return out, nil
-}
-
 // accessGroup resolves an AND-group of access(...) designators.
 func (r *resolver) accessGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timing joinpoint.Timing) error {
 	ag := &accessGroup{r: r, n: n, pc: pc, timing: timing, params: r.paramsOf(pc)}
@@ -158,15 +100,15 @@ func (r *resolver) accessGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, tim
 		pats = append(pats, p)
 	}
 	var recs []accessRec
-	var noTable []*image
+	var noTable []*linecode.Image
 	for _, im := range r.images() {
-		as, err := im.accesses(pats)
+		as, err := im.Accesses(pats)
 		if errors.Is(err, debugklasy.ErrNoSection) {
 			noTable = append(noTable, im)
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("reading the member accesses of %s: %w", im.label(), err)
+			return fmt.Errorf("reading the member accesses of %s: %w", im.Label(), err)
 		}
 		for _, a := range as {
 			recs = append(recs, accessRec{im: im, a: a})
@@ -174,7 +116,7 @@ func (r *resolver) accessGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, tim
 	}
 	if len(noTable) == len(r.images()) {
 		return r.errAt(pc, accs[0].Pos.Offset, "access(%s.%s): %s has no %s section: it was not built with the klasy plugin, which records where struct members are accessed; weave access join points into a kernel built with it (make lab-kernel; klasy lab up --kernel built) or give a module built with it (--module)",
-			accs[0].Struct.Value, accs[0].Member.Value, r.images()[0].label(), debugklasy.SectionName)
+			accs[0].Struct.Value, accs[0].Member.Value, r.images()[0].Label(), debugklasy.SectionName)
 	}
 	if len(recs) == 0 {
 		for _, a := range accs {
@@ -206,11 +148,11 @@ func (ag *accessGroup) nothingBecause(nrecs int) string {
 }
 
 // images lists the kernel and the modules.
-func (r *resolver) images() []*image {
+func (r *resolver) images() []*linecode.Image {
 	if r.imgs == nil {
-		r.imgs = []*image{{x: r.x, refused: r.opt.Refused}}
+		r.imgs = []*linecode.Image{{X: r.x, Refused: r.opt.Refused}}
 		for _, m := range r.opt.Modules {
-			r.imgs = append(r.imgs, &image{module: m.Name, x: m.X, refused: m.Refused})
+			r.imgs = append(r.imgs, &linecode.Image{Module: m.Name, X: m.X, Refused: m.Refused})
 		}
 	}
 	return r.imgs
@@ -231,7 +173,7 @@ func (r *resolver) checkMember(pc *aspect.Pointcut, a *aspect.Access) error {
 	}
 	var names []string
 	for _, im := range r.images() {
-		b, err := im.getBatch()
+		b, err := im.Batch()
 		if err != nil {
 			return err
 		}
@@ -253,12 +195,12 @@ func (r *resolver) checkMember(pc *aspect.Pointcut, a *aspect.Access) error {
 		}
 		names = append(names, b.StructNames()...)
 	}
-	return r.errAt(pc, a.Struct.Pos.Offset, "access(%s.%s): no struct or union %s in %s%s", st, a.Member.Value, st, r.images()[0].label(), suggest.DidYouMean(st, names))
+	return r.errAt(pc, a.Struct.Pos.Offset, "access(%s.%s): no struct or union %s in %s%s", st, a.Member.Value, st, r.images()[0].Label(), suggest.DidYouMean(st, names))
 }
 
 // accessRec is one record of one image.
 type accessRec struct {
-	im *image
+	im *linecode.Image
 	a  debugklasy.Access
 }
 
@@ -278,7 +220,7 @@ type accessGroup struct {
 
 // site is the accesses of one function on one line of one image.
 type site struct {
-	im   *image
+	im   *linecode.Image
 	file string
 	line int
 	fn   debugklasy.Function
@@ -288,7 +230,7 @@ type site struct {
 func (ag *accessGroup) resolve(recs []accessRec) error {
 	var sites []*site
 	type key struct {
-		im   *image
+		im   *linecode.Image
 		file string
 		line int
 		fn   debugklasy.Function
@@ -318,7 +260,7 @@ func matchAny(ps []*pattern.Pattern, funcs bool, names ...string) bool {
 	for _, p := range ps {
 		ok := false
 		for _, n := range names {
-			ok = ok || n != "" && (funcs && p.Match(n) || !funcs && MatchPath(p, n))
+			ok = ok || n != "" && (funcs && p.Match(n) || !funcs && pattern.MatchPath(p, n))
 		}
 		if !ok {
 			return false
@@ -329,7 +271,7 @@ func matchAny(ps []*pattern.Pattern, funcs bool, names ...string) bool {
 
 // site finds the join points of one site in every copy of its function.
 func (ag *accessGroup) site(s *site) error {
-	b, err := s.im.getBatch()
+	b, err := s.im.Batch()
 	if err != nil {
 		return err
 	}
@@ -351,69 +293,21 @@ func (ag *accessGroup) site(s *site) error {
 		// function inlined nowhere in live code, a discarded section).
 		for _, a := range s.accs {
 			jp := ag.newJP(s, dwarfmap.Instance{Name: s.fn.Name}, a)
-			jp.Skipped = fmt.Sprintf("no code: %s has no out-of-line body or inlined copy in %s (the compiler removed it, or it is in code the linker discarded)", s.fn.Name, s.im.label())
+			jp.Skipped = fmt.Sprintf("no code: %s has no out-of-line body or inlined copy in %s (the compiler removed it, or it is in code the linker discarded)", s.fn.Name, s.im.Label())
 			ag.r.add(jp)
 		}
 	}
 	return nil
 }
 
-// lineCode is the code of one source line in one copy of a function.
-type lineCode struct {
-	line  int
-	stmts []uint64    // is_stmt row addresses, by address
-	addrs []uint64    // all row addresses, by address (or the first instruction's)
-	segs  [][2]uint64 // [start, end) of the instructions the line's rows own
-	// merged are the instructions at the line's rows owned by a later
-	// row at the same address: code the compiler merged into another
-	// line (a copy inlined without code of its own).
-	merged [][2]uint64
-}
-
-func (lc *lineCode) empty() bool { return lc == nil || len(lc.addrs) == 0 }
-
-// inRanges reports whether addr is in one of the ranges (an empty range
-// holds its start), and returns the end of that range.
-func inRanges(rs [][2]uint64, addr uint64) (uint64, bool) {
-	for _, r := range rs {
-		if addr >= r[0] && addr < r[1] || r[0] == r[1] && addr == r[0] {
-			return r[1], true
-		}
-	}
-	return 0, false
-}
-
-// hostLine is a line's code in one out-of-line function: its rows and
-// the instructions each row owns (from a row that is the last at its
-// address to the next row).
-type hostLine struct {
-	rows   []dwarfmap.Row
-	owned  [][2]uint64 // by row; zero when a later row at the address owns the code
-	owner  [][2]uint64 // by row: what the row at the address that owns the code owns
-	merged bool
-}
-
 type lineRowsKey struct {
-	im   *image
+	im   *linecode.Image
 	file string
 	line int
 }
 
-// rowsInRanges returns the rows (by address) inside the ranges.
-func rowsInRanges(rows []dwarfmap.Row, rs [][2]uint64) []dwarfmap.Row {
-	var out []dwarfmap.Row
-	for _, r := range rs {
-		i, _ := slices.BinarySearchFunc(rows, r[0], func(row dwarfmap.Row, a uint64) int { return cmp.Compare(row.Addr, a) })
-		for ; i < len(rows) && rows[i].Addr < r[1]; i++ {
-			out = append(out, rows[i])
-		}
-	}
-	slices.SortStableFunc(out, func(a, b dwarfmap.Row) int { return cmp.Compare(a.Addr, b.Addr) })
-	return out
-}
-
 type hostLineKey struct {
-	im   *image
+	im   *linecode.Image
 	file string
 	line int
 	host uint64
@@ -421,7 +315,7 @@ type hostLineKey struct {
 
 // hostLine returns the code of file:line in the out-of-line function
 // whose ranges are host, read once per resolve.
-func (r *resolver) hostLine(b *dwarfmap.Batch, im *image, file string, line int, host [][2]uint64) *hostLine {
+func (r *resolver) hostLine(b *dwarfmap.Batch, im *linecode.Image, file string, line int, host [][2]uint64) *linecode.HostLine {
 	if len(host) == 0 {
 		return nil
 	}
@@ -430,7 +324,7 @@ func (r *resolver) hostLine(b *dwarfmap.Batch, im *image, file string, line int,
 		return hl
 	}
 	fids := b.Files(file)
-	hl := &hostLine{}
+	hl := &linecode.HostLine{}
 	rk := lineRowsKey{im, file, line}
 	rows, ok := r.lineRows[rk]
 	if !ok {
@@ -438,13 +332,13 @@ func (r *resolver) hostLine(b *dwarfmap.Batch, im *image, file string, line int,
 		r.lineRows[rk] = rows
 	}
 	// The rows in the host's ranges, found by address.
-	for _, row := range rowsInRanges(rows, host) {
-		end, ok := inRanges(host, row.Addr)
+	for _, row := range linecode.RowsInRanges(rows, host) {
+		end, ok := linecode.InRanges(host, row.Addr)
 		if !ok {
 			continue
 		}
-		if n := len(hl.rows); n > 0 && hl.rows[n-1].Addr == row.Addr {
-			hl.rows[n-1].Flags |= row.Flags & dwarfmap.RowStmt
+		if n := len(hl.Rows); n > 0 && hl.Rows[n-1].Addr == row.Addr {
+			hl.Rows[n-1].Flags |= row.Flags & dwarfmap.RowStmt
 			continue
 		}
 		next, ok := b.NextRowAddr(row.Addr)
@@ -458,9 +352,9 @@ func (r *resolver) hostLine(b *dwarfmap.Batch, im *image, file string, line int,
 		if last := at[len(at)-1]; !slices.Contains(fids, last.File) || int(last.Line) != line {
 			owned = [2]uint64{}
 		}
-		hl.rows = append(hl.rows, row)
-		hl.owned = append(hl.owned, owned)
-		hl.owner = append(hl.owner, seg)
+		hl.Rows = append(hl.Rows, row)
+		hl.Owned = append(hl.Owned, owned)
+		hl.Owner = append(hl.Owner, seg)
 	}
 	r.hostLines[k] = hl
 	return hl
@@ -471,62 +365,18 @@ func (r *resolver) hostLine(b *dwarfmap.Batch, im *image, file string, line int,
 // instructions in them (the rows of two copies inlined side by side are
 // shared: a row of the line may start in one copy and cover code of
 // both).
-func (ag *accessGroup) lineCode(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, line int) *lineCode {
+func (ag *accessGroup) lineCode(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, line int) *linecode.LineCode {
 	host := inst.HostRanges
 	if len(host) == 0 {
 		host = inst.Ranges
 	}
 	hl := ag.r.hostLine(b, s.im, s.file, line, host)
-	return hl.code(line, func(addr uint64) bool { _, ok := inRanges(inst.Ranges, addr); return ok }, inst.Ranges)
-}
-
-// code is the part of the line's code that keep selects by row address:
-// those rows, and the owned instructions of the rows, within ranges
-// (nil: wherever they are).
-func (hl *hostLine) code(line int, keep func(addr uint64) bool, ranges [][2]uint64) *lineCode {
-	if hl == nil || len(hl.rows) == 0 {
-		return nil
-	}
-	lc := &lineCode{line: line}
-	for i, row := range hl.rows {
-		kept := keep(row.Addr)
-		if kept {
-			lc.addrs = append(lc.addrs, row.Addr)
-			if row.Flags&dwarfmap.RowStmt != 0 {
-				lc.stmts = append(lc.stmts, row.Addr)
-			}
-			if hl.owned[i] == ([2]uint64{}) {
-				lc.merged = append(lc.merged, hl.owner[i])
-			}
-		}
-		o := hl.owned[i]
-		switch {
-		case o == ([2]uint64{}):
-		case ranges == nil:
-			if kept {
-				lc.segs = append(lc.segs, o)
-			}
-		default:
-			for _, r := range ranges {
-				if lo, hi := max(o[0], r[0]), min(o[1], r[1]); lo < hi {
-					lc.segs = append(lc.segs, [2]uint64{lo, hi})
-				}
-			}
-		}
-	}
-	slices.SortFunc(lc.segs, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
-	if len(lc.addrs) == 0 && len(lc.segs) > 0 {
-		lc.addrs = []uint64{lc.segs[0][0]}
-	}
-	if len(lc.addrs) == 0 {
-		return nil
-	}
-	return lc
+	return hl.Code(line, func(addr uint64) bool { _, ok := linecode.InRanges(inst.Ranges, addr); return ok }, inst.Ranges)
 }
 
 // newJP is a join point of access a in copy inst, not placed yet.
 func (ag *accessGroup) newJP(s *site, inst dwarfmap.Instance, a debugklasy.Access) *joinpoint.JoinPoint {
-	jp := &joinpoint.JoinPoint{Advice: ag.n, Timing: ag.timing, Kind: joinpoint.Kprobe, Module: s.im.module,
+	jp := &joinpoint.JoinPoint{Advice: ag.n, Timing: ag.timing, Kind: joinpoint.Kprobe, Module: s.im.Module,
 		Function: s.fn.Name, File: a.File, Line: a.Line,
 		Access: &joinpoint.AccessSite{Struct: a.StructName(), Member: a.Member, Mode: a.Mode.String(), File: a.File, Line: a.Line}}
 	if inst.Inlined {
@@ -539,14 +389,14 @@ func (ag *accessGroup) newJP(s *site, inst dwarfmap.Instance, a debugklasy.Acces
 }
 
 // access places the join point(s) of access a in copy inst.
-func (ag *accessGroup) access(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *lineCode, a debugklasy.Access) {
+func (ag *accessGroup) access(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *linecode.LineCode, a debugklasy.Access) {
 	via := ""
-	if lc.empty() && a.StmtLine != 0 {
-		if lc = ag.lineCode(b, s, inst, a.StmtLine); !lc.empty() {
+	if lc.Empty() && a.StmtLine != 0 {
+		if lc = ag.lineCode(b, s, inst, a.StmtLine); !lc.Empty() {
 			via = fmt.Sprintf("statement line %d", a.StmtLine)
 		}
 	}
-	if !lc.empty() {
+	if !lc.Empty() {
 		ex, cands := ag.exact(b, s, inst, lc, a)
 		if ex != nil {
 			ag.placeExact(b, s, inst, lc, a, ex, via)
@@ -683,7 +533,7 @@ func varAt(b *dwarfmap.Batch, addr uint64, name, scope string) (dwarfmap.VarLoc,
 // member, first among the line's own instructions, then among those of
 // the functions inlined at the line in this copy. nil if none or more;
 // cands are then the addresses of those that fit.
-func (ag *accessGroup) exact(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *lineCode, a debugklasy.Access) (hit *exactHit, cands []cand) {
+func (ag *accessGroup) exact(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *linecode.LineCode, a debugklasy.Access) (hit *exactHit, cands []cand) {
 	off, size, ok := memberSpan(a)
 	if !ok {
 		return nil, nil
@@ -691,14 +541,14 @@ func (ag *accessGroup) exact(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance,
 	if a.Base.Kind == debugklasy.Unsupported {
 		return nil, nil // no offset to match
 	}
-	anchor := lc.addrs[0]
+	anchor := lc.Addrs[0]
 	base, err := ag.baseOf(b, inst, a, anchor)
 	if err != nil || base.Kind == baseexpr.SVConst {
 		return nil, nil
 	}
 	k := base.Off
 	var insns []x86code.Insn
-	for _, sg := range lc.segs {
+	for _, sg := range lc.Segs {
 		insns = append(insns, b.Insns(sg[0], sg[1])...)
 	}
 	hit = ag.pick(b, inst, a, base, insns, off, size, k)
@@ -706,11 +556,11 @@ func (ag *accessGroup) exact(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance,
 		// The access may sit in code the compiler merged into the line
 		// owning the address of the line's rows, or in the code of a
 		// callee inlined at this line (a macro's or an inline helper's).
-		for _, m := range lc.merged {
+		for _, m := range lc.Merged {
 			insns = append(insns, b.Insns(m[0], m[1])...)
 		}
-		for _, c := range b.CopiesCalledAt(hostEntry(b, inst), s.file, lc.line) {
-			if !within(c.Ranges, inst.Ranges) {
+		for _, c := range b.CopiesCalledAt(hostEntry(b, inst), s.file, lc.Line) {
+			if !linecode.Within(c.Ranges, inst.Ranges) {
 				continue
 			}
 			var more []x86code.Insn
@@ -736,22 +586,6 @@ func hostEntry(b *dwarfmap.Batch, inst dwarfmap.Instance) uint64 {
 		return 0
 	}
 	return inst.Ranges[0][0]
-}
-
-// within reports whether every range of inner lies in one of outer.
-func within(inner, outer [][2]uint64) bool {
-	for _, r := range inner {
-		ok := false
-		for _, o := range outer {
-			if r[0] >= o[0] && r[1] <= o[1] {
-				ok = true
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	return len(inner) > 0
 }
 
 // candidate reports whether the instruction's memory operand falls on
@@ -799,7 +633,7 @@ func (ag *accessGroup) pick(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugkl
 			if err != nil || !ok {
 				continue
 			}
-			if reg, ok := regLocation(vl.Expr); ok && reg == x86code.DWARFReg(c.acc.Mem.Base) {
+			if reg, ok := ctxvalue.RegLocation(vl.Expr); ok && reg == x86code.DWARFReg(c.acc.Mem.Base) {
 				in = append(in, c)
 			}
 		}
@@ -827,17 +661,8 @@ func (ag *accessGroup) pick(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugkl
 	return nil
 }
 
-// regLocation is the register a location expression names (DW_OP_regN
-// alone).
-func regLocation(expr []byte) (int, bool) {
-	if len(expr) == 1 && expr[0] >= 0x50 && expr[0] <= 0x6f { // DW_OP_reg0..31
-		return int(expr[0] - 0x50), true
-	}
-	return 0, false
-}
-
 // placeExact adds the join point at the accessing instruction.
-func (ag *accessGroup) placeExact(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *lineCode, a debugklasy.Access, ex *exactHit, via string) {
+func (ag *accessGroup) placeExact(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *linecode.LineCode, a debugklasy.Access, ex *exactHit, via string) {
 	jp := ag.newJP(s, inst, a)
 	jp.Exact = true
 	jp.Access.Via = via
@@ -848,24 +673,15 @@ func (ag *accessGroup) placeExact(b *dwarfmap.Batch, s *site, inst dwarfmap.Inst
 	}
 	var tgt *ctxvalue.Value
 	if ex.targetOK {
-		tgt = regValue(x86code.DWARFReg(ex.acc.Mem.Base), ex.k)
+		tgt = ctxvalue.RegValue(x86code.DWARFReg(ex.acc.Mem.Base), ex.k)
 	}
 	ag.finish(b, s, inst, a, jp, in.PC, hookSpan{lo: in.PC, hi: in.PC}, tgt)
 }
 
-// regValue is register reg plus k: a pointer.
-func regValue(reg int, k int64) *ctxvalue.Value {
-	v := &ctxvalue.Value{Ops: []ctxvalue.ValueOp{{Kind: ctxvalue.PushReg, Reg: reg}}, Size: 8}
-	if k != 0 {
-		v.Ops = append(v.Ops, ctxvalue.ValueOp{Kind: ctxvalue.AddConst, Arg: k})
-	}
-	return v
-}
-
 // placeLine adds the line-level join points: one per basic block that
 // holds an is_stmt row of the line.
-func (ag *accessGroup) placeLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *lineCode, a debugklasy.Access, via string, cands []cand) {
-	places, err := linePlaces(b, lc)
+func (ag *accessGroup) placeLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *linecode.LineCode, a debugklasy.Access, via string, cands []cand) {
+	places, err := linecode.Places(b, lc)
 	if err != nil {
 		jp := ag.newJP(s, inst, a)
 		jp.Skipped = "no code: " + err.Error()
@@ -875,71 +691,12 @@ func (ag *accessGroup) placeLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Insta
 	for _, pl := range places {
 		jp := ag.newJP(s, inst, a)
 		jp.Access.Via = via
-		addr := pl.before
+		addr := pl.Before
 		if ag.timing == joinpoint.After {
-			addr = pl.after
+			addr = pl.After
 		}
-		ag.finish(b, s, inst, a, jp, addr, hookSpan{lo: pl.before, hi: pl.end, cands: cands}, nil)
+		ag.finish(b, s, inst, a, jp, addr, hookSpan{lo: pl.Before, hi: pl.End, cands: cands}, nil)
 	}
-}
-
-// linePlace is where a line-level hook goes in one basic block that
-// holds an is_stmt row of a line: before is the row's address, where
-// before advice runs; after is past the line's last instruction in the
-// block (or on it, when it ends the block), where after advice runs;
-// end is the end of the line's code in the block.
-type linePlace struct {
-	before, after, end uint64
-}
-
-// linePlaces places a line's hooks in the code of one copy: one per
-// basic block holding an is_stmt row of it (its first row if none is),
-// as the access join points' line tier and line(FILE:LINE) do.
-func linePlaces(b *dwarfmap.Batch, lc *lineCode) ([]linePlace, error) {
-	starts := lc.stmts
-	if len(starts) == 0 {
-		starts = lc.addrs[:1]
-	}
-	var blocks [][2]uint64
-	var out []linePlace
-	for _, at := range starts {
-		code, err := b.Code(at)
-		if err != nil {
-			return nil, err
-		}
-		lo, hi := code.Block(at)
-		if slices.ContainsFunc(blocks, func(bl [2]uint64) bool { return at >= bl[0] && at < bl[1] }) {
-			continue
-		}
-		blocks = append(blocks, [2]uint64{lo, hi})
-		// The line's code in this block: its segments that start in it
-		// (or, for a line without instructions of its own, the code
-		// merged into the line owning its address).
-		end := at
-		var last x86code.Insn
-		segs := lc.segs
-		if !slices.ContainsFunc(segs, func(sg [2]uint64) bool { return sg[0] >= at && sg[0] < hi }) {
-			segs = lc.merged
-		}
-		for _, sg := range segs {
-			if sg[0] < at || sg[0] >= hi {
-				continue
-			}
-			for _, in := range b.Insns(sg[0], min(sg[1], hi)) {
-				if in.End() > end {
-					end, last = in.End(), in
-				}
-			}
-		}
-		after := end
-		if last.Inst.Len > 0 && (x86code.EndsBlock(&last.Inst) || end >= hi) {
-			// Nothing of the block follows the line's last instruction
-			// (or that is a jump): hook that instruction.
-			after = last.PC
-		}
-		out = append(out, linePlace{before: at, after: after, end: end})
-	}
-	return out, nil
 }
 
 // nearest applies KLASY's rule to a line without code in this copy: the
@@ -1011,33 +768,5 @@ func (ag *accessGroup) finish(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance
 
 // checkAddr says why a hook cannot go at addr ("" if it can).
 func (ag *accessGroup) checkAddr(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, addr uint64) string {
-	return checkHookAddr(b, s.im, inst.Host, addr)
-}
-
-// checkHookAddr says why a hook of image im cannot go at addr in the
-// out-of-line function host ("" for any) ("" if it can).
-func checkHookAddr(b *dwarfmap.Batch, im *image, host string, addr uint64) string {
-	code, err := b.Code(addr)
-	if err != nil {
-		return "no code: " + err.Error()
-	}
-	if _, ok := code.Find(addr); !ok {
-		return fmt.Sprintf("not an instruction boundary: %#x is inside an instruction of %s", addr, code.Func)
-	}
-	if host != "" && code.Func != host {
-		return fmt.Sprintf("not in its function: %#x is in %s, not %s", addr, code.Func, host)
-	}
-	if trap := b.TrapAt(addr); trap != "" {
-		return fmt.Sprintf("refused: %#x is a %s trap (a BUG() or WARN() site): the kernel refuses kprobes there", addr, trap)
-	}
-	switch sec := b.SectionOf(addr); sec {
-	case ".init.text", ".exit.text":
-		return "refused: in " + sec + ": the kernel frees this code after boot or load, so it never runs again (and refuses kprobes there)"
-	}
-	if im.refused != nil {
-		if why := im.refused(addr); why != "" {
-			return "refused: " + why
-		}
-	}
-	return ""
+	return linecode.CheckHookAddr(b, s.im, inst.Host, addr)
 }

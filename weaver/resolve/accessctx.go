@@ -25,7 +25,7 @@ func (ag *accessGroup) bind(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, 
 	if len(ag.params) == 0 {
 		return nil, "", true
 	}
-	module := s.im.module != ""
+	module := s.im.Module != ""
 	out := make([]joinpoint.Arg, len(ag.params))
 	for i, p := range ag.params {
 		out[i] = joinpoint.Arg{Param: p}
@@ -147,7 +147,7 @@ func (ag *accessGroup) fromCandidates(b *dwarfmap.Batch, base baseexpr.SVal, add
 			}
 		}
 	}
-	return regValue(reg, base.Off)
+	return ctxvalue.RegValue(reg, base.Off)
 }
 
 // unchanged checks that the registers v reads keep their value through
@@ -184,7 +184,7 @@ func (ag *accessGroup) unchanged(b *dwarfmap.Batch, inst dwarfmap.Instance, a de
 		reads := v.Regs()
 		for _, in := range b.Insns(lo, hi) {
 			if w := writtenRegs(&in.Inst) & reads; w != 0 {
-				return fmt.Errorf("%s is computed from %s, which the line's code writes at %#x (%v), so at the hook it may not hold the accessed struct", a.Base.Expr, regNames(w), in.PC, in.Inst)
+				return fmt.Errorf("%s is computed from %s, which the line's code writes at %#x (%v), so at the hook it may not hold the accessed struct", a.Base.Expr, ctxvalue.RegNames(w), in.PC, in.Inst)
 			}
 			if v.Reads() && writesStack(&in.Inst) {
 				return fmt.Errorf("%s is read from the stack, which the line's code writes at %#x (%v)", a.Base.Expr, in.PC, in.Inst)
@@ -207,7 +207,7 @@ func (ag *accessGroup) varUnchanged(b *dwarfmap.Batch, inst dwarfmap.Instance, a
 		if err != nil || !found || len(vl.Expr) == 0 {
 			return -1, false
 		}
-		if r, isReg := regLocation(vl.Expr); isReg {
+		if r, isReg := ctxvalue.RegLocation(vl.Expr); isReg {
 			return r, true
 		}
 		return -1, true // in memory (or computed)
@@ -292,19 +292,6 @@ func (ag *accessGroup) program(b *dwarfmap.Batch, inst dwarfmap.Instance, sv bas
 		v.InMemory = false
 	}
 	return v, nil
-}
-
-func regNames(m uint32) string {
-	s := ""
-	for r := 0; r < 32; r++ {
-		if m&(1<<r) != 0 {
-			if s != "" {
-				s += ", "
-			}
-			s += ctxvalue.RegName(r)
-		}
-	}
-	return s
 }
 
 // callClobbered are the registers a call may change (System V psABI):

@@ -8,6 +8,7 @@ import (
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/resolve/linecode"
 	"github.com/klasy/klasy/x86code"
 )
 
@@ -55,7 +56,7 @@ func (r *resolver) blockGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timi
 	var nameErr error
 	found, inlineOnly := 0, []string(nil)
 	for i, im := range r.images() {
-		r.x, r.cur = im.x, im
+		r.x, r.cur = im.X, im
 		names, err := r.functionsOf(pc, refs)
 		if err != nil {
 			if i == 0 {
@@ -63,7 +64,7 @@ func (r *resolver) blockGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timi
 			}
 			continue
 		}
-		b, err := im.getBatch()
+		b, err := im.Batch()
 		if err != nil {
 			return err
 		}
@@ -97,10 +98,10 @@ func (r *resolver) blockGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timi
 }
 
 // blocks adds the join points of the basic blocks of body fi.
-func (r *resolver) blocks(n int, b *dwarfmap.Batch, im *image, fi dwarfmap.FuncInfo, args []*aspect.Argument, locals []*aspect.LocalVar, params []string) error {
+func (r *resolver) blocks(n int, b *dwarfmap.Batch, im *linecode.Image, fi dwarfmap.FuncInfo, args []*aspect.Argument, locals []*aspect.LocalVar, params []string) error {
 	g, err := b.Graph(fi)
 	if err != nil {
-		jp := &joinpoint.JoinPoint{Advice: n, Kind: joinpoint.Kprobe, Addr: fi.Entry, Block: fi.Entry, Module: im.module, Function: fi.Name, File: fi.File, Line: fi.Line}
+		jp := &joinpoint.JoinPoint{Advice: n, Kind: joinpoint.Kprobe, Addr: fi.Entry, Block: fi.Entry, Module: im.Module, Function: fi.Name, File: fi.File, Line: fi.Line}
 		jp.Skipped = "no code: " + err.Error()
 		r.add(jp)
 		return nil
@@ -110,7 +111,7 @@ func (r *resolver) blocks(n int, b *dwarfmap.Batch, im *image, fi dwarfmap.FuncI
 		if blk.Padding {
 			continue
 		}
-		jp := &joinpoint.JoinPoint{Advice: n, Kind: joinpoint.Kprobe, Addr: blk.Start, Block: blk.Start, Module: im.module, Function: fi.Name, File: fi.File, Line: fi.Line}
+		jp := &joinpoint.JoinPoint{Advice: n, Kind: joinpoint.Kprobe, Addr: blk.Start, Block: blk.Start, Module: im.Module, Function: fi.Name, File: fi.File, Line: fi.Line}
 		if file, line, ok := b.Index().LineAt(blk.Start); ok {
 			jp.File, jp.Line = file, line
 		}
@@ -130,7 +131,7 @@ func (r *resolver) blocks(n int, b *dwarfmap.Batch, im *image, fi dwarfmap.FuncI
 			insns = insns[1:]
 		}
 		for _, in := range insns {
-			why := checkHookAddr(b, im, fi.Name, in.PC)
+			why := linecode.CheckHookAddr(b, im, fi.Name, in.PC)
 			if why == "" {
 				jp.Addr, jp.Skipped = in.PC, ""
 				break

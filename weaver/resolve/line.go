@@ -11,6 +11,7 @@ import (
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/pattern"
 	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/resolve/linecode"
 )
 
 // Line join points: line(FILE:LINE) selects the code of one source line
@@ -34,7 +35,7 @@ import (
 // out-of-line function holding it and the inlined copy (its DIE; 0 for
 // the body itself).
 type lineKey struct {
-	im   *image
+	im   *linecode.Image
 	file string
 	host uint64
 	die  uint64
@@ -85,11 +86,11 @@ func (r *resolver) lineGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timin
 	var files []string // matched, in any image
 	var copies []*lineCopy
 	for _, im := range r.images() {
-		b, err := im.getBatch()
+		b, err := im.Batch()
 		if err != nil {
 			return err
 		}
-		these := b.FileNames(func(name string) bool { return MatchPath(filePat, name) })
+		these := b.FileNames(func(name string) bool { return pattern.MatchPath(filePat, name) })
 		files = append(files, these...)
 		byKey := map[lineKey]*lineCopy{}
 		for _, file := range these {
@@ -111,13 +112,13 @@ func (r *resolver) lineGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timin
 		}
 	}
 	if len(files) == 0 {
-		return r.errAt(pc, ln.Pos.Offset, "line(%s): no source file %s in the line tables of %s", spec, matchWord(strings.Join(ln.Line.Path.Parts, "")), r.images()[0].label())
+		return r.errAt(pc, ln.Pos.Offset, "line(%s): no source file %s in the line tables of %s", spec, matchWord(strings.Join(ln.Line.Path.Parts, "")), r.images()[0].Label())
 	}
 	if len(copies) == 0 {
 		return r.errAt(pc, ln.Pos.Offset, "line(%s): %s", spec, r.noCodeAt(files, line))
 	}
 	slices.SortStableFunc(copies, func(a, b *lineCopy) int {
-		if c := cmp.Compare(a.key.im.module, b.key.im.module); c != 0 {
+		if c := cmp.Compare(a.key.im.Module, b.key.im.Module); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.host.Entry, b.host.Entry)
@@ -157,7 +158,7 @@ func (r *resolver) noCodeAt(files []string, line int) string {
 	for _, file := range files[:min(len(files), 3)] {
 		var lines []int
 		for _, im := range r.images() {
-			if b, err := im.getBatch(); err == nil {
+			if b, err := im.Batch(); err == nil {
 				lines = append(lines, b.LinesWithCode(file)...)
 			}
 		}
@@ -208,26 +209,26 @@ func lineOwner(b *dwarfmap.Batch, addr uint64, file string, line int, host dwarf
 // lineCopy adds the join points of the line in one copy of its code.
 func (r *resolver) lineCopy(n int, timing joinpoint.Timing, c *lineCopy, line int, args []*aspect.Argument, locals []*aspect.LocalVar, params []string) error {
 	im := c.key.im
-	b, err := im.getBatch()
+	b, err := im.Batch()
 	if err != nil {
 		return err
 	}
 	newJP := func() *joinpoint.JoinPoint {
-		jp := &joinpoint.JoinPoint{Advice: n, Timing: timing, Kind: joinpoint.Kprobe, Module: im.module, Function: c.owner.Name, File: c.key.file, Line: line}
+		jp := &joinpoint.JoinPoint{Advice: n, Timing: timing, Kind: joinpoint.Kprobe, Module: im.Module, Function: c.owner.Name, File: c.key.file, Line: line}
 		if c.owner.Inlined {
 			jp.InlinedIn = c.host.Name
 		}
 		return jp
 	}
 	hl := r.hostLine(b, im, c.key.file, line, c.host.Ranges)
-	lc := hl.code(line, func(addr uint64) bool { return c.addrs[addr] }, nil)
-	if lc.empty() {
+	lc := hl.Code(line, func(addr uint64) bool { return c.addrs[addr] }, nil)
+	if lc.Empty() {
 		jp := newJP()
 		jp.Skipped = "no code: the line's rows in this copy own no instruction"
 		r.add(jp)
 		return nil
 	}
-	places, err := linePlaces(b, lc)
+	places, err := linecode.Places(b, lc)
 	if err != nil {
 		jp := newJP()
 		jp.Skipped = "no code: " + err.Error()
@@ -240,11 +241,11 @@ func (r *resolver) lineCopy(n int, timing joinpoint.Timing, c *lineCopy, line in
 	}
 	for _, pl := range places {
 		jp := newJP()
-		jp.Addr = pl.before
+		jp.Addr = pl.Before
 		if timing == joinpoint.After {
-			jp.Addr = pl.after
+			jp.Addr = pl.After
 		}
-		if jp.Skipped = checkHookAddr(b, im, c.host.Name, jp.Addr); jp.Skipped != "" {
+		if jp.Skipped = linecode.CheckHookAddr(b, im, c.host.Name, jp.Addr); jp.Skipped != "" {
 			r.add(jp)
 			continue
 		}
@@ -264,11 +265,11 @@ func (r *resolver) lineCopy(n int, timing joinpoint.Timing, c *lineCopy, line in
 // innermost v in scope. inScope is false when a local_var's variable is
 // not in scope there: the join point is not selected. A value that
 // cannot be computed skips the join point with the reason.
-func (r *resolver) bindAt(b *dwarfmap.Batch, im *image, addr uint64, scope string, args []*aspect.Argument, locals []*aspect.LocalVar, params []string) (vals []joinpoint.Arg, skip string, inScope bool) {
+func (r *resolver) bindAt(b *dwarfmap.Batch, im *linecode.Image, addr uint64, scope string, args []*aspect.Argument, locals []*aspect.LocalVar, params []string) (vals []joinpoint.Arg, skip string, inScope bool) {
 	if len(params) == 0 {
 		return nil, "", true
 	}
-	module := im.module != ""
+	module := im.Module != ""
 	var locs []dwarfmap.VarLoc
 	if len(args) > 0 {
 		var err error

@@ -19,13 +19,14 @@ import (
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/resolve/linecode"
 )
 
 // replaceBody is one out-of-line body of the function to replace, in
 // the image it was found in.
 type replaceBody struct {
 	fi dwarfmap.FuncInfo
-	im *image
+	im *linecode.Image
 }
 
 // replace resolves the join point of a <replace> advice: the entry of
@@ -57,8 +58,8 @@ func (r *resolver) replace(n int, pc *aspect.Pointcut, g []*aspect.Term) error {
 	var inlined []dwarfmap.InlineInfo
 	known := false
 	for _, im := range r.images() {
-		r.x, r.cur = im.x, im
-		if im.module == "" {
+		r.x, r.cur = im.X, im
+		if im.Module == "" {
 			r.cur = nil
 		}
 		fs := r.x.Funcs(name)
@@ -103,8 +104,8 @@ func (r *resolver) replace(n int, pc *aspect.Pointcut, g []*aspect.Term) error {
 		return r.errAt(pc, exec.Execution.Pos.Offset, "%s: %d functions are called %s (%s): a replacement replaces one; choose it with within_file(FILE)", where, len(bodies), name, strings.Join(at, ", "))
 	}
 	b := bodies[0]
-	r.x, r.cur = b.im.x, b.im
-	if b.im.module == "" {
+	r.x, r.cur = b.im.X, b.im
+	if b.im.Module == "" {
 		r.cur = nil
 	}
 	fi := b.fi

@@ -1,3 +1,9 @@
+// Package resolve finds the join points of an aspect's pointcuts in a
+// kernel image and the modules built with the plugin, touching no kernel:
+// execution (this file), access (access.go, accessctx.go), line, block
+// and the function a <replace> takes (replace.go), each AND-group sent to
+// its domain in a domains weave (domain_select.go). What cannot be woven
+// keeps its place with the reason (JoinPoint.Skipped).
 package resolve
 
 import (
@@ -12,6 +18,7 @@ import (
 	"github.com/klasy/klasy/pattern"
 	"github.com/klasy/klasy/weaver/ctxvalue"
 	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/resolve/linecode"
 )
 
 // ResolveOptions are what resolving needs beyond the aspect and image.
@@ -59,7 +66,7 @@ func Resolve(f *aspect.File, x *dwarfmap.Index, opt ResolveOptions) (_ []*joinpo
 	// things: collecting less often saves a quarter of the time for a
 	// little more memory.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	r := &resolver{f: f, x: x, opt: opt, seen: map[jpKey]*joinpoint.JoinPoint{}, hostLines: map[hostLineKey]*hostLine{}, lineRows: map[lineRowsKey][]dwarfmap.Row{}}
+	r := &resolver{f: f, x: x, opt: opt, seen: map[jpKey]*joinpoint.JoinPoint{}, hostLines: map[hostLineKey]*linecode.HostLine{}, lineRows: map[lineRowsKey][]dwarfmap.Row{}}
 	for i, a := range f.Advice {
 		if err := r.advice(i+1, a); err != nil {
 			return nil, err
@@ -77,10 +84,10 @@ type resolver struct {
 	opt  ResolveOptions
 	jps  []*joinpoint.JoinPoint
 	seen map[jpKey]*joinpoint.JoinPoint // an OR selecting one join point twice weaves it once
-	imgs []*image                       // the kernel and the modules
-	cur  *image                         // the image execution join points are resolved in (nil: the kernel)
+	imgs []*linecode.Image              // the kernel and the modules
+	cur  *linecode.Image                // the image execution join points are resolved in (nil: the kernel)
 	// hostLines caches the code of a line in a function for its copies.
-	hostLines map[hostLineKey]*hostLine
+	hostLines map[hostLineKey]*linecode.HostLine
 	lineRows  map[lineRowsKey][]dwarfmap.Row
 }
 
@@ -198,7 +205,7 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing jo
 	var nameErr error
 	found := 0
 	for i, im := range r.images() {
-		r.x, r.cur = im.x, im
+		r.x, r.cur = im.X, im
 		these, err := r.functions(pc, execs)
 		if err != nil {
 			if i == 0 {
@@ -397,7 +404,7 @@ func (r *resolver) refused(addr uint64) string {
 	}
 	refused := r.opt.Refused
 	if r.cur != nil {
-		refused = r.cur.refused
+		refused = r.cur.Refused
 	}
 	if refused == nil {
 		return ""
@@ -410,7 +417,7 @@ func (r *resolver) module() string {
 	if r.cur == nil {
 		return ""
 	}
-	return r.cur.module
+	return r.cur.Module
 }
 
 // entryLine is the source line of the first line-table row at addr.
@@ -507,25 +514,11 @@ func pickVar(locs []dwarfmap.VarLoc, name, scope string) (dwarfmap.VarLoc, bool)
 func matchFiles(files []*aspect.WithinFile, path string) bool {
 	for _, f := range files {
 		p, err := pattern.Compile(strings.Join(f.Path.Parts, ""), pattern.Pointcut)
-		if err != nil || !MatchPath(p, path) {
+		if err != nil || !pattern.MatchPath(p, path) {
 			return false
 		}
 	}
 	return true
-}
-
-// MatchPath reports whether p matches path or a tail of it that starts
-// after a '/'.
-func MatchPath(p *pattern.Pattern, path string) bool {
-	if p.Match(path) {
-		return true
-	}
-	for i := 0; i < len(path); i++ {
-		if path[i] == '/' && p.Match(path[i+1:]) {
-			return true
-		}
-	}
-	return false
 }
 
 func matchFuncs(funcs []*aspect.WithinFunction, name string) bool {
