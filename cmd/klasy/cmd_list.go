@@ -1,0 +1,125 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/klasy/klasy/cmd/klasy/internal/human"
+	"github.com/klasy/klasy/cmd/klasy/internal/jpview"
+	"github.com/klasy/klasy/weaver"
+)
+
+func init() {
+	register(&command{
+		Name:    "list",
+		Summary: "list the join points an aspect selects, without touching a kernel",
+		Help: `usage: klasy list [--lab NAME | --vmlinux IMAGE] [--module PATH.ko]... [--json] FILE
+       klasy list --domains FILE [--json] ASPECT
+
+Resolves the aspect's pointcuts in the kernel image and prints the join
+points a weave would hook, and those it would skip with the reason, as
+'klasy weave -v' does, without loading anything (like perf probe -L or
+stap -l). With --lab, the lab's kernel image; with --vmlinux, any image;
+with --module, also the access join points of a module built with
+the klasy plugin (addresses of its .ko as klasy lays it out). For access
+join points the summary counts exact and line-level ones and the source
+lines they cover, and each line says which tier it got. --json prints
+one object per join point, as 'klasy weave --json' does.
+
+Examples:
+  klasy list --vmlinux vmlinux examples/setattr_exec.klasy
+  klasy list --lab built --json examples/net_trace.klasy | jq -r 'select(.exact)|.pc'
+` + domainsHelp,
+		Run: runList,
+	})
+}
+
+// planned is a kernel image klasy list plans a weave for: one kernel's,
+// or a domain's of --domains.
+type planned struct {
+	domain string // "" without --domains
+	opt    weaver.TargetOptions
+	none   bool // no advice goes to the domain
+}
+
+func runList(s *stdio, args []string) error {
+	var t targetFlags
+	var asJSON bool
+	fs := newFlagSet("list")
+	t.declare(fs, true, true)
+	fs.BoolVar(&asJSON, "json", false, "")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", fs.NArg())}
+	}
+	path := fs.Arg(0)
+	src, err := aspectFile(s, path)
+	if err != nil {
+		return err
+	}
+	// Only images are read: no session, no signal to roll back for.
+	images := []planned{{opt: t.TargetOptions}}
+	if t.domains != "" {
+		if err := t.needNoTarget(); err != nil {
+			return err
+		}
+		file, per, err := checkDomainsAspect(s, t.domains, path, src)
+		if err != nil {
+			return err
+		}
+		images = nil
+		for _, d := range file.Domains {
+			if !weaver.Receives(per, d.Name) {
+				images = append(images, planned{domain: d.Name, none: true})
+				continue
+			}
+			if err := file.NeedKernel(&d); err != nil {
+				return err
+			}
+			images = append(images, planned{domain: d.Name, opt: weaver.TargetOptions{Lab: d.Lab, Vmlinux: d.Vmlinux, Headers: d.Headers, Modules: d.Modules}})
+		}
+	}
+	for _, im := range images {
+		if err := listOne(s, path, src, im, asJSON); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listOne plans the aspect's weave into one image and prints its join
+// points.
+func listOne(s *stdio, path string, src []byte, im planned, asJSON bool) error {
+	if im.none {
+		if !asJSON {
+			fmt.Fprintf(s.Out, "%s: no advice goes to domain %s\n", weaver.AspectName(path), im.domain)
+		}
+		return nil
+	}
+	sess, err := weaver.OpenImage(im.opt, s.Err)
+	if err != nil {
+		if im.domain != "" {
+			return &weaver.DomainError{Domain: im.domain, Err: err}
+		}
+		return err
+	}
+	defer sess.Close()
+	sess.Domain = im.domain
+	_, rep, err := weaver.Plan(sess, path, src)
+	if err != nil {
+		return weaveError(s, err)
+	}
+	jpview.Warnings(s.Err, rep)
+	if asJSON {
+		return jpview.JSON(s.Out, im.domain, rep)
+	}
+	in := ""
+	if im.domain != "" {
+		in = "domain " + im.domain + ": "
+	}
+	fmt.Fprintf(s.Out, "%s: %s%s in %s, %d would be skipped\n", rep.Aspect, in, human.Plural(len(rep.JoinPoints), "join point"), sess.T.Image(), len(rep.JoinPoints)-rep.Woven())
+	jpview.Coverage(s.Out, rep)
+	jpview.Table(s.Out, rep)
+	return nil
+}
