@@ -14,10 +14,9 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
-	"text/tabwriter"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/queryview"
 	"github.com/klasy/klasy/dwarfmap"
-	"github.com/klasy/klasy/dwarfmap/dwtype"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/pattern"
@@ -207,14 +206,6 @@ func openIndex(s *stdio, q *queryFlags, image string) (*dwarfmap.Index, error) {
 	return x, nil
 }
 
-func hexAddrs(as []uint64) []string {
-	out := make([]string, len(as))
-	for i, a := range as {
-		out[i] = fmt.Sprintf("%#x", a)
-	}
-	return out
-}
-
 func runLines(s *stdio, args []string) (err error) {
 	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	q, pos, err := parseQuery("lines", args, 2)
@@ -238,31 +229,7 @@ func runLines(s *stdio, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	if q.json {
-		enc := json.NewEncoder(s.Out)
-		for _, l := range lines {
-			type out struct {
-				dwarfmap.Line
-				Addrs []string `json:"addrs"`
-			}
-			if err := enc.Encode(out{l, hexAddrs(l.Addrs)}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
-	for _, l := range lines {
-		note := ""
-		if l.FallbackFor != 0 {
-			note = fmt.Sprintf("  (stands in for line %d, %s advice)", l.FallbackFor, l.Fallback)
-		}
-		if l.Inlined != "" {
-			note += "  (inlined " + l.Inlined + ")"
-		}
-		fmt.Fprintf(tw, "%s:%d\t%s\t%s%s\n", l.File, l.Line, l.Function, strings.Join(hexAddrs(l.Addrs), " "), note)
-	}
-	return tw.Flush()
+	return queryview.Lines(s.Out, lines, q.json)
 }
 
 func runVars(s *stdio, args []string) (err error) {
@@ -296,47 +263,7 @@ func runVars(s *stdio, args []string) (err error) {
 			return err
 		}
 	}
-	if q.json {
-		enc := json.NewEncoder(s.Out)
-		for _, v := range vars {
-			fn := ""
-			if f, ok := x.FuncAt(v.Addr); ok {
-				fn = f.Name
-			}
-			type out struct {
-				Addr     string `json:"addr"`
-				Function string `json:"function"`
-				dwarfmap.Var
-			}
-			if err := enc.Encode(out{fmt.Sprintf("%#x", v.Addr), fn, v}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
-	var last uint64
-	for i, v := range vars {
-		if i == 0 || v.Addr != last {
-			f, _ := x.FuncAt(v.Addr)
-			where := fmt.Sprintf("%s+%#x", f.Name, v.Addr-f.Entry)
-			if v.Addr < f.Entry {
-				where = fmt.Sprintf("%s-%#x", f.Name, f.Entry-v.Addr) // a .cold part
-			}
-			note := ""
-			if v.FallbackFor != 0 {
-				note = fmt.Sprintf("  (line %d has no code: line %d, in the same basic block, stands in)", v.FallbackFor, v.Line)
-			}
-			fmt.Fprintf(tw, "@%#x <%s>%s\n", v.Addr, where, note)
-			last = v.Addr
-		}
-		scope := ""
-		if strings.HasPrefix(v.Scope, "inline ") {
-			scope = "  [" + v.Scope + "]"
-		}
-		fmt.Fprintf(tw, "\t%s\t%s\t%s%s\n", v.Kind, dwtype.Declare(v.Type, v.Name), v.Location, scope)
-	}
-	return tw.Flush()
+	return queryview.Vars(s.Out, x, vars, q.json)
 }
 
 func runStruct(s *stdio, args []string) (err error) {
@@ -384,82 +311,7 @@ func runFuncs(s *stdio, args []string) (err error) {
 		return fmt.Errorf("no function matches %q", pos[1])
 	}
 	if q.inlined {
-		return printInlines(s, q, x, fs, pos[1])
+		return queryview.Inlines(s.Out, x, fs, pos[1], q.json)
 	}
-	if q.json {
-		enc := json.NewEncoder(s.Out)
-		for _, f := range fs {
-			type out struct {
-				dwarfmap.FuncInfo
-				Ranges [][2]string `json:"ranges"`
-			}
-			if err := enc.Encode(out{f, hexRanges(f.Ranges)}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
-	for _, f := range fs {
-		var rs []string
-		for _, r := range f.Ranges {
-			rs = append(rs, fmt.Sprintf("%#x-%#x", r[0], r[1]))
-		}
-		kind := "static"
-		if f.External {
-			kind = "global"
-		}
-		if f.InlineOnly {
-			kind, rs = "inline only", nil
-		}
-		inl := ""
-		if f.Inlined > 0 {
-			inl = fmt.Sprintf("%d inlined", f.Inlined)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s:%d\t%s\t%s\n", f.Name, kind, f.File, f.Line, strings.Join(rs, ","), inl)
-	}
-	return tw.Flush()
-}
-
-func hexRanges(rs [][2]uint64) [][2]string {
-	out := make([][2]string, len(rs))
-	for i, r := range rs {
-		out[i] = [2]string{fmt.Sprintf("%#x", r[0]), fmt.Sprintf("%#x", r[1])}
-	}
-	return out
-}
-
-func printInlines(s *stdio, q *queryFlags, x *dwarfmap.Index, fs []dwarfmap.FuncInfo, pattern string) error {
-	enc := json.NewEncoder(s.Out)
-	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
-	seen := map[string]bool{}
-	n := 0
-	for _, f := range fs {
-		if seen[f.Name] {
-			continue
-		}
-		seen[f.Name] = true
-		for _, in := range x.Inlines(f.Name) {
-			n++
-			if q.json {
-				type out struct {
-					dwarfmap.InlineInfo
-					Ranges [][2]string `json:"ranges"`
-				}
-				if err := enc.Encode(out{in, hexRanges(in.Ranges)}); err != nil {
-					return err
-				}
-				continue
-			}
-			var rs []string
-			for _, r := range in.Ranges {
-				rs = append(rs, fmt.Sprintf("%#x-%#x", r[0], r[1]))
-			}
-			fmt.Fprintf(tw, "%s\tin %s\t%s:%d\t%s\n", in.Name, in.Caller, in.CallFile, in.CallLine, strings.Join(rs, ","))
-		}
-	}
-	if n == 0 {
-		return fmt.Errorf("no inlined copies of the functions matching %q", pattern)
-	}
-	return tw.Flush()
+	return queryview.Funcs(s.Out, fs, q.json)
 }
