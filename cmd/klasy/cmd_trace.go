@@ -120,7 +120,7 @@ type traceFlags struct {
 	targetFlags
 	json, follow, flow bool
 	aspect, perfetto   string
-	views              traceViewFlags
+	views              traceview.Options
 }
 
 func runTrace(s *stdio, args []string) error {
@@ -130,7 +130,7 @@ func runTrace(s *stdio, args []string) error {
 	fs.BoolVar(&f.json, "json", false, "")
 	fs.BoolVar(&f.follow, "follow", false, "")
 	fs.StringVar(&f.aspect, "aspect", "", "")
-	f.views.declare(fs)
+	f.views.Declare(fs.FlagSet)
 	fs.StringVar(&f.perfetto, "perfetto", "", "")
 	fs.BoolVar(&f.flow, "flow", false, "")
 	if err := fs.Parse(args); err != nil {
@@ -145,7 +145,7 @@ func runTrace(s *stdio, args []string) error {
 			return usageError{Msg: "--domains names the kernels: not with --lab, --vmlinux or --headers"}
 		case f.follow:
 			return usageError{Msg: "--follow is not supported with --domains: the timeline is merged once every domain is read"}
-		case f.views.set():
+		case f.views.Set():
 			return usageError{Msg: "--group-by, --hist and --lhist are not supported with --domains; --flow gives each flow's path"}
 		}
 		ctx, cancel := signalContext()
@@ -164,9 +164,9 @@ func runTrace(s *stdio, args []string) error {
 	if f.flow {
 		return usageError{Msg: "--flow follows flows across kernels: give --domains FILE"}
 	}
-	view, err := f.views.view(s.Err)
+	view, err := f.views.View(s.Err)
 	if err != nil {
-		return err
+		return usageError{Msg: err.Error()}
 	}
 	ctx, cancel := signalContext()
 	defer cancel()

@@ -3,8 +3,8 @@
 // them printed once the trace ends (grouped by a stored value, the path
 // one sk_buff took as the dissertation's Table 6.3 shows it, or a
 // histogram of a stored value per aspect#advice as bpftrace's hist()
-// and lhist() draw theirs, Table 6.4), and hands them to a Perfetto
-// export.
+// and lhist() draw theirs, Table 6.4) that its Options choose, and
+// hands them to a Perfetto export.
 package traceview
 
 import (
