@@ -14,41 +14,8 @@ func init() {
 	register(&command{
 		Name:    "accesses",
 		Summary: "list the struct member accesses a pattern selects (from .debug_klasy)",
-		Help: `usage: klasy accesses [--json] BINARY 'STRUCT.MEMBER'
-
-Lists where the functions of BINARY (an object, a module or a vmlinux built
-with the klasy GCC plugin) access the members STRUCT.MEMBER selects; % and *
-match any characters: 'sk_buff.len', 'sk_buff.%', 'sk_buff.*', '%.i_uid'.
-These are the join points of the access pointcut (where only % is the
-wildcard, as * is a pointer in C).
-
-Each line gives the hook location (FILE:LINE, where the weaver hooks: the
-macro's expansion point in the .c file for macro code, the header line for a
-header inline function), then "(stmt N)" when the enclosing statement starts
-on another line (a multi-line condition), the function, STRUCT.MEMBER, the
-mode (read, write, rw for += and ++, addr for &), and the base: how the
-struct's address is computed (param/local/static/global variable, or the
-call it comes from). FILE is the path gcc was given, so absolute in an O=
-build, with "dir/.." cleaned out as klasy lines does. Copies of header
-inline functions from different compilation units are listed once.
-
-Options:
-  --json   one JSON object per line: struct, member, mode, file, line,
-           function, function_file, base, base_kind, base_var, and when they
-           apply column, spelling, stmt_line, base_offset (container_of),
-           base_reason, declared, union, bitfield, via_anonymous; bit_offset
-           (offset_unknown instead after a variable-length array) and
-           bit_size (0 for a flexible array)
-
-Build a binary with the plugin (see gcc-patches/README.md):
-  make -C gcc-patches
-  make KCFLAGS=-fplugin=$PWD/gcc-patches/klasy.so ...
-
-Example:
-  klasy accesses vmlinux 'sk_buff.len'
-  klasy accesses --json net/core/skbuff.o 'sk_buff.%' | jq -r .function
-`,
-		Run: runAccesses,
+		Help:    helpText("accesses"),
+		Run:     runAccesses,
 	})
 }
 

@@ -20,67 +20,8 @@ func init() {
 	register(&command{
 		Name:    "cover",
 		Summary: "live coverage of kernel functions: block counts, gcov-style lines, edge counts",
-		Help: `usage: klasy cover [--lab NAME] [--json] [--source DIR] [--for DURATION] FUNC|FILE [-- CMD [ARG...]]
-
-Counts how often each basic block of FUNC runs in the running kernel
-(or of every function defined in FILE: a name with a / or .c), without
-rebuilding it, as KernInst counted blocks: it weaves a hook that only
-counts on the entry of every block (the aspect block(FUNC) with empty
-advice: one kprobe per block, no record per hit, the hit counter
-'klasy status' shows), lets the kernel run for DURATION or while CMD
-runs on the target (in a lab through its agent, as 'klasy lab exec'
-does; its output goes to standard error), or until Ctrl-C, reads the
-counts, and unweaves. No hook stays: Ctrl-C while it counts ends the
-count there, and the counts so far are shown after the unweave. FUNC may
-be a % pattern.
-
-It prints, for each source file, its lines as gcov does
-("    count:lineno:source"): the times the line was entered (gcov's rule:
-the counts of the arcs into the blocks holding its code from outside
-them, plus the cycles within), ##### for a line whose code never ran,
-"-" for a line without code, "?" for a line whose blocks could not be
-counted, and "N*" for a line that ran while a block holding it did not.
-With FUNC, the spans of lines its code holds, its inlined helpers' too;
-with FILE, the whole file. The source is read from the kernel's tree:
---source DIR, the file's absolute path, the unit's DW_AT_comp_dir and
-the linux-source-6.1 tree under the klasy cache; when it is not found,
-the counts are printed without text, and it says so.
-
-Then, for each function, the arcs of its control flow graph with their
-counts, derived from the block counts as KernInst did: the counts of the
-arcs into (and out of) a block sum to its count, so an arc that is the
-only unknown of such a sum is determined; repeated until nothing
-changes, this gives most arcs. The others are marked not determined,
-with the most they can be. "entry" is the function being called (its
-count the calls), "exit" leaving it (ret, a tail call).
-
-What the counts cannot tell: a block the kernel refuses a hook on (a
-BUG() trap) is derived from the others when the sums allow, else "?";
-blocks only an indirect jump reaches (a jump table: the kernel is
-built without them under retpolines) are not counted, and the jump is
-named. Hooks go live one by one while the kernel runs, so a function
-running at that moment can leave a count off by a few: sums that do
-not add up are reported, not forced. A cover of a large file registers
-hundreds of kprobes, one at a time (the kernel has no batch for them):
-the time it took is printed.
-
---json prints one object: target, spec, hooks, skipped, register_us,
-duration_ns, command, exit_status, and
-  functions: each {function file line pc module calls calls_determined
-    inconsistent blocks arcs}, a block {pc end count known derived
-    skipped lines}, an arc {from to count determined bound} (from
-    "entry", to "exit", pc otherwise; count and bound null when unknown)
-  files: each {file source lines}, source the path read (absent if not
-    found), a line {line count known estimated unexecuted}
-
-Examples:
-  klasy cover --lab demo do_mkdirat -- mkdir /tmp/a /tmp/b
-  klasy cover --lab demo fs/namei.c -- ls -lR /
-  klasy cover --lab demo --for 10s path_openat
-  klasy cover --lab demo --json link_path_walk -- ls / | jq '.functions[0].calls'
-
-` + targetHelp,
-		Run: runCover,
+		Help:    helpText("cover") + targetHelp,
+		Run:     runCover,
 	})
 }
 

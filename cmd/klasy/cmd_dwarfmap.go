@@ -22,123 +22,32 @@ import (
 	"github.com/klasy/klasy/pattern"
 )
 
-const imageHelp = `IMAGE is a vmlinux with DWARF (Debian: /usr/lib/debug/boot/vmlinux-<abi>
-from linux-image-<abi>-dbg; a built kernel: CONFIG_DEBUG_INFO_DWARF5=y) or a
-.ko with debug info, a regular file. The first query on an image indexes it
-(a few seconds for a 600 MB vmlinux) and saves the index under
-$KLASY_CACHE/dwarfmap keyed by the image's build-id and size; later queries
-load it in milliseconds. Copies of functions whose code never runs, such as
-__weak definitions that the linker overrode, are left out of every answer.
-
-Common options:
-  --json            one JSON object per line, for scripts
-  --vmlinux FILE    with a .ko IMAGE: refuse a module built for another kernel
-  --rebuild         ignore a saved index and build it again
-  --no-cache        neither read nor write the saved index
-`
+var imageHelp = helpText("image")
 
 func init() {
 	register(&command{
 		Name:    "lines",
 		Summary: "list source lines with code and their addresses (like perf probe -L)",
-		Help: `usage: klasy lines [--json] [--inlined] IMAGE FUNC|FILE[:LINE]
-
-Lists the source lines of a function or a file that have code, each with
-the link-time addresses of that code. FILE matches by path suffix
-(skbuff.c, net/core/skbuff.c); FUNC:LINE and FILE:LINE take absolute source
-line numbers. When a line has no code of its own (the compiler merged it),
-the nearest lines before and after it in the same basic block stand in for
-it and are marked "fallback".
-
-For FUNC, the lines are the function's own body, as perf probe -L shows
-it: a call of an inlined function is listed at its call line, not under
-the callee's lines. With --inlined, the lines of the callees inlined into
-FUNC follow, each marked "inlined CALLEE". FUNC:LINE on a line of an
-inlined callee finds it without --inlined.
-
-JSON fields: function, file, line, addrs (hex strings), stmt,
-fallback_for/fallback for stand-in lines, and inlined (the callee) for
-lines of inlined code.
-
-Examples:
-  klasy lines vmlinux tcp_sendmsg
-  klasy lines --inlined vmlinux setattr_prepare
-  klasy lines --json vmlinux net/core/skbuff.c
-  klasy lines vmlinux net/ipv4/tcp.c:1494
-
-` + imageHelp,
-		Run: runLines,
+		Help:    helpText("lines") + imageHelp,
+		Run:     runLines,
 	})
 	register(&command{
 		Name:    "vars",
 		Summary: "list variables visible at a line or address and where they live (like perf probe -V)",
-		Help: `usage: klasy vars [--json] IMAGE FUNC:LINE|ADDR
-
-Lists the parameters and local variables in scope at each address of
-source line LINE of function FUNC (LINE is the file's line number), or at
-ADDR (0xffffffff81234567, or FUNC+0x10 within FUNC's code), with how to
-read each one there: a register, a stack slot (CFA-relative, and
-rsp-relative at that address from .debug_frame), memory, a constant, or
-"optimized out".
-Values that DWARF describes only as "the value a register had at function
-entry" (DW_OP_entry_value) are shown but marked unavailable: a probe in the
-middle of the function cannot read them.
-
-If LINE has no code of its own, the variables are read where the line
-before it runs when both lie in one basic block (KLASY's nearest-line
-rule), and the output says so.
-
-JSON fields: addr, function, name, kind (param/local), type, location,
-expr (the DWARF expression), scope, depth, decl_line, available, and for
-FUNC:LINE line (and fallback_for when another line stood in).
-
-Examples:
-  klasy vars vmlinux tcp_sendmsg:1494
-  klasy vars --json vmlinux tcp_sendmsg_locked+0x40
-
-` + imageHelp,
-		Run: runVars,
+		Help:    helpText("vars") + imageHelp,
+		Run:     runVars,
 	})
 	register(&command{
 		Name:    "struct",
 		Summary: "print a struct or union layout with member offsets and sizes",
-		Help: `usage: klasy struct [--json] IMAGE NAME
-
-Prints the layout of struct or union NAME (sk_buff, "struct sk_buff",
-"union bpf_attr") as pahole does: each member's type, offset and size in
-bytes, bitfields as OFFSET:BIT, members of anonymous structs and unions
-indented under them with offsets from the start of NAME.
-
-Example:
-  klasy struct vmlinux sk_buff
-
-` + imageHelp,
-		Run: runStruct,
+		Help:    helpText("struct") + imageHelp,
+		Run:     runStruct,
 	})
 	register(&command{
 		Name:    "funcs",
 		Summary: "list functions matching a pattern (% or * wildcards)",
-		Help: `usage: klasy funcs [--json] IMAGE PATTERN
-
-Lists the functions whose names match PATTERN, where % (as in KLASY
-pointcuts) or * (as in perf probe -F) matches any characters: address
-ranges (all of them, .cold parts included), declaring file and line,
-global or static, and how many inlined copies exist. Functions that exist only inlined are listed
-with "inline only".
-
-JSON fields: name, file, line, external, ranges ([["0x..","0x.."]]),
-inlined, inline_only.
-
-With --inlined, lists every inlined copy of the matching functions
-instead: the function it was inlined into, the call's file:line and the
-copy's address ranges (JSON: name, caller, call_file, call_line, ranges).
-
-Examples:
-  klasy funcs vmlinux 'tcp_%'
-  klasy funcs --inlined vmlinux skb_put
-
-` + imageHelp,
-		Run: runFuncs,
+		Help:    helpText("funcs") + imageHelp,
+		Run:     runFuncs,
 	})
 }
 

@@ -12,24 +12,8 @@ func init() {
 	register(&command{
 		Name:    "list",
 		Summary: "list the join points an aspect selects, without touching a kernel",
-		Help: `usage: klasy list [--lab NAME | --vmlinux IMAGE] [--module PATH.ko]... [--json] FILE
-       klasy list --domains FILE [--json] ASPECT
-
-Resolves the aspect's pointcuts in the kernel image and prints the join
-points a weave would hook, and those it would skip with the reason, as
-'klasy weave -v' does, without loading anything (like perf probe -L or
-stap -l). With --lab, the lab's kernel image; with --vmlinux, any image;
-with --module, also the access join points of a module built with
-the klasy plugin (addresses of its .ko as klasy lays it out). For access
-join points the summary counts exact and line-level ones and the source
-lines they cover, and each line says which tier it got. --json prints
-one object per join point, as 'klasy weave --json' does.
-
-Examples:
-  klasy list --vmlinux vmlinux examples/setattr_exec.klasy
-  klasy list --lab built --json examples/net_trace.klasy | jq -r 'select(.exact)|.pc'
-` + domainsHelp,
-		Run: runList,
+		Help:    helpText("list") + domainsHelp,
+		Run:     runList,
 	})
 }
 

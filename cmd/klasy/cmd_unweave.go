@@ -10,18 +10,8 @@ func init() {
 	register(&command{
 		Name:    "unweave",
 		Summary: "remove woven aspects: the kernel is back to what it was",
-		Help: `usage: klasy unweave [--lab NAME | --domains FILE] FILE|NAME... | --all
-
-Removes exactly what weaving the named aspects added: their hooks and
-their advice module. Unread records are saved on the host first, so
-'klasy trace' still prints them. When the last aspect goes, the klasy
-runtime goes too: no kprobe and no module of klasy stays in the kernel.
---all removes every aspect and the runtime, also after a klasy that was
-killed in the middle of a weave. With --domains, from every domain of
-the file where the aspect is woven.
-
-` + targetHelp + domainsHelp,
-		Run: runUnweave,
+		Help:    helpText("unweave") + targetHelp + domainsHelp,
+		Run:     runUnweave,
 	})
 }
 
