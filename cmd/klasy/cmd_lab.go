@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/cmd/klasy/internal/labview"
 	"github.com/klasy/klasy/lab"
 )
 
@@ -278,44 +279,8 @@ func labStatus(_ context.Context, s *stdio, args []string) error {
 		}
 		return nil
 	}
-	if len(sts) == 0 {
-		fmt.Fprintln(s.Err, "no labs (start one with: klasy lab up)")
-		return nil
-	}
-	fmt.Fprintf(s.Out, "%-12s %-8s %-7s %-18s %-8s %-8s %-6s %-5s %-16s %s\n", "NAME", "STATE", "KERNEL", "RELEASE", "PID", "MUX", "MEM", "CPUS", "ADDR", "CONSOLE LOG")
-	for _, st := range sts {
-		addr := st.Addr
-		if st.LANAddr != "" {
-			addr += "," + st.LANAddr
-		}
-		mux := "-"
-		if st.MuxPID > 0 {
-			mux = fmt.Sprint(st.MuxPID)
-		}
-		mem, cpus := "-", "-"
-		if st.MemMB > 0 {
-			mem, cpus = fmt.Sprintf("%dM", st.MemMB), fmt.Sprint(st.CPUs)
-		}
-		fmt.Fprintf(s.Out, "%-12s %-8s %-7s %-18s %-8d %-8s %-6s %-5s %-16s %s\n", st.Name, st.State, orDash(st.Kernel), orDash(st.Release), st.PID,
-			mux, mem, cpus, orDash(addr), st.ConsoleLog)
-		for _, d := range st.Domains {
-			fmt.Fprintf(s.Out, "  %-10s %-14s agent %s (mutual TLS, %s)\n", d.Name, d.GuestAddr, d.Agent, st.DomainsFile)
-		}
-		switch {
-		case st.State == "running" && st.Problem != "":
-			fmt.Fprintf(s.Err, "lab %s: %s; its QEMU runs as pid %d: klasy lab down %s stops it\n", st.Name, st.Problem, st.PID, st.Name)
-		case st.State == "stale":
-			fmt.Fprintf(s.Err, "lab %s: QEMU is gone; klasy lab down %s removes its state\n", st.Name, st.Name)
-		}
-	}
+	labview.Table(s.Out, s.Err, sts)
 	return nil
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func labDown(ctx context.Context, s *stdio, args []string) error {
