@@ -1,6 +1,7 @@
 // Package queryview prints the answers of klasy's queries of a kernel
-// image (klasy lines, vars and funcs): a table, or one JSON object per
-// row with addresses as hex strings.
+// image (klasy lines, vars and funcs) and of a binary's accesses to
+// struct members (klasy accesses): a table, or one JSON object per row
+// with addresses as hex strings.
 package queryview
 
 import (
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/dwarfmap/dwtype"
 )
@@ -179,4 +181,86 @@ func Inlines(w io.Writer, x *dwarfmap.Index, fs []dwarfmap.FuncInfo, pattern str
 		return fmt.Errorf("no inlined copies of the functions matching %q", pattern)
 	}
 	return tw.Flush()
+}
+
+// AccessJSON is one line of `klasy accesses --json`.
+type AccessJSON struct {
+	Struct       string `json:"struct"`
+	Member       string `json:"member"`
+	Mode         string `json:"mode"`
+	File         string `json:"file"`
+	Line         int    `json:"line"`
+	Column       int    `json:"column,omitempty"`
+	Function     string `json:"function"`
+	FunctionFile string `json:"function_file"`
+	Base         string `json:"base"`
+	BaseKind     string `json:"base_kind"`
+	BaseVar      string `json:"base_var,omitempty"`
+	BaseOffset   int64  `json:"base_offset,omitempty"`
+	BaseReason   string `json:"base_reason,omitempty"`
+	Spelling     string `json:"spelling,omitempty"`
+	StmtLine     int    `json:"stmt_line,omitempty"`
+	Declared     string `json:"declared,omitempty"`
+	Union        bool   `json:"union,omitempty"`
+	Bitfield     bool   `json:"bitfield,omitempty"`
+	ViaAnonymous bool   `json:"via_anonymous,omitempty"`
+	// BitOffset is nil when the layout is not constant (a member after a
+	// variable-length array): 0 would be a wrong offset.
+	BitOffset     *uint64 `json:"bit_offset,omitempty"`
+	OffsetUnknown bool    `json:"offset_unknown,omitempty"`
+	BitSize       uint64  `json:"bit_size"`
+}
+
+// NewAccessJSON is a as klasy accesses --json prints it.
+func NewAccessJSON(a *debugklasy.Access) AccessJSON {
+	j := AccessJSON{
+		Struct: a.Struct, Member: a.Member, Mode: a.Mode.String(),
+		File: a.File, Line: a.Line, Column: a.Col,
+		Function: a.Function.Name, FunctionFile: a.Function.File,
+		Base: a.Base.Expr, BaseKind: a.Base.Kind.String(), BaseVar: a.Base.Var,
+		BaseOffset: a.Base.Offset, BaseReason: a.Base.Reason,
+		StmtLine: a.StmtLine, Union: a.Union, Bitfield: a.Bitfield, ViaAnonymous: a.ViaAnon,
+		OffsetUnknown: a.NoOffset, BitSize: a.BitSize,
+	}
+	if !a.NoOffset {
+		off := a.BitOffset
+		j.BitOffset = &off
+	}
+	if a.SpellFile != "" {
+		j.Spelling = fmt.Sprintf("%s:%d:%d", a.SpellFile, a.SpellLine, a.SpellCol)
+	}
+	if a.AnonType {
+		j.Declared = fmt.Sprintf("%s:%d", a.DeclFile, a.DeclLine)
+	}
+	return j
+}
+
+// Accesses prints accesses to struct members: location, function,
+// member, mode and base; nothing when there are none.
+func Accesses(w io.Writer, hits []debugklasy.Access, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for i := range hits {
+			if err := enc.Encode(NewAccessJSON(&hits[i])); err != nil {
+				return err
+			}
+		}
+	} else if len(hits) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "LOCATION\tFUNCTION\tACCESS\tMODE\tBASE")
+		for i := range hits {
+			a := &hits[i]
+			loc := fmt.Sprintf("%s:%d", a.File, a.Line)
+			if a.StmtLine != 0 {
+				loc += fmt.Sprintf(" (stmt %d)", a.StmtLine)
+			}
+			base := a.Base.Kind.String() + " " + a.Base.Expr
+			if a.Base.Kind == debugklasy.Unsupported {
+				base = "unsupported: " + a.Base.Reason
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s.%s\t%s\t%s\n", loc, a.Function.Name, a.StructName(), a.Member, a.Mode, base)
+		}
+		tw.Flush()
+	}
+	return nil
 }
