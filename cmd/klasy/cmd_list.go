@@ -17,14 +17,6 @@ func init() {
 	})
 }
 
-// planned is a kernel image klasy list plans a weave for: one kernel's,
-// or a domain's of --domains.
-type planned struct {
-	domain string // "" without --domains
-	opt    weaver.TargetOptions
-	none   bool // no advice goes to the domain
-}
-
 func runList(s *stdio, args []string) error {
 	var t targetFlags
 	var asJSON bool
@@ -43,64 +35,57 @@ func runList(s *stdio, args []string) error {
 		return err
 	}
 	// Only images are read: no session, no signal to roll back for.
-	images := []planned{{opt: t.TargetOptions}}
-	if t.domains != "" {
-		if err := t.needNoTarget(); err != nil {
-			return err
-		}
-		file, per, err := checkDomainsAspect(s, t.domains, path, src)
-		if err != nil {
-			return err
-		}
-		images = nil
-		for _, d := range file.Domains {
-			if !weaver.Receives(per, d.Name) {
-				images = append(images, planned{domain: d.Name, none: true})
-				continue
-			}
-			if err := file.NeedKernel(&d); err != nil {
-				return err
-			}
-			images = append(images, planned{domain: d.Name, opt: weaver.TargetOptions{Lab: d.Lab, Vmlinux: d.Vmlinux, Headers: d.Headers, Modules: d.Modules}})
-		}
+	if t.domains == "" {
+		return listOne(s, path, src, "", t.TargetOptions, asJSON)
 	}
-	for _, im := range images {
-		if err := listOne(s, path, src, im, asJSON); err != nil {
+	if err := t.needNoTarget(); err != nil {
+		return err
+	}
+	file, per, err := checkDomainsAspect(s, t.domains, path, src)
+	if err != nil {
+		return err
+	}
+	for _, d := range file.Domains {
+		if !weaver.Receives(per, d.Name) {
+			if !asJSON {
+				fmt.Fprintf(s.Out, "%s: no advice goes to domain %s\n", weaver.AspectName(path), d.Name)
+			}
+			continue
+		}
+		if err := file.NeedKernel(&d); err != nil {
+			return err
+		}
+		opt := weaver.TargetOptions{Lab: d.Lab, Vmlinux: d.Vmlinux, Headers: d.Headers, Modules: d.Modules}
+		if err := listOne(s, path, src, d.Name, opt, asJSON); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// listOne plans the aspect's weave into one image and prints its join
-// points.
-func listOne(s *stdio, path string, src []byte, im planned, asJSON bool) error {
-	if im.none {
-		if !asJSON {
-			fmt.Fprintf(s.Out, "%s: no advice goes to domain %s\n", weaver.AspectName(path), im.domain)
-		}
-		return nil
-	}
-	sess, err := weaver.OpenImage(im.opt, s.Err)
+// listOne plans the aspect's weave into one image, of domain unless
+// it is "", and prints its join points.
+func listOne(s *stdio, path string, src []byte, domain string, opt weaver.TargetOptions, asJSON bool) error {
+	sess, err := weaver.OpenImage(opt, s.Err)
 	if err != nil {
-		if im.domain != "" {
-			return &weaver.DomainError{Domain: im.domain, Err: err}
+		if domain != "" {
+			return &weaver.DomainError{Domain: domain, Err: err}
 		}
 		return err
 	}
 	defer sess.Close()
-	sess.Domain = im.domain
+	sess.Domain = domain
 	_, rep, err := weaver.Plan(sess, path, src)
 	if err != nil {
 		return weaveError(s, err)
 	}
 	jpview.Warnings(s.Err, rep)
 	if asJSON {
-		return jpview.JSON(s.Out, im.domain, rep)
+		return jpview.JSON(s.Out, domain, rep)
 	}
 	in := ""
-	if im.domain != "" {
-		in = "domain " + im.domain + ": "
+	if domain != "" {
+		in = "domain " + domain + ": "
 	}
 	fmt.Fprintf(s.Out, "%s: %s%s in %s, %d would be skipped\n", rep.Aspect, in, human.Plural(len(rep.JoinPoints), "join point"), sess.T.Image(), len(rep.JoinPoints)-rep.Woven())
 	jpview.Coverage(s.Out, rep)
