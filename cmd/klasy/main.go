@@ -2,7 +2,12 @@
 //
 // main is thin: each subcommand lives in its own file (cmd_*.go) and
 // registers itself with register() from an init function, so subcommands
-// can be added without touching this file.
+// can be added without touching this file. A command's help text is
+// help/NAME.txt; the weaver's commands reach their kernel, or every
+// domain of --domains FILE, through target.go; what a command prints is
+// laid out by a package under internal/ (traceview, flowview, perfetto,
+// hist, statsview, statusview, coverview, jpview, queryview, labview),
+// its numbers written by internal/human.
 package main
 
 import (
