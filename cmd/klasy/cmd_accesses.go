@@ -1,11 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"text/tabwriter"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/queryview"
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/pattern"
 )
@@ -14,93 +13,9 @@ func init() {
 	register(&command{
 		Name:    "accesses",
 		Summary: "list the struct member accesses a pattern selects (from .debug_klasy)",
-		Help: `usage: klasy accesses [--json] BINARY 'STRUCT.MEMBER'
-
-Lists where the functions of BINARY (an object, a module or a vmlinux built
-with the klasy GCC plugin) access the members STRUCT.MEMBER selects; % and *
-match any characters: 'sk_buff.len', 'sk_buff.%', 'sk_buff.*', '%.i_uid'.
-These are the join points of the access pointcut (where only % is the
-wildcard, as * is a pointer in C).
-
-Each line gives the hook location (FILE:LINE, where the weaver hooks: the
-macro's expansion point in the .c file for macro code, the header line for a
-header inline function), then "(stmt N)" when the enclosing statement starts
-on another line (a multi-line condition), the function, STRUCT.MEMBER, the
-mode (read, write, rw for += and ++, addr for &), and the base: how the
-struct's address is computed (param/local/static/global variable, or the
-call it comes from). FILE is the path gcc was given, so absolute in an O=
-build, with "dir/.." cleaned out as klasy lines does. Copies of header
-inline functions from different compilation units are listed once.
-
-Options:
-  --json   one JSON object per line: struct, member, mode, file, line,
-           function, function_file, base, base_kind, base_var, and when they
-           apply column, spelling, stmt_line, base_offset (container_of),
-           base_reason, declared, union, bitfield, via_anonymous; bit_offset
-           (offset_unknown instead after a variable-length array) and
-           bit_size (0 for a flexible array)
-
-Build a binary with the plugin (see gcc-patches/README.md):
-  make -C gcc-patches
-  make KCFLAGS=-fplugin=$PWD/gcc-patches/klasy.so ...
-
-Example:
-  klasy accesses vmlinux 'sk_buff.len'
-  klasy accesses --json net/core/skbuff.o 'sk_buff.%' | jq -r .function
-`,
-		Run: runAccesses,
+		Help:    helpText("accesses"),
+		Run:     runAccesses,
 	})
-}
-
-// accessJSON is one line of `klasy accesses --json`.
-type accessJSON struct {
-	Struct       string `json:"struct"`
-	Member       string `json:"member"`
-	Mode         string `json:"mode"`
-	File         string `json:"file"`
-	Line         int    `json:"line"`
-	Column       int    `json:"column,omitempty"`
-	Function     string `json:"function"`
-	FunctionFile string `json:"function_file"`
-	Base         string `json:"base"`
-	BaseKind     string `json:"base_kind"`
-	BaseVar      string `json:"base_var,omitempty"`
-	BaseOffset   int64  `json:"base_offset,omitempty"`
-	BaseReason   string `json:"base_reason,omitempty"`
-	Spelling     string `json:"spelling,omitempty"`
-	StmtLine     int    `json:"stmt_line,omitempty"`
-	Declared     string `json:"declared,omitempty"`
-	Union        bool   `json:"union,omitempty"`
-	Bitfield     bool   `json:"bitfield,omitempty"`
-	ViaAnonymous bool   `json:"via_anonymous,omitempty"`
-	// BitOffset is nil when the layout is not constant (a member after a
-	// variable-length array): 0 would be a wrong offset.
-	BitOffset     *uint64 `json:"bit_offset,omitempty"`
-	OffsetUnknown bool    `json:"offset_unknown,omitempty"`
-	BitSize       uint64  `json:"bit_size"`
-}
-
-func toJSON(a *debugklasy.Access) accessJSON {
-	j := accessJSON{
-		Struct: a.Struct, Member: a.Member, Mode: a.Mode.String(),
-		File: a.File, Line: a.Line, Column: a.Col,
-		Function: a.Function.Name, FunctionFile: a.Function.File,
-		Base: a.Base.Expr, BaseKind: a.Base.Kind.String(), BaseVar: a.Base.Var,
-		BaseOffset: a.Base.Offset, BaseReason: a.Base.Reason,
-		StmtLine: a.StmtLine, Union: a.Union, Bitfield: a.Bitfield, ViaAnonymous: a.ViaAnon,
-		OffsetUnknown: a.NoOffset, BitSize: a.BitSize,
-	}
-	if !a.NoOffset {
-		off := a.BitOffset
-		j.BitOffset = &off
-	}
-	if a.SpellFile != "" {
-		j.Spelling = fmt.Sprintf("%s:%d:%d", a.SpellFile, a.SpellLine, a.SpellCol)
-	}
-	if a.AnonType {
-		j.Declared = fmt.Sprintf("%s:%d", a.DeclFile, a.DeclLine)
-	}
-	return j
 }
 
 func runAccesses(s *stdio, args []string) error {
@@ -126,29 +41,8 @@ func runAccesses(s *stdio, args []string) error {
 		return fmt.Errorf("reading accesses: %w", err)
 	}
 	hits := t.Query(p)
-	if *asJSON {
-		enc := json.NewEncoder(s.Out)
-		for i := range hits {
-			if err := enc.Encode(toJSON(&hits[i])); err != nil {
-				return err
-			}
-		}
-	} else if len(hits) > 0 {
-		tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "LOCATION\tFUNCTION\tACCESS\tMODE\tBASE")
-		for i := range hits {
-			a := &hits[i]
-			loc := fmt.Sprintf("%s:%d", a.File, a.Line)
-			if a.StmtLine != 0 {
-				loc += fmt.Sprintf(" (stmt %d)", a.StmtLine)
-			}
-			base := a.Base.Kind.String() + " " + a.Base.Expr
-			if a.Base.Kind == debugklasy.Unsupported {
-				base = "unsupported: " + a.Base.Reason
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s.%s\t%s\t%s\n", loc, a.Function.Name, a.StructName(), a.Member, a.Mode, base)
-		}
-		tw.Flush()
+	if err := queryview.Accesses(s.Out, hits, *asJSON); err != nil {
+		return err
 	}
 	if err := s.flush(); err != nil {
 		return err // no summary of output that was lost

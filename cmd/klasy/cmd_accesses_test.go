@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/queryview"
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/internal/testenv"
 )
@@ -188,7 +189,7 @@ func TestAccessesJSONUnknownOffset(t *testing.T) {
 		{debugklasy.Access{Member: "after", NoOffset: true, BitSize: 32}, `"offset_unknown":true,"bit_size":32}`},
 		{debugklasy.Access{Member: "len", BitSize: 32}, `"bit_offset":0,"bit_size":32}`},
 	} {
-		b, err := json.Marshal(toJSON(&tt.a))
+		b, err := json.Marshal(queryview.NewAccessJSON(&tt.a))
 		if err != nil {
 			t.Fatal(err)
 		}

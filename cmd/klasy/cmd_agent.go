@@ -20,59 +20,8 @@ func init() {
 	register(&command{
 		Name:    "agent",
 		Summary: "serve the klasy agent protocol on a serial or virtio port, or over mutual TLS (runs inside a guest)",
-		Help: `usage: klasy agent [--device /dev/ttyS1] [--allow-run] [--log FILE]
-       klasy agent --listen ADDR --tls-ca CA --tls-cert CERT --tls-key KEY [--allow-run] [--log FILE]
-       klasy agent keys FILE
-
-Runs inside a guest kernel (a lab's QEMU guest, a Xen lab's domain) and
-answers requests from klasy on the host: read and write files, load and
-unload kernel modules, list modules, stream records from a device or
-file, and, with --allow-run, run commands.
-
-On a serial line or virtio-serial port (--device, the default): the
-device is opened, put in raw mode (no echo, no CR/LF translation) and
-kept open: bytes the host sends while nobody holds the line open are lost.
-A virtio-serial port (/dev/vportNpM) has no line settings; it reads as end
-of file while no host is connected, and the agent waits for one.
-Garbage on the line (console text, echoes from before raw mode) is skipped;
-a damaged request is answered with an error and never executed. The agent
-serves until it is killed; if the line fails it reopens it.
-
-On the network (--listen): TCP with mutual TLS 1.3 (Go's crypto/tls).
-Only a client whose certificate the CA (--tls-ca) issued to the
-controller ("klasy controller", for client authentication) is served;
-any other connection (no certificate, a certificate of another domains
-file's CA, a domain's own certificate, plain TCP) is closed before a
-request is read, and logged with the peer's address and the reason.
-TLS protects each connection against replay (fresh keys per connection,
-sequence numbers per record; no 0-RTT), so a recorded request replayed
-on a new connection is refused too. Each connection is served on its
-own; a klasy domains file (klasy help lab, klasy agent keys) names the
-agent's address and keys.
-
-Commands run only with --allow-run, which labs give their guests: an
-agent outside a lab offers none and logs each refused attempt.
-
-keys FILE makes the key material the domains FILE names and does not
-have yet: its CA, the controller's certificate and key, and each
-domain's (ECDSA P-256; private keys mode 0600); existing ones are kept.
-One CA per domains file: a certificate of another file is refused by
-every agent of this one.
-
-Flags:
-  --device PATH   serial device or virtio port to serve on (default /dev/ttyS1)
-  --listen ADDR   serve on TCP ADDR (host:port, or :port) with mutual TLS
-  --tls-ca FILE   the CA certificate of the domains file (with --listen)
-  --tls-cert FILE this agent's certificate, --tls-key FILE its key
-  --allow-run     allow clients to run arbitrary commands (lab guests only)
-  --log FILE      also append the agent's log (refused requests) to FILE
-
-Examples (a lab guest's /etc/klasy/agent; a Xen lab domain's):
-  klasy agent --device /dev/vport0p1 --allow-run
-  klasy agent --listen :7070 --tls-ca ca.crt --tls-cert dom0.crt --tls-key dom0.key
-  klasy agent keys domains.yaml
-`,
-		Run: runAgent,
+		Help:    helpText("agent"),
+		Run:     runAgent,
 	})
 }
 

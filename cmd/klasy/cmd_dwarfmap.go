@@ -14,132 +14,40 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
-	"text/tabwriter"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/queryview"
 	"github.com/klasy/klasy/dwarfmap"
-	"github.com/klasy/klasy/dwarfmap/dwtype"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/pattern"
 )
 
-const imageHelp = `IMAGE is a vmlinux with DWARF (Debian: /usr/lib/debug/boot/vmlinux-<abi>
-from linux-image-<abi>-dbg; a built kernel: CONFIG_DEBUG_INFO_DWARF5=y) or a
-.ko with debug info, a regular file. The first query on an image indexes it
-(a few seconds for a 600 MB vmlinux) and saves the index under
-$KLASY_CACHE/dwarfmap keyed by the image's build-id and size; later queries
-load it in milliseconds. Copies of functions whose code never runs, such as
-__weak definitions that the linker overrode, are left out of every answer.
-
-Common options:
-  --json            one JSON object per line, for scripts
-  --vmlinux FILE    with a .ko IMAGE: refuse a module built for another kernel
-  --rebuild         ignore a saved index and build it again
-  --no-cache        neither read nor write the saved index
-`
+var imageHelp = helpText("image")
 
 func init() {
 	register(&command{
 		Name:    "lines",
 		Summary: "list source lines with code and their addresses (like perf probe -L)",
-		Help: `usage: klasy lines [--json] [--inlined] IMAGE FUNC|FILE[:LINE]
-
-Lists the source lines of a function or a file that have code, each with
-the link-time addresses of that code. FILE matches by path suffix
-(skbuff.c, net/core/skbuff.c); FUNC:LINE and FILE:LINE take absolute source
-line numbers. When a line has no code of its own (the compiler merged it),
-the nearest lines before and after it in the same basic block stand in for
-it and are marked "fallback".
-
-For FUNC, the lines are the function's own body, as perf probe -L shows
-it: a call of an inlined function is listed at its call line, not under
-the callee's lines. With --inlined, the lines of the callees inlined into
-FUNC follow, each marked "inlined CALLEE". FUNC:LINE on a line of an
-inlined callee finds it without --inlined.
-
-JSON fields: function, file, line, addrs (hex strings), stmt,
-fallback_for/fallback for stand-in lines, and inlined (the callee) for
-lines of inlined code.
-
-Examples:
-  klasy lines vmlinux tcp_sendmsg
-  klasy lines --inlined vmlinux setattr_prepare
-  klasy lines --json vmlinux net/core/skbuff.c
-  klasy lines vmlinux net/ipv4/tcp.c:1494
-
-` + imageHelp,
-		Run: runLines,
+		Help:    helpText("lines") + imageHelp,
+		Run:     runLines,
 	})
 	register(&command{
 		Name:    "vars",
 		Summary: "list variables visible at a line or address and where they live (like perf probe -V)",
-		Help: `usage: klasy vars [--json] IMAGE FUNC:LINE|ADDR
-
-Lists the parameters and local variables in scope at each address of
-source line LINE of function FUNC (LINE is the file's line number), or at
-ADDR (0xffffffff81234567, or FUNC+0x10 within FUNC's code), with how to
-read each one there: a register, a stack slot (CFA-relative, and
-rsp-relative at that address from .debug_frame), memory, a constant, or
-"optimized out".
-Values that DWARF describes only as "the value a register had at function
-entry" (DW_OP_entry_value) are shown but marked unavailable: a probe in the
-middle of the function cannot read them.
-
-If LINE has no code of its own, the variables are read where the line
-before it runs when both lie in one basic block (KLASY's nearest-line
-rule), and the output says so.
-
-JSON fields: addr, function, name, kind (param/local), type, location,
-expr (the DWARF expression), scope, depth, decl_line, available, and for
-FUNC:LINE line (and fallback_for when another line stood in).
-
-Examples:
-  klasy vars vmlinux tcp_sendmsg:1494
-  klasy vars --json vmlinux tcp_sendmsg_locked+0x40
-
-` + imageHelp,
-		Run: runVars,
+		Help:    helpText("vars") + imageHelp,
+		Run:     runVars,
 	})
 	register(&command{
 		Name:    "struct",
 		Summary: "print a struct or union layout with member offsets and sizes",
-		Help: `usage: klasy struct [--json] IMAGE NAME
-
-Prints the layout of struct or union NAME (sk_buff, "struct sk_buff",
-"union bpf_attr") as pahole does: each member's type, offset and size in
-bytes, bitfields as OFFSET:BIT, members of anonymous structs and unions
-indented under them with offsets from the start of NAME.
-
-Example:
-  klasy struct vmlinux sk_buff
-
-` + imageHelp,
-		Run: runStruct,
+		Help:    helpText("struct") + imageHelp,
+		Run:     runStruct,
 	})
 	register(&command{
 		Name:    "funcs",
 		Summary: "list functions matching a pattern (% or * wildcards)",
-		Help: `usage: klasy funcs [--json] IMAGE PATTERN
-
-Lists the functions whose names match PATTERN, where % (as in KLASY
-pointcuts) or * (as in perf probe -F) matches any characters: address
-ranges (all of them, .cold parts included), declaring file and line,
-global or static, and how many inlined copies exist. Functions that exist only inlined are listed
-with "inline only".
-
-JSON fields: name, file, line, external, ranges ([["0x..","0x.."]]),
-inlined, inline_only.
-
-With --inlined, lists every inlined copy of the matching functions
-instead: the function it was inlined into, the call's file:line and the
-copy's address ranges (JSON: name, caller, call_file, call_line, ranges).
-
-Examples:
-  klasy funcs vmlinux 'tcp_%'
-  klasy funcs --inlined vmlinux skb_put
-
-` + imageHelp,
-		Run: runFuncs,
+		Help:    helpText("funcs") + imageHelp,
+		Run:     runFuncs,
 	})
 }
 
@@ -207,14 +115,6 @@ func openIndex(s *stdio, q *queryFlags, image string) (*dwarfmap.Index, error) {
 	return x, nil
 }
 
-func hexAddrs(as []uint64) []string {
-	out := make([]string, len(as))
-	for i, a := range as {
-		out[i] = fmt.Sprintf("%#x", a)
-	}
-	return out
-}
-
 func runLines(s *stdio, args []string) (err error) {
 	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
 	q, pos, err := parseQuery("lines", args, 2)
@@ -238,31 +138,7 @@ func runLines(s *stdio, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	if q.json {
-		enc := json.NewEncoder(s.Out)
-		for _, l := range lines {
-			type out struct {
-				dwarfmap.Line
-				Addrs []string `json:"addrs"`
-			}
-			if err := enc.Encode(out{l, hexAddrs(l.Addrs)}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
-	for _, l := range lines {
-		note := ""
-		if l.FallbackFor != 0 {
-			note = fmt.Sprintf("  (stands in for line %d, %s advice)", l.FallbackFor, l.Fallback)
-		}
-		if l.Inlined != "" {
-			note += "  (inlined " + l.Inlined + ")"
-		}
-		fmt.Fprintf(tw, "%s:%d\t%s\t%s%s\n", l.File, l.Line, l.Function, strings.Join(hexAddrs(l.Addrs), " "), note)
-	}
-	return tw.Flush()
+	return queryview.Lines(s.Out, lines, q.json)
 }
 
 func runVars(s *stdio, args []string) (err error) {
@@ -296,47 +172,7 @@ func runVars(s *stdio, args []string) (err error) {
 			return err
 		}
 	}
-	if q.json {
-		enc := json.NewEncoder(s.Out)
-		for _, v := range vars {
-			fn := ""
-			if f, ok := x.FuncAt(v.Addr); ok {
-				fn = f.Name
-			}
-			type out struct {
-				Addr     string `json:"addr"`
-				Function string `json:"function"`
-				dwarfmap.Var
-			}
-			if err := enc.Encode(out{fmt.Sprintf("%#x", v.Addr), fn, v}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
-	var last uint64
-	for i, v := range vars {
-		if i == 0 || v.Addr != last {
-			f, _ := x.FuncAt(v.Addr)
-			where := fmt.Sprintf("%s+%#x", f.Name, v.Addr-f.Entry)
-			if v.Addr < f.Entry {
-				where = fmt.Sprintf("%s-%#x", f.Name, f.Entry-v.Addr) // a .cold part
-			}
-			note := ""
-			if v.FallbackFor != 0 {
-				note = fmt.Sprintf("  (line %d has no code: line %d, in the same basic block, stands in)", v.FallbackFor, v.Line)
-			}
-			fmt.Fprintf(tw, "@%#x <%s>%s\n", v.Addr, where, note)
-			last = v.Addr
-		}
-		scope := ""
-		if strings.HasPrefix(v.Scope, "inline ") {
-			scope = "  [" + v.Scope + "]"
-		}
-		fmt.Fprintf(tw, "\t%s\t%s\t%s%s\n", v.Kind, dwtype.Declare(v.Type, v.Name), v.Location, scope)
-	}
-	return tw.Flush()
+	return queryview.Vars(s.Out, x, vars, q.json)
 }
 
 func runStruct(s *stdio, args []string) (err error) {
@@ -384,82 +220,7 @@ func runFuncs(s *stdio, args []string) (err error) {
 		return fmt.Errorf("no function matches %q", pos[1])
 	}
 	if q.inlined {
-		return printInlines(s, q, x, fs, pos[1])
+		return queryview.Inlines(s.Out, x, fs, pos[1], q.json)
 	}
-	if q.json {
-		enc := json.NewEncoder(s.Out)
-		for _, f := range fs {
-			type out struct {
-				dwarfmap.FuncInfo
-				Ranges [][2]string `json:"ranges"`
-			}
-			if err := enc.Encode(out{f, hexRanges(f.Ranges)}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
-	for _, f := range fs {
-		var rs []string
-		for _, r := range f.Ranges {
-			rs = append(rs, fmt.Sprintf("%#x-%#x", r[0], r[1]))
-		}
-		kind := "static"
-		if f.External {
-			kind = "global"
-		}
-		if f.InlineOnly {
-			kind, rs = "inline only", nil
-		}
-		inl := ""
-		if f.Inlined > 0 {
-			inl = fmt.Sprintf("%d inlined", f.Inlined)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s:%d\t%s\t%s\n", f.Name, kind, f.File, f.Line, strings.Join(rs, ","), inl)
-	}
-	return tw.Flush()
-}
-
-func hexRanges(rs [][2]uint64) [][2]string {
-	out := make([][2]string, len(rs))
-	for i, r := range rs {
-		out[i] = [2]string{fmt.Sprintf("%#x", r[0]), fmt.Sprintf("%#x", r[1])}
-	}
-	return out
-}
-
-func printInlines(s *stdio, q *queryFlags, x *dwarfmap.Index, fs []dwarfmap.FuncInfo, pattern string) error {
-	enc := json.NewEncoder(s.Out)
-	tw := tabwriter.NewWriter(s.Out, 0, 8, 2, ' ', 0)
-	seen := map[string]bool{}
-	n := 0
-	for _, f := range fs {
-		if seen[f.Name] {
-			continue
-		}
-		seen[f.Name] = true
-		for _, in := range x.Inlines(f.Name) {
-			n++
-			if q.json {
-				type out struct {
-					dwarfmap.InlineInfo
-					Ranges [][2]string `json:"ranges"`
-				}
-				if err := enc.Encode(out{in, hexRanges(in.Ranges)}); err != nil {
-					return err
-				}
-				continue
-			}
-			var rs []string
-			for _, r := range in.Ranges {
-				rs = append(rs, fmt.Sprintf("%#x-%#x", r[0], r[1]))
-			}
-			fmt.Fprintf(tw, "%s\tin %s\t%s:%d\t%s\n", in.Name, in.Caller, in.CallFile, in.CallLine, strings.Join(rs, ","))
-		}
-	}
-	if n == 0 {
-		return fmt.Errorf("no inlined copies of the functions matching %q", pattern)
-	}
-	return tw.Flush()
+	return queryview.Funcs(s.Out, fs, q.json)
 }

@@ -17,78 +17,11 @@ import (
 	"golang.org/x/term"
 
 	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/cmd/klasy/internal/labview"
 	"github.com/klasy/klasy/lab"
 )
 
-const labHelp = `usage: klasy lab up [NAME] [--kernel debian|built] [--mem MB] [--cpus C] [--lan] [--timeout D]
-       klasy lab up --xen [--domus N] [--plugin PATH] [--mem MB] [--timeout D] NAME
-       klasy lab exec [--timeout D] [--stdin] [--domain D] NAME -- CMD [ARG...]
-       klasy lab status [--json] [NAME]
-       klasy lab down NAME
-       klasy lab console NAME
-
-A lab is a Linux kernel booted under QEMU (TCG) with a busybox initramfs
-and the klasy agent listening on a virtio-serial port, so aspects can
-be woven into a kernel that is not the host's.
-
-  up       boot a lab and return once its agent answers. QEMU keeps
-           running in the background, and with it the lab's mux, a
-           process that shares the agent's line among the processes that
-           use the lab;
-           the console goes to a log file (see status). --kernel debian
-           (default) is Debian's 6.1 kernel (make debian-kernel);
-           --kernel built is linux-source-6.1 built with the klasy GCC
-           plugin (make lab-kernel). --lan adds eth1 on a LAN shared by
-           all --lan labs (10.33.0.SLOT/24); eth0 is QEMU user
-           networking (10.0.2.15, host 10.0.2.2).
-           Defaults: NAME default, --mem 512 (128..65536), --cpus 1
-           (1..64), --timeout 3m. --name NAME is accepted for NAME.
-           --xen boots a Xen lab: Xen 4.17 under QEMU with a PV Domain 0
-           and --domus N PV Domain U guests (default 1, up to 8) on a
-           bridge, xenbr0, every domain running Debian's 6.1 kernel with
-           xen-netback (Domain 0) and xen-netfront (the guests) rebuilt
-           with the klasy GCC plugin (--plugin, default gcc-patches/
-           klasy.so of this checkout or $KLASY_PLUGIN; built once, about
-           15 s). Its images come from make xen-lab. Each domain's agent
-           listens on TCP with mutual TLS; the lab writes a domains file
-           (status shows it) with its agents' addresses and this lab's
-           own CA, certificates and keys. Booting takes 1-3 minutes under
-           TCG; --mem defaults to what the domains need (1.5 GB for one
-           guest), --timeout to 6m.
-  exec     run a command in the lab through the agent. Its output is
-           streamed back as it comes, and its exit status becomes klasy's
-           (127 when the guest has no such command, 126 when it cannot
-           run it, as in a shell). --stdin streams klasy's standard input
-           to the command as it reads it. Neither input nor output has a
-           size limit. Ctrl-C or SIGTERM kills the command in the guest,
-           and klasy exits 130 or 143, as a shell does. Any number of
-           processes may use a lab at once. Flags go before --: what
-           follows it is the command, its flags included. In a Xen lab
-           the command runs in Domain 0, or in --domain D (dom0,
-           domU1...), through that domain's agent over mutual TLS.
-  status   list labs: name, state, kernel, QEMU's pid, the mux's pid,
-           address, console log. A lab whose QEMU died is "stale"; down
-           or up removes it. A lab whose record (lab.json) is damaged is
-           still found by its QEMU: status says what is wrong, and down
-           stops it. --json prints one object per line.
-  down     power the lab off cleanly (QEMU's quit command, then SIGKILL,
-           if it does not go), stop its mux and remove its state.
-  console  attach to the guest console (a shell on ttyS0; in a Xen lab,
-           Xen's console, which carries Domain 0's and, prefixed with
-           their names, the guests' output); Ctrl-] quits.
-           With standard input not a terminal, send it and print the
-           output until the guest is quiet for a second.
-
-Flags go anywhere before --, as --flag value or --flag=value.
-
-Examples:
-  klasy lab up a
-  klasy lab exec a -- cat /sys/kernel/debug/kprobes/list
-  klasy lab down a
-  klasy lab up --xen x
-  klasy lab exec --domain domU1 x -- ip addr show eth0
-  klasy lab down x
-`
+var labHelp = helpText("lab")
 
 func init() {
 	register(&command{
@@ -346,44 +279,8 @@ func labStatus(_ context.Context, s *stdio, args []string) error {
 		}
 		return nil
 	}
-	if len(sts) == 0 {
-		fmt.Fprintln(s.Err, "no labs (start one with: klasy lab up)")
-		return nil
-	}
-	fmt.Fprintf(s.Out, "%-12s %-8s %-7s %-18s %-8s %-8s %-6s %-5s %-16s %s\n", "NAME", "STATE", "KERNEL", "RELEASE", "PID", "MUX", "MEM", "CPUS", "ADDR", "CONSOLE LOG")
-	for _, st := range sts {
-		addr := st.Addr
-		if st.LANAddr != "" {
-			addr += "," + st.LANAddr
-		}
-		mux := "-"
-		if st.MuxPID > 0 {
-			mux = fmt.Sprint(st.MuxPID)
-		}
-		mem, cpus := "-", "-"
-		if st.MemMB > 0 {
-			mem, cpus = fmt.Sprintf("%dM", st.MemMB), fmt.Sprint(st.CPUs)
-		}
-		fmt.Fprintf(s.Out, "%-12s %-8s %-7s %-18s %-8d %-8s %-6s %-5s %-16s %s\n", st.Name, st.State, orDash(st.Kernel), orDash(st.Release), st.PID,
-			mux, mem, cpus, orDash(addr), st.ConsoleLog)
-		for _, d := range st.Domains {
-			fmt.Fprintf(s.Out, "  %-10s %-14s agent %s (mutual TLS, %s)\n", d.Name, d.GuestAddr, d.Agent, st.DomainsFile)
-		}
-		switch {
-		case st.State == "running" && st.Problem != "":
-			fmt.Fprintf(s.Err, "lab %s: %s; its QEMU runs as pid %d: klasy lab down %s stops it\n", st.Name, st.Problem, st.PID, st.Name)
-		case st.State == "stale":
-			fmt.Fprintf(s.Err, "lab %s: QEMU is gone; klasy lab down %s removes its state\n", st.Name, st.Name)
-		}
-	}
+	labview.Table(s.Out, s.Err, sts)
 	return nil
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func labDown(ctx context.Context, s *stdio, args []string) error {

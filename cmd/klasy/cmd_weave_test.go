@@ -2,95 +2,9 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
-	"os"
 	"strings"
 	"testing"
-
-	"github.com/klasy/klasy/weaver/records"
 )
-
-// TestStatusFlows: klasy status prints each flow table of the status
-// file, in text and in --json, with every count where the runtime put it.
-func TestStatusFlows(t *testing.T) {
-	text, err := os.ReadFile("../../weaver/records/testdata/status/flows.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := records.ParseStatus(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	writeStatus(&b, "lab demo", st)
-	for _, want := range []string{
-		"flow netflow: 3 of 65536 entries, 120 hits, 4017 misses, 0 evictions, 2 freed, 1 ambiguous, 0 dropped, 9 without ID\n",
-		"flow rxflow: 0 of 32 entries, 0 hits, 0 misses, 68 evictions, 0 freed, 0 ambiguous, 5 dropped, 0 without ID\n",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("klasy status lacks %q:\n%s", want, b.String())
-		}
-	}
-	if i, j := strings.Index(b.String(), "flow netflow"), strings.Index(b.String(), "aspect netflow"); i < 0 || j < i {
-		t.Errorf("flows should come before the aspects:\n%s", b.String())
-	}
-
-	js, err := json.Marshal(statusView("lab demo", st))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v struct {
-		Flows []map[string]any `json:"flows"`
-	}
-	if err := json.Unmarshal(js, &v); err != nil {
-		t.Fatal(err)
-	}
-	want := []map[string]any{
-		{"name": "netflow", "entries": 3.0, "limit": 65536.0, "hits": 120.0, "misses": 4017.0, "evictions": 0.0, "freed": 2.0, "ambiguous": 1.0, "dropped": 0.0, "noid": 9.0},
-		{"name": "rxflow", "entries": 0.0, "limit": 32.0, "hits": 0.0, "misses": 0.0, "evictions": 68.0, "freed": 0.0, "ambiguous": 0.0, "dropped": 5.0, "noid": 0.0},
-	}
-	got, _ := json.Marshal(v.Flows)
-	w, _ := json.Marshal(want)
-	if !bytes.Equal(got, w) {
-		t.Errorf("klasy status --json flows:\n%s\nwant\n%s", got, w)
-	}
-	// Without a runtime, flows is an empty list, not null.
-	js, _ = json.Marshal(statusView("lab demo", nil))
-	if !bytes.Contains(js, []byte(`"flows":[]`)) {
-		t.Errorf("klasy status --json without a runtime: %s", js)
-	}
-}
-
-// TestStatusReplace: klasy status says which hooks replace a function,
-// in text (the HOOK column) and in --json (kind).
-func TestStatusReplace(t *testing.T) {
-	text, err := os.ReadFile("../../weaver/records/testdata/status/replace.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := records.ParseStatus(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	writeStatus(&b, "lab demo", st)
-	for _, want := range []string{
-		"  37    0       ftrace replace  1       tcp_send_delayed_ack  net/ipv4/tcp_output.c:3974  0xffffffff818a4ec0\n",
-		"  3     1       ftrace replace  1,2     ksys_lseek  fs/read_write.c:294  0xffffffff813650a0\n",
-		"  3     0       kretprobe       3       ksys_lseek  fs/read_write.c:294  0xffffffff813650a0\n",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("klasy status lacks %q:\n%s", want, b.String())
-		}
-	}
-	js, err := json.Marshal(statusView("lab demo", st))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(js), `"kind":"replace","mechanism":"ftrace"`); n != 2 {
-		t.Errorf("klasy status --json shows %d replace hooks on ftrace, want 2: %s", n, js)
-	}
-}
 
 func TestWeaveBufferUsage(t *testing.T) {
 	for _, kb := range []string{"7", "65537", "-1"} {

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"strings"
 )
 
 // klasy's one command-line convention, the same for every command and
@@ -76,4 +77,14 @@ func (f *flagSet) Arg(i int) string {
 		return ""
 	}
 	return f.pos[i]
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/statusview"
 	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
 )
@@ -127,8 +128,8 @@ func TestFlowAcrossTwoLabs(t *testing.T) {
 	}
 	ra, rb := trace(a), trace(b)
 	t.Logf("lab A: %d records, lab B: %d records", len(ra), len(rb))
-	status := func(l *lab.Lab) statusJSON {
-		var st statusJSON
+	status := func(l *lab.Lab) statusview.JSON {
+		var st statusview.JSON
 		if err := json.Unmarshal([]byte(klasy("status", "--lab", l.Name(), "--json")), &st); err != nil {
 			t.Fatal(err)
 		}

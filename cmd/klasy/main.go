@@ -2,7 +2,12 @@
 //
 // main is thin: each subcommand lives in its own file (cmd_*.go) and
 // registers itself with register() from an init function, so subcommands
-// can be added without touching this file.
+// can be added without touching this file. A command's help text is
+// help/NAME.txt; the weaver's commands reach their kernel, or every
+// domain of --domains FILE, through target.go; what a command prints is
+// laid out by a package under internal/ (traceview, flowview, perfetto,
+// hist, statsview, statusview, coverview, jpview, queryview, labview),
+// its numbers written by internal/human.
 package main
 
 import (
@@ -56,34 +61,7 @@ func register(c *command) {
 	commands[c.Name] = c
 }
 
-const overview = `klasy - a dynamic aspect-oriented weaver for Linux kernels
-
-An aspect is C advice tagged with XML that says where in a running kernel
-it runs (a pointcut) and when (before/after):
-
-  <aspect>
-    <import>linux/fs.h</import>
-    <advice>
-      <pointcut>access(inode.i_uid) AND within_function(notify_change)
-                AND target(ip)</pointcut>
-      <before>
-        struct inode *i = ip;
-        printk("i_uid %u\n", i_uid_read(i));
-      </before>
-    </advice>
-  </aspect>
-
-  klasy check inode_trace.klasy        # errors as FILE:LINE:COL: message
-  klasy struct vmlinux inode           # the layout access(inode.i_uid) reads
-  klasy lab up --kernel built demo     # a test kernel under QEMU
-  klasy weave --lab demo inode_trace.klasy   # hooks go live
-  klasy trace --lab demo               # time, cpu, function, file:line, values
-  klasy unweave --lab demo inode_trace # the kernel is back to what it was
-
-Without --lab, weave, trace and unweave act on the machine klasy runs on;
---domains FILE on every kernel a domains file names (Xen's domains, or
-labs), with trace --flow following data across them.
-`
+var overview = helpText("overview")
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, overview)

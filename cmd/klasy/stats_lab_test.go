@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/statsview"
 	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
 )
@@ -102,9 +103,9 @@ func TestStatsInLab(t *testing.T) {
 	dd := exec("sh", "-c", "dd if=/dev/zero of=/dev/null bs=4k count=200 2>/dev/null & echo $!; wait")
 
 	out, stderr := klasyErr("stats", "--lab", l.Name(), "--aspect", "agg", "--json")
-	maps := map[string]mapJSON{}
+	maps := map[string]statsview.MapJSON{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		var m mapJSON
+		var m statsview.MapJSON
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("%v: %s", err, line)
 		}
@@ -143,7 +144,7 @@ func TestStatsInLab(t *testing.T) {
 		}
 		return strings.Join(s, " ")
 	}
-	keyOf := func(m mapJSON, key int64) string {
+	keyOf := func(m statsview.MapJSON, key int64) string {
 		for _, k := range m.Keys {
 			if k.Key == key {
 				return fmt.Sprintf("%d=%d/%d", k.Key, k.Value, k.Count)
@@ -220,15 +221,15 @@ func TestStatsInLab(t *testing.T) {
 		t.Fatalf("dd's pid: %q", dd)
 	}
 	out = klasy("stats", "--lab", l.Name(), "--aspect", "read_latency", "--json")
-	ex := map[string]mapJSON{}
+	ex := map[string]statsview.MapJSON{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		var m mapJSON
+		var m statsview.MapJSON
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("%v: %s", err, line)
 		}
 		ex[m.Map] = m
 	}
-	if i := slices.IndexFunc(ex["reads"].Keys, func(k keyJSON) bool { return k.Key == ddPID }); i < 0 || ex["reads"].Keys[i].Count < 200 {
+	if i := slices.IndexFunc(ex["reads"].Keys, func(k statsview.KeyJSON) bool { return k.Key == ddPID }); i < 0 || ex["reads"].Keys[i].Count < 200 {
 		t.Errorf("@reads: %+v, want dd (pid %d) with 200 reads or more", ex["reads"].Keys, ddPID)
 	}
 	var in4K uint64

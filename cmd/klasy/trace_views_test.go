@@ -414,59 +414,6 @@ func labelValue(t *testing.T, s string) int64 {
 	return n * mult
 }
 
-// Bucket edges: each value in the bucket whose bounds bpftrace gives it.
-func TestHistBuckets(t *testing.T) {
-	log2 := []struct {
-		v     int64
-		label string
-	}{
-		{math.MinInt64, "(..., 0)"}, {-1, "(..., 0)"}, {0, "[0]"}, {1, "[1]"}, {2, "[2, 4)"}, {3, "[2, 4)"},
-		{4, "[4, 8)"}, {1023, "[512, 1K)"}, {1024, "[1K, 2K)"}, {1 << 20, "[1M, 2M)"}, {1<<30 - 1, "[512M, 1G)"},
-		{1 << 40, "[1T, 2T)"}, {1 << 50, "[1P, 2P)"}, {1 << 60, "[1E, 2E)"}, {math.MaxInt64, "[4E, 8E)"},
-	}
-	for _, tt := range log2 {
-		v := &histView{pick: valuePicker{index: 1}, byKey: map[aspectAdvice]*histogram{}}
-		v.add(records.TraceRecord{Values: []int64{tt.v}})
-		rows := v.rows(v.hists[0])
-		if len(rows) != 1 || rows[0].label != tt.label || rows[0].count != 1 {
-			t.Errorf("hist of %d: %+v, want one row %s", tt.v, rows, tt.label)
-			continue
-		}
-		if b := rows[0]; b.min != nil && tt.v < *b.min || b.max != nil && tt.v > *b.max {
-			t.Errorf("hist of %d: bucket %s has bounds %v..%v, which leave it out", tt.v, b.label, b.min, b.max)
-		}
-	}
-	linear := []struct {
-		spec  string
-		v     int64
-		label string
-	}{
-		{"1,0,100,10", -1, "(..., 0)"}, {"1,0,100,10", 0, "[0, 10)"}, {"1,0,100,10", 9, "[0, 10)"}, {"1,0,100,10", 10, "[10, 20)"},
-		{"1,0,100,10", 99, "[90, 100)"}, {"1,0,100,10", 100, "[100, ...)"}, {"1,0,100,10", math.MaxInt64, "[100, ...)"},
-		{"1,-20,20,10", math.MinInt64, "(..., -20)"}, {"1,-20,20,10", -11, "[-20, -10)"}, {"1,-20,20,10", -10, "[-10, 0)"},
-		{"1,0,4096,1024", 1500, "[1K, 2K)"}, {"1,0,4194304,1048576", 3 << 20, "[3M, 4M)"}, {"1,0,3000,1000", 2999, "[2000, 3000)"},
-		{"1,-9223372036854775807,0,9223372036854775807", math.MinInt64, "(..., -9223372036854775807)"},
-		{"1,-9223372036854775807,0,9223372036854775807", -1, "[-9223372036854775807, 0)"},
-		{"1,-9223372036854775807,0,9223372036854775807", math.MaxInt64, "[0, ...)"},
-	}
-	for _, tt := range linear {
-		var l lhistFlag
-		if err := l.Set(tt.spec); err != nil {
-			t.Fatalf("--lhist %s: %v", tt.spec, err)
-		}
-		v := &histView{pick: valuePicker{index: 1}, linear: &l, byKey: map[aspectAdvice]*histogram{}}
-		v.add(records.TraceRecord{Values: []int64{tt.v}})
-		rows := v.rows(v.hists[0])
-		if len(rows) != 1 || rows[0].label != tt.label {
-			t.Errorf("lhist %s of %d: %+v, want one row %s", tt.spec, tt.v, rows, tt.label)
-			continue
-		}
-		if b := rows[0]; b.min != nil && tt.v < *b.min || b.max != nil && tt.v > *b.max {
-			t.Errorf("lhist %s of %d: bucket %s has bounds %d..%d, which leave it out", tt.spec, tt.v, b.label, b.min, b.max)
-		}
-	}
-}
-
 // Bad view options: one clear usage error, before any target is opened.
 func TestTraceViewErrors(t *testing.T) {
 	tests := []struct {

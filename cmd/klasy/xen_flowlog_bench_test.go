@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/cmd/klasy/internal/flowview"
 	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver/records"
 )
@@ -73,7 +74,7 @@ func xenLogBytes(out string) (bytes, recs map[string]int64, err error) {
 	bytes, recs = map[string]int64{}, map[string]int64{}
 	dec := json.NewDecoder(strings.NewReader(out))
 	var head struct {
-		Domains []domainJSON `json:"domains"`
+		Domains []flowview.DomainJSON `json:"domains"`
 	}
 	if err := dec.Decode(&head); err != nil {
 		return nil, nil, err

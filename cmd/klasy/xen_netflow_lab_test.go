@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/flowview"
+	"github.com/klasy/klasy/cmd/klasy/internal/statusview"
 	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/lab"
@@ -314,10 +316,10 @@ func xenSendTCP(tb testing.TB, domU func(args ...string) string, size int) {
 }
 
 // xenStatus reads status --domains --json's output.
-func xenStatus(tb testing.TB, statusOut string) []domainStatusJSON {
+func xenStatus(tb testing.TB, statusOut string) []statusview.DomainJSON {
 	tb.Helper()
 	var st struct {
-		Domains []domainStatusJSON `json:"domains"`
+		Domains []statusview.DomainJSON `json:"domains"`
 	}
 	if err := json.Unmarshal([]byte(statusOut), &st); err != nil {
 		tb.Fatalf("status --domains --json: %v\n%s", err, statusOut)
@@ -345,11 +347,11 @@ func xenLost(tb testing.TB, statusOut string) map[string]uint64 {
 // cut ambiguous, requests without an ID.
 func checkXenFlowTables(t *testing.T, statusOut string, lostBefore map[string]uint64) {
 	t.Helper()
-	st := struct{ Domains []domainStatusJSON }{xenStatus(t, statusOut)}
+	st := struct{ Domains []statusview.DomainJSON }{xenStatus(t, statusOut)}
 	seen := map[string]bool{}
 	for _, d := range st.Domains {
 		seen[d.Domain] = true
-		var fl *flowJSON
+		var fl *statusview.FlowJSON
 		for i := range d.Flows {
 			if d.Flows[i].Name == "netflow" {
 				fl = &d.Flows[i]
@@ -392,7 +394,7 @@ func checkXenFlags(t *testing.T, traceOut string) {
 	)
 	dec := json.NewDecoder(strings.NewReader(traceOut))
 	var head struct {
-		Domains []domainJSON `json:"domains"`
+		Domains []flowview.DomainJSON `json:"domains"`
 	}
 	if err := dec.Decode(&head); err != nil {
 		t.Fatalf("trace --domains --json: %v", err)

@@ -1,4 +1,4 @@
-package main
+package statsview
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/hist"
 	"github.com/klasy/klasy/internal/golden"
 	"github.com/klasy/klasy/weaver/records"
 )
@@ -16,7 +17,7 @@ import (
 // what the lab kernel printed for weaver/testdata/agg.klasy).
 func statsOf(t *testing.T, name string) *records.Stats {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "weaver", "records", "testdata", "stats", name+".txt"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "weaver", "records", "testdata", "stats", name+".txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestStatsPrintGolden(t *testing.T) {
 				st = statsOf(t, tt.stats)
 			}
 			var out, errb bytes.Buffer
-			if err := printStats(&stdio{Out: &out, Err: &errb}, "lab fake", st, tt.aspect, tt.json); err != nil {
+			if err := Print(&out, &errb, "lab fake", st, tt.aspect, tt.json); err != nil {
 				t.Fatal(err)
 			}
 			if tt.json {
@@ -77,7 +78,7 @@ func TestStatsAspectNotWoven(t *testing.T) {
 		if tt.stats != "" {
 			st = statsOf(t, tt.stats)
 		}
-		err := printStats(&stdio{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}, "lab fake", st, "nosuch", false)
+		err := Print(&bytes.Buffer{}, &bytes.Buffer{}, "lab fake", st, "nosuch", false)
 		if err == nil || err.Error() != tt.want {
 			t.Errorf("%s: %v, want %q", tt.stats, err, tt.want)
 		}
@@ -88,12 +89,12 @@ func TestStatsAspectNotWoven(t *testing.T) {
 // buckets carry inclusive bounds, a timer its averages.
 func TestStatsJSONValues(t *testing.T) {
 	var out bytes.Buffer
-	if err := printStats(&stdio{Out: &out, Err: &bytes.Buffer{}}, "lab fake", statsOf(t, "agg"), "", true); err != nil {
+	if err := Print(&out, &bytes.Buffer{}, "lab fake", statsOf(t, "agg"), "", true); err != nil {
 		t.Fatal(err)
 	}
-	maps := map[string]mapJSON{}
+	maps := map[string]MapJSON{}
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		var m mapJSON
+		var m MapJSON
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +105,7 @@ func TestStatsJSONValues(t *testing.T) {
 		t.Errorf("hist:29 buckets %+v, want [1] to [512, 1K) with 4 in the last", h.Buckets)
 	}
 	l := maps["lhist:30"]
-	if l.Linear == nil || *l.Linear != (linearJSON{Min: 5, Max: 105, Step: 10}) || l.Buckets[0].Min != nil || *l.Buckets[0].Max != 4 || *l.Buckets[11].Min != 105 || l.Buckets[11].Max != nil {
+	if l.Linear == nil || *l.Linear != (hist.LinearJSON{Min: 5, Max: 105, Step: 10}) || l.Buckets[0].Min != nil || *l.Buckets[0].Max != 4 || *l.Buckets[11].Min != 105 || l.Buckets[11].Max != nil {
 		t.Errorf("lhist:30 %+v %+v, want (..., 5) to [105, ...)", l.Linear, l.Buckets)
 	}
 	s := maps["sleep"]
@@ -112,7 +113,7 @@ func TestStatsJSONValues(t *testing.T) {
 		t.Errorf("sleep %+v", s)
 	}
 	b := maps["bytes"]
-	if len(b.Keys) != 4 || b.Keys[0] != (keyJSON{Key: 1000003, Count: 4, Value: 4000}) || b.Keys[3] != (keyJSON{Key: 1000000, Count: 3, Value: 3}) {
+	if len(b.Keys) != 4 || b.Keys[0] != (KeyJSON{Key: 1000003, Count: 4, Value: 4000}) || b.Keys[3] != (KeyJSON{Key: 1000000, Count: 3, Value: 3}) {
 		t.Errorf("bytes keys %+v, want the largest sum first", b.Keys)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package traceview
 
 import (
 	"encoding/json"
@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/perfetto"
 	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver/records"
 )
@@ -23,16 +25,16 @@ func TestPerfettoExport(t *testing.T) {
 		rec(1000, 0, "netif_receive_skb", 0xa), rec(1500, 0, "netif_receive_skb", 0xb),
 		rec(2000, 1, "ip_rcv", 0xa), rec(4000, 1, "tcp_v4_rcv", 0xa), rec(4500, 0, "ip_rcv", 0xb),
 	}
-	gv := &groupView{pick: newValuePicker("--group-by", 1, os.Stderr), gap: 1e9, open: map[groupKey]*traceGroup{}}
-	e := &perfettoExport{path: filepath.Join(t.TempDir(), "t.json"), target: "lab t"}
+	gv := NewGroupView(1, time.Second, os.Stderr)
+	e := &perfetto.Export{Path: filepath.Join(t.TempDir(), "t.json"), Target: "lab t"}
 	for _, r := range rs {
-		e.add(r)
-		gv.add(r)
+		e.Add(r)
+		gv.Add(r)
 	}
-	if err := e.write(gv.groups, 1); err != nil {
+	if err := e.Write(gv.Groups()); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(e.path)
+	b, err := os.ReadFile(e.Path)
 	if err != nil {
 		t.Fatal(err)
 	}

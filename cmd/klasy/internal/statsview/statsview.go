@@ -1,0 +1,283 @@
+// Package statsview prints what klasy stats reads of the aggregations
+// woven advice keeps in the kernel: per aspect, keyed maps as tables,
+// histograms as bpftrace draws them, timers as a table and histograms,
+// warnings of macro uses that count nothing; as text or one JSON object
+// per map.
+package statsview
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/klasy/klasy/cmd/klasy/internal/hist"
+	"github.com/klasy/klasy/cmd/klasy/internal/human"
+	"github.com/klasy/klasy/weaver/records"
+)
+
+// Print prints stats (nil: no runtime) of target, or of the one aspect
+// named, to out, and warnings of uses that count nothing to errw.
+func Print(out, errw io.Writer, target string, stats *records.Stats, only string, asJSON bool) error {
+	if stats == nil {
+		if only != "" {
+			return fmt.Errorf("aspect %s is not woven into %s: nothing of klasy is", only, target)
+		}
+		if !asJSON {
+			fmt.Fprintf(out, "%s: nothing of klasy is woven (no klasy runtime)\n", target)
+		}
+		return nil
+	}
+	aspects := stats.Aspects
+	if only != "" {
+		var names []string
+		for _, a := range aspects {
+			names = append(names, a.Name)
+		}
+		i := slices.IndexFunc(aspects, func(a records.AspectStats) bool { return a.Name == only })
+		if i < 0 {
+			return fmt.Errorf("aspect %s is not woven into %s (woven: %s)", only, target, orNone(names))
+		}
+		aspects = aspects[i : i+1]
+	}
+	if len(aspects) == 0 && !asJSON {
+		fmt.Fprintf(out, "%s: no aspect is woven\n", target)
+	}
+	enc := json.NewEncoder(out)
+	for i, a := range aspects {
+		warnFails(errw, a)
+		if asJSON {
+			for _, m := range a.Maps {
+				if err := enc.Encode(mapView(a.Name, m)); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		printAspectStats(out, a)
+	}
+	return nil
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// macroNames are the macros of each kind, as the user wrote them.
+var macroNames = map[string]string{
+	records.KindCount: "COUNT", records.KindSum: "SUM", records.KindMin: "MINIMUM", records.KindMax: "MAXIMUM",
+	records.KindHist: "HIST", records.KindLHist: "LHIST", records.KindTimer: "TIMER",
+}
+
+// where says where a map or a use is: "advice 2, agg.klasy:14".
+func where(u records.Use) string {
+	loc := fmt.Sprintf("%s:%d", u.File, u.Line)
+	if u.Advice > 0 {
+		return fmt.Sprintf("advice %d, %s", u.Advice, loc)
+	}
+	return loc
+}
+
+// warnFails says which macro uses of a got no map, and why.
+func warnFails(w io.Writer, a records.AspectStats) {
+	byIndex := func(i int) string {
+		if i >= 0 && i < len(a.Maps) {
+			m := a.Maps[i]
+			return fmt.Sprintf("%s map @%s (%s)", macroNames[m.Kind], m.Label(), where(m.Use))
+		}
+		return "another map"
+	}
+	for _, f := range a.Fails {
+		use := macroNames[f.Kind]
+		if f.Name != "" && f.Kind != records.KindTimer {
+			use += "_AS(" + f.Name + ", ...)"
+		} else if f.Name != "" {
+			use += "(" + f.Name + ")"
+		}
+		why := fmt.Sprintf("the aspect has room for %d maps and all are taken (a macro klasy did not see in the advice text, or more than %d maps)", a.Room, records.AggMaxMaps)
+		if f.Reason == records.FailConflict {
+			why = f.Name + " is already the " + byIndex(f.With)
+			if f.Kind == records.KindLHist {
+				why += " (an LHIST of one name has one set of buckets)"
+			}
+		}
+		fmt.Fprintf(w, "klasy: warning: aspect %s: %s at %s counts nothing: %s\n", a.Name, use, where(f.Use), why)
+	}
+	if n := a.Failed - len(a.Fails); n > 0 {
+		fmt.Fprintf(w, "klasy: warning: aspect %s: %d more macro uses count nothing\n", a.Name, n)
+	}
+	if a.Unclaimed > 0 {
+		fmt.Fprintf(w, "klasy: warning: aspect %s: %s of those uses not counted\n", a.Name, human.Plural(int(a.Unclaimed), "hit"))
+	}
+}
+
+func printAspectStats(w io.Writer, a records.AspectStats) {
+	if len(a.Maps) == 0 {
+		fmt.Fprintf(w, "aspect %s: no map yet (none of its aggregation macros has run)\n", a.Name)
+		return
+	}
+	fmt.Fprintf(w, "aspect %s: %s\n", a.Name, human.Plural(len(a.Maps), "map"))
+	for _, m := range a.Maps {
+		fmt.Fprintln(w)
+		switch {
+		case m.Keyed():
+			printKeyed(w, m)
+		case m.Timer != nil:
+			printTimer(w, m)
+		default:
+			printHistMap(w, m)
+		}
+	}
+}
+
+// sortedKeys are m's keys by value, largest first, then by key.
+func sortedKeys(m records.Map) []records.KeyValue {
+	ks := slices.Clone(m.Keys)
+	slices.SortStableFunc(ks, func(a, b records.KeyValue) int {
+		return cmp.Or(cmp.Compare(b.Value, a.Value), cmp.Compare(a.Key, b.Key))
+	})
+	return ks
+}
+
+func printKeyed(w io.Writer, m records.Map) {
+	fmt.Fprintf(w, "@%s: %s per key (%s), %s\n", m.Label(), macroNames[m.Kind], where(m.Use), human.Plural(len(m.Keys), "key"))
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "KEY\t%s\t\n", macroNames[m.Kind])
+	for _, k := range sortedKeys(m) {
+		fmt.Fprintf(tw, "%s\t%d\t\n", human.Value(int64(k.Key)), k.Value)
+	}
+	tw.Flush()
+	if m.Dropped > 0 {
+		fmt.Fprintf(w, "  %s dropped: no room for their key (at most %d keys per map on each CPU)\n", human.Plural(int(m.Dropped), "update"), records.AggKeys)
+	}
+}
+
+// linear is the lhist layout of m, nil for a hist.
+func linear(m records.Map) *hist.Linear {
+	if m.Kind != records.KindLHist {
+		return nil
+	}
+	return &hist.Linear{Min: m.Lo, Max: m.Hi, Step: m.Step}
+}
+
+func printHistMap(w io.Writer, m records.Map) {
+	what := macroNames[m.Kind]
+	if m.Kind == records.KindLHist {
+		what += fmt.Sprintf(" from %d to %d by %d", m.Lo, m.Hi, m.Step)
+	}
+	fmt.Fprintf(w, "@%s: %s (%s), %s\n", m.Label(), what, where(m.Use), human.Plural(int(m.Count), "value"))
+	hist.Draw(w, "", hist.Rows(m.Buckets, linear(m)))
+}
+
+func printTimer(w io.Writer, m records.Map) {
+	t := m.Timer
+	fmt.Fprintf(w, "@%s: TIMER (%s), %s\n", m.Label(), where(m.Use), human.Plural(int(t.Count), "start-stop pair"))
+	if t.Count > 0 {
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "\tCOUNT\tTOTAL\tAVERAGE\tLEAST\tGREATEST\t")
+		for _, c := range []struct {
+			name string
+			t    records.Times
+		}{{"wall", t.Wall}, {"on-CPU", t.CPU}} {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t\n", c.name, t.Count, human.NS(c.t.Sum), human.NS(c.t.Sum/t.Count), human.NS(c.t.Min), human.NS(c.t.Max))
+		}
+		tw.Flush()
+		fmt.Fprintln(w, "  wall time, ns:")
+		hist.Draw(w, "  ", hist.Rows(t.Wall.Buckets, nil))
+		fmt.Fprintln(w, "  on-CPU time, ns:")
+		hist.Draw(w, "  ", hist.Rows(t.CPU.Buckets, nil))
+	}
+	var notes []string
+	if t.NoStart > 0 {
+		notes = append(notes, human.Plural(int(t.NoStart), "stop")+" without a start in the same task")
+	}
+	if t.Nested > 0 {
+		notes = append(notes, human.Plural(int(t.Nested), "nested start")+" (only the outermost pair is timed)")
+	}
+	if t.Dropped > 0 {
+		notes = append(notes, fmt.Sprintf("%s dropped: more than %d tasks inside the timer at once", human.Plural(int(t.Dropped), "start"), records.AggTasks))
+	}
+	if t.Inside > 0 {
+		notes = append(notes, human.Plural(t.Inside, "task")+" inside the timer now")
+	}
+	for _, n := range notes {
+		fmt.Fprintf(w, "  %s\n", n)
+	}
+}
+
+// MapJSON is one map of klasy stats --json.
+type MapJSON struct {
+	Aspect string `json:"aspect"`
+	Map    string `json:"map"`
+	Kind   string `json:"kind"`
+	Advice int    `json:"advice,omitempty"`
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	// count, sum, min, max
+	Keys    []KeyJSON `json:"keys,omitempty"`
+	Dropped *uint64   `json:"dropped,omitempty"`
+	// hist, lhist; count is also a timer's
+	Count   *uint64           `json:"count,omitempty"`
+	Linear  *hist.LinearJSON  `json:"lhist,omitempty"`
+	Buckets []hist.BucketJSON `json:"buckets,omitempty"`
+	// timer
+	NoStart *uint64    `json:"no_start,omitempty"`
+	Nested  *uint64    `json:"nested,omitempty"`
+	Inside  *int       `json:"inside,omitempty"`
+	Wall    *timesJSON `json:"wall,omitempty"`
+	CPU     *timesJSON `json:"cpu,omitempty"`
+}
+
+// KeyJSON is one key of a keyed map in MapJSON.
+type KeyJSON struct {
+	Key   int64  `json:"key"`
+	Count uint64 `json:"count"`
+	Value int64  `json:"value"`
+}
+
+type timesJSON struct {
+	TotalNS uint64            `json:"total_ns"`
+	AvgNS   uint64            `json:"avg_ns"`
+	MinNS   uint64            `json:"min_ns"`
+	MaxNS   uint64            `json:"max_ns"`
+	Buckets []hist.BucketJSON `json:"buckets"`
+}
+
+func mapView(aspect string, m records.Map) MapJSON {
+	v := MapJSON{Aspect: aspect, Map: m.Label(), Kind: m.Kind, Advice: m.Advice, File: m.File, Line: m.Line}
+	switch {
+	case m.Keyed():
+		v.Keys = []KeyJSON{}
+		for _, k := range sortedKeys(m) {
+			v.Keys = append(v.Keys, KeyJSON{Key: int64(k.Key), Count: k.N, Value: k.Value})
+		}
+		v.Dropped = &m.Dropped
+	case m.Timer != nil:
+		t := m.Timer
+		times := func(x records.Times) *timesJSON {
+			tj := &timesJSON{TotalNS: x.Sum, MinNS: x.Min, MaxNS: x.Max, Buckets: hist.BucketsJSON(hist.Rows(x.Buckets, nil))}
+			if t.Count > 0 {
+				tj.AvgNS = x.Sum / t.Count
+			}
+			return tj
+		}
+		v.Count, v.NoStart, v.Dropped, v.Nested, v.Inside = &t.Count, &t.NoStart, &t.Dropped, &t.Nested, &t.Inside
+		v.Wall, v.CPU = times(t.Wall), times(t.CPU)
+	default:
+		v.Count = &m.Count
+		if l := linear(m); l != nil {
+			v.Linear = l.JSON()
+		}
+		v.Buckets = hist.BucketsJSON(hist.Rows(m.Buckets, linear(m)))
+	}
+	return v
+}

@@ -1,0 +1,134 @@
+// Package statusview prints what klasy status reads from a kernel:
+// the klasy runtime and its trace buffer, each flow table, each woven
+// aspect with its hooks, their hits and misses; as text or as JSON.
+package statusview
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/klasy/klasy/cmd/klasy/internal/human"
+	"github.com/klasy/klasy/weaver/records"
+)
+
+// Write prints klasy status of target as text; st nil: no runtime.
+func Write(w io.Writer, target string, st *records.Status) {
+	if st == nil {
+		fmt.Fprintf(w, "%s: nothing of klasy is woven (no klasy runtime)\n", target)
+		return
+	}
+	var lost []string
+	for i, l := range st.Lost {
+		lost = append(lost, fmt.Sprintf("cpu%d %d", i, l))
+	}
+	fmt.Fprintf(w, "%s: klasy runtime (abi %d), %s, %d KiB buffer per CPU, %s unread, %d lost (%s)\n",
+		target, st.ABI, human.Plural(st.CPUs, "CPU"), st.BufferKB, human.Plural(int(st.Unread), "record"), st.TotalLost(), strings.Join(lost, ", "))
+	for _, f := range st.Flows {
+		fmt.Fprintf(w, "flow %s: %d of %d entries, %d hits, %d misses, %d evictions, %d freed, %d ambiguous, %d dropped, %d without ID\n",
+			f.Name, f.Entries, f.Limit, f.Hits, f.Misses, f.Evictions, f.Freed, f.Ambiguous, f.Dropped, f.NoID)
+	}
+	for _, a := range st.Aspects {
+		fmt.Fprintf(w, "aspect %s (module %s): %s\n", a.Name, a.Module, human.Plural(len(a.Hooks), "hook"))
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  HITS\tMISSED\tHOOK\tADVICE\tFUNCTION\tFILE:LINE\tPC")
+		for _, h := range a.Hooks {
+			fn := h.Function
+			if h.InlinedIn != "" {
+				fn += " (in " + h.InlinedIn + ")"
+			}
+			if h.Module != "" {
+				fn += " [" + h.Module + "]"
+			}
+			var adv []string
+			for _, n := range h.Advice {
+				adv = append(adv, fmt.Sprint(n))
+			}
+			how := h.Mech
+			if h.Kind == records.KindReplace {
+				how += " replace" // the function returns at once
+			}
+			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s:%d\t%#x\n", h.Hits, h.Missed, how, strings.Join(adv, ","), fn, h.File, h.Line, h.Image)
+		}
+		tw.Flush()
+	}
+}
+
+// JSON is klasy status --json: addresses as hex strings, as klasy lines
+// prints them, so that scripts in any language read them exactly.
+type JSON struct {
+	Target   string       `json:"target"`
+	Runtime  bool         `json:"runtime"` // false: nothing of klasy is woven
+	ABI      int          `json:"abi,omitempty"`
+	CPUs     int          `json:"cpus,omitempty"`
+	BufferKB int          `json:"buffer_kb,omitempty"`
+	Unread   uint64       `json:"unread"`
+	Lost     []uint64     `json:"lost_per_cpu"`
+	Flows    []FlowJSON   `json:"flows"`
+	Aspects  []aspectJSON `json:"aspects"`
+}
+
+// DomainJSON is one domain of klasy status --domains --json.
+type DomainJSON struct {
+	Domain string `json:"domain"`
+	JSON
+}
+
+// FlowJSON is one flow table in JSON.
+type FlowJSON struct {
+	Name      string `json:"name"`
+	Entries   uint64 `json:"entries"`
+	Limit     uint64 `json:"limit"`
+	Hits      uint64 `json:"hits"`
+	Misses    uint64 `json:"misses"`
+	Evictions uint64 `json:"evictions"`
+	Freed     uint64 `json:"freed"`
+	Ambiguous uint64 `json:"ambiguous"`
+	Dropped   uint64 `json:"dropped"`
+	NoID      uint64 `json:"noid"`
+}
+
+type aspectJSON struct {
+	ID         uint32     `json:"id"`
+	Name       string     `json:"name"`
+	Module     string     `json:"module"`
+	RegisterUS int64      `json:"register_us"`
+	Hooks      []hookJSON `json:"hooks"`
+}
+
+type hookJSON struct {
+	Kind      string `json:"kind"`
+	Mechanism string `json:"mechanism"`
+	Addr      string `json:"addr"`
+	PC        string `json:"pc"`
+	Hits      uint64 `json:"hits"`
+	Missed    uint64 `json:"missed"`
+	Advice    []int  `json:"advice"`
+	Function  string `json:"function"`
+	InlinedIn string `json:"inlined_in,omitempty"`
+	File      string `json:"file"`
+	Line      int    `json:"line"`
+	Module    string `json:"module,omitempty"`
+}
+
+// View is klasy status of target as JSON; st nil: no runtime.
+func View(target string, st *records.Status) JSON {
+	v := JSON{Target: target, Lost: []uint64{}, Flows: []FlowJSON{}, Aspects: []aspectJSON{}}
+	if st == nil {
+		return v
+	}
+	v.Runtime, v.ABI, v.CPUs, v.BufferKB, v.Unread, v.Lost = true, st.ABI, st.CPUs, st.BufferKB, st.Unread, st.Lost
+	for _, f := range st.Flows {
+		v.Flows = append(v.Flows, FlowJSON(f))
+	}
+	for _, a := range st.Aspects {
+		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), Hooks: []hookJSON{}}
+		for _, h := range a.Hooks {
+			aj.Hooks = append(aj.Hooks, hookJSON{Kind: h.Kind, Mechanism: h.Mech, Addr: fmt.Sprintf("%#x", h.Addr), PC: fmt.Sprintf("%#x", h.Image),
+				Hits: h.Hits, Missed: h.Missed, Advice: h.Advice, Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line, Module: h.Module})
+		}
+		v.Aspects = append(v.Aspects, aj)
+	}
+	return v
+}
