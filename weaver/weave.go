@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/internal/atomicfile"
 	"github.com/klasy/klasy/internal/cachedir"
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/kmod"
@@ -256,31 +257,11 @@ func (s *Session) runtimeModule(ctx context.Context) (*builtRuntime, error) {
 		return nil, err
 	}
 	for name, data := range map[string][]byte{runtime.ModuleName + ".ko": ko, "Module.symvers": res.Symvers} {
-		if err := writeAtomic(filepath.Join(dir, name), data); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, name), data); err != nil {
 			return nil, err
 		}
 	}
 	return &builtRuntime{ko, res.Symvers}, nil
-}
-
-// writeAtomic writes data to path through a temporary file and a rename,
-// so that a concurrent reader sees all of it or nothing.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }
 
 // buildAdvice compiles the advice module; errors in advice code come
@@ -326,7 +307,7 @@ func (s *Session) buildAdvice(ctx context.Context, m *gen.Module, symvers []byte
 	for _, mod := range res.Modules {
 		if mod.Name == m.Name {
 			if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
-				writeAtomic(cached, mod.Image) // a cache: a failure only costs a rebuild
+				atomicfile.WriteFile(cached, mod.Image) // a cache: a failure only costs a rebuild
 			}
 			return mod.Image, nil
 		}

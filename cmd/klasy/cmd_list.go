@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/klasy/klasy/aspect"
-	"github.com/klasy/klasy/cmd/klasy/internal/human"
+	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/cmd/klasy/internal/jpview"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/gen"

@@ -7,6 +7,7 @@ import (
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/gen"
 	"github.com/klasy/klasy/weaver/multi"
+	"github.com/klasy/klasy/weaver/runtime"
 )
 
 func init() {
@@ -33,8 +34,8 @@ func runWeave(s *stdio, args []string) error {
 	if fs.NArg() != 1 {
 		return usageError{Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", fs.NArg())}
 	}
-	if bufferKB != 0 && (bufferKB < 8 || bufferKB > 64*1024) {
-		return usageError{Msg: fmt.Sprintf("--buffer-kb %d: want 8..65536 KiB per CPU", bufferKB)}
+	if bufferKB != 0 && (bufferKB < runtime.BufferKBMin || bufferKB > runtime.BufferKBMax) {
+		return usageError{Msg: fmt.Sprintf("--buffer-kb %d: want %d..%d KiB per CPU", bufferKB, runtime.BufferKBMin, runtime.BufferKBMax)}
 	}
 	path := fs.Arg(0)
 	src, err := aspectFile(s, path)

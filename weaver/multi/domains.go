@@ -10,6 +10,7 @@ import (
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/domains"
+	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/gen"
 	"github.com/klasy/klasy/weaver/records"
@@ -222,19 +223,12 @@ func rollback(ctx context.Context, woven []*DomainSession, aspectName string, ca
 	}
 	msg := ""
 	if len(done) > 0 {
-		msg = "; rolled back from " + plural(len(done), "domain") + " " + strings.Join(done, ", ")
+		msg = "; rolled back from " + human.Noun(len(done), "domain") + " " + strings.Join(done, ", ")
 	}
 	if len(failed) > 0 {
 		msg += "; rolling back failed in " + strings.Join(failed, "; ")
 	}
 	return fmt.Errorf("%w%s", cause, msg)
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return what
-	}
-	return what + "s"
 }
 
 // UnweaveDomains unweaves the aspects named (all: every aspect, and the

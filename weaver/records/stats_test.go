@@ -1,12 +1,13 @@
 package records
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/klasy/klasy/internal/golden"
 )
 
 // TestParseStatsGolden parses each testdata/stats/NAME.txt (agg.txt is
@@ -30,18 +31,7 @@ func TestParseStatsGolden(t *testing.T) {
 			}
 			got, _ := json.MarshalIndent(s, "", "\t")
 			got = append(got, '\n')
-			if *update {
-				if err := os.WriteFile(name+".json", got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(name + ".json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("ParseStats(%s) =\n%s\nwant (%s.json)\n%s", txt, got, name, want)
-			}
+			golden.Check(t, name+".json", string(got))
 		})
 	}
 }

@@ -1,16 +1,14 @@
 package records
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/status/*.json from the parser (review the diff)")
+	"github.com/klasy/klasy/internal/golden"
+)
 
 // TestParseStatusGolden parses each testdata/status/NAME.txt and compares
 // the result with NAME.json.
@@ -32,18 +30,7 @@ func TestParseStatusGolden(t *testing.T) {
 			}
 			got, _ := json.MarshalIndent(s, "", "\t")
 			got = append(got, '\n')
-			if *update {
-				if err := os.WriteFile(name+".json", got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(name + ".json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("ParseStatus(%s) =\n%s\nwant (%s.json)\n%s", txt, got, name, want)
-			}
+			golden.Check(t, name+".json", string(got))
 		})
 	}
 }

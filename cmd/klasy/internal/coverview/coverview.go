@@ -17,7 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/klasy/klasy/cmd/klasy/internal/human"
+	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/internal/cachedir"
 	"github.com/klasy/klasy/weaver/cover"
 )

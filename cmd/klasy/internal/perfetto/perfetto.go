@@ -8,13 +8,12 @@
 package perfetto
 
 import (
-	"bufio"
 	"cmp"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 	"slices"
 
+	"github.com/klasy/klasy/internal/atomicfile"
 	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver/records"
 )
@@ -63,23 +62,8 @@ func (e *Export) Write(groups []Group) error {
 // WriteFile writes the trace-event file at path, whole or not at all:
 // a process per name, the events, and links as flow arrows.
 func WriteFile(path string, names []string, es []timeline.Event, links []timeline.Link) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	err := atomicfile.Write(path, func(w io.Writer) error { return timeline.WritePerfetto(w, names, es, links) })
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	w := bufio.NewWriter(tmp)
-	err = timeline.WritePerfetto(w, names, es, links)
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/klasy/klasy/cmd/klasy/internal/hist"
-	"github.com/klasy/klasy/cmd/klasy/internal/human"
+	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/weaver/records"
 )
 

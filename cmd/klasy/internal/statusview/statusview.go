@@ -9,7 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/klasy/klasy/cmd/klasy/internal/human"
+	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/weaver/records"
 )
 

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/klasy/klasy/cmd/klasy/internal/human"
+	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/cmd/klasy/internal/perfetto"
 	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver/records"
