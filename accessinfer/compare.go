@@ -180,7 +180,7 @@ func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []stri
 			s.Inferred++
 			if ok {
 				s.Confirmed++
-			} else if len(s.UnconfirmedExamples) < 12 {
+			} else if len(s.UnconfirmedExamples) < 40 {
 				s.UnconfirmedExamples = append(s.UnconfirmedExamples, fmt.Sprintf("%s %s.%s %s (%s) in %s", fmtPC(a.PC), a.Struct, a.Member, a.Kind, a.Why, a.Func))
 			}
 			if strictOK {
@@ -216,7 +216,7 @@ func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []stri
 			s.Reachable++
 			if hit {
 				s.Found++
-			} else if len(s.MissedRecordExamples) < 12 {
+			} else if len(s.MissedRecordExamples) < 40 {
 				s.MissedRecordExamples = append(s.MissedRecordExamples, fmt.Sprintf("%s:%d %s.%s %s base %s %q", r.File, r.Line, r.StructName(), r.Member, r.Mode, r.Base.Kind, r.Base.Expr))
 			}
 		})

@@ -88,10 +88,12 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 		m := &t.members[i]
 		lo, hi := ts.span(m)
 		if hi <= lo {
-			if !(m.bitSize == 0 && lo == a.off && hi == lo) {
-				continue // a flexible array is touched only at or past its start
+			// A zero-size member: a marker (sk_buff's __cloned_offset[0])
+			// touches nothing; a flexible array, the last member, runs on.
+			if i != len(t.members)-1 || m.bitSize != 0 || a.off < lo {
+				continue
 			}
-			hi = lo + 1<<20
+			hi = a.off + a.n
 		}
 		if hi <= a.off || lo >= a.off+a.n {
 			continue
@@ -134,9 +136,11 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 		}
 		return nil
 	}
-	// Several members of a struct: all are touched only when an
-	// immediate is stored over them or a mask picks them out.
-	if !a.h.imm && !a.bm.ok {
+	// Several members of a struct: all are touched only when a mask
+	// picks them out. An immediate stored over several is most often an
+	// inlined memset or a struct initializer, which the plugin does not
+	// record as member accesses: not decided.
+	if !a.bm.ok {
 		return nil
 	}
 	var out []chain
@@ -294,5 +298,18 @@ func (ts *types) objectAccess(t *ctype, a access) []chain {
 	if a.addr && a.off == 0 {
 		return nil // the object's own address, or its first member's: not told apart
 	}
-	return ts.walk(t, a, nil, 0, 0)
+	cs := ts.walk(t, a, nil, 0, 0)
+	for i, c := range cs {
+		// A struct member at offset 0 with more below it: the pointer may
+		// be one to that member, cast (current_thread_info() is current;
+		// inet_sk(sk) is sk): the hops below are sure, it is not.
+		for len(c) > 1 && c[0].bitOff == 0 {
+			if mt := ts.get(c[0].m.typ); mt == nil || (mt.kind != tStruct && mt.kind != tUnion) {
+				break
+			}
+			c = c[1:]
+		}
+		cs[i] = c
+	}
+	return cs
 }

@@ -182,8 +182,10 @@ noinline char skb_cb(struct skb *skb, int i)
 
 noinline void skb_init(struct skb *skb)
 {
-	skb->len = 0; /* want: skb.len:store */
-	skb->data_len = 0; /* want: skb.data_len:store */
+	/* One 8-byte store of 0 over both: an inlined memset looks the
+	 * same, and the plugin records no member for it: undecided. */
+	skb->len = 0; /* want-any: skb.len:store */
+	skb->data_len = 0; /* want-any: skb.data_len:store */
 }
 
 noinline int stack_struct(int x)
