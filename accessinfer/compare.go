@@ -1,0 +1,314 @@
+package accessinfer
+
+import (
+	"fmt"
+	"io"
+	"sort"
+
+	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/klasy/klasy/debugklasy"
+	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/x86code"
+)
+
+// Score is inference measured against the plugin for one struct (or,
+// with Struct "", all of them).
+//
+// The plugin records source-level accesses (file:line, struct.member,
+// mode); inference gives instructions. An instruction is attributed to
+// the lines of the line-table rows of its basic block (dwarfmap's
+// blocks: calls do not end one) and to the call lines of the inlined
+// copies holding it: a compiler schedules freely within a block, merges
+// neighbouring lines' stores (skbuff.c:1189-1191) and leaves an inline
+// helper's loads under the caller's line. A plugin record and an
+// inferred access agree when they name the same struct and member, one
+// of the instruction's lines is the record's line (or its statement's
+// line), and the instruction's use fits the mode: a load for a read, a
+// store or read-modify-write for a write, any of the three for a
+// read-write, a lea for an address taken, and also any use for an
+// address taken (the address reaches a helper inlined at that line,
+// refcount_set(&skb->users, 1) stores in atomic_set's code).
+//
+//   - precision: the share of inferred accesses (instruction, member)
+//     that agree with some plugin record;
+//   - recall: the share of the plugin's records that have an instruction
+//     in the image which agrees with some inferred access. A record
+//     "has an instruction" when its line has code in the image and one
+//     instruction in the blocks of that code has a memory operand that
+//     fits the mode and whose displacement falls on the member (less the
+//     container_of offset), as the weaver's exact tier asks, or, for a
+//     global or static base, an operand without a base register; other
+//     records (the compiler kept the value in a register, folded the
+//     member into another offset, or removed the code) are left out.
+type Score struct {
+	Struct               string
+	Inferred, Confirmed  int
+	Records, Reachable   int
+	Found                int
+	Precision, Recall    float64
+	StrictConfirmed      int // confirmed by the instruction's own rows and call sites only
+	StrictPrecision      float64
+	UnconfirmedExamples  []string
+	MissedRecordExamples []string
+}
+
+type recKey struct {
+	file   uint32
+	line   int
+	st, mb string
+}
+
+// fits says whether an instruction's use of memory fits a plugin mode.
+func fits(m debugklasy.Mode, k x86code.MemKind) bool {
+	switch m {
+	case debugklasy.Read:
+		return k == x86code.Load || k == x86code.RMW
+	case debugklasy.Write:
+		return k == x86code.Store || k == x86code.RMW
+	case debugklasy.ReadWrite:
+		return k == x86code.RMW || k == x86code.Load || k == x86code.Store
+	case debugklasy.Addr:
+		return true
+	}
+	return false
+}
+
+// comparer caches what attributing instructions to lines needs.
+type comparer struct {
+	b      *dwarfmap.Batch
+	blocks map[uint64][2]uint64 // pc -> its block
+	lines  map[uint64][][2]int  // block start -> (file, line) of its rows
+	insns  map[uint64][]x86code.Insn
+}
+
+func (c *comparer) block(pc uint64) ([2]uint64, bool) {
+	if bl, ok := c.blocks[pc]; ok {
+		return bl, bl[1] > bl[0]
+	}
+	var bl [2]uint64
+	if code, err := c.b.Code(pc); err == nil {
+		bl[0], bl[1] = code.Block(pc)
+	}
+	c.blocks[pc] = bl
+	return bl, bl[1] > bl[0]
+}
+
+func (c *comparer) blockLines(bl [2]uint64) [][2]int {
+	if ls, ok := c.lines[bl[0]]; ok {
+		return ls
+	}
+	var ls [][2]int
+	for _, r := range c.b.CodeRows(bl[0], bl[1]) {
+		ls = append(ls, [2]int{int(r.File), int(r.Line)})
+	}
+	c.lines[bl[0]] = ls
+	return ls
+}
+
+// linesOf attributes an access's instruction: all its block's lines, or
+// (strict) the rows in force at it and its call sites.
+func (c *comparer) linesOf(a *Access, strict bool) [][2]int {
+	var out [][2]int
+	if strict {
+		for _, r := range c.b.CodeRows(a.PC, a.PC+1) {
+			out = append(out, [2]int{int(r.File), int(r.Line)})
+		}
+	} else if bl, ok := c.block(a.PC); ok {
+		out = append(out, c.blockLines(bl)...)
+	}
+	for _, cs := range a.Calls {
+		for _, id := range c.b.Files(cs.File) {
+			out = append(out, [2]int{int(id), cs.Line})
+		}
+	}
+	return out
+}
+
+// Compare measures res against the plugin's table t of the same image,
+// per struct in structs and in total (the last Score).
+func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []string) []Score {
+	c := &comparer{b: b, blocks: map[uint64][2]uint64{}, lines: map[uint64][][2]int{}, insns: map[uint64][]x86code.Insn{}}
+	recs := map[recKey][]debugklasy.Mode{}
+	for i := range t.Accesses {
+		r := &t.Accesses[i]
+		for _, id := range b.Files(r.File) {
+			for _, l := range []int{r.Line, r.StmtLine} {
+				if l != 0 {
+					k := recKey{id, l, r.Struct, r.Member}
+					recs[k] = append(recs[k], r.Mode)
+				}
+			}
+		}
+	}
+	idx := map[string]int{}
+	scores := make([]Score, len(structs)+1)
+	for i, s := range structs {
+		idx[s] = i
+		scores[i].Struct = s
+	}
+	total := &scores[len(structs)]
+	add := func(st string, f func(s *Score)) {
+		if i, ok := idx[st]; ok {
+			f(&scores[i])
+		}
+		f(total)
+	}
+	// Precision, and the inferred accesses by line for recall.
+	found := map[recKey]uint8{} // kinds (1<<MemKind)
+	for i := range res.Accesses {
+		a := &res.Accesses[i]
+		ok, strictOK := false, false
+		for pass, strict := range []bool{false, true} {
+			for _, l := range c.linesOf(a, strict) {
+				k := recKey{uint32(l[0]), l[1], a.Struct, a.Member}
+				if pass == 0 {
+					found[k] |= 1 << a.Kind
+				}
+				for _, m := range recs[k] {
+					if fits(m, a.Kind) {
+						if strict {
+							strictOK = true
+						} else {
+							ok = true
+						}
+					}
+				}
+			}
+		}
+		add(a.Struct, func(s *Score) {
+			s.Inferred++
+			if ok {
+				s.Confirmed++
+			} else if len(s.UnconfirmedExamples) < 40 {
+				s.UnconfirmedExamples = append(s.UnconfirmedExamples, fmt.Sprintf("%s %s.%s %s (%s) in %s", fmtPC(a.PC), a.Struct, a.Member, a.Kind, a.Why, a.Func))
+			}
+			if strictOK {
+				s.StrictConfirmed++
+			}
+		})
+	}
+	// Recall.
+	for i := range t.Accesses {
+		r := &t.Accesses[i]
+		add(r.Struct, func(s *Score) { s.Records++ })
+		if r.NoOffset {
+			continue
+		}
+		if !c.reachable(r) {
+			continue
+		}
+		hit := false
+		for _, id := range b.Files(r.File) {
+			for _, l := range []int{r.Line, r.StmtLine} {
+				if l == 0 {
+					continue
+				}
+				kinds := found[recKey{id, l, r.Struct, r.Member}]
+				for k := x86code.Load; k <= x86code.Addr; k++ {
+					if kinds&(1<<k) != 0 && fits(r.Mode, k) {
+						hit = true
+					}
+				}
+			}
+		}
+		add(r.Struct, func(s *Score) {
+			s.Reachable++
+			if hit {
+				s.Found++
+			} else if len(s.MissedRecordExamples) < 40 {
+				s.MissedRecordExamples = append(s.MissedRecordExamples, fmt.Sprintf("%s:%d %s.%s %s base %s %q", r.File, r.Line, r.StructName(), r.Member, r.Mode, r.Base.Kind, r.Base.Expr))
+			}
+		})
+	}
+	for i := range scores {
+		s := &scores[i]
+		if s.Inferred > 0 {
+			s.Precision = float64(s.Confirmed) / float64(s.Inferred)
+			s.StrictPrecision = float64(s.StrictConfirmed) / float64(s.Inferred)
+		}
+		if s.Reachable > 0 {
+			s.Recall = float64(s.Found) / float64(s.Reachable)
+		}
+	}
+	return scores
+}
+
+func fmtPC(pc uint64) string { return fmt.Sprintf("%#x", pc) }
+
+// reachable says whether record r has an instruction in the image (see
+// Score).
+func (c *comparer) reachable(r *debugklasy.Access) bool {
+	off := int64(r.BitOffset / 8)
+	size := int64((r.BitOffset%8 + r.BitSize + 7) / 8)
+	if !r.Bitfield {
+		size = int64((r.BitSize + 7) / 8)
+	}
+	if r.BitSize == 0 {
+		size = 1 << 20
+	}
+	size = max(size, 1)
+	k := int64(0)
+	if r.Base.ContainerOf {
+		k = r.Base.Offset
+	}
+	global := r.Base.Kind == debugklasy.Global || r.Base.Kind == debugklasy.Static
+	for _, row := range c.b.LineRows(r.File, r.Line) {
+		bl, ok := c.block(row.Addr)
+		if !ok {
+			continue
+		}
+		insns, ok := c.insns[bl[0]]
+		if !ok {
+			insns = c.b.Insns(bl[0], bl[1])
+			c.insns[bl[0]] = insns
+		}
+		for i := range insns {
+			acc, ok := x86code.Access(&insns[i].Inst)
+			if !ok || !fits(r.Mode, acc.Kind) || (r.Mode == debugklasy.Addr && acc.Kind != x86code.Addr) {
+				continue
+			}
+			if acc.Mem.Base == 0 || acc.Mem.Base == x86asm.RIP {
+				if global {
+					return true
+				}
+				continue
+			}
+			rel := acc.Mem.Disp - k - off
+			n := int64(max(acc.Bytes, 1))
+			if rel < size && rel+n > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// PrintScores writes the table.
+func PrintScores(w io.Writer, scores []Score) {
+	fmt.Fprintf(w, "%-12s %9s %9s %9s %8s %9s %9s %9s %8s\n", "struct", "inferred", "confirmed", "precision", "strict", "records", "reachable", "found", "recall")
+	for _, s := range scores {
+		name := s.Struct
+		if name == "" {
+			name = "total"
+		}
+		fmt.Fprintf(w, "%-12s %9d %9d %8.2f%% %7.2f%% %9d %9d %9d %7.2f%%\n", name, s.Inferred, s.Confirmed, 100*s.Precision, 100*s.StrictPrecision, s.Records, s.Reachable, s.Found, 100*s.Recall)
+	}
+}
+
+// sortedStructs is a helper for tests: the structs with the most inferred accesses.
+func sortedStructs(res *Result, n int) []string {
+	by := map[string]int{}
+	for _, a := range res.Accesses {
+		by[a.Struct]++
+	}
+	var out []string
+	for s := range by {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return by[out[i]] > by[out[j]] })
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}

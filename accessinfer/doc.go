@@ -1,0 +1,41 @@
+// Package accessinfer infers which struct member each memory instruction
+// of a kernel image touches, from DWARF and the instructions alone: the
+// facts the klasy GCC plugin records in .debug_klasy, for kernels built
+// without it (issue 19).
+//
+// The method is perf's data-type profiling (tools/perf/util/
+// annotate-data.c, Linux 6.8+) turned into a whole-image pass:
+//
+//   - Scan reads every compilation unit once: the out-of-line functions
+//     with their parameters and locals, those of the copies inlined into
+//     them and of lexical blocks, each with its location list; the
+//     variables at fixed addresses (globals, statics, per-CPU variables
+//     at their offset in .data..percpu); each function's return type.
+//   - Tracking runs per function over its basic blocks (x86code's
+//     graph, with the jump label sites as two-way branches). The state
+//     before an instruction is, for each general register and each
+//     stack slot written with a tracked value, "the address of an object
+//     of type T plus k", "the stack pointer at entry plus k", a constant
+//     (an address, maybe) or a per-CPU offset. DWARF's locations are
+//     applied at every instruction they cover and win over what tracking
+//     worked out. mov, lea, add/sub of a constant (container_of), push,
+//     pop, spills and reloads carry values; a load of a pointer member
+//     gives a pointer to the member's pointee; a call clobbers the
+//     caller-saved registers and gives %rax its callee's return type; an
+//     instruction not modelled clobbers every register but %rsp. At a
+//     join only what all predecessors agree on is kept.
+//   - A memory operand is then resolved to the object it addresses (a
+//     typed base register, a global or per-CPU variable by address, a
+//     struct in the frame) and the offset into it, and the offset to
+//     the chain of named members there, anonymous members collapsed as
+//     the plugin collapses them. A bitfield's member is the one whose
+//     bits the instruction (or the shr/and/test that follow its load, or
+//     the and/or before the store that writes the unit back) tests or
+//     changes.
+//
+// Nothing is guessed: an offset on padding or outside the type, a union
+// whose member neither the value's type nor its use tells, a load that
+// spans several members, an indexed access outside an array member, a
+// register two variables of different types share where both typings
+// fit different members: no access.
+package accessinfer

@@ -1,0 +1,763 @@
+package accessinfer
+
+import (
+	"debug/dwarf"
+	"debug/elf"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/x86code"
+)
+
+// Access is one struct member an instruction touches.
+type Access struct {
+	PC   uint64
+	Func string // the out-of-line function holding PC
+	// Struct is the member's named container as the plugin names it:
+	// the tag, or the typedef of an anonymous type ("" if neither);
+	// Member its name, anonymous members collapsed. An instruction
+	// touching s->inner.x gives two: (S, inner) at Depth 0 and
+	// (inner's type, x) at Depth 1, as the plugin records two.
+	Struct   string
+	Member   string
+	Union    bool // the container is a union
+	Bitfield bool
+	// BitOffset and BitSize are the member's bits in its container.
+	BitOffset, BitSize int64
+	Kind               x86code.MemKind
+	Depth              int
+	// Reg is the DWARF register the memory operand is based on (-1:
+	// none: a global, RIP-relative or absolute); the container starts
+	// at Reg + Base.
+	Reg  int
+	Base int64
+	// Why says where the base's type came from: "var skb", "sk_buff.sk"
+	// (loaded from that member), "global init_task", "per-CPU
+	// current_task", "ret alloc_skb", "stack var s".
+	Why string
+	// Calls are the inlined copies holding PC, innermost first: where
+	// each was called.
+	Calls []CallSite
+}
+
+// CallSite is where an inlined copy was called.
+type CallSite struct {
+	Func string // the inlined function
+	File string
+	Line int
+}
+
+func (a Access) String() string {
+	return fmt.Sprintf("%#x %s.%s %s (%s)", a.PC, a.Struct, a.Member, a.Kind, a.Why)
+}
+
+// Options select what Infer looks at.
+type Options struct {
+	// Func, if not nil, selects the out-of-line functions to analyse by
+	// name (globals are read from the whole image regardless).
+	Func func(name string) bool
+	// Workers is the number of goroutines (0: GOMAXPROCS).
+	Workers int
+}
+
+// Result is what Infer found.
+type Result struct {
+	Accesses []Access // by PC, then depth
+	Funcs    int      // functions analysed
+	Insns    int      // instructions decoded
+	MemInsns int      // of which with a memory operand (lea included)
+	Scan     time.Duration
+	Track    time.Duration
+}
+
+// globals finds the variables at fixed addresses.
+type globals struct {
+	normal, percpu []global // by address
+}
+
+func (gl *globals) find(a uint64, percpu bool) (global, int64, bool) {
+	t := gl.normal
+	if percpu {
+		t = gl.percpu
+	}
+	i := sort.Search(len(t), func(i int) bool { return t[i].addr > a }) - 1
+	for j := i; j >= 0 && j > i-8; j-- {
+		if a >= t[j].addr && a < t[j].addr+uint64(t[j].size) {
+			return t[j], int64(a - t[j].addr), true
+		}
+	}
+	return global{}, 0, false
+}
+
+// worker holds what one goroutine reuses.
+type worker struct {
+	ts   *types
+	g    *globals
+	rets map[uint64]dwarf.Offset
+	img  *elfimage.Image
+	res  *elfimage.Reserved
+}
+
+// Infer analyses the out-of-line functions of an image (a vmlinux, a
+// linked executable; a module's code addresses are section offsets and
+// its globals unrelocated: not supported yet).
+func Infer(img *elfimage.Image, opt Options) (*Result, error) {
+	if img.ELF.Type == elf.ET_REL {
+		return nil, fmt.Errorf("%s: a relocatable object (a module): accessinfer reads linked images only", img.Path)
+	}
+	d, err := img.DWARF()
+	if err != nil {
+		return nil, err
+	}
+	nw := opt.Workers
+	if nw <= 0 {
+		nw = runtime.GOMAXPROCS(0)
+	}
+	start := time.Now()
+	// The units, in order.
+	var cus []dwarf.Offset
+	r := d.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil {
+			return nil, fmt.Errorf("%s: reading DWARF: %w", img.Path, err)
+		}
+		if e == nil {
+			break
+		}
+		if e.Tag == dwarf.TagCompileUnit || e.Tag == dwarf.TagPartialUnit {
+			cus = append(cus, e.Offset)
+		}
+		r.SkipChildren()
+	}
+	scans := make([]unitScan, len(cus))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < nw; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := &scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: newTypes(d), info: img.Section(".debug_info")}
+			s.locs.loc = img.Section(".debug_loc")
+			s.locs.loclists = img.Section(".debug_loclists")
+			s.locs.addr = img.Section(".debug_addr")
+			for i := range next {
+				scans[i].rets = map[uint64]dwarf.Offset{}
+				s.out = &scans[i]
+				s.scanUnit(cus[i])
+			}
+		}()
+	}
+	for i := range cus {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	res := &Result{Scan: time.Since(start)}
+	start = time.Now()
+
+	// The per-CPU area: variables there are reached through %gs.
+	var pcpu [2]uint64
+	for _, s := range img.ELF.Sections {
+		if s.Name == ".data..percpu" {
+			pcpu = [2]uint64{s.Addr, s.Addr + s.Size}
+		}
+	}
+	gl := &globals{}
+	rets := map[uint64]dwarf.Offset{}
+	var funcs []*function
+	seen := map[uint64]bool{}
+	for i := range scans {
+		for _, g := range scans[i].globals {
+			if g.addr >= pcpu[0] && g.addr < pcpu[1] {
+				gl.percpu = append(gl.percpu, g)
+			} else {
+				gl.normal = append(gl.normal, g)
+			}
+		}
+		for a, t := range scans[i].rets {
+			rets[a] = t
+		}
+		for j := range scans[i].funcs {
+			f := &scans[i].funcs[j]
+			if opt.Func != nil && !opt.Func(f.name) {
+				continue
+			}
+			if seen[f.entry] {
+				continue
+			}
+			seen[f.entry] = true
+			funcs = append(funcs, f)
+		}
+	}
+	for _, t := range []*[]global{&gl.normal, &gl.percpu} {
+		sort.Slice(*t, func(i, j int) bool { return (*t)[i].addr < (*t)[j].addr })
+	}
+	reserved, _ := img.Reserved()
+
+	out := make([][]Access, len(funcs))
+	counts := make([][2]int, len(funcs))
+	next = make(chan int)
+	for w := 0; w < nw; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wk := &worker{ts: newTypes(d), g: gl, rets: rets, img: img, res: reserved}
+			for i := range next {
+				out[i], counts[i] = wk.function(funcs[i])
+			}
+		}()
+	}
+	for i := range funcs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	n := 0
+	for i := range out {
+		n += len(out[i])
+		res.Insns += counts[i][0]
+		res.MemInsns += counts[i][1]
+	}
+	res.Accesses = make([]Access, 0, n)
+	for i := range out {
+		res.Accesses = append(res.Accesses, out[i]...)
+	}
+	sort.SliceStable(res.Accesses, func(i, j int) bool { return res.Accesses[i].PC < res.Accesses[j].PC })
+	res.Funcs = len(funcs)
+	res.Track = time.Since(start)
+	return res, nil
+}
+
+// function analyses one out-of-line function.
+func (w *worker) function(f *function) (accs []Access, counts [2]int) {
+	var ranges []x86code.Range
+	for _, r := range f.ranges {
+		code := w.img.ReadText(r[0], r[1]-r[0])
+		if code == nil {
+			return nil, counts // discarded code, or not in the image
+		}
+		ranges = append(ranges, x86code.Range{Addr: r[0], Code: code})
+	}
+	ft := &fnTrack{w: w, f: f}
+	var patched x86code.PatchedBranches
+	for _, r := range f.ranges {
+		for a, t := range w.res.JumpsIn(r[0], r[1]) {
+			if patched == nil {
+				patched = x86code.PatchedBranches{}
+			}
+			patched[a] = t
+		}
+	}
+	ft.g = x86code.FuncGraph(f.entry, ranges, patched)
+	for _, r := range ranges {
+		ft.insns = append(ft.insns, x86code.Decode(r.Code, r.Addr)...)
+	}
+	counts[0] = len(ft.insns)
+	ft.buildFacts()
+	return ft.run(&counts[1]), counts
+}
+
+// blockInsns is the instruction index range [lo, hi) of block b.
+func (ft *fnTrack) blockInsns(b *x86code.GraphBlock) (int, int) {
+	return ft.insnIndex(b.Start), ft.insnIndex(b.End)
+}
+
+// run does the data flow to a fixed point, then one pass that emits.
+func (ft *fnTrack) run(memInsns *int) []Access {
+	g := ft.g
+	nb := len(g.Blocks)
+	if nb == 0 {
+		return nil
+	}
+	preds := make([][]int, nb)
+	for i := range g.Blocks {
+		for _, s := range g.Blocks[i].Succs {
+			if j, ok := g.Block(s); ok {
+				preds[j] = append(preds[j], i)
+			}
+		}
+	}
+	// Reverse post-order from the entry, then the blocks no known arc
+	// reaches (after indirect jumps) in address order.
+	order := make([]int, 0, nb)
+	seen := make([]bool, nb)
+	if e, ok := g.Block(g.Entry); ok {
+		var post []int
+		var dfs func(int)
+		dfs = func(b int) {
+			seen[b] = true
+			for _, s := range g.Blocks[b].Succs {
+				if j, ok := g.Block(s); ok && !seen[j] {
+					dfs(j)
+				}
+			}
+			post = append(post, b)
+		}
+		dfs(e)
+		for i := len(post) - 1; i >= 0; i-- {
+			order = append(order, post[i])
+		}
+	}
+	for i := 0; i < nb; i++ {
+		if !seen[i] && !g.Blocks[i].Padding {
+			order = append(order, i)
+		}
+	}
+	entry, _ := g.Block(g.Entry)
+	outs := make([]*state, nb)
+	pats := make([]map[int]bits, nb)
+	skips := make([]map[int]bool, nb)
+	for _, b := range order {
+		lo, hi := ft.blockInsns(&g.Blocks[b])
+		pats[b], skips[b] = ft.bitPatterns(lo, hi)
+	}
+	in := func(b int) *state {
+		var s *state
+		for _, p := range preds[b] {
+			if outs[p] == nil {
+				continue // not computed yet: optimistic, refined next round
+			}
+			if s == nil {
+				s = outs[p].clone()
+			} else {
+				s.merge(outs[p])
+			}
+		}
+		if s == nil {
+			s = &state{}
+		}
+		if b == entry && g.Blocks[b].Start == g.Entry {
+			// Entered from a call as well: only the stack pointer is known.
+			s = &state{}
+			s.regs[rsp] = val{kind: vStack}
+		}
+		return s
+	}
+	for round := 0; round < 6; round++ {
+		changed := false
+		for _, b := range order {
+			s := in(b)
+			lo, hi := ft.blockInsns(&g.Blocks[b])
+			for i := lo; i < hi; i++ {
+				ft.step(s, i, hi, pats[b], skips[b], nil)
+			}
+			if outs[b] == nil || !outs[b].equal(s) {
+				outs[b] = s
+				changed = true
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	var accs []Access
+	for _, b := range order {
+		s := in(b)
+		lo, hi := ft.blockInsns(&g.Blocks[b])
+		for i := lo; i < hi; i++ {
+			ft.step(s, i, hi, pats[b], skips[b], func(r memResult) {
+				*memInsns++
+				ft.emit(&accs, i, r)
+			})
+		}
+	}
+	sort.SliceStable(accs, func(i, j int) bool { return accs[i].PC < accs[j].PC })
+	return accs
+}
+
+// emit adds the accesses of instruction i.
+func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
+	if len(r.chains) == 0 {
+		return
+	}
+	in := &ft.insns[i]
+	calls := ft.callsAt(in.PC)
+	for _, c := range r.chains {
+		for d, h := range c {
+			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.name, Struct: h.st.name, Member: h.m.name,
+				Union: h.st.kind == tUnion, Bitfield: h.m.bitSize > 0, BitOffset: h.bitOff, BitSize: h.bitSize,
+				Kind: r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls})
+		}
+	}
+}
+
+func (ft *fnTrack) callsAt(pc uint64) []CallSite {
+	var out []CallSite
+	var depths []int
+	for _, s := range ft.f.inlines {
+		for _, r := range s.ranges {
+			if pc >= r[0] && pc < r[1] {
+				out = append(out, CallSite{Func: s.name, File: s.callFile, Line: s.callLine})
+				depths = append(depths, s.depth)
+				break
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return depths[i] > depths[j] })
+	return out
+}
+
+// step applies DWARF's facts at instruction i, looks at its memory
+// operand (calling emit, if not nil, with what it touches) and applies
+// the instruction to s.
+func (ft *fnTrack) step(s *state, i, end int, pats map[int]bits, skip map[int]bool, emit func(memResult)) {
+	ft.apply(s, i)
+	in := &ft.insns[i]
+	r, hasMem := ft.look(s, i, end, pats, skip)
+	if hasMem && emit != nil {
+		emit(r)
+	}
+	ft.transfer(s, in, r, hasMem)
+}
+
+// transfer applies instruction in to s.
+func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool) {
+	inst := &in.Inst
+	dst, dstIsReg := inst.Args[0].(x86asm.Reg)
+	di, full, dok := 0, false, false
+	if dstIsReg {
+		di, full, dok = regIndex(dst)
+	}
+	set := func(v val) {
+		if dok {
+			if !full {
+				v = val{}
+			}
+			s.regs[di] = v
+		}
+	}
+	srcReg := func() (val, bool) {
+		if rr, ok := inst.Args[1].(x86asm.Reg); ok {
+			if ri, f, ok := regIndex(rr); ok && f {
+				return s.regs[ri], true
+			}
+		}
+		return val{}, false
+	}
+	// A store to a stack slot.
+	if hasMem && r.obj.stack && (r.acc.Kind == x86code.Store || r.acc.Kind == x86code.RMW) {
+		var v val
+		if inst.Op == x86asm.MOV {
+			v, _ = srcReg()
+		}
+		s.setSlot(r.obj.slot, int64(max(r.acc.Bytes, 1)), v)
+	}
+	switch inst.Op {
+	case x86asm.MOV:
+		switch a := inst.Args[1].(type) {
+		case x86asm.Reg:
+			v, _ := srcReg()
+			set(v)
+		case x86asm.Mem:
+			set(r.loaded)
+		case x86asm.Imm:
+			set(val{kind: vConst, k: int64(a)})
+		}
+	case x86asm.LEA:
+		m := inst.Args[1].(x86asm.Mem)
+		switch {
+		case m.Segment != 0:
+			set(val{})
+		case m.Base == x86asm.RIP && m.Index == 0:
+			set(ft.addrVal(in.End()+uint64(m.Disp), false))
+		case m.Base == 0 && m.Index == 0:
+			set(ft.addrVal(uint64(m.Disp), false))
+		case m.Index != 0:
+			set(val{})
+		default:
+			bi, _, _ := regIndex(m.Base)
+			v := s.regs[bi]
+			switch v.kind {
+			case vPtr, vStack:
+				v.k += m.Disp
+				set(v)
+			case vConst:
+				set(ft.addrVal(uint64(v.k+m.Disp), v.percpu))
+			default:
+				set(val{})
+			}
+		}
+	case x86asm.ADD, x86asm.SUB:
+		v := s.regs[di]
+		if !dok || !full {
+			set(val{})
+			break
+		}
+		sign := int64(1)
+		if inst.Op == x86asm.SUB {
+			sign = -1
+		}
+		switch a := inst.Args[1].(type) {
+		case x86asm.Imm:
+			switch v.kind {
+			case vPtr, vStack, vConst:
+				v.k += sign * int64(a)
+				if v.kind == vConst && v.percpu {
+					v = ft.addrVal(uint64(v.k), true)
+				}
+				set(v)
+			case vPercpuOff:
+				if sign > 0 {
+					set(ft.addrVal(uint64(a), true))
+				} else {
+					set(val{})
+				}
+			default:
+				set(val{})
+			}
+		default:
+			// Adding a per-CPU offset to a per-CPU address (per_cpu_ptr,
+			// this_cpu_ptr) keeps what it points to.
+			var o val
+			if hasMem {
+				o = r.loaded
+			} else {
+				o, _ = srcReg()
+			}
+			switch {
+			case sign > 0 && o.kind == vPercpuOff && (v.kind == vPtr || v.kind == vConst):
+				if v.kind == vConst {
+					v = ft.addrVal(uint64(v.k), true)
+				}
+				set(v)
+			case sign > 0 && v.kind == vPercpuOff && o.kind == vConst:
+				set(ft.addrVal(uint64(o.k), true))
+			default:
+				set(val{})
+			}
+		}
+	case x86asm.PUSH:
+		sp := s.regs[rsp]
+		if sp.kind == vStack {
+			sp.k -= 8
+			var v val
+			if rr, ok := inst.Args[0].(x86asm.Reg); ok {
+				if ri, f, ok := regIndex(rr); ok && f {
+					v = s.regs[ri]
+				}
+			}
+			s.setSlot(sp.k, 8, v)
+			s.regs[rsp] = sp
+		}
+	case x86asm.POP:
+		sp := s.regs[rsp]
+		var v val
+		if sp.kind == vStack {
+			v, _ = s.slot(sp.k)
+			sp.k += 8
+		}
+		set(v)
+		if !(dok && di == rsp) {
+			s.regs[rsp] = sp
+		}
+	case x86asm.CALL:
+		for _, c := range callerSaved {
+			s.regs[c] = val{}
+		}
+		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
+			target := uint64(int64(in.End()) + int64(rel))
+			if t, ok := ft.w.rets[target]; ok {
+				if p := ft.w.ts.pointee(ft.w.ts.get(t)); useful(p) {
+					s.regs[0] = val{kind: vPtr, t: p, why: "ret"}
+				}
+			}
+		}
+	case x86asm.XCHG:
+		if a, ok := inst.Args[1].(x86asm.Reg); ok && dok && full {
+			if ai, f, ok := regIndex(a); ok && f {
+				s.regs[di], s.regs[ai] = s.regs[ai], s.regs[di]
+				break
+			}
+		}
+		set(val{})
+		if a, ok := inst.Args[1].(x86asm.Reg); ok {
+			if ai, _, ok := regIndex(a); ok {
+				s.regs[ai] = val{}
+			}
+		}
+	case x86asm.IMUL, x86asm.MUL, x86asm.DIV, x86asm.IDIV:
+		if inst.Op != x86asm.IMUL || inst.Args[1] == nil {
+			s.regs[0], s.regs[2] = val{}, val{}
+		}
+		set(val{})
+	default:
+		if !knownOp(inst.Op) {
+			// Anything else may write any register but the stack pointer.
+			sp := s.regs[rsp]
+			s.regs = [16]val{}
+			s.regs[rsp] = sp
+			return
+		}
+		if !readsOnly(inst.Op) {
+			set(val{})
+		}
+	}
+}
+
+// addrVal is the value of address a: a pointer into the global (or
+// per-CPU variable) there, else the constant.
+func (ft *fnTrack) addrVal(a uint64, percpu bool) val {
+	if g, off, ok := ft.w.g.find(a, percpu); ok {
+		if t := ft.w.ts.get(g.typ); t != nil && (t.kind == tStruct || t.kind == tUnion || t.kind == tArray) {
+			why := "global "
+			if percpu {
+				why = "per-CPU "
+			}
+			return val{kind: vPtr, t: t, k: off, why: why + g.name}
+		}
+	}
+	return val{kind: vConst, k: int64(a), percpu: percpu}
+}
+
+// bitPatterns finds, in the block [lo, hi), the loads of a bitfield's
+// storage unit whose bits the following instructions pick out (shr,
+// and, test, bt) and the load-modify-store sequences that write some of
+// its bits (and with a mask, or, store back): the bits each load tests
+// and each store changes, relative to the first byte accessed. skip
+// marks the loads that are part of a write.
+func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
+	var pats map[int]bits
+	var skip map[int]bool
+	put := func(i int, b bits) {
+		if pats == nil {
+			pats = map[int]bits{}
+		}
+		pats[i] = b
+	}
+	for i := lo; i < hi; i++ {
+		inst := &ft.insns[i].Inst
+		acc, ok := x86code.Access(inst)
+		if !ok || acc.Kind == x86code.Addr || acc.Bytes <= 0 || acc.Bytes > 8 {
+			continue
+		}
+		width := uint(acc.Bytes * 8)
+		unit := uint64(1)<<width - 1
+		if width == 64 {
+			unit = ^uint64(0)
+		}
+		// Direct forms: test/and/or/xor/bt* with an immediate on memory.
+		if imm, ok := inst.Args[1].(x86asm.Imm); ok {
+			if _, isMem := inst.Args[0].(x86asm.Mem); isMem {
+				m := uint64(imm) & unit
+				switch inst.Op {
+				case x86asm.TEST, x86asm.OR, x86asm.XOR:
+					put(i, bits{ok: true, mask: m})
+				case x86asm.AND:
+					put(i, bits{ok: true, mask: ^m & unit})
+				case x86asm.BT, x86asm.BTS, x86asm.BTR, x86asm.BTC:
+					put(i, bits{ok: true, mask: 1 << (uint64(imm) % uint64(width))})
+				}
+				continue
+			}
+		}
+		if acc.Kind != x86code.Load || (inst.Op != x86asm.MOV && inst.Op != x86asm.MOVZX && inst.Op != x86asm.MOVSX) {
+			continue
+		}
+		dst, ok := inst.Args[0].(x86asm.Reg)
+		if !ok {
+			continue
+		}
+		ri, _, ok := regIndex(dst)
+		if !ok {
+			continue
+		}
+		var shift uint
+		var andMask, orMask uint64
+		haveAnd := false
+		for j := i + 1; j < hi && j < i+12; j++ {
+			nx := &ft.insns[j].Inst
+			// Stored back to the same place: a write of the changed bits.
+			if nacc, ok := x86code.Access(nx); ok && nacc.Kind == x86code.Store && nacc.Mem == acc.Mem && nx.Op == x86asm.MOV {
+				if sr, ok := nx.Args[1].(x86asm.Reg); ok {
+					if si, _, ok := regIndex(sr); ok && si == ri && shift == 0 && (haveAnd || orMask != 0) {
+						changed := orMask
+						if haveAnd {
+							changed |= ^andMask
+						}
+						changed &= unit
+						if changed != 0 {
+							put(j, bits{ok: true, mask: changed})
+							if skip == nil {
+								skip = map[int]bool{}
+							}
+							skip[i] = true
+						}
+					}
+				}
+				break
+			}
+			d, isReg := nx.Args[0].(x86asm.Reg)
+			dj := -1
+			if isReg {
+				dj, _, _ = regIndex(d)
+			}
+			imm, hasImm := nx.Args[1].(x86asm.Imm)
+			if dj == ri && hasImm {
+				switch nx.Op {
+				case x86asm.SHR, x86asm.SAR:
+					if haveAnd || orMask != 0 {
+						goto done
+					}
+					shift += uint(imm)
+					continue
+				case x86asm.AND:
+					if !haveAnd {
+						andMask, haveAnd = uint64(imm)<<shift, true
+					} else {
+						andMask &= uint64(imm) << shift
+					}
+					continue
+				case x86asm.OR, x86asm.XOR:
+					orMask |= uint64(imm) << shift
+					continue
+				case x86asm.TEST:
+					put(i, bits{ok: true, mask: (uint64(imm) << shift) & unit})
+					goto done
+				case x86asm.BT:
+					put(i, bits{ok: true, mask: (1 << (uint64(imm) + uint64(shift))) & unit})
+					goto done
+				}
+			}
+			// Any other use of the register ends the pattern: what was
+			// and-ed so far is what the code looks at.
+			if usesReg(nx, ri) || writesReg(nx, ri) {
+				if haveAnd && orMask == 0 {
+					put(i, bits{ok: true, mask: andMask & unit})
+				}
+				goto done
+			}
+		}
+		if haveAnd && orMask == 0 {
+			put(i, bits{ok: true, mask: andMask & unit})
+		}
+	done:
+	}
+	return pats, skip
+}
+
+// usesReg reports whether inst reads register index ri (roughly: names
+// it anywhere).
+func usesReg(inst *x86asm.Inst, ri int) bool {
+	for _, a := range inst.Args {
+		switch a := a.(type) {
+		case x86asm.Reg:
+			if i, _, ok := regIndex(a); ok && i == ri {
+				return true
+			}
+		case x86asm.Mem:
+			for _, r := range []x86asm.Reg{a.Base, a.Index} {
+				if i, _, ok := regIndex(r); ok && i == ri {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

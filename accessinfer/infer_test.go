@@ -1,0 +1,266 @@
+package accessinfer
+
+import (
+	"bufio"
+	"debug/dwarf"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/internal/testenv"
+)
+
+// build compiles testdata sources (with main.c) into an executable with
+// gcc -O2 -g, with extra flags.
+func build(t testing.TB, out string, extra []string, srcs ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		testenv.Need(t, "gcc", err)
+	}
+	args := []string{"-O2", "-g", "-no-pie", "-fno-pie", "-Wall", "-Wno-unused-function", "-o", out}
+	args = append(args, extra...)
+	for _, s := range srcs {
+		args = append(args, filepath.Join("testdata", s))
+	}
+	args = append(args, filepath.Join("testdata", "main.c"))
+	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	return out
+}
+
+// lineTable maps each instruction address to its line-table row's line
+// (of the named source file only; 0 elsewhere), by the row in force.
+type lineTable struct {
+	addrs []uint64
+	files []string
+	lines []int
+}
+
+func readLines(t testing.TB, path string) *lineTable {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := f.DWARF()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lt := &lineTable{}
+	r := d.Reader()
+	type row struct {
+		a    uint64
+		file string
+		line int
+	}
+	var rows []row
+	for {
+		e, err := r.Next()
+		if err != nil || e == nil {
+			break
+		}
+		if e.Tag != dwarf.TagCompileUnit {
+			r.SkipChildren()
+			continue
+		}
+		lr, err := d.LineReader(e)
+		if err != nil || lr == nil {
+			continue
+		}
+		var le dwarf.LineEntry
+		for lr.Next(&le) == nil {
+			name := ""
+			if le.File != nil {
+				name = le.File.Name
+			}
+			if le.EndSequence {
+				name = ""
+			}
+			rows = append(rows, row{le.Address, name, le.Line})
+		}
+		r.SkipChildren()
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].a < rows[j].a })
+	for _, r := range rows {
+		lt.addrs = append(lt.addrs, r.a)
+		lt.files = append(lt.files, r.file)
+		lt.lines = append(lt.lines, r.line)
+	}
+	return lt
+}
+
+// at returns the files and lines of the rows in force at pc: all those
+// at the greatest address not above it (a compiler puts several lines
+// at one address when their code merged).
+func (lt *lineTable) at(pc uint64) (files []string, lines []int) {
+	i := sort.Search(len(lt.addrs), func(i int) bool { return lt.addrs[i] > pc }) - 1
+	for j := i; j >= 0 && lt.addrs[j] == lt.addrs[i]; j-- {
+		files, lines = append(files, lt.files[j]), append(lines, lt.lines[j])
+	}
+	return files, lines
+}
+
+var wantRe = regexp.MustCompile(`/\* want(-any)?: (.*?) \*/`)
+
+// wants reads a fixture's expectations: by line, the accesses it must
+// have and those it may have.
+func wants(t testing.TB, src string) (must, may map[int][]string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	must, may = map[int][]string{}, map[int][]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		for _, m := range wantRe.FindAllStringSubmatch(sc.Text(), -1) {
+			for _, w := range strings.Fields(m[2]) {
+				may[n] = append(may[n], w)
+				if m[1] == "" {
+					must[n] = append(must[n], w)
+				}
+			}
+		}
+	}
+	return must, may
+}
+
+func (a Access) key() string { return fmt.Sprintf("%s.%s:%s", a.Struct, a.Member, a.Kind) }
+
+// linesOf are the fixture lines an access is attributed to: its row's
+// and the call sites of the inlined copies holding it.
+func linesOf(lt *lineTable, a Access, src string) []int {
+	var out []int
+	fs, ls := lt.at(a.PC)
+	for i, f := range fs {
+		if strings.HasSuffix(f, "/"+src) {
+			out = append(out, ls[i])
+		}
+	}
+	for _, c := range a.Calls {
+		if strings.HasSuffix(c.File, "/"+src) {
+			out = append(out, c.Line)
+		}
+	}
+	return out
+}
+
+func TestFixtures(t *testing.T) {
+	for _, src := range []string{"basic.c"} {
+		t.Run(src, func(t *testing.T) {
+			exe := build(t, filepath.Join(t.TempDir(), "a.out"), nil, src)
+			img, err := elfimage.Open(exe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer img.Close()
+			res, err := Infer(img, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lt := readLines(t, exe)
+			must, may := wants(t, src)
+			found := map[int]map[string]bool{}
+			for _, a := range res.Accesses {
+				ls := linesOf(lt, a, src)
+				ok := false
+				for _, l := range ls {
+					if found[l] == nil {
+						found[l] = map[string]bool{}
+					}
+					found[l][a.key()] = true
+					for _, w := range may[l] {
+						ok = ok || w == a.key()
+					}
+				}
+				if testing.Verbose() {
+					t.Logf("%s lines %v: %s", a, ls, map[bool]string{true: "ok", false: "UNEXPECTED"}[ok])
+				}
+				if !ok {
+					t.Errorf("%s: lines %v expect none of it (want %v)", a, ls, wantsAt(may, ls))
+				}
+			}
+			var lines []int
+			for l := range must {
+				lines = append(lines, l)
+			}
+			sort.Ints(lines)
+			for _, l := range lines {
+				for _, w := range must[l] {
+					if !found[l][w] {
+						t.Errorf("%s:%d: %s not inferred (found %v)", src, l, w, keys(found[l]))
+					}
+				}
+			}
+		})
+	}
+}
+
+func wantsAt(may map[int][]string, ls []int) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, may[l]...)
+	}
+	return out
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// plugin returns gcc-patches/klasy.so, or skips.
+func plugin(t testing.TB) string {
+	t.Helper()
+	so, err := filepath.Abs("../gcc-patches/klasy.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(so); err != nil {
+		testenv.Need(t, "plugin", fmt.Errorf("gcc-patches/klasy.so not built: run make plugin"))
+	}
+	return so
+}
+
+// TestAgainstPlugin builds the fixtures with the plugin and measures
+// inference against its records, as the kernel benchmark does.
+func TestAgainstPlugin(t *testing.T) {
+	so := plugin(t)
+	t.Setenv("KLASY_CACHE", t.TempDir())
+	exe := build(t, filepath.Join(t.TempDir(), "a.out"), []string{"-fplugin=" + so}, "basic.c")
+	scores := measure(t, exe, []string{"skb", "sock", "counters"})
+	var b strings.Builder
+	PrintScores(&b, scores)
+	t.Logf("\n%s", b.String())
+	tot := scores[len(scores)-1]
+	for _, s := range scores {
+		for _, e := range s.UnconfirmedExamples {
+			t.Logf("unconfirmed: %s", e)
+		}
+		for _, e := range s.MissedRecordExamples {
+			t.Logf("missed: %s", e)
+		}
+	}
+	// The fixture's one store the plugin does not record: the
+	// initializer of a struct on the stack (stack_struct).
+	if tot.Inferred-tot.Confirmed > 1 {
+		t.Errorf("%d inferred accesses the plugin does not record", tot.Inferred-tot.Confirmed)
+	}
+	if tot.Recall < 0.85 {
+		t.Errorf("recall %.2f, want >= 0.85", tot.Recall)
+	}
+}

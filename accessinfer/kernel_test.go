@@ -1,0 +1,143 @@
+package accessinfer
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klasy/klasy/debugklasy"
+	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/lab"
+)
+
+// kernelStructs are the structs issue 19 asks the table for.
+var kernelStructs = []string{"sk_buff", "inode", "file", "task_struct", "sock"}
+
+// builtVmlinux is the lab kernel built with the plugin (make
+// lab-kernel): its .debug_klasy is the ground truth.
+func builtVmlinux(tb testing.TB) string {
+	tb.Helper()
+	k, err := lab.FindKernel(lab.Built)
+	testenv.Need(tb, "lab-kernel", err)
+	return k.Vmlinux
+}
+
+// kernelRun is one measurement on the built kernel.
+type kernelRun struct {
+	scores        []Score
+	res           *Result
+	infer, index  time.Duration
+	indexCached   bool
+	compare, read time.Duration
+}
+
+func runKernel(tb testing.TB, vmlinux string, fresh bool) kernelRun {
+	tb.Helper()
+	var kr kernelRun
+	start := time.Now()
+	// The index as klasy builds it (dwarfmap.Build), timed in this run;
+	// fresh: not from the cache, so the two times compare.
+	x, info, err := dwarfmap.Load(vmlinux, dwarfmap.Options{NoCache: fresh})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer x.Close()
+	kr.index, kr.indexCached = time.Since(start), info.FromCache
+	if info.Built > 0 {
+		kr.index = info.Built
+	}
+	img, err := elfimage.Open(vmlinux)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer img.Close()
+	start = time.Now()
+	if kr.res, err = Infer(img, Options{}); err != nil {
+		tb.Fatal(err)
+	}
+	kr.infer = time.Since(start)
+	start = time.Now()
+	tab, err := debugklasy.Open(vmlinux)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kr.read = time.Since(start)
+	b, err := x.NewBatch()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	start = time.Now()
+	kr.scores = Compare(b, kr.res, tab, kernelStructs)
+	kr.compare = time.Since(start)
+	return kr
+}
+
+func (kr kernelRun) report(tb testing.TB) {
+	var b strings.Builder
+	PrintScores(&b, kr.scores)
+	tb.Logf("\n%s", b.String())
+	tb.Logf("inference %v (scan %v, tracking %v; %d functions, %d instructions, %d with a memory operand, %d accesses); dwarfmap index build %v (cached: %v); comparison %v",
+		kr.infer.Round(time.Millisecond), kr.res.Scan.Round(time.Millisecond), kr.res.Track.Round(time.Millisecond),
+		kr.res.Funcs, kr.res.Insns, kr.res.MemInsns, len(kr.res.Accesses), kr.index.Round(time.Millisecond), kr.indexCached, kr.compare.Round(time.Millisecond))
+	// ACCESSINFER_EXAMPLES=FILE writes examples of disagreements there
+	// (a benchmark's log is cut short).
+	if p := os.Getenv("ACCESSINFER_EXAMPLES"); p != "" {
+		var ex strings.Builder
+		for _, s := range kr.scores {
+			for _, e := range s.UnconfirmedExamples {
+				fmt.Fprintf(&ex, "%s unconfirmed: %s\n", s.Struct, e)
+			}
+			for _, e := range s.MissedRecordExamples {
+				fmt.Fprintf(&ex, "%s missed: %s\n", s.Struct, e)
+			}
+		}
+		if err := os.WriteFile(p, []byte(ex.String()), 0o644); err != nil {
+			tb.Error(err)
+		}
+	}
+}
+
+// BenchmarkInferVsPlugin prints the precision/recall table on the built
+// kernel, per struct and in total, with the inference time beside
+// dwarfmap's index build time of the same image in the same run:
+//
+//	go test ./accessinfer -run '^$' -bench InferVsPlugin -benchtime 1x
+func BenchmarkInferVsPlugin(b *testing.B) {
+	vmlinux := builtVmlinux(b)
+	for i := 0; i < b.N; i++ {
+		kr := runKernel(b, vmlinux, true)
+		kr.report(b)
+		tot := kr.scores[len(kr.scores)-1]
+		b.ReportMetric(100*tot.Precision, "precision%")
+		b.ReportMetric(100*tot.Recall, "recall%")
+		b.ReportMetric(kr.infer.Seconds(), "infer-s")
+		b.ReportMetric(kr.index.Seconds(), "index-s")
+	}
+}
+
+// TestBuiltKernelFloors holds inference on the built kernel to the
+// figures measured when it was written (2026-11-26: precision 91.6%,
+// recall 79.9% in total), so that a change cannot make it worse
+// unnoticed. Issue 19's targets (99%, 80%) are not met yet.
+func TestBuiltKernelFloors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: reads the whole built kernel")
+	}
+	vmlinux := builtVmlinux(t)
+	kr := runKernel(t, vmlinux, false)
+	kr.report(t)
+	floors := map[string][2]float64{ // precision, recall
+		"sk_buff": {0.95, 0.66}, "inode": {0.98, 0.86}, "file": {0.94, 0.90},
+		"task_struct": {0.96, 0.93}, "sock": {0.96, 0.70}, "": {0.91, 0.79},
+	}
+	for _, s := range kr.scores {
+		f := floors[s.Struct]
+		if s.Precision < f[0] || s.Recall < f[1] {
+			t.Errorf("%q: precision %.4f recall %.4f, floors %.2f %.2f", s.Struct, s.Precision, s.Recall, f[0], f[1])
+		}
+	}
+}

@@ -1,0 +1,315 @@
+package accessinfer
+
+// hop is one named member on the way to the bytes an instruction
+// touches, named as the plugin names it: its named container (anonymous
+// members collapsed into it) and the member's bits in that container.
+type hop struct {
+	st      *ctype
+	m       *cmember
+	bitOff  int64
+	bitSize int64
+}
+
+// chain is the named members from the container the base points to
+// down to the innermost one the access touches (s->inner.x: s's
+// inner, then inner's x), as the plugin records one access per level.
+type chain []hop
+
+// bits restricts an access to some of its bits (the mask an and, or,
+// test or bt applies), relative to bit base of the container.
+type bits struct {
+	ok   bool
+	base int64 // bit offset of mask bit 0 from the container's start
+	mask uint64
+}
+
+func (b bits) overlaps(lo, hi int64) bool {
+	if !b.ok {
+		return true
+	}
+	for i := max(lo, b.base); i < hi && i < b.base+64; i++ {
+		if b.mask&(1<<uint(i-b.base)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (b bits) shift(by int64) bits {
+	b.base -= by
+	return b
+}
+
+// hint is what the instructions around an access say about the value it
+// moves, to tell apart the members of a union that share its bytes.
+type hint struct {
+	ptrTo typeKey // the value is a pointer to this type (zero: unknown)
+	isPtr bool    // the value is used as a pointer
+	imm   bool    // an immediate is stored: every member in the bytes is written
+}
+
+func (h hint) matches(ts *types, m *cmember) bool {
+	t := ts.get(m.typ)
+	if t == nil || t.kind != tPtr {
+		return false
+	}
+	if h.ptrTo != (typeKey{}) {
+		p := ts.pointee(t)
+		return p != nil && p.key() == h.ptrTo
+	}
+	return h.isPtr
+}
+
+func (h hint) some() bool { return h.ptrTo != (typeKey{}) || h.isPtr }
+
+// access describes one memory access in a container.
+type access struct {
+	off, n  int64 // bytes [off, off+n) of the container
+	bm      bits
+	h       hint
+	addr    bool // lea: the address of the member at off
+	indexed bool // an index register adds an unknown multiple
+}
+
+// walk finds the chains of named members that an access touches in t,
+// a struct or union. outer and outerBit collapse anonymous members into
+// the named container around them. nil: not decided (padding, a union
+// whose member the instructions do not tell, several members where
+// only some may be meant).
+func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth int) []chain {
+	if t == nil || (t.kind != tStruct && t.kind != tUnion) || depth > 8 {
+		return nil
+	}
+	if outer == nil {
+		outer, outerBit = t, 0
+	}
+	var cands []*cmember
+	for i := range t.members {
+		m := &t.members[i]
+		lo, hi := ts.span(m)
+		if hi <= lo {
+			// A zero-size member: a marker (sk_buff's __cloned_offset[0])
+			// touches nothing; a flexible array, the last member, runs on.
+			if i != len(t.members)-1 || m.bitSize != 0 || a.off < lo {
+				continue
+			}
+			hi = a.off + a.n
+		}
+		if hi <= a.off || lo >= a.off+a.n {
+			continue
+		}
+		mb, me := m.bitOff, m.bitOff+(hi-lo)*8
+		if m.bitSize > 0 {
+			me = m.bitOff + m.bitSize
+		}
+		if !a.bm.overlaps(mb, me) {
+			continue
+		}
+		cands = append(cands, m)
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	if len(cands) == 1 {
+		return ts.one(t, cands[0], a, outer, outerBit, depth)
+	}
+	if t.kind == tUnion {
+		// Members sharing the bytes: the one whose type fits what the
+		// instructions do with the value, if exactly one does.
+		if !a.h.some() {
+			return nil
+		}
+		var pick []chain
+		n := 0
+		for _, m := range cands {
+			cs := ts.one(t, m, a, outer, outerBit, depth)
+			if len(cs) != 1 {
+				continue
+			}
+			last := cs[0][len(cs[0])-1]
+			if a.h.matches(ts, last.m) {
+				pick, n = cs, n+1
+			}
+		}
+		if n == 1 {
+			return pick
+		}
+		return nil
+	}
+	// Several members of a struct: all are touched only when a mask
+	// picks them out. An immediate stored over several is most often an
+	// inlined memset or a struct initializer, which the plugin does not
+	// record as member accesses: not decided.
+	if !a.bm.ok {
+		return nil
+	}
+	var out []chain
+	for _, m := range cands {
+		lo, hi := ts.span(m)
+		if !a.bm.ok && (lo < a.off || hi > a.off+a.n) {
+			return nil // partly written: not what a compiler does for member stores
+		}
+		if m.name == "" {
+			cs := ts.walk(ts.get(m.typ), a.sub(m.off), outer, outerBit+m.off*8, depth+1)
+			if cs == nil {
+				return nil
+			}
+			out = append(out, cs...)
+			continue
+		}
+		out = append(out, chain{ts.hopOf(outer, m, outerBit, lo, hi)})
+	}
+	return out
+}
+
+func (a access) sub(off int64) access {
+	a.off -= off
+	a.bm = a.bm.shift(off * 8)
+	return a
+}
+
+func (ts *types) hopOf(outer *ctype, m *cmember, outerBit, lo, hi int64) hop {
+	h := hop{st: outer, m: m, bitOff: outerBit + m.bitOff, bitSize: m.bitSize}
+	if h.bitSize == 0 {
+		h.bitSize = (hi - lo) * 8
+	}
+	return h
+}
+
+// one is walk for the single member m the access falls on.
+func (ts *types) one(t *ctype, m *cmember, a access, outer *ctype, outerBit int64, depth int) []chain {
+	lo, hi := ts.span(m)
+	mt := ts.get(m.typ)
+	if m.bitSize > 0 || mt == nil {
+		if m.name == "" || a.indexed {
+			return nil
+		}
+		return []chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
+	}
+	inner := a.sub(m.off)
+	if a.indexed && mt.kind != tArray && !(m.name == "" && (mt.kind == tStruct || mt.kind == tUnion)) {
+		// An index register moves the access by an unknown amount: only
+		// an array member says where it stays.
+		return nil
+	}
+	switch mt.kind {
+	case tStruct, tUnion:
+		if m.name == "" {
+			return ts.walk(mt, inner, outer, outerBit+m.off*8, depth+1)
+		}
+		h := ts.hopOf(outer, m, outerBit, lo, hi)
+		whole := a.off <= lo && a.off+a.n >= hi
+		if whole && !a.addr && ts.single(mt, 0) {
+			// A wrapper of one member (atomic_t, refcount_t, kuid_t):
+			// the whole of it is that member.
+			if cs := ts.walk(mt, inner, nil, 0, depth+1); len(cs) == 1 {
+				return []chain{append(chain{h}, cs[0]...)}
+			}
+		}
+		if whole || (a.addr && a.off == lo) || a.indexed {
+			// The whole member (a struct copy), or its address: the
+			// plugin records the member, not what is inside.
+			return []chain{{h}}
+		}
+		cs := ts.walk(mt, inner, nil, 0, depth+1)
+		if len(cs) == 0 {
+			return []chain{{h}}
+		}
+		out := make([]chain, len(cs))
+		for i, c := range cs {
+			out[i] = append(chain{h}, c...)
+		}
+		return out
+	case tArray:
+		if m.name == "" {
+			return nil
+		}
+		h := ts.hopOf(outer, m, outerBit, lo, hi)
+		el := ts.get(mt.elem)
+		if a.indexed || el == nil || el.size <= 0 || (el.kind != tStruct && el.kind != tUnion) {
+			return []chain{{h}}
+		}
+		// An element of an array of structs: where in the element.
+		in := inner.off % el.size
+		if in+inner.n > el.size || (a.addr && in == 0) {
+			return []chain{{h}}
+		}
+		e := inner
+		e.bm = e.bm.shift((inner.off - in) * 8)
+		e.off = in
+		cs := ts.walk(el, e, nil, 0, depth+1)
+		out := []chain{{h}}
+		if len(cs) > 0 {
+			out = out[:0]
+			for _, c := range cs {
+				out = append(out, append(chain{h}, c...))
+			}
+		}
+		return out
+	}
+	if m.name == "" {
+		return nil
+	}
+	return []chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
+}
+
+// single reports whether t is a struct or union of exactly one member,
+// itself a scalar, a pointer or such a wrapper.
+func (ts *types) single(t *ctype, depth int) bool {
+	if t == nil || (t.kind != tStruct && t.kind != tUnion) || len(t.members) != 1 || depth > 8 {
+		return false
+	}
+	mt := ts.get(t.members[0].typ)
+	if mt == nil || t.members[0].bitSize > 0 {
+		return false
+	}
+	switch mt.kind {
+	case tStruct, tUnion:
+		return ts.single(mt, depth+1)
+	case tArray:
+		return false
+	}
+	return true
+}
+
+// objectAccess resolves an access to bytes of an object of type t (a
+// struct, a union or an array of them) into chains.
+func (ts *types) objectAccess(t *ctype, a access) []chain {
+	if t == nil {
+		return nil
+	}
+	if t.kind == tArray {
+		el := ts.get(t.elem)
+		if el == nil || el.size <= 0 || a.off < 0 {
+			return nil
+		}
+		in := a.off % el.size
+		if in+a.n > el.size {
+			return nil
+		}
+		a.bm = a.bm.shift((a.off - in) * 8)
+		a.off = in
+		a.indexed = false // indexing an array of structs moves by whole elements
+		t = el
+	}
+	if a.off < 0 || (t.size > 0 && a.off >= t.size) {
+		return nil
+	}
+	if a.addr && a.off == 0 {
+		return nil // the object's own address, or its first member's: not told apart
+	}
+	cs := ts.walk(t, a, nil, 0, 0)
+	for i, c := range cs {
+		// A struct member at offset 0 with more below it: the pointer may
+		// be one to that member, cast (current_thread_info() is current;
+		// inet_sk(sk) is sk): the hops below are sure, it is not.
+		for len(c) > 1 && c[0].bitOff == 0 {
+			if mt := ts.get(c[0].m.typ); mt == nil || (mt.kind != tStruct && mt.kind != tUnion) {
+				break
+			}
+			c = c[1:]
+		}
+		cs[i] = c
+	}
+	return cs
+}

@@ -1,0 +1,306 @@
+package accessinfer
+
+import (
+	"debug/dwarf"
+	"encoding/binary"
+	"sort"
+)
+
+// variable is a parameter or local of a function (or of a copy inlined
+// into it) with its locations.
+type variable struct {
+	name   string
+	typ    dwarf.Offset // declared type
+	depth  int          // scopes from the function: inlined copies and lexical blocks
+	scope  [][2]uint64  // code of its innermost scope; nil: the whole function
+	pieces []piece
+}
+
+// inlineSite is a copy of a function inlined into the one scanned.
+type inlineSite struct {
+	name     string
+	ranges   [][2]uint64
+	callFile string
+	callLine int
+	depth    int
+}
+
+// function is an out-of-line function with what tracking needs.
+type function struct {
+	name     string
+	entry    uint64
+	ranges   [][2]uint64
+	cfaFrame bool // DW_AT_frame_base is DW_OP_call_frame_cfa
+	vars     []variable
+	inlines  []inlineSite
+}
+
+// global is a variable at a fixed address: a global, a static (of a
+// file or a function), a per-CPU variable (at its offset in the per-CPU
+// area).
+type global struct {
+	addr uint64
+	size int64
+	typ  dwarf.Offset
+	name string
+}
+
+// unitScan is what scanning one compilation unit found.
+type unitScan struct {
+	funcs   []function
+	globals []global
+	rets    map[uint64]dwarf.Offset // entry -> declared return type
+}
+
+type scanner struct {
+	d      *dwarf.Data
+	r, ro  *dwarf.Reader
+	ts     *types
+	info   []byte
+	locs   unitLocs
+	files  []string
+	origin map[dwarf.Offset]originInfo
+	out    *unitScan
+}
+
+type originInfo struct {
+	name string
+	typ  dwarf.Offset
+}
+
+// lookupOrigin follows DW_AT_abstract_origin and DW_AT_specification
+// for a name and a type.
+func (s *scanner) lookupOrigin(e *dwarf.Entry) originInfo {
+	var oi originInfo
+	oi.name, _ = e.Val(dwarf.AttrName).(string)
+	oi.typ, _ = e.Val(dwarf.AttrType).(dwarf.Offset)
+	for hop := 0; hop < 4 && (oi.name == "" || oi.typ == 0); hop++ {
+		o, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+		if !ok {
+			if o, ok = e.Val(dwarf.AttrSpecification).(dwarf.Offset); !ok {
+				break
+			}
+		}
+		if c, ok := s.origin[o]; ok {
+			if oi.name == "" {
+				oi.name = c.name
+			}
+			if oi.typ == 0 {
+				oi.typ = c.typ
+			}
+			break
+		}
+		s.ro.Seek(o)
+		oe, err := s.ro.Next()
+		if err != nil || oe == nil {
+			break
+		}
+		n, _ := oe.Val(dwarf.AttrName).(string)
+		t, _ := oe.Val(dwarf.AttrType).(dwarf.Offset)
+		if oi.name == "" {
+			oi.name = n
+		}
+		if oi.typ == 0 {
+			oi.typ = t
+		}
+		e = oe
+	}
+	return oi
+}
+
+// scanUnit scans the compilation unit whose DIE is at off.
+func (s *scanner) scanUnit(off dwarf.Offset) {
+	s.r.Seek(off)
+	cu, err := s.r.Next()
+	if err != nil || cu == nil || cu.Tag != dwarf.TagCompileUnit {
+		return
+	}
+	s.locs.version = 4
+	// The unit header starts 11 (DWARF 2-4) or 12 (5) bytes before
+	// its DIE; its version follows the 4-byte length.
+	for _, h := range []int{12, 11} {
+		if o := int(off) - h; o >= 0 && o+6 <= len(s.info) {
+			if v := int(binary.LittleEndian.Uint16(s.info[o+4:])); (v == 5 && h == 12) || (v < 5 && v >= 2 && h == 11) {
+				s.locs.version = v
+				break
+			}
+		}
+	}
+	s.locs.lowPC, _ = cu.Val(dwarf.AttrLowpc).(uint64)
+	if v, ok := cu.Val(dwarf.AttrAddrBase).(int64); ok {
+		s.locs.addrBase = uint64(v)
+	} else {
+		s.locs.addrBase = 0
+	}
+	s.locs.llBase, _ = cu.Val(dwarf.AttrLoclistsBase).(int64)
+	s.files = s.files[:0]
+	if lr, err := s.d.LineReader(cu); err == nil && lr != nil {
+		for _, f := range lr.Files() {
+			if f == nil {
+				s.files = append(s.files, "")
+			} else {
+				s.files = append(s.files, f.Name)
+			}
+		}
+	}
+	s.origin = map[dwarf.Offset]originInfo{}
+	if !cu.Children {
+		return
+	}
+	for {
+		e, err := s.r.Next()
+		if err != nil || e == nil || e.Tag == 0 {
+			return
+		}
+		switch e.Tag {
+		case dwarf.TagSubprogram:
+			s.subprogram(e)
+		case dwarf.TagVariable:
+			s.variableDIE(e, 0, nil, nil)
+			if e.Children {
+				s.r.SkipChildren()
+			}
+		default:
+			if e.Children {
+				s.r.SkipChildren()
+			}
+		}
+	}
+}
+
+func (s *scanner) ranges(e *dwarf.Entry) [][2]uint64 {
+	rs, err := s.d.Ranges(e)
+	if err != nil {
+		return nil
+	}
+	out := rs[:0]
+	for _, r := range rs {
+		if r[0] != 0 && r[0] < r[1] {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
+}
+
+func (s *scanner) subprogram(e *dwarf.Entry) {
+	if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); decl {
+		if e.Children {
+			s.r.SkipChildren()
+		}
+		return
+	}
+	oi := s.lookupOrigin(e)
+	rs := s.ranges(e)
+	if len(rs) == 0 {
+		// An abstract instance: its static locals may still be
+		// globals; nothing else has code.
+		if e.Children {
+			s.children(nil, 0, nil)
+		}
+		return
+	}
+	if oi.typ != 0 {
+		s.out.rets[rs[0][0]] = oi.typ
+	}
+	f := function{name: oi.name, entry: rs[0][0], ranges: rs}
+	if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
+		f.entry = lo
+	}
+	fb, _ := e.Val(dwarf.AttrFrameBase).([]byte)
+	f.cfaFrame = len(fb) == 1 && fb[0] == opCallFrameCFA
+	if e.Children {
+		s.children(&f, 0, nil)
+	}
+	s.out.funcs = append(s.out.funcs, f)
+}
+
+// children reads the DIEs of a scope up to its end: variables, lexical
+// blocks, inlined copies. f is nil in an abstract instance.
+func (s *scanner) children(f *function, depth int, scope [][2]uint64) {
+	for {
+		e, err := s.r.Next()
+		if err != nil || e == nil || e.Tag == 0 {
+			return
+		}
+		switch e.Tag {
+		case dwarf.TagFormalParameter, dwarf.TagVariable:
+			s.variableDIE(e, depth, scope, f)
+			if e.Children {
+				s.r.SkipChildren()
+			}
+		case dwarf.TagLexDwarfBlock:
+			if !e.Children {
+				continue
+			}
+			var rs [][2]uint64
+			if f != nil {
+				rs = s.ranges(e)
+			}
+			s.children(f, depth+1, rs)
+		case dwarf.TagInlinedSubroutine:
+			var rs [][2]uint64
+			if f != nil {
+				rs = s.ranges(e)
+				oi := s.lookupOrigin(e)
+				site := inlineSite{name: oi.name, ranges: rs, depth: depth + 1}
+				if cf, ok := e.Val(dwarf.AttrCallFile).(int64); ok && cf >= 0 && int(cf) < len(s.files) {
+					site.callFile = s.files[cf]
+				}
+				if cl, ok := e.Val(dwarf.AttrCallLine).(int64); ok {
+					site.callLine = int(cl)
+				}
+				f.inlines = append(f.inlines, site)
+			}
+			if e.Children {
+				s.children(f, depth+1, rs)
+			}
+		default:
+			if e.Children {
+				s.r.SkipChildren()
+			}
+		}
+	}
+}
+
+// variableDIE records a variable: a global if it lives at a fixed
+// address, else (in a function) a local with its locations.
+func (s *scanner) variableDIE(e *dwarf.Entry, depth int, scope [][2]uint64, f *function) {
+	fld := e.AttrField(dwarf.AttrLocation)
+	if fld == nil {
+		return
+	}
+	var pieces []piece
+	switch fld.Class {
+	case dwarf.ClassExprLoc, dwarf.ClassBlock:
+		b, _ := fld.Val.([]byte)
+		if w := describe(b); w.kind == wAddr {
+			oi := s.lookupOrigin(e)
+			g := global{addr: w.addr, typ: oi.typ, name: oi.name}
+			if t := s.ts.get(oi.typ); t != nil {
+				g.size = t.size
+			}
+			if g.size > 0 {
+				s.out.globals = append(s.out.globals, g)
+			}
+			return
+		}
+		pieces = []piece{{0, everywhere, b}}
+	case dwarf.ClassLocListPtr:
+		off, _ := fld.Val.(int64)
+		pieces = s.locs.list(off)
+	case dwarf.ClassLocList:
+		i, _ := fld.Val.(int64)
+		if off, ok := s.locs.loclistx(uint64(i)); ok {
+			pieces = s.locs.list(off)
+		}
+	}
+	if f == nil || len(pieces) == 0 {
+		return
+	}
+	oi := s.lookupOrigin(e)
+	if oi.typ == 0 {
+		return
+	}
+	f.vars = append(f.vars, variable{name: oi.name, typ: oi.typ, depth: depth, scope: scope, pieces: pieces})
+}

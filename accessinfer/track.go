@@ -1,0 +1,691 @@
+package accessinfer
+
+import (
+	"fmt"
+	"sort"
+
+	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/klasy/klasy/x86code"
+)
+
+// vkind is what tracking knows of a register's or a stack slot's value.
+type vkind uint8
+
+const (
+	vNone      vkind = iota
+	vPtr             // the address of an object of type t, plus k
+	vStack           // the stack pointer at the function's entry, plus k
+	vConst           // the constant k (an address, maybe)
+	vPercpuOff       // this CPU's (or some CPU's) per-CPU offset
+)
+
+type val struct {
+	kind   vkind
+	t      *ctype
+	k      int64
+	percpu bool   // vConst: a per-CPU offset was added (per_cpu_ptr, this_cpu_ptr)
+	why    string // where the type came from (provenance)
+	// alts are other typings of a vPtr that DWARF gives at once (a
+	// pointer and the container_of of it in one register).
+	alts []val
+}
+
+// addK moves the pointer by d bytes, in every typing.
+func (v val) addK(d int64) val {
+	v.k += d
+	if len(v.alts) > 0 {
+		alts := make([]val, len(v.alts))
+		for i, a := range v.alts {
+			alts[i] = a
+			alts[i].k += d
+		}
+		v.alts = alts
+	}
+	return v
+}
+
+func (v val) same(o val) bool {
+	if v.kind != o.kind || v.k != o.k || v.percpu != o.percpu {
+		return false
+	}
+	if v.kind != vPtr {
+		return true
+	}
+	if v.t.key() != o.t.key() || len(v.alts) != len(o.alts) {
+		return false
+	}
+	for i := range v.alts {
+		if !v.alts[i].same(o.alts[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// slot is a stack slot holding a value, by its offset from the stack
+// pointer at the function's entry.
+type slot struct {
+	off int64
+	v   val
+}
+
+// state is what is known before an instruction: the 16 general
+// registers (x86asm order: rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi,
+// r8..r15) and the stack slots written with a tracked value.
+type state struct {
+	regs  [16]val
+	slots []slot
+}
+
+func (s *state) clone() *state {
+	c := &state{regs: s.regs}
+	c.slots = append([]slot(nil), s.slots...)
+	return c
+}
+
+func (s *state) slot(off int64) (val, bool) {
+	i := sort.Search(len(s.slots), func(i int) bool { return s.slots[i].off >= off })
+	if i < len(s.slots) && s.slots[i].off == off {
+		return s.slots[i].v, true
+	}
+	return val{}, false
+}
+
+// setSlot writes n bytes at off: an 8-byte value is kept, anything else
+// forgets the slots it overlaps.
+func (s *state) setSlot(off int64, n int64, v val) {
+	out := s.slots[:0:0]
+	for _, sl := range s.slots {
+		if sl.off+8 <= off || sl.off >= off+n {
+			out = append(out, sl)
+		}
+	}
+	if n == 8 && v.kind != vNone {
+		out = append(out, slot{off, v})
+		sort.Slice(out, func(i, j int) bool { return out[i].off < out[j].off })
+	}
+	s.slots = out
+}
+
+// merge keeps what all predecessors agree on: a type seen on one path
+// only is not a type at the join (perf's path walk picks one path
+// instead; a join that keeps only agreements never names a member from
+// a type that one of the paths into it does not have).
+func (s *state) merge(o *state) bool {
+	changed := false
+	for i := range s.regs {
+		if s.regs[i].kind != vNone && !s.regs[i].same(o.regs[i]) {
+			s.regs[i] = val{}
+			changed = true
+		}
+	}
+	out := s.slots[:0:0]
+	for _, sl := range s.slots {
+		if v, ok := o.slot(sl.off); ok && v.same(sl.v) {
+			out = append(out, sl)
+		} else {
+			changed = true
+		}
+	}
+	s.slots = out
+	return changed
+}
+
+func (s *state) equal(o *state) bool {
+	for i := range s.regs {
+		if s.regs[i].kind != o.regs[i].kind || (s.regs[i].kind != vNone && !s.regs[i].same(o.regs[i])) {
+			return false
+		}
+	}
+	if len(s.slots) != len(o.slots) {
+		return false
+	}
+	for i := range s.slots {
+		if s.slots[i].off != o.slots[i].off || !s.slots[i].v.same(o.slots[i].v) {
+			return false
+		}
+	}
+	return true
+}
+
+// regIndex maps any width of a general register to its index (x86asm's
+// 64-bit order), and reports whether it is the full 64-bit register.
+func regIndex(r x86asm.Reg) (int, bool, bool) {
+	switch {
+	case r >= x86asm.RAX && r <= x86asm.R15:
+		return int(r - x86asm.RAX), true, true
+	case r >= x86asm.EAX && r <= x86asm.R15L:
+		return int(r - x86asm.EAX), false, true
+	case r >= x86asm.AX && r <= x86asm.R15W:
+		return int(r - x86asm.AX), false, true
+	case r >= x86asm.AL && r <= x86asm.BL:
+		return int(r - x86asm.AL), false, true
+	case r >= x86asm.AH && r <= x86asm.BH:
+		return int(r - x86asm.AH), false, true
+	case r >= x86asm.SPB && r <= x86asm.R15B:
+		return int(r-x86asm.SPB) + 4, false, true
+	}
+	return 0, false, false
+}
+
+// dwarfToIdx maps DWARF register numbers 0-15 to x86asm's order.
+var dwarfToIdx = [16]int{0, 2, 1, 3, 6, 7, 5, 4, 8, 9, 10, 11, 12, 13, 14, 15}
+
+var idxToDWARF = [16]int{0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}
+
+const rsp = 4
+
+// callerSaved are clobbered by a call (System V).
+var callerSaved = []int{0, 1, 2, 6, 7, 8, 9, 10, 11}
+
+// fact is a register (or stack slot) that DWARF says holds a variable
+// at an instruction.
+type fact struct {
+	reg   int   // index; -1 for a stack slot
+	slot  int64 // entry-relative offset of the slot
+	v     val
+	depth int
+}
+
+// stackObj is a struct (or array) variable in the function's frame.
+type stackObj struct {
+	off    int64 // entry-relative
+	t      *ctype
+	name   string
+	ranges [][2]uint64
+}
+
+// fnTrack is one function under analysis.
+type fnTrack struct {
+	w     *worker
+	f     *function
+	insns []x86code.Insn
+	g     *x86code.Graph
+	facts [][]fact // by instruction index
+	objs  []stackObj
+}
+
+func (ft *fnTrack) insnIndex(pc uint64) int {
+	return sort.Search(len(ft.insns), func(i int) bool { return ft.insns[i].PC >= pc })
+}
+
+// buildFacts turns the variables' locations into per-instruction facts.
+func (ft *fnTrack) buildFacts() {
+	ts := ft.w.ts
+	ft.facts = make([][]fact, len(ft.insns))
+	for vi := range ft.f.vars {
+		v := &ft.f.vars[vi]
+		t := ts.get(v.typ)
+		if t == nil {
+			continue
+		}
+		var pv val
+		obj := false
+		switch {
+		case t.kind == tPtr:
+			p := ts.pointee(t)
+			if !useful(p) {
+				continue
+			}
+			pv = val{kind: vPtr, t: p, why: "var " + v.name}
+		case t.kind == tStruct || t.kind == tUnion || t.kind == tArray:
+			obj = true
+		default:
+			continue
+		}
+		scope := v.scope
+		if scope == nil {
+			scope = ft.f.ranges
+		}
+		for _, p := range v.pieces {
+			w := describe(p.expr)
+			if w.kind == wNone || w.kind == wAddr {
+				continue
+			}
+			for _, sr := range scope {
+				lo, hi := max(p.lo, sr[0]), min(p.hi, sr[1])
+				if p.lo == 0 && p.hi == everywhere {
+					lo, hi = sr[0], sr[1]
+				}
+				if lo >= hi {
+					continue
+				}
+				if obj {
+					if w.kind == wFrame && ft.f.cfaFrame {
+						ft.objs = append(ft.objs, stackObj{off: 8 + w.off, t: t, name: v.name, ranges: [][2]uint64{{lo, hi}}})
+					}
+					continue
+				}
+				fc := fact{reg: -1, v: pv, depth: v.depth}
+				switch w.kind {
+				case wReg:
+					if w.reg > 15 {
+						continue
+					}
+					fc.reg = dwarfToIdx[w.reg]
+				case wRegPlus:
+					if w.reg > 15 {
+						continue
+					}
+					fc.reg = dwarfToIdx[w.reg]
+					fc.v.k = -w.off
+				case wFrame:
+					if !ft.f.cfaFrame {
+						continue
+					}
+					fc.slot = 8 + w.off
+				}
+				for i := ft.insnIndex(lo); i < len(ft.insns) && ft.insns[i].PC < hi; i++ {
+					ft.facts[i] = append(ft.facts[i], fc)
+				}
+			}
+		}
+	}
+}
+
+// apply sets what DWARF says at instruction i. A deeper scope wins; two
+// variables of different types in one register at the same depth (a
+// pointer and its container_of) are both kept, as alternatives.
+func (ft *fnTrack) apply(s *state, i int) {
+	fs := ft.facts[i]
+	if len(fs) == 0 {
+		return
+	}
+	type best struct {
+		v     val
+		depth int
+		set   bool
+	}
+	var regs [16]best
+	for _, f := range fs {
+		if f.reg < 0 {
+			continue
+		}
+		b := &regs[f.reg]
+		switch {
+		case !b.set || f.depth > b.depth:
+			*b = best{v: f.v, depth: f.depth, set: true}
+		case f.depth == b.depth && !b.v.same(f.v):
+			dup := false
+			for _, a := range b.v.alts {
+				dup = dup || a.same(f.v)
+			}
+			if !dup {
+				b.v.alts = append(b.v.alts[:len(b.v.alts):len(b.v.alts)], f.v)
+			}
+		}
+	}
+	for r := range regs {
+		if !regs[r].set {
+			continue
+		}
+		s.regs[r] = regs[r].v
+	}
+	if sp := s.regs[rsp]; sp.kind == vStack {
+		for _, f := range fs {
+			if f.reg < 0 {
+				s.setSlot(f.slot, 8, f.v)
+			}
+		}
+	}
+}
+
+// object is what a memory operand addresses, when tracking knows.
+type object struct {
+	t     *ctype
+	off   int64 // of the access in t
+	why   string
+	reg   int   // DWARF register of the base, -1 if none
+	base  int64 // the object starts at reg + base
+	stack bool  // a stack slot that is no known object
+	slot  int64
+	// indexed: an index register adds to the address.
+	indexed bool
+	gname   string
+}
+
+// objects resolves a memory operand in state s: one object, or one per
+// typing DWARF gives the base register.
+func (ft *fnTrack) objects(s *state, m x86asm.Mem, next uint64, pc uint64) []object {
+	if m.Segment == 0 && m.Index != 0 && m.Scale == 1 {
+		// base + index with scale 1: either may be the pointer.
+		bi, _, ok1 := regIndex(m.Base)
+		ii, _, ok2 := regIndex(m.Index)
+		if ok1 && ok2 && s.regs[bi].kind != vPtr && s.regs[ii].kind == vPtr {
+			m.Base, m.Index = m.Index, m.Base
+		}
+	}
+	o, ok := ft.object(s, m, next, pc)
+	if !ok {
+		return nil
+	}
+	o.indexed = m.Index != 0
+	out := []object{o}
+	if bi, _, ok := regIndex(m.Base); ok && m.Base != x86asm.RIP && s.regs[bi].kind == vPtr {
+		for _, alt := range s.regs[bi].alts {
+			ao := o
+			ao.t, ao.off, ao.why, ao.base = alt.t, alt.k+m.Disp, alt.why, -alt.k
+			out = append(out, ao)
+		}
+	}
+	return out
+}
+
+// object resolves a memory operand in state s.
+func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (object, bool) {
+	gl := ft.w.g
+	if m.Segment == x86asm.GS {
+		var a uint64
+		switch {
+		case m.Base == 0 && m.Index == 0:
+			a = uint64(m.Disp)
+		case m.Base == x86asm.RIP:
+			a = next + uint64(m.Disp)
+		default:
+			bi, _, ok := regIndex(m.Base)
+			if !ok || m.Index != 0 || s.regs[bi].kind != vConst {
+				return object{}, false
+			}
+			a = uint64(s.regs[bi].k + m.Disp)
+		}
+		g, off, ok := gl.find(a, true)
+		if !ok {
+			return object{}, false
+		}
+		return object{t: ft.w.ts.get(g.typ), off: off, why: "per-CPU " + g.name, reg: -1, gname: g.name}, true
+	}
+	if m.Segment != 0 {
+		return object{}, false
+	}
+	global := func(a uint64, why string, indexed bool) (object, bool) {
+		g, off, ok := gl.find(a, false)
+		if !ok {
+			return object{}, false
+		}
+		t := ft.w.ts.get(g.typ)
+		if indexed && (t == nil || t.kind != tArray) {
+			return object{}, false
+		}
+		return object{t: t, off: off, why: why + g.name, reg: -1, gname: g.name}, true
+	}
+	switch {
+	case m.Base == x86asm.RIP:
+		return global(next+uint64(m.Disp), "global ", false)
+	case m.Base == 0:
+		return global(uint64(m.Disp), "global ", m.Index != 0)
+	}
+	bi, _, ok := regIndex(m.Base)
+	if !ok {
+		return object{}, false
+	}
+	v := s.regs[bi]
+	switch v.kind {
+	case vPtr:
+		return object{t: v.t, off: v.k + m.Disp, why: v.why, reg: idxToDWARF[bi], base: -v.k}, true
+	case vStack:
+		if m.Index != 0 {
+			return object{}, false
+		}
+		so := v.k + m.Disp
+		for _, o := range ft.objs {
+			if so >= o.off && so < o.off+o.t.size && pc >= o.ranges[0][0] && pc < o.ranges[0][1] {
+				return object{t: o.t, off: so - o.off, why: "stack var " + o.name, reg: idxToDWARF[bi], base: o.off - v.k}, true
+			}
+		}
+		return object{stack: true, slot: so}, true
+	case vConst:
+		if m.Index != 0 {
+			return object{}, false
+		}
+		g, off, ok := gl.find(uint64(v.k+m.Disp), v.percpu)
+		if !ok {
+			return object{}, false
+		}
+		why := "global "
+		if v.percpu {
+			why = "per-CPU "
+		}
+		return object{t: ft.w.ts.get(g.typ), off: off, why: why + g.name, reg: idxToDWARF[bi], base: int64(g.addr) - v.k}, true
+	}
+	return object{}, false
+}
+
+// result of looking at one instruction's memory operand.
+type memResult struct {
+	acc    x86code.MemAccess
+	obj    object
+	chains []chain
+	loaded val // the value a load gives its destination
+}
+
+// isPercpuBase names the kernel's per-CPU offsets: adding one to a
+// per-CPU variable's address gives a CPU's copy of it.
+func isPercpuBase(name string) bool {
+	return name == "this_cpu_off" || name == "__per_cpu_offset"
+}
+
+// look resolves instruction i's memory operand in state s: the object,
+// the members (with the bitfield patterns pats and hints from the block
+// [i, end)). When DWARF gives the base register two types (a pointer
+// and the container_of of it, both in scope), each is tried: the
+// members are those of the only typing under which the access falls on
+// a member, or the innermost member all typings agree on.
+func (ft *fnTrack) look(s *state, i, end int, pats map[int]bits, skip map[int]bool) (memResult, bool) {
+	in := &ft.insns[i]
+	acc, ok := x86code.Access(&in.Inst)
+	if !ok {
+		return memResult{}, false
+	}
+	r := memResult{acc: acc}
+	objs := ft.objects(s, acc.Mem, in.End(), in.PC)
+	if len(objs) == 0 {
+		return r, true
+	}
+	if len(objs) == 1 {
+		r.obj = objs[0]
+		r.chains, r.loaded = ft.resolveObj(s, i, end, acc, objs[0], pats, skip)
+		return r, true
+	}
+	var got []memResult
+	for _, o := range objs {
+		c, l := ft.resolveObj(s, i, end, acc, o, pats, skip)
+		if len(c) > 0 {
+			got = append(got, memResult{acc: acc, obj: o, chains: c, loaded: l})
+		}
+	}
+	switch {
+	case len(got) == 1:
+		return got[0], true
+	case len(got) > 1:
+		// Agreeing typings: keep the innermost member they share.
+		best := got[0]
+		for _, g := range got[1:] {
+			if len(g.chains) != 1 || len(best.chains) != 1 {
+				return r, true
+			}
+			x, y := g.chains[0][len(g.chains[0])-1], best.chains[0][len(best.chains[0])-1]
+			if x.m.name != y.m.name || x.st.key() != y.st.key() || x.bitOff != y.bitOff {
+				return r, true
+			}
+			if len(g.chains[0]) < len(best.chains[0]) {
+				best = g
+			}
+		}
+		c := best.chains[0]
+		best.chains = []chain{c[len(c)-1:]}
+		return best, true
+	}
+	return r, true
+}
+
+// resolveObj is look for one typing of the base: the members and the
+// value a load gives.
+func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj object, pats map[int]bits, skip map[int]bool) (chains []chain, loaded val) {
+	if obj.stack {
+		if acc.Kind == x86code.Load && acc.Bytes == 8 {
+			loaded, _ = s.slot(obj.slot)
+		}
+		return nil, loaded
+	}
+	ts := ft.w.ts
+	if isPercpuBase(obj.gname) {
+		return nil, val{kind: vPercpuOff}
+	}
+	t := obj.t
+	if t == nil {
+		return nil, loaded
+	}
+	n := int64(acc.Bytes)
+	if acc.Kind == x86code.Addr || n <= 0 {
+		n = 1
+	}
+	a := access{off: obj.off, n: n, addr: acc.Kind == x86code.Addr, indexed: obj.indexed}
+	// A pointer loaded from the object.
+	if t.kind == tPtr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
+		if p := ts.pointee(t); useful(p) {
+			loaded = val{kind: vPtr, t: p, why: obj.why}
+		}
+		return nil, loaded
+	}
+	if t.kind != tStruct && t.kind != tUnion && t.kind != tArray {
+		return nil, loaded
+	}
+	if skip[i] {
+		return nil, loaded // the load of a bitfield unit that a later store writes back
+	}
+	if b, ok := pats[i]; ok {
+		a.bm = b
+		a.bm.base += obj.off * 8
+	}
+	a.h = ft.hintFor(s, i, end, acc)
+	chains = ts.objectAccess(t, a)
+	if acc.Kind == x86code.Load && n == 8 && len(chains) == 1 {
+		last := chains[0][len(chains[0])-1]
+		mt := ts.get(last.m.typ)
+		switch {
+		case mt != nil && mt.kind == tPtr && last.bitSize == 64:
+			// The only member the 8 bytes touch is this pointer: the load is it.
+			if p := ts.pointee(mt); useful(p) {
+				loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s", nameOf(last.st), last.m.name)}
+			}
+		case mt != nil && mt.kind == tArray:
+			if el := ts.get(mt.elem); el != nil && el.kind == tPtr {
+				if p := ts.pointee(el); useful(p) {
+					loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s[]", nameOf(last.st), last.m.name)}
+				}
+			}
+		}
+	}
+	return chains, loaded
+}
+
+func nameOf(t *ctype) string {
+	if t == nil {
+		return "?"
+	}
+	return t.name
+}
+
+// hintFor looks at what the block does with the value an access moves.
+func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) hint {
+	in := &ft.insns[i].Inst
+	var h hint
+	switch acc.Kind {
+	case x86code.Store:
+		switch src := in.Args[1].(type) {
+		case x86asm.Imm:
+			h.imm = true
+		case x86asm.Reg:
+			if ri, full, ok := regIndex(src); ok && full {
+				if v := s.regs[ri]; v.kind == vPtr && v.k == 0 {
+					h.ptrTo = v.t.key()
+				}
+			}
+		}
+	case x86code.Load:
+		dst, ok := in.Args[0].(x86asm.Reg)
+		if !ok {
+			return h
+		}
+		ri, full, ok := regIndex(dst)
+		if !ok || !full {
+			return h
+		}
+		// DWARF names the loaded value at the next instruction.
+		if i+1 < len(ft.insns) {
+			for _, f := range ft.facts[i+1] {
+				if f.reg == ri && f.v.k == 0 {
+					h.ptrTo = f.v.t.key()
+				}
+			}
+		}
+		// It is dereferenced before it is overwritten.
+		for j := i + 1; j < end && j < i+16; j++ {
+			nx := &ft.insns[j].Inst
+			if a, ok := x86code.Access(nx); ok && a.Kind != x86code.Addr {
+				if bi, _, ok := regIndex(a.Mem.Base); ok && bi == ri && a.Mem.Segment == 0 {
+					h.isPtr = true
+					break
+				}
+			}
+			if writesReg(nx, ri) {
+				break
+			}
+		}
+	}
+	return h
+}
+
+// writesReg reports whether inst may write register index ri.
+func writesReg(inst *x86asm.Inst, ri int) bool {
+	if d, ok := inst.Args[0].(x86asm.Reg); ok {
+		if di, _, ok := regIndex(d); ok && di == ri && !readsOnly(inst.Op) {
+			return true
+		}
+	}
+	if inst.Op == x86asm.CALL {
+		for _, c := range callerSaved {
+			if c == ri {
+				return true
+			}
+		}
+	}
+	return !knownOp(inst.Op)
+}
+
+func readsOnly(op x86asm.Op) bool {
+	switch op {
+	case x86asm.CMP, x86asm.TEST, x86asm.BT, x86asm.PUSH:
+		return true
+	}
+	return false
+}
+
+// knownOp: the instruction writes no register but its first operand
+// (and the flags), or none.
+func knownOp(op x86asm.Op) bool {
+	switch op {
+	case x86asm.MOV, x86asm.MOVZX, x86asm.MOVSX, x86asm.MOVSXD, x86asm.LEA,
+		x86asm.ADD, x86asm.SUB, x86asm.AND, x86asm.OR, x86asm.XOR, x86asm.ADC, x86asm.SBB,
+		x86asm.INC, x86asm.DEC, x86asm.NEG, x86asm.NOT,
+		x86asm.SHL, x86asm.SHR, x86asm.SAR, x86asm.ROL, x86asm.ROR, x86asm.RCL, x86asm.RCR,
+		x86asm.SHLD, x86asm.SHRD, x86asm.BSF, x86asm.BSR, x86asm.BSWAP, x86asm.POPCNT,
+		x86asm.LZCNT, x86asm.TZCNT, x86asm.BTS, x86asm.BTR, x86asm.BTC, x86asm.BT,
+		x86asm.CMP, x86asm.TEST, x86asm.NOP, x86asm.PUSH, x86asm.POP, x86asm.CALL, x86asm.RET,
+		x86asm.JMP, x86asm.JA, x86asm.JAE, x86asm.JB, x86asm.JBE, x86asm.JE, x86asm.JG, x86asm.JGE,
+		x86asm.JL, x86asm.JLE, x86asm.JNE, x86asm.JNO, x86asm.JNP, x86asm.JNS, x86asm.JO, x86asm.JP, x86asm.JS,
+		x86asm.CMOVA, x86asm.CMOVAE, x86asm.CMOVB, x86asm.CMOVBE, x86asm.CMOVE, x86asm.CMOVG, x86asm.CMOVGE,
+		x86asm.CMOVL, x86asm.CMOVLE, x86asm.CMOVNE, x86asm.CMOVNO, x86asm.CMOVNP, x86asm.CMOVNS, x86asm.CMOVO,
+		x86asm.CMOVP, x86asm.CMOVS,
+		x86asm.SETA, x86asm.SETAE, x86asm.SETB, x86asm.SETBE, x86asm.SETE, x86asm.SETG, x86asm.SETGE,
+		x86asm.SETL, x86asm.SETLE, x86asm.SETNE, x86asm.SETNO, x86asm.SETNP, x86asm.SETNS, x86asm.SETO,
+		x86asm.SETP, x86asm.SETS,
+		x86asm.UD2, x86asm.INT, x86asm.LFENCE, x86asm.MFENCE, x86asm.SFENCE, x86asm.PAUSE,
+		x86asm.PREFETCHNTA, x86asm.PREFETCHT0, x86asm.PREFETCHT1, x86asm.PREFETCHT2, x86asm.PREFETCHW,
+		x86asm.MOVQ, x86asm.MOVD, x86asm.MOVDQU, x86asm.MOVDQA, x86asm.MOVUPS, x86asm.MOVAPS,
+		x86asm.PXOR, x86asm.XORPS, x86asm.MOVNTI, x86asm.IMUL:
+		return true
+	}
+	return false
+}
