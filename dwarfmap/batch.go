@@ -14,6 +14,7 @@ import (
 	"github.com/klasy/klasy/dwarfmap/dwtype"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/dwarfmap/loc"
+	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/x86code"
 )
@@ -61,11 +62,11 @@ func (x *Index) NewBatch() (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Batch{x: y, fileIDs: make(map[string]uint32, len(y.files)), byBase: map[string][]uint32{},
+	b := &Batch{x: y, fileIDs: make(map[string]uint32, len(y.t.Files)), byBase: map[string][]uint32{},
 		files: map[string][]uint32{}, code: map[uint64]*FuncCode{},
 		scopes: map[uint32]*funcScope{}, layouts: map[string]layoutResult{}}
-	for i, r := range y.files {
-		name := y.str(r)
+	for i, r := range y.t.Files {
+		name := y.t.Str(r)
 		b.fileIDs[name] = uint32(i)
 		b.byBase[path.Base(name)] = append(b.byBase[path.Base(name)], uint32(i))
 	}
@@ -160,22 +161,22 @@ func (b *Batch) Instances(name, declFile string) []Instance {
 	x := b.x
 	var out []Instance
 	var decl []uint32 // each instance's function's declaration file
-	lo, hi := x.nameRange(len(x.byName), x.funcName, name, true)
-	for _, i := range x.byName[lo:hi] {
-		f := x.funcs[i]
-		rs := x.ranges[f.RngOff : f.RngOff+f.RngN]
+	lo, hi := x.nameRange(len(x.t.ByName), x.funcName, name, true)
+	for _, i := range x.t.ByName[lo:hi] {
+		f := x.t.Funcs[i]
+		rs := x.t.Ranges[f.RngOff : f.RngOff+f.RngN]
 		out = append(out, Instance{Name: name, Host: name, HostFile: x.File(f.DeclFile), Ranges: rs, HostRanges: rs, DIE: f.DIE})
 		decl = append(decl, f.DeclFile)
 	}
-	lo, hi = x.nameRange(len(x.inlName), x.inlineName, name, true)
-	for _, i := range x.inlName[lo:hi] {
-		in := x.inlines[i]
-		inst := Instance{Name: name, Inlined: true, Ranges: x.inlRanges[in.RngOff : in.RngOff+in.RngN],
+	lo, hi = x.nameRange(len(x.t.InlName), x.inlineName, name, true)
+	for _, i := range x.t.InlName[lo:hi] {
+		in := x.t.Inlines[i]
+		inst := Instance{Name: name, Inlined: true, Ranges: x.t.InlRanges[in.RngOff : in.RngOff+in.RngN],
 			CallFile: x.File(in.CallFile), CallLine: int(in.CallLine), DIE: in.DIE}
-		if in.Caller != noFile && int(in.Caller) < len(x.funcs) {
-			c := x.funcs[in.Caller]
-			inst.Host, inst.HostFile = x.str(c.Name), x.File(c.DeclFile)
-			inst.HostRanges = x.ranges[c.RngOff : c.RngOff+c.RngN]
+		if in.Caller != table.NoFile && int(in.Caller) < len(x.t.Funcs) {
+			c := x.t.Funcs[in.Caller]
+			inst.Host, inst.HostFile = x.t.Str(c.Name), x.File(c.DeclFile)
+			inst.HostRanges = x.t.Ranges[c.RngOff : c.RngOff+c.RngN]
 		}
 		out = append(out, inst)
 		decl = append(decl, in.DeclFile)
@@ -198,7 +199,7 @@ func (b *Batch) Instances(name, declFile string) []Instance {
 // with its ranges.
 func (b *Batch) CopiesCalledAt(hostEntry uint64, file string, line int) []Instance {
 	x := b.x
-	hi, ok := x.funcAt(hostEntry)
+	hi, ok := x.t.FuncAt(hostEntry)
 	if !ok {
 		return nil
 	}
@@ -206,12 +207,12 @@ func (b *Batch) CopiesCalledAt(hostEntry uint64, file string, line int) []Instan
 	ids := b.Files(file)
 	var out []Instance
 	for _, i := range b.byCaller[uint32(hi)] {
-		in := x.inlines[i]
+		in := x.t.Inlines[i]
 		if !slices.Contains(ids, in.CallFile) || int(in.CallLine) != line {
 			continue
 		}
-		out = append(out, Instance{Name: x.str(in.Name), Host: x.str(x.funcs[hi].Name), Inlined: true,
-			Ranges: x.inlRanges[in.RngOff : in.RngOff+in.RngN], CallFile: file, CallLine: line, DIE: in.DIE})
+		out = append(out, Instance{Name: x.t.Str(in.Name), Host: x.t.Str(x.t.Funcs[hi].Name), Inlined: true,
+			Ranges: x.t.InlRanges[in.RngOff : in.RngOff+in.RngN], CallFile: file, CallLine: line, DIE: in.DIE})
 	}
 	return out
 }
@@ -359,9 +360,9 @@ func (b *Batch) Struct(name string) (*dwtype.Layout, error) {
 // the image, sorted (for suggestions).
 func (b *Batch) StructNames() []string {
 	x := b.x
-	out := make([]string, 0, len(x.structs))
-	for _, s := range x.structs {
-		if n := x.str(s.Name); len(out) == 0 || out[len(out)-1] != n {
+	out := make([]string, 0, len(x.t.Structs))
+	for _, s := range x.t.Structs {
+		if n := x.t.Str(s.Name); len(out) == 0 || out[len(out)-1] != n {
 			out = append(out, n)
 		}
 	}
@@ -379,10 +380,10 @@ func (b *Batch) NextRowAddr(addr uint64) (uint64, bool) {
 		if !x.chunksOK(secByAddr, i, i+1) {
 			return Row{Addr: ^uint64(0)}
 		}
-		return x.row(x.byAddr[i])
+		return x.row(x.t.ByAddr[i])
 	}
-	i := sort.Search(len(x.byAddr), func(i int) bool { return at(i).Addr > addr })
-	if i >= len(x.byAddr) {
+	i := sort.Search(len(x.t.ByAddr), func(i int) bool { return at(i).Addr > addr })
+	if i >= len(x.t.ByAddr) {
 		return 0, false
 	}
 	return at(i).Addr, true
@@ -454,8 +455,8 @@ func (b *Batch) scope(addr uint64) (*funcScope, error) {
 
 // loadScope reads the DWARF tree of function fi.
 func (x *Index) loadScope(fi FuncInfo) (*funcScope, error) {
-	f := x.funcs[fi.index]
-	u := x.units[f.Unit]
+	f := x.t.Funcs[fi.index]
+	u := x.t.Units[f.Unit]
 	d, err := x.img.UnitDWARF(u.Off, u.End)
 	if err != nil {
 		return nil, err

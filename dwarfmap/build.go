@@ -17,6 +17,7 @@ import (
 
 	"github.com/klasy/klasy/dwarfmap/diescan"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/mmapfile"
 )
 
@@ -471,21 +472,21 @@ func sortRanges(r [][2]uint64) [][2]uint64 {
 // interner builds the string blob.
 type interner struct {
 	blob []byte
-	m    map[string]strRef
+	m    map[string]table.StrRef
 }
 
-func (in *interner) addBytes(b []byte) strRef {
+func (in *interner) addBytes(b []byte) table.StrRef {
 	if r, ok := in.m[string(b)]; ok {
 		return r
 	}
 	return in.add(string(b))
 }
 
-func (in *interner) add(s string) strRef {
+func (in *interner) add(s string) table.StrRef {
 	if r, ok := in.m[s]; ok {
 		return r
 	}
-	r := strRef{uint32(len(in.blob)), uint32(len(s))}
+	r := table.StrRef{Off: uint32(len(in.blob)), Len: uint32(len(s))}
 	in.blob = append(in.blob, s...)
 	in.m[s] = r
 	return r
@@ -503,8 +504,8 @@ type merger struct {
 // 4 bytes of .debug_line per row), so 4.3 M rows are not copied on growth.
 func newMerger(lineBytes int) *merger {
 	return &merger{
-		x:          &Index{rows: make([]Row, 0, lineBytes/3+1024)},
-		in:         &interner{m: map[string]strRef{}},
+		x:          &Index{t: table.Tables{Rows: make([]Row, 0, lineBytes/3+1024)}},
+		in:         &interner{m: map[string]table.StrRef{}},
 		fileIDs:    map[string]uint32{},
 		structSeen: map[string]bool{},
 	}
@@ -516,43 +517,43 @@ func (m *merger) add(ui int, res *unitResult, bounds [2]uint64) {
 	for j, f := range res.files {
 		id, ok := m.fileIDs[f]
 		if !ok {
-			id = uint32(len(x.files))
+			id = uint32(len(x.t.Files))
 			m.fileIDs[f] = id
-			x.files = append(x.files, in.add(f))
+			x.t.Files = append(x.t.Files, in.add(f))
 		}
 		gid[j] = id
 	}
 	file := func(i int) uint32 {
 		if i < 0 || i >= len(gid) {
-			return noFile
+			return table.NoFile
 		}
 		return gid[i]
 	}
 	u := Unit{Name: in.add(res.name), CompDir: in.add(res.compDir), Off: bounds[0], End: bounds[1],
-		LowPC: res.lowPC, RowStart: uint32(len(x.rows)), Version: uint32(res.version)}
+		LowPC: res.lowPC, RowStart: uint32(len(x.t.Rows)), Version: uint32(res.version)}
 	for _, r := range res.rows {
 		r.File = gid[r.File]
-		x.rows = append(x.rows, r)
+		x.t.Rows = append(x.t.Rows, r)
 	}
-	u.RowEnd = uint32(len(x.rows))
-	x.units = append(x.units, u)
-	fbase := uint32(len(x.funcs))
+	u.RowEnd = uint32(len(x.t.Rows))
+	x.t.Units = append(x.t.Units, u)
+	fbase := uint32(len(x.t.Funcs))
 	for _, f := range res.funcs {
-		x.funcs = append(x.funcs, Func{Name: in.addBytes(f.name), Entry: f.entry, DIE: f.die, Unit: uint32(ui),
+		x.t.Funcs = append(x.t.Funcs, Func{Name: in.addBytes(f.name), Entry: f.entry, DIE: f.die, Unit: uint32(ui),
 			DeclFile: file(f.declFile), DeclLine: uint32(f.declLine), Flags: f.flags,
-			RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
-		x.ranges = append(x.ranges, f.ranges...)
+			RngOff: uint32(len(x.t.Ranges)), RngN: uint32(len(f.ranges))})
+		x.t.Ranges = append(x.t.Ranges, f.ranges...)
 	}
 	for _, f := range res.inlines {
-		caller := noFile
+		caller := table.NoFile
 		if f.caller >= 0 {
 			caller = fbase + uint32(f.caller)
 		}
-		x.inlines = append(x.inlines, Inline{Name: in.addBytes(f.name), DIE: f.die, Unit: uint32(ui),
+		x.t.Inlines = append(x.t.Inlines, Inline{Name: in.addBytes(f.name), DIE: f.die, Unit: uint32(ui),
 			CallFile: file(f.callFile), CallLine: uint32(f.callLine), Caller: caller,
 			DeclFile: file(f.declFile), DeclLine: uint32(f.declLine),
-			RngOff: uint32(len(x.inlRanges)), RngN: uint32(len(f.ranges))})
-		x.inlRanges = append(x.inlRanges, f.ranges...)
+			RngOff: uint32(len(x.t.InlRanges)), RngN: uint32(len(f.ranges))})
+		x.t.InlRanges = append(x.t.InlRanges, f.ranges...)
 	}
 	for _, s := range res.structs {
 		key := string(s.name)
@@ -563,7 +564,7 @@ func (m *merger) add(ui int, res *unitResult, bounds [2]uint64) {
 			continue
 		}
 		m.structSeen[key] = true
-		x.structs = append(x.structs, Struct{Name: in.addBytes(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
+		x.t.Structs = append(x.t.Structs, Struct{Name: in.addBytes(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
 	}
 }
 
@@ -571,182 +572,12 @@ func (m *merger) add(ui int, res *unitResult, bounds [2]uint64) {
 // lookup arrays.
 func (m *merger) finish(code *elfimage.Code) *Index {
 	x := m.x
-	x.strs = m.in.blob
-	for i := range x.funcs {
-		if f := &x.funcs[i]; code.Discarded(f.Entry, x.str(f.Name)) {
+	x.t.Strs = m.in.blob
+	for i := range x.t.Funcs {
+		if f := &x.t.Funcs[i]; code.Discarded(f.Entry, x.t.Str(f.Name)) {
 			f.Flags |= FuncDiscarded
 		}
 	}
-	x.finish()
+	x.t.Finish()
 	return x
-}
-
-// finish computes the derived lookup arrays: the spans of live code
-// first, then the others, independent of each other, concurrently.
-func (x *Index) finish() {
-	x.spans = x.spans[:0]
-	for fi, f := range x.funcs {
-		if f.Flags&FuncDiscarded != 0 {
-			continue
-		}
-		for _, r := range x.ranges[f.RngOff : f.RngOff+f.RngN] {
-			x.spans = append(x.spans, addrSpan{Lo: r[0], Hi: r[1], Func: uint32(fi)})
-		}
-	}
-	slices.SortStableFunc(x.spans, func(a, b addrSpan) int { return cmp.Compare(a.Lo, b.Lo) })
-	dead := x.deadCode()
-	var wg sync.WaitGroup
-	do := func(f func()) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f()
-		}()
-	}
-	liveRow := func(i int) bool { return dead == nil || !dead(x.rows[i].Addr) }
-	do(func() { x.byAddr = sortRowsByAddr(x.rows, liveRow) })
-	do(func() { x.byFile = sortRowsByFile(x.rows, len(x.files), liveRow) })
-	do(func() {
-		x.byName = make([]uint32, 0, len(x.funcs))
-		for i, f := range x.funcs {
-			if f.Flags&FuncDiscarded == 0 {
-				x.byName = append(x.byName, uint32(i))
-			}
-		}
-		slices.SortStableFunc(x.byName, func(a, b uint32) int {
-			return cmp.Compare(x.str(x.funcs[a].Name), x.str(x.funcs[b].Name))
-		})
-	})
-	do(func() {
-		x.inlName = make([]uint32, 0, len(x.inlines))
-		for i, in := range x.inlines {
-			if in.Caller != noFile && x.funcs[in.Caller].Flags&FuncDiscarded != 0 ||
-				dead != nil && in.RngN > 0 && dead(x.inlRanges[in.RngOff][0]) {
-				continue // a copy in dead code
-			}
-			x.inlName = append(x.inlName, uint32(i))
-		}
-		slices.SortStableFunc(x.inlName, func(a, b uint32) int {
-			return cmp.Compare(x.str(x.inlines[a].Name), x.str(x.inlines[b].Name))
-		})
-		x.inlSum = x.inlSum[:0]
-		for _, i := range x.inlName {
-			in := x.inlines[i]
-			if k := len(x.inlSum) - 1; k >= 0 && x.str(x.inlSum[k].Name) == x.str(in.Name) {
-				x.inlSum[k].N++
-				continue
-			}
-			x.inlSum = append(x.inlSum, inlineSum{Name: in.Name, N: 1, DeclFile: in.DeclFile, DeclLine: in.DeclLine})
-		}
-	})
-	do(func() {
-		slices.SortFunc(x.structs, func(a, b Struct) int { return cmp.Compare(x.str(a.Name), x.str(b.Name)) })
-	})
-	wg.Wait()
-}
-
-// deadCode returns whether an address lies in the code of a discarded
-// function and in no live one (x.spans, computed), or nil if there is
-// none.
-func (x *Index) deadCode() func(addr uint64) bool {
-	var dead [][2]uint64
-	for _, f := range x.funcs {
-		if f.Flags&FuncDiscarded != 0 {
-			dead = append(dead, x.ranges[f.RngOff:f.RngOff+f.RngN]...)
-		}
-	}
-	if len(dead) == 0 {
-		return nil
-	}
-	// Merged, so that one search finds the range holding an address:
-	// code of discarded sections may all sit at 0.
-	slices.SortFunc(dead, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
-	merged := dead[:1]
-	for _, r := range dead[1:] {
-		if last := &merged[len(merged)-1]; r[0] <= last[1] {
-			last[1] = max(last[1], r[1])
-		} else {
-			merged = append(merged, r)
-		}
-	}
-	return func(addr uint64) bool {
-		i := sort.Search(len(merged), func(i int) bool { return merged[i][0] > addr }) - 1
-		if i < 0 || addr >= merged[i][1] {
-			return false
-		}
-		_, live := x.funcAt(addr)
-		return !live
-	}
-}
-
-// sortRowsByAddr orders the code rows that keep accepts by address.
-// Sequences are already increasing, so sorting whole sequences by their
-// first address usually yields a sorted list; overlapping sequences fall
-// back to a full sort.
-func sortRowsByAddr(rows []Row, keep func(int) bool) []uint32 {
-	type seq struct{ start, end uint32 }
-	var seqs []seq
-	s := 0
-	for i := range rows {
-		if rows[i].Flags&RowEndSequence != 0 {
-			if i > s {
-				seqs = append(seqs, seq{uint32(s), uint32(i)})
-			}
-			s = i + 1
-		}
-	}
-	if s < len(rows) {
-		seqs = append(seqs, seq{uint32(s), uint32(len(rows))})
-	}
-	slices.SortStableFunc(seqs, func(a, b seq) int { return cmp.Compare(rows[a.start].Addr, rows[b.start].Addr) })
-	out := make([]uint32, 0, len(rows))
-	for _, q := range seqs {
-		for i := q.start; i < q.end; i++ {
-			if keep(int(i)) {
-				out = append(out, i)
-			}
-		}
-	}
-	less := func(a, b uint32) int { return cmp.Compare(rows[a].Addr, rows[b].Addr) }
-	if !slices.IsSortedFunc(out, less) {
-		slices.SortStableFunc(out, less)
-	}
-	return out
-}
-
-// sortRowsByFile orders the rows that keep accepts by (file, line,
-// address): a counting sort by file, then a small sort per file.
-func sortRowsByFile(rows []Row, nfiles int, keep func(int) bool) []uint32 {
-	count := make([]uint32, nfiles+1)
-	n := 0
-	for i, r := range rows {
-		if keep(i) {
-			count[r.File+1]++
-			n++
-		}
-	}
-	for i := 1; i < len(count); i++ {
-		count[i] += count[i-1]
-	}
-	out := make([]uint32, n)
-	pos := slices.Clone(count)
-	for i, r := range rows {
-		if keep(i) {
-			out[pos[r.File]] = uint32(i)
-			pos[r.File]++
-		}
-	}
-	for f := 0; f < nfiles; f++ {
-		part := out[count[f]:count[f+1]]
-		slices.SortFunc(part, func(a, b uint32) int {
-			if c := cmp.Compare(rows[a].Line, rows[b].Line); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(rows[a].Addr, rows[b].Addr); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
-	}
-	return out
 }

@@ -19,6 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/boundedread"
 	"github.com/klasy/klasy/internal/cachedir"
 	"github.com/klasy/klasy/internal/mmapfile"
@@ -127,10 +128,10 @@ func fromBytes[T any](b []byte) ([]T, error) {
 
 func (x *Index) sections() [numSections][]byte {
 	return [numSections][]byte{
-		x.strs, asBytes(x.files), asBytes(x.units), asBytes(x.rows), asBytes(x.byAddr),
-		asBytes(x.byFile), asBytes(x.funcs), asBytes(x.byName), asBytes(x.inlines),
-		asBytes(x.inlName), asBytes(x.ranges), asBytes(x.spans), asBytes(x.structs),
-		asBytes(x.inlRanges), asBytes(x.inlSum), asBytes(x.chunkCRCs),
+		x.t.Strs, asBytes(x.t.Files), asBytes(x.t.Units), asBytes(x.t.Rows), asBytes(x.t.ByAddr),
+		asBytes(x.t.ByFile), asBytes(x.t.Funcs), asBytes(x.t.ByName), asBytes(x.t.Inlines),
+		asBytes(x.t.InlName), asBytes(x.t.Ranges), asBytes(x.t.Spans), asBytes(x.t.Structs),
+		asBytes(x.t.InlRanges), asBytes(x.t.InlSum), asBytes(x.t.ChunkCRCs),
 	}
 }
 
@@ -138,37 +139,37 @@ func (x *Index) sections() [numSections][]byte {
 func (x *Index) takeSection(src *Index, i int) {
 	switch i {
 	case secStrs:
-		x.strs = src.strs
+		x.t.Strs = src.t.Strs
 	case secFiles:
-		x.files = src.files
+		x.t.Files = src.t.Files
 	case secUnits:
-		x.units = src.units
+		x.t.Units = src.t.Units
 	case secRows:
-		x.rows = src.rows
+		x.t.Rows = src.t.Rows
 	case secByAddr:
-		x.byAddr = src.byAddr
+		x.t.ByAddr = src.t.ByAddr
 	case secByFile:
-		x.byFile = src.byFile
+		x.t.ByFile = src.t.ByFile
 	case secFuncs:
-		x.funcs = src.funcs
+		x.t.Funcs = src.t.Funcs
 	case secByName:
-		x.byName = src.byName
+		x.t.ByName = src.t.ByName
 	case secInlines:
-		x.inlines = src.inlines
+		x.t.Inlines = src.t.Inlines
 	case secInlName:
-		x.inlName = src.inlName
+		x.t.InlName = src.t.InlName
 	case secRanges:
-		x.ranges = src.ranges
+		x.t.Ranges = src.t.Ranges
 	case secSpans:
-		x.spans = src.spans
+		x.t.Spans = src.t.Spans
 	case secStructs:
-		x.structs = src.structs
+		x.t.Structs = src.t.Structs
 	case secInlRanges:
-		x.inlRanges = src.inlRanges
+		x.t.InlRanges = src.t.InlRanges
 	case secInlSum:
-		x.inlSum = src.inlSum
+		x.t.InlSum = src.t.InlSum
 	case secChunkCRCs:
-		x.chunkCRCs = src.chunkCRCs
+		x.t.ChunkCRCs = src.t.ChunkCRCs
 	}
 }
 
@@ -185,15 +186,15 @@ func (x *Index) WriteTo(w io.Writer, imageSize int64) (_ int64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	if !x.chunksOK(secRows, 0, len(x.rows)) || !x.chunksOK(secByAddr, 0, len(x.byAddr)) || !x.chunksOK(secByFile, 0, len(x.byFile)) {
+	if !x.chunksOK(secRows, 0, len(x.t.Rows)) || !x.chunksOK(secByAddr, 0, len(x.t.ByAddr)) || !x.chunksOK(secByFile, 0, len(x.t.ByFile)) {
 		return x.WriteTo(w, imageSize) // found damaged: x answers from a rebuild now
 	}
 	if x.lazy == nil {
-		x.chunkCRCs = x.chunkCRCs[:0]
+		x.t.ChunkCRCs = x.t.ChunkCRCs[:0]
 		for _, i := range chunked {
 			b := x.sections()[i]
 			for off := 0; off < len(b); off += chunkSize {
-				x.chunkCRCs = append(x.chunkCRCs, crc32.Checksum(b[off:min(off+chunkSize, len(b))], crcTable))
+				x.t.ChunkCRCs = append(x.t.ChunkCRCs, crc32.Checksum(b[off:min(off+chunkSize, len(b))], crcTable))
 			}
 		}
 	}
@@ -301,50 +302,50 @@ func decode(data []byte) (x *Index, h cacheHeader, err error) {
 		lz.crcs[i] = binary.LittleEndian.Uint32(e[16:])
 	}
 	// Typing the sections reads none of their bytes.
-	a := &Index{BuildID: h.BuildID, strs: secs[secStrs]}
-	if a.files, err = fromBytes[strRef](secs[secFiles]); err != nil {
+	a := &Index{BuildID: h.BuildID, t: table.Tables{Strs: secs[secStrs]}}
+	if a.t.Files, err = fromBytes[table.StrRef](secs[secFiles]); err != nil {
 		return nil, h, err
 	}
-	if a.units, err = fromBytes[Unit](secs[secUnits]); err != nil {
+	if a.t.Units, err = fromBytes[Unit](secs[secUnits]); err != nil {
 		return nil, h, err
 	}
-	if a.rows, err = fromBytes[Row](secs[secRows]); err != nil {
+	if a.t.Rows, err = fromBytes[Row](secs[secRows]); err != nil {
 		return nil, h, err
 	}
-	if a.byAddr, err = fromBytes[uint32](secs[secByAddr]); err != nil {
+	if a.t.ByAddr, err = fromBytes[uint32](secs[secByAddr]); err != nil {
 		return nil, h, err
 	}
-	if a.byFile, err = fromBytes[uint32](secs[secByFile]); err != nil {
+	if a.t.ByFile, err = fromBytes[uint32](secs[secByFile]); err != nil {
 		return nil, h, err
 	}
-	if a.funcs, err = fromBytes[Func](secs[secFuncs]); err != nil {
+	if a.t.Funcs, err = fromBytes[Func](secs[secFuncs]); err != nil {
 		return nil, h, err
 	}
-	if a.byName, err = fromBytes[uint32](secs[secByName]); err != nil {
+	if a.t.ByName, err = fromBytes[uint32](secs[secByName]); err != nil {
 		return nil, h, err
 	}
-	if a.inlines, err = fromBytes[Inline](secs[secInlines]); err != nil {
+	if a.t.Inlines, err = fromBytes[Inline](secs[secInlines]); err != nil {
 		return nil, h, err
 	}
-	if a.inlName, err = fromBytes[uint32](secs[secInlName]); err != nil {
+	if a.t.InlName, err = fromBytes[uint32](secs[secInlName]); err != nil {
 		return nil, h, err
 	}
-	if a.ranges, err = fromBytes[[2]uint64](secs[secRanges]); err != nil {
+	if a.t.Ranges, err = fromBytes[[2]uint64](secs[secRanges]); err != nil {
 		return nil, h, err
 	}
-	if a.spans, err = fromBytes[addrSpan](secs[secSpans]); err != nil {
+	if a.t.Spans, err = fromBytes[table.Span](secs[secSpans]); err != nil {
 		return nil, h, err
 	}
-	if a.structs, err = fromBytes[Struct](secs[secStructs]); err != nil {
+	if a.t.Structs, err = fromBytes[Struct](secs[secStructs]); err != nil {
 		return nil, h, err
 	}
-	if a.inlRanges, err = fromBytes[[2]uint64](secs[secInlRanges]); err != nil {
+	if a.t.InlRanges, err = fromBytes[[2]uint64](secs[secInlRanges]); err != nil {
 		return nil, h, err
 	}
-	if a.inlSum, err = fromBytes[inlineSum](secs[secInlSum]); err != nil {
+	if a.t.InlSum, err = fromBytes[table.InlineSum](secs[secInlSum]); err != nil {
 		return nil, h, err
 	}
-	if a.chunkCRCs, err = fromBytes[uint32](secs[secChunkCRCs]); err != nil {
+	if a.t.ChunkCRCs, err = fromBytes[uint32](secs[secChunkCRCs]); err != nil {
 		return nil, h, err
 	}
 	nchunks := 0
@@ -353,11 +354,11 @@ func decode(data []byte) (x *Index, h cacheHeader, err error) {
 		lz.chunkOK[k] = make([]atomic.Bool, n)
 		nchunks += n
 	}
-	if nchunks != len(a.chunkCRCs) {
-		return nil, h, fmt.Errorf("%w: %d chunk checksums for %d chunks", ErrCacheInvalid, len(a.chunkCRCs), nchunks)
+	if nchunks != len(a.t.ChunkCRCs) {
+		return nil, h, fmt.Errorf("%w: %d chunk checksums for %d chunks", ErrCacheInvalid, len(a.t.ChunkCRCs), nchunks)
 	}
 	// The sort orders leave discarded code out.
-	if len(a.byAddr) > len(a.rows) || len(a.byFile) > len(a.rows) || len(a.byName) > len(a.funcs) || len(a.inlName) > len(a.inlines) {
+	if len(a.t.ByAddr) > len(a.t.Rows) || len(a.t.ByFile) > len(a.t.Rows) || len(a.t.ByName) > len(a.t.Funcs) || len(a.t.InlName) > len(a.t.Inlines) {
 		return nil, h, fmt.Errorf("%w: sort index sizes disagree", ErrCacheInvalid)
 	}
 	lz.all = a
@@ -463,7 +464,7 @@ func (x *Index) checkChunk(k, c int) bool {
 		idx += len(lz.chunkOK[j])
 	}
 	b := lz.all.sections()[chunked[k]]
-	if crc32.Checksum(b[c*chunkSize:min((c+1)*chunkSize, len(b))], crcTable) != lz.all.chunkCRCs[idx] {
+	if crc32.Checksum(b[c*chunkSize:min((c+1)*chunkSize, len(b))], crcTable) != lz.all.t.ChunkCRCs[idx] {
 		x.replaceDamaged(fmt.Errorf("%w: section %d: checksum mismatch in chunk %d (damaged or partly written file)", ErrCacheInvalid, chunked[k], c))
 		return false
 	}
@@ -507,20 +508,20 @@ func (x *Index) checkSection(i int, crc uint32) error {
 	if !isChunked(i) && crc32.Checksum(x.sections()[i], crcTable) != crc {
 		return errors.New("checksum mismatch (damaged or partly written file)")
 	}
-	ns := uint64(len(x.strs))
-	okStr := func(r strRef) bool { return uint64(r.Off)+uint64(r.Len) <= ns }
-	nf, nr, nfn, nu := uint32(len(x.files)), uint32(len(x.rows)), uint32(len(x.funcs)), uint32(len(x.units))
-	okFile := func(f uint32) bool { return f < nf || f == noFile }
+	ns := uint64(len(x.t.Strs))
+	okStr := func(r table.StrRef) bool { return uint64(r.Off)+uint64(r.Len) <= ns }
+	nf, nr, nfn, nu := uint32(len(x.t.Files)), uint32(len(x.t.Rows)), uint32(len(x.t.Funcs)), uint32(len(x.t.Units))
+	okFile := func(f uint32) bool { return f < nf || f == table.NoFile }
 	okRng := func(rs [][2]uint64, off, n uint32) bool { return uint64(off)+uint64(n) <= uint64(len(rs)) }
 	switch i {
 	case secFiles:
-		for _, f := range x.files {
+		for _, f := range x.t.Files {
 			if !okStr(f) {
 				return errors.New("file name out of range")
 			}
 		}
 	case secUnits:
-		for _, u := range x.units {
+		for _, u := range x.t.Units {
 			if !okStr(u.Name) || !okStr(u.CompDir) || u.RowStart > u.RowEnd || u.RowEnd > nr || u.Off > u.End {
 				return errors.New("bad unit")
 			}
@@ -531,44 +532,44 @@ func (x *Index) checkSection(i int, crc uint32) error {
 	// not re-checked: the checksum vouches for what the writer wrote, and
 	// a misordered index gives wrong answers, never out-of-range reads.
 	case secByName:
-		for _, i := range x.byName {
+		for _, i := range x.t.ByName {
 			if i >= nfn {
 				return errors.New("function index out of range")
 			}
 		}
 	case secFuncs:
-		for _, f := range x.funcs {
-			if !okStr(f.Name) || f.Unit >= nu || !okFile(f.DeclFile) || !okRng(x.ranges, f.RngOff, f.RngN) {
+		for _, f := range x.t.Funcs {
+			if !okStr(f.Name) || f.Unit >= nu || !okFile(f.DeclFile) || !okRng(x.t.Ranges, f.RngOff, f.RngN) {
 				return errors.New("bad function")
 			}
 		}
 	case secInlName:
-		for _, i := range x.inlName {
-			if i >= uint32(len(x.inlines)) {
+		for _, i := range x.t.InlName {
+			if i >= uint32(len(x.t.Inlines)) {
 				return errors.New("inline index out of range")
 			}
 		}
 	case secInlines:
-		for _, f := range x.inlines {
-			if !okStr(f.Name) || f.Unit >= nu || !okFile(f.CallFile) || !okFile(f.DeclFile) || !okRng(x.inlRanges, f.RngOff, f.RngN) || (f.Caller >= nfn && f.Caller != noFile) {
+		for _, f := range x.t.Inlines {
+			if !okStr(f.Name) || f.Unit >= nu || !okFile(f.CallFile) || !okFile(f.DeclFile) || !okRng(x.t.InlRanges, f.RngOff, f.RngN) || (f.Caller >= nfn && f.Caller != table.NoFile) {
 				return errors.New("bad inline")
 			}
 		}
 	case secSpans:
-		for i, s := range x.spans {
-			if s.Func >= nfn || (i > 0 && x.spans[i-1].Lo > s.Lo) {
+		for i, s := range x.t.Spans {
+			if s.Func >= nfn || (i > 0 && x.t.Spans[i-1].Lo > s.Lo) {
 				return errors.New("bad address span")
 			}
 		}
 	case secInlSum:
-		for _, s := range x.inlSum {
+		for _, s := range x.t.InlSum {
 			if !okStr(s.Name) || !okFile(s.DeclFile) {
 				return errors.New("bad inline summary")
 			}
 		}
 	case secStructs:
-		for i, s := range x.structs {
-			if !okStr(s.Name) || s.Unit >= nu || (i > 0 && x.str(x.structs[i-1].Name) > x.str(s.Name)) {
+		for i, s := range x.t.Structs {
+			if !okStr(s.Name) || s.Unit >= nu || (i > 0 && x.t.Str(x.t.Structs[i-1].Name) > x.t.Str(s.Name)) {
 				return errors.New("bad struct")
 			}
 		}

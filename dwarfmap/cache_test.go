@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/boundedread"
 	"github.com/klasy/klasy/pattern"
 )
@@ -533,18 +534,18 @@ func queryAll(x *Index) {
 // fuzzSeed is a valid cache file of a tiny synthetic index, so the fuzz
 // target needs no compiler.
 func fuzzSeed(f *testing.F) []byte {
-	in := &interner{m: map[string]strRef{}}
+	in := &interner{m: map[string]table.StrRef{}}
 	x := &Index{BuildID: "00ff"}
-	x.files = []strRef{in.add("fixture.c")}
-	x.units = []Unit{{Name: in.add("fixture.c"), RowStart: 0, RowEnd: 3}}
-	x.rows = []Row{{Addr: 0x1090, Line: 44, Flags: RowStmt}, {Addr: 0x1094, Line: 45}, {Addr: 0x10a0, Flags: RowEndSequence}}
-	x.ranges = [][2]uint64{{0x1090, 0x10a0}}
-	x.inlRanges = [][2]uint64{{0x1094, 0x1098}}
-	x.funcs = []Func{{Name: in.add("process"), Entry: 0x1090, DeclFile: 0, DeclLine: 43, Flags: FuncExternal, RngOff: 0, RngN: 1}}
-	x.inlines = []Inline{{Name: in.add("scale"), CallFile: 0, CallLine: 45, Caller: 0, RngOff: 0, RngN: 1, DeclFile: 0}}
-	x.structs = []Struct{{Name: in.add("packet"), Size: 48, Kind: KindStruct}}
-	x.strs = in.blob
-	x.finish()
+	x.t.Files = []table.StrRef{in.add("fixture.c")}
+	x.t.Units = []Unit{{Name: in.add("fixture.c"), RowStart: 0, RowEnd: 3}}
+	x.t.Rows = []Row{{Addr: 0x1090, Line: 44, Flags: RowStmt}, {Addr: 0x1094, Line: 45}, {Addr: 0x10a0, Flags: RowEndSequence}}
+	x.t.Ranges = [][2]uint64{{0x1090, 0x10a0}}
+	x.t.InlRanges = [][2]uint64{{0x1094, 0x1098}}
+	x.t.Funcs = []Func{{Name: in.add("process"), Entry: 0x1090, DeclFile: 0, DeclLine: 43, Flags: FuncExternal, RngOff: 0, RngN: 1}}
+	x.t.Inlines = []Inline{{Name: in.add("scale"), CallFile: 0, CallLine: 45, Caller: 0, RngOff: 0, RngN: 1, DeclFile: 0}}
+	x.t.Structs = []Struct{{Name: in.add("packet"), Size: 48, Kind: KindStruct}}
+	x.t.Strs = in.blob
+	x.t.Finish()
 	var b bytes.Buffer
 	if _, err := x.WriteTo(&b, 1234); err != nil {
 		f.Fatal(err)

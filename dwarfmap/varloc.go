@@ -10,6 +10,7 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 
 	"github.com/klasy/klasy/dwarfmap/loc"
+	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/x86code"
 )
@@ -142,19 +143,19 @@ func (x *Index) InlineEntries(name string) (_ []InlineEntry, err error) {
 	if err != nil {
 		return nil, err
 	}
-	lo, hi := x.nameRange(len(x.inlName), x.inlineName, name, true)
+	lo, hi := x.nameRange(len(x.t.InlName), x.inlineName, name, true)
 	var out []InlineEntry
-	for _, i := range x.inlName[lo:hi] {
-		in := x.inlines[i]
+	for _, i := range x.t.InlName[lo:hi] {
+		in := x.t.Inlines[i]
 		e := InlineEntry{InlineInfo: InlineInfo{Name: name, CallFile: x.File(in.CallFile), CallLine: int(in.CallLine),
-			Ranges: x.inlRanges[in.RngOff : in.RngOff+in.RngN]}}
-		if in.Caller != noFile {
-			e.Caller = x.str(x.funcs[in.Caller].Name)
+			Ranges: x.t.InlRanges[in.RngOff : in.RngOff+in.RngN]}}
+		if in.Caller != table.NoFile {
+			e.Caller = x.t.Str(x.t.Funcs[in.Caller].Name)
 		}
 		if len(e.Ranges) > 0 {
 			e.Entry = e.Ranges[0][0]
 		}
-		u := x.units[in.Unit]
+		u := x.t.Units[in.Unit]
 		d, err := x.img.UnitDWARF(u.Off, u.End)
 		if err != nil {
 			return nil, err

@@ -74,8 +74,8 @@ func (x *Index) VarsAt(addr uint64) (vars []Var, err error) {
 	if !ok {
 		return nil, fmt.Errorf("no function with debug info at %#x", addr)
 	}
-	f := x.funcs[fi.index]
-	u := x.units[f.Unit]
+	f := x.t.Funcs[fi.index]
+	u := x.t.Units[f.Unit]
 	d, err := x.img.UnitDWARF(u.Off, u.End)
 	if err != nil {
 		return nil, err
