@@ -531,10 +531,27 @@ func queryAll(x *Index) {
 	}
 }
 
+// seedStrings builds the string blob of fuzzSeed's index, each string
+// once, as the builder does.
+type seedStrings struct {
+	blob []byte
+	m    map[string]table.StrRef
+}
+
+func (in *seedStrings) add(s string) table.StrRef {
+	if r, ok := in.m[s]; ok {
+		return r
+	}
+	r := table.StrRef{Off: uint32(len(in.blob)), Len: uint32(len(s))}
+	in.blob = append(in.blob, s...)
+	in.m[s] = r
+	return r
+}
+
 // fuzzSeed is a valid cache file of a tiny synthetic index, so the fuzz
 // target needs no compiler.
 func fuzzSeed(f *testing.F) []byte {
-	in := &interner{m: map[string]table.StrRef{}}
+	in := &seedStrings{m: map[string]table.StrRef{}}
 	x := &Index{BuildID: "00ff"}
 	x.t.Files = []table.StrRef{in.add("fixture.c")}
 	x.t.Units = []Unit{{Name: in.add("fixture.c"), RowStart: 0, RowEnd: 3}}

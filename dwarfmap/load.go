@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/dwarfmap/tablebuild"
 	"github.com/klasy/klasy/internal/mmapfile"
 )
 
@@ -113,6 +114,20 @@ func build(img *elfimage.Image, cachePath string, logf func(string, ...any)) (*I
 		}
 	}
 	return x, nil
+}
+
+// Progress is called from Build as units finish.
+type Progress = tablebuild.Progress
+
+// Build indexes img without a cache file (tablebuild.Build): an image
+// that changes while it is read gives a *mmapfile.ChangedError, never an
+// index.
+func Build(img *elfimage.Image, progress Progress) (*Index, error) {
+	t, err := tablebuild.Build(img, progress)
+	if err != nil {
+		return nil, err
+	}
+	return &Index{BuildID: img.BuildID, t: *t, img: img}, nil
 }
 
 func chain(fns ...func() error) func() error {

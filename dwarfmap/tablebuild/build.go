@@ -1,4 +1,8 @@
-package dwarfmap
+// Package tablebuild builds a dwarfmap index's tables (package table)
+// from an image's DWARF: compilation units decoded in parallel, line
+// tables through debug/dwarf, DIEs through diescan, merged in unit order
+// so that the tables do not depend on scheduling.
+package tablebuild
 
 import (
 	"cmp"
@@ -28,7 +32,7 @@ type unitResult struct {
 	lowPC         uint64
 	version       int
 	files         []string
-	rows          []Row // File is an index into files
+	rows          []table.Row // File is an index into files
 	funcs         []pendingFunc
 	inlines       []pendingInline
 	structs       []pendingStruct
@@ -99,8 +103,8 @@ type Progress func(done, total int)
 // then merged into flat tables in unit order so the result does not
 // depend on scheduling. An image that changes while it is read (a fault
 // on its mapping, or a size or time that differs at the end) gives a
-// *mmapfile.ChangedError, never an index.
-func Build(img *elfimage.Image, progress Progress) (x *Index, err error) {
+// *mmapfile.ChangedError, never tables.
+func Build(img *elfimage.Image, progress Progress) (x *table.Tables, err error) {
 	defer func() {
 		if err != nil {
 			x, err = nil, img.Explain(err)
@@ -194,10 +198,7 @@ func Build(img *elfimage.Image, progress Progress) (x *Index, err error) {
 	if err != nil {
 		return nil, err
 	}
-	x = m.finish(code)
-	x.BuildID = img.BuildID
-	x.img = img
-	return x, nil
+	return m.finish(code), nil
 }
 
 func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int, cache diescan.Abbrevs) (res unitResult) {
@@ -272,10 +273,10 @@ func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int,
 		case dwarf.TagSubprogram:
 			o := origin{name: e.Name, declFile: int(e.DeclFile), declLine: int(e.DeclLine)}
 			if e.External {
-				o.flags |= FuncExternal
+				o.flags |= table.FuncExternal
 			}
 			if e.Inline == 1 || e.Inline == 3 {
-				o.flags |= FuncInline
+				o.flags |= table.FuncInline
 			}
 			if len(o.name) > 0 {
 				origins[e.Off] = o
@@ -324,16 +325,16 @@ func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int,
 			if depth != 1 || len(e.Name) == 0 || e.Decl {
 				break
 			}
-			kind := uint32(KindStruct)
+			kind := uint32(table.KindStruct)
 			if e.Tag == dwarf.TagUnionType {
-				kind = KindUnion
+				kind = table.KindUnion
 			}
 			res.structs = append(res.structs, pendingStruct{e.Name, e.Off, e.ByteSize, kind})
 		case dwarf.TagTypedef:
 			// typedef struct {...} spinlock_t: layouts are asked for by
 			// typedef name too; resolved at query time.
 			if depth == 1 && len(e.Name) > 0 && e.Type != 0 {
-				res.structs = append(res.structs, pendingStruct{e.Name, e.Off, 0, KindTypedef})
+				res.structs = append(res.structs, pendingStruct{e.Name, e.Off, 0, table.KindTypedef})
 			}
 		}
 		if e.Children {
@@ -367,7 +368,7 @@ func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int,
 			if len(e.Name) > 0 {
 				o := origin{name: e.Name, declFile: -1}
 				if e.External {
-					o.flags |= FuncExternal
+					o.flags |= table.FuncExternal
 				}
 				return o, true
 			}
@@ -443,21 +444,21 @@ func (res *unitResult) readLines(d *dwarf.Data, cu *dwarf.Entry) error {
 		}
 		var fl uint16
 		if le.IsStmt {
-			fl |= RowStmt
+			fl |= table.RowStmt
 		}
 		if le.EndSequence {
-			fl |= RowEndSequence
+			fl |= table.RowEndSequence
 		}
 		if le.PrologueEnd {
-			fl |= RowPrologueEnd
+			fl |= table.RowPrologueEnd
 		}
 		if le.EpilogueBegin {
-			fl |= RowEpilogueBegin
+			fl |= table.RowEpilogueBegin
 		}
 		if le.BasicBlock {
-			fl |= RowBasicBlock
+			fl |= table.RowBasicBlock
 		}
-		res.rows = append(res.rows, Row{
+		res.rows = append(res.rows, table.Row{
 			Addr: le.Address, File: fileIdx(le.File), Line: uint32(le.Line),
 			Discriminator: uint32(le.Discriminator), Column: uint16(min(le.Column, 0xffff)), Flags: fl,
 		})
@@ -494,7 +495,7 @@ func (in *interner) add(s string) table.StrRef {
 
 // merger builds the flat tables from unit results, in unit order.
 type merger struct {
-	x          *Index
+	x          *table.Tables
 	in         *interner
 	fileIDs    map[string]uint32
 	structSeen map[string]bool
@@ -504,7 +505,7 @@ type merger struct {
 // 4 bytes of .debug_line per row), so 4.3 M rows are not copied on growth.
 func newMerger(lineBytes int) *merger {
 	return &merger{
-		x:          &Index{t: table.Tables{Rows: make([]Row, 0, lineBytes/3+1024)}},
+		x:          &table.Tables{Rows: make([]table.Row, 0, lineBytes/3+1024)},
 		in:         &interner{m: map[string]table.StrRef{}},
 		fileIDs:    map[string]uint32{},
 		structSeen: map[string]bool{},
@@ -517,9 +518,9 @@ func (m *merger) add(ui int, res *unitResult, bounds [2]uint64) {
 	for j, f := range res.files {
 		id, ok := m.fileIDs[f]
 		if !ok {
-			id = uint32(len(x.t.Files))
+			id = uint32(len(x.Files))
 			m.fileIDs[f] = id
-			x.t.Files = append(x.t.Files, in.add(f))
+			x.Files = append(x.Files, in.add(f))
 		}
 		gid[j] = id
 	}
@@ -529,55 +530,55 @@ func (m *merger) add(ui int, res *unitResult, bounds [2]uint64) {
 		}
 		return gid[i]
 	}
-	u := Unit{Name: in.add(res.name), CompDir: in.add(res.compDir), Off: bounds[0], End: bounds[1],
-		LowPC: res.lowPC, RowStart: uint32(len(x.t.Rows)), Version: uint32(res.version)}
+	u := table.Unit{Name: in.add(res.name), CompDir: in.add(res.compDir), Off: bounds[0], End: bounds[1],
+		LowPC: res.lowPC, RowStart: uint32(len(x.Rows)), Version: uint32(res.version)}
 	for _, r := range res.rows {
 		r.File = gid[r.File]
-		x.t.Rows = append(x.t.Rows, r)
+		x.Rows = append(x.Rows, r)
 	}
-	u.RowEnd = uint32(len(x.t.Rows))
-	x.t.Units = append(x.t.Units, u)
-	fbase := uint32(len(x.t.Funcs))
+	u.RowEnd = uint32(len(x.Rows))
+	x.Units = append(x.Units, u)
+	fbase := uint32(len(x.Funcs))
 	for _, f := range res.funcs {
-		x.t.Funcs = append(x.t.Funcs, Func{Name: in.addBytes(f.name), Entry: f.entry, DIE: f.die, Unit: uint32(ui),
+		x.Funcs = append(x.Funcs, table.Func{Name: in.addBytes(f.name), Entry: f.entry, DIE: f.die, Unit: uint32(ui),
 			DeclFile: file(f.declFile), DeclLine: uint32(f.declLine), Flags: f.flags,
-			RngOff: uint32(len(x.t.Ranges)), RngN: uint32(len(f.ranges))})
-		x.t.Ranges = append(x.t.Ranges, f.ranges...)
+			RngOff: uint32(len(x.Ranges)), RngN: uint32(len(f.ranges))})
+		x.Ranges = append(x.Ranges, f.ranges...)
 	}
 	for _, f := range res.inlines {
 		caller := table.NoFile
 		if f.caller >= 0 {
 			caller = fbase + uint32(f.caller)
 		}
-		x.t.Inlines = append(x.t.Inlines, Inline{Name: in.addBytes(f.name), DIE: f.die, Unit: uint32(ui),
+		x.Inlines = append(x.Inlines, table.Inline{Name: in.addBytes(f.name), DIE: f.die, Unit: uint32(ui),
 			CallFile: file(f.callFile), CallLine: uint32(f.callLine), Caller: caller,
 			DeclFile: file(f.declFile), DeclLine: uint32(f.declLine),
-			RngOff: uint32(len(x.t.InlRanges)), RngN: uint32(len(f.ranges))})
-		x.t.InlRanges = append(x.t.InlRanges, f.ranges...)
+			RngOff: uint32(len(x.InlRanges)), RngN: uint32(len(f.ranges))})
+		x.InlRanges = append(x.InlRanges, f.ranges...)
 	}
 	for _, s := range res.structs {
 		key := string(s.name)
-		if s.kind == KindTypedef {
+		if s.kind == table.KindTypedef {
 			key = "typedef " + key // C keeps tags and typedef names apart
 		}
 		if m.structSeen[key] {
 			continue
 		}
 		m.structSeen[key] = true
-		x.t.Structs = append(x.t.Structs, Struct{Name: in.addBytes(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
+		x.Structs = append(x.Structs, table.Struct{Name: in.addBytes(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
 	}
 }
 
 // finish marks the functions that code says are dead and computes the
 // lookup arrays.
-func (m *merger) finish(code *elfimage.Code) *Index {
+func (m *merger) finish(code *elfimage.Code) *table.Tables {
 	x := m.x
-	x.t.Strs = m.in.blob
-	for i := range x.t.Funcs {
-		if f := &x.t.Funcs[i]; code.Discarded(f.Entry, x.t.Str(f.Name)) {
-			f.Flags |= FuncDiscarded
+	x.Strs = m.in.blob
+	for i := range x.Funcs {
+		if f := &x.Funcs[i]; code.Discarded(f.Entry, x.Str(f.Name)) {
+			f.Flags |= table.FuncDiscarded
 		}
 	}
-	x.t.Finish()
+	x.Finish()
 	return x
 }
