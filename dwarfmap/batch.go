@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 
+	"github.com/klasy/klasy/dwarfmap/cachefile"
 	"github.com/klasy/klasy/dwarfmap/dwtype"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/dwarfmap/loc"
@@ -51,7 +52,7 @@ type layoutResult struct {
 }
 
 // batchSecs are the sections a Batch reads.
-const batchSecs = inlineSecs | funcAtSecs | 1<<secRows | 1<<secByAddr | 1<<secByFile | structSecs
+const batchSecs = inlineSecs | funcAtSecs | 1<<cachefile.SecRows | 1<<cachefile.SecByAddr | 1<<cachefile.SecByFile | structSecs
 
 // NewBatch starts a batch of queries on x.
 func (x *Index) NewBatch() (*Batch, error) {
@@ -377,7 +378,7 @@ func (b *Batch) SectionOf(addr uint64) string { return b.x.SectionOf(addr) }
 func (b *Batch) NextRowAddr(addr uint64) (uint64, bool) {
 	x := b.x
 	at := func(i int) Row {
-		if !x.chunksOK(secByAddr, i, i+1) {
+		if !x.chunksOK(cachefile.SecByAddr, i, i+1) {
 			return Row{Addr: ^uint64(0)}
 		}
 		return x.row(x.t.ByAddr[i])

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/klasy/klasy/dwarfmap/cachefile"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/dwarfmap/table"
 
@@ -155,7 +156,7 @@ func (b *Batch) LinesWithCode(file string) []int {
 func (b *Batch) CodeRows(lo, hi uint64) []Row {
 	x := b.x
 	at := func(i int) Row {
-		if !x.chunksOK(secByAddr, i, i+1) {
+		if !x.chunksOK(cachefile.SecByAddr, i, i+1) {
 			return Row{Flags: RowEndSequence}
 		}
 		return x.row(x.t.ByAddr[i])

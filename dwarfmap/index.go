@@ -1,6 +1,9 @@
 package dwarfmap
 
 import (
+	"sync/atomic"
+
+	"github.com/klasy/klasy/dwarfmap/cachefile"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/dwarfmap/table"
 )
@@ -46,10 +49,13 @@ const (
 // Index holds everything dwarfmap knows about one image.
 type Index struct {
 	BuildID string
-	t       table.Tables
+	t       *table.Tables // of a cache file: the sections checked so far
 
-	img     *elfimage.Image // set once opened against the image, for lazy queries
-	lazy    *lazySections   // a mapped cache file's sections not yet checked
+	img  *elfimage.Image // set once opened against the image, for lazy queries
+	file *cachefile.File // the cache file whose tables t are, if any
+	// rebuilt is the index built again after file was found damaged,
+	// which answers once set.
+	rebuilt atomic.Pointer[Index]
 	release func() error
 }
 
@@ -58,8 +64,8 @@ type Stats = table.Stats
 
 // Stats reports how many records the index holds.
 func (x *Index) Stats() Stats {
-	if x.lazy != nil {
-		x = x.lazy.all // the sizes, without reading the sections
+	if x.file != nil {
+		return x.file.Stats() // the sizes, without reading the sections
 	}
 	return x.t.Stats()
 }

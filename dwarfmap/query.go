@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/klasy/klasy/dwarfmap/cachefile"
 	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/pattern"
@@ -45,7 +46,7 @@ func (x *Index) Row(i int) Row {
 // vmlinux) or its chunk of a cache file is damaged (x is replaced then:
 // see Lines).
 func (x *Index) row(i uint32) Row {
-	if int(i) < len(x.t.Rows) && x.chunksOK(secRows, int(i), int(i)+1) {
+	if int(i) < len(x.t.Rows) && x.chunksOK(cachefile.SecRows, int(i), int(i)+1) {
 		return x.t.Rows[i]
 	}
 	return Row{Flags: RowEndSequence}
@@ -71,11 +72,11 @@ func (x *Index) File(f uint32) string {
 // Rows returns every line-table row in table order (end-of-sequence rows
 // included), as objdump --dwarf=decodedline prints them.
 func (x *Index) Rows() []Row {
-	x, err := x.use(1 << secRows)
+	x, err := x.use(1 << cachefile.SecRows)
 	if err != nil {
 		return nil
 	}
-	if !x.chunksOK(secRows, 0, len(x.t.Rows)) {
+	if !x.chunksOK(cachefile.SecRows, 0, len(x.t.Rows)) {
 		return x.Rows()
 	}
 	return x.t.Rows
@@ -217,7 +218,7 @@ func (x *Index) FuncAt(addr uint64) (FuncInfo, bool) {
 // rowsIn returns the code rows with addresses in [lo, hi), by address.
 func (x *Index) rowsIn(lo, hi uint64) []uint32 {
 	at := func(i int) Row {
-		if !x.chunksOK(secByAddr, i, i+1) {
+		if !x.chunksOK(cachefile.SecByAddr, i, i+1) {
 			return Row{}
 		}
 		return x.row(x.t.ByAddr[i])
@@ -227,7 +228,7 @@ func (x *Index) rowsIn(lo, hi uint64) []uint32 {
 	for b < len(x.t.ByAddr) && at(b).Addr < hi {
 		b++
 	}
-	return x.sortedRows(secByAddr, x.t.ByAddr, a, b)
+	return x.sortedRows(cachefile.SecByAddr, x.t.ByAddr, a, b)
 }
 
 // LineSpec is a parsed FUNC, FILE, FUNC:LINE or FILE:LINE.
@@ -280,7 +281,7 @@ func (x *Index) matchFiles(name string) []uint32 {
 // address.
 func (x *Index) fileRows(f uint32, line int) []uint32 {
 	at := func(i int) Row {
-		if !x.chunksOK(secByFile, i, i+1) {
+		if !x.chunksOK(cachefile.SecByFile, i, i+1) {
 			return Row{File: table.NoFile}
 		}
 		return x.row(x.t.ByFile[i])
@@ -297,7 +298,7 @@ func (x *Index) fileRows(f uint32, line int) []uint32 {
 		}
 		hi++
 	}
-	return x.sortedRows(secByFile, x.t.ByFile, lo, hi)
+	return x.sortedRows(cachefile.SecByFile, x.t.ByFile, lo, hi)
 }
 
 // Lines answers `klasy lines`: the source lines of a function, or of a
