@@ -13,6 +13,7 @@ import (
 
 	"github.com/klasy/klasy/dwarfmap/cachefile"
 	"github.com/klasy/klasy/dwarfmap/dwtype"
+	"github.com/klasy/klasy/dwarfmap/dwvar"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/dwarfmap/loc"
 	"github.com/klasy/klasy/dwarfmap/table"
@@ -35,7 +36,7 @@ type Batch struct {
 	files    map[string][]uint32 // Files' answers
 	byCaller map[uint32][]uint32 // inlined copies by caller, made when first asked
 	code     map[uint64]*FuncCode
-	scopes   map[uint32]*funcScope
+	scopes   map[uint32]*dwvar.Scope
 	layouts  map[string]layoutResult
 	fdes     *loc.FDEIndex
 	// graphs are the control flow graphs by function entry; reserved
@@ -65,7 +66,7 @@ func (x *Index) NewBatch() (*Batch, error) {
 	}
 	b := &Batch{x: y, fileIDs: make(map[string]uint32, len(y.t.Files)), byBase: map[string][]uint32{},
 		files: map[string][]uint32{}, code: map[uint64]*FuncCode{},
-		scopes: map[uint32]*funcScope{}, layouts: map[string]layoutResult{}}
+		scopes: map[uint32]*dwvar.Scope{}, layouts: map[string]layoutResult{}}
 	for i, r := range y.t.Files {
 		name := y.t.Str(r)
 		b.fileIDs[name] = uint32(i)
@@ -286,49 +287,6 @@ func (b *Batch) Insns(lo, hi uint64) []x86code.Insn {
 	return x86code.Decode(code, lo)
 }
 
-// funcScope is a function's DIE tree with what locating its variables
-// needs.
-type funcScope struct {
-	name   string
-	tree   *godwarf.Tree
-	fb     []byte
-	tn     *dwtype.Namer
-	lists  *loc.Lists
-	byName map[string][]namedVar // made when first asked (indexVars)
-}
-
-// namedVar is a variable of a function's tree with the lexical blocks
-// and inlined copies it is declared in, which must all hold an address
-// for it to be in scope there.
-type namedVar struct {
-	die    *godwarf.Tree
-	scope  string // as VarLoc.Scope
-	depth  int
-	blocks []*godwarf.Tree
-}
-
-// indexVars lists the function's variables by name, once.
-func (s *funcScope) indexVars() {
-	s.byName = map[string][]namedVar{}
-	var walk func(t *godwarf.Tree, sc string, depth int, blocks []*godwarf.Tree)
-	walk = func(t *godwarf.Tree, sc string, depth int, blocks []*godwarf.Tree) {
-		for _, c := range t.Children {
-			switch c.Tag {
-			case dwarf.TagFormalParameter, dwarf.TagVariable:
-				if n, _ := c.Val(dwarf.AttrName).(string); n != "" {
-					s.byName[n] = append(s.byName[n], namedVar{die: c, scope: sc, depth: depth, blocks: blocks})
-				}
-			case dwarf.TagLexDwarfBlock:
-				walk(c, sc, depth+1, append(blocks[:len(blocks):len(blocks)], c))
-			case dwarf.TagInlinedSubroutine:
-				n, _ := c.Val(dwarf.AttrName).(string)
-				walk(c, "inline "+n, depth+1, append(blocks[:len(blocks):len(blocks)], c))
-			}
-		}
-	}
-	walk(s.tree, s.name, 0, nil)
-}
-
 // VarLocsAt is Index.VarLocsAt, reading each function's DWARF once.
 func (b *Batch) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
 	defer func() {
@@ -343,8 +301,7 @@ func (b *Batch) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := &locContext{pc: addr, tn: s.tn, frame: loc.NewFrameIn(b.fdeIndex(), addr, s.fb), lists: s.lists}
-	return lc.varLocs(s.tree, s.name, s.fb), nil
+	return s.VarLocs(addr, loc.NewFrameIn(b.fdeIndex(), addr, s.FrameBase)), nil
 }
 
 // Struct is Index.Struct, each name read once.
@@ -407,26 +364,8 @@ func (b *Batch) VarLocNamed(addr uint64, name, scope string) (vl VarLoc, ok bool
 	if err != nil {
 		return VarLoc{}, false, err
 	}
-	if s.byName == nil {
-		s.indexVars()
-	}
-	var best *namedVar
-	bestIn := false
-	for i := range s.byName[name] {
-		v := &s.byName[name][i]
-		if !slices.ContainsFunc(v.blocks, func(t *godwarf.Tree) bool { return !t.ContainsPC(addr) }) {
-			in := v.scope == scope
-			if best == nil || in && !bestIn || in == bestIn && v.depth >= best.depth {
-				best, bestIn = v, in
-			}
-		}
-	}
-	if best == nil {
-		return VarLoc{}, false, nil
-	}
-	bestScope, bestDepth := best.scope, best.depth
-	lc := &locContext{pc: addr, tn: s.tn, frame: loc.NewFrameIn(b.fdeIndex(), addr, s.fb), lists: s.lists, lazyCFA: true}
-	return lc.varLoc(best.die, bestScope, bestDepth, s.fb), true, nil
+	vl, ok = s.VarLocNamed(addr, loc.NewFrameIn(b.fdeIndex(), addr, s.FrameBase), name, scope)
+	return vl, ok, nil
 }
 
 func (b *Batch) fdeIndex() *loc.FDEIndex {
@@ -437,7 +376,7 @@ func (b *Batch) fdeIndex() *loc.FDEIndex {
 }
 
 // scope returns the DWARF tree of the function holding addr, read once.
-func (b *Batch) scope(addr uint64) (*funcScope, error) {
+func (b *Batch) scope(addr uint64) (*dwvar.Scope, error) {
 	x := b.x
 	fi, ok := x.FuncAt(addr)
 	if !ok {
@@ -455,7 +394,7 @@ func (b *Batch) scope(addr uint64) (*funcScope, error) {
 }
 
 // loadScope reads the DWARF tree of function fi.
-func (x *Index) loadScope(fi FuncInfo) (*funcScope, error) {
+func (x *Index) loadScope(fi FuncInfo) (*dwvar.Scope, error) {
 	f := x.t.Funcs[fi.index]
 	u := x.t.Units[f.Unit]
 	d, err := x.img.UnitDWARF(u.Off, u.End)
@@ -467,7 +406,7 @@ func (x *Index) loadScope(fi FuncInfo) (*funcScope, error) {
 		return nil, fmt.Errorf("reading %s: %w", fi.Name, err)
 	}
 	fb, _ := tree.Val(dwarf.AttrFrameBase).([]byte)
-	return &funcScope{name: fi.Name, tree: tree, fb: fb, tn: dwtype.NewNamer(d), lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}, nil
+	return &dwvar.Scope{Name: fi.Name, Tree: tree, FrameBase: fb, Types: dwtype.NewNamer(d), Lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}, nil
 }
 
 // TrapAt names the trap instruction at addr — "ud2" (a BUG() or
