@@ -14,14 +14,20 @@ import (
 // arrays byte for byte and loading it is a mapping plus a check, not a
 // parse.
 
-// The records of the index (package table).
-type (
-	Row    = table.Row
-	Unit   = table.Unit
-	Func   = table.Func
-	Inline = table.Inline
-	Struct = table.Struct
-)
+// Row is one row of a line-number table.
+type Row = table.Row
+
+// Unit is a compilation unit.
+type Unit = table.Unit
+
+// Func is a function with code (a concrete, out-of-line copy).
+type Func = table.Func
+
+// Inline is one inlined copy of a function.
+type Inline = table.Inline
+
+// Struct is a named struct or union type (its first complete definition).
+type Struct = table.Struct
 
 // Row flags.
 const (
