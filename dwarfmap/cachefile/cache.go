@@ -100,7 +100,7 @@ const coreSecs = 1<<SecStrs | 1<<SecFiles | 1<<SecUnits | 1<<SecChunkCRCs
 // about 26 GB/s here against 10 GB/s.
 var crcTable = crc32.IEEETable
 
-// ErrInvalid is wrapped by decode errors.
+// ErrInvalid is wrapped by the errors of a file that cannot be used.
 var ErrInvalid = errors.New("invalid dwarfmap cache")
 
 func asBytes[T any](s []T) []byte {
