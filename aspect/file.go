@@ -9,7 +9,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/klasy/klasy/aspect/xmlscan"
 )
+
+// Text is character data decoded from the aspect file, with the file
+// offset of every decoded byte so that positions inside it (a pointcut
+// token, later a C compiler error in an advice body) map back to the file
+// (xmlscan.Text).
+type Text = xmlscan.Text
+
+// PlainText makes a Text that does not come from a file (generated code).
+func PlainText(s string) Text { return xmlscan.PlainText(s) }
 
 // File is a parsed aspect file: <aspect> with its imports, advice and
 // xflow definitions.
@@ -206,56 +217,106 @@ func tags(names []string) string {
 	return strings.Join(s, ", ")
 }
 
+// endTagHint explains the two usual causes of a mismatched end tag: the
+// element was written self-closing (<xin_move .../>) before its content,
+// or its name is misspelt.
+func endTagHint(open *xmlscan.Node, name string) string {
+	for _, c := range open.Children {
+		if c.Name == name && c.SelfEnd {
+			return fmt.Sprintf(": the <%s .../> before it is self-closing; write <%s ...> without the / to put content inside it", name, name)
+		}
+	}
+	if known := similarElement(name); known != "" {
+		return fmt.Sprintf(": there is no element <%s>; did you mean <%s>?", name, known)
+	}
+	return ""
+}
+
+// similarElement returns a known element name one edit (a letter
+// changed, added or dropped) away from name, if any.
+func similarElement(name string) string {
+	if _, ok := contentModel[name]; ok {
+		return ""
+	}
+	best := ""
+	for known := range contentModel {
+		if oneEdit(known, name) && (best == "" || known < best) {
+			best = known
+		}
+	}
+	return best
+}
+
+func oneEdit(a, b string) bool {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	if len(a)-len(b) > 1 {
+		return false
+	}
+	i := 0
+	for i < len(b) && a[i] == b[i] {
+		i++
+	}
+	if i == len(b) {
+		return len(a) != len(b)
+	}
+	if len(a) == len(b) {
+		return a[i+1:] == b[i+1:]
+	}
+	return a[i+1:] == b[i:]
+}
+
 // checkShape reports unknown attributes, unknown children and stray text
 // in n, and returns the attribute values by name.
-func (b *builder) checkShape(n *xmlNode) map[string]Attr {
-	m := contentModel[n.name]
+func (b *builder) checkShape(n *xmlscan.Node) map[string]Attr {
+	m := contentModel[n.Name]
 	attrs := map[string]Attr{}
-	for _, a := range n.attrs {
+	for _, a := range n.Attrs {
 		known := false
 		for _, k := range m.attrs {
-			known = known || k == a.name
+			known = known || k == a.Name
 		}
 		if !known {
 			if len(m.attrs) == 0 {
-				b.errf(a.nameOff, "unknown attribute %s: <%s> takes no attributes", a.name, n.name)
+				b.errf(a.NameOff, "unknown attribute %s: <%s> takes no attributes", a.Name, n.Name)
 			} else {
-				b.errf(a.nameOff, "unknown attribute %s on <%s>: it takes %s", a.name, n.name, strings.Join(m.attrs, ", "))
+				b.errf(a.NameOff, "unknown attribute %s on <%s>: it takes %s", a.Name, n.Name, strings.Join(m.attrs, ", "))
 			}
 			continue
 		}
-		attrs[a.name] = Attr{Value: a.value.S, Off: a.value.Offset(0)}
+		attrs[a.Name] = Attr{Value: a.Value.S, Off: a.Value.Offset(0)}
 	}
 	if !m.text {
-		for _, t := range n.text {
+		for _, t := range n.Text {
 			if s := strings.TrimLeft(t.S, " \t\r\n"); s != "" {
 				hint := "C code belongs in <before>, <after>, <replace> or <action>"
-				if n.name == "aspect" {
+				if n.Name == "aspect" {
 					hint = "C code belongs in <before>, <after> or <replace> inside an <advice>"
 				}
-				b.errf(t.Offset(len(t.S)-len(s)), "text %q is not allowed directly in <%s>: %s", firstLine(s), n.name, hint)
+				b.errf(t.Offset(len(t.S)-len(s)), "text %q is not allowed directly in <%s>: %s", firstLine(s), n.Name, hint)
 			}
 		}
 	}
-	for _, c := range n.children {
+	for _, c := range n.Children {
 		ok := false
 		for _, k := range m.children {
-			ok = ok || k == c.name
+			ok = ok || k == c.Name
 		}
 		if ok {
 			continue
 		}
 		switch {
 		case m.text:
-			b.errf(c.off, "element <%s> inside <%s>: <%s> holds only text; if this is C code, write < as &lt; or wrap the code in <![CDATA[ ... ]]>", c.name, n.name, n.name)
+			b.errf(c.Off, "element <%s> inside <%s>: <%s> holds only text; if this is C code, write < as &lt; or wrap the code in <![CDATA[ ... ]]>", c.Name, n.Name, n.Name)
 		case len(m.children) == 0:
-			b.errf(c.off, "element <%s> inside <%s>: <%s> has no content; write it as <%s .../>", c.name, n.name, n.name, n.name)
+			b.errf(c.Off, "element <%s> inside <%s>: <%s> has no content; write it as <%s .../>", c.Name, n.Name, n.Name, n.Name)
 		default:
-			hint := misplaced[c.name]
-			if known := similarElement(c.name); known != "" {
+			hint := misplaced[c.Name]
+			if known := similarElement(c.Name); known != "" {
 				hint = fmt.Sprintf("; did you mean <%s>?", known)
 			}
-			b.errf(c.off, "unknown element <%s> in <%s>: it holds %s%s", c.name, n.name, tags(m.children), hint)
+			b.errf(c.Off, "unknown element <%s> in <%s>: it holds %s%s", c.Name, n.Name, tags(m.children), hint)
 		}
 	}
 	return attrs
@@ -271,23 +332,23 @@ func firstLine(s string) string {
 	return strings.TrimRight(s, " \t\r")
 }
 
-func (b *builder) requireAttr(n *xmlNode, attrs map[string]Attr, name, example string) Attr {
+func (b *builder) requireAttr(n *xmlscan.Node, attrs map[string]Attr, name, example string) Attr {
 	a, ok := attrs[name]
 	if !ok {
-		b.errf(n.off, "<%s> needs a %s attribute: %s", n.name, name, example)
-		return Attr{Off: n.off}
+		b.errf(n.Off, "<%s> needs a %s attribute: %s", n.Name, name, example)
+		return Attr{Off: n.Off}
 	}
 	if strings.TrimSpace(a.Value) == "" {
-		b.errf(a.Off, "empty %s attribute on <%s>: %s", name, n.name, example)
+		b.errf(a.Off, "empty %s attribute on <%s>: %s", name, n.Name, example)
 	}
 	return a
 }
 
 // identAttr requires a C identifier as the value of an attribute.
-func (b *builder) identAttr(n *xmlNode, attrs map[string]Attr, name, example string) Attr {
+func (b *builder) identAttr(n *xmlscan.Node, attrs map[string]Attr, name, example string) Attr {
 	a := b.requireAttr(n, attrs, name, example)
 	if a.Value != "" && !isIdent(a.Value) {
-		b.errf(a.Off, "%s=%q on <%s> is not a C identifier: %s", name, a.Value, n.name, example)
+		b.errf(a.Off, "%s=%q on <%s> is not a C identifier: %s", name, a.Value, n.Name, example)
 	}
 	return a
 }
@@ -305,8 +366,8 @@ func isIdent(s string) bool {
 	return true
 }
 
-func (b *builder) pointcut(n *xmlNode, dst **Pointcut) {
-	b.jobs = append(b.jobs, pointcutJob{text: n.allText(), dst: dst})
+func (b *builder) pointcut(n *xmlscan.Node, dst **Pointcut) {
+	b.jobs = append(b.jobs, pointcutJob{text: n.AllText(), dst: dst})
 }
 
 // parsePointcuts runs the queued pointcut parses on all CPUs and reports
@@ -344,9 +405,9 @@ func (b *builder) parsePointcuts() {
 	b.jobs = nil
 }
 
-func hasChild(n *xmlNode, name string) bool {
-	for _, c := range n.children {
-		if c.name == name {
+func hasChild(n *xmlscan.Node, name string) bool {
+	for _, c := range n.Children {
+		if c.Name == name {
 			return true
 		}
 	}
@@ -354,18 +415,18 @@ func hasChild(n *xmlNode, name string) bool {
 }
 
 // only returns the single child named name, reporting repeats.
-func (b *builder) only(n *xmlNode, names ...string) *xmlNode {
-	var found *xmlNode
-	for _, c := range n.children {
+func (b *builder) only(n *xmlscan.Node, names ...string) *xmlscan.Node {
+	var found *xmlscan.Node
+	for _, c := range n.Children {
 		for _, name := range names {
-			if c.name != name {
+			if c.Name != name {
 				continue
 			}
 			if found != nil {
-				if found.name == c.name {
-					b.errf(c.off, "<%s> has a second <%s>; it takes one", n.name, c.name)
+				if found.Name == c.Name {
+					b.errf(c.Off, "<%s> has a second <%s>; it takes one", n.Name, c.Name)
 				} else {
-					b.errf(c.off, "<%s> has both <%s> and <%s>; it takes one of %s", n.name, found.name, c.name, tags(names))
+					b.errf(c.Off, "<%s> has both <%s> and <%s>; it takes one of %s", n.Name, found.Name, c.Name, tags(names))
 				}
 				continue
 			}
@@ -375,28 +436,28 @@ func (b *builder) only(n *xmlNode, names ...string) *xmlNode {
 	return found
 }
 
-func (b *builder) build(root *xmlNode) {
-	if root.name != "aspect" {
-		b.errf(root.off, "the root element is <%s>; an aspect file starts with <aspect>", root.name)
+func (b *builder) build(root *xmlscan.Node) {
+	if root.Name != "aspect" {
+		b.errf(root.Off, "the root element is <%s>; an aspect file starts with <aspect>", root.Name)
 		return
 	}
 	b.checkShape(root)
-	if len(root.children) == 0 || !hasChild(root, "advice") && !hasChild(root, "xflow") {
-		b.errf(root.off, "<aspect> has no <advice> and no <xflow>: nothing to weave; add e.g. <advice><pointcut>execution(vfs_read)</pointcut><before>printk(\"read\\n\");</before></advice>")
+	if len(root.Children) == 0 || !hasChild(root, "advice") && !hasChild(root, "xflow") {
+		b.errf(root.Off, "<aspect> has no <advice> and no <xflow>: nothing to weave; add e.g. <advice><pointcut>execution(vfs_read)</pointcut><before>printk(\"read\\n\");</before></advice>")
 	}
-	for _, c := range root.children {
-		switch c.name {
+	for _, c := range root.Children {
+		switch c.Name {
 		case "import":
 			b.checkShape(c)
-			t := c.allText()
+			t := c.AllText()
 			h := strings.TrimSpace(t.S)
 			switch {
 			case h == "":
-				b.errf(c.off, "empty <import>: name a header, e.g. <import>linux/skbuff.h</import>")
+				b.errf(c.Off, "empty <import>: name a header, e.g. <import>linux/skbuff.h</import>")
 			case strings.ContainsAny(h, "<>\" \t\r\n"):
 				b.errf(t.Offset(len(t.S)-len(strings.TrimLeft(t.S, " \t\r\n"))), "<import> holds one header path without <> or quotes, e.g. <import>linux/skbuff.h</import>")
 			}
-			b.f.Imports = append(b.f.Imports, &Import{Off: c.off, Header: h})
+			b.f.Imports = append(b.f.Imports, &Import{Off: c.Off, Header: h})
 		case "advice":
 			b.f.Advice = append(b.f.Advice, b.advice(c))
 		case "xflow":
@@ -405,48 +466,48 @@ func (b *builder) build(root *xmlNode) {
 	}
 }
 
-func (b *builder) advice(n *xmlNode) *Advice {
+func (b *builder) advice(n *xmlscan.Node) *Advice {
 	b.checkShape(n)
-	a := &Advice{Off: n.off}
+	a := &Advice{Off: n.Off}
 	pc := b.only(n, "pointcut")
 	if pc == nil {
-		b.errf(n.off, "<advice> has no <pointcut>: add one such as <pointcut>access(sk_buff.data)</pointcut>")
+		b.errf(n.Off, "<advice> has no <pointcut>: add one such as <pointcut>access(sk_buff.data)</pointcut>")
 	} else {
 		b.checkShape(pc)
 		b.pointcut(pc, &a.Pointcut)
 	}
 	body := b.only(n, "before", "after", Replace)
 	if body == nil {
-		b.errf(n.off, "<advice> has no <before>, <after> or <replace>: add the C code to run, e.g. <before>printk(\"hit\\n\");</before>")
+		b.errf(n.Off, "<advice> has no <before>, <after> or <replace>: add the C code to run, e.g. <before>printk(\"hit\\n\");</before>")
 	} else {
 		b.checkShape(body)
-		a.When = body.name
-		a.Body = body.allText()
+		a.When = body.Name
+		a.Body = body.AllText()
 	}
 	return a
 }
 
-func (b *builder) flow(n *xmlNode) *Flow {
+func (b *builder) flow(n *xmlscan.Node) *Flow {
 	attrs := b.checkShape(n)
 	name := b.identAttr(n, attrs, "name", `<xflow name="netflow">`)
-	fl := &Flow{Off: n.off, Name: name.Value, NameOff: name.Off}
-	for _, c := range n.children {
-		if k := RuleKind(c.name); k == Start || k == Transit || k == Quit {
+	fl := &Flow{Off: n.Off, Name: name.Value, NameOff: name.Off}
+	for _, c := range n.Children {
+		if k := RuleKind(c.Name); k == Start || k == Transit || k == Quit {
 			fl.Rules = append(fl.Rules, b.rule(c, k))
 		}
 	}
-	if len(n.children) == 0 {
-		b.errf(n.off, "<xflow name=%q> is empty: define where the flow starts, transits and quits with <start>, <transit> and <quit>", fl.Name)
+	if len(n.Children) == 0 {
+		b.errf(n.Off, "<xflow name=%q> is empty: define where the flow starts, transits and quits with <start>, <transit> and <quit>", fl.Name)
 	}
 	return fl
 }
 
-func (b *builder) rule(n *xmlNode, kind RuleKind) *Rule {
+func (b *builder) rule(n *xmlscan.Node, kind RuleKind) *Rule {
 	b.checkShape(n)
-	r := &Rule{Off: n.off, Kind: kind}
+	r := &Rule{Off: n.Off, Kind: kind}
 	pc := b.only(n, "pointcut")
 	if pc == nil {
-		b.errf(n.off, "<%s> has no <pointcut>: add one such as <pointcut>access(sk_buff.data) AND within_function(skb_clone)</pointcut>", kind)
+		b.errf(n.Off, "<%s> has no <pointcut>: add one such as <pointcut>access(sk_buff.data) AND within_function(skb_clone)</pointcut>", kind)
 	} else {
 		b.checkShape(pc)
 		b.pointcut(pc, &r.Pointcut)
@@ -457,24 +518,24 @@ func (b *builder) rule(n *xmlNode, kind RuleKind) *Rule {
 		if sel == nil {
 			break
 		}
-		if sel.name == "action" {
+		if sel.Name == "action" {
 			b.checkShape(sel)
-			t := sel.allText()
+			t := sel.AllText()
 			r.Action = &t
 			break
 		}
 		attrs := b.checkShape(sel)
-		r.Select = &Select{Off: sel.off, LocalVar: b.identAttr(sel, attrs, "local_var", `<select local_var="data"/>`)}
+		r.Select = &Select{Off: sel.Off, LocalVar: b.identAttr(sel, attrs, "local_var", `<select local_var="data"/>`)}
 	case Transit:
 		names := contentModel["transit"].children[1:]
 		p := b.only(n, names...)
 		if p == nil {
-			b.errf(n.off, "<transit> needs one of %s to say how the flow ID passes on, e.g. <move from=\"skb\" to=\"n\"/>", tags(names))
+			b.errf(n.Off, "<transit> needs one of %s to say how the flow ID passes on, e.g. <move from=\"skb\" to=\"n\"/>", tags(names))
 			break
 		}
-		if p.name == "action" {
+		if p.Name == "action" {
 			b.checkShape(p)
-			t := p.allText()
+			t := p.AllText()
 			r.Action = &t
 			break
 		}
@@ -483,36 +544,36 @@ func (b *builder) rule(n *xmlNode, kind RuleKind) *Rule {
 	return r
 }
 
-func (b *builder) pass(n *xmlNode) *Pass {
+func (b *builder) pass(n *xmlscan.Node) *Pass {
 	attrs := b.checkShape(n)
-	p := &Pass{Off: n.off, Kind: PassKind(n.name)}
-	inter := strings.HasPrefix(n.name, "x")
+	p := &Pass{Off: n.Off, Kind: PassKind(n.Name)}
+	inter := strings.HasPrefix(n.Name, "x")
 	if inter {
-		p.Name = b.identAttr(n, attrs, "name", fmt.Sprintf(`<%s name="xennet" from="skb" to="tx">`, n.name))
+		p.Name = b.identAttr(n, attrs, "name", fmt.Sprintf(`<%s name="xennet" from="skb" to="tx">`, n.Name))
 	}
-	p.From = b.identAttr(n, attrs, "from", fmt.Sprintf(`<%s from="skb" to="n"/>`, n.name))
-	p.To = b.identAttr(n, attrs, "to", fmt.Sprintf(`<%s from="skb" to="n"/>`, n.name))
+	p.From = b.identAttr(n, attrs, "from", fmt.Sprintf(`<%s from="skb" to="n"/>`, n.Name))
+	p.To = b.identAttr(n, attrs, "to", fmt.Sprintf(`<%s from="skb" to="n"/>`, n.Name))
 	if p.From.Value != "" && p.From.Value == p.To.Value {
-		b.errf(p.To.Off, "<%s> from and to name the same variable %q: to names the variable that receives the flow ID", n.name, p.To.Value)
+		b.errf(p.To.Off, "<%s> from and to name the same variable %q: to names the variable that receives the flow ID", n.Name, p.To.Value)
 	}
 	if p.Kind == XinMove || p.Kind == XinCopy {
-		for _, c := range n.children {
-			if c.name == "field" {
+		for _, c := range n.Children {
+			if c.Name == "field" {
 				p.Fields = append(p.Fields, b.field(c))
 			}
 		}
 		if len(p.Fields) == 0 {
-			b.errf(n.off, "<%s> needs at least one <field name=\"MEMBER\" offset=\"BIT\" size=\"BITS\"/> saying where in the header the flow ID travels", n.name)
+			b.errf(n.Off, "<%s> needs at least one <field name=\"MEMBER\" offset=\"BIT\" size=\"BITS\"/> saying where in the header the flow ID travels", n.Name)
 		}
 		b.checkFieldOverlap(p.Fields)
 	}
 	return p
 }
 
-func (b *builder) field(n *xmlNode) *Field {
+func (b *builder) field(n *xmlscan.Node) *Field {
 	attrs := b.checkShape(n)
 	ex := `<field name="flags" offset="4" size="12"/>`
-	f := &Field{Off: n.off, Member: b.identAttr(n, attrs, "name", ex)}
+	f := &Field{Off: n.Off, Member: b.identAttr(n, attrs, "name", ex)}
 	num := func(name string, lo, hi int) int {
 		a := b.requireAttr(n, attrs, name, ex)
 		if a.Value == "" {
@@ -528,7 +589,7 @@ func (b *builder) field(n *xmlNode) *Field {
 	f.Offset = num("offset", 0, 63)
 	f.Size = num("size", 1, 32)
 	if f.Offset >= 0 && f.Size > 0 && f.Offset+f.Size > 64 {
-		b.errf(n.off, "<field> bits %d..%d run past bit 63 of member %s: lower offset or size", f.Offset, f.Offset+f.Size-1, f.Member.Value)
+		b.errf(n.Off, "<field> bits %d..%d run past bit 63 of member %s: lower offset or size", f.Offset, f.Offset+f.Size-1, f.Member.Value)
 	}
 	return f
 }
@@ -570,14 +631,14 @@ func Parse(filename string, src []byte) (*File, Diagnostics) {
 		}
 		return nil, Diagnostics{{Pos: pos, Msg: msg}}
 	}
-	root, xerr := parseXML(src)
+	root, xerr := xmlscan.Parse(src)
 	if xerr != nil {
-		msg := xerr.msg
-		if xerr.opened >= 0 {
-			msg += fmt.Sprintf(" opened at line %d", f.Position(xerr.opened).Line)
+		msg := xerr.Msg
+		if xerr.Open != nil {
+			msg += fmt.Sprintf(" opened at line %d", f.Position(xerr.Open.Off).Line)
+			msg += endTagHint(xerr.Open, xerr.End)
 		}
-		msg += xerr.hint
-		return nil, Diagnostics{{Pos: f.Position(xerr.off), Msg: msg}}
+		return nil, Diagnostics{{Pos: f.Position(xerr.Off), Msg: msg}}
 	}
 	b := &builder{f: f}
 	b.build(root)

@@ -11,9 +11,12 @@ import (
 
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 
+	"github.com/klasy/klasy/dwarfmap/cachefile"
 	"github.com/klasy/klasy/dwarfmap/dwtype"
+	"github.com/klasy/klasy/dwarfmap/dwvar"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/dwarfmap/loc"
+	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/x86code"
 )
@@ -33,7 +36,7 @@ type Batch struct {
 	files    map[string][]uint32 // Files' answers
 	byCaller map[uint32][]uint32 // inlined copies by caller, made when first asked
 	code     map[uint64]*FuncCode
-	scopes   map[uint32]*funcScope
+	scopes   map[uint32]*dwvar.Scope
 	layouts  map[string]layoutResult
 	fdes     *loc.FDEIndex
 	// graphs are the control flow graphs by function entry; reserved
@@ -50,7 +53,7 @@ type layoutResult struct {
 }
 
 // batchSecs are the sections a Batch reads.
-const batchSecs = inlineSecs | funcAtSecs | 1<<secRows | 1<<secByAddr | 1<<secByFile | structSecs
+const batchSecs = inlineSecs | funcAtSecs | 1<<cachefile.SecRows | 1<<cachefile.SecByAddr | 1<<cachefile.SecByFile | structSecs
 
 // NewBatch starts a batch of queries on x.
 func (x *Index) NewBatch() (*Batch, error) {
@@ -61,11 +64,11 @@ func (x *Index) NewBatch() (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Batch{x: y, fileIDs: make(map[string]uint32, len(y.files)), byBase: map[string][]uint32{},
+	b := &Batch{x: y, fileIDs: make(map[string]uint32, len(y.t.Files)), byBase: map[string][]uint32{},
 		files: map[string][]uint32{}, code: map[uint64]*FuncCode{},
-		scopes: map[uint32]*funcScope{}, layouts: map[string]layoutResult{}}
-	for i, r := range y.files {
-		name := y.str(r)
+		scopes: map[uint32]*dwvar.Scope{}, layouts: map[string]layoutResult{}}
+	for i, r := range y.t.Files {
+		name := y.t.Str(r)
 		b.fileIDs[name] = uint32(i)
 		b.byBase[path.Base(name)] = append(b.byBase[path.Base(name)], uint32(i))
 	}
@@ -160,22 +163,22 @@ func (b *Batch) Instances(name, declFile string) []Instance {
 	x := b.x
 	var out []Instance
 	var decl []uint32 // each instance's function's declaration file
-	lo, hi := x.nameRange(len(x.byName), x.funcName, name, true)
-	for _, i := range x.byName[lo:hi] {
-		f := x.funcs[i]
-		rs := x.ranges[f.RngOff : f.RngOff+f.RngN]
+	lo, hi := x.nameRange(len(x.t.ByName), x.funcName, name, true)
+	for _, i := range x.t.ByName[lo:hi] {
+		f := x.t.Funcs[i]
+		rs := x.t.Ranges[f.RngOff : f.RngOff+f.RngN]
 		out = append(out, Instance{Name: name, Host: name, HostFile: x.File(f.DeclFile), Ranges: rs, HostRanges: rs, DIE: f.DIE})
 		decl = append(decl, f.DeclFile)
 	}
-	lo, hi = x.nameRange(len(x.inlName), x.inlineName, name, true)
-	for _, i := range x.inlName[lo:hi] {
-		in := x.inlines[i]
-		inst := Instance{Name: name, Inlined: true, Ranges: x.inlRanges[in.RngOff : in.RngOff+in.RngN],
+	lo, hi = x.nameRange(len(x.t.InlName), x.inlineName, name, true)
+	for _, i := range x.t.InlName[lo:hi] {
+		in := x.t.Inlines[i]
+		inst := Instance{Name: name, Inlined: true, Ranges: x.t.InlRanges[in.RngOff : in.RngOff+in.RngN],
 			CallFile: x.File(in.CallFile), CallLine: int(in.CallLine), DIE: in.DIE}
-		if in.Caller != noFile && int(in.Caller) < len(x.funcs) {
-			c := x.funcs[in.Caller]
-			inst.Host, inst.HostFile = x.str(c.Name), x.File(c.DeclFile)
-			inst.HostRanges = x.ranges[c.RngOff : c.RngOff+c.RngN]
+		if in.Caller != table.NoFile && int(in.Caller) < len(x.t.Funcs) {
+			c := x.t.Funcs[in.Caller]
+			inst.Host, inst.HostFile = x.t.Str(c.Name), x.File(c.DeclFile)
+			inst.HostRanges = x.t.Ranges[c.RngOff : c.RngOff+c.RngN]
 		}
 		out = append(out, inst)
 		decl = append(decl, in.DeclFile)
@@ -198,7 +201,7 @@ func (b *Batch) Instances(name, declFile string) []Instance {
 // with its ranges.
 func (b *Batch) CopiesCalledAt(hostEntry uint64, file string, line int) []Instance {
 	x := b.x
-	hi, ok := x.funcAt(hostEntry)
+	hi, ok := x.t.FuncAt(hostEntry)
 	if !ok {
 		return nil
 	}
@@ -206,12 +209,12 @@ func (b *Batch) CopiesCalledAt(hostEntry uint64, file string, line int) []Instan
 	ids := b.Files(file)
 	var out []Instance
 	for _, i := range b.byCaller[uint32(hi)] {
-		in := x.inlines[i]
+		in := x.t.Inlines[i]
 		if !slices.Contains(ids, in.CallFile) || int(in.CallLine) != line {
 			continue
 		}
-		out = append(out, Instance{Name: x.str(in.Name), Host: x.str(x.funcs[hi].Name), Inlined: true,
-			Ranges: x.inlRanges[in.RngOff : in.RngOff+in.RngN], CallFile: file, CallLine: line, DIE: in.DIE})
+		out = append(out, Instance{Name: x.t.Str(in.Name), Host: x.t.Str(x.t.Funcs[hi].Name), Inlined: true,
+			Ranges: x.t.InlRanges[in.RngOff : in.RngOff+in.RngN], CallFile: file, CallLine: line, DIE: in.DIE})
 	}
 	return out
 }
@@ -284,49 +287,6 @@ func (b *Batch) Insns(lo, hi uint64) []x86code.Insn {
 	return x86code.Decode(code, lo)
 }
 
-// funcScope is a function's DIE tree with what locating its variables
-// needs.
-type funcScope struct {
-	name   string
-	tree   *godwarf.Tree
-	fb     []byte
-	tn     *dwtype.Namer
-	lists  *loc.Lists
-	byName map[string][]namedVar // made when first asked (indexVars)
-}
-
-// namedVar is a variable of a function's tree with the lexical blocks
-// and inlined copies it is declared in, which must all hold an address
-// for it to be in scope there.
-type namedVar struct {
-	die    *godwarf.Tree
-	scope  string // as VarLoc.Scope
-	depth  int
-	blocks []*godwarf.Tree
-}
-
-// indexVars lists the function's variables by name, once.
-func (s *funcScope) indexVars() {
-	s.byName = map[string][]namedVar{}
-	var walk func(t *godwarf.Tree, sc string, depth int, blocks []*godwarf.Tree)
-	walk = func(t *godwarf.Tree, sc string, depth int, blocks []*godwarf.Tree) {
-		for _, c := range t.Children {
-			switch c.Tag {
-			case dwarf.TagFormalParameter, dwarf.TagVariable:
-				if n, _ := c.Val(dwarf.AttrName).(string); n != "" {
-					s.byName[n] = append(s.byName[n], namedVar{die: c, scope: sc, depth: depth, blocks: blocks})
-				}
-			case dwarf.TagLexDwarfBlock:
-				walk(c, sc, depth+1, append(blocks[:len(blocks):len(blocks)], c))
-			case dwarf.TagInlinedSubroutine:
-				n, _ := c.Val(dwarf.AttrName).(string)
-				walk(c, "inline "+n, depth+1, append(blocks[:len(blocks):len(blocks)], c))
-			}
-		}
-	}
-	walk(s.tree, s.name, 0, nil)
-}
-
 // VarLocsAt is Index.VarLocsAt, reading each function's DWARF once.
 func (b *Batch) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
 	defer func() {
@@ -341,8 +301,7 @@ func (b *Batch) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := &locContext{pc: addr, tn: s.tn, frame: loc.NewFrameIn(b.fdeIndex(), addr, s.fb), lists: s.lists}
-	return lc.varLocs(s.tree, s.name, s.fb), nil
+	return s.VarLocs(addr, loc.NewFrameIn(b.fdeIndex(), addr, s.FrameBase)), nil
 }
 
 // Struct is Index.Struct, each name read once.
@@ -359,9 +318,9 @@ func (b *Batch) Struct(name string) (*dwtype.Layout, error) {
 // the image, sorted (for suggestions).
 func (b *Batch) StructNames() []string {
 	x := b.x
-	out := make([]string, 0, len(x.structs))
-	for _, s := range x.structs {
-		if n := x.str(s.Name); len(out) == 0 || out[len(out)-1] != n {
+	out := make([]string, 0, len(x.t.Structs))
+	for _, s := range x.t.Structs {
+		if n := x.t.Str(s.Name); len(out) == 0 || out[len(out)-1] != n {
 			out = append(out, n)
 		}
 	}
@@ -376,13 +335,13 @@ func (b *Batch) SectionOf(addr uint64) string { return b.x.SectionOf(addr) }
 func (b *Batch) NextRowAddr(addr uint64) (uint64, bool) {
 	x := b.x
 	at := func(i int) Row {
-		if !x.chunksOK(secByAddr, i, i+1) {
+		if !x.chunksOK(cachefile.SecByAddr, i, i+1) {
 			return Row{Addr: ^uint64(0)}
 		}
-		return x.row(x.byAddr[i])
+		return x.row(x.t.ByAddr[i])
 	}
-	i := sort.Search(len(x.byAddr), func(i int) bool { return at(i).Addr > addr })
-	if i >= len(x.byAddr) {
+	i := sort.Search(len(x.t.ByAddr), func(i int) bool { return at(i).Addr > addr })
+	if i >= len(x.t.ByAddr) {
 		return 0, false
 	}
 	return at(i).Addr, true
@@ -405,26 +364,8 @@ func (b *Batch) VarLocNamed(addr uint64, name, scope string) (vl VarLoc, ok bool
 	if err != nil {
 		return VarLoc{}, false, err
 	}
-	if s.byName == nil {
-		s.indexVars()
-	}
-	var best *namedVar
-	bestIn := false
-	for i := range s.byName[name] {
-		v := &s.byName[name][i]
-		if !slices.ContainsFunc(v.blocks, func(t *godwarf.Tree) bool { return !t.ContainsPC(addr) }) {
-			in := v.scope == scope
-			if best == nil || in && !bestIn || in == bestIn && v.depth >= best.depth {
-				best, bestIn = v, in
-			}
-		}
-	}
-	if best == nil {
-		return VarLoc{}, false, nil
-	}
-	bestScope, bestDepth := best.scope, best.depth
-	lc := &locContext{pc: addr, tn: s.tn, frame: loc.NewFrameIn(b.fdeIndex(), addr, s.fb), lists: s.lists, lazyCFA: true}
-	return lc.varLoc(best.die, bestScope, bestDepth, s.fb), true, nil
+	vl, ok = s.VarLocNamed(addr, loc.NewFrameIn(b.fdeIndex(), addr, s.FrameBase), name, scope)
+	return vl, ok, nil
 }
 
 func (b *Batch) fdeIndex() *loc.FDEIndex {
@@ -435,7 +376,7 @@ func (b *Batch) fdeIndex() *loc.FDEIndex {
 }
 
 // scope returns the DWARF tree of the function holding addr, read once.
-func (b *Batch) scope(addr uint64) (*funcScope, error) {
+func (b *Batch) scope(addr uint64) (*dwvar.Scope, error) {
 	x := b.x
 	fi, ok := x.FuncAt(addr)
 	if !ok {
@@ -453,9 +394,9 @@ func (b *Batch) scope(addr uint64) (*funcScope, error) {
 }
 
 // loadScope reads the DWARF tree of function fi.
-func (x *Index) loadScope(fi FuncInfo) (*funcScope, error) {
-	f := x.funcs[fi.index]
-	u := x.units[f.Unit]
+func (x *Index) loadScope(fi FuncInfo) (*dwvar.Scope, error) {
+	f := x.t.Funcs[fi.index]
+	u := x.t.Units[f.Unit]
 	d, err := x.img.UnitDWARF(u.Off, u.End)
 	if err != nil {
 		return nil, err
@@ -465,7 +406,7 @@ func (x *Index) loadScope(fi FuncInfo) (*funcScope, error) {
 		return nil, fmt.Errorf("reading %s: %w", fi.Name, err)
 	}
 	fb, _ := tree.Val(dwarf.AttrFrameBase).([]byte)
-	return &funcScope{name: fi.Name, tree: tree, fb: fb, tn: dwtype.NewNamer(d), lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}, nil
+	return &dwvar.Scope{Name: fi.Name, Tree: tree, FrameBase: fb, Types: dwtype.NewNamer(d), Lists: loc.NewLists(x.img, d, int(u.Version), u.LowPC)}, nil
 }
 
 // TrapAt names the trap instruction at addr — "ud2" (a BUG() or

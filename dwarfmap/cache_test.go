@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -16,8 +15,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/klasy/klasy/dwarfmap/cachefile"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/boundedread"
 	"github.com/klasy/klasy/pattern"
 )
@@ -151,7 +153,7 @@ func TestCacheInvalidIsRebuilt(t *testing.T) {
 	hdrFlip := bytes.Clone(good)
 	hdrFlip[20] ^= 0x01 // in the build-id
 	tableFlip := bytes.Clone(good)
-	tableFlip[headerSize+tableEntry*secRows+16] ^= 0x01 // a section's CRC
+	tableFlip[cachefile.HeaderSize+cachefile.EntrySize*cachefile.SecRows+16] ^= 0x01 // a section's CRC
 	for name, data := range map[string][]byte{
 		"bit flip":  flip,
 		"header":    hdrFlip,
@@ -203,9 +205,9 @@ func TestCacheSectionsCheckedWhenRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := bytes.Clone(good)
-	rowsOff := binary.LittleEndian.Uint64(data[headerSize+tableEntry*secRows:])
+	rowsOff := binary.LittleEndian.Uint64(data[cachefile.HeaderSize+cachefile.EntrySize*cachefile.SecRows:])
 	data[rowsOff+8] ^= 0x01 // the File of the first row
-	inlOff := binary.LittleEndian.Uint64(data[headerSize+tableEntry*secInlines:])
+	inlOff := binary.LittleEndian.Uint64(data[cachefile.HeaderSize+cachefile.EntrySize*cachefile.SecInlines:])
 	data[inlOff] ^= 0x01 // the name of the first inlined copy
 	if err := os.WriteFile(info.CachePath, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -253,7 +255,7 @@ func TestCacheDamageFoundByConcurrentQueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rowsOff := binary.LittleEndian.Uint64(data[headerSize+tableEntry*secRows:])
+	rowsOff := binary.LittleEndian.Uint64(data[cachefile.HeaderSize+cachefile.EntrySize*cachefile.SecRows:])
 	data[rowsOff+8] ^= 0x01
 	if err := os.WriteFile(info.CachePath, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -347,53 +349,6 @@ func TestCacheFIFO(t *testing.T) {
 	}
 }
 
-// Builds killed while writing leave temporary files; the next build
-// removes those whose writer is gone and that are over a minute old, and
-// leaves those of writers at work, which hold a lock on them.
-func TestCacheStaleTempsRemoved(t *testing.T) {
-	img := compile(t, fixture{"-O2", true})
-	dir := t.TempDir()
-	old := time.Now().Add(-2 * staleTmpAge)
-	mk := func(name string, mtime time.Time) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("partial index"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(p, mtime, mtime); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	stale := mk("0123abcd-100.v8.idx.tmp-111", old)
-	staleOther := mk("nobuildid-ff-5.v7.idx.tmp-222", old) // another image's, another format's
-	fresh := mk("0123abcd-100.v8.idx.tmp-333", time.Now())
-	locked := mk("0123abcd-100.v8.idx.tmp-444", old)
-	unrelated := mk("notes.tmp-555", old)
-	fifo := filepath.Join(dir, "0123abcd-100.v8.idx.tmp-666")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// A writer at work: it holds the lock writeCache takes.
-	f, err := os.Open(locked)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
-	x, _, logs := loadInto(t, img, dir)
-	x.Close()
-	for p, gone := range map[string]bool{stale: true, staleOther: true, fresh: false, locked: false, unrelated: false, fifo: false} {
-		if _, err := os.Lstat(p); (err != nil) != gone {
-			t.Errorf("%s: removed %v, want %v", filepath.Base(p), err != nil, gone)
-		}
-	}
-	if n := strings.Count(strings.Join(*logs, "\n"), "left by an interrupted build"); n != 2 {
-		t.Errorf("%d notices of removed files, want 2: %q", n, *logs)
-	}
-}
-
 // Two images of one build-id and different sizes, a vmlinux and its copy
 // with compressed debug sections, each keep their index: neither evicts
 // the other's.
@@ -469,53 +424,27 @@ func TestLoadErrors(t *testing.T) {
 // index that answers queries without panicking, or an error.
 func FuzzDecode(f *testing.F) {
 	seed := fuzzSeed(f)
+	const tableEnd = cachefile.HeaderSize + cachefile.NumSections*cachefile.EntrySize
 	f.Add(seed)
-	f.Add(seed[:headerSize+tableSize])
-	f.Add([]byte(cacheMagic))
+	f.Add(seed[:tableEnd])
+	f.Add(seed[:8]) // the magic
 	f.Fuzz(func(t *testing.T, data []byte) {
-		// decode needs 8-byte aligned data, as a mapping is.
+		// Decode needs 8-byte aligned data, as a mapping is.
 		buf := make([]uint64, (len(data)+7)/8)
-		b := asBytes(buf)[:len(data)]
+		b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 8*len(buf))[:len(data)]
 		copy(b, data)
-		if x, _, err := decode(b); err == nil {
-			queryAll(x)
+		if f, h, err := cachefile.Decode(b); err == nil {
+			queryAll(fromCache(f, h))
 		}
 		// Again with correct checksums, as a buggy or hostile writer
 		// would produce: the structural checks alone must hold.
-		if len(b) >= headerSize+tableSize {
-			fixChecksums(b)
-			if x, _, err := decode(b); err == nil {
-				queryAll(x)
+		if len(b) >= tableEnd {
+			cachefile.Reseal(b)
+			if f, h, err := cachefile.Decode(b); err == nil {
+				queryAll(fromCache(f, h))
 			}
 		}
 	})
-}
-
-// fixChecksums makes every checksum in the cache file b match its bytes,
-// as far as the table's bounds allow.
-func fixChecksums(b []byte) {
-	sec := func(i int) []byte {
-		e := b[headerSize+tableEntry*i:]
-		off, n := binary.LittleEndian.Uint64(e), binary.LittleEndian.Uint64(e[8:])
-		if off > uint64(len(b)) || n > uint64(len(b))-off {
-			return nil
-		}
-		return b[off : off+n]
-	}
-	crcs := sec(secChunkCRCs)
-	for _, i := range chunked {
-		s := sec(i)
-		for off := 0; off < len(s) && len(crcs) >= 4; off += chunkSize {
-			binary.LittleEndian.PutUint32(crcs, crc32.Checksum(s[off:min(off+chunkSize, len(s))], crcTable))
-			crcs = crcs[4:]
-		}
-	}
-	for i := 0; i < numSections; i++ {
-		if s := sec(i); s != nil && !isChunked(i) {
-			binary.LittleEndian.PutUint32(b[headerSize+tableEntry*i+16:], crc32.Checksum(s, crcTable))
-		}
-	}
-	binary.LittleEndian.PutUint32(b[88:], headerCRC(b))
 }
 
 func queryAll(x *Index) {
@@ -530,21 +459,38 @@ func queryAll(x *Index) {
 	}
 }
 
+// seedStrings builds the string blob of fuzzSeed's index, each string
+// once, as the builder does.
+type seedStrings struct {
+	blob []byte
+	m    map[string]table.StrRef
+}
+
+func (in *seedStrings) add(s string) table.StrRef {
+	if r, ok := in.m[s]; ok {
+		return r
+	}
+	r := table.StrRef{Off: uint32(len(in.blob)), Len: uint32(len(s))}
+	in.blob = append(in.blob, s...)
+	in.m[s] = r
+	return r
+}
+
 // fuzzSeed is a valid cache file of a tiny synthetic index, so the fuzz
 // target needs no compiler.
 func fuzzSeed(f *testing.F) []byte {
-	in := &interner{m: map[string]strRef{}}
-	x := &Index{BuildID: "00ff"}
-	x.files = []strRef{in.add("fixture.c")}
-	x.units = []Unit{{Name: in.add("fixture.c"), RowStart: 0, RowEnd: 3}}
-	x.rows = []Row{{Addr: 0x1090, Line: 44, Flags: RowStmt}, {Addr: 0x1094, Line: 45}, {Addr: 0x10a0, Flags: RowEndSequence}}
-	x.ranges = [][2]uint64{{0x1090, 0x10a0}}
-	x.inlRanges = [][2]uint64{{0x1094, 0x1098}}
-	x.funcs = []Func{{Name: in.add("process"), Entry: 0x1090, DeclFile: 0, DeclLine: 43, Flags: FuncExternal, RngOff: 0, RngN: 1}}
-	x.inlines = []Inline{{Name: in.add("scale"), CallFile: 0, CallLine: 45, Caller: 0, RngOff: 0, RngN: 1, DeclFile: 0}}
-	x.structs = []Struct{{Name: in.add("packet"), Size: 48, Kind: KindStruct}}
-	x.strs = in.blob
-	x.finish()
+	in := &seedStrings{m: map[string]table.StrRef{}}
+	x := &Index{BuildID: "00ff", t: &table.Tables{}}
+	x.t.Files = []table.StrRef{in.add("fixture.c")}
+	x.t.Units = []Unit{{Name: in.add("fixture.c"), RowStart: 0, RowEnd: 3}}
+	x.t.Rows = []Row{{Addr: 0x1090, Line: 44, Flags: RowStmt}, {Addr: 0x1094, Line: 45}, {Addr: 0x10a0, Flags: RowEndSequence}}
+	x.t.Ranges = [][2]uint64{{0x1090, 0x10a0}}
+	x.t.InlRanges = [][2]uint64{{0x1094, 0x1098}}
+	x.t.Funcs = []Func{{Name: in.add("process"), Entry: 0x1090, DeclFile: 0, DeclLine: 43, Flags: FuncExternal, RngOff: 0, RngN: 1}}
+	x.t.Inlines = []Inline{{Name: in.add("scale"), CallFile: 0, CallLine: 45, Caller: 0, RngOff: 0, RngN: 1, DeclFile: 0}}
+	x.t.Structs = []Struct{{Name: in.add("packet"), Size: 48, Kind: KindStruct}}
+	x.t.Strs = in.blob
+	x.t.Finish()
 	var b bytes.Buffer
 	if _, err := x.WriteTo(&b, 1234); err != nil {
 		f.Fatal(err)

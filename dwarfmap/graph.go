@@ -6,7 +6,9 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/klasy/klasy/dwarfmap/cachefile"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/dwarfmap/table"
 
 	"github.com/klasy/klasy/x86code"
 )
@@ -63,7 +65,7 @@ func (b *Batch) Graph(fi FuncInfo) (*x86code.Graph, error) {
 // first (a copy nested in another has less code), each with its host.
 func (b *Batch) CopiesAt(addr uint64) []Instance {
 	x := b.x
-	hi, ok := x.funcAt(addr)
+	hi, ok := x.t.FuncAt(addr)
 	if !ok {
 		return nil
 	}
@@ -73,10 +75,10 @@ func (b *Batch) CopiesAt(addr uint64) []Instance {
 		size uint64
 	}
 	var out []held
-	host := x.funcs[hi]
+	host := x.t.Funcs[hi]
 	for _, i := range b.byCaller[uint32(hi)] {
-		in := x.inlines[i]
-		rs := x.inlRanges[in.RngOff : in.RngOff+in.RngN]
+		in := x.t.Inlines[i]
+		rs := x.t.InlRanges[in.RngOff : in.RngOff+in.RngN]
 		if _, ok := slices.BinarySearchFunc(rs, addr, func(r [2]uint64, a uint64) int {
 			switch {
 			case a < r[0]:
@@ -92,8 +94,8 @@ func (b *Batch) CopiesAt(addr uint64) []Instance {
 		for _, r := range rs {
 			size += r[1] - r[0]
 		}
-		out = append(out, held{Instance{Name: x.str(in.Name), Host: x.str(host.Name), HostFile: x.File(host.DeclFile), Inlined: true,
-			Ranges: rs, HostRanges: x.ranges[host.RngOff : host.RngOff+host.RngN],
+		out = append(out, held{Instance{Name: x.t.Str(in.Name), Host: x.t.Str(host.Name), HostFile: x.File(host.DeclFile), Inlined: true,
+			Ranges: rs, HostRanges: x.t.Ranges[host.RngOff : host.RngOff+host.RngN],
 			CallFile: x.File(in.CallFile), CallLine: int(in.CallLine), DeclFile: x.File(in.DeclFile), DeclLine: int(in.DeclLine),
 			DIE: in.DIE}, size})
 	}
@@ -112,8 +114,8 @@ func (b *Batch) indexCallers() {
 		return
 	}
 	b.byCaller = map[uint32][]uint32{}
-	for i, in := range b.x.inlines {
-		if in.Caller != noFile {
+	for i, in := range b.x.t.Inlines {
+		if in.Caller != table.NoFile {
 			b.byCaller[in.Caller] = append(b.byCaller[in.Caller], uint32(i))
 		}
 	}
@@ -154,14 +156,14 @@ func (b *Batch) LinesWithCode(file string) []int {
 func (b *Batch) CodeRows(lo, hi uint64) []Row {
 	x := b.x
 	at := func(i int) Row {
-		if !x.chunksOK(secByAddr, i, i+1) {
+		if !x.chunksOK(cachefile.SecByAddr, i, i+1) {
 			return Row{Flags: RowEndSequence}
 		}
-		return x.row(x.byAddr[i])
+		return x.row(x.t.ByAddr[i])
 	}
 	var out []Row
-	i := sort.Search(len(x.byAddr), func(i int) bool { return at(i).Addr >= lo })
-	if i == len(x.byAddr) || at(i).Addr != lo {
+	i := sort.Search(len(x.t.ByAddr), func(i int) bool { return at(i).Addr >= lo })
+	if i == len(x.t.ByAddr) || at(i).Addr != lo {
 		// The rows at the greatest address below lo: the last one (in
 		// table order, the one that owns the code) is in force.
 		j := i - 1
@@ -182,7 +184,7 @@ func (b *Batch) CodeRows(lo, hi uint64) []Row {
 			}
 		}
 	}
-	for ; i < len(x.byAddr) && at(i).Addr < hi; i++ {
+	for ; i < len(x.t.ByAddr) && at(i).Addr < hi; i++ {
 		if r := at(i); r.Flags&RowEndSequence == 0 && r.Line != 0 {
 			out = append(out, r)
 		}
@@ -196,10 +198,10 @@ func (b *Batch) CodeRows(lo, hi uint64) []Row {
 func (b *Batch) NextDecl(file string, line int) int {
 	if b.decls == nil {
 		b.decls = map[uint32][]int{}
-		for _, f := range b.x.funcs {
+		for _, f := range b.x.t.Funcs {
 			b.decls[f.DeclFile] = append(b.decls[f.DeclFile], int(f.DeclLine))
 		}
-		for _, in := range b.x.inlines {
+		for _, in := range b.x.t.Inlines {
 			b.decls[in.DeclFile] = append(b.decls[in.DeclFile], int(in.DeclLine))
 		}
 		for id, ls := range b.decls {
@@ -222,12 +224,12 @@ func (b *Batch) NextDecl(file string, line int) int {
 // (DW_AT_comp_dir): where the unit's relative file names are relative
 // to, or below it.
 func (b *Batch) CompDir(fi FuncInfo) string {
-	if fi.index < 0 || fi.index >= len(b.x.funcs) {
+	if fi.index < 0 || fi.index >= len(b.x.t.Funcs) {
 		return ""
 	}
-	u := b.x.funcs[fi.index].Unit
-	if int(u) >= len(b.x.units) {
+	u := b.x.t.Funcs[fi.index].Unit
+	if int(u) >= len(b.x.t.Units) {
 		return ""
 	}
-	return b.x.str(b.x.units[u].CompDir)
+	return b.x.t.Str(b.x.t.Units[u].CompDir)
 }

@@ -8,7 +8,9 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/klasy/klasy/dwarfmap/cachefile"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/dwarfmap/tablebuild"
 	"github.com/klasy/klasy/internal/mmapfile"
 )
 
@@ -56,22 +58,28 @@ func Load(path string, opt Options) (_ *Index, info LoadInfo, err error) {
 		dir = CacheDir()
 	}
 	if !opt.NoCache {
-		info.CachePath = filepath.Join(dir, cacheName(img))
+		info.CachePath = filepath.Join(dir, cachefile.Name(img))
 	}
 	if info.CachePath != "" && !opt.Rebuild {
-		x, h, err := loadCache(info.CachePath)
+		f, h, err := cachefile.Open(info.CachePath)
 		switch {
 		case err == nil && h.BuildID == img.BuildID && h.ImageSize == img.Size:
+			x := fromCache(f, h)
 			x.img = img
 			x.release = chain(x.release, img.Close)
-			x.lazy.rebuild = func(cause error) (*Index, error) {
+			f.Rebuild = func(cause error) error {
 				logf("cache %s unusable (%v): rebuilding", info.CachePath, cause)
-				return build(img, info.CachePath, logf)
+				y, err := build(img, info.CachePath, logf)
+				if err != nil {
+					return err
+				}
+				x.rebuilt.Store(y)
+				return nil
 			}
 			info.FromCache = true
 			return x, info, nil
 		case err == nil:
-			x.Close()
+			f.Close()
 			logf("cache %s is for another image (build-id %q, %d bytes): rebuilding", info.CachePath, h.BuildID, h.ImageSize)
 		case errors.Is(err, fs.ErrNotExist):
 		default:
@@ -92,7 +100,7 @@ func Load(path string, opt Options) (_ *Index, info LoadInfo, err error) {
 // cachePath (unless "").
 func build(img *elfimage.Image, cachePath string, logf func(string, ...any)) (*Index, error) {
 	if cachePath != "" {
-		for _, name := range removeStaleTemps(filepath.Dir(cachePath)) {
+		for _, name := range cachefile.RemoveStale(filepath.Dir(cachePath)) {
 			logf("removed %s, left by an interrupted build", name)
 		}
 	}
@@ -107,12 +115,26 @@ func build(img *elfimage.Image, cachePath string, logf func(string, ...any)) (*I
 		return nil, err
 	}
 	if cachePath != "" {
-		if err := writeCache(cachePath, x, img.Size); err != nil {
+		if err := cachefile.Write(cachePath, x.t, x.BuildID, img.Size); err != nil {
 			// The index is still good; only the next run pays again.
 			logf("cannot save index to %s: %v", cachePath, err)
 		}
 	}
 	return x, nil
+}
+
+// Progress is called from Build as units finish.
+type Progress = tablebuild.Progress
+
+// Build indexes img without a cache file (tablebuild.Build): an image
+// that changes while it is read gives a *mmapfile.ChangedError, never an
+// index.
+func Build(img *elfimage.Image, progress Progress) (*Index, error) {
+	t, err := tablebuild.Build(img, progress)
+	if err != nil {
+		return nil, err
+	}
+	return &Index{BuildID: img.BuildID, t: t, img: img}, nil
 }
 
 func chain(fns ...func() error) func() error {

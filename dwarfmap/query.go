@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/klasy/klasy/dwarfmap/cachefile"
+	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/pattern"
 )
@@ -44,8 +46,8 @@ func (x *Index) Row(i int) Row {
 // vmlinux) or its chunk of a cache file is damaged (x is replaced then:
 // see Lines).
 func (x *Index) row(i uint32) Row {
-	if int(i) < len(x.rows) && x.chunksOK(secRows, int(i), int(i)+1) {
-		return x.rows[i]
+	if int(i) < len(x.t.Rows) && x.chunksOK(cachefile.SecRows, int(i), int(i)+1) {
+		return x.t.Rows[i]
 	}
 	return Row{Flags: RowEndSequence}
 }
@@ -61,23 +63,23 @@ func (x *Index) sortedRows(sec int, idx []uint32, lo, hi int) []uint32 {
 
 // File returns the name of file id f.
 func (x *Index) File(f uint32) string {
-	if f == noFile || int(f) >= len(x.files) {
+	if f == table.NoFile || int(f) >= len(x.t.Files) {
 		return ""
 	}
-	return x.str(x.files[f])
+	return x.t.Str(x.t.Files[f])
 }
 
 // Rows returns every line-table row in table order (end-of-sequence rows
 // included), as objdump --dwarf=decodedline prints them.
 func (x *Index) Rows() []Row {
-	x, err := x.use(1 << secRows)
+	x, err := x.use(1 << cachefile.SecRows)
 	if err != nil {
 		return nil
 	}
-	if !x.chunksOK(secRows, 0, len(x.rows)) {
+	if !x.chunksOK(cachefile.SecRows, 0, len(x.t.Rows)) {
 		return x.Rows()
 	}
-	return x.rows
+	return x.t.Rows
 }
 
 // FuncInfo describes a function.
@@ -99,20 +101,20 @@ type FuncInfo struct {
 }
 
 func (x *Index) funcInfo(i int) FuncInfo {
-	f := x.funcs[i]
-	return FuncInfo{Name: x.str(f.Name), File: x.File(f.DeclFile), Line: int(f.DeclLine),
+	f := x.t.Funcs[i]
+	return FuncInfo{Name: x.t.Str(f.Name), File: x.File(f.DeclFile), Line: int(f.DeclLine),
 		External: f.Flags&FuncExternal != 0, Discarded: f.Flags&FuncDiscarded != 0,
-		Entry: f.Entry, Ranges: x.ranges[f.RngOff : f.RngOff+f.RngN], index: i}
+		Entry: f.Entry, Ranges: x.t.Ranges[f.RngOff : f.RngOff+f.RngN], index: i}
 }
 
 // nameRange returns the [lo, hi) of the n records sorted by name (the
 // i-th's is name(i)) whose names are name, or with exact false have it as
 // a prefix.
-func (x *Index) nameRange(n int, name func(int) strRef, prefix string, exact bool) (int, int) {
-	lo := sort.Search(n, func(i int) bool { return x.str(name(i)) >= prefix })
+func (x *Index) nameRange(n int, name func(int) table.StrRef, prefix string, exact bool) (int, int) {
+	lo := sort.Search(n, func(i int) bool { return x.t.Str(name(i)) >= prefix })
 	hi := lo
 	for hi < n {
-		s := x.str(name(hi))
+		s := x.t.Str(name(hi))
 		if exact && s != prefix || !exact && !strings.HasPrefix(s, prefix) {
 			break
 		}
@@ -121,18 +123,18 @@ func (x *Index) nameRange(n int, name func(int) strRef, prefix string, exact boo
 	return lo, hi
 }
 
-func (x *Index) funcName(i int) strRef   { return x.funcs[x.byName[i]].Name }
-func (x *Index) inlineName(i int) strRef { return x.inlines[x.inlName[i]].Name }
-func (x *Index) inlSumName(i int) strRef { return x.inlSum[i].Name }
+func (x *Index) funcName(i int) table.StrRef   { return x.t.Funcs[x.t.ByName[i]].Name }
+func (x *Index) inlineName(i int) table.StrRef { return x.t.Inlines[x.t.InlName[i]].Name }
+func (x *Index) inlSumName(i int) table.StrRef { return x.t.InlSum[i].Name }
 
 // inlinedCopies returns how many inlined copies of name exist, and their
 // summary.
-func (x *Index) inlinedCopies(name string) (inlineSum, bool) {
-	lo, hi := x.nameRange(len(x.inlSum), x.inlSumName, name, true)
+func (x *Index) inlinedCopies(name string) (table.InlineSum, bool) {
+	lo, hi := x.nameRange(len(x.t.InlSum), x.inlSumName, name, true)
 	if lo == hi {
-		return inlineSum{}, false
+		return table.InlineSum{}, false
 	}
-	return x.inlSum[lo], true
+	return x.t.InlSum[lo], true
 }
 
 // Funcs returns the functions named name (static functions may share a
@@ -143,8 +145,8 @@ func (x *Index) Funcs(name string) []FuncInfo {
 		return nil
 	}
 	var out []FuncInfo
-	lo, hi := x.nameRange(len(x.byName), x.funcName, name, true)
-	for _, i := range x.byName[lo:hi] {
+	lo, hi := x.nameRange(len(x.t.ByName), x.funcName, name, true)
+	for _, i := range x.t.ByName[lo:hi] {
 		out = append(out, x.funcInfo(int(i)))
 	}
 	sum, ok := x.inlinedCopies(name)
@@ -173,19 +175,19 @@ func (x *Index) MatchFuncs(p *pattern.Pattern) []FuncInfo {
 	}
 	prefix := p.Prefix()
 	var out []FuncInfo
-	lo, hi := x.nameRange(len(x.byName), x.funcName, prefix, false)
+	lo, hi := x.nameRange(len(x.t.ByName), x.funcName, prefix, false)
 	seen := map[string]bool{}
-	for _, i := range x.byName[lo:hi] {
-		n := x.str(x.funcs[i].Name)
+	for _, i := range x.t.ByName[lo:hi] {
+		n := x.t.Str(x.t.Funcs[i].Name)
 		if p.Match(n) {
 			seen[n] = true
 			out = append(out, x.funcInfo(int(i)))
 		}
 	}
-	ilo, ihi := x.nameRange(len(x.inlSum), x.inlSumName, prefix, false)
+	ilo, ihi := x.nameRange(len(x.t.InlSum), x.inlSumName, prefix, false)
 	inl := map[string]int{}
-	for _, s := range x.inlSum[ilo:ihi] {
-		n := x.str(s.Name)
+	for _, s := range x.t.InlSum[ilo:ihi] {
+		n := x.t.Str(s.Name)
 		if !p.Match(n) {
 			continue
 		}
@@ -207,38 +209,26 @@ func (x *Index) FuncAt(addr uint64) (FuncInfo, bool) {
 	if err != nil {
 		return FuncInfo{}, false
 	}
-	if i, ok := x.funcAt(addr); ok {
+	if i, ok := x.t.FuncAt(addr); ok {
 		return x.funcInfo(i), true
 	}
 	return FuncInfo{}, false
 }
 
-// funcAt returns the index of the live function whose code holds addr.
-func (x *Index) funcAt(addr uint64) (int, bool) {
-	i := sort.Search(len(x.spans), func(i int) bool { return x.spans[i].Lo > addr }) - 1
-	// Spans may nest; look back a few for one that covers addr.
-	for k := 0; i >= 0 && k < 8; i, k = i-1, k+1 {
-		if s := x.spans[i]; addr >= s.Lo && addr < s.Hi {
-			return int(s.Func), true
-		}
-	}
-	return 0, false
-}
-
 // rowsIn returns the code rows with addresses in [lo, hi), by address.
 func (x *Index) rowsIn(lo, hi uint64) []uint32 {
 	at := func(i int) Row {
-		if !x.chunksOK(secByAddr, i, i+1) {
+		if !x.chunksOK(cachefile.SecByAddr, i, i+1) {
 			return Row{}
 		}
-		return x.row(x.byAddr[i])
+		return x.row(x.t.ByAddr[i])
 	}
-	a := sort.Search(len(x.byAddr), func(i int) bool { return at(i).Addr >= lo })
+	a := sort.Search(len(x.t.ByAddr), func(i int) bool { return at(i).Addr >= lo })
 	b := a
-	for b < len(x.byAddr) && at(b).Addr < hi {
+	for b < len(x.t.ByAddr) && at(b).Addr < hi {
 		b++
 	}
-	return x.sortedRows(secByAddr, x.byAddr, a, b)
+	return x.sortedRows(cachefile.SecByAddr, x.t.ByAddr, a, b)
 }
 
 // LineSpec is a parsed FUNC, FILE, FUNC:LINE or FILE:LINE.
@@ -278,8 +268,8 @@ func ParseLineSpec(s string) (LineSpec, error) {
 func (x *Index) matchFiles(name string) []uint32 {
 	name = strings.TrimPrefix(name, "./")
 	var out []uint32
-	for i, r := range x.files {
-		p := x.str(r)
+	for i, r := range x.t.Files {
+		p := x.t.Str(r)
 		if p == name || strings.HasSuffix(p, "/"+name) {
 			out = append(out, uint32(i))
 		}
@@ -291,24 +281,24 @@ func (x *Index) matchFiles(name string) []uint32 {
 // address.
 func (x *Index) fileRows(f uint32, line int) []uint32 {
 	at := func(i int) Row {
-		if !x.chunksOK(secByFile, i, i+1) {
-			return Row{File: noFile}
+		if !x.chunksOK(cachefile.SecByFile, i, i+1) {
+			return Row{File: table.NoFile}
 		}
-		return x.row(x.byFile[i])
+		return x.row(x.t.ByFile[i])
 	}
-	lo := sort.Search(len(x.byFile), func(i int) bool {
+	lo := sort.Search(len(x.t.ByFile), func(i int) bool {
 		r := at(i)
 		return r.File > f || r.File == f && (line == 0 || int(r.Line) >= line)
 	})
 	hi := lo
-	for hi < len(x.byFile) {
+	for hi < len(x.t.ByFile) {
 		r := at(hi)
 		if r.File != f || line != 0 && int(r.Line) != line {
 			break
 		}
 		hi++
 	}
-	return x.sortedRows(secByFile, x.byFile, lo, hi)
+	return x.sortedRows(cachefile.SecByFile, x.t.ByFile, lo, hi)
 }
 
 // Lines answers `klasy lines`: the source lines of a function, or of a
@@ -518,9 +508,9 @@ func (x *Index) linesOf(fi FuncInfo, line int, inlined bool) []Line {
 	}
 	var copies []copyRange
 	if fi.index >= 0 {
-		for _, in := range x.inlines {
+		for _, in := range x.t.Inlines {
 			if in.Caller == uint32(fi.index) {
-				rs := x.inlRanges[in.RngOff : in.RngOff+in.RngN]
+				rs := x.t.InlRanges[in.RngOff : in.RngOff+in.RngN]
 				var size uint64
 				for _, r := range rs {
 					size += r[1] - r[0]
@@ -571,7 +561,7 @@ func (x *Index) linesOf(fi FuncInfo, line int, inlined bool) []Line {
 				continue
 			}
 			inner, outer, ok := at(row.Addr)
-			if !ok && fi.index >= 0 && row.File == x.funcs[fi.index].DeclFile && int(row.Line) < fi.Line {
+			if !ok && fi.index >= 0 && row.File == x.t.Funcs[fi.index].DeclFile && int(row.Line) < fi.Line {
 				// Above fi in its file: a line of a callee that the
 				// compiler put next to, not inside, its inlined ranges.
 				// It belongs to the callee defined last before it.
@@ -585,7 +575,7 @@ func (x *Index) linesOf(fi FuncInfo, line int, inlined bool) []Line {
 			if ok && !(outer.CallFile == row.File && outer.CallLine == row.Line) {
 				if inlined {
 					rows = append(rows, ri)
-					label[ri] = x.str(inner.Name)
+					label[ri] = x.t.Str(inner.Name)
 				}
 				continue
 			}
@@ -614,7 +604,7 @@ func (x *Index) linesOf(fi FuncInfo, line int, inlined bool) []Line {
 			if !inlined {
 				continue
 			}
-			l.Inlined = x.str(parent.Name)
+			l.Inlined = x.t.Str(parent.Name)
 		} else if !fileOK(in.CallFile) {
 			continue
 		}
@@ -641,11 +631,11 @@ func mergeLines(lines, calls []Line) []Line {
 }
 
 func (x *Index) inlineRanges(name string) [][2]uint64 {
-	lo, hi := x.nameRange(len(x.inlName), x.inlineName, name, true)
+	lo, hi := x.nameRange(len(x.t.InlName), x.inlineName, name, true)
 	var out [][2]uint64
-	for _, i := range x.inlName[lo:hi] {
-		in := x.inlines[i]
-		out = append(out, x.inlRanges[in.RngOff:in.RngOff+in.RngN]...)
+	for _, i := range x.t.InlName[lo:hi] {
+		in := x.t.Inlines[i]
+		out = append(out, x.t.InlRanges[in.RngOff:in.RngOff+in.RngN]...)
 	}
 	return out
 }
@@ -665,13 +655,13 @@ func (x *Index) Inlines(name string) []InlineInfo {
 	if err != nil {
 		return nil
 	}
-	lo, hi := x.nameRange(len(x.inlName), x.inlineName, name, true)
+	lo, hi := x.nameRange(len(x.t.InlName), x.inlineName, name, true)
 	var out []InlineInfo
-	for _, i := range x.inlName[lo:hi] {
-		in := x.inlines[i]
-		ii := InlineInfo{Name: name, CallFile: x.File(in.CallFile), CallLine: int(in.CallLine), Ranges: x.inlRanges[in.RngOff : in.RngOff+in.RngN]}
-		if in.Caller != noFile {
-			ii.Caller = x.str(x.funcs[in.Caller].Name)
+	for _, i := range x.t.InlName[lo:hi] {
+		in := x.t.Inlines[i]
+		ii := InlineInfo{Name: name, CallFile: x.File(in.CallFile), CallLine: int(in.CallLine), Ranges: x.t.InlRanges[in.RngOff : in.RngOff+in.RngN]}
+		if in.Caller != table.NoFile {
+			ii.Caller = x.t.Str(x.t.Funcs[in.Caller].Name)
 		}
 		out = append(out, ii)
 	}
@@ -685,8 +675,8 @@ func (x *Index) AllFuncs() []FuncInfo {
 	if err != nil {
 		return nil
 	}
-	out := make([]FuncInfo, 0, len(x.funcs))
-	for i, f := range x.funcs {
+	out := make([]FuncInfo, 0, len(x.t.Funcs))
+	for i, f := range x.t.Funcs {
 		if f.Flags&FuncDiscarded == 0 {
 			out = append(out, x.funcInfo(i))
 		}
@@ -705,7 +695,7 @@ func (x *Index) Discarded() []FuncInfo {
 		return nil
 	}
 	var out []FuncInfo
-	for i, f := range x.funcs {
+	for i, f := range x.t.Funcs {
 		if f.Flags&FuncDiscarded != 0 {
 			out = append(out, x.funcInfo(i))
 		}

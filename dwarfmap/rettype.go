@@ -48,11 +48,11 @@ func (x *Index) ReturnType(fi FuncInfo) (ret Return, err error) {
 	if x, err = x.use(funcAtSecs); err != nil {
 		return Return{}, err
 	}
-	if fi.index < 0 || fi.index >= len(x.funcs) {
+	if fi.index < 0 || fi.index >= len(x.t.Funcs) {
 		return Return{}, fmt.Errorf("%s: not a function of this index", fi.Name)
 	}
-	f := x.funcs[fi.index]
-	u := x.units[f.Unit]
+	f := x.t.Funcs[fi.index]
+	u := x.t.Units[f.Unit]
 	d, err := x.img.UnitDWARF(u.Off, u.End)
 	if err != nil {
 		return Return{}, err

@@ -40,10 +40,10 @@ func (x *Index) Struct(name string) (l *dwtype.Layout, err error) {
 	} else if n, ok := strings.CutPrefix(name, "union "); ok {
 		name, want = strings.TrimSpace(n), KindUnion
 	}
-	i := sort.Search(len(x.structs), func(i int) bool { return x.str(x.structs[i].Name) >= name })
+	i := sort.Search(len(x.t.Structs), func(i int) bool { return x.t.Str(x.t.Structs[i].Name) >= name })
 	var typedef *Struct
-	for ; i < len(x.structs) && x.str(x.structs[i].Name) == name; i++ {
-		s := x.structs[i]
+	for ; i < len(x.t.Structs) && x.t.Str(x.t.Structs[i].Name) == name; i++ {
+		s := x.t.Structs[i]
 		if s.Kind == KindTypedef {
 			if want == 0 {
 				typedef = &s
@@ -62,14 +62,14 @@ func (x *Index) Struct(name string) (l *dwtype.Layout, err error) {
 }
 
 func (x *Index) layout(s Struct) (*dwtype.Layout, error) {
-	u := x.units[s.Unit]
+	u := x.t.Units[s.Unit]
 	d, err := x.img.UnitDWARF(u.Off, u.End)
 	if err != nil {
 		return nil, err
 	}
 	l, err := dwtype.LayoutOf(d, dwarf.Offset(s.DIE-u.Off))
 	if errors.Is(err, dwtype.ErrNoDIE) {
-		return nil, fmt.Errorf("struct %s: no DIE at %#x", x.str(s.Name), s.DIE)
+		return nil, fmt.Errorf("struct %s: no DIE at %#x", x.t.Str(s.Name), s.DIE)
 	}
 	return l, err
 }

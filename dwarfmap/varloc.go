@@ -1,15 +1,13 @@
 package dwarfmap
 
 import (
-	"bytes"
 	"debug/dwarf"
 	"fmt"
 	"runtime/debug"
 
-	"github.com/go-delve/delve/pkg/dwarf/frame"
-	"github.com/go-delve/delve/pkg/dwarf/godwarf"
-
+	"github.com/klasy/klasy/dwarfmap/dwvar"
 	"github.com/klasy/klasy/dwarfmap/loc"
+	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/x86code"
 )
@@ -18,24 +16,7 @@ import (
 // to compute its value there from the registers: the raw location
 // expression, the frame base and the CFA rule. VarsAt describes the same
 // for people; the weaver compiles this.
-type VarLoc struct {
-	Var
-	// Expr is the location expression in force at Addr; nil when the
-	// variable has none there (optimized out) or is a constant.
-	Expr []byte
-	// Const is DW_AT_const_value, when HasConst.
-	Const    int64
-	HasConst bool
-	// FrameBase is the function's DW_AT_frame_base expression.
-	FrameBase []byte
-	// CFAReg and CFAOffset give the CFA at Addr as register + offset
-	// (DWARF register numbers), when HasCFA.
-	CFAReg    uint64
-	CFAOffset int64
-	HasCFA    bool
-	// Size is the byte size of the variable's type (0 if unknown).
-	Size int64
-}
+type VarLoc = dwvar.VarLoc
 
 // VarLocsAt returns the parameters and locals in scope at addr with
 // their raw locations, outermost scope first, as VarsAt does.
@@ -63,64 +44,7 @@ func (x *Index) VarLocsAt(addr uint64) (locs []VarLoc, err error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := &locContext{pc: addr, tn: sc.tn, frame: loc.NewFrame(x.img, addr, sc.fb), lists: sc.lists}
-	return lc.varLocs(sc.tree, fi.Name, sc.fb), nil
-}
-
-// varLocs lists the variables of the function tree in scope at lc.pc.
-func (lc *locContext) varLocs(tree *godwarf.Tree, fn string, fb []byte) []VarLoc {
-	var locs []VarLoc
-	var walk func(t *godwarf.Tree, scope string, depth int)
-	walk = func(t *godwarf.Tree, scope string, depth int) {
-		for _, c := range t.Children {
-			switch c.Tag {
-			case dwarf.TagFormalParameter, dwarf.TagVariable:
-				locs = append(locs, lc.varLoc(c, scope, depth, fb))
-			case dwarf.TagLexDwarfBlock:
-				if c.ContainsPC(lc.pc) {
-					walk(c, scope, depth+1)
-				}
-			case dwarf.TagInlinedSubroutine:
-				if c.ContainsPC(lc.pc) {
-					name, _ := c.Val(dwarf.AttrName).(string)
-					walk(c, "inline "+name, depth+1)
-				}
-			}
-		}
-	}
-	walk(tree, fn, 0)
-	return locs
-}
-
-func (lc *locContext) varLoc(t *godwarf.Tree, scope string, depth int, fb []byte) VarLoc {
-	vl := VarLoc{Var: lc.variable(t, scope, depth), FrameBase: fb}
-	if typ, ok := t.Val(dwarf.AttrType).(dwarf.Offset); ok {
-		vl.Size = lc.tn.Size(typ)
-	}
-	switch cv := t.Val(dwarf.AttrConstValue).(type) {
-	case int64:
-		vl.Const, vl.HasConst = cv, true
-	case uint64:
-		vl.Const, vl.HasConst = int64(cv), true
-	}
-	if f := t.AttrField(dwarf.AttrLocation); f != nil {
-		switch f.Class {
-		case dwarf.ClassExprLoc, dwarf.ClassBlock:
-			vl.Expr, _ = f.Val.([]byte)
-		case dwarf.ClassLocListPtr, dwarf.ClassLocList:
-			off, _ := f.Val.(int64)
-			vl.Expr, _ = lc.lists.At(off, f.Class, lc.pc)
-		}
-	}
-	if lc.lazyCFA && !bytes.ContainsAny(vl.Expr, "\x91\x9c") {
-		// No DW_OP_fbreg or DW_OP_call_frame_cfa (or a byte that looks
-		// like one): the CFA is not needed.
-		return vl
-	}
-	if r, err := lc.frame.CFA(); err == nil && r != nil && r.Rule == frame.RuleCFA {
-		vl.CFAReg, vl.CFAOffset, vl.HasCFA = r.Reg, r.Offset, true
-	}
-	return vl
+	return sc.VarLocs(addr, loc.NewFrame(x.img, addr, sc.FrameBase)), nil
 }
 
 // InlineEntry is where an inlined copy of a function begins.
@@ -142,19 +66,19 @@ func (x *Index) InlineEntries(name string) (_ []InlineEntry, err error) {
 	if err != nil {
 		return nil, err
 	}
-	lo, hi := x.nameRange(len(x.inlName), x.inlineName, name, true)
+	lo, hi := x.nameRange(len(x.t.InlName), x.inlineName, name, true)
 	var out []InlineEntry
-	for _, i := range x.inlName[lo:hi] {
-		in := x.inlines[i]
+	for _, i := range x.t.InlName[lo:hi] {
+		in := x.t.Inlines[i]
 		e := InlineEntry{InlineInfo: InlineInfo{Name: name, CallFile: x.File(in.CallFile), CallLine: int(in.CallLine),
-			Ranges: x.inlRanges[in.RngOff : in.RngOff+in.RngN]}}
-		if in.Caller != noFile {
-			e.Caller = x.str(x.funcs[in.Caller].Name)
+			Ranges: x.t.InlRanges[in.RngOff : in.RngOff+in.RngN]}}
+		if in.Caller != table.NoFile {
+			e.Caller = x.t.Str(x.t.Funcs[in.Caller].Name)
 		}
 		if len(e.Ranges) > 0 {
 			e.Entry = e.Ranges[0][0]
 		}
-		u := x.units[in.Unit]
+		u := x.t.Units[in.Unit]
 		d, err := x.img.UnitDWARF(u.Off, u.End)
 		if err != nil {
 			return nil, err

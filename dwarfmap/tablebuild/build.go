@@ -1,4 +1,8 @@
-package dwarfmap
+// Package tablebuild builds a dwarfmap index's tables (package table)
+// from an image's DWARF: compilation units decoded in parallel, line
+// tables through debug/dwarf, DIEs through diescan, merged in unit order
+// so that the tables do not depend on scheduling.
+package tablebuild
 
 import (
 	"cmp"
@@ -17,6 +21,7 @@ import (
 
 	"github.com/klasy/klasy/dwarfmap/diescan"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/mmapfile"
 )
 
@@ -27,7 +32,7 @@ type unitResult struct {
 	lowPC         uint64
 	version       int
 	files         []string
-	rows          []Row // File is an index into files
+	rows          []table.Row // File is an index into files
 	funcs         []pendingFunc
 	inlines       []pendingInline
 	structs       []pendingStruct
@@ -98,8 +103,8 @@ type Progress func(done, total int)
 // then merged into flat tables in unit order so the result does not
 // depend on scheduling. An image that changes while it is read (a fault
 // on its mapping, or a size or time that differs at the end) gives a
-// *mmapfile.ChangedError, never an index.
-func Build(img *elfimage.Image, progress Progress) (x *Index, err error) {
+// *mmapfile.ChangedError, never tables.
+func Build(img *elfimage.Image, progress Progress) (x *table.Tables, err error) {
 	defer func() {
 		if err != nil {
 			x, err = nil, img.Explain(err)
@@ -193,10 +198,7 @@ func Build(img *elfimage.Image, progress Progress) (x *Index, err error) {
 	if err != nil {
 		return nil, err
 	}
-	x = m.finish(code)
-	x.BuildID = img.BuildID
-	x.img = img
-	return x, nil
+	return m.finish(code), nil
 }
 
 func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int, cache diescan.Abbrevs) (res unitResult) {
@@ -271,10 +273,10 @@ func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int,
 		case dwarf.TagSubprogram:
 			o := origin{name: e.Name, declFile: int(e.DeclFile), declLine: int(e.DeclLine)}
 			if e.External {
-				o.flags |= FuncExternal
+				o.flags |= table.FuncExternal
 			}
 			if e.Inline == 1 || e.Inline == 3 {
-				o.flags |= FuncInline
+				o.flags |= table.FuncInline
 			}
 			if len(o.name) > 0 {
 				origins[e.Off] = o
@@ -323,16 +325,16 @@ func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int,
 			if depth != 1 || len(e.Name) == 0 || e.Decl {
 				break
 			}
-			kind := uint32(KindStruct)
+			kind := uint32(table.KindStruct)
 			if e.Tag == dwarf.TagUnionType {
-				kind = KindUnion
+				kind = table.KindUnion
 			}
 			res.structs = append(res.structs, pendingStruct{e.Name, e.Off, e.ByteSize, kind})
 		case dwarf.TagTypedef:
 			// typedef struct {...} spinlock_t: layouts are asked for by
 			// typedef name too; resolved at query time.
 			if depth == 1 && len(e.Name) > 0 && e.Type != 0 {
-				res.structs = append(res.structs, pendingStruct{e.Name, e.Off, 0, KindTypedef})
+				res.structs = append(res.structs, pendingStruct{e.Name, e.Off, 0, table.KindTypedef})
 			}
 		}
 		if e.Children {
@@ -366,7 +368,7 @@ func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int,
 			if len(e.Name) > 0 {
 				o := origin{name: e.Name, declFile: -1}
 				if e.External {
-					o.flags |= FuncExternal
+					o.flags |= table.FuncExternal
 				}
 				return o, true
 			}
@@ -442,21 +444,21 @@ func (res *unitResult) readLines(d *dwarf.Data, cu *dwarf.Entry) error {
 		}
 		var fl uint16
 		if le.IsStmt {
-			fl |= RowStmt
+			fl |= table.RowStmt
 		}
 		if le.EndSequence {
-			fl |= RowEndSequence
+			fl |= table.RowEndSequence
 		}
 		if le.PrologueEnd {
-			fl |= RowPrologueEnd
+			fl |= table.RowPrologueEnd
 		}
 		if le.EpilogueBegin {
-			fl |= RowEpilogueBegin
+			fl |= table.RowEpilogueBegin
 		}
 		if le.BasicBlock {
-			fl |= RowBasicBlock
+			fl |= table.RowBasicBlock
 		}
-		res.rows = append(res.rows, Row{
+		res.rows = append(res.rows, table.Row{
 			Addr: le.Address, File: fileIdx(le.File), Line: uint32(le.Line),
 			Discriminator: uint32(le.Discriminator), Column: uint16(min(le.Column, 0xffff)), Flags: fl,
 		})
@@ -471,21 +473,21 @@ func sortRanges(r [][2]uint64) [][2]uint64 {
 // interner builds the string blob.
 type interner struct {
 	blob []byte
-	m    map[string]strRef
+	m    map[string]table.StrRef
 }
 
-func (in *interner) addBytes(b []byte) strRef {
+func (in *interner) addBytes(b []byte) table.StrRef {
 	if r, ok := in.m[string(b)]; ok {
 		return r
 	}
 	return in.add(string(b))
 }
 
-func (in *interner) add(s string) strRef {
+func (in *interner) add(s string) table.StrRef {
 	if r, ok := in.m[s]; ok {
 		return r
 	}
-	r := strRef{uint32(len(in.blob)), uint32(len(s))}
+	r := table.StrRef{Off: uint32(len(in.blob)), Len: uint32(len(s))}
 	in.blob = append(in.blob, s...)
 	in.m[s] = r
 	return r
@@ -493,7 +495,7 @@ func (in *interner) add(s string) strRef {
 
 // merger builds the flat tables from unit results, in unit order.
 type merger struct {
-	x          *Index
+	x          *table.Tables
 	in         *interner
 	fileIDs    map[string]uint32
 	structSeen map[string]bool
@@ -503,8 +505,8 @@ type merger struct {
 // 4 bytes of .debug_line per row), so 4.3 M rows are not copied on growth.
 func newMerger(lineBytes int) *merger {
 	return &merger{
-		x:          &Index{rows: make([]Row, 0, lineBytes/3+1024)},
-		in:         &interner{m: map[string]strRef{}},
+		x:          &table.Tables{Rows: make([]table.Row, 0, lineBytes/3+1024)},
+		in:         &interner{m: map[string]table.StrRef{}},
 		fileIDs:    map[string]uint32{},
 		structSeen: map[string]bool{},
 	}
@@ -516,237 +518,67 @@ func (m *merger) add(ui int, res *unitResult, bounds [2]uint64) {
 	for j, f := range res.files {
 		id, ok := m.fileIDs[f]
 		if !ok {
-			id = uint32(len(x.files))
+			id = uint32(len(x.Files))
 			m.fileIDs[f] = id
-			x.files = append(x.files, in.add(f))
+			x.Files = append(x.Files, in.add(f))
 		}
 		gid[j] = id
 	}
 	file := func(i int) uint32 {
 		if i < 0 || i >= len(gid) {
-			return noFile
+			return table.NoFile
 		}
 		return gid[i]
 	}
-	u := Unit{Name: in.add(res.name), CompDir: in.add(res.compDir), Off: bounds[0], End: bounds[1],
-		LowPC: res.lowPC, RowStart: uint32(len(x.rows)), Version: uint32(res.version)}
+	u := table.Unit{Name: in.add(res.name), CompDir: in.add(res.compDir), Off: bounds[0], End: bounds[1],
+		LowPC: res.lowPC, RowStart: uint32(len(x.Rows)), Version: uint32(res.version)}
 	for _, r := range res.rows {
 		r.File = gid[r.File]
-		x.rows = append(x.rows, r)
+		x.Rows = append(x.Rows, r)
 	}
-	u.RowEnd = uint32(len(x.rows))
-	x.units = append(x.units, u)
-	fbase := uint32(len(x.funcs))
+	u.RowEnd = uint32(len(x.Rows))
+	x.Units = append(x.Units, u)
+	fbase := uint32(len(x.Funcs))
 	for _, f := range res.funcs {
-		x.funcs = append(x.funcs, Func{Name: in.addBytes(f.name), Entry: f.entry, DIE: f.die, Unit: uint32(ui),
+		x.Funcs = append(x.Funcs, table.Func{Name: in.addBytes(f.name), Entry: f.entry, DIE: f.die, Unit: uint32(ui),
 			DeclFile: file(f.declFile), DeclLine: uint32(f.declLine), Flags: f.flags,
-			RngOff: uint32(len(x.ranges)), RngN: uint32(len(f.ranges))})
-		x.ranges = append(x.ranges, f.ranges...)
+			RngOff: uint32(len(x.Ranges)), RngN: uint32(len(f.ranges))})
+		x.Ranges = append(x.Ranges, f.ranges...)
 	}
 	for _, f := range res.inlines {
-		caller := noFile
+		caller := table.NoFile
 		if f.caller >= 0 {
 			caller = fbase + uint32(f.caller)
 		}
-		x.inlines = append(x.inlines, Inline{Name: in.addBytes(f.name), DIE: f.die, Unit: uint32(ui),
+		x.Inlines = append(x.Inlines, table.Inline{Name: in.addBytes(f.name), DIE: f.die, Unit: uint32(ui),
 			CallFile: file(f.callFile), CallLine: uint32(f.callLine), Caller: caller,
 			DeclFile: file(f.declFile), DeclLine: uint32(f.declLine),
-			RngOff: uint32(len(x.inlRanges)), RngN: uint32(len(f.ranges))})
-		x.inlRanges = append(x.inlRanges, f.ranges...)
+			RngOff: uint32(len(x.InlRanges)), RngN: uint32(len(f.ranges))})
+		x.InlRanges = append(x.InlRanges, f.ranges...)
 	}
 	for _, s := range res.structs {
 		key := string(s.name)
-		if s.kind == KindTypedef {
+		if s.kind == table.KindTypedef {
 			key = "typedef " + key // C keeps tags and typedef names apart
 		}
 		if m.structSeen[key] {
 			continue
 		}
 		m.structSeen[key] = true
-		x.structs = append(x.structs, Struct{Name: in.addBytes(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
+		x.Structs = append(x.Structs, table.Struct{Name: in.addBytes(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
 	}
 }
 
 // finish marks the functions that code says are dead and computes the
 // lookup arrays.
-func (m *merger) finish(code *elfimage.Code) *Index {
+func (m *merger) finish(code *elfimage.Code) *table.Tables {
 	x := m.x
-	x.strs = m.in.blob
-	for i := range x.funcs {
-		if f := &x.funcs[i]; code.Discarded(f.Entry, x.str(f.Name)) {
-			f.Flags |= FuncDiscarded
+	x.Strs = m.in.blob
+	for i := range x.Funcs {
+		if f := &x.Funcs[i]; code.Discarded(f.Entry, x.Str(f.Name)) {
+			f.Flags |= table.FuncDiscarded
 		}
 	}
-	x.finish()
+	x.Finish()
 	return x
-}
-
-// finish computes the derived lookup arrays: the spans of live code
-// first, then the others, independent of each other, concurrently.
-func (x *Index) finish() {
-	x.spans = x.spans[:0]
-	for fi, f := range x.funcs {
-		if f.Flags&FuncDiscarded != 0 {
-			continue
-		}
-		for _, r := range x.ranges[f.RngOff : f.RngOff+f.RngN] {
-			x.spans = append(x.spans, addrSpan{Lo: r[0], Hi: r[1], Func: uint32(fi)})
-		}
-	}
-	slices.SortStableFunc(x.spans, func(a, b addrSpan) int { return cmp.Compare(a.Lo, b.Lo) })
-	dead := x.deadCode()
-	var wg sync.WaitGroup
-	do := func(f func()) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f()
-		}()
-	}
-	liveRow := func(i int) bool { return dead == nil || !dead(x.rows[i].Addr) }
-	do(func() { x.byAddr = sortRowsByAddr(x.rows, liveRow) })
-	do(func() { x.byFile = sortRowsByFile(x.rows, len(x.files), liveRow) })
-	do(func() {
-		x.byName = make([]uint32, 0, len(x.funcs))
-		for i, f := range x.funcs {
-			if f.Flags&FuncDiscarded == 0 {
-				x.byName = append(x.byName, uint32(i))
-			}
-		}
-		slices.SortStableFunc(x.byName, func(a, b uint32) int {
-			return cmp.Compare(x.str(x.funcs[a].Name), x.str(x.funcs[b].Name))
-		})
-	})
-	do(func() {
-		x.inlName = make([]uint32, 0, len(x.inlines))
-		for i, in := range x.inlines {
-			if in.Caller != noFile && x.funcs[in.Caller].Flags&FuncDiscarded != 0 ||
-				dead != nil && in.RngN > 0 && dead(x.inlRanges[in.RngOff][0]) {
-				continue // a copy in dead code
-			}
-			x.inlName = append(x.inlName, uint32(i))
-		}
-		slices.SortStableFunc(x.inlName, func(a, b uint32) int {
-			return cmp.Compare(x.str(x.inlines[a].Name), x.str(x.inlines[b].Name))
-		})
-		x.inlSum = x.inlSum[:0]
-		for _, i := range x.inlName {
-			in := x.inlines[i]
-			if k := len(x.inlSum) - 1; k >= 0 && x.str(x.inlSum[k].Name) == x.str(in.Name) {
-				x.inlSum[k].N++
-				continue
-			}
-			x.inlSum = append(x.inlSum, inlineSum{Name: in.Name, N: 1, DeclFile: in.DeclFile, DeclLine: in.DeclLine})
-		}
-	})
-	do(func() {
-		slices.SortFunc(x.structs, func(a, b Struct) int { return cmp.Compare(x.str(a.Name), x.str(b.Name)) })
-	})
-	wg.Wait()
-}
-
-// deadCode returns whether an address lies in the code of a discarded
-// function and in no live one (x.spans, computed), or nil if there is
-// none.
-func (x *Index) deadCode() func(addr uint64) bool {
-	var dead [][2]uint64
-	for _, f := range x.funcs {
-		if f.Flags&FuncDiscarded != 0 {
-			dead = append(dead, x.ranges[f.RngOff:f.RngOff+f.RngN]...)
-		}
-	}
-	if len(dead) == 0 {
-		return nil
-	}
-	// Merged, so that one search finds the range holding an address:
-	// code of discarded sections may all sit at 0.
-	slices.SortFunc(dead, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
-	merged := dead[:1]
-	for _, r := range dead[1:] {
-		if last := &merged[len(merged)-1]; r[0] <= last[1] {
-			last[1] = max(last[1], r[1])
-		} else {
-			merged = append(merged, r)
-		}
-	}
-	return func(addr uint64) bool {
-		i := sort.Search(len(merged), func(i int) bool { return merged[i][0] > addr }) - 1
-		if i < 0 || addr >= merged[i][1] {
-			return false
-		}
-		_, live := x.funcAt(addr)
-		return !live
-	}
-}
-
-// sortRowsByAddr orders the code rows that keep accepts by address.
-// Sequences are already increasing, so sorting whole sequences by their
-// first address usually yields a sorted list; overlapping sequences fall
-// back to a full sort.
-func sortRowsByAddr(rows []Row, keep func(int) bool) []uint32 {
-	type seq struct{ start, end uint32 }
-	var seqs []seq
-	s := 0
-	for i := range rows {
-		if rows[i].Flags&RowEndSequence != 0 {
-			if i > s {
-				seqs = append(seqs, seq{uint32(s), uint32(i)})
-			}
-			s = i + 1
-		}
-	}
-	if s < len(rows) {
-		seqs = append(seqs, seq{uint32(s), uint32(len(rows))})
-	}
-	slices.SortStableFunc(seqs, func(a, b seq) int { return cmp.Compare(rows[a.start].Addr, rows[b.start].Addr) })
-	out := make([]uint32, 0, len(rows))
-	for _, q := range seqs {
-		for i := q.start; i < q.end; i++ {
-			if keep(int(i)) {
-				out = append(out, i)
-			}
-		}
-	}
-	less := func(a, b uint32) int { return cmp.Compare(rows[a].Addr, rows[b].Addr) }
-	if !slices.IsSortedFunc(out, less) {
-		slices.SortStableFunc(out, less)
-	}
-	return out
-}
-
-// sortRowsByFile orders the rows that keep accepts by (file, line,
-// address): a counting sort by file, then a small sort per file.
-func sortRowsByFile(rows []Row, nfiles int, keep func(int) bool) []uint32 {
-	count := make([]uint32, nfiles+1)
-	n := 0
-	for i, r := range rows {
-		if keep(i) {
-			count[r.File+1]++
-			n++
-		}
-	}
-	for i := 1; i < len(count); i++ {
-		count[i] += count[i-1]
-	}
-	out := make([]uint32, n)
-	pos := slices.Clone(count)
-	for i, r := range rows {
-		if keep(i) {
-			out[pos[r.File]] = uint32(i)
-			pos[r.File]++
-		}
-	}
-	for f := 0; f < nfiles; f++ {
-		part := out[count[f]:count[f+1]]
-		slices.SortFunc(part, func(a, b uint32) int {
-			if c := cmp.Compare(rows[a].Line, rows[b].Line); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(rows[a].Addr, rows[b].Addr); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
-	}
-	return out
 }

@@ -1,12 +1,14 @@
-package aspect
-
-// The XML layer. Aspects use a small part of XML: elements, attributes,
-// character data with the five predefined entities and character
-// references, CDATA sections, comments and an optional <?xml?>
-// declaration. It is scanned by hand rather than with encoding/xml because
-// every decoded character must keep its byte offset in the file: a
-// pointcut error inside a multi-line <pointcut> that contains &amp;amp; has to
-// point at the right column of the aspect file.
+// Package xmlscan scans the XML layer of a klasy aspect file into a tree
+// of elements whose text keeps the file offset of every decoded byte.
+//
+// Aspects use a small part of XML: elements, attributes, character data
+// with the five predefined entities and character references, CDATA
+// sections, comments and an optional <?xml?> declaration. It is scanned by
+// hand rather than with encoding/xml because every decoded character must
+// keep its byte offset in the file: a pointcut error inside a multi-line
+// <pointcut> that contains &amp;amp; has to point at the right column of the
+// aspect file.
+package xmlscan
 
 import (
 	"bytes"
@@ -42,52 +44,55 @@ func (t Text) Offset(i int) int {
 // PlainText makes a Text that does not come from a file (generated code).
 func PlainText(s string) Text { return Text{S: s} }
 
-type xmlAttr struct {
-	name    string
-	nameOff int
-	value   Text
+// Attr is an attribute of an element.
+type Attr struct {
+	Name    string
+	NameOff int
+	Value   Text
 }
 
-// xmlNode is an element; its content is a list of child elements and
+// Node is an element; its content is a list of child elements and
 // text runs in document order.
-type xmlNode struct {
-	name     string
-	off      int // offset of '<'
-	attrs    []xmlAttr
-	children []*xmlNode
-	text     []Text // non-empty character data runs between children
-	selfEnd  bool
-	inner    int // offset just after the start tag
+type Node struct {
+	Name     string
+	Off      int // offset of '<'
+	Attrs    []Attr
+	Children []*Node
+	Text     []Text // non-empty character data runs between children
+	SelfEnd  bool   // written <name .../>
+	inner    int    // offset just after the start tag
 }
 
-// allText joins the node's character data (comments in between drop out).
-func (n *xmlNode) allText() Text {
-	switch len(n.text) {
+// AllText joins the node's character data (comments in between drop out).
+func (n *Node) AllText() Text {
+	switch len(n.Text) {
 	case 0:
 		return Text{Start: n.inner}
 	case 1:
-		return n.text[0]
+		return n.Text[0]
 	}
 	var b strings.Builder
 	var off []int32
-	for _, t := range n.text {
+	for _, t := range n.Text {
 		b.WriteString(t.S)
 		off = append(off, t.off[:len(t.S)]...)
 	}
-	last := n.text[len(n.text)-1]
+	last := n.Text[len(n.Text)-1]
 	return Text{S: b.String(), off: append(off, last.off[len(last.S)]), Start: n.inner}
 }
 
-type xmlError struct {
-	off int
-	msg string
-	// opened, if not -1, is the offset of a start tag the message refers
-	// to; the caller appends its line, then hint.
-	opened int
-	hint   string
+// Error is the first syntax error in a file.
+type Error struct {
+	Off int
+	Msg string
+	// Open, for an end tag that does not match, is the element it should
+	// end, and End the name it has; the caller says where Open starts and
+	// what may have gone wrong.
+	Open *Node
+	End  string
 }
 
-func (e *xmlError) Error() string { return e.msg }
+func (e *Error) Error() string { return e.Msg }
 
 type xmlScanner struct {
 	src   []byte
@@ -100,8 +105,8 @@ type xmlScanner struct {
 // <transit> <xin_move> <field>), a crafted one must not exhaust the stack.
 const maxElementDepth = 64
 
-// parseXML returns the root element of src or the first syntax error.
-func parseXML(src []byte) (*xmlNode, *xmlError) {
+// Parse returns the root element of src or the first syntax error.
+func Parse(src []byte) (*Node, *Error) {
 	s := &xmlScanner{src: src}
 	if strings.HasPrefix(string(src[:min(3, len(src))]), "\xef\xbb\xbf") {
 		s.i = 3
@@ -113,8 +118,8 @@ func parseXML(src []byte) (*xmlNode, *xmlError) {
 	return root, nil
 }
 
-func (s *xmlScanner) errf(off int, format string, args ...any) *xmlError {
-	return &xmlError{off: off, msg: fmt.Sprintf(format, args...), opened: -1}
+func (s *xmlScanner) errf(off int, format string, args ...any) *Error {
+	return &Error{Off: off, Msg: fmt.Sprintf(format, args...)}
 }
 
 func (s *xmlScanner) has(p string) bool {
@@ -139,7 +144,7 @@ func isNameChar(c byte) bool {
 
 // misc skips whitespace, comments and processing instructions outside
 // the root element.
-func (s *xmlScanner) misc() *xmlError {
+func (s *xmlScanner) misc() *Error {
 	for {
 		s.skipSpace()
 		switch {
@@ -159,7 +164,7 @@ func (s *xmlScanner) misc() *xmlError {
 	}
 }
 
-func (s *xmlScanner) document() (*xmlNode, *xmlError) {
+func (s *xmlScanner) document() (*Node, *Error) {
 	if err := s.misc(); err != nil {
 		return nil, err
 	}
@@ -177,12 +182,12 @@ func (s *xmlScanner) document() (*xmlNode, *xmlError) {
 		return nil, err
 	}
 	if s.i < len(s.src) {
-		return nil, s.errf(s.i, "content after </%s>: an aspect file holds exactly one <aspect> element", root.name)
+		return nil, s.errf(s.i, "content after </%s>: an aspect file holds exactly one <aspect> element", root.Name)
 	}
 	return root, nil
 }
 
-func (s *xmlScanner) comment() *xmlError {
+func (s *xmlScanner) comment() *Error {
 	start := s.i
 	end := bytes.Index(s.src[s.i+4:], []byte("-->"))
 	if end < 0 {
@@ -192,7 +197,7 @@ func (s *xmlScanner) comment() *xmlError {
 	return nil
 }
 
-func (s *xmlScanner) procInst() *xmlError {
+func (s *xmlScanner) procInst() *Error {
 	start := s.i
 	end := bytes.Index(s.src[s.i+2:], []byte("?>"))
 	if end < 0 {
@@ -214,22 +219,22 @@ func (s *xmlScanner) name() (string, int) {
 }
 
 // element scans one element starting at '<'.
-func (s *xmlScanner) element() (*xmlNode, *xmlError) {
-	n := &xmlNode{off: s.i}
+func (s *xmlScanner) element() (*Node, *Error) {
+	n := &Node{Off: s.i}
 	if s.depth == maxElementDepth {
-		return nil, s.errf(n.off, "elements nested more than %d deep: an aspect nests at most five (<aspect><xflow><transit><xin_move><field>)", maxElementDepth)
+		return nil, s.errf(n.Off, "elements nested more than %d deep: an aspect nests at most five (<aspect><xflow><transit><xin_move><field>)", maxElementDepth)
 	}
 	s.i++ // '<'
 	name, _ := s.name()
 	if name == "" {
-		return nil, s.errf(n.off, "'<' must start a tag such as <advice>; in C code write < as &lt; or wrap the code in <![CDATA[ ... ]]>")
+		return nil, s.errf(n.Off, "'<' must start a tag such as <advice>; in C code write < as &lt; or wrap the code in <![CDATA[ ... ]]>")
 	}
-	n.name = name
+	n.Name = name
 	for {
 		hadSpace := s.i < len(s.src) && isSpace(s.src[s.i])
 		s.skipSpace()
 		if s.i >= len(s.src) {
-			return nil, s.errf(n.off, "tag <%s is never closed with >", name)
+			return nil, s.errf(n.Off, "tag <%s is never closed with >", name)
 		}
 		c := s.src[s.i]
 		if c == '>' {
@@ -239,7 +244,7 @@ func (s *xmlScanner) element() (*xmlNode, *xmlError) {
 		if c == '/' {
 			if s.i+1 < len(s.src) && s.src[s.i+1] == '>' {
 				s.i += 2
-				n.selfEnd = true
+				n.SelfEnd = true
 				n.inner = s.i
 				return n, nil
 			}
@@ -262,12 +267,12 @@ func (s *xmlScanner) element() (*xmlNode, *xmlError) {
 		if err != nil {
 			return nil, err
 		}
-		for _, a := range n.attrs {
-			if a.name == an {
+		for _, a := range n.Attrs {
+			if a.Name == an {
 				return nil, s.errf(aoff, "attribute %s appears twice on <%s>", an, name)
 			}
 		}
-		n.attrs = append(n.attrs, xmlAttr{name: an, nameOff: aoff, value: v})
+		n.Attrs = append(n.Attrs, Attr{Name: an, NameOff: aoff, Value: v})
 	}
 	s.depth++
 	err := s.content(n)
@@ -278,7 +283,7 @@ func (s *xmlScanner) element() (*xmlNode, *xmlError) {
 	return n, nil
 }
 
-func (s *xmlScanner) attrValue() (Text, *xmlError) {
+func (s *xmlScanner) attrValue() (Text, *Error) {
 	q := s.src[s.i]
 	start := s.i
 	s.i++
@@ -315,7 +320,7 @@ func (s *xmlScanner) attrValue() (Text, *xmlError) {
 }
 
 // entity decodes &...; at s.i.
-func (s *xmlScanner) entity() (string, *xmlError) {
+func (s *xmlScanner) entity() (string, *Error) {
 	start := s.i
 	semi := -1
 	for j := s.i + 1; j < len(s.src) && j < s.i+12; j++ {
@@ -386,20 +391,20 @@ func parseRune(digits string, base int) (rune, bool) {
 
 // content scans the inside of n up to and including its end tag. Text
 // runs separated only by comments or CDATA boundaries are merged.
-func (s *xmlScanner) content(n *xmlNode) *xmlError {
+func (s *xmlScanner) content(n *Node) *Error {
 	var b []byte
 	var off []int32
 	n.inner = s.i
 	textStart := s.i
 	flush := func(end int) {
 		if len(b) > 0 {
-			n.text = append(n.text, Text{S: string(b), off: append(off, int32(end)), Start: textStart})
+			n.Text = append(n.Text, Text{S: string(b), off: append(off, int32(end)), Start: textStart})
 		}
 		b, off = nil, nil
 	}
 	for {
 		if s.i >= len(s.src) {
-			return s.errf(n.off, "<%s> is never closed: add </%s>", n.name, n.name)
+			return s.errf(n.Off, "<%s> is never closed: add </%s>", n.Name, n.Name)
 		}
 		c := s.src[s.i]
 		switch {
@@ -412,10 +417,9 @@ func (s *xmlScanner) content(n *xmlNode) *xmlError {
 				return s.errf(end, "malformed end tag </%s: expected >", name)
 			}
 			s.i++
-			if name != n.name {
-				e := s.errf(noff-2, "end tag </%s> does not match <%s>", name, n.name)
-				e.opened = n.off
-				e.hint = endTagHint(n, name)
+			if name != n.Name {
+				e := s.errf(noff-2, "end tag </%s> does not match <%s>", name, n.Name)
+				e.Open, e.End = n, name
 				return e
 			}
 			flush(end) // the final text run ends just before the end tag
@@ -449,7 +453,7 @@ func (s *xmlScanner) content(n *xmlNode) *xmlError {
 			if err != nil {
 				return err
 			}
-			n.children = append(n.children, child)
+			n.Children = append(n.Children, child)
 			textStart = s.i
 		case c == '&':
 			at := s.i
@@ -469,54 +473,4 @@ func (s *xmlScanner) content(n *xmlNode) *xmlError {
 			s.i++
 		}
 	}
-}
-
-// endTagHint explains the two usual causes of a mismatched end tag: the
-// element was written self-closing (<xin_move .../>) before its content,
-// or its name is misspelt.
-func endTagHint(open *xmlNode, name string) string {
-	for _, c := range open.children {
-		if c.name == name && c.selfEnd {
-			return fmt.Sprintf(": the <%s .../> before it is self-closing; write <%s ...> without the / to put content inside it", name, name)
-		}
-	}
-	if known := similarElement(name); known != "" {
-		return fmt.Sprintf(": there is no element <%s>; did you mean <%s>?", name, known)
-	}
-	return ""
-}
-
-// similarElement returns a known element name one edit (a letter
-// changed, added or dropped) away from name, if any.
-func similarElement(name string) string {
-	if _, ok := contentModel[name]; ok {
-		return ""
-	}
-	best := ""
-	for known := range contentModel {
-		if oneEdit(known, name) && (best == "" || known < best) {
-			best = known
-		}
-	}
-	return best
-}
-
-func oneEdit(a, b string) bool {
-	if len(a) < len(b) {
-		a, b = b, a
-	}
-	if len(a)-len(b) > 1 {
-		return false
-	}
-	i := 0
-	for i < len(b) && a[i] == b[i] {
-		i++
-	}
-	if i == len(b) {
-		return len(a) != len(b)
-	}
-	if len(a) == len(b) {
-		return a[i+1:] == b[i+1:]
-	}
-	return a[i+1:] == b[i:]
 }
