@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 )
 
 type flowRecord struct {

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 )
 
 // aggAspect is weaver/testdata/agg.klasy: the maps klasy_prog's calls
