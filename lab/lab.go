@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/agent/wire"
 )
 
 // Config says what lab to boot. Zero values take the defaults.
@@ -455,7 +456,7 @@ func (l *Lab) connect(ctx context.Context, timeout time.Duration) error {
 	// with an error if the random ids collide; a second ping has a new id.
 	for try := 1; ; try++ {
 		err = c.Ping(pctx)
-		var re *agent.RemoteError
+		var re *wire.RemoteError
 		if err == nil || try == 3 || !errors.As(err, &re) {
 			break
 		}

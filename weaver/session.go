@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/agent/wire"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/internal/cachedir"
 	"github.com/klasy/klasy/weaver/records"
@@ -292,6 +292,6 @@ func (t imageOnly) Close() error                                             { r
 func (t imageOnly) ReadFile(context.Context, string) ([]byte, error)         { return nil, errNoKernel }
 func (t imageOnly) LoadModule(context.Context, []byte, string) error         { return errNoKernel }
 func (t imageOnly) UnloadModule(context.Context, string) error               { return errNoKernel }
-func (t imageOnly) Modules(context.Context) ([]agent.Module, error)          { return nil, errNoKernel }
+func (t imageOnly) Modules(context.Context) ([]wire.Module, error)           { return nil, errNoKernel }
 func (t imageOnly) KernelLog(context.Context) ([]byte, error)                { return nil, errNoKernel }
 func (t imageOnly) Stream(context.Context, string, func([]byte) error) error { return errNoKernel }

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/agent/wire"
 	"github.com/klasy/klasy/lab"
 )
 
@@ -296,8 +296,8 @@ func labExec(ctx context.Context, s *stdio, args []string) error {
 		err = fmt.Errorf("running %s in lab %s: %w", argv[0], name, l.Explain(err))
 		// A command that could not start exits as in a shell (and ssh):
 		// 127 when it does not exist, 126 when it cannot be run.
-		var re *agent.RemoteError
-		if errors.As(err, &re) && re.Kind == agent.KindErrno {
+		var re *wire.RemoteError
+		if errors.As(err, &re) && re.Kind == wire.KindErrno {
 			fmt.Fprintf(s.Err, "klasy: %v\n", err)
 			if errors.Is(err, os.ErrNotExist) {
 				return exitError{Code: 127}
