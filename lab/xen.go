@@ -49,6 +49,7 @@ import (
 	"github.com/klasy/klasy/domains"
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/kmod"
+	"github.com/klasy/klasy/lab/initramfs"
 )
 
 // XenConfig says what a Xen lab boots; zero values take the defaults.
@@ -484,7 +485,7 @@ on_crash = "destroy"
 // for all: busybox, the agent, init, xen-netfront. It is cached by a hash
 // of its inputs, as Initramfs is.
 func domUBase(k Kernel, agentBin string, netfront XenModule) (string, error) {
-	bb, err := findBusybox()
+	bb, err := initramfs.FindBusybox()
 	if err != nil {
 		return "", err
 	}
@@ -512,93 +513,49 @@ func domUBase(k Kernel, agentBin string, netfront XenModule) (string, error) {
 	}
 	dir := filepath.Join(CacheDir(), "xen-lab", "domU")
 	path := filepath.Join(dir, k.Release+"-"+hex.EncodeToString(h.Sum(nil))[:16]+".cpio")
-	if reuse(path) {
+	if initramfs.Reuse(path) {
 		return path, nil
 	}
-	a := newCpio()
+	a := initramfs.New()
 	for _, d := range []string{"dev", "proc", "sys", "tmp", "run", "root", "etc", "var/log", "lib", "bin", "sbin", "usr/bin", "usr/sbin"} {
-		a.dir(d)
+		a.Dir(d)
 	}
-	a.chardev("dev/console", 0o600, 5, 1)
-	a.chardev("dev/null", 0o666, 1, 3)
+	a.Chardev("dev/console", 0o600, 5, 1)
+	a.Chardev("dev/null", 0o666, 1, 3)
 	if err := addBusybox(a, bb, "bin"); err != nil {
 		return "", err
 	}
-	a.symlink("init", "/bin/busybox")
+	a.Symlink("init", "/bin/busybox")
 	agent, err := os.ReadFile(agentBin)
 	if err != nil {
 		return "", err
 	}
-	a.file("bin/klasy", 0o755, agent)
-	a.file("etc/inittab", 0o644, xenDomUInittab)
-	a.file("etc/klasy/rcS", 0o755, xenDomURcS)
-	a.file("etc/klasy/agent", 0o755, xenAgent)
-	a.file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"))
-	a.file("etc/group", 0o644, []byte("root:x:0:\n"))
-	a.file(filepath.Join("lib/modules", k.Release, "klasy", netfront.Name+".ko"), 0o644, nfStripped)
-	a.file("etc/klasy/modules", 0o644, []byte(filepath.Join("klasy", netfront.Name+".ko")+"\n"))
-	return writeCached(dir, path, k.Release+"-", a)
+	a.File("bin/klasy", 0o755, agent)
+	a.File("etc/inittab", 0o644, xenDomUInittab)
+	a.File("etc/klasy/rcS", 0o755, xenDomURcS)
+	a.File("etc/klasy/agent", 0o755, xenAgent)
+	a.File("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"))
+	a.File("etc/group", 0o644, []byte("root:x:0:\n"))
+	a.File(filepath.Join("lib/modules", k.Release, "klasy", netfront.Name+".ko"), 0o644, nfStripped)
+	a.File("etc/klasy/modules", 0o644, []byte(filepath.Join("klasy", netfront.Name+".ko")+"\n"))
+	return initramfs.WriteCached(dir, path, k.Release+"-", a)
 }
 
 // addBusybox adds busybox at dir/busybox and a link for each applet.
-func addBusybox(a *cpioArchive, bb, dir string) error {
+func addBusybox(a *initramfs.Archive, bb, dir string) error {
 	data, err := os.ReadFile(bb)
 	if err != nil {
 		return err
 	}
-	a.file(dir+"/busybox", 0o755, data)
-	return addApplets(a, bb, "/"+dir+"/busybox")
-}
-
-// reuse reports whether the cached archive path exists, and marks it
-// used, to keep it from writeCached's clean-up.
-func reuse(path string) bool {
-	if _, err := os.Stat(path); err != nil {
-		return false
-	}
-	now := time.Now()
-	os.Chtimes(path, now, now)
-	return true
-}
-
-// writeCached writes an archive to path (in dir) atomically and removes
-// the archives of the same prefix not used for an hour: they are
-// outdated (QEMU reads the initramfs into guest memory when it starts,
-// so running labs do not need theirs); recent ones may be about to boot
-// in another process with another klasy binary.
-func writeCached(dir, path, prefix string, a *cpioArchive) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*.cpio")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := a.WriteTo(tmp); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", err
-	}
-	old, _ := filepath.Glob(filepath.Join(dir, prefix+"*.cpio"))
-	for _, o := range old {
-		if fi, err := os.Stat(o); err == nil && o != path && time.Since(fi.ModTime()) > time.Hour {
-			os.Remove(o)
-		}
-	}
-	return path, nil
+	a.File(dir+"/busybox", 0o755, data)
+	return initramfs.AddApplets(a, bb, "/"+dir+"/busybox")
 }
 
 // domUKeys is a Domain U's own part of its initramfs: its certificate
 // and key and the CA's certificate. dom0 appends it to the shared part
 // when it starts the guest.
 func domUKeys(f *domains.File, name string) ([]byte, error) {
-	a := newCpio()
+	a := initramfs.New()
 	if err := addAgentKeys(a, f, name); err != nil {
 		return nil, err
 	}
@@ -609,7 +566,7 @@ func domUKeys(f *domains.File, name string) ([]byte, error) {
 
 // addAgentKeys adds the files the agent of domain name is started with
 // (guest/xen-agent) under etc/klasy/tls.
-func addAgentKeys(a *cpioArchive, f *domains.File, name string) error {
+func addAgentKeys(a *initramfs.Archive, f *domains.File, name string) error {
 	t, err := f.AgentTLS(name)
 	if err != nil {
 		return err
@@ -622,33 +579,33 @@ func addAgentKeys(a *cpioArchive, f *domains.File, name string) error {
 		if err != nil {
 			return err
 		}
-		a.file("etc/klasy/tls/"+p.dst, p.mode, data)
+		a.File("etc/klasy/tls/"+p.dst, p.mode, data)
 	}
 	return nil
 }
 
 // dom0Overlay is the initramfs segment Up appends to Domain 0's root:
 // everything of the lab that is not Debian's.
-func dom0Overlay(k Kernel, agentBin string, netback XenModule, domUBasePath string, f *domains.File, doms []xenDomain, domUMem int) (*cpioArchive, error) {
-	a := newCpio()
+func dom0Overlay(k Kernel, agentBin string, netback XenModule, domUBasePath string, f *domains.File, doms []xenDomain, domUMem int) (*initramfs.Archive, error) {
+	a := initramfs.New()
 	// The root's /bin, /lib and /sbin are links into /usr (merged
 	// /usr): paths here go through none of them, or the entries would
 	// replace the links.
-	a.symlink("init", "/usr/bin/busybox")
-	a.file("etc/inittab", 0o644, xenDom0Inittab)
-	a.file("etc/klasy/rcS", 0o755, xenDom0RcS)
-	a.file("etc/klasy/domUs", 0o755, xenDomUs)
-	a.file("etc/klasy/agent", 0o755, xenAgent)
+	a.Symlink("init", "/usr/bin/busybox")
+	a.File("etc/inittab", 0o644, xenDom0Inittab)
+	a.File("etc/klasy/rcS", 0o755, xenDom0RcS)
+	a.File("etc/klasy/domUs", 0o755, xenDomUs)
+	a.File("etc/klasy/agent", 0o755, xenAgent)
 	agent, err := os.ReadFile(agentBin)
 	if err != nil {
 		return nil, err
 	}
-	a.file("usr/local/bin/klasy", 0o755, agent)
+	a.File("usr/local/bin/klasy", 0o755, agent)
 	// busybox init's poweroff and reboot: the root has no init of its own.
 	for _, l := range []string{"poweroff", "reboot", "halt"} {
-		a.symlink("usr/local/sbin/"+l, "/usr/bin/busybox")
+		a.Symlink("usr/local/sbin/"+l, "/usr/bin/busybox")
 	}
-	mods, err := resolveModules(k.ModulesDir, dom0Modules)
+	mods, err := initramfs.ResolveModules(k.ModulesDir, dom0Modules)
 	if err != nil {
 		return nil, fmt.Errorf("Domain 0's modules: %w", err)
 	}
@@ -658,7 +615,7 @@ func dom0Overlay(k Kernel, agentBin string, netback XenModule, domUBasePath stri
 		if err != nil {
 			return nil, err
 		}
-		a.file(filepath.Join(modRoot, m), 0o644, data)
+		a.File(filepath.Join(modRoot, m), 0o644, data)
 	}
 	nb, err := os.ReadFile(netback.Path)
 	if err != nil {
@@ -668,8 +625,8 @@ func dom0Overlay(k Kernel, agentBin string, netback XenModule, domUBasePath stri
 		return nil, err
 	}
 	nbRel := filepath.Join("klasy", netback.Name+".ko")
-	a.file(filepath.Join(modRoot, nbRel), 0o644, nb)
-	a.file("etc/klasy/modules", 0o644, []byte(strings.Join(append(mods, nbRel), "\n")+"\n"))
+	a.File(filepath.Join(modRoot, nbRel), 0o644, nb)
+	a.File("etc/klasy/modules", 0o644, []byte(strings.Join(append(mods, nbRel), "\n")+"\n"))
 	if err := addAgentKeys(a, f, Dom0); err != nil {
 		return nil, err
 	}
@@ -677,19 +634,19 @@ func dom0Overlay(k Kernel, agentBin string, netback XenModule, domUBasePath stri
 	if err != nil {
 		return nil, err
 	}
-	a.file("var/lib/klasy/domU/vmlinuz", 0o644, img)
+	a.File("var/lib/klasy/domU/vmlinuz", 0o644, img)
 	base, err := os.ReadFile(domUBasePath)
 	if err != nil {
 		return nil, err
 	}
-	a.file("var/lib/klasy/domU/base.cpio", 0o644, base)
+	a.File("var/lib/klasy/domU/base.cpio", 0o644, base)
 	var names []string
 	for _, d := range doms[1:] {
 		keys, err := domUKeys(f, d.Name)
 		if err != nil {
 			return nil, err
 		}
-		a.file("var/lib/klasy/domU/"+d.Name+"-keys.cpio", 0o600, keys)
+		a.File("var/lib/klasy/domU/"+d.Name+"-keys.cpio", 0o600, keys)
 		var cfg bytes.Buffer
 		if err := xlConfig.Execute(&cfg, struct {
 			xenDomain
@@ -697,17 +654,17 @@ func dom0Overlay(k Kernel, agentBin string, netback XenModule, domUBasePath stri
 		}{d, domUMem}); err != nil {
 			return nil, err
 		}
-		a.file("etc/klasy/xl/"+d.Name+".cfg", 0o644, cfg.Bytes())
+		a.File("etc/klasy/xl/"+d.Name+".cfg", 0o644, cfg.Bytes())
 		names = append(names, d.Name)
 	}
-	a.file("etc/klasy/domU-names", 0o644, []byte(strings.Join(names, "\n")+"\n"))
-	a.file("etc/klasy/kernel-release", 0o644, []byte(k.Release+"\n"))
+	a.File("etc/klasy/domU-names", 0o644, []byte(strings.Join(names, "\n")+"\n"))
+	a.File("etc/klasy/kernel-release", 0o644, []byte(k.Release+"\n"))
 	return a, nil
 }
 
 // writeDom0Initrd writes Domain 0's initramfs to path: the cached root,
 // then the overlay, each segment 4-byte aligned as the kernel wants.
-func writeDom0Initrd(path, root string, overlay *cpioArchive) error {
+func writeDom0Initrd(path, root string, overlay *initramfs.Archive) error {
 	out, err := os.Create(path)
 	if err != nil {
 		return err

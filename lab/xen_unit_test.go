@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/klasy/klasy/domains"
+	"github.com/klasy/klasy/lab/initramfs"
 )
 
 func TestXenQemuArgs(t *testing.T) {
@@ -87,7 +88,7 @@ func TestXenOverlay(t *testing.T) {
 	}
 	// Debian's own modules stand in for the rebuilt ones.
 	stock := func(rel string) XenModule {
-		return XenModule{Name: modName(rel), Path: filepath.Join(k.ModulesDir, rel)}
+		return XenModule{Name: initramfs.ModName(rel), Path: filepath.Join(k.ModulesDir, rel)}
 	}
 	base, err := domUBase(k, testAgent(t), stock("kernel/drivers/net/xen-netfront.ko"))
 	if err != nil {
@@ -97,21 +98,29 @@ func TestXenOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for p := range a.entries {
+	var ov bytes.Buffer
+	if _, err := a.WriteTo(&ov); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := initramfs.Parse(ov.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range entries {
 		for _, link := range []string{"bin", "lib", "lib64", "sbin"} {
 			if p == link || strings.HasPrefix(p, link+"/") {
 				t.Errorf("overlay entry %s would replace the root's /%s link", p, link)
 			}
 		}
 	}
-	mods := strings.Fields(string(a.entries["etc/klasy/modules"].data))
+	mods := strings.Fields(string(entries["etc/klasy/modules"].Data))
 	if len(mods) < len(dom0Modules)+1 || mods[len(mods)-1] != "klasy/xen_netback.ko" {
 		t.Errorf("Domain 0's modules %v: want the stock ones, then klasy/xen_netback.ko", mods)
 	}
 	pos := map[string]int{}
 	for i, m := range mods {
-		pos[modName(m)] = i
-		if _, ok := a.entries[filepath.Join("usr/lib/modules", k.Release, m)]; !ok {
+		pos[initramfs.ModName(m)] = i
+		if _, ok := entries[filepath.Join("usr/lib/modules", k.Release, m)]; !ok {
 			t.Errorf("module %s listed but not in the overlay", m)
 		}
 	}
@@ -120,27 +129,27 @@ func TestXenOverlay(t *testing.T) {
 			t.Errorf("%s is loaded after %s, which needs it: %v", dep[0], dep[1], mods)
 		}
 	}
-	if e := a.entries["etc/klasy/tls/agent.key"]; e.mode&0o777 != 0o600 || !bytes.Contains(e.data, []byte("PRIVATE KEY")) {
-		t.Errorf("Domain 0's key: mode %o", e.mode&0o777)
+	if e := entries["etc/klasy/tls/agent.key"]; e.Mode&0o777 != 0o600 || !bytes.Contains(e.Data, []byte("PRIVATE KEY")) {
+		t.Errorf("Domain 0's key: mode %o", e.Mode&0o777)
 	}
 	dom0Cert, _ := os.ReadFile(filepath.Join(dir, "keys", "dom0.crt"))
-	if !bytes.Equal(a.entries["etc/klasy/tls/agent.crt"].data, dom0Cert) {
+	if !bytes.Equal(entries["etc/klasy/tls/agent.crt"].Data, dom0Cert) {
 		t.Error("Domain 0's overlay does not carry dom0's certificate")
 	}
 	for _, d := range doms[1:] {
-		cfg := string(a.entries["etc/klasy/xl/"+d.Name+".cfg"].data)
+		cfg := string(entries["etc/klasy/xl/"+d.Name+".cfg"].Data)
 		for _, w := range []string{`name = "` + d.Name + `"`, "mac=" + d.MAC + ",bridge=xenbr0", "klasy.ip=" + d.GuestAddr, "memory = 256", `ramdisk = "/run/klasy/` + d.Name + `.cpio"`} {
 			if !strings.Contains(cfg, w) {
 				t.Errorf("%s's xl configuration lacks %q:\n%s", d.Name, w, cfg)
 			}
 		}
-		keys := a.entries["var/lib/klasy/domU/"+d.Name+"-keys.cpio"].data
+		keys := entries["var/lib/klasy/domU/"+d.Name+"-keys.cpio"].Data
 		cert, _ := os.ReadFile(filepath.Join(dir, "keys", d.Name+".crt"))
 		if !bytes.Contains(keys, cert) || bytes.Contains(keys, dom0Cert) {
 			t.Errorf("%s's keys archive does not carry its own certificate only", d.Name)
 		}
 	}
-	if got := string(a.entries["etc/klasy/domU-names"].data); got != "domU1\ndomU2\n" {
+	if got := string(entries["etc/klasy/domU-names"].Data); got != "domU1\ndomU2\n" {
 		t.Errorf("domU-names %q", got)
 	}
 
@@ -153,8 +162,6 @@ func TestXenOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(out)
-	var ov bytes.Buffer
-	a.WriteTo(&ov)
 	if !bytes.HasPrefix(data, []byte("12345\x00\x00\x00")) || !bytes.Equal(data[8:], ov.Bytes()) {
 		t.Errorf("Domain 0's initramfs is not the root, padding and the overlay (%d bytes)", len(data))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/klasy/klasy/agent"
 	"github.com/klasy/klasy/domains"
+	"github.com/klasy/klasy/lab/initramfs"
 )
 
 // upXen is Up for a Xen lab (cfg.Xen set).
@@ -57,7 +58,7 @@ func upXen(ctx context.Context, cfg Config, qemu string) (*Lab, error) {
 		if cfg.Agent, err = AgentBinary(); err != nil {
 			return nil, err
 		}
-	} else if err := checkStatic(cfg.Agent); err != nil {
+	} else if err := initramfs.CheckStatic(cfg.Agent); err != nil {
 		return nil, err
 	}
 	mods, err := BuildXenModules(ctx, k, x.Source, x.Plugin, prefixWriter{cfg.Progress, "lab " + cfg.Name + ": "})
