@@ -18,6 +18,7 @@ import (
 
 	"github.com/klasy/klasy/agent/wire"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/xenlab"
 )
 
 const labHelp = `usage: klasy lab up [NAME] [--kernel debian|built] [--mem MB] [--cpus C] [--lan] [--timeout D]
@@ -143,7 +144,7 @@ func labUp(ctx context.Context, s *stdio, args []string) error {
 	fs.BoolVar(&cfg.LAN, "lan", false, "join the labs' shared LAN (eth1)")
 	fs.DurationVar(&cfg.BootTimeout, "timeout", 3*time.Minute, "how long to wait for the agent")
 	xen := fs.Bool("xen", false, "boot a Xen lab")
-	var xc lab.XenConfig
+	var xc xenlab.Config
 	fs.IntVar(&xc.DomUs, "domus", 1, "Domain U guests of a Xen lab")
 	fs.StringVar(&xc.Plugin, "plugin", "", "the klasy GCC plugin the Xen drivers are built with")
 	if err := fs.Parse(args); err != nil {

@@ -1,4 +1,4 @@
-package lab
+package xenlab
 
 import (
 	"bytes"
@@ -9,17 +9,20 @@ import (
 	"testing"
 
 	"github.com/klasy/klasy/domains"
+	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/lab/initramfs"
+	"github.com/klasy/klasy/lab/labboot"
 )
 
 func TestXenQemuArgs(t *testing.T) {
-	t.Setenv("KLASY_LAB_DIR", "/labs")
-	r := record{Name: "x", MemMB: 1664, CPUs: 1, Xen: &xenRecord{Hypervisor: "/c/xen", Dom0MemMB: 1024, Domains: []xenDomain{
-		{Name: Dom0, GuestAddr: "10.0.2.15/24", HostPort: 40001, MAC: "52:54:00:4b:00:01"},
+	files := lab.Files{Dir: "/labs/x", ConsoleLog: "/labs/x/console.log", ConsoleSocket: "/labs/x/console.sock",
+		AgentSocket: "/labs/x/agent.sock", QMPSocket: "/labs/x/qmp.sock", Pidfile: "/labs/x/qemu.pid"}
+	x := &lab.XenRecord{Hypervisor: "/c/xen", Dom0MemMB: 1024, Domains: []lab.XenDomain{
+		{Name: lab.Dom0, GuestAddr: "10.0.2.15/24", HostPort: 40001, MAC: "52:54:00:4b:00:01"},
 		{Name: "domU1", GuestAddr: "10.0.2.16/24", HostPort: 40002},
 		{Name: "domU2", GuestAddr: "10.0.2.17/24", HostPort: 40003},
-	}}}
-	args := r.xenQemuArgs(Kernel{Image: "/k/vmlinuz"})
+	}}
+	args := qemuArgs(lab.Config{Name: "x", MemMB: 1664, CPUs: 1}, x, lab.Kernel{Image: "/k/vmlinuz"}, files)
 	val := func(flag string) string {
 		i := slices.Index(args, flag)
 		if i < 0 || i+1 >= len(args) {
@@ -40,8 +43,9 @@ func TestXenQemuArgs(t *testing.T) {
 			t.Errorf("%s %q, want %q", c.flag, got, c.want)
 		}
 	}
-	// The lab's QEMU is found by its agent chardev, as any lab's.
-	if !isQEMUArgs(args, "/labs/x") {
+	// The lab's QEMU is found by its agent chardev, as any lab's
+	// (lab.Files.AgentSocket).
+	if !slices.Contains(args, "socket,id=agent,path=/labs/x/agent.sock,server=on,wait=off") {
 		t.Errorf("the command line does not name the lab's agent socket: %q", args)
 	}
 }
@@ -55,29 +59,20 @@ func mustRead(t *testing.T, path string) []byte {
 	return b
 }
 
-func isQEMUArgs(args []string, dir string) bool {
-	for _, a := range args {
-		if strings.HasPrefix(a, qemuAgentArg(dir)) {
-			return true
-		}
-	}
-	return false
-}
-
-// TestXenOverlay builds what Up adds to Domain 0's root, from Debian's
+// TestXenOverlay builds what Boot adds to Domain 0's root, from Debian's
 // kernel: nothing goes through the root's /bin, /lib or /sbin links,
 // Domain 0 loads its modules in dependency order with the rebuilt
 // netback last, each domain gets its own key, and each guest its xl
 // configuration.
 func TestXenOverlay(t *testing.T) {
-	k := needLab(t, Debian)
+	k := needLab(t)
 	dir := t.TempDir()
-	doms := []xenDomain{
-		{Name: Dom0, GuestAddr: "10.0.2.15/24", HostPort: 40001, MAC: "52:54:00:4b:00:01"},
+	doms := []lab.XenDomain{
+		{Name: lab.Dom0, GuestAddr: "10.0.2.15/24", HostPort: 40001, MAC: "52:54:00:4b:00:01"},
 		{Name: "domU1", GuestAddr: "10.0.2.16/24", HostPort: 40002, MAC: "00:16:3e:4b:00:01"},
 		{Name: "domU2", GuestAddr: "10.0.2.17/24", HostPort: 40003, MAC: "00:16:3e:4b:00:02"},
 	}
-	doms[0].Modules = []XenModule{{Name: "xen_netback", Path: "/m/xen-netback.ko"}}
+	doms[0].Modules = []lab.XenModule{{Name: "xen_netback", Path: "/m/xen-netback.ko"}}
 	f, err := writeDomainsFile(dir, k, doms)
 	if err != nil {
 		t.Fatal(err)
@@ -87,14 +82,14 @@ func TestXenOverlay(t *testing.T) {
 		t.Fatalf("the lab's domains file: %+v, %v", g, err)
 	}
 	// Debian's own modules stand in for the rebuilt ones.
-	stock := func(rel string) XenModule {
-		return XenModule{Name: initramfs.ModName(rel), Path: filepath.Join(k.ModulesDir, rel)}
+	stock := func(rel string) lab.XenModule {
+		return lab.XenModule{Name: initramfs.ModName(rel), Path: filepath.Join(k.ModulesDir, rel)}
 	}
-	base, err := domUBase(k, testAgent(t), stock("kernel/drivers/net/xen-netfront.ko"))
+	base, err := domUBase(k, labboot.Agent(t), stock("kernel/drivers/net/xen-netfront.ko"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := dom0Overlay(k, testAgent(t), stock("kernel/drivers/net/xen-netback/xen-netback.ko"), base, f, doms, 256)
+	a, err := dom0Overlay(k, labboot.Agent(t), stock("kernel/drivers/net/xen-netback/xen-netback.ko"), base, f, doms, 256)
 	if err != nil {
 		t.Fatal(err)
 	}
