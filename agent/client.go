@@ -10,20 +10,25 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/klasy/klasy/agent/wire"
 )
 
 const (
 	// streamWindow is how many records the agent may send ahead of the
-	// ones the caller's fn has consumed; maxStreamWindow bounds what a
+	// ones the caller's fn has consumed; wire.MaxWindow bounds what a
 	// client may ask for.
-	streamWindow    = 16
-	maxStreamWindow = 256
+	streamWindow = 16
 	// stdinWindow is how many stdin chunks of stdinChunk bytes Exec sends
 	// ahead of the agent's acknowledgements: what a command's input may
 	// hold in memory on both sides.
 	stdinWindow = 16
 	stdinChunk  = maxStdinChunk
 )
+
+// ErrConnLost is wrapped by every error caused by the connection to
+// the agent going away (EOF, a read or write error, Close).
+var ErrConnLost = errors.New("agent connection lost")
 
 // Client talks to an agent over a byte stream (a QEMU serial socket, a
 // pipe). It is safe for concurrent use: requests are multiplexed by id,
@@ -66,7 +71,7 @@ type ClientStats struct {
 }
 
 type call struct {
-	frames chan Frame
+	frames chan wire.Frame
 	failed chan struct{}
 	once   sync.Once
 	err    error
@@ -137,13 +142,13 @@ func (c *Client) Stats() ClientStats {
 
 func (c *Client) readLoop() {
 	defer close(c.done)
-	fr := NewFrameReader(c.conn, MaxPayload)
+	fr := wire.NewFrameReader(c.conn, wire.MaxPayload)
 	for {
 		f, err := fr.ReadFrame()
 		c.skipped.Store(fr.Skipped)
 		if err != nil {
-			var fe *FrameError
-			if errors.As(err, &fe) && !errors.Is(err, ErrTruncatedFrame) {
+			var fe *wire.FrameError
+			if errors.As(err, &fe) && !errors.Is(err, wire.ErrTruncatedFrame) {
 				c.badFrame.Add(1)
 				err = fmt.Errorf("agent: received %w", fe)
 				if fe.HasID {
@@ -153,7 +158,7 @@ func (c *Client) readLoop() {
 				}
 				continue
 			}
-			if errors.Is(err, ErrTruncatedFrame) {
+			if errors.Is(err, wire.ErrTruncatedFrame) {
 				c.badFrame.Add(1)
 			}
 			c.mu.Lock()
@@ -172,7 +177,7 @@ func (c *Client) readLoop() {
 		c.mu.Lock()
 		cl := c.pending[f.ID]
 		c.mu.Unlock()
-		if cl == nil || f.Type < MsgResult {
+		if cl == nil || f.Type < wire.MsgResult {
 			// A late answer to a canceled request, or a request echoed
 			// back by a tty not yet in raw mode: not for anyone.
 			continue
@@ -207,8 +212,8 @@ func (c *Client) failAll(err error) {
 }
 
 // start registers a new request and sends it.
-func (c *Client) start(typ MsgType, payload []byte, buffer int) (uint32, *call, error) {
-	cl := &call{frames: make(chan Frame, buffer), failed: make(chan struct{})}
+func (c *Client) start(typ wire.MsgType, payload []byte, buffer int) (uint32, *call, error) {
+	cl := &call{frames: make(chan wire.Frame, buffer), failed: make(chan struct{})}
 	c.mu.Lock()
 	if c.down != nil {
 		err := c.down
@@ -224,7 +229,7 @@ func (c *Client) start(typ MsgType, payload []byte, buffer int) (uint32, *call, 
 	id := c.nextID
 	c.pending[id] = cl
 	c.mu.Unlock()
-	if err := c.send(Frame{Type: typ, ID: id, Payload: payload}); err != nil {
+	if err := c.send(wire.Frame{Type: typ, ID: id, Payload: payload}); err != nil {
 		c.finish(id)
 		return 0, nil, err
 	}
@@ -237,8 +242,8 @@ func (c *Client) finish(id uint32) {
 	c.mu.Unlock()
 }
 
-func (c *Client) send(f Frame) error {
-	b, err := AppendFrameCompressed(nil, f)
+func (c *Client) send(f wire.Frame) error {
+	b, err := wire.AppendFrameCompressed(nil, f)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -280,22 +285,22 @@ func (c *Client) cancel(id uint32) {
 	c.mu.Unlock()
 	go func() {
 		defer close(written)
-		c.send(Frame{Type: MsgCancel, ID: id})
+		c.send(wire.Frame{Type: wire.MsgCancel, ID: id})
 	}()
 }
 
 // next waits for the next frame of a request.
-func (c *Client) next(ctx context.Context, id uint32, cl *call) (Frame, error) {
+func (c *Client) next(ctx context.Context, id uint32, cl *call) (wire.Frame, error) {
 	return c.nextOr(ctx, id, cl, nil)
 }
 
 // nextOr is next that also gives up, canceling the request, on an error
 // from stop.
-func (c *Client) nextOr(ctx context.Context, id uint32, cl *call, stop <-chan error) (Frame, error) {
+func (c *Client) nextOr(ctx context.Context, id uint32, cl *call, stop <-chan error) (wire.Frame, error) {
 	select {
 	case err := <-stop:
 		c.cancel(id)
-		return Frame{}, err
+		return wire.Frame{}, err
 	case f := <-cl.frames:
 		return f, nil
 	case <-cl.failed:
@@ -304,15 +309,15 @@ func (c *Client) nextOr(ctx context.Context, id uint32, cl *call, stop <-chan er
 			return f, nil
 		default:
 		}
-		return Frame{}, cl.err
+		return wire.Frame{}, cl.err
 	case <-ctx.Done():
 		c.cancel(id)
-		return Frame{}, ctx.Err()
+		return wire.Frame{}, ctx.Err()
 	}
 }
 
 // roundTrip sends a request and waits for its single result.
-func (c *Client) roundTrip(ctx context.Context, op string, typ MsgType, payload []byte) ([]byte, error) {
+func (c *Client) roundTrip(ctx context.Context, op string, typ wire.MsgType, payload []byte) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("agent %s: %w", op, err)
 	}
@@ -333,7 +338,7 @@ func (c *Client) roundTrip(ctx context.Context, op string, typ MsgType, payload 
 }
 
 // roundTripEmpty is roundTrip for requests whose result carries nothing.
-func (c *Client) roundTripEmpty(ctx context.Context, op string, typ MsgType, payload []byte) error {
+func (c *Client) roundTripEmpty(ctx context.Context, op string, typ wire.MsgType, payload []byte) error {
 	p, err := c.roundTrip(ctx, op, typ, payload)
 	if err == nil && len(p) != 0 {
 		err = fmt.Errorf("agent %s: %d unexpected bytes in the answer", op, len(p))
@@ -343,12 +348,12 @@ func (c *Client) roundTripEmpty(ctx context.Context, op string, typ MsgType, pay
 
 // resultPayload returns the payload of a result frame or the agent's
 // error carried by an error frame.
-func resultPayload(f Frame) ([]byte, error) {
+func resultPayload(f wire.Frame) ([]byte, error) {
 	switch f.Type {
-	case MsgResult:
+	case wire.MsgResult:
 		return f.Payload, nil
-	case MsgError:
-		re, err := decodeRemoteError(f.Payload)
+	case wire.MsgError:
+		re, err := wire.DecodeRemoteError(f.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
@@ -359,25 +364,18 @@ func resultPayload(f Frame) ([]byte, error) {
 
 // Ping checks that the agent answers.
 func (c *Client) Ping(ctx context.Context) error {
-	return c.roundTripEmpty(ctx, "ping", MsgPing, nil)
+	return c.roundTripEmpty(ctx, "ping", wire.MsgPing, nil)
 }
 
 // Clock reads the guest's CLOCK_MONOTONIC in nanoseconds: the clock
 // klasy's records are stamped with. The agent reads it while answering,
 // so a host clock read before the call and one after bracket it.
 func (c *Client) Clock(ctx context.Context) (int64, error) {
-	p, err := c.roundTrip(ctx, "clock", MsgClock, nil)
+	p, err := c.roundTrip(ctx, "clock", wire.MsgClock, nil)
 	if err != nil {
 		return 0, err
 	}
-	return decodeInt("clock result", p)
-}
-
-// RunResult is what a command run by the agent produced. ExitCode is
-// 128+N when the command was killed by signal N, as in a shell.
-type RunResult struct {
-	Stdout, Stderr []byte
-	ExitCode       int
+	return wire.DecodeInt("clock result", p)
 }
 
 // Run runs argv in the guest with stdin as its standard input and waits
@@ -386,33 +384,33 @@ type RunResult struct {
 // a missing program), an agent that refuses to run commands
 // (ErrRunDisabled), or output too large for one frame (ErrTooLarge).
 // Canceling ctx kills the command.
-func (c *Client) Run(ctx context.Context, argv []string, stdin []byte) (RunResult, error) {
+func (c *Client) Run(ctx context.Context, argv []string, stdin []byte) (wire.RunResult, error) {
 	if len(argv) == 0 {
-		return RunResult{}, errors.New("agent run: empty command")
+		return wire.RunResult{}, errors.New("agent run: empty command")
 	}
-	p, err := c.roundTrip(ctx, "run", MsgRun, runRequest{Argv: argv, Stdin: stdin}.encode())
+	p, err := c.roundTrip(ctx, "run", wire.MsgRun, wire.RunRequest{Argv: argv, Stdin: stdin}.Encode())
 	if err != nil {
-		return RunResult{}, err
+		return wire.RunResult{}, err
 	}
-	return decodeRunResult(p)
+	return wire.DecodeRunResult(p)
 }
 
 // WriteFile writes data to path in the guest, creating it with mode if it
 // does not exist and truncating it if it does. The mode of an existing
 // regular file is set to mode too.
 func (c *Client) WriteFile(ctx context.Context, path string, data []byte, mode os.FileMode) error {
-	return c.roundTripEmpty(ctx, "write file", MsgWriteFile, writeFileRequest{Path: path, Mode: mode, Data: data}.encode())
+	return c.roundTripEmpty(ctx, "write file", wire.MsgWriteFile, wire.WriteFileRequest{Path: path, Mode: mode, Data: data}.Encode())
 }
 
 // ReadFile reads a whole file (procfs, sysfs and debugfs files included)
 // from the guest. A file larger than a frame fails with ErrTooLarge: use
 // Stream for those.
 func (c *Client) ReadFile(ctx context.Context, path string) ([]byte, error) {
-	p, err := c.roundTrip(ctx, "read file", MsgReadFile, encodeString(path))
+	p, err := c.roundTrip(ctx, "read file", wire.MsgReadFile, wire.EncodeString(path))
 	if err != nil {
 		return nil, err
 	}
-	return decodeBytes("read-file result", p)
+	return wire.DecodeBytes("read-file result", p)
 }
 
 // LoadModule loads a kernel module image (the bytes of a .ko) with
@@ -420,29 +418,22 @@ func (c *Client) ReadFile(ctx context.Context, path string) ([]byte, error) {
 // The kernel's error comes back as a *RemoteError carrying the errno
 // (errors.Is(err, syscall.EEXIST) for a module already loaded).
 func (c *Client) LoadModule(ctx context.Context, image []byte, params string) error {
-	return c.roundTripEmpty(ctx, "load module", MsgLoadModule, loadModuleRequest{Image: image, Params: params}.encode())
+	return c.roundTripEmpty(ctx, "load module", wire.MsgLoadModule, wire.LoadModuleRequest{Image: image, Params: params}.Encode())
 }
 
 // UnloadModule removes a module with delete_module(2) without waiting
 // (O_NONBLOCK, as rmmod does): a module in use fails with EWOULDBLOCK.
 func (c *Client) UnloadModule(ctx context.Context, name string) error {
-	return c.roundTripEmpty(ctx, "unload module", MsgUnloadModule, encodeString(name))
-}
-
-// Module is one line of the guest's /proc/modules.
-type Module struct {
-	Name string
-	Size int64
-	Refs int
+	return c.roundTripEmpty(ctx, "unload module", wire.MsgUnloadModule, wire.EncodeString(name))
 }
 
 // Modules lists the modules loaded in the guest, in /proc/modules order.
-func (c *Client) Modules(ctx context.Context) ([]Module, error) {
-	p, err := c.roundTrip(ctx, "modules", MsgModules, nil)
+func (c *Client) Modules(ctx context.Context) ([]wire.Module, error) {
+	p, err := c.roundTrip(ctx, "modules", wire.MsgModules, nil)
 	if err != nil {
 		return nil, err
 	}
-	return decodeModules(p)
+	return wire.DecodeModules(p)
 }
 
 // Stream reads path in the guest (a device such as /dev/kmsg, a pipe such
@@ -455,7 +446,7 @@ func (c *Client) Stream(ctx context.Context, path string, fn func(chunk []byte) 
 		return fmt.Errorf("agent stream %s: %w", path, err)
 	}
 	// Room for the window plus the closing result.
-	id, cl, err := c.start(MsgStream, streamRequest{Path: path, Window: streamWindow}.encode(), streamWindow+2)
+	id, cl, err := c.start(wire.MsgStream, wire.StreamRequest{Path: path, Window: streamWindow}.Encode(), streamWindow+2)
 	if err != nil {
 		return fmt.Errorf("agent stream %s: %w", path, err)
 	}
@@ -465,7 +456,7 @@ func (c *Client) Stream(ctx context.Context, path string, fn func(chunk []byte) 
 			c.finish(id)
 			return fmt.Errorf("agent stream %s: %w", path, err)
 		}
-		if f.Type != MsgStreamData {
+		if f.Type != wire.MsgStreamData {
 			c.finish(id)
 			p, err := resultPayload(f)
 			if err == nil && len(p) != 0 {
@@ -477,7 +468,7 @@ func (c *Client) Stream(ctx context.Context, path string, fn func(chunk []byte) 
 			c.cancel(id)
 			return err
 		}
-		if err := c.send(Frame{Type: MsgStreamAck, ID: id, Payload: encodeUint(1)}); err != nil {
+		if err := c.send(wire.Frame{Type: wire.MsgStreamAck, ID: id, Payload: wire.EncodeUint(1)}); err != nil {
 			c.finish(id)
 			return fmt.Errorf("agent stream %s: %w", path, err)
 		}
@@ -505,10 +496,10 @@ func (c *Client) Exec(ctx context.Context, argv []string, stdin io.Reader, stdou
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("agent exec: %w", err)
 	}
-	req := execRequest{Argv: argv, Stdin: stdin != nil, Window: streamWindow, StdinWindow: stdinWindow}
+	req := wire.ExecRequest{Argv: argv, Stdin: stdin != nil, Window: streamWindow, StdinWindow: stdinWindow}
 	// Room for the output window, the acks of the stdin window and the
 	// result.
-	id, cl, err := c.start(MsgExec, req.encode(), streamWindow+stdinWindow+2)
+	id, cl, err := c.start(wire.MsgExec, req.Encode(), streamWindow+stdinWindow+2)
 	if err != nil {
 		return 0, fmt.Errorf("agent exec: %w", err)
 	}
@@ -528,8 +519,8 @@ func (c *Client) Exec(ctx context.Context, argv []string, stdin io.Reader, stdou
 			return 0, fmt.Errorf("agent exec: %w", err)
 		}
 		switch f.Type {
-		case MsgExecOutput:
-			o, err := decodeExecOutput(f.Payload)
+		case wire.MsgExecOutput:
+			o, err := wire.DecodeExecOutput(f.Payload)
 			if err != nil {
 				c.cancel(id)
 				return 0, fmt.Errorf("agent: %w", err)
@@ -542,12 +533,12 @@ func (c *Client) Exec(ctx context.Context, argv []string, stdin io.Reader, stdou
 				c.cancel(id)
 				return 0, fmt.Errorf("writing the output of %s: %w", argv[0], err)
 			}
-			if err := c.send(Frame{Type: MsgStreamAck, ID: id, Payload: encodeUint(1)}); err != nil {
+			if err := c.send(wire.Frame{Type: wire.MsgStreamAck, ID: id, Payload: wire.EncodeUint(1)}); err != nil {
 				c.finish(id)
 				return 0, fmt.Errorf("agent exec: %w", err)
 			}
-		case MsgStdinAck:
-			n, err := decodeUint("stdin ack", f.Payload)
+		case wire.MsgStdinAck:
+			n, err := wire.DecodeUint("stdin ack", f.Payload)
 			if err != nil || n == 0 || n > stdinWindow {
 				c.cancel(id)
 				return 0, fmt.Errorf("agent: protocol error: stdin ack of %d chunks (%v)", n, err)
@@ -559,7 +550,7 @@ func (c *Client) Exec(ctx context.Context, argv []string, stdin io.Reader, stdou
 		default:
 			c.finish(id)
 			p, err := resultPayload(f)
-			if errors.Is(err, ErrUnsupported) && !heard {
+			if errors.Is(err, wire.ErrUnsupported) && !heard {
 				if stdin != nil {
 					return 0, fmt.Errorf("%w (the lab's agent predates streamed input: restart the lab)", err)
 				}
@@ -578,7 +569,7 @@ func (c *Client) Exec(ctx context.Context, argv []string, stdin io.Reader, stdou
 			if err != nil {
 				return 0, err
 			}
-			code, err := decodeInt("exec result", p)
+			code, err := wire.DecodeInt("exec result", p)
 			return int(code), err
 		}
 	}
@@ -607,12 +598,12 @@ func (c *Client) sendStdin(id uint32, stdin io.Reader, credits <-chan int, done 
 				}
 			}
 			avail--
-			if c.send(Frame{Type: MsgStdin, ID: id, Payload: buf[:n]}) != nil {
+			if c.send(wire.Frame{Type: wire.MsgStdin, ID: id, Payload: buf[:n]}) != nil {
 				return // the connection is gone: the exec hears of it too
 			}
 		}
 		if rerr == io.EOF {
-			c.send(Frame{Type: MsgStdin, ID: id})
+			c.send(wire.Frame{Type: wire.MsgStdin, ID: id})
 			return
 		}
 		if rerr != nil {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/klasy/klasy/agent/wire"
 )
 
 // serve starts an agent on one end of conn pair and a client on the
@@ -109,7 +111,7 @@ func TestRunRefusedWithoutAllowRun(t *testing.T) {
 	marker := filepath.Join(dir, "ran")
 	c := pipeClient(t, ServerOptions{AllowRun: false})
 	_, err := c.Run(testCtx(t), []string{"touch", marker}, nil)
-	if !errors.Is(err, ErrRunDisabled) || !strings.Contains(err.Error(), "--allow-run") {
+	if !errors.Is(err, wire.ErrRunDisabled) || !strings.Contains(err.Error(), "--allow-run") {
 		t.Fatalf("Run = %v, want ErrRunDisabled mentioning --allow-run", err)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -186,11 +188,11 @@ func TestFileErrorsComeBackTyped(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing")
 	_, err := c.ReadFile(ctx, missing)
-	var re *RemoteError
+	var re *wire.RemoteError
 	if !errors.Is(err, os.ErrNotExist) || !errors.Is(err, syscall.ENOENT) || !errors.As(err, &re) {
 		t.Fatalf("ReadFile(missing) = %v, want a *RemoteError matching os.ErrNotExist", err)
 	}
-	if re.Kind != KindErrno || !strings.Contains(re.Msg, missing) || re.Op != "read file" {
+	if re.Kind != wire.KindErrno || !strings.Contains(re.Msg, missing) || re.Op != "read file" {
 		t.Errorf("RemoteError = %+v, want the guest's message naming %s", re, missing)
 	}
 	err = c.WriteFile(ctx, filepath.Join(dir, "no", "dir"), []byte("x"), 0o644)
@@ -202,7 +204,7 @@ func TestFileErrorsComeBackTyped(t *testing.T) {
 		t.Errorf("ReadFile(dir) = %v, want EISDIR", err)
 	}
 	err = c.WriteFile(ctx, filepath.Join(dir, "f"), nil, os.ModeSetuid|0o755)
-	if !errors.Is(err, ErrBadRequest) {
+	if !errors.Is(err, wire.ErrBadRequest) {
 		t.Errorf("WriteFile(setuid) = %v, want ErrBadRequest", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "f")); err == nil {
@@ -217,7 +219,7 @@ func TestModules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Module{{"klasy_trivial", 16384, 0}, {"e1000", 163840, 0}, {"virtio_ring", 45056, 3}, {"crc32c_generic", 16384, -1}}
+	want := []wire.Module{{Name: "klasy_trivial", Size: 16384, Refs: 0}, {Name: "e1000", Size: 163840, Refs: 0}, {Name: "virtio_ring", Size: 45056, Refs: 3}, {Name: "crc32c_generic", Size: 16384, Refs: -1}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Modules = %v, want %v", got, want)
 	}
@@ -374,7 +376,7 @@ func fakeAgent(t *testing.T) (*Client, net.Conn) {
 }
 
 // readRequest reads one request frame from the agent end.
-func readRequest(t *testing.T, fr *FrameReader) Frame {
+func readRequest(t *testing.T, fr *wire.FrameReader) wire.Frame {
 	t.Helper()
 	f, err := fr.ReadFrame()
 	if err != nil {
@@ -386,39 +388,39 @@ func readRequest(t *testing.T, fr *FrameReader) Frame {
 func TestClientDamagedResponses(t *testing.T) {
 	tests := []struct {
 		name    string
-		respond func(req Frame) []byte
+		respond func(req wire.Frame) []byte
 		want    error
 		text    string
 	}{
-		{"payload checksum mismatch", func(req Frame) []byte {
-			b := mustFrame(t, Frame{Type: MsgResult, ID: req.ID, Payload: encodeBytes([]byte("data"))})
+		{"payload checksum mismatch", func(req wire.Frame) []byte {
+			b := mustFrame(t, wire.Frame{Type: wire.MsgResult, ID: req.ID, Payload: wire.EncodeBytes([]byte("data"))})
 			b[len(b)-1] ^= 1
 			return b
-		}, ErrCorruptFrame, "payload checksum mismatch"},
-		{"header damaged", func(req Frame) []byte {
-			b := mustFrame(t, Frame{Type: MsgResult, ID: req.ID, Payload: encodeBytes([]byte("data"))})
+		}, wire.ErrCorruptFrame, "payload checksum mismatch"},
+		{"header damaged", func(req wire.Frame) []byte {
+			b := mustFrame(t, wire.Frame{Type: wire.MsgResult, ID: req.ID, Payload: wire.EncodeBytes([]byte("data"))})
 			b[12] ^= 1
 			return b
-		}, ErrCorruptFrame, "header checksum mismatch"},
-		{"oversized", func(req Frame) []byte {
-			return rawHeader(Version, byte(MsgResult), 0, req.ID, MaxPayload+1, nil)
-		}, ErrFrameTooLarge, "frame too large"},
-		{"truncated then connection dropped", func(req Frame) []byte {
-			b := mustFrame(t, Frame{Type: MsgResult, ID: req.ID, Payload: encodeBytes([]byte("data"))})
+		}, wire.ErrCorruptFrame, "header checksum mismatch"},
+		{"oversized", func(req wire.Frame) []byte {
+			return oversizedHeader(wire.MsgResult, req.ID)
+		}, wire.ErrFrameTooLarge, "frame too large"},
+		{"truncated then connection dropped", func(req wire.Frame) []byte {
+			b := mustFrame(t, wire.Frame{Type: wire.MsgResult, ID: req.ID, Payload: wire.EncodeBytes([]byte("data"))})
 			return b[:len(b)-2]
 		}, ErrConnLost, "truncated frame"},
-		{"error payload garbled but checksummed", func(req Frame) []byte {
-			return mustFrame(t, Frame{Type: MsgError, ID: req.ID, Payload: []byte{1}})
-		}, errShortPayload, "decoding error response"},
-		{"result of the wrong shape", func(req Frame) []byte {
-			return mustFrame(t, Frame{Type: MsgResult, ID: req.ID, Payload: []byte{5, 'a'}})
-		}, errShortPayload, "decoding read-file result"},
+		{"error payload garbled but checksummed", func(req wire.Frame) []byte {
+			return mustFrame(t, wire.Frame{Type: wire.MsgError, ID: req.ID, Payload: []byte{1}})
+		}, wire.ErrShortPayload, "decoding error response"},
+		{"result of the wrong shape", func(req wire.Frame) []byte {
+			return mustFrame(t, wire.Frame{Type: wire.MsgResult, ID: req.ID, Payload: []byte{5, 'a'}})
+		}, wire.ErrShortPayload, "decoding read-file result"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, agent := fakeAgent(t)
 			go func() {
-				fr := NewFrameReader(agent, 0)
+				fr := wire.NewFrameReader(agent, 0)
 				req := readRequest(t, fr)
 				agent.Write(tt.respond(req))
 				if tt.want == ErrConnLost {
@@ -429,7 +431,7 @@ func TestClientDamagedResponses(t *testing.T) {
 			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.text) {
 				t.Fatalf("ReadFile = %v, want %v saying %q", err, tt.want, tt.text)
 			}
-			if tt.want != ErrConnLost && c.Stats().DamagedFrames == 0 && !errors.Is(tt.want, errShortPayload) {
+			if tt.want != ErrConnLost && c.Stats().DamagedFrames == 0 && !errors.Is(tt.want, wire.ErrShortPayload) {
 				t.Errorf("Stats = %+v, want the damaged frame counted", c.Stats())
 			}
 		})
@@ -439,13 +441,13 @@ func TestClientDamagedResponses(t *testing.T) {
 func TestClientSkipsGarbageAndEchoedRequests(t *testing.T) {
 	c, agent := fakeAgent(t)
 	go func() {
-		fr := NewFrameReader(agent, 0)
+		fr := wire.NewFrameReader(agent, 0)
 		req := readRequest(t, fr)
 		// Console noise, then the client's own request echoed back by a
 		// tty that is not raw yet, then the answer.
 		agent.Write([]byte("\r\nDebian GNU/Linux 12 ttyS1\r\n"))
 		agent.Write(mustFrame(t, req))
-		agent.Write(mustFrame(t, Frame{Type: MsgResult, ID: req.ID}))
+		agent.Write(mustFrame(t, wire.Frame{Type: wire.MsgResult, ID: req.ID}))
 	}()
 	if err := c.Ping(testCtx(t)); err != nil {
 		t.Fatalf("Ping = %v", err)
@@ -460,7 +462,7 @@ func TestClientConnectionLoss(t *testing.T) {
 	got := make(chan error, 2)
 	go func() { got <- c.Ping(testCtx(t)) }()
 	go func() { _, err := c.ReadFile(testCtx(t), "/x"); got <- err }()
-	fr := NewFrameReader(agent, 0)
+	fr := wire.NewFrameReader(agent, 0)
 	readRequest(t, fr)
 	readRequest(t, fr)
 	agent.Close()
@@ -484,7 +486,7 @@ func TestServerRejectsDamagedRequests(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "must-not-exist")
 	write := func(id uint32) []byte {
-		return mustFrame(t, Frame{Type: MsgWriteFile, ID: id, Payload: writeFileRequest{Path: target, Mode: 0o644, Data: []byte("x")}.encode()})
+		return mustFrame(t, wire.Frame{Type: wire.MsgWriteFile, ID: id, Payload: wire.WriteFileRequest{Path: target, Mode: 0o644, Data: []byte("x")}.Encode()})
 	}
 	payloadFlip := write(1)
 	payloadFlip[len(payloadFlip)-1] ^= 1
@@ -494,14 +496,14 @@ func TestServerRejectsDamagedRequests(t *testing.T) {
 		name  string
 		in    []byte
 		id    uint32 // the request answered with an error, 0 for none
-		kind  ErrorKind
+		kind  wire.ErrorKind
 		close bool // close the connection after sending
 	}{
-		{"payload checksum", payloadFlip, 1, KindBadFrame, false},
+		{"payload checksum", payloadFlip, 1, wire.KindBadFrame, false},
 		{"header checksum", headerFlip, 0, 0, false},
-		{"oversized", cat(rawHeader(Version, byte(MsgWriteFile), 0, 3, MaxPayload+1, nil), make([]byte, MaxPayload+1)), 3, KindBadFrame, false},
-		{"unsupported type", mustFrame(t, Frame{Type: 0x7F, ID: 4}), 4, KindUnsupported, false},
-		{"undecodable payload", mustFrame(t, Frame{Type: MsgWriteFile, ID: 5, Payload: []byte{0xFF}}), 5, KindBadRequest, false},
+		{"oversized", cat(oversizedHeader(wire.MsgWriteFile, 3), make([]byte, wire.MaxPayload+1)), 3, wire.KindBadFrame, false},
+		{"unsupported type", mustFrame(t, wire.Frame{Type: 0x7F, ID: 4}), 4, wire.KindUnsupported, false},
+		{"undecodable payload", mustFrame(t, wire.Frame{Type: wire.MsgWriteFile, ID: 5, Payload: []byte{0xFF}}), 5, wire.KindBadRequest, false},
 		{"truncated, then the line drops", write(6)[:30], 0, 0, true},
 	}
 	for _, tt := range tests {
@@ -510,12 +512,12 @@ func TestServerRejectsDamagedRequests(t *testing.T) {
 			var log syncBuffer
 			done := make(chan error, 1)
 			go func() { done <- Serve(context.Background(), b, ServerOptions{Log: &log}) }()
-			fr := NewFrameReader(a, 0)
-			go a.Write(cat(tt.in, mustFrame(t, Frame{Type: MsgPing, ID: 100})))
+			fr := wire.NewFrameReader(a, 0)
+			go a.Write(cat(tt.in, mustFrame(t, wire.Frame{Type: wire.MsgPing, ID: 100})))
 			if tt.close {
 				time.Sleep(50 * time.Millisecond)
 				a.Close()
-				if err := <-done; !errors.Is(err, ErrTruncatedFrame) {
+				if err := <-done; !errors.Is(err, wire.ErrTruncatedFrame) {
 					t.Fatalf("Serve = %v after a truncated frame and EOF, want ErrTruncatedFrame", err)
 				}
 			} else {
@@ -530,10 +532,10 @@ func TestServerRejectsDamagedRequests(t *testing.T) {
 						pinged = true // the agent resynchronised after the damage
 						continue
 					}
-					if f.ID != tt.id || f.Type != MsgError {
+					if f.ID != tt.id || f.Type != wire.MsgError {
 						t.Fatalf("answer %s for id %d, want an error for id %d", f.Type, f.ID, tt.id)
 					}
-					re, err := decodeRemoteError(f.Payload)
+					re, err := wire.DecodeRemoteError(f.Payload)
 					if err != nil || re.Kind != tt.kind {
 						t.Fatalf("error answer %+v, %v; want kind %d", re, err, tt.kind)
 					}
@@ -549,7 +551,7 @@ func TestServerRejectsDamagedRequests(t *testing.T) {
 			if _, err := os.Stat(target); err == nil {
 				t.Fatal("the damaged request was executed")
 			}
-			if !tt.close && tt.kind != KindUnsupported && tt.kind != KindBadRequest && !strings.Contains(log.String(), "klasy agent:") {
+			if !tt.close && tt.kind != wire.KindUnsupported && tt.kind != wire.KindBadRequest && !strings.Contains(log.String(), "klasy agent:") {
 				t.Errorf("nothing logged for the damaged frame: %q", log.String())
 			}
 		})
@@ -561,13 +563,13 @@ func TestServerRejectsDuplicateID(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go Serve(ctx, b, ServerOptions{AllowRun: true})
-	run := mustFrame(t, Frame{Type: MsgRun, ID: 7, Payload: runRequest{Argv: []string{"sleep", "1"}}.encode()})
+	run := mustFrame(t, wire.Frame{Type: wire.MsgRun, ID: 7, Payload: wire.RunRequest{Argv: []string{"sleep", "1"}}.Encode()})
 	go a.Write(cat(run, run))
-	f, err := NewFrameReader(a, 0).ReadFrame()
-	if err != nil || f.Type != MsgError || f.ID != 7 {
+	f, err := wire.NewFrameReader(a, 0).ReadFrame()
+	if err != nil || f.Type != wire.MsgError || f.ID != 7 {
 		t.Fatalf("first answer %s id %d, %v; want an error for the duplicate id 7", f.Type, f.ID, err)
 	}
-	re, _ := decodeRemoteError(f.Payload)
+	re, _ := wire.DecodeRemoteError(f.Payload)
 	if re == nil || !strings.Contains(re.Msg, "already in use") {
 		t.Errorf("error = %v", re)
 	}
@@ -579,8 +581,8 @@ func TestSizeLimitsAreErrorsNotTruncation(t *testing.T) {
 	dir := t.TempDir()
 
 	big := filepath.Join(dir, "big")
-	err := c.WriteFile(ctx, big, make([]byte, MaxPayload), 0o644)
-	if !errors.Is(err, ErrFrameTooLarge) {
+	err := c.WriteFile(ctx, big, make([]byte, wire.MaxPayload), 0o644)
+	if !errors.Is(err, wire.ErrFrameTooLarge) {
 		t.Errorf("WriteFile(16 MiB) = %v, want ErrFrameTooLarge", err)
 	}
 	if _, err := os.Stat(big); err == nil {
@@ -598,7 +600,7 @@ func TestSizeLimitsAreErrorsNotTruncation(t *testing.T) {
 	}
 	f.Close()
 	_, err = c.ReadFile(ctx, sparse)
-	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "use Stream") {
+	if !errors.Is(err, wire.ErrTooLarge) || !strings.Contains(err.Error(), "use Stream") {
 		t.Errorf("ReadFile(too large) = %v, want ErrTooLarge pointing at Stream", err)
 	}
 	var n int64
@@ -607,7 +609,7 @@ func TestSizeLimitsAreErrorsNotTruncation(t *testing.T) {
 	}
 
 	_, err = c.Run(ctx, []string{"head", "-c", fmt.Sprint(maxRunOutput + 1), "/dev/zero"}, nil)
-	if !errors.Is(err, ErrTooLarge) {
+	if !errors.Is(err, wire.ErrTooLarge) {
 		t.Errorf("Run(output too large) = %v, want ErrTooLarge", err)
 	}
 	if err := c.Ping(ctx); err != nil {
@@ -698,12 +700,12 @@ func TestClock(t *testing.T) {
 	a, b := net.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- Serve(context.Background(), b, ServerOptions{}) }()
-	go a.Write(mustFrame(t, Frame{Type: MsgClock, ID: 9, Payload: []byte{1}}))
-	f, err := NewFrameReader(a, 0).ReadFrame()
-	if err != nil || f.Type != MsgError || f.ID != 9 {
+	go a.Write(mustFrame(t, wire.Frame{Type: wire.MsgClock, ID: 9, Payload: []byte{1}}))
+	f, err := wire.NewFrameReader(a, 0).ReadFrame()
+	if err != nil || f.Type != wire.MsgError || f.ID != 9 {
 		t.Fatalf("answer to a clock request with a payload: %s id %d, %v; want an error for id 9", f.Type, f.ID, err)
 	}
-	if re, err := decodeRemoteError(f.Payload); err != nil || re.Kind != KindBadRequest {
+	if re, err := wire.DecodeRemoteError(f.Payload); err != nil || re.Kind != wire.KindBadRequest {
 		t.Errorf("error answer %+v, %v; want a bad request", re, err)
 	}
 	a.Close()

@@ -3,33 +3,12 @@
 // later): run a command (lab only), read and write files, load and unload
 // kernel modules, list modules, stream records from a device or file, and
 // read the guest's CLOCK_MONOTONIC (to map its records' times onto the
-// host's).
+// host's). It holds both ends, the Client on the host and Serve (or
+// ServeTLS) in the guest, and the Mux that lets many clients share one
+// line; what goes on the line, frames and the payload of each message,
+// is package agent/wire's.
 //
-// # Wire format
-//
-// Both directions carry frames. A frame is a 24-byte header followed by
-// its payload; integers in the header are big-endian:
-//
-//	offset size field
-//	0      4    magic 0xA9 'K' 'L' 'S'
-//	4      1    version (1)
-//	5      1    type (MsgType: requests < 0x80, responses >= 0x80)
-//	6      2    flags: bit 0 = payload is DEFLATE-compressed; others 0
-//	8      4    request id (chosen by the client, never 0)
-//	12     4    payload length (at most MaxPayload, 16 MiB)
-//	16     4    CRC32C (Castagnoli) of the payload
-//	20     4    CRC32C of header bytes 0..19
-//
-// The header has its own checksum so that a damaged length is caught
-// before the reader waits for (or allocates) a payload that never comes.
-// The checksums cover the bytes on the wire; a compressed payload must
-// inflate to at most MaxPayload bytes. The client compresses what it sends
-// when that saves an eighth or more (a serial line into a guest under TCG
-// carries tens of KB/s, and a kernel module shrinks about threefold); the
-// agent sends plain payloads, sparing the guest's emulated CPU.
-// Payload fields are unsigned varints, zig-zag signed varints and byte
-// strings prefixed by their length as an unsigned varint, in an order
-// fixed per type (messages.go); decoders reject trailing bytes.
+// # Requests
 //
 // Every request gets exactly one final answer with its id: MsgResult or
 // MsgError (kind, errno, operation, the agent's message). A stream answers
@@ -58,13 +37,13 @@
 //
 // A serial line is not a reliable pipe: a guest console may print onto it
 // before the agent starts, and a tty that is not yet raw echoes and
-// rewrites bytes. Readers therefore skip bytes until the next magic (the
-// first byte is not ASCII, so text never matches) and accept a frame only
-// when both checksums, the version and the length limit check out. A
-// damaged frame is never executed. The agent answers a frame whose header
-// is intact but whose payload is damaged or too large with an error for
-// that id; the client fails the request it names. A damaged header names
-// no request: the agent drops it, the client fails every request in
-// flight, since one of their answers was lost. A connection that ends
-// fails everything with ErrConnLost.
+// rewrites bytes. Readers (wire.FrameReader) therefore skip bytes until
+// the next magic and accept a frame only when both checksums, the version
+// and the length limit check out. A damaged frame is never executed. The
+// agent answers a frame whose header is intact but whose payload is
+// damaged or too large with an error for that id; the client fails the
+// request it names. A damaged header names no request: the agent drops
+// it, the client fails every request in flight, since one of their
+// answers was lost. A connection that ends fails everything with
+// ErrConnLost.
 package agent

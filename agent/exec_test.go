@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/klasy/klasy/agent/wire"
 )
 
 // randomBytes returns n bytes that do not compress.
@@ -30,7 +32,7 @@ func randomBytes(n int) []byte {
 func TestExecStreamsBothWays(t *testing.T) {
 	c := pipeClient(t, ServerOptions{AllowRun: true})
 	ctx := testCtx(t)
-	in := randomBytes(MaxPayload + 4<<20)
+	in := randomBytes(wire.MaxPayload + 4<<20)
 	var out, errb bytes.Buffer
 	code, err := c.Exec(ctx, []string{"sh", "-c", "cat; echo done >&2; exit 5"}, bytes.NewReader(in), &out, &errb)
 	if err != nil || code != 5 {
@@ -62,7 +64,7 @@ func TestExecStreamsBothWays(t *testing.T) {
 
 func TestExecRefusedWithoutAllowRun(t *testing.T) {
 	c := pipeClient(t, ServerOptions{})
-	if _, err := c.Exec(testCtx(t), []string{"true"}, nil, io.Discard, io.Discard); !errors.Is(err, ErrRunDisabled) {
+	if _, err := c.Exec(testCtx(t), []string{"true"}, nil, io.Discard, io.Discard); !errors.Is(err, wire.ErrRunDisabled) {
 		t.Fatalf("Exec = %v, want ErrRunDisabled", err)
 	}
 }
@@ -200,18 +202,18 @@ func TestExecOnOldAgent(t *testing.T) {
 	for _, withStdin := range []bool{false, true} {
 		c, agent := fakeAgent(t)
 		go func() {
-			fr := NewFrameReader(agent, 0)
+			fr := wire.NewFrameReader(agent, 0)
 			for {
 				req, err := fr.ReadFrame()
 				if err != nil {
 					return
 				}
 				switch req.Type {
-				case MsgExec:
-					agent.Write(mustFrame(t, Frame{Type: MsgError, ID: req.ID, Payload: encodeRemoteError(
-						&RemoteError{Op: "exec", Kind: KindUnsupported, Msg: "this agent does not handle exec frames"})}))
-				case MsgRun:
-					agent.Write(mustFrame(t, Frame{Type: MsgResult, ID: req.ID, Payload: RunResult{Stdout: []byte("old\n"), ExitCode: 3}.encode()}))
+				case wire.MsgExec:
+					agent.Write(mustFrame(t, wire.Frame{Type: wire.MsgError, ID: req.ID, Payload: wire.EncodeRemoteError(
+						&wire.RemoteError{Op: "exec", Kind: wire.KindUnsupported, Msg: "this agent does not handle exec frames"})}))
+				case wire.MsgRun:
+					agent.Write(mustFrame(t, wire.Frame{Type: wire.MsgResult, ID: req.ID, Payload: wire.RunResult{Stdout: []byte("old\n"), ExitCode: 3}.Encode()}))
 				}
 			}
 		}()
@@ -222,7 +224,7 @@ func TestExecOnOldAgent(t *testing.T) {
 		}
 		code, err := c.Exec(testCtx(t), []string{"uname"}, stdin, &out, io.Discard)
 		if withStdin {
-			if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "restart the lab") {
+			if !errors.Is(err, wire.ErrUnsupported) || !strings.Contains(err.Error(), "restart the lab") {
 				t.Errorf("Exec with stdin on an old agent = %v, want ErrUnsupported saying to restart the lab", err)
 			}
 		} else if err != nil || code != 3 || out.String() != "old\n" {
@@ -241,7 +243,7 @@ func TestServerBoundsExecStdin(t *testing.T) {
 		want   string
 	}{
 		{"oversized chunk", 1, maxStdinChunk + 1, "limit"},
-		{"past the window", maxStreamWindow + 8, maxStdinChunk, "more stdin chunks than its window"},
+		{"past the window", wire.MaxWindow + 8, maxStdinChunk, "more stdin chunks than its window"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -251,25 +253,25 @@ func TestServerBoundsExecStdin(t *testing.T) {
 			go Serve(ctx, s, ServerOptions{AllowRun: true})
 			defer c.Close()
 			go func() {
-				c.Write(mustFrame(t, Frame{Type: MsgExec, ID: 9, Payload: execRequest{Argv: []string{"sleep", "10"}, Stdin: true, Window: 1, StdinWindow: 1}.encode()}))
-				chunk := mustFrame(t, Frame{Type: MsgStdin, ID: 9, Payload: make([]byte, tt.size)})
+				c.Write(mustFrame(t, wire.Frame{Type: wire.MsgExec, ID: 9, Payload: wire.ExecRequest{Argv: []string{"sleep", "10"}, Stdin: true, Window: 1, StdinWindow: 1}.Encode()}))
+				chunk := mustFrame(t, wire.Frame{Type: wire.MsgStdin, ID: 9, Payload: make([]byte, tt.size)})
 				for i := 0; i < tt.chunks; i++ {
 					if _, err := c.Write(chunk); err != nil {
 						return
 					}
 				}
 			}()
-			fr := NewFrameReader(c, 0)
+			fr := wire.NewFrameReader(c, 0)
 			for {
 				f, err := fr.ReadFrame()
 				if err != nil {
 					t.Fatalf("reading the answer: %v", err)
 				}
-				if f.Type == MsgStdinAck {
+				if f.Type == wire.MsgStdinAck {
 					continue
 				}
-				re, _ := decodeRemoteError(f.Payload)
-				if f.Type != MsgError || re == nil || re.Kind != KindBadRequest || !strings.Contains(re.Msg, tt.want) {
+				re, _ := wire.DecodeRemoteError(f.Payload)
+				if f.Type != wire.MsgError || re == nil || re.Kind != wire.KindBadRequest || !strings.Contains(re.Msg, tt.want) {
 					t.Fatalf("answer %s %v, want a bad-request error saying %q", f.Type, re, tt.want)
 				}
 				return

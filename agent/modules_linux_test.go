@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/klasy/klasy/agent/wire"
 )
 
 // LoadModule and UnloadModule really call init_module(2) and
@@ -25,7 +27,7 @@ func TestModuleErrorsTravelBack(t *testing.T) {
 		t.Fatal("the host kernel accepted a garbage module image")
 	}
 	err := c.LoadModule(ctx, image, "")
-	var re *RemoteError
+	var re *wire.RemoteError
 	if !errors.As(err, &re) || re.Errno != direct.(syscall.Errno) || !errors.Is(err, direct) {
 		t.Fatalf("LoadModule = %v, want the errno of a direct init_module: %v", err, direct)
 	}
@@ -44,10 +46,10 @@ func TestModuleErrorsTravelBack(t *testing.T) {
 		t.Fatalf("UnloadModule = %v, want %v naming the module", err, direct)
 	}
 
-	if err := c.LoadModule(ctx, nil, ""); !errors.Is(err, ErrBadRequest) {
+	if err := c.LoadModule(ctx, nil, ""); !errors.Is(err, wire.ErrBadRequest) {
 		t.Errorf("LoadModule(empty) = %v, want ErrBadRequest", err)
 	}
-	if err := c.UnloadModule(ctx, "../evil"); !errors.Is(err, ErrBadRequest) {
+	if err := c.UnloadModule(ctx, "../evil"); !errors.Is(err, wire.ErrBadRequest) {
 		t.Errorf("UnloadModule(../evil) = %v, want ErrBadRequest", err)
 	}
 }

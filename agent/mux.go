@@ -8,12 +8,14 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+
+	"github.com/klasy/klasy/agent/wire"
 )
 
 // muxQueueMax bounds what the mux holds for one client that does not read
 // its answers; such a client is dropped (its requests canceled) rather
 // than let it hold back the line every other client shares.
-var muxQueueMax = 4 * MaxPayload
+var muxQueueMax = 4 * wire.MaxPayload
 
 // Mux lets many clients share one connection to an agent, whose line (a
 // QEMU chardev socket) takes one connection at a time. It accepts clients
@@ -136,8 +138,8 @@ func (m *mux) addClient(conn net.Conn) *muxClient {
 }
 
 // toAgent writes one frame to the agent; its payload is as it came.
-func (m *mux) toAgent(f Frame, flags uint16) {
-	b := appendFrame(nil, f, flags)
+func (m *mux) toAgent(f wire.Frame, flags uint16) {
+	b := wire.AppendFrameFlags(nil, f, flags)
 	m.awmu.Lock()
 	defer m.awmu.Unlock()
 	if _, err := m.agent.Write(b); err != nil {
@@ -149,8 +151,8 @@ func (m *mux) toAgent(f Frame, flags uint16) {
 // readAgent routes the agent's frames to their clients until the
 // connection ends.
 func (m *mux) readAgent() error {
-	fr := NewFrameReader(m.agent, MaxPayload)
-	fr.raw = true
+	fr := wire.NewFrameReader(m.agent, wire.MaxPayload)
+	fr.Raw = true
 	var skipped int64
 	for {
 		f, err := fr.ReadFrame()
@@ -159,8 +161,8 @@ func (m *mux) readAgent() error {
 			skipped = fr.Skipped
 		}
 		if err != nil {
-			var fe *FrameError
-			if errors.As(err, &fe) && !errors.Is(err, ErrTruncatedFrame) {
+			var fe *wire.FrameError
+			if errors.As(err, &fe) && !errors.Is(err, wire.ErrTruncatedFrame) {
 				m.logf("damaged frame from the agent: %v", fe)
 				m.failDamaged(fe)
 				continue
@@ -172,7 +174,7 @@ func (m *mux) readAgent() error {
 		}
 		m.mu.Lock()
 		r, ok := m.routes[f.ID]
-		if ok && f.Type.final() {
+		if ok && f.Type.Final() {
 			delete(m.routes, f.ID)
 			delete(r.c.ids, r.id)
 		}
@@ -181,14 +183,14 @@ func (m *mux) readAgent() error {
 			continue // a late answer to a request whose client is gone
 		}
 		f.ID = r.id
-		r.c.enqueue(m, appendFrame(nil, f, fr.lastFlags))
+		r.c.enqueue(m, wire.AppendFrameFlags(nil, f, fr.Flags()))
 	}
 }
 
 // failDamaged fails the request a damaged answer belonged to, or every
 // request in flight when the damage hides which one it was, and cancels
 // them on the agent.
-func (m *mux) failDamaged(fe *FrameError) {
+func (m *mux) failDamaged(fe *wire.FrameError) {
 	type failed struct {
 		aid uint32
 		r   route
@@ -209,9 +211,9 @@ func (m *mux) failDamaged(fe *FrameError) {
 		msg = "an answer from the agent arrived damaged and may have been this request's: " + fe.Error()
 	}
 	for _, f := range fs {
-		m.toAgent(Frame{Type: MsgCancel, ID: f.aid}, 0)
-		f.r.c.enqueue(m, appendFrame(nil, Frame{Type: MsgError, ID: f.r.id, Payload: encodeRemoteError(
-			&RemoteError{Op: "mux", Kind: KindBadFrame, Msg: msg})}, 0))
+		m.toAgent(wire.Frame{Type: wire.MsgCancel, ID: f.aid}, 0)
+		f.r.c.enqueue(m, wire.AppendFrameFlags(nil, wire.Frame{Type: wire.MsgError, ID: f.r.id, Payload: wire.EncodeRemoteError(
+			&wire.RemoteError{Op: "mux", Kind: wire.KindBadFrame, Msg: msg})}, 0))
 	}
 }
 
@@ -219,36 +221,36 @@ func (m *mux) failDamaged(fe *FrameError) {
 // then cancels what it left in flight.
 func (m *mux) serveClient(c *muxClient) {
 	go c.writeLoop()
-	fr := NewFrameReader(c.conn, MaxPayload)
-	fr.raw = true
+	fr := wire.NewFrameReader(c.conn, wire.MaxPayload)
+	fr.Raw = true
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
-			var fe *FrameError
-			if errors.As(err, &fe) && !errors.Is(err, ErrTruncatedFrame) {
+			var fe *wire.FrameError
+			if errors.As(err, &fe) && !errors.Is(err, wire.ErrTruncatedFrame) {
 				m.logf("damaged frame from a client: %v", fe)
 				if fe.HasID {
 					m.cancelClientID(c, fe.ID)
-					c.enqueue(m, appendFrame(nil, Frame{Type: MsgError, ID: fe.ID, Payload: encodeRemoteError(
-						&RemoteError{Op: fe.Type.String(), Kind: KindBadFrame, Msg: "request arrived damaged and was not run: " + fe.Error()})}, 0))
+					c.enqueue(m, wire.AppendFrameFlags(nil, wire.Frame{Type: wire.MsgError, ID: fe.ID, Payload: wire.EncodeRemoteError(
+						&wire.RemoteError{Op: fe.Type.String(), Kind: wire.KindBadFrame, Msg: "request arrived damaged and was not run: " + fe.Error()})}, 0))
 				}
 				continue
 			}
 			break
 		}
-		m.fromClient(c, f, fr.lastFlags)
+		m.fromClient(c, f, fr.Flags())
 	}
 	m.dropClient(c)
 }
 
-func (m *mux) fromClient(c *muxClient, f Frame, flags uint16) {
-	if f.Type >= MsgResult {
+func (m *mux) fromClient(c *muxClient, f wire.Frame, flags uint16) {
+	if f.Type >= wire.MsgResult {
 		m.logf("dropped a %s frame a client sent (id %d)", f.Type, f.ID)
 		return
 	}
 	m.mu.Lock()
 	aid, inFlight := c.ids[f.ID]
-	if f.Type.continuation() {
+	if f.Type.Continuation() {
 		m.mu.Unlock()
 		if inFlight {
 			f.ID = aid
@@ -259,7 +261,7 @@ func (m *mux) fromClient(c *muxClient, f Frame, flags uint16) {
 	}
 	if inFlight {
 		m.mu.Unlock()
-		c.enqueue(m, appendFrame(nil, Frame{Type: MsgError, ID: f.ID, Payload: encodeRemoteError(
+		c.enqueue(m, wire.AppendFrameFlags(nil, wire.Frame{Type: wire.MsgError, ID: f.ID, Payload: wire.EncodeRemoteError(
 			badRequest(f.Type.String(), "request id %d is already in use", f.ID))}, 0))
 		return
 	}
@@ -287,7 +289,7 @@ func (m *mux) cancelClientID(c *muxClient, id uint32) {
 	}
 	m.mu.Unlock()
 	if ok {
-		m.toAgent(Frame{Type: MsgCancel, ID: aid}, 0)
+		m.toAgent(wire.Frame{Type: wire.MsgCancel, ID: aid}, 0)
 	}
 }
 
@@ -308,7 +310,7 @@ func (m *mux) dropClient(c *muxClient) {
 		return // the agent's line is gone: nothing to cancel on
 	}
 	for _, aid := range aids {
-		m.toAgent(Frame{Type: MsgCancel, ID: aid}, 0)
+		m.toAgent(wire.Frame{Type: wire.MsgCancel, ID: aid}, 0)
 	}
 }
 

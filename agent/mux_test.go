@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/klasy/klasy/agent/wire"
 )
 
 // muxed starts a mux on a unix socket in front of agentConn and returns
@@ -143,15 +145,15 @@ func TestMuxKeepsClientsIDsApart(t *testing.T) {
 	conns := []net.Conn{dial(), dial()}
 	for i, conn := range conns {
 		defer conn.Close()
-		run := runRequest{Argv: []string{"sh", "-c", fmt.Sprintf("sleep 0.%d; echo client%d", 3-i, i)}}
-		conn.Write(mustFrame(t, Frame{Type: MsgRun, ID: 7, Payload: run.encode()}))
+		run := wire.RunRequest{Argv: []string{"sh", "-c", fmt.Sprintf("sleep 0.%d; echo client%d", 3-i, i)}}
+		conn.Write(mustFrame(t, wire.Frame{Type: wire.MsgRun, ID: 7, Payload: run.Encode()}))
 	}
 	for i, conn := range conns {
-		f, err := NewFrameReader(conn, 0).ReadFrame()
-		if err != nil || f.ID != 7 || f.Type != MsgResult {
+		f, err := wire.NewFrameReader(conn, 0).ReadFrame()
+		if err != nil || f.ID != 7 || f.Type != wire.MsgResult {
 			t.Fatalf("client %d: %s id %d, %v; want the result of its request 7", i, f.Type, f.ID, err)
 		}
-		res, err := decodeRunResult(f.Payload)
+		res, err := wire.DecodeRunResult(f.Payload)
 		if want := fmt.Sprintf("client%d\n", i); err != nil || string(res.Stdout) != want {
 			t.Errorf("client %d got %q, %v; want %q", i, res.Stdout, err, want)
 		}
@@ -192,7 +194,7 @@ func TestMuxDropsClientThatDoesNotRead(t *testing.T) {
 	conn := dial()
 	defer conn.Close()
 	for id := uint32(1); id <= 8; id++ {
-		conn.Write(mustFrame(t, Frame{Type: MsgReadFile, ID: id, Payload: encodeString(big)}))
+		conn.Write(mustFrame(t, wire.Frame{Type: wire.MsgReadFile, ID: id, Payload: wire.EncodeString(big)}))
 	}
 	time.Sleep(500 * time.Millisecond)
 	// What the socket held before the mux gave up on it, then the end.
@@ -230,7 +232,7 @@ func TestMuxAgentGone(t *testing.T) {
 	defer c.Close()
 	res := make(chan error, 1)
 	go func() { res <- c.Ping(testCtx(t)) }()
-	fr := NewFrameReader(b, 0)
+	fr := wire.NewFrameReader(b, 0)
 	readRequest(t, fr)
 	b.Close()
 	if err := <-res; !errors.Is(err, ErrConnLost) {
@@ -252,7 +254,7 @@ func TestMuxDamagedAnswers(t *testing.T) {
 	c1, c2 := NewClient(dial()), NewClient(dial())
 	defer c1.Close()
 	defer c2.Close()
-	fr := NewFrameReader(agentEnd, 0)
+	fr := wire.NewFrameReader(agentEnd, 0)
 	ping := func(c *Client) chan error {
 		res := make(chan error, 1)
 		go func() { res <- c.Ping(testCtx(t)) }()
@@ -261,16 +263,16 @@ func TestMuxDamagedAnswers(t *testing.T) {
 	// Payload damaged: only its request fails.
 	r1, r2 := ping(c1), ping(c2)
 	q1, q2 := readRequest(t, fr), readRequest(t, fr)
-	bad := mustFrame(t, Frame{Type: MsgResult, ID: q1.ID, Payload: []byte("x")})
+	bad := mustFrame(t, wire.Frame{Type: wire.MsgResult, ID: q1.ID, Payload: []byte("x")})
 	bad[len(bad)-1] ^= 1
 	go agentEnd.Write(bad)
-	if f := readRequest(t, fr); f.Type != MsgCancel || f.ID != q1.ID {
+	if f := readRequest(t, fr); f.Type != wire.MsgCancel || f.ID != q1.ID {
 		t.Errorf("after a damaged answer the agent got %s id %d, want a cancel of id %d", f.Type, f.ID, q1.ID)
 	}
-	agentEnd.Write(mustFrame(t, Frame{Type: MsgResult, ID: q2.ID}))
+	agentEnd.Write(mustFrame(t, wire.Frame{Type: wire.MsgResult, ID: q2.ID}))
 	var failed, ok int
 	for _, r := range []chan error{r1, r2} {
-		if err := <-r; errors.Is(err, ErrCorruptFrame) {
+		if err := <-r; errors.Is(err, wire.ErrCorruptFrame) {
 			failed++
 		} else if err == nil {
 			ok++
@@ -286,16 +288,16 @@ func TestMuxDamagedAnswers(t *testing.T) {
 	r1, r2 = ping(c1), ping(c2)
 	readRequest(t, fr)
 	readRequest(t, fr)
-	bad = mustFrame(t, Frame{Type: MsgResult, ID: 1})
+	bad = mustFrame(t, wire.Frame{Type: wire.MsgResult, ID: 1})
 	bad[12] ^= 1
 	go agentEnd.Write(bad)
 	for i := 0; i < 2; i++ {
-		if f := readRequest(t, fr); f.Type != MsgCancel {
+		if f := readRequest(t, fr); f.Type != wire.MsgCancel {
 			t.Errorf("after a damaged header the agent got %s, want cancels", f.Type)
 		}
 	}
 	for _, r := range []chan error{r1, r2} {
-		if err := <-r; !errors.Is(err, ErrCorruptFrame) || !strings.Contains(err.Error(), "damaged") {
+		if err := <-r; !errors.Is(err, wire.ErrCorruptFrame) || !strings.Contains(err.Error(), "damaged") {
 			t.Errorf("Ping = %v, want a damaged-answer error", err)
 		}
 	}

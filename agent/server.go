@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/klasy/klasy/agent/wire"
 )
 
 // ServerOptions configures the agent side.
@@ -31,7 +33,7 @@ const (
 	streamChunk = 64 << 10
 	// maxRunOutput bounds stdout and stderr each so that both fit in one
 	// result frame.
-	maxRunOutput = (MaxPayload - 64) / 2
+	maxRunOutput = (wire.MaxPayload - 64) / 2
 )
 
 // Serve answers requests read from conn until ctx is done (it then
@@ -56,7 +58,7 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, opts ServerOptions) err
 		<-ctx.Done()
 		s.closeOnce.Do(func() { conn.Close() })
 	}()
-	fr := NewFrameReader(conn, MaxPayload)
+	fr := wire.NewFrameReader(conn, wire.MaxPayload)
 	var skipped int64
 	var result error
 	for {
@@ -66,12 +68,12 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, opts ServerOptions) err
 			skipped = fr.Skipped
 		}
 		if err != nil {
-			var fe *FrameError
-			if errors.As(err, &fe) && !errors.Is(err, ErrTruncatedFrame) {
+			var fe *wire.FrameError
+			if errors.As(err, &fe) && !errors.Is(err, wire.ErrTruncatedFrame) {
 				s.logf("rejected frame: %v", fe)
 				if fe.HasID {
 					s.cancel(fe.ID)
-					s.reply(fe.ID, &RemoteError{Op: fe.Type.String(), Kind: KindBadFrame,
+					s.reply(fe.ID, &wire.RemoteError{Op: fe.Type.String(), Kind: wire.KindBadFrame,
 						Msg: "request arrived damaged and was not run: " + fe.Error()})
 				}
 				continue
@@ -108,13 +110,13 @@ type server struct {
 
 type active struct {
 	cancel context.CancelFunc
-	acks   chan int     // stream or exec output credits returned by the client
-	stdin  chan []byte  // an exec's input chunks; an empty one ends it
-	why    *RemoteError // set (under server.mu) when the agent aborts the request
+	acks   chan int          // stream or exec output credits returned by the client
+	stdin  chan []byte       // an exec's input chunks; an empty one ends it
+	why    *wire.RemoteError // set (under server.mu) when the agent aborts the request
 }
 
 // abort stops request a for the reason re, which becomes its answer.
-func (s *server) abort(a *active, re *RemoteError) {
+func (s *server) abort(a *active, re *wire.RemoteError) {
 	s.mu.Lock()
 	if a.why == nil {
 		a.why = re
@@ -130,13 +132,13 @@ func (s *server) logf(format string, args ...any) {
 	}
 }
 
-func (s *server) send(f Frame) {
-	b, err := AppendFrame(nil, f)
+func (s *server) send(f wire.Frame) {
+	b, err := wire.AppendFrame(nil, f)
 	if err != nil {
 		// Results are bounded below MaxPayload; this is a bug, but the
 		// client must still hear about it.
-		b, _ = AppendFrame(nil, Frame{Type: MsgError, ID: f.ID, Payload: encodeRemoteError(
-			&RemoteError{Op: f.Type.String(), Kind: KindTooLarge, Msg: err.Error()})})
+		b, _ = wire.AppendFrame(nil, wire.Frame{Type: wire.MsgError, ID: f.ID, Payload: wire.EncodeRemoteError(
+			&wire.RemoteError{Op: f.Type.String(), Kind: wire.KindTooLarge, Msg: err.Error()})})
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -145,8 +147,8 @@ func (s *server) send(f Frame) {
 	}
 }
 
-func (s *server) reply(id uint32, re *RemoteError) {
-	s.send(Frame{Type: MsgError, ID: id, Payload: encodeRemoteError(re)})
+func (s *server) reply(id uint32, re *wire.RemoteError) {
+	s.send(wire.Frame{Type: wire.MsgError, ID: id, Payload: wire.EncodeRemoteError(re)})
 }
 
 func (s *server) cancel(id uint32) {
@@ -158,17 +160,17 @@ func (s *server) cancel(id uint32) {
 	}
 }
 
-func (s *server) dispatch(ctx context.Context, f Frame) {
+func (s *server) dispatch(ctx context.Context, f wire.Frame) {
 	switch f.Type {
-	case MsgCancel:
+	case wire.MsgCancel:
 		s.cancel(f.ID)
 		return
-	case MsgStreamAck:
-		n, err := decodeUint("stream ack", f.Payload)
+	case wire.MsgStreamAck:
+		n, err := wire.DecodeUint("stream ack", f.Payload)
 		s.mu.Lock()
 		a := s.active[f.ID]
 		s.mu.Unlock()
-		if err != nil || n == 0 || n > maxStreamWindow {
+		if err != nil || n == 0 || n > wire.MaxWindow {
 			s.logf("bad stream ack for request %d", f.ID)
 			if a != nil {
 				a.cancel()
@@ -182,7 +184,7 @@ func (s *server) dispatch(ctx context.Context, f Frame) {
 			}
 		}
 		return
-	case MsgStdin:
+	case wire.MsgStdin:
 		s.mu.Lock()
 		a := s.active[f.ID]
 		s.mu.Unlock()
@@ -206,24 +208,24 @@ func (s *server) dispatch(ctx context.Context, f Frame) {
 	handler, ok := handlers[f.Type]
 	if !ok {
 		s.logf("unsupported request %s (id %d)", f.Type, f.ID)
-		s.reply(f.ID, &RemoteError{Op: f.Type.String(), Kind: KindUnsupported,
+		s.reply(f.ID, &wire.RemoteError{Op: f.Type.String(), Kind: wire.KindUnsupported,
 			Msg: fmt.Sprintf("this agent does not handle %s frames", f.Type)})
 		return
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	a := &active{cancel: cancel}
 	switch f.Type {
-	case MsgStream:
-		a.acks = make(chan int, maxStreamWindow)
-	case MsgExec:
-		a.acks = make(chan int, maxStreamWindow)
-		a.stdin = make(chan []byte, maxStreamWindow+1) // the window and the end
+	case wire.MsgStream:
+		a.acks = make(chan int, wire.MaxWindow)
+	case wire.MsgExec:
+		a.acks = make(chan int, wire.MaxWindow)
+		a.stdin = make(chan []byte, wire.MaxWindow+1) // the window and the end
 	}
 	s.mu.Lock()
 	if s.active[f.ID] != nil {
 		s.mu.Unlock()
 		cancel()
-		s.reply(f.ID, &RemoteError{Op: f.Type.String(), Kind: KindBadRequest,
+		s.reply(f.ID, &wire.RemoteError{Op: f.Type.String(), Kind: wire.KindBadRequest,
 			Msg: fmt.Sprintf("request id %d is already in use", f.ID)})
 		return
 	}
@@ -243,7 +245,7 @@ func (s *server) dispatch(ctx context.Context, f Frame) {
 			// the guest's only channel, down.
 			if p := recover(); p != nil {
 				s.logf("panic handling %s (id %d): %v", f.Type, f.ID, p)
-				s.reply(f.ID, &RemoteError{Op: f.Type.String(), Kind: KindOther, Msg: fmt.Sprintf("agent bug: panic: %v", p)})
+				s.reply(f.ID, &wire.RemoteError{Op: f.Type.String(), Kind: wire.KindOther, Msg: fmt.Sprintf("agent bug: panic: %v", p)})
 			}
 		}()
 		res, err := handler(s, rctx, f, a)
@@ -253,54 +255,73 @@ func (s *server) dispatch(ctx context.Context, f Frame) {
 		if why != nil {
 			// Aborted: whatever the handler made of it (a killed
 			// command's status), the reason is the answer.
-			s.send(Frame{Type: MsgError, ID: f.ID, Payload: encodeRemoteError(why)})
+			s.send(wire.Frame{Type: wire.MsgError, ID: f.ID, Payload: wire.EncodeRemoteError(why)})
 			return
 		}
 		if err != nil {
 			re := remoteErrorFrom(f.Type.String(), err)
 			if rctx.Err() != nil && ctx.Err() == nil {
-				re = &RemoteError{Op: f.Type.String(), Kind: KindCanceled, Msg: "canceled by the client"}
+				re = &wire.RemoteError{Op: f.Type.String(), Kind: wire.KindCanceled, Msg: "canceled by the client"}
 			}
-			s.send(Frame{Type: MsgError, ID: f.ID, Payload: encodeRemoteError(re)})
+			s.send(wire.Frame{Type: wire.MsgError, ID: f.ID, Payload: wire.EncodeRemoteError(re)})
 			return
 		}
-		s.send(Frame{Type: MsgResult, ID: f.ID, Payload: res})
+		s.send(wire.Frame{Type: wire.MsgResult, ID: f.ID, Payload: res})
 	}()
 }
 
-type handlerFunc func(s *server, ctx context.Context, f Frame, a *active) ([]byte, error)
+// remoteErrorFrom turns an error on the agent's side into what goes back
+// on the wire, keeping the errno when there is one.
+func remoteErrorFrom(op string, err error) *wire.RemoteError {
+	var re *wire.RemoteError
+	if errors.As(err, &re) {
+		return re
+	}
+	e := &wire.RemoteError{Op: op, Kind: wire.KindOther, Msg: err.Error()}
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &errno):
+		e.Kind, e.Errno = wire.KindErrno, errno
+	case errors.Is(err, exec.ErrNotFound):
+		// A missing program is a missing file to the caller.
+		e.Kind, e.Errno = wire.KindErrno, syscall.ENOENT
+	}
+	return e
+}
 
-var handlers map[MsgType]handlerFunc
+type handlerFunc func(s *server, ctx context.Context, f wire.Frame, a *active) ([]byte, error)
+
+var handlers map[wire.MsgType]handlerFunc
 
 func init() {
-	handlers = map[MsgType]handlerFunc{
-		MsgPing: func(s *server, ctx context.Context, f Frame, a *active) ([]byte, error) {
+	handlers = map[wire.MsgType]handlerFunc{
+		wire.MsgPing: func(s *server, ctx context.Context, f wire.Frame, a *active) ([]byte, error) {
 			if len(f.Payload) != 0 {
 				return nil, badRequest("ping", "ping carries no payload, got %d bytes", len(f.Payload))
 			}
 			return nil, nil
 		},
-		MsgRun:          (*server).run,
-		MsgWriteFile:    (*server).writeFile,
-		MsgReadFile:     (*server).readFile,
-		MsgLoadModule:   (*server).loadModule,
-		MsgUnloadModule: (*server).unloadModule,
-		MsgModules:      (*server).modules,
-		MsgStream:       (*server).stream,
-		MsgExec:         (*server).exec,
-		MsgClock:        (*server).clock,
+		wire.MsgRun:          (*server).run,
+		wire.MsgWriteFile:    (*server).writeFile,
+		wire.MsgReadFile:     (*server).readFile,
+		wire.MsgLoadModule:   (*server).loadModule,
+		wire.MsgUnloadModule: (*server).unloadModule,
+		wire.MsgModules:      (*server).modules,
+		wire.MsgStream:       (*server).stream,
+		wire.MsgExec:         (*server).exec,
+		wire.MsgClock:        (*server).clock,
 	}
 }
 
-func badRequest(op, format string, args ...any) *RemoteError {
-	return &RemoteError{Op: op, Kind: KindBadRequest, Msg: fmt.Sprintf(format, args...)}
+func badRequest(op, format string, args ...any) *wire.RemoteError {
+	return &wire.RemoteError{Op: op, Kind: wire.KindBadRequest, Msg: fmt.Sprintf(format, args...)}
 }
 
 func asBadRequest(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &RemoteError{Op: op, Kind: KindBadRequest, Msg: err.Error()}
+	return &wire.RemoteError{Op: op, Kind: wire.KindBadRequest, Msg: err.Error()}
 }
 
 // cappedBuffer keeps at most max bytes and remembers that it overflowed.
@@ -315,18 +336,18 @@ type cappedBuffer struct {
 func (b *cappedBuffer) Write(p []byte) (int, error) {
 	if b.buf.Len()+len(p) > b.max {
 		b.overflow = true
-		return 0, ErrTooLarge
+		return 0, wire.ErrTooLarge
 	}
 	return b.buf.Write(p)
 }
 
-func (s *server) run(ctx context.Context, f Frame, _ *active) ([]byte, error) {
+func (s *server) run(ctx context.Context, f wire.Frame, _ *active) ([]byte, error) {
 	if !s.opts.AllowRun {
 		s.logf("refused to run a command (agent started without --allow-run)")
-		return nil, &RemoteError{Op: "run", Kind: KindRunDisabled,
+		return nil, &wire.RemoteError{Op: "run", Kind: wire.KindRunDisabled,
 			Msg: "running commands is disabled on this agent (start it with --allow-run, lab only)"}
 	}
-	req, err := decodeRunRequest(f.Payload)
+	req, err := wire.DecodeRunRequest(f.Payload)
 	if err != nil {
 		return nil, asBadRequest("run", err)
 	}
@@ -344,14 +365,14 @@ func (s *server) run(ctx context.Context, f Frame, _ *active) ([]byte, error) {
 	cmd.WaitDelay = 2 * time.Second
 	err = cmd.Run()
 	if stdout.overflow || stderr.overflow {
-		return nil, &RemoteError{Op: "run", Kind: KindTooLarge,
+		return nil, &wire.RemoteError{Op: "run", Kind: wire.KindTooLarge,
 			Msg: fmt.Sprintf("%s: output exceeds %d bytes; redirect it to a file and Stream it", req.Argv[0], maxRunOutput)}
 	}
-	res := RunResult{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes()}
+	res := wire.RunResult{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes()}
 	if res.ExitCode, err = exitStatus(cmd, err); err != nil {
 		return nil, remoteErrorFrom("run", err)
 	}
-	return res.encode(), nil
+	return res.Encode(), nil
 }
 
 // exitStatus turns what cmd.Run or cmd.Wait returned into an exit status
@@ -379,13 +400,13 @@ func exitStatus(cmd *exec.Cmd, err error) (int, error) {
 // its window of them.
 const maxStdinChunk = streamChunk
 
-func (s *server) exec(ctx context.Context, f Frame, a *active) ([]byte, error) {
+func (s *server) exec(ctx context.Context, f wire.Frame, a *active) ([]byte, error) {
 	if !s.opts.AllowRun {
 		s.logf("refused to run a command (agent started without --allow-run)")
-		return nil, &RemoteError{Op: "exec", Kind: KindRunDisabled,
+		return nil, &wire.RemoteError{Op: "exec", Kind: wire.KindRunDisabled,
 			Msg: "running commands is disabled on this agent (start it with --allow-run, lab only)"}
 	}
-	req, err := decodeExecRequest(f.Payload)
+	req, err := wire.DecodeExecRequest(f.Payload)
 	if err != nil {
 		return nil, asBadRequest("exec", err)
 	}
@@ -413,7 +434,7 @@ func (s *server) exec(ctx context.Context, f Frame, a *active) ([]byte, error) {
 	if err != nil {
 		return nil, remoteErrorFrom("exec", err)
 	}
-	return encodeInt(int64(code)), nil
+	return wire.EncodeInt(int64(code)), nil
 }
 
 // feedStdin writes an exec's input chunks to the command as they come
@@ -436,7 +457,7 @@ func (s *server) feedStdin(ctx context.Context, id uint32, in <-chan []byte, w i
 			if ctx.Err() != nil {
 				return
 			}
-			s.send(Frame{Type: MsgStdinAck, ID: id, Payload: encodeUint(1)})
+			s.send(wire.Frame{Type: wire.MsgStdinAck, ID: id, Payload: wire.EncodeUint(1)})
 		case <-ctx.Done():
 			return
 		}
@@ -481,7 +502,7 @@ func (w fdWriter) Write(p []byte) (int, error) {
 		}
 		o.credits--
 		o.mu.Unlock()
-		o.s.send(Frame{Type: MsgExecOutput, ID: o.id, Payload: execOutput{FD: w.fd, Data: c}.encode()})
+		o.s.send(wire.Frame{Type: wire.MsgExecOutput, ID: o.id, Payload: wire.ExecOutput{FD: w.fd, Data: c}.Encode()})
 		n += len(c)
 		p = p[len(c):]
 	}
@@ -491,7 +512,7 @@ func (w fdWriter) Write(p []byte) (int, error) {
 // clock answers the guest's CLOCK_MONOTONIC in nanoseconds, the clock
 // klasy's records are stamped with (ktime_get_mono_fast_ns), read as
 // late as possible so that the host's round trip brackets it.
-func (s *server) clock(_ context.Context, f Frame, _ *active) ([]byte, error) {
+func (s *server) clock(_ context.Context, f wire.Frame, _ *active) ([]byte, error) {
 	if len(f.Payload) != 0 {
 		return nil, badRequest("clock", "clock request carries no payload, got %d bytes", len(f.Payload))
 	}
@@ -499,11 +520,11 @@ func (s *server) clock(_ context.Context, f Frame, _ *active) ([]byte, error) {
 	if err != nil {
 		return nil, remoteErrorFrom("clock", err)
 	}
-	return encodeInt(ns), nil
+	return wire.EncodeInt(ns), nil
 }
 
-func (s *server) writeFile(_ context.Context, f Frame, _ *active) ([]byte, error) {
-	req, err := decodeWriteFileRequest(f.Payload)
+func (s *server) writeFile(_ context.Context, f wire.Frame, _ *active) ([]byte, error) {
+	req, err := wire.DecodeWriteFileRequest(f.Payload)
 	if err != nil {
 		return nil, asBadRequest("write file", err)
 	}
@@ -535,10 +556,10 @@ func (s *server) writeFile(_ context.Context, f Frame, _ *active) ([]byte, error
 }
 
 // maxReadFile leaves room for the length prefix in the result frame.
-const maxReadFile = MaxPayload - 16
+const maxReadFile = wire.MaxPayload - 16
 
-func (s *server) readFile(_ context.Context, f Frame, _ *active) ([]byte, error) {
-	path, err := decodeString("read-file request", f.Payload)
+func (s *server) readFile(_ context.Context, f wire.Frame, _ *active) ([]byte, error) {
+	path, err := wire.DecodeString("read-file request", f.Payload)
 	if err != nil {
 		return nil, asBadRequest("read file", err)
 	}
@@ -554,14 +575,14 @@ func (s *server) readFile(_ context.Context, f Frame, _ *active) ([]byte, error)
 		return nil, remoteErrorFrom("read file", err)
 	}
 	if len(data) > maxReadFile {
-		return nil, &RemoteError{Op: "read file", Kind: KindTooLarge,
+		return nil, &wire.RemoteError{Op: "read file", Kind: wire.KindTooLarge,
 			Msg: fmt.Sprintf("%s is larger than %d bytes; use Stream", path, maxReadFile)}
 	}
-	return encodeBytes(data), nil
+	return wire.EncodeBytes(data), nil
 }
 
-func (s *server) loadModule(_ context.Context, f Frame, _ *active) ([]byte, error) {
-	req, err := decodeLoadModuleRequest(f.Payload)
+func (s *server) loadModule(_ context.Context, f wire.Frame, _ *active) ([]byte, error) {
+	req, err := wire.DecodeLoadModuleRequest(f.Payload)
 	if err != nil {
 		return nil, asBadRequest("load module", err)
 	}
@@ -574,8 +595,8 @@ func (s *server) loadModule(_ context.Context, f Frame, _ *active) ([]byte, erro
 	return nil, nil
 }
 
-func (s *server) unloadModule(_ context.Context, f Frame, _ *active) ([]byte, error) {
-	name, err := decodeString("unload-module request", f.Payload)
+func (s *server) unloadModule(_ context.Context, f wire.Frame, _ *active) ([]byte, error) {
+	name, err := wire.DecodeString("unload-module request", f.Payload)
 	if err != nil {
 		return nil, asBadRequest("unload module", err)
 	}
@@ -588,7 +609,7 @@ func (s *server) unloadModule(_ context.Context, f Frame, _ *active) ([]byte, er
 	return nil, nil
 }
 
-func (s *server) modules(_ context.Context, f Frame, _ *active) ([]byte, error) {
+func (s *server) modules(_ context.Context, f wire.Frame, _ *active) ([]byte, error) {
 	if len(f.Payload) != 0 {
 		return nil, badRequest("modules", "modules request carries no payload, got %d bytes", len(f.Payload))
 	}
@@ -600,13 +621,13 @@ func (s *server) modules(_ context.Context, f Frame, _ *active) ([]byte, error) 
 	if err != nil {
 		return nil, remoteErrorFrom("modules", err)
 	}
-	return encodeModules(ms), nil
+	return wire.EncodeModules(ms), nil
 }
 
 // ParseProcModules parses the text of /proc/modules:
 // "name size refcount deps state address" per line.
-func ParseProcModules(data []byte) ([]Module, error) {
-	var ms []Module
+func ParseProcModules(data []byte) ([]wire.Module, error) {
+	var ms []wire.Module
 	for i, line := range strings.Split(string(data), "\n") {
 		if strings.TrimSpace(line) == "" {
 			continue
@@ -627,13 +648,13 @@ func ParseProcModules(data []byte) ([]Module, error) {
 			}
 			refs = r
 		}
-		ms = append(ms, Module{Name: fs[0], Size: size, Refs: refs})
+		ms = append(ms, wire.Module{Name: fs[0], Size: size, Refs: refs})
 	}
 	return ms, nil
 }
 
-func (s *server) stream(ctx context.Context, f Frame, a *active) ([]byte, error) {
-	req, err := decodeStreamRequest(f.Payload)
+func (s *server) stream(ctx context.Context, f wire.Frame, a *active) ([]byte, error) {
+	req, err := wire.DecodeStreamRequest(f.Payload)
 	if err != nil {
 		return nil, asBadRequest("stream", err)
 	}
@@ -682,7 +703,7 @@ func (s *server) stream(ctx context.Context, f Frame, a *active) ([]byte, error)
 				}
 			}
 			credits--
-			s.send(Frame{Type: MsgStreamData, ID: f.ID, Payload: c.b})
+			s.send(wire.Frame{Type: wire.MsgStreamData, ID: f.ID, Payload: c.b})
 		}
 		if c.err == io.EOF {
 			return nil, nil

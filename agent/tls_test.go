@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/agent/wire"
 	"github.com/klasy/klasy/domains"
 )
 
@@ -164,7 +165,7 @@ func TestTLSController(t *testing.T) {
 	}
 	// Outside a lab (no --allow-run) no command runs, and the refusal is
 	// logged.
-	if _, err := c.Exec(ctx, []string{"touch", path + ".ran"}, nil, io.Discard, io.Discard); !errors.Is(err, agent.ErrRunDisabled) {
+	if _, err := c.Exec(ctx, []string{"touch", path + ".ran"}, nil, io.Discard, io.Discard); !errors.Is(err, wire.ErrRunDisabled) {
 		t.Errorf("Exec on an agent without AllowRun: %v, want ErrRunDisabled", err)
 	}
 	if _, err := os.Stat(path + ".ran"); err == nil {

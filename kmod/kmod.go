@@ -16,7 +16,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/agent/wire"
 )
 
 // Target is a kernel that loads and unloads modules: init_module(2),
@@ -26,7 +26,7 @@ import (
 type Target interface {
 	LoadModule(ctx context.Context, image []byte, params string) error
 	UnloadModule(ctx context.Context, name string) error
-	Modules(ctx context.Context) ([]agent.Module, error)
+	Modules(ctx context.Context) ([]wire.Module, error)
 }
 
 // Info is what a module's .modinfo section says about it.
@@ -176,15 +176,15 @@ func Unload(ctx context.Context, t Target, name string) error {
 	return nil
 }
 
-func find(ctx context.Context, t Target, name string) (agent.Module, bool, error) {
+func find(ctx context.Context, t Target, name string) (wire.Module, bool, error) {
 	ms, err := t.Modules(ctx)
 	if err != nil {
-		return agent.Module{}, false, err
+		return wire.Module{}, false, err
 	}
 	for _, m := range ms {
 		if m.Name == name {
 			return m, true, nil
 		}
 	}
-	return agent.Module{}, false, nil
+	return wire.Module{}, false, nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/agent/wire"
 	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/kmod"
@@ -157,14 +158,14 @@ func TestStripDebug(t *testing.T) {
 // ENOENT for a module not loaded and EWOULDBLOCK while other modules use
 // it. Each module a module depends on holds one reference for it.
 type kernel struct {
-	mods   []agent.Module
+	mods   []wire.Module
 	deps   map[string][]string
 	images [][]byte
 	lose   bool // init_module succeeds but the module is not listed
 }
 
 func (k *kernel) index(name string) int {
-	return slices.IndexFunc(k.mods, func(m agent.Module) bool { return m.Name == name })
+	return slices.IndexFunc(k.mods, func(m wire.Module) bool { return m.Name == name })
 }
 
 func (k *kernel) LoadModule(_ context.Context, image []byte, _ string) error {
@@ -187,7 +188,7 @@ func (k *kernel) LoadModule(_ context.Context, image []byte, _ string) error {
 	for _, d := range info.Depends {
 		k.mods[k.index(d)].Refs++
 	}
-	k.mods = append(k.mods, agent.Module{Name: info.Name, Size: int64(len(image))})
+	k.mods = append(k.mods, wire.Module{Name: info.Name, Size: int64(len(image))})
 	k.deps[info.Name] = info.Depends
 	return nil
 }
@@ -207,7 +208,7 @@ func (k *kernel) UnloadModule(_ context.Context, name string) error {
 	return nil
 }
 
-func (k *kernel) Modules(context.Context) ([]agent.Module, error) {
+func (k *kernel) Modules(context.Context) ([]wire.Module, error) {
 	return slices.Clone(k.mods), nil
 }
 

@@ -18,17 +18,20 @@
 //	code, err := l.Client().Exec(ctx, []string{"uname", "-r"}, nil, os.Stdout, os.Stderr)
 //	err = l.Down(ctx)
 //
-// The guest runs busybox init: /etc/klasy/rcS mounts proc, sys, debugfs
-// and devtmpfs, loads the virtio and e1000 modules and configures eth0
-// for QEMU user networking (10.0.2.15/24, the host is 10.0.2.2) and, for
-// labs on the shared LAN, eth1; then `klasy agent --device PORT
-// --allow-run` serves the host and a shell runs on the console (ttyS0).
+// The guest runs busybox init from an initramfs built with package
+// lab/initramfs: /etc/klasy/rcS mounts proc, sys, debugfs and devtmpfs,
+// loads the virtio and e1000 modules and configures eth0 for QEMU user
+// networking (10.0.2.15/24, the host is 10.0.2.2) and, for labs on the
+// shared LAN, eth1; then `klasy agent --device PORT --allow-run` serves
+// the host and a shell runs on the console (ttyS0).
 //
-// A Xen lab (Config.Xen, xen.go) boots Xen with a Domain 0 and Domain U
-// guests instead; its agents are on the network, one per domain, reached
-// over mutual TLS with the lab's own domains file (package domains):
+// A Xen lab (Config.Xen, a *xenlab.Config: package lab/xenlab builds and
+// boots it, through Launch) boots Xen with a Domain 0 and Domain U guests
+// instead; its agents are on the network, one per domain, reached over
+// mutual TLS with the lab's own domains file (package domains). Once it
+// runs, it is a Lab like any other (domains.go):
 //
-//	l, err := lab.Up(ctx, lab.Config{Name: "x", Xen: &lab.XenConfig{}})
+//	l, err := lab.Up(ctx, lab.Config{Name: "x", Xen: &xenlab.Config{}})
 //	for _, d := range l.Domains() { // dom0, domU1: kernel, plugin-built modules
 //		c, err := l.Dial(ctx, d.Name) // *agent.Client, a kmod.Target
 //		...

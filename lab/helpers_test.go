@@ -11,6 +11,7 @@ import (
 
 	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/kbuild"
+	"github.com/klasy/klasy/lab/initramfs"
 )
 
 func TestMain(m *testing.M) {
@@ -59,7 +60,7 @@ func needLab(t testing.TB, flavor string) Kernel {
 		err = fmt.Errorf("qemu-system-x86_64 not installed (make lab-setup)")
 	}
 	testenv.Need(t, "lab", err)
-	_, err = findBusybox()
+	_, err = initramfs.FindBusybox()
 	testenv.Need(t, "lab", err)
 	k, err := FindKernel(flavor)
 	testenv.Need(t, "lab", err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/agent/wire"
 )
 
 // Config says what lab to boot. Zero values take the defaults.
@@ -36,10 +37,11 @@ type Config struct {
 	BootTimeout time.Duration
 	// Progress receives one line per boot step; nil discards them.
 	Progress io.Writer
-	// Xen boots a Xen lab (xen.go): Xen 4.17 with a Domain 0 and
-	// Domain U guests, each running Kernel (Debian's), an agent in each
-	// reached over mutual TLS. LAN and ICount do not apply.
-	Xen *XenConfig
+	// Xen boots a Xen lab instead, a *xenlab.Config (package
+	// lab/xenlab): Xen 4.17 with a Domain 0 and Domain U guests, each
+	// running Kernel (Debian's), an agent in each reached over mutual
+	// TLS. LAN and ICount do not apply.
+	Xen Booter
 	// ICount runs the guest with QEMU's -icount: its clock counts the
 	// instructions it executes (1 ns each), so that a benchmark timed
 	// inside the guest gives the same figure run after run, whatever the
@@ -141,7 +143,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		if err != nil {
 			return nil, errors.New("qemu-system-x86_64 not found (install qemu-system-x86, or run make lab-setup)")
 		}
-		return upXen(ctx, cfg, qemu)
+		return cfg.Xen.Boot(ctx, cfg, qemu)
 	}
 	if cfg.MemMB < 128 || cfg.MemMB > 65536 {
 		return nil, fmt.Errorf("guest memory %d MB out of range (128..65536)", cfg.MemMB)
@@ -154,8 +156,8 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, errors.New("qemu-system-x86_64 not found (install qemu-system-x86, or run make lab-setup)")
 	}
 	// Said before the slow steps, and checked again under the lock.
-	if old, err := findLab(cfg.Name); err == nil && old.alive() {
-		return nil, old.runningError()
+	if err := CheckNotRunning(cfg.Name); err != nil {
+		return nil, err
 	}
 	k, err := FindKernel(cfg.Kernel)
 	if err != nil {
@@ -239,91 +241,6 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// launch starts QEMU with args(rec) for a new lab: under the labs'
-// lock it refuses a lab of that name that runs, removes a stale one's
-// state, gives rec a slot (and a LAN address when cfg.LAN), makes its
-// directory (the staging directory, when not "", becomes it), starts
-// QEMU and records the lab; from then on other processes see it. fail
-// stops QEMU and removes the lab's state, and returns err with the tail
-// of the console. On error nothing is left running.
-func launch(cfg Config, qemu string, rec record, staging string, args func(record) []string, what string) (l *Lab, fail func(error) (*Lab, error), err error) {
-	progress := func(format string, a ...any) {
-		fmt.Fprintf(cfg.Progress, "lab %s: %s\n", cfg.Name, fmt.Sprintf(format, a...))
-	}
-	unlock, err := lockRoot()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer func() {
-		if unlock != nil {
-			unlock()
-		}
-	}()
-	if old, err := findLab(cfg.Name); err == nil {
-		if old.alive() {
-			return nil, nil, old.runningError()
-		}
-		progress("removing stale state of a lab whose QEMU is gone")
-		stopMux(old.dir(), 0)
-	}
-	if err := os.RemoveAll(labDir(cfg.Name)); err != nil {
-		return nil, nil, err
-	}
-	if rec.Slot, err = freeSlot(); err != nil {
-		return nil, nil, err
-	}
-	if cfg.LAN {
-		rec.LANAddr = lanNet + strconv.Itoa(rec.Slot) + "/24"
-	}
-	if staging != "" {
-		err = os.Rename(staging, rec.dir())
-	} else {
-		err = os.MkdirAll(rec.dir(), 0o755)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	if n := len(rec.serialSocket()); n > 100 {
-		os.RemoveAll(rec.dir())
-		return nil, nil, fmt.Errorf("lab directory %s too long for a unix socket path (%d bytes); set KLASY_LAB_DIR to a shorter one", rec.dir(), n)
-	}
-	qlog, err := os.Create(rec.qemuLog())
-	if err != nil {
-		os.RemoveAll(rec.dir())
-		return nil, nil, err
-	}
-	cmd := exec.Command(qemu, args(rec)...)
-	cmd.Stdout, cmd.Stderr = qlog, qlog
-	// Its own session: QEMU outlives `klasy lab up` and ignores the
-	// terminal's signals.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	progress("starting QEMU: %s, console log %s", what, rec.consoleLog())
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		qlog.Close()
-		os.RemoveAll(rec.dir())
-		return nil, nil, fmt.Errorf("starting QEMU: %w", err)
-	}
-	qlog.Close()
-	rec.PID = cmd.Process.Pid
-	rec.Started = start
-	l = &Lab{rec: rec, exited: make(chan struct{})}
-	go func() { cmd.Wait(); close(l.exited) }()
-	fail = func(err error) (*Lab, error) {
-		l.kill()
-		stopMux(rec.dir(), time.Second)
-		report := rec.consoleReport()
-		os.RemoveAll(rec.dir())
-		return nil, fmt.Errorf("lab %s: %w%s", cfg.Name, err, report)
-	}
-	if err := rec.save(); err != nil {
-		_, err = fail(err)
-		return nil, nil, err
-	}
-	// The lab is recorded: others see it as running from here on.
-	return l, fail, nil
 }
 
 // consoleReport is the console's last lines (and QEMU's own messages, if
@@ -455,7 +372,7 @@ func (l *Lab) connect(ctx context.Context, timeout time.Duration) error {
 	// with an error if the random ids collide; a second ping has a new id.
 	for try := 1; ; try++ {
 		err = c.Ping(pctx)
-		var re *agent.RemoteError
+		var re *wire.RemoteError
 		if err == nil || try == 3 || !errors.As(err, &re) {
 			break
 		}

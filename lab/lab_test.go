@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/kmod"
+	"github.com/klasy/klasy/lab/initramfs"
 )
 
 func testName(suffix string) string { return fmt.Sprintf("t%d-%s", os.Getpid(), suffix) }
@@ -374,7 +375,7 @@ func TestBuiltLab(t *testing.T) {
 // console's last lines, and leave no QEMU and no state behind.
 func TestFailedBootReportsConsole(t *testing.T) {
 	needLab(t, Debian)
-	bb, err := findBusybox()
+	bb, err := initramfs.FindBusybox()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,17 +4,19 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/klasy/klasy/lab/initramfs"
 )
 
 func TestResolveModulesDebian(t *testing.T) {
 	k := needLab(t, Debian)
-	order, err := resolveModules(k.ModulesDir, bootModules)
+	order, err := initramfs.ResolveModules(k.ModulesDir, bootModules)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pos := map[string]int{}
 	for i, p := range order {
-		pos[modName(p)] = i
+		pos[initramfs.ModName(p)] = i
 	}
 	// Each module comes after what it depends on.
 	for _, dep := range [][2]string{
@@ -37,7 +39,7 @@ func TestResolveModulesDebian(t *testing.T) {
 
 func TestResolveModulesUnknown(t *testing.T) {
 	k := needLab(t, Debian)
-	_, err := resolveModules(k.ModulesDir, []string{"no_such_module_xyz"})
+	_, err := initramfs.ResolveModules(k.ModulesDir, []string{"no_such_module_xyz"})
 	if err == nil || !strings.Contains(err.Error(), "no_such_module_xyz not found") {
 		t.Errorf("resolving an unknown module: %v", err)
 	}
@@ -72,14 +74,5 @@ func TestConsoleWatcherCompleteLines(t *testing.T) {
 	appendFile(t, path, "o\nthree\n")
 	if got := w.newLines(); !slices.Equal(got, []string{"two", "three"}) {
 		t.Errorf("got %q, want [two three]", got)
-	}
-}
-
-func TestResolveModulesAllBuiltIn(t *testing.T) {
-	dir := t.TempDir()
-	appendFile(t, dir+"/modules.builtin", "kernel/drivers/virtio/virtio_pci.ko\nkernel/drivers/net/virtio_net.ko\nkernel/drivers/net/ethernet/intel/e1000/e1000.ko\n")
-	order, err := resolveModules(dir, bootModules)
-	if err != nil || len(order) != 0 {
-		t.Errorf("resolveModules with everything built in = %v, %v; want none", order, err)
 	}
 }

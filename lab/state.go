@@ -10,8 +10,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/klasy/klasy/internal/cachedir"
 )
 
 // Root is the directory holding one subdirectory of state per lab:
@@ -58,8 +59,8 @@ type record struct {
 	// ICount: the guest's clock counts instructions (Config.ICount).
 	ICount bool `json:"icount,omitempty"`
 	// Xen is set for a Xen lab: QEMU boots Xen, Kernel is every
-	// domain's, and the agents are on the network (xen.go).
-	Xen *xenRecord `json:"xen,omitempty"`
+	// domain's, and the agents are on the network (domains.go).
+	Xen *XenRecord `json:"xen,omitempty"`
 
 	// problem, when set, says what was wrong with the lab's state and how
 	// the record was rebuilt from what is left (see findLab).
@@ -271,20 +272,7 @@ func lockRoot() (unlock func(), err error) {
 	if err := os.MkdirAll(Root(), 0o755); err != nil {
 		return nil, err
 	}
-	return lockFile(filepath.Join(Root(), ".lock"))
-}
-
-// lockFile takes an exclusive lock on path, waiting for it.
-func lockFile(path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking %s: %w", path, err)
-	}
-	return func() { f.Close() }, nil
+	return cachedir.Lock(filepath.Join(Root(), ".lock"))
 }
 
 // consoleTail returns the last n lines of a console log, for errors.

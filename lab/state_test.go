@@ -116,3 +116,13 @@ func TestDamagedRecordWithLiveQEMU(t *testing.T) {
 		})
 	}
 }
+
+// A Booter's QEMU names Files.AgentSocket in its agent chardev, as Files
+// says: that must be what tells the lab's QEMU from others.
+func TestFilesAgentSocketFindsQEMU(t *testing.T) {
+	t.Setenv("KLASY_LAB_DIR", "/labs")
+	r := record{Name: "x"}
+	if arg := "socket,id=agent,path=" + r.files().AgentSocket + ",server=on,wait=off"; !strings.HasPrefix(arg, qemuAgentArg(r.dir())) {
+		t.Errorf("a chardev on Files.AgentSocket, %q, is not what finds the lab's QEMU, %q", arg, qemuAgentArg(r.dir()))
+	}
+}

@@ -1,4 +1,4 @@
-# The Xen lab (klasy lab up --xen; lab/xen.go): Xen 4.17 under QEMU TCG with
+# The Xen lab (klasy lab up --xen; lab/xenlab/): Xen 4.17 under QEMU TCG with
 # a PV Domain 0 and PV Domain U guests on xenbr0, xen-netback and
 # xen-netfront rebuilt with the klasy plugin, an agent in every domain
 # reached over mutual TLS (agent/tls.go, domains/).
@@ -22,7 +22,7 @@ xen-lab: lab-setup
 
 test-xen: xen-lab plugin linux-source lint
 	KLASY_TEST_REQUIRE=all,xen-lab $(GO) test -count=1 -timeout 30m ./domains/
-	KLASY_TEST_REQUIRE=all,xen-lab $(GO) test -count=1 -timeout 30m -run 'Xen|TLS|AgentListen' ./agent/ ./lab/ ./cmd/klasy/
+	KLASY_TEST_REQUIRE=all,xen-lab $(GO) test -count=1 -timeout 30m -run 'Xen|TLS|AgentListen' ./agent/ ./lab/xenlab/ ./cmd/klasy/
 
 # BenchmarkXenFlowLog (Table 6.9 on Xen) runs under make bench when the
 # images are cached, and skips, saying so, when they are not.

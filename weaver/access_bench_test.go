@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/aspect"
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/gen"
 	"github.com/klasy/klasy/weaver/joinpoint"

@@ -24,10 +24,10 @@ import (
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/dwarfmap"
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 	"github.com/klasy/klasy/pattern"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/ctxvalue"

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/records"
 	"github.com/klasy/klasy/weaver/target"

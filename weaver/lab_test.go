@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/aspect"
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/records"
 	"github.com/klasy/klasy/weaver/resolve"

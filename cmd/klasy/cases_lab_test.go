@@ -18,8 +18,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 )
 
 func TestCaseStudiesInBuiltLab(t *testing.T) {

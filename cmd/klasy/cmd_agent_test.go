@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/agent/wire"
 )
 
 // TestAgentHelperProcess is not a test: it is `klasy` itself when the
@@ -99,7 +100,7 @@ func TestAgentCommandOnPTY(t *testing.T) {
 				if err != nil || string(res.Stdout) != "hello\n" {
 					t.Errorf("Run = %q, %v", res.Stdout, err)
 				}
-			} else if !errors.Is(err, agent.ErrRunDisabled) {
+			} else if !errors.Is(err, wire.ErrRunDisabled) {
 				t.Errorf("Run without --allow-run = %v, want ErrRunDisabled", err)
 			}
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

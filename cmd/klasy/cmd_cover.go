@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/cmd/klasy/internal/coverview"
-	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/cmd/klasy/internal/jpview"
+	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/cover"
 	"github.com/klasy/klasy/weaver/joinpoint"

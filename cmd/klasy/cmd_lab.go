@@ -16,9 +16,10 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/agent/wire"
 	"github.com/klasy/klasy/cmd/klasy/internal/labview"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/xenlab"
 )
 
 var labHelp = helpText("lab")
@@ -76,7 +77,7 @@ func labUp(ctx context.Context, s *stdio, args []string) error {
 	fs.BoolVar(&cfg.LAN, "lan", false, "join the labs' shared LAN (eth1)")
 	fs.DurationVar(&cfg.BootTimeout, "timeout", 3*time.Minute, "how long to wait for the agent")
 	xen := fs.Bool("xen", false, "boot a Xen lab")
-	var xc lab.XenConfig
+	var xc xenlab.Config
 	fs.IntVar(&xc.DomUs, "domus", 1, "Domain U guests of a Xen lab")
 	fs.StringVar(&xc.Plugin, "plugin", "", "the klasy GCC plugin the Xen drivers are built with")
 	if err := fs.Parse(args); err != nil {
@@ -229,8 +230,8 @@ func labExec(ctx context.Context, s *stdio, args []string) error {
 		err = fmt.Errorf("running %s in lab %s: %w", argv[0], name, l.Explain(err))
 		// A command that could not start exits as in a shell (and ssh):
 		// 127 when it does not exist, 126 when it cannot be run.
-		var re *agent.RemoteError
-		if errors.As(err, &re) && re.Kind == agent.KindErrno {
+		var re *wire.RemoteError
+		if errors.As(err, &re) && re.Kind == wire.KindErrno {
 			fmt.Fprintf(s.Err, "klasy: %v\n", err)
 			if errors.Is(err, os.ErrNotExist) {
 				return exitError{Code: 127}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/klasy/klasy/aspect"
-	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/cmd/klasy/internal/jpview"
+	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/gen"
 	"github.com/klasy/klasy/weaver/multi"

@@ -18,6 +18,7 @@ import (
 	"github.com/klasy/klasy/domains"
 	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/xenlab"
 )
 
 func TestXenUsageErrors(t *testing.T) {
@@ -140,7 +141,7 @@ func TestXenLabCommand(t *testing.T) {
 	testenv.Need(t, "lab", err)
 	_, err = lab.FindKernel(lab.Debian)
 	testenv.Need(t, "lab", err)
-	_, err = lab.FindXenImages()
+	_, err = xenlab.FindImages()
 	testenv.Need(t, "xen-lab", err)
 	plugin, _ := filepath.Abs("../../gcc-patches/klasy.so")
 	if _, err := os.Stat(plugin); err != nil {

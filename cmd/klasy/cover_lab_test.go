@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 )
 
 // coverOut is klasy cover --json as a test reads it.

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 )
 
 // tcpCounters are the receiver's TCP counters of interest.

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/klasy/klasy/domains"
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 	"github.com/klasy/klasy/weaver"
 )
 

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/cmd/klasy/internal/statusview"
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 )
 
 type flowRecord struct {

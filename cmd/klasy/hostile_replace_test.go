@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/internal/cachedir"
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 )
 
 // Hostile <replace> advice (issue 13, "Bad input"): a replacement that

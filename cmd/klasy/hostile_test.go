@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/internal/cachedir"
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/lab/labboot"
 )
 
 // hostileCase is one bad input.

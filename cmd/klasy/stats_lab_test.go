@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/klasy/klasy/cmd/klasy/internal/statsview"
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 )
 
 // aggAspect is weaver/testdata/agg.klasy: the maps klasy_prog's calls

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 	"github.com/klasy/klasy/timeline"
 )
 

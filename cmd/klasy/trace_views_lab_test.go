@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 )
 
 // viewsAspect stores (count, pos) of the preads klasy_prog makes at

@@ -27,9 +27,10 @@ import (
 
 	"github.com/klasy/klasy/cmd/klasy/internal/flowview"
 	"github.com/klasy/klasy/cmd/klasy/internal/statusview"
-	"github.com/klasy/klasy/internal/labboot"
 	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
+	"github.com/klasy/klasy/lab/xenlab"
 	"github.com/klasy/klasy/timeline"
 )
 
@@ -88,7 +89,7 @@ func xenLab(tb testing.TB, suffix string) (name, dfile string, klasy func(args .
 	// xen-case, not the opt-in xen-lab: make test builds the images
 	// (make xen-lab) and runs the case study; the Xen lab's own tests
 	// stay with make test-xen.
-	_, err = lab.FindXenImages()
+	_, err = xenlab.FindImages()
 	testenv.Need(tb, "xen-case", err)
 	plugin, _ := filepath.Abs("../../gcc-patches/klasy.so")
 	if _, err := os.Stat(plugin); err != nil {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/agent/wire"
 	"github.com/klasy/klasy/lab"
 )
 
@@ -31,7 +32,7 @@ type Target interface {
 	Stream(ctx context.Context, path string, fn func([]byte) error) error
 	LoadModule(ctx context.Context, ko []byte, params string) error
 	UnloadModule(ctx context.Context, name string) error
-	Modules(ctx context.Context) ([]agent.Module, error)
+	Modules(ctx context.Context) ([]wire.Module, error)
 	// KernelLog returns the kernel's recent messages (dmesg), to explain
 	// a module that failed to load.
 	KernelLog(ctx context.Context) ([]byte, error)
@@ -143,7 +144,7 @@ func (t *agentTarget) UnloadModule(ctx context.Context, name string) error {
 	return t.c.UnloadModule(ctx, name)
 }
 
-func (t *agentTarget) Modules(ctx context.Context) ([]agent.Module, error) {
+func (t *agentTarget) Modules(ctx context.Context) ([]wire.Module, error) {
 	return t.c.Modules(ctx)
 }
 
@@ -239,7 +240,7 @@ func (t *localTarget) UnloadModule(ctx context.Context, name string) error {
 	return unix.DeleteModule(name, unix.O_NONBLOCK)
 }
 
-func (t *localTarget) Modules(ctx context.Context) ([]agent.Module, error) {
+func (t *localTarget) Modules(ctx context.Context) ([]wire.Module, error) {
 	b, err := os.ReadFile("/proc/modules")
 	if err != nil {
 		return nil, err
@@ -284,6 +285,6 @@ func (t imageOnly) Close() error                                             { r
 func (t imageOnly) ReadFile(context.Context, string) ([]byte, error)         { return nil, errNoKernel }
 func (t imageOnly) LoadModule(context.Context, []byte, string) error         { return errNoKernel }
 func (t imageOnly) UnloadModule(context.Context, string) error               { return errNoKernel }
-func (t imageOnly) Modules(context.Context) ([]agent.Module, error)          { return nil, errNoKernel }
+func (t imageOnly) Modules(context.Context) ([]wire.Module, error)           { return nil, errNoKernel }
 func (t imageOnly) KernelLog(context.Context) ([]byte, error)                { return nil, errNoKernel }
 func (t imageOnly) Stream(context.Context, string, func([]byte) error) error { return errNoKernel }

@@ -17,8 +17,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/internal/cachedir"
+	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/weaver/cover"
 )
 

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/cmd/klasy/internal/traceview"
+	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/timeline"
 )
 

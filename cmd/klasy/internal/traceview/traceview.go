@@ -13,8 +13,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/cmd/klasy/internal/perfetto"
+	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver/records"
 )

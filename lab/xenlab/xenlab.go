@@ -1,8 +1,7 @@
-package lab
-
-// A Xen lab: Xen 4.17 (Debian's xen-hypervisor-4.17-amd64) booted under
-// QEMU TCG with a PV Domain 0 and one or more PV Domain U guests on a
-// bridge, xenbr0, an agent in every domain reached over mutual TLS.
+// Package xenlab boots a Xen lab: Xen 4.17 (Debian's
+// xen-hypervisor-4.17-amd64) under QEMU TCG with a PV Domain 0 and one or
+// more PV Domain U guests on a bridge, xenbr0, an agent in every domain
+// reached over mutual TLS.
 //
 // The images scripts/build-xen-lab.sh builds once (make xen-lab) are the
 // hypervisor and Domain 0's root, a debootstrap'd minbase bookworm with
@@ -26,6 +25,11 @@ package lab
 // 10.0.2.2; Domain 0 is 10.0.2.15 on xenbr0, Domain U n is 10.0.2.(15+n).
 // The agents listen on port 7070 and QEMU forwards a port of 127.0.0.1
 // on the host to each (hostfwd), which the domains file names.
+//
+// Config is a lab.Booter: lab.Up boots a Xen lab for a lab.Config whose
+// Xen is one, and a running Xen lab is a lab.Lab to every process (its
+// Domains, their agents, status and down are package lab's).
+package xenlab
 
 import (
 	"bytes"
@@ -47,12 +51,15 @@ import (
 	_ "embed"
 
 	"github.com/klasy/klasy/domains"
+	"github.com/klasy/klasy/internal/cachedir"
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/kmod"
+	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/initramfs"
 )
 
-// XenConfig says what a Xen lab boots; zero values take the defaults.
-type XenConfig struct {
+// Config says what a Xen lab boots; zero values take the defaults.
+type Config struct {
 	// DomUs is how many PV Domain U guests start; default 1 (1..8).
 	DomUs int
 	// Dom0MemMB is Domain 0's memory (dom0_mem), default 1024;
@@ -71,7 +78,7 @@ type XenConfig struct {
 const (
 	// xenFormat is the image layout scripts/build-xen-lab.sh writes.
 	xenFormat = "klasy-xen-images-1"
-	// xenOverlayFormat changes whenever what Up adds to the images does,
+	// xenOverlayFormat changes whenever what Boot adds to the images does,
 	// so cached Domain U initramfs of an older layout are not reused.
 	xenOverlayFormat = "klasy-xen-overlay-2"
 	// agentPort is where every domain's agent listens.
@@ -91,10 +98,7 @@ const (
 // avx2, did not help.
 const xenCPU = "max,-smap,-smep,-rdtscp,-xsave"
 
-// Dom0 is the name of Domain 0 in a Xen lab; the guests are domU1...
-const Dom0 = "dom0"
-
-func (x *XenConfig) defaults() {
+func (x *Config) defaults() {
 	if x.DomUs == 0 {
 		x.DomUs = 1
 	}
@@ -105,11 +109,11 @@ func (x *XenConfig) defaults() {
 		x.DomUMemMB = 256
 	}
 	if x.Source == "" {
-		x.Source = filepath.Join(CacheDir(), "linux-source-6.1", "src")
+		x.Source = filepath.Join(lab.CacheDir(), "linux-source-6.1", "src")
 	}
 }
 
-func (x *XenConfig) check() error {
+func (x *Config) check() error {
 	switch {
 	case x.DomUs < 1 || x.DomUs > maxDomUs:
 		return fmt.Errorf("%d Domain U guests out of range (1..%d)", x.DomUs, maxDomUs)
@@ -121,19 +125,19 @@ func (x *XenConfig) check() error {
 	return nil
 }
 
-// XenImages are the files scripts/build-xen-lab.sh built.
-type XenImages struct {
+// Images are the files scripts/build-xen-lab.sh built.
+type Images struct {
 	Dir        string
 	Hypervisor string // xen: the gunzipped ELF QEMU's -kernel boots
 	Dom0Root   string // dom0-root.cpio.gz
 	Versions   string // the Debian versions inside, one "package version" a line
 }
 
-// FindXenImages locates the Xen lab's images in the cache; the error
+// FindImages locates the Xen lab's images in the cache; the error
 // says how to build them.
-func FindXenImages() (XenImages, error) {
-	dir := filepath.Join(CacheDir(), "xen-lab", "current")
-	im := XenImages{
+func FindImages() (Images, error) {
+	dir := filepath.Join(lab.CacheDir(), "xen-lab", "current")
+	im := Images{
 		Dir:        dir,
 		Hypervisor: filepath.Join(dir, "xen"),
 		Dom0Root:   filepath.Join(dir, "dom0-root.cpio.gz"),
@@ -157,7 +161,7 @@ func FindXenImages() (XenImages, error) {
 
 // HypervisorVersion is the version of xen-hypervisor the images hold,
 // "" if unknown.
-func (im XenImages) HypervisorVersion() string {
+func (im Images) HypervisorVersion() string {
 	data, _ := os.ReadFile(im.Versions)
 	for _, l := range strings.Split(string(data), "\n") {
 		if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[0], "xen-hypervisor-") {
@@ -192,15 +196,6 @@ func FindPlugin() (string, error) {
 	return "", errors.New("no klasy GCC plugin found (run make plugin in the klasy tree, or give --plugin PATH or KLASY_PLUGIN)")
 }
 
-// XenModule is a kernel module of a Xen lab built with the plugin.
-type XenModule struct {
-	Name string `json:"name"` // as the kernel lists it: xen_netback
-	// Path is the .ko on the host, with its DWARF and .debug_klasy; the
-	// domain runs the same build without debug sections.
-	Path    string `json:"path"`
-	BuildID string `json:"build_id"`
-}
-
 // xenDrivers are the drivers rebuilt with the plugin: which domain runs
 // each, and its sources in linux-source.
 var xenDrivers = []struct {
@@ -208,25 +203,25 @@ var xenDrivers = []struct {
 	files          []string
 	objs           []string
 }{
-	{"xen-netback", Dom0, "drivers/net/xen-netback",
+	{"xen-netback", lab.Dom0, "drivers/net/xen-netback",
 		[]string{"netback.c", "xenbus.c", "interface.c", "hash.c", "rx.c", "common.h"},
 		[]string{"netback.o", "xenbus.o", "interface.o", "hash.o", "rx.o"}},
 	{"xen-netfront", "domU", "drivers/net",
 		[]string{"xen-netfront.c"}, nil},
 }
 
-// BuildXenModules builds xen-netback and xen-netfront from src with the
+// BuildModules builds xen-netback and xen-netfront from src with the
 // plugin against kernel k's headers, or returns the build cached under
 // $KLASY_CACHE/xen-lab/modules/KEY, KEY hashing the sources, the plugin
 // and the headers. plugin "" is FindPlugin's, or, when there is none,
 // the newest build cached for k (a klasy binary away from its checkout).
-func BuildXenModules(ctx context.Context, k Kernel, src, plugin string, progress io.Writer) (map[string]XenModule, error) {
-	top := filepath.Join(CacheDir(), "xen-lab", "modules")
+func BuildModules(ctx context.Context, k lab.Kernel, src, plugin string, progress io.Writer) (map[string]lab.XenModule, error) {
+	top := filepath.Join(lab.CacheDir(), "xen-lab", "modules")
 	latest := filepath.Join(top, "latest-"+k.Release)
 	if plugin == "" {
 		p, err := FindPlugin()
 		if err != nil {
-			if mods, merr := readXenModules(latest); merr == nil {
+			if mods, merr := readModules(latest); merr == nil {
 				return mods, nil
 			}
 			return nil, err
@@ -261,18 +256,18 @@ func BuildXenModules(ctx context.Context, k Kernel, src, plugin string, progress
 	}
 	key := hex.EncodeToString(h.Sum(nil))[:16]
 	dir := filepath.Join(top, k.Release+"-"+key)
-	if mods, err := readXenModules(dir); err == nil {
+	if mods, err := readModules(dir); err == nil {
 		return mods, nil
 	}
 	if err := os.MkdirAll(top, 0o755); err != nil {
 		return nil, err
 	}
-	unlock, err := lockFile(filepath.Join(top, ".lock"))
+	unlock, err := cachedir.Lock(filepath.Join(top, ".lock"))
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if mods, err := readXenModules(dir); err == nil {
+	if mods, err := readModules(dir); err == nil {
 		return mods, nil // another process built it meanwhile
 	}
 	// The build happens where it stays, in a copy of the source tree's
@@ -335,13 +330,13 @@ func BuildXenModules(ctx context.Context, k Kernel, src, plugin string, progress
 	os.Remove(latest)
 	os.Symlink(filepath.Base(dir), latest)
 	fmt.Fprintf(progress, "built xen-netback and xen-netfront in %.1fs into %s\n", time.Since(start).Seconds(), dir)
-	return readXenModules(dir)
+	return readModules(dir)
 }
 
-// readXenModules reads a cached module build: both modules, with their
+// readModules reads a cached module build: both modules, with their
 // .modinfo and build-id.
-func readXenModules(dir string) (map[string]XenModule, error) {
-	out := map[string]XenModule{}
+func readModules(dir string) (map[string]lab.XenModule, error) {
+	out := map[string]lab.XenModule{}
 	for _, d := range xenDrivers {
 		name := strings.ReplaceAll(d.name, "-", "_")
 		p := filepath.Join(dir, name+".ko")
@@ -355,7 +350,7 @@ func readXenModules(dir string) (map[string]XenModule, error) {
 		if abs, err := filepath.EvalSymlinks(p); err == nil {
 			p = abs
 		}
-		out[d.name] = XenModule{Name: name, Path: p, BuildID: buildID(data)}
+		out[d.name] = lab.XenModule{Name: name, Path: p, BuildID: buildID(data)}
 	}
 	return out, nil
 }
@@ -393,29 +388,6 @@ var xenAgent []byte
 // and the NIC of QEMU's user network. xen-netback, rebuilt, comes after.
 var dom0Modules = []string{"xen-evtchn", "xen-gntdev", "xen-gntalloc", "xen-privcmd", "xenfs", "bridge", "e1000"}
 
-// xenDomain is one domain of a Xen lab as lab.json records it.
-type xenDomain struct {
-	Name      string `json:"name"`
-	GuestAddr string `json:"guest_addr"` // on xenbr0, with its prefix
-	HostPort  int    `json:"host_port"`  // 127.0.0.1:HostPort reaches its agent
-	MAC       string `json:"mac"`
-	// Modules are the plugin-built modules it runs in place of the
-	// stock ones.
-	Modules []XenModule `json:"modules"`
-}
-
-// xenRecord is what lab.json holds about a Xen lab.
-type xenRecord struct {
-	Hypervisor string      `json:"hypervisor"` // image path
-	Version    string      `json:"version"`    // Debian's version of it
-	Dom0MemMB  int         `json:"dom0_mem_mb"`
-	DomUMemMB  int         `json:"domu_mem_mb"`
-	Domains    []xenDomain `json:"domains"`
-}
-
-func (r record) domainsFile() string { return filepath.Join(r.dir(), "domains.yaml") }
-func (r record) keysDir() string     { return filepath.Join(r.dir(), "keys") }
-
 // freePorts returns n TCP ports of 127.0.0.1 nothing listens on now.
 func freePorts(n int) ([]int, error) {
 	var lns []net.Listener
@@ -440,7 +412,7 @@ func freePorts(n int) ([]int, error) {
 // material under dir (the lab's staging directory). Each domain names
 // kernel k's image and headers and the plugin-built modules it runs, so
 // that klasy weave --domains weaves into it.
-func writeDomainsFile(dir string, k Kernel, doms []xenDomain) (*domains.File, error) {
+func writeDomainsFile(dir string, k lab.Kernel, doms []lab.XenDomain) (*domains.File, error) {
 	var b strings.Builder
 	b.WriteString("# The domains of a Xen lab, written by klasy lab up --xen; its keys are\n# this lab's own (keys/), made at boot.\n")
 	b.WriteString("ca:\n  cert: keys/ca.crt\n  key: keys/ca.key\ncontroller:\n  cert: keys/controller.crt\n  key: keys/controller.key\ndomains:\n")
@@ -483,8 +455,8 @@ on_crash = "destroy"
 // domUBase is the part of every Domain U's initramfs that is the same
 // for all: busybox, the agent, init, xen-netfront. It is cached by a hash
 // of its inputs, as Initramfs is.
-func domUBase(k Kernel, agentBin string, netfront XenModule) (string, error) {
-	bb, err := findBusybox()
+func domUBase(k lab.Kernel, agentBin string, netfront lab.XenModule) (string, error) {
+	bb, err := initramfs.FindBusybox()
 	if err != nil {
 		return "", err
 	}
@@ -510,95 +482,51 @@ func domUBase(k Kernel, agentBin string, netfront XenModule) (string, error) {
 		fmt.Fprintf(h, "%d\x00", len(data))
 		h.Write(data)
 	}
-	dir := filepath.Join(CacheDir(), "xen-lab", "domU")
+	dir := filepath.Join(lab.CacheDir(), "xen-lab", "domU")
 	path := filepath.Join(dir, k.Release+"-"+hex.EncodeToString(h.Sum(nil))[:16]+".cpio")
-	if reuse(path) {
+	if initramfs.Reuse(path) {
 		return path, nil
 	}
-	a := newCpio()
+	a := initramfs.New()
 	for _, d := range []string{"dev", "proc", "sys", "tmp", "run", "root", "etc", "var/log", "lib", "bin", "sbin", "usr/bin", "usr/sbin"} {
-		a.dir(d)
+		a.Dir(d)
 	}
-	a.chardev("dev/console", 0o600, 5, 1)
-	a.chardev("dev/null", 0o666, 1, 3)
+	a.Chardev("dev/console", 0o600, 5, 1)
+	a.Chardev("dev/null", 0o666, 1, 3)
 	if err := addBusybox(a, bb, "bin"); err != nil {
 		return "", err
 	}
-	a.symlink("init", "/bin/busybox")
+	a.Symlink("init", "/bin/busybox")
 	agent, err := os.ReadFile(agentBin)
 	if err != nil {
 		return "", err
 	}
-	a.file("bin/klasy", 0o755, agent)
-	a.file("etc/inittab", 0o644, xenDomUInittab)
-	a.file("etc/klasy/rcS", 0o755, xenDomURcS)
-	a.file("etc/klasy/agent", 0o755, xenAgent)
-	a.file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"))
-	a.file("etc/group", 0o644, []byte("root:x:0:\n"))
-	a.file(filepath.Join("lib/modules", k.Release, "klasy", netfront.Name+".ko"), 0o644, nfStripped)
-	a.file("etc/klasy/modules", 0o644, []byte(filepath.Join("klasy", netfront.Name+".ko")+"\n"))
-	return writeCached(dir, path, k.Release+"-", a)
+	a.File("bin/klasy", 0o755, agent)
+	a.File("etc/inittab", 0o644, xenDomUInittab)
+	a.File("etc/klasy/rcS", 0o755, xenDomURcS)
+	a.File("etc/klasy/agent", 0o755, xenAgent)
+	a.File("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"))
+	a.File("etc/group", 0o644, []byte("root:x:0:\n"))
+	a.File(filepath.Join("lib/modules", k.Release, "klasy", netfront.Name+".ko"), 0o644, nfStripped)
+	a.File("etc/klasy/modules", 0o644, []byte(filepath.Join("klasy", netfront.Name+".ko")+"\n"))
+	return initramfs.WriteCached(dir, path, k.Release+"-", a)
 }
 
 // addBusybox adds busybox at dir/busybox and a link for each applet.
-func addBusybox(a *cpioArchive, bb, dir string) error {
+func addBusybox(a *initramfs.Archive, bb, dir string) error {
 	data, err := os.ReadFile(bb)
 	if err != nil {
 		return err
 	}
-	a.file(dir+"/busybox", 0o755, data)
-	return addApplets(a, bb, "/"+dir+"/busybox")
-}
-
-// reuse reports whether the cached archive path exists, and marks it
-// used, to keep it from writeCached's clean-up.
-func reuse(path string) bool {
-	if _, err := os.Stat(path); err != nil {
-		return false
-	}
-	now := time.Now()
-	os.Chtimes(path, now, now)
-	return true
-}
-
-// writeCached writes an archive to path (in dir) atomically and removes
-// the archives of the same prefix not used for an hour: they are
-// outdated (QEMU reads the initramfs into guest memory when it starts,
-// so running labs do not need theirs); recent ones may be about to boot
-// in another process with another klasy binary.
-func writeCached(dir, path, prefix string, a *cpioArchive) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*.cpio")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := a.WriteTo(tmp); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", err
-	}
-	old, _ := filepath.Glob(filepath.Join(dir, prefix+"*.cpio"))
-	for _, o := range old {
-		if fi, err := os.Stat(o); err == nil && o != path && time.Since(fi.ModTime()) > time.Hour {
-			os.Remove(o)
-		}
-	}
-	return path, nil
+	a.File(dir+"/busybox", 0o755, data)
+	return initramfs.AddApplets(a, bb, "/"+dir+"/busybox")
 }
 
 // domUKeys is a Domain U's own part of its initramfs: its certificate
 // and key and the CA's certificate. dom0 appends it to the shared part
 // when it starts the guest.
 func domUKeys(f *domains.File, name string) ([]byte, error) {
-	a := newCpio()
+	a := initramfs.New()
 	if err := addAgentKeys(a, f, name); err != nil {
 		return nil, err
 	}
@@ -609,7 +537,7 @@ func domUKeys(f *domains.File, name string) ([]byte, error) {
 
 // addAgentKeys adds the files the agent of domain name is started with
 // (guest/xen-agent) under etc/klasy/tls.
-func addAgentKeys(a *cpioArchive, f *domains.File, name string) error {
+func addAgentKeys(a *initramfs.Archive, f *domains.File, name string) error {
 	t, err := f.AgentTLS(name)
 	if err != nil {
 		return err
@@ -622,33 +550,33 @@ func addAgentKeys(a *cpioArchive, f *domains.File, name string) error {
 		if err != nil {
 			return err
 		}
-		a.file("etc/klasy/tls/"+p.dst, p.mode, data)
+		a.File("etc/klasy/tls/"+p.dst, p.mode, data)
 	}
 	return nil
 }
 
-// dom0Overlay is the initramfs segment Up appends to Domain 0's root:
+// dom0Overlay is the initramfs segment Boot appends to Domain 0's root:
 // everything of the lab that is not Debian's.
-func dom0Overlay(k Kernel, agentBin string, netback XenModule, domUBasePath string, f *domains.File, doms []xenDomain, domUMem int) (*cpioArchive, error) {
-	a := newCpio()
+func dom0Overlay(k lab.Kernel, agentBin string, netback lab.XenModule, domUBasePath string, f *domains.File, doms []lab.XenDomain, domUMem int) (*initramfs.Archive, error) {
+	a := initramfs.New()
 	// The root's /bin, /lib and /sbin are links into /usr (merged
 	// /usr): paths here go through none of them, or the entries would
 	// replace the links.
-	a.symlink("init", "/usr/bin/busybox")
-	a.file("etc/inittab", 0o644, xenDom0Inittab)
-	a.file("etc/klasy/rcS", 0o755, xenDom0RcS)
-	a.file("etc/klasy/domUs", 0o755, xenDomUs)
-	a.file("etc/klasy/agent", 0o755, xenAgent)
+	a.Symlink("init", "/usr/bin/busybox")
+	a.File("etc/inittab", 0o644, xenDom0Inittab)
+	a.File("etc/klasy/rcS", 0o755, xenDom0RcS)
+	a.File("etc/klasy/domUs", 0o755, xenDomUs)
+	a.File("etc/klasy/agent", 0o755, xenAgent)
 	agent, err := os.ReadFile(agentBin)
 	if err != nil {
 		return nil, err
 	}
-	a.file("usr/local/bin/klasy", 0o755, agent)
+	a.File("usr/local/bin/klasy", 0o755, agent)
 	// busybox init's poweroff and reboot: the root has no init of its own.
 	for _, l := range []string{"poweroff", "reboot", "halt"} {
-		a.symlink("usr/local/sbin/"+l, "/usr/bin/busybox")
+		a.Symlink("usr/local/sbin/"+l, "/usr/bin/busybox")
 	}
-	mods, err := resolveModules(k.ModulesDir, dom0Modules)
+	mods, err := initramfs.ResolveModules(k.ModulesDir, dom0Modules)
 	if err != nil {
 		return nil, fmt.Errorf("Domain 0's modules: %w", err)
 	}
@@ -658,7 +586,7 @@ func dom0Overlay(k Kernel, agentBin string, netback XenModule, domUBasePath stri
 		if err != nil {
 			return nil, err
 		}
-		a.file(filepath.Join(modRoot, m), 0o644, data)
+		a.File(filepath.Join(modRoot, m), 0o644, data)
 	}
 	nb, err := os.ReadFile(netback.Path)
 	if err != nil {
@@ -668,46 +596,46 @@ func dom0Overlay(k Kernel, agentBin string, netback XenModule, domUBasePath stri
 		return nil, err
 	}
 	nbRel := filepath.Join("klasy", netback.Name+".ko")
-	a.file(filepath.Join(modRoot, nbRel), 0o644, nb)
-	a.file("etc/klasy/modules", 0o644, []byte(strings.Join(append(mods, nbRel), "\n")+"\n"))
-	if err := addAgentKeys(a, f, Dom0); err != nil {
+	a.File(filepath.Join(modRoot, nbRel), 0o644, nb)
+	a.File("etc/klasy/modules", 0o644, []byte(strings.Join(append(mods, nbRel), "\n")+"\n"))
+	if err := addAgentKeys(a, f, lab.Dom0); err != nil {
 		return nil, err
 	}
 	img, err := os.ReadFile(k.Image)
 	if err != nil {
 		return nil, err
 	}
-	a.file("var/lib/klasy/domU/vmlinuz", 0o644, img)
+	a.File("var/lib/klasy/domU/vmlinuz", 0o644, img)
 	base, err := os.ReadFile(domUBasePath)
 	if err != nil {
 		return nil, err
 	}
-	a.file("var/lib/klasy/domU/base.cpio", 0o644, base)
+	a.File("var/lib/klasy/domU/base.cpio", 0o644, base)
 	var names []string
 	for _, d := range doms[1:] {
 		keys, err := domUKeys(f, d.Name)
 		if err != nil {
 			return nil, err
 		}
-		a.file("var/lib/klasy/domU/"+d.Name+"-keys.cpio", 0o600, keys)
+		a.File("var/lib/klasy/domU/"+d.Name+"-keys.cpio", 0o600, keys)
 		var cfg bytes.Buffer
 		if err := xlConfig.Execute(&cfg, struct {
-			xenDomain
+			lab.XenDomain
 			MemMB int
 		}{d, domUMem}); err != nil {
 			return nil, err
 		}
-		a.file("etc/klasy/xl/"+d.Name+".cfg", 0o644, cfg.Bytes())
+		a.File("etc/klasy/xl/"+d.Name+".cfg", 0o644, cfg.Bytes())
 		names = append(names, d.Name)
 	}
-	a.file("etc/klasy/domU-names", 0o644, []byte(strings.Join(names, "\n")+"\n"))
-	a.file("etc/klasy/kernel-release", 0o644, []byte(k.Release+"\n"))
+	a.File("etc/klasy/domU-names", 0o644, []byte(strings.Join(names, "\n")+"\n"))
+	a.File("etc/klasy/kernel-release", 0o644, []byte(k.Release+"\n"))
 	return a, nil
 }
 
 // writeDom0Initrd writes Domain 0's initramfs to path: the cached root,
 // then the overlay, each segment 4-byte aligned as the kernel wants.
-func writeDom0Initrd(path, root string, overlay *cpioArchive) error {
+func writeDom0Initrd(path, root string, overlay *initramfs.Archive) error {
 	out, err := os.Create(path)
 	if err != nil {
 		return err
@@ -734,12 +662,13 @@ func writeDom0Initrd(path, root string, overlay *cpioArchive) error {
 	return nil
 }
 
-func (r record) dom0Initrd() string { return filepath.Join(r.dir(), "dom0-initrd") }
+// dom0Initrd is Domain 0's initramfs in the lab's directory.
+const dom0Initrd = "dom0-initrd"
 
-// xenQemuArgs is QEMU's command line for a Xen lab.
-func (r record) xenQemuArgs(k Kernel) []string {
-	x := r.Xen
-	dom0Args := []string{"console=hvc0", "earlyprintk=xen", "panic=-1", "quiet", "klasy.name=" + r.Name,
+// qemuArgs is QEMU's command line for the Xen lab cfg.Name, whose record
+// is x and whose files are f.
+func qemuArgs(cfg lab.Config, x *lab.XenRecord, k lab.Kernel, f lab.Files) []string {
+	dom0Args := []string{"console=hvc0", "earlyprintk=xen", "panic=-1", "quiet", "klasy.name=" + cfg.Name,
 		"klasy.ip=" + x.Domains[0].GuestAddr, "klasy.gw=10.0.2.2"}
 	net := "user,id=net0"
 	for _, d := range x.Domains {
@@ -747,20 +676,20 @@ func (r record) xenQemuArgs(k Kernel) []string {
 		net += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-%s:%d", d.HostPort, ip, agentPort)
 	}
 	return []string{
-		"-name", "klasy-lab-" + r.Name,
-		"-accel", "tcg", "-cpu", xenCPU, "-m", strconv.Itoa(r.MemMB), "-smp", strconv.Itoa(r.CPUs),
+		"-name", "klasy-lab-" + cfg.Name,
+		"-accel", "tcg", "-cpu", xenCPU, "-m", strconv.Itoa(cfg.MemMB), "-smp", strconv.Itoa(cfg.CPUs),
 		"-nodefaults", "-display", "none", "-no-reboot",
 		"-kernel", x.Hypervisor,
 		"-append", fmt.Sprintf("console=com1 com1=115200 dom0_mem=%dM,max:%dM dom0_max_vcpus=1", x.Dom0MemMB, x.Dom0MemMB),
-		"-initrd", k.Image + " " + strings.Join(dom0Args, " ") + "," + r.dom0Initrd(),
-		"-chardev", "socket,id=con,path=" + r.consoleSock() + ",server=on,wait=off,logfile=" + r.consoleLog(),
+		"-initrd", k.Image + " " + strings.Join(dom0Args, " ") + "," + filepath.Join(f.Dir, dom0Initrd),
+		"-chardev", "socket,id=con,path=" + f.ConsoleSocket + ",server=on,wait=off,logfile=" + f.ConsoleLog,
 		"-serial", "chardev:con",
 		// No device uses it: the agents are on the network. It names the
 		// lab's directory on QEMU's command line, which is how a lab's
-		// QEMU is told from others (isQEMUOf).
-		"-chardev", "socket,id=agent,path=" + r.agentSocket() + ",server=on,wait=off",
-		"-qmp", "unix:" + r.qmpSocket() + ",server=on,wait=off",
-		"-pidfile", r.qemuPidfile(),
+		// QEMU is told from others (lab.Files.AgentSocket).
+		"-chardev", "socket,id=agent,path=" + f.AgentSocket + ",server=on,wait=off",
+		"-qmp", "unix:" + f.QMPSocket + ",server=on,wait=off",
+		"-pidfile", f.Pidfile,
 		"-netdev", net,
 		"-device", "e1000,netdev=net0,mac=" + x.Domains[0].MAC,
 	}

@@ -1,4 +1,4 @@
-package lab
+package initramfs
 
 import (
 	"bufio"
@@ -11,17 +11,9 @@ import (
 	"strings"
 )
 
-// bootModules are the kernel modules the guest loads at boot, besides
-// their dependencies: the PCI virtio transport, virtio networking and
-// e1000. A kernel that has them built in needs none of them.
-var bootModules = []string{"virtio_pci", "virtio_net", "e1000"}
-
-// agentPortModule drives the virtio-serial port the agent prefers to the
-// second UART; a kernel without it gets the UART.
-const agentPortModule = "virtio_console"
-
-// modName normalizes a module name the way the kernel does.
-func modName(s string) string {
+// ModName normalizes a module name the way the kernel does: the file
+// name without .ko, with - as _.
+func ModName(s string) string {
 	s = filepath.Base(s)
 	s = strings.TrimSuffix(s, ".ko")
 	return strings.ReplaceAll(s, "-", "_")
@@ -47,7 +39,7 @@ func moduleDeps(path string) ([]string, error) {
 			var deps []string
 			for _, d := range strings.Split(string(v), ",") {
 				if d != "" {
-					deps = append(deps, modName(d))
+					deps = append(deps, ModName(d))
 				}
 			}
 			return deps, nil
@@ -56,21 +48,21 @@ func moduleDeps(path string) ([]string, error) {
 	return nil, nil
 }
 
-// resolveModules returns the paths (relative to modDir, lib/modules/REL)
+// ResolveModules returns the paths (relative to modDir, lib/modules/REL)
 // of the wanted modules and everything they depend on, dependencies
 // first. Modules the kernel has built in are left out. It reads
 // modules.order and .modinfo rather than modules.dep because a kernel
 // unpacked from a .deb has not been through depmod.
-func resolveModules(modDir string, wanted []string) ([]string, error) {
+func ResolveModules(modDir string, wanted []string) ([]string, error) {
 	byName := map[string]string{}
 	// A kernel with everything built in may install no modules.order.
 	if err := readLines(filepath.Join(modDir, "modules.order"), func(l string) {
-		byName[modName(l)] = l
+		byName[ModName(l)] = l
 	}); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("listing modules of %s: %w", modDir, err)
 	}
 	builtin := map[string]bool{}
-	_ = readLines(filepath.Join(modDir, "modules.builtin"), func(l string) { builtin[modName(l)] = true })
+	_ = readLines(filepath.Join(modDir, "modules.builtin"), func(l string) { builtin[ModName(l)] = true })
 
 	var order []string
 	state := map[string]int{} // 1 visiting, 2 done
@@ -108,7 +100,7 @@ func resolveModules(modDir string, wanted []string) ([]string, error) {
 		return nil
 	}
 	for _, w := range wanted {
-		if err := visit(modName(w), ""); err != nil {
+		if err := visit(ModName(w), ""); err != nil {
 			return nil, err
 		}
 	}

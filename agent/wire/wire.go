@@ -1,7 +1,7 @@
-package agent
+package wire
 
 // The wire codec: frames and the fields inside their payloads. Nothing in
-// this file knows what a request means; see doc.go for the format.
+// this file knows what a request means; doc.go describes the format.
 
 import (
 	"bytes"
@@ -75,14 +75,14 @@ var msgNames = map[MsgType]string{
 	MsgExecOutput: "exec-output", MsgStdinAck: "stdin-ack",
 }
 
-// continuation reports whether a client's frame of type t belongs to a
+// Continuation reports whether a client's frame of type t belongs to a
 // request already in flight (rather than starting one).
-func (t MsgType) continuation() bool {
+func (t MsgType) Continuation() bool {
 	return t == MsgCancel || t == MsgStreamAck || t == MsgStdin
 }
 
-// final reports whether an agent's frame of type t is a request's last.
-func (t MsgType) final() bool { return t == MsgResult || t == MsgError }
+// Final reports whether an agent's frame of type t is a request's last.
+func (t MsgType) Final() bool { return t == MsgResult || t == MsgError }
 
 func (t MsgType) String() string {
 	if n, ok := msgNames[t]; ok {
@@ -140,7 +140,7 @@ func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 	if len(f.Payload) > MaxPayload {
 		return dst, fmt.Errorf("encoding %s frame: %w: payload %d bytes, limit %d", f.Type, ErrFrameTooLarge, len(f.Payload), MaxPayload)
 	}
-	return appendFrame(dst, f, 0), nil
+	return AppendFrameFlags(dst, f, 0), nil
 }
 
 // AppendFrameCompressed is AppendFrame with the payload DEFLATE-compressed
@@ -157,13 +157,17 @@ func AppendFrameCompressed(dst []byte, f Frame) ([]byte, error) {
 		zw.Write(f.Payload)
 		zw.Close()
 		if buf.Len() <= len(f.Payload)-len(f.Payload)/8 {
-			return appendFrame(dst, Frame{Type: f.Type, ID: f.ID, Payload: buf.Bytes()}, FlagDeflate), nil
+			return AppendFrameFlags(dst, Frame{Type: f.Type, ID: f.ID, Payload: buf.Bytes()}, FlagDeflate), nil
 		}
 	}
-	return appendFrame(dst, f, 0), nil
+	return AppendFrameFlags(dst, f, 0), nil
 }
 
-func appendFrame(dst []byte, f Frame, flags uint16) []byte {
+// AppendFrameFlags appends f with the header flags given and its payload
+// as it is: compressed already when flags has FlagDeflate. It is for a
+// relay that forwards frames as a Raw reader returned them (the mux), so
+// it checks no limit: the frame has passed the reader's.
+func AppendFrameFlags(dst []byte, f Frame, flags uint16) []byte {
 	var h [HeaderSize]byte
 	copy(h[0:4], magic[:])
 	h[4] = Version
@@ -191,10 +195,12 @@ type FrameReader struct {
 	// Skipped counts garbage bytes discarded while looking for a magic.
 	Skipped int64
 
+	// Raw leaves compressed payloads as they came (Flags says so), for
+	// a relay such as the mux, which forwards frames without looking
+	// inside them.
+	Raw bool
+
 	lastFlags uint16 // flags of the last frame returned
-	// raw leaves compressed payloads as they came (lastFlags says so), for
-	// the mux, which forwards frames without looking inside them.
-	raw bool
 }
 
 // NewFrameReader returns a reader that rejects payloads above max bytes
@@ -205,6 +211,10 @@ func NewFrameReader(r io.Reader, max int) *FrameReader {
 	}
 	return &FrameReader{r: r, max: max}
 }
+
+// Flags returns the header flags of the last frame ReadFrame returned:
+// FlagDeflate when its payload came compressed (and still is, if Raw).
+func (fr *FrameReader) Flags() uint16 { return fr.lastFlags }
 
 func (fr *FrameReader) avail() []byte { return fr.buf[fr.off:] }
 
@@ -333,7 +343,7 @@ func (fr *FrameReader) ReadFrame() (Frame, error) {
 	}
 	f := Frame{Type: typ, ID: id}
 	fr.lastFlags = flags
-	if flags&FlagDeflate != 0 && !fr.raw {
+	if flags&FlagDeflate != 0 && !fr.Raw {
 		p, err := fr.inflate(payload)
 		fr.discard(total)
 		if err != nil {
@@ -415,7 +425,10 @@ type dec struct {
 	err error
 }
 
-var errShortPayload = errors.New("payload truncated")
+// ErrShortPayload is wrapped by a decoder's error for a payload that ends
+// before its last field: an intact frame whose payload is not of the
+// shape its type says.
+var ErrShortPayload = errors.New("payload truncated")
 
 func (d *dec) fail(err error) {
 	if d.err == nil {
@@ -431,7 +444,7 @@ func (d *dec) read(f func(r *bytereader.Reader)) {
 	r := bytereader.New(d.b)
 	f(r)
 	if r.Err() != nil {
-		d.fail(errShortPayload)
+		d.fail(ErrShortPayload)
 		return
 	}
 	d.b = d.b[r.Offset():]
@@ -450,7 +463,7 @@ func (d *dec) int() (v int64) {
 func (d *dec) bytes() (p []byte) {
 	n := d.uint()
 	if d.err == nil && n > uint64(len(d.b)) {
-		d.fail(fmt.Errorf("%w: field of %d bytes, %d left", errShortPayload, n, len(d.b)))
+		d.fail(fmt.Errorf("%w: field of %d bytes, %d left", ErrShortPayload, n, len(d.b)))
 	}
 	d.read(func(r *bytereader.Reader) { p = r.Bytes(n) })
 	return p

@@ -1,4 +1,4 @@
-package lab
+package xenlab
 
 import (
 	"bytes"
@@ -20,6 +20,8 @@ import (
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/domains"
 	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
 )
 
 // needXen skips (or fails where KLASY_TEST_REQUIRE names xen-lab, as
@@ -27,10 +29,10 @@ import (
 // plugin the lab builds its drivers with.
 func needXen(t *testing.T) string {
 	t.Helper()
-	needLab(t, Debian)
-	_, err := FindXenImages()
+	needLab(t)
+	_, err := FindImages()
 	testenv.Need(t, "xen-lab", err)
-	plugin, err := filepath.Abs("../gcc-patches/klasy.so")
+	plugin, err := filepath.Abs("../../gcc-patches/klasy.so")
 	if err == nil {
 		_, err = os.Stat(plugin)
 	}
@@ -52,8 +54,8 @@ func TestXenLab(t *testing.T) {
 	defer cancel()
 	var progress bytes.Buffer
 	start := time.Now()
-	l, err := Up(ctx, Config{Name: fmt.Sprintf("t%d-xen", os.Getpid()), Agent: testAgent(t), Progress: &progress,
-		BootTimeout: 8 * time.Minute, Xen: &XenConfig{Plugin: plugin}})
+	l, err := lab.Up(ctx, lab.Config{Name: fmt.Sprintf("t%d-xen", os.Getpid()), Agent: labboot.Agent(t), Progress: &progress,
+		BootTimeout: 8 * time.Minute, Xen: &Config{Plugin: plugin}})
 	if err != nil {
 		t.Fatalf("booting the Xen lab: %v\n%s", err, progress.String())
 	}
@@ -64,12 +66,18 @@ func TestXenLab(t *testing.T) {
 			t.Errorf("lab down: %v", err)
 		}
 		t.Logf("Xen lab down in %.1fs", time.Since(start).Seconds())
-		if l.rec.alive() {
-			t.Errorf("QEMU (pid %d) still runs after Down", l.PID())
+		sts, err := lab.List() // lists a QEMU of the lab even without its state
+		if err != nil {
+			t.Errorf("listing labs after Down: %v", err)
+		}
+		for _, s := range sts {
+			if s.Name == l.Name() && s.State == "running" {
+				t.Errorf("QEMU (pid %d) still runs after Down", s.PID)
+			}
 		}
 	})
 	doms := l.Domains()
-	if len(doms) != 2 || doms[0].Name != Dom0 || doms[1].Name != "domU1" {
+	if len(doms) != 2 || doms[0].Name != lab.Dom0 || doms[1].Name != "domU1" {
 		t.Fatalf("Domains() = %+v, want dom0 and domU1", doms)
 	}
 	clients := map[string]*agent.Client{}
@@ -92,11 +100,11 @@ func TestXenLab(t *testing.T) {
 	}
 
 	t.Run("status", func(t *testing.T) {
-		sts, err := List()
+		sts, err := lab.List()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var st *Status
+		var st *lab.Status
 		for i := range sts {
 			if sts[i].Name == l.Name() {
 				st = &sts[i]
@@ -106,7 +114,7 @@ func TestXenLab(t *testing.T) {
 			t.Fatalf("status of the Xen lab = %+v", st)
 		}
 		// Through Get, as other processes reach it: the client is dom0's.
-		g, err := Get(ctx, l.Name())
+		g, err := lab.Get(ctx, l.Name())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,11 +179,11 @@ func TestXenLab(t *testing.T) {
 	// netfront connected to netback (xenbus state 4), and 20 MiB sent
 	// from the guest to Domain 0 arrive whole, through the guest's vif.
 	t.Run("transfer", func(t *testing.T) {
-		if st := strings.TrimSpace(sh(t, Dom0, "xenstore-read /local/domain/0/backend/vif/$(xl domid domU1)/0/state")); st != "4" {
+		if st := strings.TrimSpace(sh(t, lab.Dom0, "xenstore-read /local/domain/0/backend/vif/$(xl domid domU1)/0/state")); st != "4" {
 			t.Errorf("netback's state for domU1's vif is %s, want 4 (connected)", st)
 		}
 		vif := "/sys/class/net/vif$(xl domid domU1).0/statistics/rx_bytes"
-		before, _ := strconv.ParseInt(strings.TrimSpace(sh(t, Dom0, "cat "+vif)), 10, 64)
+		before, _ := strconv.ParseInt(strings.TrimSpace(sh(t, lab.Dom0, "cat "+vif)), 10, 64)
 		const size = 20 << 20
 		sum := strings.Fields(sh(t, "domU1", fmt.Sprintf("head -c %d /dev/urandom >/tmp/data && sha256sum /tmp/data", size)))[0]
 		// nc ends when the sender closes the connection; its input
@@ -184,13 +192,13 @@ func TestXenLab(t *testing.T) {
 		defer hold.Close()
 		recv := make(chan error, 1)
 		go func() {
-			code, err := clients[Dom0].Exec(ctx, []string{"sh", "-c", "busybox nc -l -p 5001 >/tmp/recv"}, stdin, io.Discard, io.Discard)
+			code, err := clients[lab.Dom0].Exec(ctx, []string{"sh", "-c", "busybox nc -l -p 5001 >/tmp/recv"}, stdin, io.Discard, io.Discard)
 			if err == nil && code != 0 {
 				err = fmt.Errorf("exit status %d", code)
 			}
 			recv <- err
 		}()
-		sh(t, Dom0, "i=0; while ! ss -ltn | grep -q ':5001 '; do sleep 0.1; i=$((i+1)); [ $i -lt 100 ] || exit 1; done")
+		sh(t, lab.Dom0, "i=0; while ! ss -ltn | grep -q ':5001 '; do sleep 0.1; i=$((i+1)); [ $i -lt 100 ] || exit 1; done")
 		start := time.Now()
 		sh(t, "domU1", "nc 10.0.2.15 5001 </tmp/data")
 		select {
@@ -202,11 +210,11 @@ func TestXenLab(t *testing.T) {
 			t.Fatal("Domain 0 did not receive the transfer's end within 2 minutes")
 		}
 		took := time.Since(start)
-		got := strings.Fields(sh(t, Dom0, "wc -c </tmp/recv; sha256sum /tmp/recv; rm /tmp/recv"))
+		got := strings.Fields(sh(t, lab.Dom0, "wc -c </tmp/recv; sha256sum /tmp/recv; rm /tmp/recv"))
 		if len(got) < 2 || got[0] != strconv.Itoa(size) || got[1] != sum {
 			t.Errorf("Domain 0 received %v, want %d bytes of sha256 %s", got, size, sum)
 		}
-		after, _ := strconv.ParseInt(strings.TrimSpace(sh(t, Dom0, "cat "+vif)), 10, 64)
+		after, _ := strconv.ParseInt(strings.TrimSpace(sh(t, lab.Dom0, "cat "+vif)), 10, 64)
 		if after-before < size {
 			t.Errorf("domU1's vif in Domain 0 received %d bytes during the transfer, want at least %d", after-before, size)
 		}

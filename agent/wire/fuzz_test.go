@@ -1,4 +1,4 @@
-package agent
+package wire
 
 import (
 	"bytes"
@@ -13,33 +13,33 @@ import (
 // must cope with whatever payload it accepts.
 func FuzzFrameReader(f *testing.F) {
 	ping, _ := AppendFrame(nil, Frame{Type: MsgPing, ID: 1})
-	run, _ := AppendFrame(nil, Frame{Type: MsgRun, ID: 2, Payload: runRequest{Argv: []string{"uname", "-r"}, Stdin: []byte("x")}.encode()})
-	mods, _ := AppendFrame(nil, Frame{Type: MsgResult, ID: 3, Payload: encodeModules([]Module{{"e1000", 163840, 0}})})
-	errf, _ := AppendFrame(nil, Frame{Type: MsgError, ID: 4, Payload: encodeRemoteError(&RemoteError{Op: "x", Kind: KindErrno, Errno: 2, Msg: "m"})})
+	run, _ := AppendFrame(nil, Frame{Type: MsgRun, ID: 2, Payload: RunRequest{Argv: []string{"uname", "-r"}, Stdin: []byte("x")}.Encode()})
+	mods, _ := AppendFrame(nil, Frame{Type: MsgResult, ID: 3, Payload: EncodeModules([]Module{{"e1000", 163840, 0}})})
+	errf, _ := AppendFrame(nil, Frame{Type: MsgError, ID: 4, Payload: EncodeRemoteError(&RemoteError{Op: "x", Kind: KindErrno, Errno: 2, Msg: "m"})})
 	f.Add(ping)
 	f.Add(append([]byte("console noise\r\n"), run...))
 	f.Add(append(append([]byte{}, mods...), errf...))
 	f.Add(run[:len(run)-1])
 	f.Add(append(magic[:], 0, 0, 0))
-	big, _ := AppendFrameCompressed(nil, Frame{Type: MsgWriteFile, ID: 5, Payload: writeFileRequest{Path: "/tmp/m.ko", Mode: 0o600, Data: bytes.Repeat([]byte("ELF"), 2000)}.encode()})
+	big, _ := AppendFrameCompressed(nil, Frame{Type: MsgWriteFile, ID: 5, Payload: WriteFileRequest{Path: "/tmp/m.ko", Mode: 0o600, Data: bytes.Repeat([]byte("ELF"), 2000)}.Encode()})
 	f.Add(big)
-	exec, _ := AppendFrame(nil, Frame{Type: MsgExec, ID: 6, Payload: execRequest{Argv: []string{"cat"}, Stdin: true, Window: 16, StdinWindow: 16}.encode()})
-	out, _ := AppendFrame(nil, Frame{Type: MsgExecOutput, ID: 6, Payload: execOutput{FD: 2, Data: []byte("oops\n")}.encode()})
+	exec, _ := AppendFrame(nil, Frame{Type: MsgExec, ID: 6, Payload: ExecRequest{Argv: []string{"cat"}, Stdin: true, Window: 16, StdinWindow: 16}.Encode()})
+	out, _ := AppendFrame(nil, Frame{Type: MsgExecOutput, ID: 6, Payload: ExecOutput{FD: 2, Data: []byte("oops\n")}.Encode()})
 	f.Add(append(exec, out...))
 	clock, _ := AppendFrame(nil, Frame{Type: MsgClock, ID: 7})
-	clockRes, _ := AppendFrame(nil, Frame{Type: MsgResult, ID: 7, Payload: encodeInt(1_234_567_890_123)})
+	clockRes, _ := AppendFrame(nil, Frame{Type: MsgResult, ID: 7, Payload: EncodeInt(1_234_567_890_123)})
 	f.Add(append(clock, clockRes...))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		// The mux's reader leaves payloads compressed: whatever it
 		// accepts, re-encoded with its flags, is bytes of the input.
 		raw := NewFrameReader(bytes.NewReader(in), 1<<16)
-		raw.raw = true
+		raw.Raw = true
 		for i := 0; i <= len(in); i++ {
 			fm, err := raw.ReadFrame()
 			if err == io.EOF || errors.Is(err, ErrTruncatedFrame) {
 				break
 			}
-			if err == nil && !bytes.Contains(in, appendFrame(nil, fm, raw.lastFlags)) {
+			if err == nil && !bytes.Contains(in, AppendFrameFlags(nil, fm, raw.lastFlags)) {
 				t.Fatalf("raw reader: accepted frame %s id %d does not appear in the input", fm.Type, fm.ID)
 			}
 			if i == len(in) {
@@ -84,19 +84,19 @@ func FuzzFrameReader(f *testing.F) {
 // decodeAny runs every payload decoder on p; they must return, not panic.
 func decodeAny(f Frame) {
 	p := f.Payload
-	decodeRunRequest(p)
-	decodeRunResult(p)
-	decodeWriteFileRequest(p)
-	decodeString("s", p)
-	decodeBytes("b", p)
-	decodeLoadModuleRequest(p)
-	decodeModules(p)
-	decodeStreamRequest(p)
-	decodeUint("u", p)
-	decodeRemoteError(p)
-	decodeExecRequest(p)
-	decodeExecOutput(p)
-	decodeInt("i", p)
+	DecodeRunRequest(p)
+	DecodeRunResult(p)
+	DecodeWriteFileRequest(p)
+	DecodeString("s", p)
+	DecodeBytes("b", p)
+	DecodeLoadModuleRequest(p)
+	DecodeModules(p)
+	DecodeStreamRequest(p)
+	DecodeUint("u", p)
+	DecodeRemoteError(p)
+	DecodeExecRequest(p)
+	DecodeExecOutput(p)
+	DecodeInt("i", p)
 }
 
 // FuzzDamagedFrame encodes a frame from fuzzed fields, damages one byte
@@ -104,9 +104,9 @@ func decodeAny(f Frame) {
 // error burst of up to 32 bits, so a one-byte change must be caught. It
 // also runs the payload decoders on intact frames with fuzzed payloads.
 func FuzzDamagedFrame(f *testing.F) {
-	f.Add(uint8(MsgRun), uint32(1), runRequest{Argv: []string{"ls"}}.encode(), uint32(3), uint8(0x40), false)
+	f.Add(uint8(MsgRun), uint32(1), RunRequest{Argv: []string{"ls"}}.Encode(), uint32(3), uint8(0x40), false)
 	f.Add(uint8(MsgResult), uint32(7), []byte{}, uint32(30), uint8(1), false)
-	f.Add(uint8(MsgResult), uint32(9), encodeInt(-5_000_000_000), uint32(25), uint8(0x80), false)
+	f.Add(uint8(MsgResult), uint32(9), EncodeInt(-5_000_000_000), uint32(25), uint8(0x80), false)
 	f.Add(uint8(MsgWriteFile), uint32(8), bytes.Repeat([]byte("abc"), 1000), uint32(40), uint8(2), true)
 	f.Fuzz(func(t *testing.T, typ uint8, id uint32, payload []byte, pos uint32, xor uint8, compress bool) {
 		appendFn := AppendFrame

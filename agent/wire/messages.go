@@ -1,4 +1,4 @@
-package agent
+package wire
 
 // Payload layouts of each request and its result. Each encode function
 // has a matching decode function; decoders reject trailing bytes.
@@ -8,12 +8,19 @@ import (
 	"os"
 )
 
-type runRequest struct {
+// MaxWindow bounds the windows a request may ask for: the chunks the
+// agent sends ahead of the client's MsgStreamAck frames (a stream's, an
+// exec's output) and the stdin chunks the client sends ahead of the
+// agent's MsgStdinAck frames.
+const MaxWindow = 256
+
+// RunRequest is the payload of MsgRun: a command and its whole input.
+type RunRequest struct {
 	Argv  []string
 	Stdin []byte
 }
 
-func (r runRequest) encode() []byte {
+func (r RunRequest) Encode() []byte {
 	var e enc
 	e.strs(r.Argv)
 	e.bytes(r.Stdin)
@@ -42,16 +49,23 @@ func (d *dec) strs() []string {
 	return ss
 }
 
-func decodeRunRequest(p []byte) (runRequest, error) {
+func DecodeRunRequest(p []byte) (RunRequest, error) {
 	d := dec{b: p}
-	r := runRequest{Argv: d.strs(), Stdin: d.bytes()}
+	r := RunRequest{Argv: d.strs(), Stdin: d.bytes()}
 	if err := d.done(); err != nil {
-		return runRequest{}, fmt.Errorf("decoding run request: %w", err)
+		return RunRequest{}, fmt.Errorf("decoding run request: %w", err)
 	}
 	return r, nil
 }
 
-func (r RunResult) encode() []byte {
+// RunResult is what a command run by the agent produced. ExitCode is
+// 128+N when the command was killed by signal N, as in a shell.
+type RunResult struct {
+	Stdout, Stderr []byte
+	ExitCode       int
+}
+
+func (r RunResult) Encode() []byte {
 	var e enc
 	e.bytes(r.Stdout)
 	e.bytes(r.Stderr)
@@ -59,7 +73,7 @@ func (r RunResult) encode() []byte {
 	return e.b
 }
 
-func decodeRunResult(p []byte) (RunResult, error) {
+func DecodeRunResult(p []byte) (RunResult, error) {
 	d := dec{b: p}
 	r := RunResult{Stdout: d.bytes(), Stderr: d.bytes(), ExitCode: int(d.int())}
 	if err := d.done(); err != nil {
@@ -68,13 +82,14 @@ func decodeRunResult(p []byte) (RunResult, error) {
 	return r, nil
 }
 
-type writeFileRequest struct {
+// WriteFileRequest is the payload of MsgWriteFile.
+type WriteFileRequest struct {
 	Path string
 	Mode os.FileMode
 	Data []byte
 }
 
-func (r writeFileRequest) encode() []byte {
+func (r WriteFileRequest) Encode() []byte {
 	var e enc
 	e.str(r.Path)
 	e.uint(uint64(r.Mode))
@@ -82,23 +97,24 @@ func (r writeFileRequest) encode() []byte {
 	return e.b
 }
 
-func decodeWriteFileRequest(p []byte) (writeFileRequest, error) {
+func DecodeWriteFileRequest(p []byte) (WriteFileRequest, error) {
 	d := dec{b: p}
-	r := writeFileRequest{Path: d.str(), Mode: os.FileMode(d.uint()), Data: d.bytes()}
+	r := WriteFileRequest{Path: d.str(), Mode: os.FileMode(d.uint()), Data: d.bytes()}
 	if err := d.done(); err != nil {
-		return writeFileRequest{}, fmt.Errorf("decoding write-file request: %w", err)
+		return WriteFileRequest{}, fmt.Errorf("decoding write-file request: %w", err)
 	}
 	return r, nil
 }
 
-// pathRequest is the payload of read-file and unload-module: one string.
-func encodeString(s string) []byte {
+// EncodeString is the payload of read-file and unload-module: one
+// string.
+func EncodeString(s string) []byte {
 	var e enc
 	e.str(s)
 	return e.b
 }
 
-func decodeString(what string, p []byte) (string, error) {
+func DecodeString(what string, p []byte) (string, error) {
 	d := dec{b: p}
 	s := d.str()
 	if err := d.done(); err != nil {
@@ -107,13 +123,14 @@ func decodeString(what string, p []byte) (string, error) {
 	return s, nil
 }
 
-func encodeBytes(b []byte) []byte {
+// EncodeBytes is the payload of a read-file result: one byte string.
+func EncodeBytes(b []byte) []byte {
 	var e enc
 	e.bytes(b)
 	return e.b
 }
 
-func decodeBytes(what string, p []byte) ([]byte, error) {
+func DecodeBytes(what string, p []byte) ([]byte, error) {
 	d := dec{b: p}
 	b := d.bytes()
 	if err := d.done(); err != nil {
@@ -122,28 +139,38 @@ func decodeBytes(what string, p []byte) ([]byte, error) {
 	return b, nil
 }
 
-type loadModuleRequest struct {
+// LoadModuleRequest is the payload of MsgLoadModule: a .ko's bytes and
+// its parameters.
+type LoadModuleRequest struct {
 	Image  []byte
 	Params string
 }
 
-func (r loadModuleRequest) encode() []byte {
+func (r LoadModuleRequest) Encode() []byte {
 	var e enc
 	e.bytes(r.Image)
 	e.str(r.Params)
 	return e.b
 }
 
-func decodeLoadModuleRequest(p []byte) (loadModuleRequest, error) {
+func DecodeLoadModuleRequest(p []byte) (LoadModuleRequest, error) {
 	d := dec{b: p}
-	r := loadModuleRequest{Image: d.bytes(), Params: d.str()}
+	r := LoadModuleRequest{Image: d.bytes(), Params: d.str()}
 	if err := d.done(); err != nil {
-		return loadModuleRequest{}, fmt.Errorf("decoding load-module request: %w", err)
+		return LoadModuleRequest{}, fmt.Errorf("decoding load-module request: %w", err)
 	}
 	return r, nil
 }
 
-func encodeModules(ms []Module) []byte {
+// Module is one line of the guest's /proc/modules.
+type Module struct {
+	Name string
+	Size int64
+	Refs int
+}
+
+// EncodeModules is the payload of a modules result.
+func EncodeModules(ms []Module) []byte {
 	var e enc
 	e.uint(uint64(len(ms)))
 	for _, m := range ms {
@@ -154,7 +181,7 @@ func encodeModules(ms []Module) []byte {
 	return e.b
 }
 
-func decodeModules(p []byte) ([]Module, error) {
+func DecodeModules(p []byte) ([]Module, error) {
 	d := dec{b: p}
 	n := d.uint()
 	if n > uint64(len(p)) {
@@ -170,38 +197,41 @@ func decodeModules(p []byte) ([]Module, error) {
 	return ms, nil
 }
 
-type streamRequest struct {
+// StreamRequest is the payload of MsgStream.
+type StreamRequest struct {
 	Path   string
 	Window int // chunks the agent may send before it must wait for an ack
 }
 
-func (r streamRequest) encode() []byte {
+func (r StreamRequest) Encode() []byte {
 	var e enc
 	e.str(r.Path)
 	e.uint(uint64(r.Window))
 	return e.b
 }
 
-func decodeStreamRequest(p []byte) (streamRequest, error) {
+func DecodeStreamRequest(p []byte) (StreamRequest, error) {
 	d := dec{b: p}
 	path := d.str()
 	w := d.uint()
 	if err := d.done(); err != nil {
-		return streamRequest{}, fmt.Errorf("decoding stream request: %w", err)
+		return StreamRequest{}, fmt.Errorf("decoding stream request: %w", err)
 	}
-	if w == 0 || w > maxStreamWindow {
-		return streamRequest{}, fmt.Errorf("decoding stream request: window %d outside 1..%d", w, maxStreamWindow)
+	if w == 0 || w > MaxWindow {
+		return StreamRequest{}, fmt.Errorf("decoding stream request: window %d outside 1..%d", w, MaxWindow)
 	}
-	return streamRequest{Path: path, Window: int(w)}, nil
+	return StreamRequest{Path: path, Window: int(w)}, nil
 }
 
-func encodeUint(v uint64) []byte {
+// EncodeUint is the payload of MsgStreamAck and MsgStdinAck: how many
+// chunks were consumed.
+func EncodeUint(v uint64) []byte {
 	var e enc
 	e.uint(v)
 	return e.b
 }
 
-func decodeUint(what string, p []byte) (uint64, error) {
+func DecodeUint(what string, p []byte) (uint64, error) {
 	d := dec{b: p}
 	v := d.uint()
 	if err := d.done(); err != nil {
@@ -210,13 +240,13 @@ func decodeUint(what string, p []byte) (uint64, error) {
 	return v, nil
 }
 
-// execRequest starts a command whose standard input (when Stdin is set;
+// ExecRequest starts a command whose standard input (when Stdin is set;
 // else it reads /dev/null) arrives in MsgStdin frames and whose output
 // leaves in MsgExecOutput frames. Window is how many output chunks the
 // agent may send ahead of the client's MsgStreamAck frames, StdinWindow
 // how many stdin chunks the client may send ahead of the agent's
 // MsgStdinAck frames.
-type execRequest struct {
+type ExecRequest struct {
 	Argv        []string
 	Stdin       bool
 	Window      int
@@ -225,7 +255,7 @@ type execRequest struct {
 
 const execFlagStdin = 1
 
-func (r execRequest) encode() []byte {
+func (r ExecRequest) Encode() []byte {
 	var e enc
 	e.strs(r.Argv)
 	var flags uint64
@@ -238,56 +268,58 @@ func (r execRequest) encode() []byte {
 	return e.b
 }
 
-func decodeExecRequest(p []byte) (execRequest, error) {
+func DecodeExecRequest(p []byte) (ExecRequest, error) {
 	d := dec{b: p}
-	r := execRequest{Argv: d.strs()}
+	r := ExecRequest{Argv: d.strs()}
 	flags, w, sw := d.uint(), d.uint(), d.uint()
 	if err := d.done(); err != nil {
-		return execRequest{}, fmt.Errorf("decoding exec request: %w", err)
+		return ExecRequest{}, fmt.Errorf("decoding exec request: %w", err)
 	}
 	if flags&^execFlagStdin != 0 {
-		return execRequest{}, fmt.Errorf("decoding exec request: unknown flags %#x", flags)
+		return ExecRequest{}, fmt.Errorf("decoding exec request: unknown flags %#x", flags)
 	}
-	if w == 0 || w > maxStreamWindow || sw == 0 || sw > maxStreamWindow {
-		return execRequest{}, fmt.Errorf("decoding exec request: windows %d and %d, want each in 1..%d", w, sw, maxStreamWindow)
+	if w == 0 || w > MaxWindow || sw == 0 || sw > MaxWindow {
+		return ExecRequest{}, fmt.Errorf("decoding exec request: windows %d and %d, want each in 1..%d", w, sw, MaxWindow)
 	}
 	r.Stdin, r.Window, r.StdinWindow = flags&execFlagStdin != 0, int(w), int(sw)
 	return r, nil
 }
 
-// execOutput is the payload of MsgExecOutput: which stream (1 stdout,
+// ExecOutput is the payload of MsgExecOutput: which stream (1 stdout,
 // 2 stderr) and the bytes.
-type execOutput struct {
+type ExecOutput struct {
 	FD   int
 	Data []byte
 }
 
-func (o execOutput) encode() []byte {
+func (o ExecOutput) Encode() []byte {
 	var e enc
 	e.uint(uint64(o.FD))
 	e.bytes(o.Data)
 	return e.b
 }
 
-func decodeExecOutput(p []byte) (execOutput, error) {
+func DecodeExecOutput(p []byte) (ExecOutput, error) {
 	d := dec{b: p}
-	o := execOutput{FD: int(d.uint()), Data: d.bytes()}
+	o := ExecOutput{FD: int(d.uint()), Data: d.bytes()}
 	if err := d.done(); err != nil {
-		return execOutput{}, fmt.Errorf("decoding exec output: %w", err)
+		return ExecOutput{}, fmt.Errorf("decoding exec output: %w", err)
 	}
 	if o.FD != 1 && o.FD != 2 {
-		return execOutput{}, fmt.Errorf("decoding exec output: file descriptor %d, want 1 or 2", o.FD)
+		return ExecOutput{}, fmt.Errorf("decoding exec output: file descriptor %d, want 1 or 2", o.FD)
 	}
 	return o, nil
 }
 
-func encodeInt(v int64) []byte {
+// EncodeInt is the payload of an exec result (its exit status) and a
+// clock result (nanoseconds).
+func EncodeInt(v int64) []byte {
 	var e enc
 	e.int(v)
 	return e.b
 }
 
-func decodeInt(what string, p []byte) (int64, error) {
+func DecodeInt(what string, p []byte) (int64, error) {
 	d := dec{b: p}
 	v := d.int()
 	if err := d.done(); err != nil {

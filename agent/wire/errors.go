@@ -1,9 +1,8 @@
-package agent
+package wire
 
 import (
 	"errors"
 	"fmt"
-	"os/exec"
 	"syscall"
 )
 
@@ -27,9 +26,6 @@ var (
 	ErrBadRequest  = errors.New("bad request")
 	ErrTooLarge    = errors.New("result too large")
 	ErrUnsupported = errors.New("unsupported request")
-	// ErrConnLost is wrapped by every error caused by the connection to
-	// the agent going away (EOF, a read or write error, Close).
-	ErrConnLost = errors.New("agent connection lost")
 )
 
 // RemoteError is a failure the agent reported. Msg is the agent's own
@@ -69,7 +65,7 @@ func (e *RemoteError) Is(target error) bool {
 	return false
 }
 
-func encodeRemoteError(e *RemoteError) []byte {
+func EncodeRemoteError(e *RemoteError) []byte {
 	var b enc
 	b.uint(uint64(e.Kind))
 	b.uint(uint64(e.Errno))
@@ -78,30 +74,11 @@ func encodeRemoteError(e *RemoteError) []byte {
 	return b.b
 }
 
-func decodeRemoteError(p []byte) (*RemoteError, error) {
+func DecodeRemoteError(p []byte) (*RemoteError, error) {
 	d := dec{b: p}
 	e := &RemoteError{Kind: ErrorKind(d.uint()), Errno: syscall.Errno(d.uint()), Op: d.str(), Msg: d.str()}
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("decoding error response: %w", err)
 	}
 	return e, nil
-}
-
-// remoteErrorFrom turns an error on the agent's side into what goes back
-// on the wire, keeping the errno when there is one.
-func remoteErrorFrom(op string, err error) *RemoteError {
-	var re *RemoteError
-	if errors.As(err, &re) {
-		return re
-	}
-	e := &RemoteError{Op: op, Kind: KindOther, Msg: err.Error()}
-	var errno syscall.Errno
-	switch {
-	case errors.As(err, &errno):
-		e.Kind, e.Errno = KindErrno, errno
-	case errors.Is(err, exec.ErrNotFound):
-		// A missing program is a missing file to the caller.
-		e.Kind, e.Errno = KindErrno, syscall.ENOENT
-	}
-	return e
 }

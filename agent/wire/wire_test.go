@@ -1,4 +1,4 @@
-package agent
+package wire
 
 import (
 	"bytes"
@@ -50,7 +50,7 @@ func deflated(t testing.TB, payload []byte, id uint32) []byte {
 }
 
 func TestCompressedFrames(t *testing.T) {
-	module, err := os.ReadFile("testdata/proc-modules")
+	module, err := os.ReadFile("../testdata/proc-modules")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestCompressedFrames(t *testing.T) {
 func TestFrameRoundTrip(t *testing.T) {
 	frames := []Frame{
 		{Type: MsgPing, ID: 1},
-		{Type: MsgRun, ID: 0xFFFFFFFF, Payload: runRequest{Argv: []string{"uname", "-r"}}.encode()},
+		{Type: MsgRun, ID: 0xFFFFFFFF, Payload: RunRequest{Argv: []string{"uname", "-r"}}.Encode()},
 		{Type: MsgStreamData, ID: 7, Payload: bytes.Repeat([]byte{0xA9, 'K', 'L', 'S'}, 1000)}, // magic inside a payload
 		{Type: MsgResult, ID: 9, Payload: make([]byte, MaxPayload)},
 	}
@@ -139,7 +139,7 @@ type step struct {
 
 func TestFrameReaderDamagedInput(t *testing.T) {
 	good := func(id uint32) []byte {
-		return mustFrame(t, Frame{Type: MsgReadFile, ID: id, Payload: encodeString("/proc/version")})
+		return mustFrame(t, Frame{Type: MsgReadFile, ID: id, Payload: EncodeString("/proc/version")})
 	}
 	ping := good(42)
 	flip := func(b []byte, i int) []byte {
@@ -269,20 +269,20 @@ func TestPayloadDecodersRejectTruncationAndTrailingBytes(t *testing.T) {
 		decode func([]byte) error
 	}
 	codecs := []codec{
-		{"run request", runRequest{Argv: []string{"cat", "/proc/version"}, Stdin: []byte("x")}.encode(),
-			func(p []byte) error { _, err := decodeRunRequest(p); return err }},
-		{"run result", RunResult{Stdout: []byte("6.1.0\n"), ExitCode: -1}.encode(),
-			func(p []byte) error { _, err := decodeRunResult(p); return err }},
-		{"write file", writeFileRequest{Path: "/tmp/x", Mode: 0o644, Data: []byte("data")}.encode(),
-			func(p []byte) error { _, err := decodeWriteFileRequest(p); return err }},
-		{"load module", loadModuleRequest{Image: []byte("\x7fELF"), Params: "a=1"}.encode(),
-			func(p []byte) error { _, err := decodeLoadModuleRequest(p); return err }},
-		{"modules", encodeModules([]Module{{"e1000", 1 << 17, 0}, {"virtio", 16384, -1}}),
-			func(p []byte) error { _, err := decodeModules(p); return err }},
-		{"stream", streamRequest{Path: "/dev/kmsg", Window: 4}.encode(),
-			func(p []byte) error { _, err := decodeStreamRequest(p); return err }},
-		{"error", encodeRemoteError(&RemoteError{Op: "read file", Kind: KindErrno, Errno: 2, Msg: "open /x: no such file"}),
-			func(p []byte) error { _, err := decodeRemoteError(p); return err }},
+		{"run request", RunRequest{Argv: []string{"cat", "/proc/version"}, Stdin: []byte("x")}.Encode(),
+			func(p []byte) error { _, err := DecodeRunRequest(p); return err }},
+		{"run result", RunResult{Stdout: []byte("6.1.0\n"), ExitCode: -1}.Encode(),
+			func(p []byte) error { _, err := DecodeRunResult(p); return err }},
+		{"write file", WriteFileRequest{Path: "/tmp/x", Mode: 0o644, Data: []byte("data")}.Encode(),
+			func(p []byte) error { _, err := DecodeWriteFileRequest(p); return err }},
+		{"load module", LoadModuleRequest{Image: []byte("\x7fELF"), Params: "a=1"}.Encode(),
+			func(p []byte) error { _, err := DecodeLoadModuleRequest(p); return err }},
+		{"modules", EncodeModules([]Module{{"e1000", 1 << 17, 0}, {"virtio", 16384, -1}}),
+			func(p []byte) error { _, err := DecodeModules(p); return err }},
+		{"stream", StreamRequest{Path: "/dev/kmsg", Window: 4}.Encode(),
+			func(p []byte) error { _, err := DecodeStreamRequest(p); return err }},
+		{"error", EncodeRemoteError(&RemoteError{Op: "read file", Kind: KindErrno, Errno: 2, Msg: "open /x: no such file"}),
+			func(p []byte) error { _, err := DecodeRemoteError(p); return err }},
 	}
 	for _, c := range codecs {
 		if err := c.decode(c.good); err != nil {
@@ -302,13 +302,13 @@ func TestPayloadDecodersRejectTruncationAndTrailingBytes(t *testing.T) {
 func TestDecodeRejectsHugeCounts(t *testing.T) {
 	var e enc
 	e.uint(1 << 40) // a count no payload of this size can hold
-	if _, err := decodeRunRequest(e.b); err == nil {
+	if _, err := DecodeRunRequest(e.b); err == nil {
 		t.Error("run request with 2^40 arguments decoded")
 	}
-	if _, err := decodeModules(e.b); err == nil {
+	if _, err := DecodeModules(e.b); err == nil {
 		t.Error("module list of 2^40 entries decoded")
 	}
-	if _, err := decodeStreamRequest(streamRequest{Path: "/x", Window: maxStreamWindow + 1}.encode()); err == nil {
+	if _, err := DecodeStreamRequest(StreamRequest{Path: "/x", Window: MaxWindow + 1}.Encode()); err == nil {
 		t.Error("stream window above the limit accepted")
 	}
 }
