@@ -16,7 +16,7 @@ import (
 
 // cacheFormat changes whenever what Infer finds for the same image may
 // change: a file of another format is inferred again.
-const cacheFormat = 1
+const cacheFormat = 2
 
 var (
 	memMu sync.Mutex

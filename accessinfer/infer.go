@@ -37,6 +37,12 @@ type Access struct {
 	// at Reg + Base.
 	Reg  int
 	Base int64
+	// ContainerOff is where this level's container starts from Reg +
+	// Base (0 at Depth 0; s->inner.x: inner's offset in s at Depth 1);
+	// ContainerKnown is false past an array member, whose element the
+	// instruction's index picks.
+	ContainerOff   int64
+	ContainerKnown bool
 	// Why says where the base's type came from: "var skb", "sk_buff.sk"
 	// (loaded from that member), "global init_task", "per-CPU
 	// current_task", "ret alloc_skb", "stack var s".
@@ -380,10 +386,18 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
 	in := &ft.insns[i]
 	calls := ft.callsAt(in.PC)
 	for _, c := range r.chains {
+		// Each level's container is its outer member, at the sum of the
+		// outer levels' offsets; past an array the element is unknown.
+		off, known := int64(0), true
 		for d, h := range c {
 			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.name, Struct: h.st.name, Member: h.m.name,
 				Union: h.st.kind == tUnion, Bitfield: h.m.bitSize > 0, BitOffset: h.bitOff, BitSize: h.bitSize,
-				Kind: r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls})
+				Kind: r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls,
+				ContainerOff: off, ContainerKnown: known})
+			off += h.bitOff / 8
+			if mt := ft.w.ts.get(h.m.typ); mt == nil || mt.kind == tArray {
+				known = false
+			}
 		}
 	}
 }

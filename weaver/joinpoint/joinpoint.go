@@ -162,6 +162,9 @@ type AccessSite struct {
 	// Via says how the hook was placed when not on the access's own
 	// instruction or line: "statement line N" or "nearest line N".
 	Via string
+	// Inferred: the access was inferred from the image's DWARF and code
+	// (an image built without the plugin), not recorded by the plugin.
+	Inferred bool
 }
 
 // Hook is one kprobe or kretprobe of an advice module: the woven join

@@ -114,31 +114,39 @@ func (r *resolver) accessGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, tim
 			recs = append(recs, accessRec{im: im, a: a})
 		}
 	}
-	if len(noTable) == len(r.images()) {
-		return r.errAt(pc, accs[0].Pos.Offset, "access(%s.%s): %s has no %s section: it was not built with the klasy plugin, which records where struct members are accessed; weave access join points into a kernel built with it (make lab-kernel; klasy lab up --kernel built) or give a module built with it (--module)",
-			accs[0].Struct.Value, accs[0].Member.Value, r.images()[0].Label(), debugklasy.SectionName)
+	before := len(r.jps)
+	// An image built without the plugin has no records: its accesses
+	// are inferred from its DWARF and code (inferred.go).
+	inferred := 0
+	for _, im := range noTable {
+		n, err := ag.inferredGroup(im, pats)
+		if err != nil {
+			return err
+		}
+		inferred += n
 	}
-	if len(recs) == 0 {
+	if len(recs) == 0 && inferred == 0 {
 		for _, a := range accs {
 			if err := r.checkMember(pc, a); err != nil {
 				return err
 			}
 		}
 	}
-	before := len(r.jps)
 	if err := ag.resolve(recs); err != nil {
 		return err
 	}
 	if len(r.jps) == before {
 		group := (&aspect.Expr{Or: &aspect.Or{And: []*aspect.And{{Terms: g}}}}).String()
-		r.warn(pc, g[0].Pos.Offset, "%s selects no join point: %s", group, ag.nothingBecause(len(recs)))
+		r.warn(pc, g[0].Pos.Offset, "%s selects no join point: %s", group, ag.nothingBecause(len(recs)+inferred, len(noTable) > 0))
 	}
 	return nil
 }
 
 // nothingBecause says why a group selected nothing.
-func (ag *accessGroup) nothingBecause(nrecs int) string {
+func (ag *accessGroup) nothingBecause(nrecs int, inferred bool) string {
 	switch {
+	case nrecs == 0 && inferred:
+		return "no access of that member is recorded by the plugin or found in the code (inferred from DWARF and the instructions, which leave out what they cannot decide)"
 	case nrecs == 0:
 		return "no access of that member is recorded in the code the plugin compiled"
 	case ag.selected == 0:

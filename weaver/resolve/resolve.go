@@ -27,6 +27,9 @@ type ResolveOptions struct {
 	// Modules are modules built with the plugin whose access join points
 	// are found besides the kernel's.
 	Modules []*ModuleImage
+	// Progress, if not nil, is told of long work: inferring the member
+	// accesses of an image without .debug_klasy.
+	Progress func(format string, args ...any)
 	// Warn receives what the resolve notices and goes on after: a
 	// pointcut of access(...) that selects nothing (nil: dropped).
 	Warn func(joinpoint.Warning)
