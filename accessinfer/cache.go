@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/internal/atomicfile"
@@ -18,60 +17,84 @@ import (
 // change: a file of another format is inferred again.
 const cacheFormat = 2
 
-var (
-	memMu sync.Mutex
-	mem   = map[string]*Result{}
-)
+// cacheHeader starts a cache file; the accesses follow one by one, so
+// that a reader keeps only those it selects.
+type cacheHeader struct {
+	BuildID  string
+	Accesses int
+	Funcs    int
+}
 
-// Cached is Infer of the whole image, kept by build-id under
-// $KLASY_CACHE/accessinfer and in this process, as dwarfmap keeps its
-// index: inferring a whole vmlinux takes seconds, reading it back
-// milliseconds. progress, if not nil, is told when inference runs.
-func Cached(img *elfimage.Image, progress func(format string, args ...any)) (*Result, error) {
+// Select returns the accesses of the whole image whose struct and member
+// keep selects. Infer runs once per build: its accesses are kept by
+// build-id under $KLASY_CACHE/accessinfer, as dwarfmap keeps its index,
+// and read back one by one (a vmlinux has some 400,000). progress, if
+// not nil, is told when inference runs. total is how many accesses the
+// image has.
+func Select(img *elfimage.Image, keep func(st, member string) bool, progress func(format string, args ...any)) (sel []Access, total int, err error) {
 	if img.BuildID == "" {
-		return nil, fmt.Errorf("%s has no build-id to keep its inferred accesses by", img.Path)
+		return nil, 0, fmt.Errorf("%s has no build-id to keep its inferred accesses by", img.Path)
 	}
-	key := fmt.Sprintf("%s-v%d", img.BuildID, cacheFormat)
-	memMu.Lock()
-	defer memMu.Unlock()
-	if r := mem[key]; r != nil {
-		return r, nil
-	}
-	path := filepath.Join(cachedir.Root(), "accessinfer", key+".gob")
-	if r, err := readCache(path); err == nil {
-		mem[key] = r
-		return r, nil
+	path := filepath.Join(cachedir.Root(), "accessinfer", fmt.Sprintf("%s-v%d.gob", img.BuildID, cacheFormat))
+	if sel, total, err := readCache(path, img.BuildID, keep); err == nil {
+		return sel, total, nil
 	}
 	if progress != nil {
 		progress("inferring the struct member accesses of %s from its DWARF and code (no .debug_klasy; once per build)", img.Path)
 	}
 	r, err := Infer(img, Options{})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if progress != nil {
 		progress("inferred %d member accesses in %d functions in %.1fs", len(r.Accesses), r.Funcs, (r.Scan + r.Track).Seconds())
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
 		// A cache: failing to keep it only costs inferring again.
-		atomicfile.Write(path, func(w io.Writer) error { return gob.NewEncoder(w).Encode(r) })
+		atomicfile.Write(path, func(w io.Writer) error {
+			enc := gob.NewEncoder(w)
+			if err := enc.Encode(cacheHeader{img.BuildID, len(r.Accesses), r.Funcs}); err != nil {
+				return err
+			}
+			for i := range r.Accesses {
+				if err := enc.Encode(&r.Accesses[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
-	mem[key] = r
-	return r, nil
+	for _, a := range r.Accesses {
+		if keep(a.Struct, a.Member) {
+			sel = append(sel, a)
+		}
+	}
+	return sel, len(r.Accesses), nil
 }
 
-func readCache(path string) (*Result, error) {
+func readCache(path, buildID string, keep func(st, member string) bool) ([]Access, int, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
-	var r Result
-	if err := gob.NewDecoder(f).Decode(&r); err != nil {
-		return nil, err
+	dec := gob.NewDecoder(f)
+	var h cacheHeader
+	if err := dec.Decode(&h); err != nil {
+		return nil, 0, err
 	}
-	if r.Accesses == nil && r.Funcs == 0 {
-		return nil, errors.New("empty")
+	if h.BuildID != buildID {
+		return nil, 0, errors.New("another build's accesses")
 	}
-	return &r, nil
+	var sel []Access
+	for i := 0; i < h.Accesses; i++ {
+		var a Access
+		if err := dec.Decode(&a); err != nil {
+			return nil, 0, fmt.Errorf("%s: access %d of %d: %w", path, i, h.Accesses, err)
+		}
+		if keep(a.Struct, a.Member) {
+			sel = append(sel, a)
+		}
+	}
+	return sel, h.Accesses, nil
 }

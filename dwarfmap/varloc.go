@@ -4,7 +4,9 @@ import (
 	"debug/dwarf"
 	"fmt"
 	"runtime/debug"
+	"sort"
 
+	"github.com/klasy/klasy/dwarfmap/cachefile"
 	"github.com/klasy/klasy/dwarfmap/dwvar"
 	"github.com/klasy/klasy/dwarfmap/loc"
 	"github.com/klasy/klasy/dwarfmap/table"
@@ -153,6 +155,33 @@ func (x *Index) LineAt(addr uint64) (file string, line int, ok bool) {
 		}
 	}
 	return "", 0, false
+}
+
+// LineOf returns the line of the line-table row that covers addr (the
+// last row at or before it, as gdb's info line *ADDR), where LineAt wants
+// a row that starts there; ok is false for a row of no line (code the
+// compiler made up) or an address outside the line table.
+func (x *Index) LineOf(addr uint64) (file string, line int, ok bool) {
+	x, err := x.use(funcLineSecs)
+	if err != nil {
+		return "", 0, false
+	}
+	at := func(i int) Row {
+		if !x.chunksOK(cachefile.SecByAddr, i, i+1) {
+			return Row{}
+		}
+		return x.row(x.t.ByAddr[i])
+	}
+	i := sort.Search(len(x.t.ByAddr), func(i int) bool { return at(i).Addr > addr }) - 1
+	if i < 0 {
+		return "", 0, false
+	}
+	// The rows at the covering row's address: the last one owns the code.
+	row := at(i)
+	if row.Flags&RowEndSequence != 0 || row.Line == 0 {
+		return "", 0, false
+	}
+	return x.File(row.File), int(row.Line), true
 }
 
 // SectionOf names the image's ELF section that holds addr ("" if none).

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 
+	"github.com/klasy/klasy/accessinfer"
 	"github.com/klasy/klasy/cmd/klasy/internal/queryview"
 	"github.com/klasy/klasy/debugklasy"
+	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/pattern"
+	"github.com/klasy/klasy/weaver/resolve"
 )
 
 func init() {
@@ -33,9 +37,12 @@ func runAccesses(s *stdio, args []string) error {
 		return usageError{Msg: err.Error()}
 	}
 	t, err := debugklasy.Open(bin)
+	if errors.Is(err, debugklasy.ErrNoSection) {
+		return inferredAccesses(s, bin, pat, p, *asJSON, err)
+	}
 	if err != nil {
 		var ve *debugklasy.VersionError
-		if errors.Is(err, debugklasy.ErrNoSection) || errors.As(err, &ve) {
+		if errors.As(err, &ve) {
 			return err
 		}
 		return fmt.Errorf("reading accesses: %w", err)
@@ -52,5 +59,44 @@ func runAccesses(s *stdio, args []string) error {
 		return exitError{Code: 1}
 	}
 	fmt.Fprintf(s.Err, "klasy accesses: %d of %d accesses match %s\n", len(hits), len(t.Accesses), pat)
+	return nil
+}
+
+// inferredAccesses lists the accesses of a linked image (a vmlinux)
+// built without the plugin as accessinfer works them out: an instruction
+// each, at its line (klasy weave hooks the same).
+func inferredAccesses(s *stdio, bin, pat string, p *pattern.Member, asJSON bool, noSection error) error {
+	x, _, err := dwarfmap.Load(bin, dwarfmap.Options{})
+	if err != nil {
+		return err
+	}
+	defer x.Close()
+	if x.Image().ELF.Type == elf.ET_REL {
+		// An object or a module: its code is not laid out yet, which
+		// inference needs; the plugin's records are the way.
+		return noSection
+	}
+	accs, total, err := accessinfer.Select(x.Image(), p.Match, func(format string, args ...any) {
+		fmt.Fprintf(s.Err, "klasy accesses: "+format+"\n", args...)
+	})
+	if err != nil {
+		return fmt.Errorf("inferring accesses: %w", err)
+	}
+	var rows []queryview.InferredAccess
+	for _, a := range accs {
+		file, line := resolve.InferredLine(x, &a)
+		rows = append(rows, queryview.InferredAccess{Access: a, File: file, Line: line})
+	}
+	if err := queryview.InferredAccesses(s.Out, rows, asJSON); err != nil {
+		return err
+	}
+	if err := s.flush(); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(s.Err, "klasy accesses: no access matches %s in %s (no .debug_klasy: %d accesses inferred from its DWARF and code)\n", pat, bin, total)
+		return exitError{Code: 1}
+	}
+	fmt.Fprintf(s.Err, "klasy accesses: %d of %d accesses match %s (no .debug_klasy: inferred from DWARF and the code, instruction by instruction)\n", len(rows), total, pat)
 	return nil
 }

@@ -198,3 +198,43 @@ func TestAccessesJSONUnknownOffset(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessesInferred: on Debian's vmlinux, built without the plugin,
+// klasy accesses lists the accesses inferred from its DWARF and code: an
+// instruction each (gdb's info line of the same address is the line
+// printed), and says they are inferred.
+func TestAccessesInferred(t *testing.T) {
+	vmlinux := testenv.DebianVmlinux(t)
+	testenv.Need(t, "debian-kernel", nil)
+	out, errOut, err := runAccessesCmd("--json", vmlinux, "sched_info.last_arrival")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if !strings.Contains(errOut, "inferred from DWARF") {
+		t.Errorf("stderr does not say the accesses are inferred: %q", errOut)
+	}
+	var writes, reads int
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var a struct {
+			Struct, Member, Mode, File, Function, InlinedIn, PC, Source string
+			Line                                                        int
+		}
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if a.Struct != "sched_info" || a.Member != "last_arrival" || a.Source != "inferred" || a.File == "" || a.Line == 0 || !strings.HasPrefix(a.PC, "0xffffffff8") {
+			t.Errorf("access %+v", a)
+		}
+		switch a.Mode {
+		case "write":
+			writes++
+		case "read":
+			reads++
+		}
+	}
+	// sched_info_arrive stamps it, sched_info_depart reads it (both
+	// inlined in __schedule).
+	if writes == 0 || reads == 0 {
+		t.Errorf("%d writes and %d reads of last_arrival, want both:\n%s", writes, reads, out)
+	}
+}

@@ -88,12 +88,6 @@ long bump(struct counter *c) { return ++c->value; }
 			},
 		},
 		hostileCase{
-			name: "access-image-without-plugin", class: "small", want: "has no .debug_klasy section: it was not built with the klasy plugin",
-			setup: func(t *testing.T, dir string) hostileRun {
-				return hostileRun{args: []string{"list", "--vmlinux", testenv.DebianVmlinux(t), aspectIn(t, dir, "access(sk_buff.len)")}, env: []string{warm}, timeout: 60 * time.Second}
-			},
-		},
-		hostileCase{
 			name: "access-no-such-struct", class: "small", want: "did you mean sk_buff",
 			// The nearest struct names are suggested.
 			setup: func(t *testing.T, dir string) hostileRun {

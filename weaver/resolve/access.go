@@ -116,7 +116,15 @@ func (r *resolver) accessGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, tim
 	}
 	before := len(r.jps)
 	// An image built without the plugin has no records: its accesses
-	// are inferred from its DWARF and code (inferred.go).
+	// are inferred from its DWARF and code (inferred.go), once a struct
+	// and member named without wildcards are known to exist.
+	if len(noTable) > 0 {
+		for _, a := range accs {
+			if err := r.checkMember(pc, a); err != nil {
+				return err
+			}
+		}
+	}
 	inferred := 0
 	for _, im := range noTable {
 		n, err := ag.inferredGroup(im, pats)

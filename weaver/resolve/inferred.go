@@ -26,7 +26,7 @@ import (
 // inferredGroup resolves the group in image im from its inferred
 // accesses, and says how many the patterns selected.
 func (ag *accessGroup) inferredGroup(im *linecode.Image, pats []*pattern.Member) (int, error) {
-	res, err := accessinfer.Cached(im.X.Image(), ag.r.opt.Progress)
+	accs, _, err := accessinfer.Select(im.X.Image(), func(st, mem string) bool { return matchMember(pats, st, mem) }, ag.r.opt.Progress)
 	if err != nil {
 		return 0, fmt.Errorf("inferring the member accesses of %s: %w", im.Label(), err)
 	}
@@ -34,16 +34,10 @@ func (ag *accessGroup) inferredGroup(im *linecode.Image, pats []*pattern.Member)
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for i := range res.Accesses {
-		a := &res.Accesses[i]
-		if !matchMember(pats, a.Struct, a.Member) {
-			continue
-		}
-		n++
-		ag.inferred(b, im, a)
+	for i := range accs {
+		ag.inferred(b, im, &accs[i])
 	}
-	return n, nil
+	return len(accs), nil
 }
 
 func matchMember(pats []*pattern.Member, st, mem string) bool {
@@ -62,12 +56,7 @@ var inferredModes = map[x86code.MemKind]debugklasy.Mode{
 
 // inferred adds the join point of inferred access a.
 func (ag *accessGroup) inferred(b *dwarfmap.Batch, im *linecode.Image, a *accessinfer.Access) {
-	file, line, _ := im.X.LineAt(a.PC)
-	if line == 0 && len(a.Calls) > 0 {
-		// A row of no line (code the compiler made up): where the copy
-		// holding it is called.
-		file, line = a.Calls[0].File, a.Calls[0].Line
-	}
+	file, line := InferredLine(im.X, a)
 	inst := dwarfmap.Instance{Name: a.Func, Host: a.Func}
 	if len(a.Calls) > 0 {
 		inst.Name, inst.Inlined = a.Calls[0].Func, true
@@ -129,4 +118,21 @@ func (ag *accessGroup) inferred(b *dwarfmap.Batch, im *linecode.Image, a *access
 	}
 	jp.Args, jp.Skipped = args, skip
 	ag.r.add(jp)
+}
+
+// InferredLine is the source line of inferred access a: the line-table
+// row covering its instruction, or for a row of no line (code the
+// compiler made up) where the copy holding it is called, or its
+// function's line.
+func InferredLine(x *dwarfmap.Index, a *accessinfer.Access) (string, int) {
+	if file, line, ok := x.LineOf(a.PC); ok {
+		return file, line
+	}
+	if len(a.Calls) > 0 {
+		return a.Calls[0].File, a.Calls[0].Line
+	}
+	if fs := x.Funcs(a.Func); len(fs) > 0 {
+		return fs[0].File, fs[0].Line
+	}
+	return "", 0
 }

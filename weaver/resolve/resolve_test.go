@@ -39,7 +39,7 @@ func TestResolveErrors(t *testing.T) {
 		{"execution(m_show) AND within_file(fs/nosuch.c)", "x.klasy:1:37: execution(m_show): no body or inlined copy of m_show is selected by within_file(...)"},
 		{"execution(ksys_pread64) AND within_function(nosuch)", "no body or inlined copy of ksys_pread64 is selected by within_function(...)"},
 		{"execution(m_show) AND execution(ksys_read)", "is selected by"},
-		{"access(sk_buff.len)", "access(sk_buff.len): " + filepath.Join(cachedir.Root(), "debian", "current", "vmlinux") + " has no .debug_klasy section: it was not built with the klasy plugin"},
+		{"access(sk_buf.len)", "access(sk_buf.len): no struct or union sk_buf in " + filepath.Join(cachedir.Root(), "debian", "current", "vmlinux") + "; did you mean sk_buff"},
 		{"execution(m_show) AND within_file(fs/namespace.c@dom0)", "a domain (@dom0) needs a domains file"},
 		// A line without code names the nearest lines with code.
 		{"line(fs/namei.c:4174)", "x.klasy:1:27: line(fs/namei.c:4174): fs/namei.c:4174 has no code (the compiler merged or removed it, or it holds no statement); the nearest lines with code are 4173 above and 4176 below"},

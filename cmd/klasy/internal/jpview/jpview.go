@@ -80,6 +80,10 @@ type joinPointJSON struct {
 	Module string `json:"module,omitempty"`
 	Access string `json:"access,omitempty"` // "sk_buff.len read"
 	Exact  *bool  `json:"exact,omitempty"`
+	// Source is where the access came from: "plugin" (.debug_klasy) or
+	// "inferred" (the image's DWARF and code: a kernel without the
+	// plugin).
+	Source string `json:"source,omitempty"`
 }
 
 // JSON prints one object per join point, each naming domain unless it
@@ -91,7 +95,10 @@ func JSON(w io.Writer, domain string, rep *weaver.Report) error {
 			File: jp.File, Line: jp.Line, PC: fmt.Sprintf("%#x", jp.Addr), Mechanism: jp.Mechanism, Skipped: jp.Skipped, Module: jp.Module}
 		if jp.Access != nil {
 			exact := jp.Exact
-			j.Exact, j.Access = &exact, accessLabel(jp)
+			j.Exact, j.Access, j.Source = &exact, accessLabel(jp), "plugin"
+			if jp.Access.Inferred {
+				j.Source = "inferred"
+			}
 		}
 		if err := enc.Encode(j); err != nil {
 			return err
@@ -107,6 +114,9 @@ func accessLabel(jp *joinpoint.JoinPoint) string {
 	l := a.Struct + "." + a.Member + " " + a.Mode
 	if a.Via != "" {
 		l += " (" + a.Via + ")"
+	}
+	if a.Inferred {
+		l += " (inferred)"
 	}
 	return l
 }

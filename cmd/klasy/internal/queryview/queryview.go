@@ -11,9 +11,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/klasy/klasy/accessinfer"
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/dwarfmap/dwtype"
+	"github.com/klasy/klasy/x86code"
 )
 
 // Lines prints the code of source lines: file:line, function, addresses.
@@ -263,4 +265,73 @@ func Accesses(w io.Writer, hits []debugklasy.Access, asJSON bool) error {
 		tw.Flush()
 	}
 	return nil
+}
+
+// InferredAccess is an access accessinfer found, at the line of its
+// instruction.
+type InferredAccess struct {
+	accessinfer.Access
+	File string
+	Line int
+}
+
+// InferredAccessJSON is one line of klasy accesses --json for a binary
+// without .debug_klasy.
+type InferredAccessJSON struct {
+	Struct    string `json:"struct"`
+	Member    string `json:"member"`
+	Mode      string `json:"mode"`
+	File      string `json:"file"`
+	Line      int    `json:"line"`
+	Function  string `json:"function"`
+	InlinedIn string `json:"inlined_in,omitempty"`
+	PC        string `json:"pc"`
+	Base      string `json:"base"`
+	Source    string `json:"source"` // "inferred"
+	Bitfield  bool   `json:"bitfield,omitempty"`
+	BitOffset int64  `json:"bit_offset"`
+	BitSize   int64  `json:"bit_size"`
+}
+
+// inferredModes are the plugin's mode names of an instruction's use.
+var inferredModes = map[x86code.MemKind]string{x86code.Load: "read", x86code.Store: "write", x86code.RMW: "rw", x86code.Addr: "addr"}
+
+// InferredAccesses prints inferred accesses as Accesses prints the
+// plugin's: LOCATION FUNCTION ACCESS MODE, then PC and where the base's
+// type came from.
+func InferredAccesses(w io.Writer, rows []InferredAccess, asJSON bool) error {
+	fn := func(a *InferredAccess) (string, string) {
+		if len(a.Calls) > 0 {
+			return a.Calls[0].Func, a.Func
+		}
+		return a.Func, ""
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for i := range rows {
+			a := &rows[i]
+			f, in := fn(a)
+			j := InferredAccessJSON{Struct: a.Struct, Member: a.Member, Mode: inferredModes[a.Kind], File: a.File, Line: a.Line,
+				Function: f, InlinedIn: in, PC: fmt.Sprintf("%#x", a.PC), Base: a.Why, Source: "inferred",
+				Bitfield: a.Bitfield, BitOffset: a.BitOffset, BitSize: a.BitSize}
+			if err := enc.Encode(j); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "LOCATION\tFUNCTION\tACCESS\tMODE\tPC\tBASE")
+	for i := range rows {
+		a := &rows[i]
+		f, in := fn(a)
+		if in != "" {
+			f += " (in " + in + ")"
+		}
+		fmt.Fprintf(tw, "%s:%d\t%s\t%s.%s\t%s\t%#x\t%s\n", a.File, a.Line, f, a.Struct, a.Member, inferredModes[a.Kind], a.PC, a.Why)
+	}
+	return tw.Flush()
 }
