@@ -88,7 +88,7 @@ func Plan(s *Session, f *aspect.File) (*aspect.File, *Report, error) {
 	rep.Flows = flows
 	jps, err := resolve.Resolve(f, s.X, resolve.ResolveOptions{Refused: s.Refused(), Modules: s.Modules, Domain: s.Domain,
 		Progress: func(format string, args ...any) { fmt.Fprintf(s.log, "klasy: "+format+"\n", args...) },
-		Warn: func(w joinpoint.Warning) { rep.Warnings = append(rep.Warnings, w) }})
+		Warn:     func(w joinpoint.Warning) { rep.Warnings = append(rep.Warnings, w) }})
 	if err != nil {
 		var re *resolve.ResolveError
 		if errors.As(err, &re) {
