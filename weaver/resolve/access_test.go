@@ -356,9 +356,6 @@ func TestResolveAccessGolden(t *testing.T) {
 	golden.Check(t, "testdata/access.golden", b.String())
 }
 
-// builtIndex indexes the built lab kernel (make lab-kernel), the one
-// compiled with the plugin.
-
 // TestResolveAccessBuiltKernel resolves access(sk_buff.%), with and
 // without target(skb), over the whole built kernel: the coverage KLASY's
 // evaluation counted, and every hook checked on its own: an instruction

@@ -80,6 +80,9 @@ type joinPointJSON struct {
 	Module string `json:"module,omitempty"`
 	Access string `json:"access,omitempty"` // "sk_buff.len read"
 	Exact  *bool  `json:"exact,omitempty"`
+	// Merged are the other accesses the same hook stands for (the same
+	// advice, address and values: "sk_buff.nohdr write net/core/skbuff.c:1190").
+	Merged []string `json:"merged,omitempty"`
 	// Source is where the access came from: "plugin" (.debug_klasy) or
 	// "inferred" (the image's DWARF and code: a kernel without the
 	// plugin).
@@ -98,6 +101,9 @@ func JSON(w io.Writer, domain string, rep *weaver.Report) error {
 			j.Exact, j.Access, j.Source = &exact, accessLabel(jp), "plugin"
 			if jp.Access.Inferred {
 				j.Source = "inferred"
+			}
+			for _, m := range jp.Merged {
+				j.Merged = append(j.Merged, fmt.Sprintf("%s.%s %s %s:%d", m.Struct, m.Member, m.Mode, m.File, m.Line))
 			}
 		}
 		if err := enc.Encode(j); err != nil {

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/lab"
+)
+
+// TestListShowsMergedAccesses: __skb_clone's n->cloned = 1, n->nohdr = 0
+// and n->peeked = 0 (net/core/skbuff.c:1189-1191) are bitfields the
+// compiler stores with one instruction, so one hook stands for the three
+// accesses the plugin recorded; klasy list --json names all three, where
+// it printed only the first.
+func TestListShowsMergedAccesses(t *testing.T) {
+	k, err := lab.FindKernel(lab.Built)
+	testenv.Need(t, "lab-kernel", err)
+	asp := filepath.Join(t.TempDir(), "clone.klasy")
+	src := "<aspect><advice><pointcut>access(sk_buff.%) AND within_function(__skb_clone)</pointcut><before>STORE_DATA(1);</before></advice></aspect>\n"
+	if err := os.WriteFile(asp, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runKlasy(t, "list", "--json", "--vmlinux", k.Vmlinux, asp)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	var merged []string
+	for _, jp := range jsonLines(t, out) {
+		if acc, _ := jp["access"].(string); strings.HasPrefix(acc, "sk_buff.cloned write") {
+			ms, _ := jp["merged"].([]any)
+			for _, m := range ms {
+				merged = append(merged, m.(string))
+			}
+		}
+	}
+	for _, want := range []string{"sk_buff.nohdr write", "sk_buff.peeked write"} {
+		if !slices.ContainsFunc(merged, func(m string) bool { return strings.HasPrefix(m, want) }) {
+			t.Errorf("the hook on n->cloned's store stands for %q, want %s too", merged, want)
+		}
+	}
+}
