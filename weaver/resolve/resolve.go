@@ -358,6 +358,11 @@ func (r *resolver) outOfLine(n int, timing joinpoint.Timing, fi dwarfmap.FuncInf
 	jp := &joinpoint.JoinPoint{Advice: n, Timing: timing, Kind: joinpoint.Kprobe, Addr: fi.Entry, Function: fi.Name, File: fi.File, Line: fi.Line, Module: r.module()}
 	if timing == joinpoint.After {
 		jp.Kind = joinpoint.Kretprobe
+		// $retval$ takes the function's type: an int's upper half of rax
+		// is unspecified (weaver/gen). Unknown: unsigned long, as before.
+		if ret, err := r.x.ReturnType(fi); err == nil {
+			jp.Returns = ret.C
+		}
 	}
 	if l := r.entryLine(fi.Entry); l > 0 {
 		jp.Line = l
