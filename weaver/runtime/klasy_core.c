@@ -18,6 +18,7 @@
  *   /sys/kernel/debug/klasy/records  whole records, oldest first, consumed
  *   /sys/kernel/debug/klasy/status   the runtime, its flows, aspects and hooks
  *   /sys/kernel/debug/klasy/stats    their aggregations (klasy_agg.c)
+ *   /sys/kernel/debug/klasy/flow_ids flow IDs: wraps, live ones skipped
  *
  * Load it before any advice module; the advice modules use its symbols,
  * so it cannot be unloaded while one of them is loaded:
@@ -702,6 +703,7 @@ static int __init klasy_runtime_init(void)
 	debugfs_create_file("records", 0400, klasy_dir, NULL, &records_fops);
 	debugfs_create_file("status", 0444, klasy_dir, NULL, &status_fops);
 	klasy_agg_debugfs(klasy_dir);
+	klasy_flows_debugfs(klasy_dir);
 	pr_info("ABI %d, %u KiB trace buffer per CPU\n", KLASY_ABI_VERSION,
 		buffer_kb);
 	return 0;
