@@ -342,6 +342,16 @@ func TestFlowTableSemantics(t *testing.T) {
 			"ids 16777198", "id none", "eq $none 0", // ID 0, then 15 live ones
 			"idstats wraps=1 skipped=15 none=1",
 			"id w", "eq $w 0x1200", "idstats wraps=1 skipped=17 none=1")...)},
+		// Issue 20 #8: a 1-bit field in a table of 2^20 buckets spreads
+		// the IDs sharing it over 2^19 buckets; only those nearest to
+		// the ID's own are looked at.
+		{"truncation to far fewer bits than the table's is bounded work", lines(
+			"flow netflow 20",
+			"reg a 0x100", "reg b 0x101",
+			"trunc 0x100 1", "stats ambiguous=0",
+			"truncs 2000 0x100 1 500",
+			"reg c 0x102", "trunc 0x100 1", "stats ambiguous=1",
+			"rm c", "reg d 0xfe", "trunc 0x100 1", "stats ambiguous=2")},
 		{"IDs of two domains differ in their low bits", lines(
 			"domain 0 2", "id a", "id b", "eq $a&1 0", "eq $b&1 0", "ne $a $b",
 			"domain 1 2", "id c", "eq $c&1 1",

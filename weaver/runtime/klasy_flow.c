@@ -499,28 +499,45 @@ bool klasy_flow_id_live(struct klasy_flow *f, u32 id)
 	return live;
 }
 
+/* Whether bucket i of the ID index holds an ID other than x with x's kept bits. */
+static bool klasy_shares_kept(struct klasy_flow *f, u32 i, u32 x, u32 kept)
+{
+	struct klasy_flow_entry *e;
+
+	hlist_for_each_entry_rcu(e, &f->ids[i].head, id_node) {
+		if (e->id != x && !((e->id ^ x) & kept))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * IDs equal to x in its low bits sit in the buckets equal to x in the
+ * bucket index's bits: one bucket unless bits < f->bits, and then
+ * 2^(f->bits - bits), which no handler may walk (512K buckets for a 1-bit
+ * field in a table of 2^20). So at most KLASY_FLOW_TRUNC_BUCKETS of them
+ * are looked at, those nearest to x's own bucket in the bits the field
+ * cuts off (the IDs made just before and after x, the likeliest to be
+ * live): for such a narrow field the count is a lower bound, as it is
+ * anyway for IDs moved to another domain.
+ */
 void klasy_flow_truncated(struct klasy_flow *f, int id, unsigned int bits)
 {
-	u32 x = (u32)id, kept, step, i;
-	struct klasy_flow_entry *e;
+	u32 x = (u32)id, kept, low, n, j, d, i;
 	bool ambiguous = false;
 
 	if (!x || bits >= 32)
 		return;
 	kept = (1U << bits) - 1;
-	/*
-	 * IDs equal to x in its low bits sit in the buckets equal to x in
-	 * the bucket index's bits: one bucket unless bits < f->bits.
-	 */
-	step = 1U << min(bits, f->bits);
+	low = min(bits, f->bits);
+	n = 1U << (f->bits - low);	/* buckets holding x's kept bits */
+	j = (x & ((1U << f->bits) - 1)) >> low;	/* x's own among them */
 	rcu_read_lock();
-	for (i = x & (step - 1); !ambiguous && i < 1U << f->bits; i += step) {
-		hlist_for_each_entry_rcu(e, &f->ids[i].head, id_node) {
-			if (e->id != x && !((e->id ^ x) & kept)) {
-				ambiguous = true;
-				break;
-			}
-		}
+	for (d = 0; !ambiguous && d < min(n, KLASY_FLOW_TRUNC_BUCKETS); d++) {
+		/* j, j + 1, j - 1, j + 2, ... round the n buckets */
+		i = (j + (d & 1 ? (d + 1) / 2 : n - d / 2)) & (n - 1);
+		ambiguous = klasy_shares_kept(f, i << low | (x & ((1U << low) - 1)),
+					      x, kept);
 	}
 	rcu_read_unlock();
 	if (ambiguous)

@@ -32,7 +32,10 @@
  * low bits - the ID index puts all of them in one bucket when bits >=
  * flow_bits - and counts the truncation as ambiguous if there is one.
  * An ID moved to another domain is no longer live here, so what is
- * counted is a lower bound: the receiver cannot tell such IDs apart.
+ * counted is a lower bound: the receiver cannot tell such IDs apart. A
+ * field narrower than flow_bits spreads them over 2^(flow_bits - bits)
+ * buckets, of which KLASY_FLOW_TRUNC_BUCKETS at most are looked at (the
+ * work of a handler must be bounded, in NMI too): a lower bound again.
  *
  * Stale entries. An object freed without reaching <quit> must neither
  * stay forever nor lend its ID to the next object at its address. Two
@@ -116,6 +119,9 @@
 
 /* IDs get_new_flowid() passes over as live before it gives up: see IDs. */
 #define KLASY_FLOW_ID_TRIES 16
+
+/* ID buckets truncate_flowid() looks at, at most: see Truncation. */
+#define KLASY_FLOW_TRUNC_BUCKETS 64U
 
 struct klasy_flow_entry {
 	struct hlist_node node;		/* in objs[hash_ptr(obj)] */

@@ -23,6 +23,7 @@
  *   rm OBJ             remove_flowid
  *   free OBJ           the free hook: OBJ is freed (and zeroed, a new object)
  *   trunc VAL BITS     truncate_flowid
+ *   truncs N VAL BITS MS  truncate_flowid N times, in at most MS ms
  *   ids N              get_new_flowid() N times
  *   idstats KEY=VAL... check what get_new_flowid counted (wraps skipped
  *                      none)
@@ -214,6 +215,8 @@ bool klasy_flows_id_live(u32 id)
 	       (bench_flow.ids && klasy_flow_id_live(&bench_flow, id));
 }
 
+static u64 now_ns(void);
+
 void klasy_user_saw(int id)
 {
 	last_saw = id;
@@ -324,6 +327,16 @@ static int script(void)
 		} else if (!strcmp(op, "trunc")) {
 			need(cur);
 			klasy_flow_truncated(cur, (int)val(args[1]), val(args[2]));
+		} else if (!strcmp(op, "truncs")) {
+			u32 n = val(args[1]), k, ms = val(args[4]);
+			u64 t0 = now_ns(), took;
+
+			need(cur);
+			for (k = 0; k < n; k++)
+				klasy_flow_truncated(cur, (int)val(args[2]), val(args[3]));
+			took = (now_ns() - t0) / 1000000;
+			if (took > ms)
+				fail("%u truncations took %" PRIu64 " ms, want at most %u", n, took, ms);
 		} else if (!strcmp(op, "ids")) {
 			u32 n = val(args[1]), k;
 
