@@ -170,9 +170,13 @@ static int klasy_check_replace(const struct klasy_aspect *a,
 	/*
 	 * On its own, kp's list is empty; under an aggregate, kp is on the
 	 * aggregate's list, and the walk round it from kp meets the other
-	 * kprobes and the aggregate itself (its list is the head). Alone
-	 * means no kprobe there but a's own (a kretprobe of the aspect,
-	 * registered after it).
+	 * kprobes and the aggregate itself (its list is the head), which is
+	 * not another kprobe: so any walk that is not empty counts exactly
+	 * one "other" that is the aggregate. Alone means no kprobe there but
+	 * a's own (a kretprobe of the aspect, registered after it), whether
+	 * or not an aggregate is left: kprobes keeps an aggregate once made
+	 * until its last kprobe goes, so a transient kprobe (perf, BPF) that
+	 * came and went leaves ours as the aggregate's only child.
 	 */
 	rcu_read_lock();
 	list_for_each_entry_rcu(p, &kp->list, list) {
@@ -185,7 +189,7 @@ static int klasy_check_replace(const struct klasy_aspect *a,
 			others++;
 	}
 	rcu_read_unlock();
-	if (others > 1 || (others == 1 && !own)) {
+	if (others > 1) {
 		pr_err("aspect %s: replacing with hook %u (%s at 0x%lx): another kprobe is at its entry: error %d\n",
 		       a->name, h->index, h->function ? h->function : "?",
 		       (unsigned long)kp->addr, -EADDRINUSE);

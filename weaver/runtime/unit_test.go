@@ -135,6 +135,11 @@ func TestRecordsInUserSpace(t *testing.T) {
 			"emit 1", "open", "emit 2",
 			fmt.Sprintf("read 4096 %d", rec1), "got 1", "read 4096 0",
 			"open", fmt.Sprintf("read 4096 %d", rec1), "got 2")},
+		// Issue 20 #10: kprobes keeps an aggregate until its last kprobe
+		// goes; one left with only our replacement is not another kprobe.
+		{"a replacement is refused only beside another kprobe", lines(
+			"replace - 0", "replace a 0", "replace ao 0",
+			"replace af -98", "replace aof -98")},
 	})
 }
 
