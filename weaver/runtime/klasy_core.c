@@ -402,14 +402,29 @@ void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit)
 	struct ring_buffer_event *ev;
 	struct klasy_record *r;
 	unsigned int n = hit->n;
+	unsigned long flags;
 	u64 now;
 
 	if (!n)
 		return;
 	if (unlikely(n > KLASY_MAX_VALUES))
 		n = KLASY_MAX_VALUES;
-	now = ktime_get_mono_fast_ns();
+	/*
+	 * The reader merges the CPUs oldest first and stops at the time the
+	 * file was opened, so on each CPU the stamps must rise in buffer
+	 * order. A record is placed when it is reserved: stamp it then, with
+	 * interrupts off from the reservation to the stamp, so that no record
+	 * of an interrupt can take the next place with an earlier stamp
+	 * (stamped before the reservation, an interrupt's record written in
+	 * between came first with a later stamp). kprobes runs no handler
+	 * nested in another on a CPU, NMIs included (it counts the hit as
+	 * missed), so no klasy record comes between while interrupts are
+	 * off.
+	 */
+	local_irq_save(flags);
 	ev = ring_buffer_lock_reserve(klasy_rb, klasy_record_size(n));
+	now = ktime_get_mono_fast_ns();
+	local_irq_restore(flags);
 	if (unlikely(!ev)) {
 		this_cpu_inc(*klasy_lost);
 		return;

@@ -135,6 +135,12 @@ func TestRecordsInUserSpace(t *testing.T) {
 			"emit 1", "open", "emit 2",
 			fmt.Sprintf("read 4096 %d", rec1), "got 1", "read 4096 0",
 			"open", fmt.Sprintf("read 4096 %d", rec1), "got 2")},
+		// Issue 20 #5: a record of an interrupt that comes between the
+		// stamp and the reservation took the place before with a later
+		// stamp.
+		{"an interrupt's record does not come first with a later stamp", lines(
+			"irq 2", "emit 1", "irq 4", "emit 3", "open",
+			fmt.Sprintf("read 4096 %d", 4*rec1), "got 1 2 3 4")},
 		// Issue 20 #10: kprobes keeps an aggregate until its last kprobe
 		// goes; one left with only our replacement is not another kprobe.
 		{"a replacement is refused only beside another kprobe", lines(
