@@ -63,9 +63,14 @@ LIST_HEAD(klasy_aspects);
 DEFINE_MUTEX(klasy_aspects_mutex);
 static u32 klasy_last_id;
 
-/* The one reader of the records file, and what it owns. */
+/*
+ * The one reader of the records file, and what it owns: the bounce
+ * buffer, and how many bytes of whole records at its start are pending
+ * (consumed from the ring buffer, not yet copied to a reader).
+ */
 static DEFINE_MUTEX(klasy_reader_mutex);
 static char *klasy_bounce;
+static size_t klasy_pending;
 #define KLASY_BOUNCE_SIZE PAGE_SIZE
 
 struct klasy_head {
@@ -514,6 +519,43 @@ static size_t klasy_fill(size_t room, u64 until, bool *full)
 	}
 }
 
+/*
+ * The bytes of the whole pending records, from the first, that fit in
+ * room: 0 when the first does not.
+ */
+static size_t klasy_pending_fit(size_t room)
+{
+	const struct klasy_record *r;
+	size_t n = 0, len;
+
+	while (n < klasy_pending) {
+		r = (const struct klasy_record *)(klasy_bounce + n);
+		len = klasy_record_size(r->nvals);
+		if (len > room - n)
+			break;
+		n += len;
+	}
+	return n;
+}
+
+/*
+ * Copies n bytes of the bounce buffer to the reader. The records are
+ * consumed from the ring buffer already (one CPU's next record is only
+ * seen once its first is consumed), so if the copy faults they stay
+ * pending, at the start of the bounce buffer, for the next read: an
+ * EFAULT loses nothing. They are older than anything left in the ring
+ * buffer, so the next read returns them first.
+ */
+static int klasy_copy_out(char __user *ubuf, size_t n)
+{
+	if (copy_to_user(ubuf, klasy_bounce, n)) {
+		klasy_pending = n;
+		return -EFAULT;
+	}
+	klasy_pending = 0;
+	return 0;
+}
+
 static ssize_t records_read(struct file *file, char __user *ubuf,
 			    size_t count, loff_t *ppos)
 {
@@ -526,6 +568,24 @@ static ssize_t records_read(struct file *file, char __user *ubuf,
 		return 0;
 	if (mutex_lock_interruptible(&klasy_reader_mutex))
 		return -ERESTARTSYS;
+	if (klasy_pending) {
+		n = klasy_pending_fit(count);
+		if (!n) {
+			ret = -EINVAL;	/* not even one record fits */
+			goto out;
+		}
+		if (copy_to_user(ubuf, klasy_bounce, n)) {
+			ret = -EFAULT;	/* they stay pending */
+			goto out;
+		}
+		klasy_pending -= n;
+		memmove(klasy_bounce, klasy_bounce + n, klasy_pending);
+		done = n;
+		if (klasy_pending) {
+			ret = done;
+			goto out;
+		}
+	}
 	/*
 	 * Records written on a CPU that was empty here wait for the next
 	 * read: they are newer than this read anyway.
@@ -538,7 +598,7 @@ static ssize_t records_read(struct file *file, char __user *ubuf,
 		if (!n)
 			break;
 		/* Copied without any ring buffer lock held. */
-		if (copy_to_user(ubuf + done, klasy_bounce, n)) {
+		if (klasy_copy_out(ubuf + done, n)) {
 			ret = done ? done : -EFAULT;
 			goto out;
 		}

@@ -141,6 +141,17 @@ func TestRecordsInUserSpace(t *testing.T) {
 		{"an interrupt's record does not come first with a later stamp", lines(
 			"irq 2", "emit 1", "irq 4", "emit 3", "open",
 			fmt.Sprintf("read 4096 %d", 4*rec1), "got 1 2 3 4")},
+		// Issue 20 #11: records consumed from the ring buffer and then
+		// not copied (the reader's buffer faults) were lost, uncounted.
+		{"a read whose buffer faults loses no record", lines(
+			"emit 1", "emit 2", "emit 3", "open",
+			"read 4096 -14 fault", "got", "lost 0",
+			fmt.Sprintf("read %d %d", rec1+8, rec1), "got 1",
+			"read 8 -22", "read 4096 -14 fault",
+			fmt.Sprintf("read 4096 %d", 2*rec1), "got 2 3", "read 4096 0")},
+		{"records after a fault come after those it kept", lines(
+			"emit 1", "emit 2", "open", "read 4096 -14 fault",
+			"emit 3", "open", fmt.Sprintf("read 4096 %d", 3*rec1), "got 1 2 3")},
 		// Issue 20 #10: kprobes keeps an aggregate until its last kprobe
 		// goes; one left with only our replacement is not another kprobe.
 		{"a replacement is refused only beside another kprobe", lines(
@@ -156,7 +167,7 @@ func TestRecordsHarnessChecks(t *testing.T) {
 	for _, tt := range []struct{ script, want string }{
 		{lines("emit 1", "open", "read 4096 56", "got 2"), "line 4: record 0 holds 1, want 2"},
 		{lines("emit 1", "open", "read 4096 0"), "line 3: read 4096 returned 56, want 0"},
-		{lines("replace - -98"), "line 1: replace -: 0, want -98"},
+		{lines("replace af 0"), "line 1: replace af: -98, want 0"},
 		{lines("frob"), "line 1: unknown operation frob"},
 	} {
 		out, err := runHarness(t, bin, tt.script)
