@@ -346,8 +346,10 @@ void klasy_flow_no_id(struct klasy_flow *flow);
  * (updates of further keys are counted as dropped); KLASY_AGG_TASKS tasks
  * inside one timer at once (further starts are counted as dropped); a
  * STOP without a START in the same task is counted, not timed. A TIMER_START
- * of a task already inside that timer (recursion) is counted as nested and
- * only the outermost START/STOP pair is timed. A use the runtime cannot make
+ * of a task already inside that timer, deeper on its stack (recursion), is
+ * counted as nested and only the outermost START/STOP pair is timed; one at
+ * the outermost START's depth or above starts the timing afresh (the STOP
+ * of the first never came: a kretprobe that missed, an error path). A use the runtime cannot make
  * a map for (a name of another kind; more maps than the aspect has room
  * for) is listed in the stats with the reason, its hits counted.
  *

@@ -11,10 +11,12 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,13 +25,15 @@ import (
 )
 
 // cPart is the definition of name in the C source src: a function (its
-// whole body), a struct, a #define or a file-scope static variable; ""
-// if src has none.
+// whole body), a #define or a file-scope static variable, or for "struct
+// TAG" the struct; "" if src has none.
 func cPart(src, name string) string {
+	if tag, ok := strings.CutPrefix(name, "struct "); ok {
+		return regexp.MustCompile(`(?ms)^struct ` + regexp.QuoteMeta(tag) + ` \{\n.*?^\};\n`).FindString(src)
+	}
 	q := regexp.QuoteMeta(name)
 	for _, re := range []string{
 		`(?ms)^[a-z][^\n;]*[ *]` + q + `\([^;{]*\)\n\{\n.*?^\}\n`,      // function
-		`(?ms)^struct ` + q + ` \{\n.*?^\};\n`,                         // struct
 		`(?m)^#define ` + q + `\b.*\n`,                                 // #define
 		`(?m)^static [^(\n]*[ *]` + q + `(\[[^]]*\])?( = [^;]*)?;.*\n`, // variable
 		`(?m)^static DEFINE_MUTEX\(` + q + `\);\n`,
@@ -60,29 +64,37 @@ func unitSource(t testing.TB, name string, src []byte, parts ...string) string {
 	return b.String()
 }
 
-// unitHarness compiles testdata/unit/HARNESS.c with extract as the
-// file it includes (NAME_extract.c), under ASan and UBSan.
-func unitHarness(t testing.TB, harness, extract string) string {
+// unitHarness compiles testdata/unit/HARNESS.c with the files it
+// includes (name to text: the parts taken out), under ASan and UBSan.
+func unitHarness(t testing.TB, harness string, files map[string]string) string {
 	t.Helper()
 	_, err := exec.LookPath("gcc")
 	testenv.Need(t, "gcc", err)
-	key := fmt.Sprintf("%s-%x", harness, sha256.Sum256([]byte(extract)))
+	names := slices.Sorted(maps.Keys(files))
+	h := sha256.New()
+	for _, n := range names {
+		fmt.Fprintf(h, "%s\x00%s\x00", n, files[n])
+	}
+	key := fmt.Sprintf("%s-%x", harness, h.Sum(nil))
 	harnessMu.Lock()
 	defer harnessMu.Unlock()
 	if p, ok := harnessBuilds[key]; ok {
 		return p
 	}
 	dir := tempDir(t, "unit-"+key[:24])
-	name := strings.TrimSuffix(harness, "_harness") + "_extract.c"
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(extract), 0o644); err != nil {
-		t.Fatal(err)
+	var all strings.Builder
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(files[n]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&all, "%s:\n%s\n", n, files[n])
 	}
 	bin := filepath.Join(dir, harness)
 	args := []string{"-std=gnu11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
 		"-Wno-unused-function", "-Wno-sign-compare", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
 		"-I" + dir, "-Itestdata/unit", "-o", bin, filepath.Join("testdata/unit", harness+".c")}
 	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s\n%s:\n%s", strings.Join(args, " "), err, out, name, extract)
+		t.Fatalf("gcc %s: %v\n%s\n%s", strings.Join(args, " "), err, out, all.String())
 	}
 	harnessBuilds[key] = bin
 	return bin
@@ -90,16 +102,16 @@ func unitHarness(t testing.TB, harness, extract string) string {
 
 // coreParts are what core_harness.c runs of klasy_core.c.
 var coreParts = []string{
-	"klasy_head", "klasy_rb", "klasy_lost", "klasy_reader_mutex", "klasy_bounce", "klasy_pending",
+	"struct klasy_head", "klasy_rb", "klasy_lost", "klasy_reader_mutex", "klasy_bounce", "klasy_pending",
 	"KLASY_BOUNCE_SIZE", "klasy_heads", "klasy_record_size", "klasy_check_replace", "klasy_emit",
 	"klasy_peek", "klasy_fill", "klasy_pending_fit", "klasy_copy_out", "records_read",
 }
 
 func coreHarness(t testing.TB, core []byte) string {
 	t.Helper()
-	x := unitSource(t, runtime.Header, nil, "KLASY_MAX_VALUES", "klasy_record", "KLASY_RECORD_MAX", "klasy_hit") +
+	x := unitSource(t, runtime.Header, nil, "KLASY_MAX_VALUES", "struct klasy_record", "KLASY_RECORD_MAX", "struct klasy_hit") +
 		unitSource(t, "klasy_core.c", core, coreParts...)
-	return unitHarness(t, "core_harness", x)
+	return unitHarness(t, "core_harness", map[string]string{"core_extract.c": x})
 }
 
 func runUnit(t *testing.T, bin string, tests []struct{ name, script string }) {
@@ -175,4 +187,47 @@ func TestRecordsHarnessChecks(t *testing.T) {
 			t.Errorf("script\n%sgave %v: %q, want a failure with %q", tt.script, err, out, tt.want)
 		}
 	}
+}
+
+// aggHarness runs klasy_agg.c's timers (agg is its text, nil for the
+// runtime's own).
+func aggHarness(t testing.TB, agg []byte) string {
+	t.Helper()
+	rt := unitSource(t, runtime.Header, nil, "KLASY_AGG_HIST_BUCKETS", "KLASY_AGG_TASK_BITS", "KLASY_AGG_TASKS", "struct klasy_map_desc")
+	types := unitSource(t, "klasy_agg.c", agg, "struct klasy_timer", "struct klasy_tslot", "KLASY_TASK_PROBES", "KLASY_TIMER_SLACK", "struct klasy_map")
+	funcs := unitSource(t, "klasy_agg.c", agg, "klasy_log2_bucket", "klasy_task_cpu_ns", "klasy_tslot",
+		"klasy_timer_start", "klasy_time", "klasy_timer_stop")
+	return unitHarness(t, "agg_harness", map[string]string{"agg_types.c": rt + types, "agg_funcs.c": funcs})
+}
+
+// TestTimersInUserSpace: TIMER_START and TIMER_STOP of tasks, their
+// nesting, and what they count.
+func TestTimersInUserSpace(t *testing.T) {
+	bin := aggHarness(t, nil)
+	// The stack grows down: 0xf000 is deeper than 0x13000.
+	runUnit(t, bin, []struct{ name, script string }{
+		{"a START/STOP pair is timed", lines(
+			"start", "wait 500", "stop", "start", "wait 300", "stop",
+			"timer count=2 wall_sum=800 wall_min=300 wall_max=500 no_start=0 nested=0")},
+		{"a STOP without START is counted", lines("stop", "timer count=0 no_start=1")},
+		{"tasks are timed apart", lines(
+			"task 1", "start", "wait 100", "task 2", "start", "wait 50", "stop",
+			"task 1", "wait 10", "stop", "timer count=2 wall_sum=210")},
+		{"recursion: a START deeper on the stack is nested, the outermost pair timed", lines(
+			"sp 0x13000", "start", "wait 10",
+			"sp 0x12000", "start", "wait 10", "stop",
+			"sp 0x13000", "wait 10", "stop",
+			"timer count=1 wall_sum=30 nested=1 orphaned=0")},
+		// Issue 20 #1: the STOP of the first START never comes (its
+		// kretprobe missed); the task's later pairs must be timed.
+		{"a START whose STOP never came does not keep the task inside", lines(
+			"sp 0x13000", "start", "wait 1000", // no stop
+			"start", "wait 100", "stop",
+			"sp 0x13100", "start", "wait 200", "stop", // from a shallower frame
+			"timer count=2 wall_sum=300 nested=0 orphaned=1")},
+		{"a START a little deeper than a lost one is not nested in it", lines(
+			"sp 0x13000", "start", "wait 1000",
+			"sp 0x12f80", "start", "wait 100", "stop", // another handler path's depth
+			"timer count=1 wall_sum=100 nested=0 orphaned=1")},
+	})
 }
