@@ -421,10 +421,10 @@ void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit)
 	 * interrupts off from the reservation to the stamp, so that no record
 	 * of an interrupt can take the next place with an earlier stamp
 	 * (stamped before the reservation, an interrupt's record written in
-	 * between came first with a later stamp). kprobes runs no handler
-	 * nested in another on a CPU, NMIs included (it counts the hit as
-	 * missed), so no klasy record comes between while interrupts are
-	 * off.
+	 * between came first with a later stamp). Interrupts off do not hold
+	 * an NMI off, but no klasy record comes from one in between: kprobes
+	 * runs no handler nested in another on a CPU (it counts such a hit
+	 * as missed).
 	 */
 	local_irq_save(flags);
 	ev = ring_buffer_lock_reserve(klasy_rb, klasy_record_size(n));
