@@ -134,6 +134,7 @@ func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Modu
 			returns[jp.Advice] = jp.Returns
 		}
 	}
+	g.retvals = retvalTypes(m.Hooks)
 	for i, a := range f.Advice {
 		if used[i+1] {
 			if err := g.advice(i+1, a, opt.Path, returns[i+1]); err != nil {
@@ -164,6 +165,64 @@ type cgen struct {
 	// modAddrs are the running addresses of hooks in modules, by hook
 	// index (nil when no hook is in a module).
 	modAddrs []uint64
+	// retvals are the types of $retval$ in advice that has one: by
+	// advice number (retvalTypes).
+	retvals map[int]string
+}
+
+// narrowInts are the integer types, as DWARF and dwarfmap.Return.C spell
+// them, narrower than the 64-bit rax they come back in.
+var narrowInts = map[string]bool{
+	"_Bool": true, "char": true, "signed char": true, "unsigned char": true,
+	"short int": true, "short unsigned int": true, "unsigned short": true,
+	"int": true, "unsigned int": true,
+}
+
+// intType says whether the C type t (JoinPoint.Returns) is an integer.
+func intType(t string) bool {
+	return t != "" && t != "void" && !strings.HasSuffix(t, "*")
+}
+
+// returnValue is the C of a kretprobe hook's return value, as an unsigned
+// long. An integer narrower than 64 bits comes back in the low bits of
+// rax and the x86-64 ABI leaves the rest unspecified (a function
+// returning int may leave 0 in the upper half, so -EINVAL reads
+// 4294967274): cast to the function's type first, which sign- or
+// zero-extends as the caller would.
+func returnValue(h *joinpoint.Hook) string {
+	t := ""
+	if len(h.Points) > 0 {
+		t = h.Points[0].Returns
+	}
+	if narrowInts[t] {
+		return "(unsigned long)(" + t + ")regs_return_value(regs)"
+	}
+	return "regs_return_value(regs)"
+}
+
+// retvalTypes gives $retval$ the type of the function it comes from,
+// for each advice whose kretprobe hooks all return one integer type: so
+// that $retval$ < 0 means what it says for an int or long function.
+// Advice at hooks of other kinds or types keeps unsigned long.
+func retvalTypes(hooks []*joinpoint.Hook) map[int]string {
+	types := map[int]string{}
+	mixed := map[int]bool{}
+	for _, h := range hooks {
+		for _, jp := range h.Points {
+			t := ""
+			if h.Kind == joinpoint.Kretprobe && intType(jp.Returns) {
+				t = jp.Returns
+			}
+			if prev, ok := types[jp.Advice]; ok && prev != t {
+				mixed[jp.Advice] = true
+			}
+			types[jp.Advice] = t
+		}
+	}
+	for n := range mixed {
+		delete(types, n)
+	}
+	return types
 }
 
 func (g *cgen) p(format string, args ...any) {
@@ -304,7 +363,11 @@ var specialNames = map[string]string{
 // and its closing brace stands where </replace> does in the aspect, so
 // that a path that does not return is reported at the aspect's line.
 func (g *cgen) advice(n int, a *aspect.Advice, path, ret string) error {
-	params := []string{"struct klasy_hit *__klasy_hit", "unsigned long __klasy_pc", "unsigned long __klasy_retval"}
+	retval := "unsigned long"
+	if t := g.retvals[n]; t != "" {
+		retval = t
+	}
+	params := []string{"struct klasy_hit *__klasy_hit", "unsigned long __klasy_pc", declare(retval, "__klasy_retval")}
 	for _, p := range joinpoint.Params(a) {
 		params = append(params, "void *"+p)
 	}
@@ -479,7 +542,7 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 	g.p("\tunsigned long pc = (unsigned long)h->rp.kp.addr;")
 	retval := "0"
 	if h.Kind == joinpoint.Kretprobe {
-		retval = "regs_return_value(regs)"
+		retval = returnValue(h)
 		if len(entry) > 0 {
 			g.p("\tstruct klasy_entry_%d *e = (struct klasy_entry_%d *)ri->data;", i, i)
 		}

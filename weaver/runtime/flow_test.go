@@ -329,6 +329,29 @@ func TestFlowTableSemantics(t *testing.T) {
 		{"in NMI: the bound evicts as outside", lines(append(append(
 			[]string{"flow netflow 1", "nmi 1"}, numbered("new o%d v%d", 40)...),
 			"stats entries=32 evictions=8 dropped=0", "get o39 $v39", "nmi 0", "pool 64")...)},
+		// Issue 20 #9: with 256 domains the counter has 24 bits.
+		{"IDs: once the counter goes round, a live ID is passed over, counted", lines(
+			"domain 0 256", "flow netflow",
+			"new a x", "eq $x 0x100",
+			"ids 16777214", "idstats wraps=0 skipped=0 none=0", // the counter at 2^24 - 1
+			"id y", // 2^24: ID 0, not one; 0x100: a's, live
+			"eq $y 0x200", "idstats wraps=1 skipped=1 none=0",
+			"rm a", "id z", "eq $z 0x300", "idstats wraps=1 skipped=1")},
+		{"IDs: when every ID tried is live, none is given, counted", lines(append(append(
+			[]string{"domain 0 256", "flow netflow 6"}, numbered("new o%d v%d", 17)...), // IDs 0x100..0x1100
+			"ids 16777198", "id none", "eq $none 0", // ID 0, then 15 live ones
+			"idstats wraps=1 skipped=15 none=1",
+			"id w", "eq $w 0x1200", "idstats wraps=1 skipped=17 none=1")...)},
+		// Issue 20 #8: a 1-bit field in a table of 2^20 buckets spreads
+		// the IDs sharing it over 2^19 buckets; only those nearest to
+		// the ID's own are looked at.
+		{"truncation to far fewer bits than the table's is bounded work", lines(
+			"flow netflow 20",
+			"reg a 0x100", "reg b 0x101",
+			"trunc 0x100 1", "stats ambiguous=0",
+			"truncs 2000 0x100 1 500",
+			"reg c 0x102", "trunc 0x100 1", "stats ambiguous=1",
+			"rm c", "reg d 0xfe", "trunc 0x100 1", "stats ambiguous=2")},
 		{"IDs of two domains differ in their low bits", lines(
 			"domain 0 2", "id a", "id b", "eq $a&1 0", "eq $b&1 0", "ne $a $b",
 			"domain 1 2", "id c", "eq $c&1 1",

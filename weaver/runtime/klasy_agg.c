@@ -70,6 +70,11 @@ struct klasy_timer {
 	u64 no_start;		/* STOPs of a task not inside the timer */
 	u64 dropped;		/* STARTs that found no free task slot */
 	u64 nested;		/* STARTs of a task already inside it */
+	/*
+	 * Outermost STARTs whose STOP never came (klasy_timer_start); not in
+	 * the stats file until weaver/records, which checks its keys, reads it.
+	 */
+	u64 orphaned;
 	u64 wall_b[KLASY_AGG_HIST_BUCKETS];
 	u64 cpu_b[KLASY_AGG_HIST_BUCKETS];
 };
@@ -82,11 +87,20 @@ struct klasy_tslot {
 	unsigned long task;	/* its task_struct; 0: free */
 	u64 birth;		/* its start_time: tells a reused task_struct */
 	u64 wall0, cpu0;	/* at the outermost START */
+	unsigned long sp;	/* the stack pointer at the outermost START */
 	unsigned int depth;	/* STARTs not stopped yet */
 };
 
 /* Slots a task may take in a timer's table, from its hash on. */
 #define KLASY_TASK_PROBES 4
+
+/*
+ * How much deeper than the outermost START a START must be to be nested
+ * in it: more than kprobes' handler paths differ by (int3, jump-optimized,
+ * ftrace; one hook's path changes when the kernel optimizes it), less
+ * than a recursion takes in all but tiny functions. See klasy_timer_start.
+ */
+#define KLASY_TIMER_SLACK 256
 
 struct klasy_map {
 	const struct klasy_map_desc *desc;	/* its first use */
@@ -475,6 +489,7 @@ static struct klasy_tslot *klasy_tslot(struct klasy_map *m, bool claim)
 
 void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 {
+	unsigned long sp = current_stack_pointer;
 	struct klasy_map *m = klasy_map_of(a, d);
 	struct klasy_tslot *s;
 	struct klasy_timer *t;
@@ -487,13 +502,28 @@ void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 		t->dropped++;
 		return;
 	}
+	/*
+	 * A START is nested in the timing under way only if it runs deeper
+	 * on the same stack than the outermost START did: a recursion. One
+	 * at the same depth or above comes from a new call after the one
+	 * that started the timing returned without its STOP (a kretprobe
+	 * that missed: a function with more sleepers than kretprobe
+	 * instances; an error path past a line's STOP). Without this, that
+	 * task's depth never went back to 0 and none of its later pairs was
+	 * timed. Such a START starts afresh, and the STOP that never came is
+	 * counted as orphaned.
+	 */
 	if (s->depth && s->birth == current->start_time) {
-		s->depth++;
-		t->nested++;
-		return;
+		if (s->sp - sp > KLASY_TIMER_SLACK && s->sp - sp < THREAD_SIZE) {
+			s->depth++;
+			t->nested++;
+			return;
+		}
+		t->orphaned++;
 	}
 	/* A new slot, or one an exited task left with its task_struct: ours. */
 	s->birth = current->start_time;
+	s->sp = sp;
 	s->depth = 1;
 	s->cpu0 = klasy_task_cpu_ns();
 	s->wall0 = ktime_get_mono_fast_ns();

@@ -18,6 +18,7 @@
  *   /sys/kernel/debug/klasy/records  whole records, oldest first, consumed
  *   /sys/kernel/debug/klasy/status   the runtime, its flows, aspects and hooks
  *   /sys/kernel/debug/klasy/stats    their aggregations (klasy_agg.c)
+ *   /sys/kernel/debug/klasy/flow_ids flow IDs: wraps, live ones skipped
  *
  * Load it before any advice module; the advice modules use its symbols,
  * so it cannot be unloaded while one of them is loaded:
@@ -62,9 +63,14 @@ LIST_HEAD(klasy_aspects);
 DEFINE_MUTEX(klasy_aspects_mutex);
 static u32 klasy_last_id;
 
-/* The one reader of the records file, and what it owns. */
+/*
+ * The one reader of the records file, and what it owns: the bounce
+ * buffer, and how many bytes of whole records at its start are pending
+ * (consumed from the ring buffer, not yet copied to a reader).
+ */
 static DEFINE_MUTEX(klasy_reader_mutex);
 static char *klasy_bounce;
+static size_t klasy_pending;
 #define KLASY_BOUNCE_SIZE PAGE_SIZE
 
 struct klasy_head {
@@ -169,9 +175,13 @@ static int klasy_check_replace(const struct klasy_aspect *a,
 	/*
 	 * On its own, kp's list is empty; under an aggregate, kp is on the
 	 * aggregate's list, and the walk round it from kp meets the other
-	 * kprobes and the aggregate itself (its list is the head). Alone
-	 * means no kprobe there but a's own (a kretprobe of the aspect,
-	 * registered after it).
+	 * kprobes and the aggregate itself (its list is the head), which is
+	 * not another kprobe: so any walk that is not empty counts exactly
+	 * one "other" that is the aggregate. Alone means no kprobe there but
+	 * a's own (a kretprobe of the aspect, registered after it), whether
+	 * or not an aggregate is left: kprobes keeps an aggregate once made
+	 * until its last kprobe goes, so a transient kprobe (perf, BPF) that
+	 * came and went leaves ours as the aggregate's only child.
 	 */
 	rcu_read_lock();
 	list_for_each_entry_rcu(p, &kp->list, list) {
@@ -184,7 +194,7 @@ static int klasy_check_replace(const struct klasy_aspect *a,
 			others++;
 	}
 	rcu_read_unlock();
-	if (others > 1 || (others == 1 && !own)) {
+	if (others > 1) {
 		pr_err("aspect %s: replacing with hook %u (%s at 0x%lx): another kprobe is at its entry: error %d\n",
 		       a->name, h->index, h->function ? h->function : "?",
 		       (unsigned long)kp->addr, -EADDRINUSE);
@@ -397,14 +407,29 @@ void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit)
 	struct ring_buffer_event *ev;
 	struct klasy_record *r;
 	unsigned int n = hit->n;
+	unsigned long flags;
 	u64 now;
 
 	if (!n)
 		return;
 	if (unlikely(n > KLASY_MAX_VALUES))
 		n = KLASY_MAX_VALUES;
-	now = ktime_get_mono_fast_ns();
+	/*
+	 * The reader merges the CPUs oldest first and stops at the time the
+	 * file was opened, so on each CPU the stamps must rise in buffer
+	 * order. A record is placed when it is reserved: stamp it then, with
+	 * interrupts off from the reservation to the stamp, so that no record
+	 * of an interrupt can take the next place with an earlier stamp
+	 * (stamped before the reservation, an interrupt's record written in
+	 * between came first with a later stamp). Interrupts off do not hold
+	 * an NMI off, but no klasy record comes from one in between: kprobes
+	 * runs no handler nested in another on a CPU (it counts such a hit
+	 * as missed).
+	 */
+	local_irq_save(flags);
 	ev = ring_buffer_lock_reserve(klasy_rb, klasy_record_size(n));
+	now = ktime_get_mono_fast_ns();
+	local_irq_restore(flags);
 	if (unlikely(!ev)) {
 		this_cpu_inc(*klasy_lost);
 		return;
@@ -494,6 +519,43 @@ static size_t klasy_fill(size_t room, u64 until, bool *full)
 	}
 }
 
+/*
+ * The bytes of the whole pending records, from the first, that fit in
+ * room: 0 when the first does not.
+ */
+static size_t klasy_pending_fit(size_t room)
+{
+	const struct klasy_record *r;
+	size_t n = 0, len;
+
+	while (n < klasy_pending) {
+		r = (const struct klasy_record *)(klasy_bounce + n);
+		len = klasy_record_size(r->nvals);
+		if (len > room - n)
+			break;
+		n += len;
+	}
+	return n;
+}
+
+/*
+ * Copies n bytes of the bounce buffer to the reader. The records are
+ * consumed from the ring buffer already (one CPU's next record is only
+ * seen once its first is consumed), so if the copy faults they stay
+ * pending, at the start of the bounce buffer, for the next read: an
+ * EFAULT loses nothing. They are older than anything left in the ring
+ * buffer, so the next read returns them first.
+ */
+static int klasy_copy_out(char __user *ubuf, size_t n)
+{
+	if (copy_to_user(ubuf, klasy_bounce, n)) {
+		klasy_pending = n;
+		return -EFAULT;
+	}
+	klasy_pending = 0;
+	return 0;
+}
+
 static ssize_t records_read(struct file *file, char __user *ubuf,
 			    size_t count, loff_t *ppos)
 {
@@ -506,6 +568,24 @@ static ssize_t records_read(struct file *file, char __user *ubuf,
 		return 0;
 	if (mutex_lock_interruptible(&klasy_reader_mutex))
 		return -ERESTARTSYS;
+	if (klasy_pending) {
+		n = klasy_pending_fit(count);
+		if (!n) {
+			ret = -EINVAL;	/* not even one record fits */
+			goto out;
+		}
+		if (copy_to_user(ubuf, klasy_bounce, n)) {
+			ret = -EFAULT;	/* they stay pending */
+			goto out;
+		}
+		klasy_pending -= n;
+		memmove(klasy_bounce, klasy_bounce + n, klasy_pending);
+		done = n;
+		if (klasy_pending) {
+			ret = done;
+			goto out;
+		}
+	}
 	/*
 	 * Records written on a CPU that was empty here wait for the next
 	 * read: they are newer than this read anyway.
@@ -518,7 +598,7 @@ static ssize_t records_read(struct file *file, char __user *ubuf,
 		if (!n)
 			break;
 		/* Copied without any ring buffer lock held. */
-		if (copy_to_user(ubuf + done, klasy_bounce, n)) {
+		if (klasy_copy_out(ubuf + done, n)) {
 			ret = done ? done : -EFAULT;
 			goto out;
 		}
@@ -702,6 +782,7 @@ static int __init klasy_runtime_init(void)
 	debugfs_create_file("records", 0400, klasy_dir, NULL, &records_fops);
 	debugfs_create_file("status", 0444, klasy_dir, NULL, &status_fops);
 	klasy_agg_debugfs(klasy_dir);
+	klasy_flows_debugfs(klasy_dir);
 	pr_info("ABI %d, %u KiB trace buffer per CPU\n", KLASY_ABI_VERSION,
 		buffer_kb);
 	return 0;

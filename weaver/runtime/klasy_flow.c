@@ -28,6 +28,10 @@
 static atomic_t klasy_flow_next = ATOMIC_INIT(0);
 static unsigned int klasy_flow_domain;
 static unsigned int klasy_flow_dbits;
+/* See klasy_flow_new_id. */
+static atomic_t klasy_flow_wraps = ATOMIC_INIT(0);
+static atomic_t klasy_flow_skipped = ATOMIC_INIT(0);
+static atomic_t klasy_flow_none = ATOMIC_INIT(0);
 
 int klasy_flow_setup_ids(unsigned int domain, unsigned int domains)
 {
@@ -36,18 +40,50 @@ int klasy_flow_setup_ids(unsigned int domain, unsigned int domains)
 	klasy_flow_domain = domain;
 	klasy_flow_dbits = order_base_2(domains);
 	atomic_set(&klasy_flow_next, 0);
+	atomic_set(&klasy_flow_wraps, 0);
+	atomic_set(&klasy_flow_skipped, 0);
+	atomic_set(&klasy_flow_none, 0);
 	return 0;
 }
 
+void klasy_flow_read_ids(struct klasy_flow_id_counts *c)
+{
+	c->wraps = atomic_read(&klasy_flow_wraps);
+	c->skipped = atomic_read(&klasy_flow_skipped);
+	c->none = atomic_read(&klasy_flow_none);
+}
+
+/*
+ * The counter has 32 - dbits bits: with 256 domains it goes round after
+ * 16.7M IDs, minutes at one ID per packet, while an object that got an
+ * early ID may still carry it. Until the first wrap every ID is fresh by
+ * construction and costs one atomic increment; after it, an ID still
+ * live in some flow table (klasy_flows_id_live: one ID bucket per table)
+ * is passed over and counted as skipped, so no two live objects get one
+ * ID from two starts. The tries are bounded (this runs in NMI context
+ * too): when KLASY_FLOW_ID_TRIES IDs in a row are live, the caller gets
+ * 0, no ID (register_flowid of 0 registers nothing), counted as none.
+ */
 int klasy_flow_new_id(void)
 {
-	u32 id;
+	unsigned int tries;
+	u32 c, id;
 
-	do {
-		id = (u32)atomic_inc_return(&klasy_flow_next) << klasy_flow_dbits |
-		     klasy_flow_domain;
-	} while (unlikely(!id));	/* domain 0, once every 2^32 IDs */
-	return (int)id;
+	for (tries = 0; tries < KLASY_FLOW_ID_TRIES; tries++) {
+		c = (u32)atomic_inc_return(&klasy_flow_next);
+		id = c << klasy_flow_dbits | klasy_flow_domain;
+		/* The counter's kept bits are 0 once per round: one CPU sees it. */
+		if (unlikely(!(c << klasy_flow_dbits)))
+			atomic_inc(&klasy_flow_wraps);
+		if (unlikely(!id))	/* domain 0, once a round */
+			continue;
+		if (likely(!atomic_read(&klasy_flow_wraps)) ||
+		    !klasy_flows_id_live(id))
+			return (int)id;
+		atomic_inc(&klasy_flow_skipped);
+	}
+	atomic_inc(&klasy_flow_none);
+	return 0;
 }
 EXPORT_SYMBOL_GPL(klasy_flow_new_id);
 
@@ -447,28 +483,61 @@ drop:
 }
 EXPORT_SYMBOL_GPL(klasy_flow_register);
 
+bool klasy_flow_id_live(struct klasy_flow *f, u32 id)
+{
+	struct klasy_flow_entry *e;
+	bool live = false;
+
+	rcu_read_lock();
+	hlist_for_each_entry_rcu(e, &klasy_id_bucket(f, id)->head, id_node) {
+		if (e->id == id) {
+			live = true;
+			break;
+		}
+	}
+	rcu_read_unlock();
+	return live;
+}
+
+/* Whether bucket i of the ID index holds an ID other than x with x's kept bits. */
+static bool klasy_shares_kept(struct klasy_flow *f, u32 i, u32 x, u32 kept)
+{
+	struct klasy_flow_entry *e;
+
+	hlist_for_each_entry_rcu(e, &f->ids[i].head, id_node) {
+		if (e->id != x && !((e->id ^ x) & kept))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * IDs equal to x in its low bits sit in the buckets equal to x in the
+ * bucket index's bits: one bucket unless bits < f->bits, and then
+ * 2^(f->bits - bits), which no handler may walk (512K buckets for a 1-bit
+ * field in a table of 2^20). So at most KLASY_FLOW_TRUNC_BUCKETS of them
+ * are looked at, those nearest to x's own bucket in the bits the field
+ * cuts off (the IDs made just before and after x, the likeliest to be
+ * live): for such a narrow field the count is a lower bound, as it is
+ * anyway for IDs moved to another domain.
+ */
 void klasy_flow_truncated(struct klasy_flow *f, int id, unsigned int bits)
 {
-	u32 x = (u32)id, kept, step, i;
-	struct klasy_flow_entry *e;
+	u32 x = (u32)id, kept, low, n, j, d, i;
 	bool ambiguous = false;
 
 	if (!x || bits >= 32)
 		return;
 	kept = (1U << bits) - 1;
-	/*
-	 * IDs equal to x in its low bits sit in the buckets equal to x in
-	 * the bucket index's bits: one bucket unless bits < f->bits.
-	 */
-	step = 1U << min(bits, f->bits);
+	low = min(bits, f->bits);
+	n = 1U << (f->bits - low);	/* buckets holding x's kept bits */
+	j = (x & ((1U << f->bits) - 1)) >> low;	/* x's own among them */
 	rcu_read_lock();
-	for (i = x & (step - 1); !ambiguous && i < 1U << f->bits; i += step) {
-		hlist_for_each_entry_rcu(e, &f->ids[i].head, id_node) {
-			if (e->id != x && !((e->id ^ x) & kept)) {
-				ambiguous = true;
-				break;
-			}
-		}
+	for (d = 0; !ambiguous && d < min(n, KLASY_FLOW_TRUNC_BUCKETS); d++) {
+		/* j, j + 1, j - 1, j + 2, ... round the n buckets */
+		i = (j + (d & 1 ? (d + 1) / 2 : n - d / 2)) & (n - 1);
+		ambiguous = klasy_shares_kept(f, i << low | (x & ((1U << low) - 1)),
+					      x, kept);
 	}
 	rcu_read_unlock();
 	if (ambiguous)

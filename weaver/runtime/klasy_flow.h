@@ -21,7 +21,10 @@
  * sets per domain of a weave (flow_domain, flow_domains). IDs of two
  * domains thus differ in their low bits, which an ID cut to fit a header
  * keeps (xin_* store the low bits first), so a truncated ID never equals
- * one the receiving domain made itself. 0 is never an ID.
+ * one the receiving domain made itself. 0 is never an ID. The counter
+ * goes round after 2^(32 - dbits) IDs; from then on an ID still live in
+ * a table of this runtime is passed over (counted: debugfs
+ * klasy/flow_ids), so a start never gives a live ID to a second object.
  *
  * Truncation. Before xin_* cut an ID to the bits its fields hold, the
  * translated advice calls truncate_flowid(): the table looks for a live
@@ -29,7 +32,10 @@
  * low bits - the ID index puts all of them in one bucket when bits >=
  * flow_bits - and counts the truncation as ambiguous if there is one.
  * An ID moved to another domain is no longer live here, so what is
- * counted is a lower bound: the receiver cannot tell such IDs apart.
+ * counted is a lower bound: the receiver cannot tell such IDs apart. A
+ * field narrower than flow_bits spreads them over 2^(flow_bits - bits)
+ * buckets, of which KLASY_FLOW_TRUNC_BUCKETS at most are looked at (the
+ * work of a handler must be bounded, in NMI too): a lower bound again.
  *
  * Stale entries. An object freed without reaching <quit> must neither
  * stay forever nor lend its ID to the next object at its address. Two
@@ -111,6 +117,12 @@
 /* Times NMI context tries a lock before it drops the operation. */
 #define KLASY_FLOW_NMI_TRIES 64
 
+/* IDs get_new_flowid() passes over as live before it gives up: see IDs. */
+#define KLASY_FLOW_ID_TRIES 16
+
+/* ID buckets truncate_flowid() looks at, at most: see Truncation. */
+#define KLASY_FLOW_TRUNC_BUCKETS 64U
+
 struct klasy_flow_entry {
 	struct hlist_node node;		/* in objs[hash_ptr(obj)] */
 	struct hlist_node id_node;	/* in ids[id & mask] */
@@ -170,6 +182,25 @@ struct klasy_flow_counts {
 /* Sets how IDs are made: see "IDs" above. 0 or -EINVAL. */
 int klasy_flow_setup_ids(unsigned int domain, unsigned int domains);
 
+/* What klasy_flow_new_id() counted since klasy_flow_setup_ids(). */
+struct klasy_flow_id_counts {
+	unsigned int wraps;	/* times the counter went round */
+	unsigned int skipped;	/* IDs passed over: live in a table */
+	unsigned int none;	/* calls that found no free ID: 0 given */
+};
+
+void klasy_flow_read_ids(struct klasy_flow_id_counts *c);
+
+/* Whether an entry of f carries id (under RCU, no lock). */
+bool klasy_flow_id_live(struct klasy_flow *f, u32 id);
+
+/*
+ * Whether any flow table of the runtime has an entry carrying id: the
+ * runtime's list of flows in the kernel (klasy_flow_kernel.c), the
+ * harness's tables in user space. Any context.
+ */
+bool klasy_flows_id_live(u32 id);
+
 /*
  * Allocates f's buckets, counters and pools (may sleep). klasy_flow_destroy
  * frees them and every entry left, after the pools' irq_works are done;
@@ -188,12 +219,15 @@ bool klasy_flow_forget(struct klasy_flow *f, const void *obj);
 void klasy_flow_read(struct klasy_flow *f, struct klasy_flow_counts *c);
 
 #ifdef __KERNEL__
+struct dentry;
 struct seq_file;
 
 /* klasy_flow_kernel.c, for the runtime's init, exit and status. */
 int klasy_flows_init(void);
 void klasy_flows_exit(void);
 void klasy_flows_show(struct seq_file *m);
+/* klasy/flow_ids: "wraps=N skipped=N none=N" (struct klasy_flow_id_counts). */
+void klasy_flows_debugfs(struct dentry *dir);
 #endif
 
 #endif /* _KLASY_FLOW_H */

@@ -13,6 +13,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/ctype.h>
+#include <linux/debugfs.h>
 #include <linux/kprobes.h>
 #include <linux/list.h>
 #include <linux/module.h>
@@ -58,6 +59,21 @@ static void klasy_flows_freed(const void *obj)
 	list_for_each_entry_rcu(f, &klasy_flows, node)
 		klasy_flow_forget(f, obj);
 	rcu_read_unlock();
+}
+
+bool klasy_flows_id_live(u32 id)
+{
+	struct klasy_flow *f;
+	bool live = false;
+
+	rcu_read_lock();
+	list_for_each_entry_rcu(f, &klasy_flows, node) {
+		live = klasy_flow_id_live(f, id);
+		if (live)
+			break;
+	}
+	rcu_read_unlock();
+	return live;
 }
 
 static void klasy_probe_kfree(void *data, unsigned long call_site,
@@ -228,6 +244,26 @@ void klasy_flows_exit(void)
 	/* Advice modules use our symbols: none can be left. */
 	WARN_ON(!list_empty(&klasy_flows));
 	klasy_unhook_free();
+}
+
+/*
+ * What get_new_flowid() counted, in files of their own: status lines
+ * have a fixed set of keys that weaver/records checks.
+ */
+static int klasy_flow_ids_show(struct seq_file *m, void *v)
+{
+	struct klasy_flow_id_counts c;
+
+	klasy_flow_read_ids(&c);
+	seq_printf(m, "wraps=%u skipped=%u none=%u\n", c.wraps, c.skipped,
+		   c.none);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(klasy_flow_ids);
+
+void klasy_flows_debugfs(struct dentry *dir)
+{
+	debugfs_create_file("flow_ids", 0444, dir, NULL, &klasy_flow_ids_fops);
 }
 
 void klasy_flows_show(struct seq_file *m)

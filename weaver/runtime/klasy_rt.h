@@ -16,6 +16,7 @@
  *   /sys/kernel/debug/klasy/status   read: the runtime, aspects and hooks
  *   /sys/kernel/debug/klasy/stats    read: the aspects' aggregations
  *                                    (COUNT, HIST, TIMER_START... below)
+ *   /sys/kernel/debug/klasy/flow_ids read: what get_new_flowid() counted
  *
  * The Go side reads both (weaver/records); a test compiles this header
  * and checks the record layout against the Go decoder through DWARF.
@@ -275,7 +276,12 @@ void klasy_flow_no_id(struct klasy_flow *flow);
 #define KLASY_FLOW_GET(flow) klasy_flow_get(#flow, &__klasy_flow_##flow)
 #define KLASY_FLOW_PUT(flow) klasy_flow_put(__klasy_flow_##flow)
 
-/* A fresh, non-zero ID, unique among the domains of one weave. */
+/*
+ * A fresh, non-zero ID, unique among the domains of one weave and not
+ * carried by any live object of this runtime's tables; 0 (no ID) in the
+ * rare case that it finds none in a bounded number of tries (counted in
+ * klasy/flow_ids).
+ */
 #define get_new_flowid() klasy_flow_new_id()
 /* obj now carries id (id 0: none). */
 #define register_flowid(flow, obj, id) \
@@ -340,8 +346,10 @@ void klasy_flow_no_id(struct klasy_flow *flow);
  * (updates of further keys are counted as dropped); KLASY_AGG_TASKS tasks
  * inside one timer at once (further starts are counted as dropped); a
  * STOP without a START in the same task is counted, not timed. A TIMER_START
- * of a task already inside that timer (recursion) is counted as nested and
- * only the outermost START/STOP pair is timed. A use the runtime cannot make
+ * of a task already inside that timer, deeper on its stack (recursion), is
+ * counted as nested and only the outermost START/STOP pair is timed; one at
+ * the outermost START's depth or above starts the timing afresh (the STOP
+ * of the first never came: a kretprobe that missed, an error path). A use the runtime cannot make
  * a map for (a name of another kind; more maps than the aspect has room
  * for) is listed in the stats with the reason, its hits counted.
  *

@@ -35,6 +35,10 @@ const (
 	// StatsPath is the aspects' aggregation maps, merged over the CPUs,
 	// as text (weaver/records.ParseStats).
 	StatsPath = DebugfsDir + "/stats"
+	// FlowIDsPath is what get_new_flowid counted, one line:
+	// "wraps=N skipped=N none=N" (IDs passed over as live, calls that
+	// found no free ID).
+	FlowIDsPath = DebugfsDir + "/flow_ids"
 
 	// BufferKBParam is the module parameter for the trace buffer per CPU
 	// in KiB, between BufferKBMin and BufferKBMax (default 1024).

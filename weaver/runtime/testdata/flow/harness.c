@@ -23,6 +23,10 @@
  *   rm OBJ             remove_flowid
  *   free OBJ           the free hook: OBJ is freed (and zeroed, a new object)
  *   trunc VAL BITS     truncate_flowid
+ *   truncs N VAL BITS MS  truncate_flowid N times, in at most MS ms
+ *   ids N              get_new_flowid() N times
+ *   idstats KEY=VAL... check what get_new_flowid counted (wraps skipped
+ *                      none)
  *   call ADVICE OBJ... run a translated advice with OBJ... as its variables
  *   saw VAL            check the last user advice ran with VAL (0: it did not)
  *   eq VAL VAL         check equal;  ne VAL VAL: check different
@@ -196,6 +200,23 @@ static u64 count(struct klasy_flow_counts *c, const char *key)
 	return 0;
 }
 
+static struct klasy_flow stress_flow, bench_flow;
+
+/* klasy_flow.h: the tables of the "runtime" are the harness's. */
+bool klasy_flows_id_live(u32 id)
+{
+	int i;
+
+	for (i = 0; i < nflows; i++) {
+		if (klasy_flow_id_live(flows[i], id))
+			return true;
+	}
+	return (stress_flow.ids && klasy_flow_id_live(&stress_flow, id)) ||
+	       (bench_flow.ids && klasy_flow_id_live(&bench_flow, id));
+}
+
+static u64 now_ns(void);
+
 void klasy_user_saw(int id)
 {
 	last_saw = id;
@@ -306,6 +327,43 @@ static int script(void)
 		} else if (!strcmp(op, "trunc")) {
 			need(cur);
 			klasy_flow_truncated(cur, (int)val(args[1]), val(args[2]));
+		} else if (!strcmp(op, "truncs")) {
+			u32 n = val(args[1]), k, ms = val(args[4]);
+			u64 t0 = now_ns(), took;
+
+			need(cur);
+			for (k = 0; k < n; k++)
+				klasy_flow_truncated(cur, (int)val(args[2]), val(args[3]));
+			took = (now_ns() - t0) / 1000000;
+			if (took > ms)
+				fail("%u truncations took %" PRIu64 " ms, want at most %u", n, took, ms);
+		} else if (!strcmp(op, "ids")) {
+			u32 n = val(args[1]), k;
+
+			for (k = 0; k < n; k++)
+				klasy_flow_new_id();
+		} else if (!strcmp(op, "idstats")) {
+			struct klasy_flow_id_counts c;
+
+			klasy_flow_read_ids(&c);
+			for (i = 1; i < nargs; i++) {
+				char *eq = strchr(args[i], '=');
+				unsigned int got;
+
+				if (!eq)
+					fail("idstats: %s is not KEY=VAL", args[i]);
+				*eq = '\0';
+				if (!strcmp(args[i], "wraps"))
+					got = c.wraps;
+				else if (!strcmp(args[i], "skipped"))
+					got = c.skipped;
+				else if (!strcmp(args[i], "none"))
+					got = c.none;
+				else
+					fail("idstats: no count %s", args[i]);
+				if (got != val(eq + 1))
+					fail("%s=%u, want %s", args[i], got, eq + 1);
+			}
 		} else if (!strcmp(op, "call")) {
 			if (nargs < 2)
 				fail("call: which advice?");
@@ -378,7 +436,6 @@ static int script(void)
 /* ---- concurrent use ---- */
 
 static pthread_barrier_t barrier;
-static struct klasy_flow stress_flow;
 static int stress_rounds;
 
 #define PRIVATE 512
@@ -613,7 +670,6 @@ static const char *const row_names[NROWS] = {
 	"(sameID) register_flowid", "(sameID) get_flowid", "(sameID) remove_flowid",
 };
 
-static struct klasy_flow bench_flow;
 static int bench_ops, bench_reps;
 static double *samples[NROWS];	/* [rep * threads + t] ns per operation */
 static int bench_threads;

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * agg_harness - klasy_agg.c's timers (TIMER_START and TIMER_STOP), taken
+ * out of the source by unit_test.go into agg_types.c and agg_funcs.c and
+ * run on kern_user.h's stand-ins, one timer:
+ *
+ *   agg_harness < SCRIPT
+ *
+ * Script lines (# starts a comment):
+ *
+ *   task N             run as task N (1..8) from now on
+ *   sp ADDR            the stack pointer the hook's handler runs at
+ *   start              TIMER_START
+ *   stop               TIMER_STOP
+ *   wait NS            NS ns go by (wall and the task's CPU time)
+ *   timer KEY=VAL...   check the timer's counts (count wall_sum
+ *                      wall_min wall_max no_start dropped nested
+ *                      orphaned)
+ *
+ * A failed check prints "line N: ..." and exits 1.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+
+#include "kern_user.h"
+
+#include "agg_types.c"
+
+/* What klasy_agg.c's timers see of the rest of the file. */
+struct klasy_agg;
+struct klasy_aspect {
+	struct klasy_agg *agg;
+};
+
+static struct klasy_timer timers[KLASY_USER_CPUS];
+
+static struct klasy_map *klasy_map_of(struct klasy_aspect *a, struct klasy_map_desc *d)
+{
+	return d->map;
+}
+
+static void *klasy_here(struct klasy_agg *g, const struct klasy_map *m)
+{
+	return &timers[klasy_user_cpu];
+}
+
+#include "agg_funcs.c"
+
+int klasy_user_cpu;
+bool klasy_user_irqs_off;
+struct task_struct *klasy_user_current;
+unsigned long klasy_user_sp;
+static u64 clock_ns = 1000000;
+
+u64 ktime_get_mono_fast_ns(void)
+{
+	return clock_ns;
+}
+
+u64 sched_clock_cpu(int cpu)
+{
+	return clock_ns;
+}
+
+void klasy_user_irq_point(void)
+{
+}
+
+static int line_no;
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("line %d: ", line_no);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	exit(1);
+}
+
+static u64 num(const char *s)
+{
+	char *end;
+	u64 v;
+
+	if (!s)
+		fail("missing number");
+	v = strtoull(s, &end, 0);
+	if (!*s || *end)
+		fail("%s: not a number", s);
+	return v;
+}
+
+static u64 count(const struct klasy_timer *t, const char *key)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} keys[] = {
+		{ "count", offsetof(struct klasy_timer, count) },
+		{ "wall_sum", offsetof(struct klasy_timer, wall_sum) },
+		{ "wall_min", offsetof(struct klasy_timer, wall_min) },
+		{ "wall_max", offsetof(struct klasy_timer, wall_max) },
+		{ "no_start", offsetof(struct klasy_timer, no_start) },
+		{ "dropped", offsetof(struct klasy_timer, dropped) },
+		{ "nested", offsetof(struct klasy_timer, nested) },
+		{ "orphaned", offsetof(struct klasy_timer, orphaned) },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (!strcmp(keys[i].key, key))
+			return *(const u64 *)((const char *)t + keys[i].off);
+	}
+	fail("timer: no count %s", key);
+	return 0;
+}
+
+int main(void)
+{
+	static struct klasy_tslot slots[KLASY_AGG_TASKS];
+	static struct task_struct tasks[9];
+	struct klasy_map map = { .tasks = slots };
+	struct klasy_map_desc desc = { .name = "t", .map = &map };
+	struct klasy_aspect aspect = { 0 };
+	char line[1024], *args[16], *tok, *save;
+	int nargs, i;
+
+	for (i = 0; i < 9; i++) {
+		tasks[i].pid = i;
+		tasks[i].start_time = 100 + i;
+	}
+	klasy_user_current = &tasks[1];
+	klasy_user_sp = 0x10000 + THREAD_SIZE - 1024;
+	while (fgets(line, sizeof(line), stdin)) {
+		line_no++;
+		if (strchr(line, '#'))
+			*strchr(line, '#') = '\0';
+		nargs = 0;
+		for (tok = strtok_r(line, " \t\r\n", &save); tok && nargs < 16;
+		     tok = strtok_r(NULL, " \t\r\n", &save))
+			args[nargs++] = tok;
+		if (!nargs)
+			continue;
+		for (i = nargs; i < 16; i++)
+			args[i] = NULL;
+		if (!strcmp(args[0], "task")) {
+			u64 n = num(args[1]);
+
+			if (n < 1 || n > 8)
+				fail("task: 1..8");
+			klasy_user_current = &tasks[n];
+		} else if (!strcmp(args[0], "sp")) {
+			klasy_user_sp = num(args[1]);
+		} else if (!strcmp(args[0], "start")) {
+			klasy_timer_start(&aspect, &desc);
+		} else if (!strcmp(args[0], "stop")) {
+			klasy_timer_stop(&aspect, &desc);
+		} else if (!strcmp(args[0], "wait")) {
+			clock_ns += num(args[1]);
+			klasy_user_current->se.sum_exec_runtime += num(args[1]);
+		} else if (!strcmp(args[0], "timer")) {
+			struct klasy_timer sum = { 0 };
+			int cpu;
+
+			for_each_possible_cpu(cpu) {
+				sum.count += timers[cpu].count;
+				sum.wall_sum += timers[cpu].wall_sum;
+				if (timers[cpu].count && (!sum.wall_min || timers[cpu].wall_min < sum.wall_min))
+					sum.wall_min = timers[cpu].wall_min;
+				sum.wall_max = max(sum.wall_max, timers[cpu].wall_max);
+				sum.no_start += timers[cpu].no_start;
+				sum.dropped += timers[cpu].dropped;
+				sum.nested += timers[cpu].nested;
+				sum.orphaned += timers[cpu].orphaned;
+			}
+			for (i = 1; i < nargs; i++) {
+				char *eq = strchr(args[i], '=');
+				u64 got;
+
+				if (!eq)
+					fail("timer: %s is not KEY=VAL", args[i]);
+				*eq = '\0';
+				got = count(&sum, args[i]);
+				if (got != num(eq + 1))
+					fail("%s=%" PRIu64 ", want %s", args[i], got, eq + 1);
+			}
+		} else {
+			fail("unknown operation %s", args[0]);
+		}
+	}
+	printf("ok %d lines\n", line_no);
+	return 0;
+}

@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * core_harness - klasy_core.c's trace buffer writer (klasy_emit), its
+ * records reader (records_read) and its check of a replacement's kprobe
+ * (klasy_check_replace), taken out of the source by unit_test.go into
+ * core_extract.c and run on kern_user.h's stand-ins:
+ *
+ *   core_harness < SCRIPT
+ *
+ * Script lines (# starts a comment):
+ *
+ *   cpu N              run on CPU N from now on
+ *   emit V             a hook's advice stores V: klasy_emit
+ *   irq V              raise an interrupt whose hook stores V: it runs
+ *                      where the kernel could take it (kern_user.h)
+ *   open               open the records file (its time cut-off)
+ *   read SIZE RET [fault]  read(2) of SIZE bytes returns RET (a byte
+ *                      count or -errno); with fault, the user's buffer
+ *                      faults. Every record read is checked to be no
+ *                      older than the one read before it
+ *   got V...           the values of the records read since the last got
+ *   lost N...          the lost count of each CPU
+ *   replace SPEC RET   klasy_check_replace of a replacement at an address
+ *                      where kprobes has SPEC ('-': the replacement alone;
+ *                      letters: a an aggregate kprobe, o a kretprobe of
+ *                      the same aspect under it, f a foreign kprobe under
+ *                      it) returns RET
+ *
+ * A failed check prints "line N: ..." and exits 1.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+
+#include "kern_user.h"
+
+/* What klasy_check_replace sees of kprobes and of klasy_rt.h. */
+struct kprobe {
+	struct list_head list;
+	void *addr;
+	unsigned int flags;
+};
+#define KPROBE_FLAG_FTRACE 8
+#define kprobe_ftrace(kp) ((kp)->flags & KPROBE_FLAG_FTRACE)
+struct kretprobe {
+	struct kprobe kp;
+};
+struct klasy_aspect;
+struct klasy_hook {
+	struct kretprobe rp;
+	const char *function;
+	unsigned int index;
+	struct klasy_aspect *aspect;
+};
+struct klasy_aspect {
+	const char *name;
+	unsigned int nhooks;
+	struct klasy_hook *hooks;
+	u32 id;
+};
+#define PAGE_SIZE 4096
+#define DEFINE_MUTEX(m) struct mutex m
+
+#include "core_extract.c"
+
+/* ---- kern_user.h's stand-ins ---- */
+
+int klasy_user_cpu;
+bool klasy_user_irqs_off;
+struct task_struct *klasy_user_current;
+unsigned long klasy_user_sp;
+static u64 clock_ns = 1000;
+static bool fault;
+static u64 irq_val;
+static bool irq_pending;
+
+u64 ktime_get_mono_fast_ns(void)
+{
+	return clock_ns++;
+}
+
+u64 sched_clock_cpu(int cpu)
+{
+	return clock_ns;
+}
+
+unsigned long copy_to_user(void __user *to, const void *from, unsigned long n)
+{
+	if (fault)
+		return n;
+	memcpy(to, from, n);
+	return 0;
+}
+
+static struct klasy_aspect aspect = { .name = "unit", .id = 1 };
+static struct klasy_hook hook = { .aspect = &aspect };
+
+/* The interrupt's hook: what a handler of the generated module does. */
+void klasy_user_irq_point(void)
+{
+	struct klasy_hit hit = { .n = 1 };
+
+	if (!irq_pending || klasy_user_irqs_off)
+		return;
+	irq_pending = false;
+	hit.vals[0] = irq_val;
+	klasy_user_irqs_off = true;
+	klasy_emit(&hook, 1, &hit);
+	klasy_user_irqs_off = false;
+}
+
+#define EVENTS 1024
+struct ring_buffer_event {
+	unsigned int len;
+	bool committed;
+	u64 ts;
+	_Alignas(8) char data[KLASY_RECORD_MAX];
+};
+static struct {
+	struct ring_buffer_event ev[EVENTS];
+	unsigned int head, tail;
+} rb[KLASY_USER_CPUS];
+
+struct ring_buffer_event *ring_buffer_lock_reserve(struct trace_buffer *b, unsigned long len)
+{
+	struct ring_buffer_event *ev;
+
+	/* An interrupt may come at the call. */
+	klasy_user_irq_point();
+	if (rb[klasy_user_cpu].tail == EVENTS || len > KLASY_RECORD_MAX)
+		return NULL;
+	ev = &rb[klasy_user_cpu].ev[rb[klasy_user_cpu].tail++];
+	ev->len = len;
+	ev->committed = false;
+	ev->ts = clock_ns;
+	return ev;
+}
+
+int ring_buffer_unlock_commit(struct trace_buffer *b, struct ring_buffer_event *ev)
+{
+	ev->committed = true;
+	return 0;
+}
+
+void *ring_buffer_event_data(struct ring_buffer_event *ev)
+{
+	return ev->data;
+}
+
+unsigned int ring_buffer_event_length(struct ring_buffer_event *ev)
+{
+	return ev->len;
+}
+
+struct ring_buffer_event *ring_buffer_peek(struct trace_buffer *b, int cpu, u64 *ts,
+					   unsigned long *lost)
+{
+	struct ring_buffer_event *ev;
+
+	if (rb[cpu].head == rb[cpu].tail || !rb[cpu].ev[rb[cpu].head].committed)
+		return NULL;
+	ev = &rb[cpu].ev[rb[cpu].head];
+	if (ts)
+		*ts = ev->ts;
+	return ev;
+}
+
+struct ring_buffer_event *ring_buffer_consume(struct trace_buffer *b, int cpu, u64 *ts,
+					      unsigned long *lost)
+{
+	struct ring_buffer_event *ev = ring_buffer_peek(b, cpu, ts, lost);
+
+	if (ev)
+		rb[cpu].head++;
+	return ev;
+}
+
+/* ---- script ---- */
+
+static int line_no;
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("line %d: ", line_no);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	exit(1);
+}
+
+static long long num(const char *s)
+{
+	char *end;
+	long long v;
+
+	if (!s)
+		fail("missing number");
+	v = strtoll(s, &end, 0);
+	if (!*s || *end)
+		fail("%s: not a number", s);
+	return v;
+}
+
+static u64 got[EVENTS], last_time;
+static int ngot;
+
+static int replace(const char *spec)
+{
+	struct klasy_hook hooks[2] = { { .function = "f" }, { .function = "f", .index = 1 } };
+	struct klasy_aspect a = { .name = "unit", .nhooks = 2, .hooks = hooks };
+	struct kprobe agg = { 0 }, foreign = { 0 };
+	struct kprobe *kp = &hooks[0].rp.kp;
+
+	kp->flags = KPROBE_FLAG_FTRACE;
+	kp->list.next = kp->list.prev = &kp->list;
+	if (strchr(spec, 'a')) {
+		/* The aggregate's list is the head of its kprobes'. */
+		struct kprobe *under[3];
+		int n = 0, i;
+
+		under[n++] = kp;
+		if (strchr(spec, 'o'))
+			under[n++] = &hooks[1].rp.kp;
+		if (strchr(spec, 'f'))
+			under[n++] = &foreign;
+		agg.list.next = &under[0]->list;
+		for (i = 0; i < n; i++) {
+			under[i]->list.prev = i ? &under[i - 1]->list : &agg.list;
+			under[i]->list.next = i < n - 1 ? &under[i + 1]->list : &agg.list;
+		}
+		agg.list.prev = &under[n - 1]->list;
+	}
+	return klasy_check_replace(&a, &hooks[0]);
+}
+
+int main(void)
+{
+	char line[1024], *args[16], *tok, *save;
+	struct task_struct task = { .pid = 42, .comm = "unit" };
+	struct file file = { 0 };
+	static char ubuf[1 << 16];
+	int nargs, i;
+
+	klasy_user_current = &task;
+	klasy_lost = calloc(KLASY_USER_CPUS, sizeof(*klasy_lost));
+	klasy_bounce = malloc(KLASY_BOUNCE_SIZE);
+	klasy_heads = calloc(KLASY_USER_CPUS, sizeof(*klasy_heads));
+	file.private_data = (void *)(unsigned long)ktime_get_mono_fast_ns();
+	while (fgets(line, sizeof(line), stdin)) {
+		line_no++;
+		if (strchr(line, '#'))
+			*strchr(line, '#') = '\0';
+		nargs = 0;
+		for (tok = strtok_r(line, " \t\r\n", &save); tok && nargs < 16;
+		     tok = strtok_r(NULL, " \t\r\n", &save))
+			args[nargs++] = tok;
+		if (!nargs)
+			continue;
+		for (i = nargs; i < 16; i++)
+			args[i] = NULL;
+		if (!strcmp(args[0], "cpu")) {
+			klasy_user_cpu = num(args[1]);
+		} else if (!strcmp(args[0], "emit")) {
+			struct klasy_hit hit = { .n = 1 };
+
+			hit.vals[0] = num(args[1]);
+			klasy_emit(&hook, 1, &hit);
+		} else if (!strcmp(args[0], "irq")) {
+			irq_val = num(args[1]);
+			irq_pending = true;
+		} else if (!strcmp(args[0], "open")) {
+			file.private_data = (void *)(unsigned long)ktime_get_mono_fast_ns();
+		} else if (!strcmp(args[0], "read")) {
+			size_t size = num(args[1]), off;
+			loff_t pos = 0;
+			ssize_t ret;
+
+			if (size > sizeof(ubuf))
+				fail("read: at most %zu bytes", sizeof(ubuf));
+			fault = args[3] && !strcmp(args[3], "fault");
+			ret = records_read(&file, ubuf, size, &pos);
+			fault = false;
+			if (ret != num(args[2]))
+				fail("read %zu returned %zd, want %s", size, ret, args[2]);
+			for (off = 0; ret > 0 && off < (size_t)ret;) {
+				struct klasy_record *r = (struct klasy_record *)(ubuf + off);
+
+				if (r->time_ns < last_time)
+					fail("record %" PRIu64 " stamped %" PRIu64 " read after one stamped %" PRIu64,
+					     (u64)r->vals[0], (u64)r->time_ns, last_time);
+				last_time = r->time_ns;
+				got[ngot++] = r->vals[0];
+				off += sizeof(*r) + r->nvals * sizeof(u64);
+			}
+		} else if (!strcmp(args[0], "got")) {
+			if (ngot != nargs - 1)
+				fail("%d records read, want %d", ngot, nargs - 1);
+			for (i = 0; i < ngot; i++) {
+				if (got[i] != (u64)num(args[i + 1]))
+					fail("record %d holds %" PRIu64 ", want %s", i, got[i], args[i + 1]);
+			}
+			ngot = 0;
+		} else if (!strcmp(args[0], "lost")) {
+			for (i = 1; i < nargs && i <= KLASY_USER_CPUS; i++) {
+				if ((long long)klasy_lost[i - 1] != num(args[i]))
+					fail("CPU %d lost %lu, want %s", i - 1, klasy_lost[i - 1], args[i]);
+			}
+		} else if (!strcmp(args[0], "replace")) {
+			int ret = replace(args[1] ? args[1] : "-");
+
+			if (ret != num(args[2]))
+				fail("replace %s: %d, want %s", args[1], ret, args[2]);
+		} else {
+			fail("unknown operation %s", args[0]);
+		}
+	}
+	printf("ok %d lines\n", line_no);
+	return 0;
+}
