@@ -64,7 +64,7 @@ static void klasy_advice_3(struct klasy_hit *__klasy_hit, unsigned long __klasy_
 }
 
 /* advice 4: <after> execution(hrtimer_nanosleep) */
-static void klasy_advice_4(struct klasy_hit *__klasy_hit, unsigned long __klasy_pc, unsigned long __klasy_retval)
+static void klasy_advice_4(struct klasy_hit *__klasy_hit, unsigned long __klasy_pc, long int __klasy_retval)
 {
 #line 46 "agg.klasy"
       if (!strcmp(current->comm, "klasy_prog"))

@@ -40,7 +40,7 @@ static long int klasy_advice_2(struct klasy_hit *__klasy_hit, unsigned long __kl
 #pragma GCC diagnostic pop
 
 /* advice 3: <after> execution(ksys_lseek) */
-static void klasy_advice_3(struct klasy_hit *__klasy_hit, unsigned long __klasy_pc, unsigned long __klasy_retval)
+static void klasy_advice_3(struct klasy_hit *__klasy_hit, unsigned long __klasy_pc, long int __klasy_retval)
 {
 #line 23 "lseek.klasy"
       STORE_DATA(__klasy_retval);

@@ -19,7 +19,7 @@ static struct klasy_hook klasy_hooks[1];
 static unsigned long klasy_slide;
 
 /* advice 1: <after> execution(do_sys_openat2) AND argument(dfd, dfdp) */
-static void klasy_advice_1(struct klasy_hit *__klasy_hit, unsigned long __klasy_pc, unsigned long __klasy_retval, void *dfdp)
+static void klasy_advice_1(struct klasy_hit *__klasy_hit, unsigned long __klasy_pc, long int __klasy_retval, void *dfdp)
 {
 #line 6 "openat.klasy"
       STORE_DATA2(*(int *)dfdp, __klasy_retval);

@@ -32,7 +32,7 @@ static void klasy_advice_1(struct klasy_hit *__klasy_hit, unsigned long __klasy_
 }
 
 /* advice 2: <after> execution(ksys_read) */
-static void klasy_advice_2(struct klasy_hit *__klasy_hit, unsigned long __klasy_pc, unsigned long __klasy_retval)
+static void klasy_advice_2(struct klasy_hit *__klasy_hit, unsigned long __klasy_pc, long int __klasy_retval)
 {
 #line 41 "read_latency.klasy"
       TIMER_STOP(read);
