@@ -332,6 +332,23 @@ func TestWeaveInLab(t *testing.T) {
 		g.unweave("openat")
 	})
 
+	step("after with an int's retval", func(g *guest) {
+		g.weave("mkdir_ret")
+		pid, _ := g.prog("mkdir", "/tmp/retdir", "3")
+		var got [][]int64
+		for _, r := range g.recordsOf(pid) {
+			got = append(got, r.Values)
+		}
+		// The first mkdir makes it, the others fail with -EEXIST, which
+		// an int $retval$ holds as a negative number (unsigned long read
+		// 4294967279).
+		want := [][]int64{{0, 0}, {-17, 1}, {-17, 1}}
+		if !slices.EqualFunc(got, want, slices.Equal) {
+			g.t.Errorf("do_mkdirat's ($retval$, $retval$ < 0): %v, want %v", got, want)
+		}
+		g.unweave("mkdir_ret")
+	})
+
 	step("two aspects, unwoven one at a time", func(g *guest) {
 		g.weave("pread")
 		g.weave("openat")
