@@ -51,15 +51,22 @@ func Mux(ctx context.Context, agentConn io.ReadWriteCloser, ln net.Listener, log
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		// Errors that pass (descriptors run out) are waited out, so
+		// that the clients being served keep being served.
+		retry := acceptRetry{logf: m.logf, what: "clients"}
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
+				if retry.wait(ctx, err) {
+					continue
+				}
 				if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 					m.logf("accepting clients: %v", err)
 				}
 				stop()
 				return
 			}
+			retry.ok()
 			c := m.addClient(conn)
 			if c == nil {
 				continue

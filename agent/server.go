@@ -25,6 +25,10 @@ type ServerOptions struct {
 	// Log receives one line per damaged frame, refused request and
 	// connection event; nil discards them.
 	Log io.Writer
+	// AuthTimeout bounds, in ServeTLS, how long a connection may take to
+	// complete the mutual TLS handshake (to authenticate) before it is
+	// closed; 0 is DefaultAuthTimeout.
+	AuthTimeout time.Duration
 
 	procModules string // /proc/modules unless a test says otherwise
 }

@@ -11,8 +11,9 @@ package agent
 // certificates are marked for server authentication only, so one domain
 // cannot command another with its own certificate, and a certificate of
 // another domains file (another CA) is refused. A connection that does
-// not complete that handshake is closed before a single frame is read
-// from it, and the agent logs who it refused and why.
+// not complete that handshake, or not within DefaultAuthTimeout, is
+// closed before a single frame is read from it, and the agent logs who
+// it refused and why.
 //
 // Replay: TLS protects each connection against replayed, reordered or
 // dropped records (per-connection keys from fresh ephemeral key
@@ -39,9 +40,14 @@ import (
 // one client an agent serves.
 const ControllerName = "klasy controller"
 
-// handshakeTimeout bounds a TLS handshake on either side: a peer that
-// connects and sends nothing is dropped.
+// handshakeTimeout bounds the controller's TLS handshake with an agent.
 const handshakeTimeout = 15 * time.Second
+
+// DefaultAuthTimeout bounds how long a connection to an agent may take to
+// complete the mutual TLS handshake: a peer that connects and sends
+// nothing, or too little, is closed then, so that idle connections
+// cannot hold the agent's descriptors.
+const DefaultAuthTimeout = 10 * time.Second
 
 // TLSFiles are the PEM files of one side of a mutual TLS connection.
 type TLSFiles struct {
@@ -146,9 +152,15 @@ func DialTLS(ctx context.Context, addr string, cfg *tls.Config) (*Client, error)
 // the mutual TLS handshake of cfg (ServerTLSConfig), each connection in
 // its own goroutine and its own Serve, until ctx is done; it then closes
 // ln and the connections and returns ctx.Err(). A connection that fails
-// the handshake is closed unread and logged to opts.Log with the peer's
-// address and the reason.
+// the handshake, or has not completed it within opts.AuthTimeout, is
+// closed unread and logged to opts.Log with the peer's address and the
+// reason. Accept errors that pass (descriptors run out) are waited out
+// with a back-off (acceptRetry) rather than ending the agent.
 func ServeTLS(ctx context.Context, ln net.Listener, cfg *tls.Config, opts ServerOptions) error {
+	authTimeout := opts.AuthTimeout
+	if authTimeout <= 0 {
+		authTimeout = DefaultAuthTimeout
+	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -162,25 +174,28 @@ func ServeTLS(ctx context.Context, ln net.Listener, cfg *tls.Config, opts Server
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	retry := acceptRetry{logf: logf, what: "connections"}
 	for {
 		raw, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(100 * time.Millisecond)
+			if retry.wait(ctx, err) {
 				continue
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
 			return fmt.Errorf("agent: accepting connections: %w", err)
 		}
+		retry.ok()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			peer := raw.RemoteAddr().String()
 			conn := tls.Server(raw, cfg)
-			raw.SetDeadline(time.Now().Add(handshakeTimeout))
+			raw.SetDeadline(time.Now().Add(authTimeout))
 			if err := conn.HandshakeContext(ctx); err != nil {
 				logf("refused a connection from %s: %v", peer, err)
 				conn.Close()

@@ -129,3 +129,139 @@ func otherGroup(pc *Pointcut) ([]*Term, string) {
 	}
 	return nil, ""
 }
+
+// bracketProblem is a bracket of advice C that does not pair up: at Off
+// in the body (a byte offset in Text.S), Msg says why.
+type bracketProblem struct {
+	Off int
+	Msg string
+}
+
+// Brackets finds the braces, parentheses and brackets of a C body that
+// do not pair up, outside comments and string or character literals:
+// a closer with nothing open (a `}` that would end the function the
+// advice is generated into, and let what follows be code of its own), a
+// closer of another kind than the last open one, and what is still open
+// at the end of the body. Digraphs (<% %> <: :>) count as the brackets
+// they are; comments and literals continue over a backslash-newline, as
+// the compiler reads them. An unclosed /* comment is a problem too: it
+// would swallow the generated code after the body. where says an offset
+// of the body as a place in the file, for messages.
+func brackets(body string, where func(off int) string) []bracketProblem {
+	var out []bracketProblem
+	type open struct {
+		c   byte
+		off int
+		tok string
+	}
+	var stack []open
+	closer := map[byte]byte{')': '(', ']': '[', '}': '{'}
+	// skipNL returns the index past a backslash-newline at i, or i.
+	skipNL := func(i int) int {
+		if i < len(body) && body[i] == '\\' {
+			if i+1 < len(body) && body[i+1] == '\n' {
+				return i + 2
+			}
+			if i+2 < len(body) && body[i+1] == '\r' && body[i+2] == '\n' {
+				return i + 3
+			}
+		}
+		return i
+	}
+	for i := 0; i < len(body); {
+		c := body[i]
+		var next byte
+		if j := skipNL(i + 1); j < len(body) {
+			next = body[j]
+		}
+		switch {
+		case c == '/' && next == '/':
+			for i < len(body) && body[i] != '\n' {
+				if j := skipNL(i); j != i {
+					i = j
+					continue
+				}
+				i++
+			}
+			continue
+		case c == '/' && next == '*':
+			j := skipNL(i+1) + 1
+			for ; j < len(body); j++ {
+				if body[j] == '*' {
+					if k := skipNL(j + 1); k < len(body) && body[k] == '/' {
+						break
+					}
+				}
+			}
+			if j >= len(body) {
+				out = append(out, bracketProblem{Off: i, Msg: "/* comment is not closed in this advice"})
+				return out
+			}
+			i = skipNL(j+1) + 1
+			continue
+		case c == '"' || c == '\'':
+			j := i + 1
+			for j < len(body) && body[j] != c && body[j] != '\n' {
+				if k := skipNL(j); k != j {
+					j = k
+					continue
+				}
+				if body[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			i = j + 1
+			continue
+		}
+		b, n := c, 1
+		switch {
+		case c == '<' && next == '%':
+			b, n = '{', skipNL(i+1)+1-i
+		case c == '%' && next == '>':
+			b, n = '}', skipNL(i+1)+1-i
+		case c == '<' && next == ':':
+			b, n = '[', skipNL(i+1)+1-i
+		case c == ':' && next == '>':
+			b, n = ']', skipNL(i+1)+1-i
+		}
+		tok := body[i : i+n]
+		switch b {
+		case '(', '[', '{':
+			stack = append(stack, open{b, i, tok})
+		case ')', ']', '}':
+			want := closer[b]
+			switch {
+			case len(stack) == 0:
+				msg := fmt.Sprintf("`%s` has no `%c` to close in this advice", tok, want)
+				if b == '}' {
+					msg += ": advice is the inside of a function, and cannot end it; balance its braces"
+				}
+				out = append(out, bracketProblem{Off: i, Msg: msg})
+				return out
+			case stack[len(stack)-1].c != want:
+				top := stack[len(stack)-1]
+				out = append(out, bracketProblem{Off: i, Msg: fmt.Sprintf("`%s` closes the `%s` at %s; balance the brackets", tok, top.tok, where(top.off))})
+				return out
+			}
+			stack = stack[:len(stack)-1]
+		}
+		i += n
+	}
+	for _, o := range stack {
+		out = append(out, bracketProblem{Off: o.off, Msg: fmt.Sprintf("`%s` is not closed in this advice: advice is the inside of a function; close it before the advice ends", o.tok)})
+	}
+	return out
+}
+
+// checkBrackets reports the brackets of the C text t (an advice body or
+// a flow rule's action) that do not pair up, at their place in the file.
+func (c *checker) checkBrackets(t *Text) {
+	where := func(off int) string {
+		pos := c.f.Position(t.Offset(off))
+		return fmt.Sprintf("%d:%d", pos.Line, pos.Col)
+	}
+	for _, p := range brackets(t.S, where) {
+		c.errf(t.Offset(p.Off), "%s", p.Msg)
+	}
+}

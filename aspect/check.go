@@ -110,6 +110,7 @@ func Check(f *File) Diagnostics {
 		if a.Pointcut != nil {
 			c.pointcut(a.Pointcut, nil)
 			c.checkBody(a)
+			c.checkBrackets(&a.Body)
 			c.checkReplace(a)
 		}
 	}
@@ -451,6 +452,9 @@ func (c *checker) flow(fl *Flow) {
 	for _, r := range fl.Rules {
 		if r.Pointcut != nil {
 			c.pointcut(r.Pointcut, r)
+		}
+		if r.Action != nil {
+			c.checkBrackets(r.Action)
 		}
 		if p := r.Pass; p != nil && (p.Kind == XinMove || p.Kind == XinCopy) {
 			if prev, dup := xin[p.Name.Value]; dup && p.Name.Value != "" {

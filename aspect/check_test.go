@@ -496,6 +496,63 @@ func TestContextVariables(t *testing.T) {
 	}
 }
 
+// TestAdviceBrackets: advice C is the inside of a function; a brace
+// that would end that function (and let the rest of the body be code of
+// its own, issue 21) or one left open is refused at its place, and so
+// is a closer of the wrong kind. Brackets in comments and literals do
+// not count, digraphs do.
+func TestAdviceBrackets(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      []string
+	}{
+		{"balanced", bodyAdvice("execution(vfs_read)", "before", "if (a[0]) { f(); }"), nil},
+		{"in comments and literals", bodyAdvice("execution(vfs_read)", "before", `/* } */ pr_info("}{)(") ; f('}', '{', '\'', '\\'); // }`), nil},
+		{"comment continued over a line", bodyAdvice("execution(vfs_read)", "before", "f(); // not code \\\n } still a comment"), nil},
+		{"string continued over a line", bodyAdvice("execution(vfs_read)", "before", "pr_info(\"a \\\n } b\");"), nil},
+		{"CDATA", bodyAdvice("execution(vfs_read)", "before", "<![CDATA[if (a < b) { f(); }]]>"), nil},
+		{"escapes its function", bodyAdvice("execution(vfs_read)", "before", "f(); »} int evil(void){ return 0; }"),
+			[]string{"`}` has no `{` to close in this advice: advice is the inside of a function, and cannot end it"}},
+		{"escapes on a later line", bodyAdvice("execution(vfs_read)", "after", "if (x) {\n    f();\n  }\n  »}\n  static int evil(void) {\n"),
+			[]string{"`}` has no `{` to close"}},
+		{"digraph", bodyAdvice("execution(vfs_read)", "before", "f(); »%> int evil(void) &lt;% return 0; %>"),
+			[]string{"`%>` has no `{` to close"}},
+		{"unclosed", bodyAdvice("execution(vfs_read)", "before", "if (x) »{ f();"),
+			[]string{"`{` is not closed in this advice"}},
+		{"unclosed parenthesis", bodyAdvice("execution(vfs_read)", "before", "f»(1;"),
+			[]string{"`(` is not closed"}},
+		{"wrong closer", bodyAdvice("execution(vfs_read)", "before", "f(a»];"),
+			[]string{"`]` closes the `(` at 4:14; balance the brackets"}},
+		{"extra parenthesis", bodyAdvice("execution(vfs_read)", "before", "f(1)»);"),
+			[]string{"`)` has no `(` to close"}},
+		{"unclosed comment", bodyAdvice("execution(vfs_read)", "before", "f(); »/* and the rest"),
+			[]string{"/* comment is not closed in this advice"}},
+		{"replace", replaceAdvice("execution(vfs_read)", "return 0; »} int evil(void) { return 1;"),
+			[]string{"`}` has no `{` to close"}},
+		{"flow action", flowRules("    <start><pointcut>access(sk_buff.data) AND within_function(__alloc_skb)</pointcut><action>f(); »}</action></start>\n"),
+			[]string{"`}` has no `{` to close"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src, offs := unmark(tt.src)
+			_, diags := Load("x.klasy", []byte(src))
+			if len(diags) != len(tt.want) {
+				t.Fatalf("got %d diagnostics, want %d:\n%v", len(diags), len(tt.want), diags)
+			}
+			f := &File{Name: "x.klasy", lines: newLineIndex("x.klasy", []byte(src))}
+			for i, d := range diags {
+				want := f.Position(offs[i])
+				if d.Pos.Line != want.Line || d.Pos.Col != want.Col {
+					t.Errorf("diagnostic %q at %d:%d, want %d:%d", d.Msg, d.Pos.Line, d.Pos.Col, want.Line, want.Col)
+				}
+				if !strings.Contains(d.Msg, tt.want[i]) {
+					t.Errorf("message %q does not contain %q", d.Msg, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
 func TestSpecials(t *testing.T) {
 	got := Specials("a = $pc$ + $retval$; /* $x$ */ s = \"$y$\"; $$ b$c$")
 	var names []string

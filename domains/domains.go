@@ -21,8 +21,10 @@
 //
 // Relative paths are relative to the file's directory. Decoding is
 // strict: an unknown key, a key given twice, a domain named twice, a
-// missing required value or a named file that does not exist is an error
-// at the FILE:LINE it concerns. Each domain gets its certificates from
+// missing required value, a second YAML document (after ---) or a named
+// file that does not exist is an error at the FILE:LINE it concerns. A
+// file holds at most MaxFileSize bytes and MaxDomains domains, and an
+// error quotes at most the first MaxQuote characters of a value. Each domain gets its certificates from
 // `klasy agent keys FILE` (GenerateKeys): one CA per domains file, so a
 // certificate of another file is refused by every agent of this one.
 //
@@ -48,6 +50,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -59,7 +62,47 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/klasy/klasy/agent"
+	"github.com/klasy/klasy/internal/boundedread"
 )
+
+// The bounds on a domains file: its size, the domains it lists, and how
+// much of a value an error quotes.
+const (
+	MaxFileSize = 1 << 20
+	MaxDomains  = 1024
+	MaxQuote    = 80
+)
+
+// maxPath is the longest path the kernel takes (PATH_MAX, with its NUL):
+// a longer one names no file, and is quoted only in part.
+const maxPath = 4096
+
+// clip is s, cut to its first n characters and "…" when longer.
+func clip(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j] + "…"
+		}
+		i++
+	}
+	return s
+}
+
+// quote is a value of the file as an error quotes it: in Go's quotes, at
+// most MaxQuote characters of it.
+func quote(s string) string {
+	return strconv.Quote(clip(s, MaxQuote))
+}
+
+// nameOf is a domain's name as errors say it: as it is when it is a
+// name, quoted (and clipped) when it is not.
+func nameOf(d *Domain) string {
+	if nameRE.MatchString(d.Name) {
+		return d.Name
+	}
+	return quote(d.Name)
+}
 
 // File is a decoded domains file. Paths in it are absolute once Parse or
 // Load returns.
@@ -135,9 +178,9 @@ func (es Errors) Error() string {
 // Load reads and checks the domains file at path: its syntax and keys
 // (Parse), and that every file it names exists.
 func Load(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading the domains file: %w", err)
+		return nil, err
 	}
 	f, n, err := parse(path, data)
 	if err != nil {
@@ -145,6 +188,10 @@ func Load(path string) (*File, error) {
 	}
 	var errs Errors
 	for _, ref := range f.files(n) {
+		if len(ref.path) >= maxPath {
+			errs = append(errs, &Error{File: path, Line: ref.line, Msg: fmt.Sprintf("%s %s: a path of %d bytes, longer than any the system takes (%d)", ref.what, quote(ref.path), len(ref.path), maxPath-1)})
+			continue
+		}
 		st, err := os.Stat(ref.path)
 		if err == nil && st.IsDir() != ref.dir {
 			want := "a file"
@@ -171,6 +218,16 @@ func Load(path string) (*File, error) {
 	return f, nil
 }
 
+// ReadFile reads the domains file at path, refusing one over MaxFileSize
+// bytes and special files such as devices.
+func ReadFile(path string) ([]byte, error) {
+	data, err := boundedread.File(path, MaxFileSize, "a domains file")
+	if err != nil {
+		return nil, fmt.Errorf("reading the domains file: %w", err)
+	}
+	return data, nil
+}
+
 // Parse decodes and checks a domains file's text without touching the
 // files it names; path names it in errors and is where relative paths
 // start from. Errors are Errors.
@@ -186,16 +243,32 @@ func parse(path string, data []byte) (*File, *yaml.Node, error) {
 	fail := func(line int, format string, a ...any) (*File, *yaml.Node, error) {
 		return nil, nil, Errors{{File: path, Line: line, Msg: fmt.Sprintf(format, a...)}}
 	}
+	if len(data) > MaxFileSize {
+		return fail(0, "larger than the %s limit for a domains file", boundedread.Size(MaxFileSize))
+	}
 	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
+	docs := yaml.NewDecoder(bytes.NewReader(data))
+	if err := docs.Decode(&root); err != nil && err != io.EOF {
 		return nil, nil, yamlErrors(path, err)
 	}
 	if len(root.Content) == 0 {
 		return fail(0, "empty domains file")
 	}
+	// Every document is read: a second one would be ignored silently.
+	var next yaml.Node
+	switch err := docs.Decode(&next); {
+	case err == io.EOF:
+	case err != nil:
+		return nil, nil, yamlErrors(path, err)
+	default:
+		return fail(next.Line, "a second YAML document (after ---): a domains file is one document")
+	}
 	doc := root.Content[0]
 	if doc.Kind != yaml.MappingNode {
 		return fail(doc.Line, "want a mapping with ca, controller and domains")
+	}
+	if seq := lookup(doc, "domains"); seq != nil && seq.Kind == yaml.SequenceNode && len(seq.Content) > MaxDomains {
+		return fail(seq.Content[MaxDomains].Line, "domain %d: more than the limit of %d domains in a domains file", MaxDomains+1, MaxDomains)
 	}
 	f := &File{Path: path}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -249,7 +322,7 @@ func parse(path string, data []byte) (*File, *yaml.Node, error) {
 		case d.Name == "":
 			add(item.Line, "domain %d: name: missing", i+1)
 		case !nameRE.MatchString(d.Name):
-			add(lineOf("name"), "domain name %q: use a letter, then letters, digits or '-' (at most 63)", d.Name)
+			add(lineOf("name"), "domain name %s: use a letter, then letters, digits or '-' (at most 63)", quote(d.Name))
 		default:
 			key := strings.ToLower(d.Name)
 			if first, dup := seen[key]; dup {
@@ -260,15 +333,15 @@ func parse(path string, data []byte) (*File, *yaml.Node, error) {
 		}
 		switch {
 		case d.Address != "" && d.Lab != "":
-			add(lineOf("lab"), "domain %s: lab and address: give one (a lab is reached through its own agent channel)", d.Name)
+			add(lineOf("lab"), "domain %s: lab and address: give one (a lab is reached through its own agent channel)", nameOf(d))
 		case d.Address == "" && d.Lab == "":
-			add(item.Line, "domain %s: lab or address: missing", d.Name)
+			add(item.Line, "domain %s: lab or address: missing", nameOf(d))
 		case d.Address != "":
 			if err := checkAddress(d.Address); err != nil {
-				add(lineOf("address"), "domain %s: address %q: %v", d.Name, d.Address, err)
+				add(lineOf("address"), "domain %s: address %s: %v", nameOf(d), quote(d.Address), err)
 			}
 		case d.Cert != "" || d.Key != "":
-			add(lineOf(first(d.Cert != "", "cert", "key")), "domain %s: cert and key are an agent's reached by address, not a lab's", d.Name)
+			add(lineOf(first(d.Cert != "", "cert", "key")), "domain %s: cert and key are an agent's reached by address, not a lab's", nameOf(d))
 		}
 	}
 	if len(errs) > 0 {
@@ -304,7 +377,7 @@ func checkAddress(addr string) error {
 		return errors.New("no host")
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("port %q: want 1..65535", port)
+		return fmt.Errorf("port %s: want 1..65535", quote(port))
 	}
 	return nil
 }
@@ -375,6 +448,7 @@ func (f *File) files(doc *yaml.Node) []fileRef {
 
 var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 var notFoundRE = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+var definedRE = regexp.MustCompile(`^mapping key "(.*)" already defined at line (\d+)$`)
 
 // yamlErrors turns yaml.v3's errors into FILE:LINE errors.
 func yamlErrors(path string, err error) error {
@@ -393,8 +467,13 @@ func yamlErrors(path string, err error) error {
 			e.Msg = sm[2]
 		}
 		if sm := notFoundRE.FindStringSubmatch(e.Msg); sm != nil {
-			e.Msg = fmt.Sprintf("unknown key %q", sm[1])
+			e.Msg = fmt.Sprintf("unknown key %s", quote(sm[1]))
 		}
+		if sm := definedRE.FindStringSubmatch(e.Msg); sm != nil {
+			e.Msg = fmt.Sprintf("mapping key %s already defined at line %s", quote(sm[1]), sm[2])
+		}
+		// Whatever else yaml.v3 quotes of the file, not all of it.
+		e.Msg = clip(e.Msg, 4*MaxQuote)
 		errs = append(errs, e)
 	}
 	return errs
@@ -431,7 +510,7 @@ func (f *File) Domain(name string) (*Domain, error) {
 	for i, d := range f.Domains {
 		names[i] = d.Name
 	}
-	return nil, fmt.Errorf("%s names no domain %q (it has %s)", f.Path, name, strings.Join(names, ", "))
+	return nil, fmt.Errorf("%s names no domain %s (it has %s)", f.Path, quote(name), strings.Join(names, ", "))
 }
 
 // ClientTLS is the controller's TLS configuration for the agent of

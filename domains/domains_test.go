@@ -3,6 +3,7 @@ package domains
 import (
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -328,5 +329,79 @@ func TestParseLabs(t *testing.T) {
 	}
 	if err := g.NeedKernel(&g.Domains[2]); err == nil || err.Error() != path+":13: domain c: vmlinux and headers: missing; weaving into a domain reached by address needs its kernel image and headers (only a lab knows its kernel)" {
 		t.Errorf("NeedKernel of an address domain without a kernel: %v", err)
+	}
+}
+
+// TestParseBounds: a second YAML document, a file over MaxFileSize, more
+// than MaxDomains domains are errors; an error quotes at most MaxQuote
+// characters of a value, however long the value.
+func TestParseBounds(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("x", MaxFileSize-100)
+	many := func(n int) string {
+		var b strings.Builder
+		b.WriteString("domains:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - {name: d%d, lab: l%d}\n", i, i)
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name, text string
+		want       string
+	}{
+		{"second document", good + "---\ndomains: []\n", ":17: a second YAML document (after ---): a domains file is one document"},
+		{"empty second document", good + "---\n", "a second YAML document"},
+		{"second document after a comment", "domains:\n  - {name: a, lab: a}\n---\n# nothing here\n", ":3: a second YAML document"},
+		{"too large", good + "# " + strings.Repeat("c", MaxFileSize) + "\n", ": larger than the 1 MiB limit for a domains file"},
+		{"too many domains", many(MaxDomains + 1), fmt.Sprintf(":%d: domain 1025: more than the limit of 1024 domains", MaxDomains+2)},
+		{"long name", "domains:\n  - name: " + long + "\n    lab: a\n", `:2: domain name "` + strings.Repeat("x", MaxQuote) + `…": use a letter`},
+		{"long address", "domains:\n  - name: a\n    address: " + long + "\n", `:3: domain a: address "` + strings.Repeat("x", MaxQuote) + `…": want host:port`},
+		{"long port", "domains:\n  - name: a\n    address: a:" + long + "\n", `:3: domain a: address "a:`},
+		{"long key", "domains:\n  - name: a\n    " + long[:1000] + ": 1\n", `:3: unknown key "` + strings.Repeat("x", MaxQuote) + `…"`},
+		{"long key twice", "domains:\n  - name: a\n    " + long[:1000] + ": 1\n    " + long[:1000] + ": 1\n", `:4: mapping key "` + strings.Repeat("x", MaxQuote) + `…" already defined at line 3`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "d.yaml")
+			_, err := Parse(path, []byte(tc.text))
+			if err == nil {
+				t.Fatalf("no error")
+			}
+			if msg := err.Error(); !strings.Contains(msg, path+tc.want) && !strings.Contains(msg, tc.want) {
+				t.Errorf("error\n%.500s\nlacks %q", msg, tc.want)
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if n := len(line); n > len(path)+250 {
+					t.Errorf("error of %d bytes: %.500s…", n, line)
+				}
+			}
+		})
+	}
+	// Load refuses a file over the bound before reading it, a path no
+	// file can have without quoting it whole, and MaxDomains is a count
+	// the file may hold.
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, []byte(good+"# "+strings.Repeat("c", MaxFileSize)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), big+": larger than the 1 MiB limit for a domains file") {
+		t.Errorf("Load of a file over the limit: %v", err)
+	}
+	longPath := filepath.Join(dir, "long.yaml")
+	if err := os.WriteFile(longPath, []byte("domains:\n  - name: a\n    lab: a\n    vmlinux: /"+strings.Repeat("p", 8000)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(longPath); err == nil || !strings.Contains(err.Error(), ":4: domain a vmlinux \"/ppp") || len(err.Error()) > 400 {
+		t.Errorf("Load of a too long path: %.500v", err)
+	}
+	if f, err := Parse(filepath.Join(dir, "d.yaml"), []byte(many(MaxDomains))); err != nil || len(f.Domains) != MaxDomains {
+		t.Errorf("Parse of %d domains: %v", MaxDomains, err)
+	}
+	f, err := Parse(filepath.Join(dir, "d.yaml"), []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Domain(long); err == nil || len(err.Error()) > 400 {
+		t.Errorf("Domain of a long name: %.500v", err)
 	}
 }

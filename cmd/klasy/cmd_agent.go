@@ -124,9 +124,9 @@ func agentKeys(s *stdio, args []string) error {
 	if fs.NArg() != 1 {
 		return usageError{Msg: "keys takes one domains file"}
 	}
-	data, err := os.ReadFile(fs.Arg(0))
+	data, err := domains.ReadFile(fs.Arg(0))
 	if err != nil {
-		return fmt.Errorf("reading the domains file: %w", err)
+		return err
 	}
 	f, err := domains.Parse(fs.Arg(0), data)
 	if err != nil {

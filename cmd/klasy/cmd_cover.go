@@ -55,7 +55,7 @@ func runCover(s *stdio, args []string) error {
 	if len(argv) == 0 {
 		argv = nil
 	}
-	if f.dur < 0 {
+	if f.dur < 0 || (f.dur == 0 && fs.Given("for")) {
 		return usageError{Msg: "--for takes a positive duration, e.g. 10s"}
 	}
 	if f.dur > 0 && argv != nil {

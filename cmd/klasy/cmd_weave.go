@@ -34,7 +34,9 @@ func runWeave(s *stdio, args []string) error {
 	if fs.NArg() != 1 {
 		return usageError{Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", fs.NArg())}
 	}
-	if bufferKB != 0 && (bufferKB < runtime.BufferKBMin || bufferKB > runtime.BufferKBMax) {
+	// 0 is the runtime's default when the flag is not given, and out of
+	// range when it is.
+	if fs.Given("buffer-kb") && (bufferKB < runtime.BufferKBMin || bufferKB > runtime.BufferKBMax) {
 		return usageError{Msg: fmt.Sprintf("--buffer-kb %d: want %d..%d KiB per CPU", bufferKB, runtime.BufferKBMin, runtime.BufferKBMax)}
 	}
 	path := fs.Arg(0)

@@ -44,6 +44,7 @@ func TestCoverUsage(t *testing.T) {
 		{[]string{"cover", "--json"}, "want a FUNC or FILE to cover"},
 		{[]string{"cover", "--for", "1s", "f", "--", "ls"}, "either --for DURATION or -- CMD"},
 		{[]string{"cover", "--for", "-1s", "f"}, "positive duration"},
+		{[]string{"cover", "--for", "0", "f"}, "positive duration"},
 		{[]string{"cover", "f(x)"}, "is not a function name"},
 	} {
 		var out, errb bytes.Buffer

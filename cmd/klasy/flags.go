@@ -65,6 +65,15 @@ func (f *flagSet) Parse(args []string) error {
 	return nil
 }
 
+// Given says whether the command line gave flag name, so that a value
+// given explicitly is checked even where the flag's zero value stands
+// for its default.
+func (f *flagSet) Given(name string) bool {
+	given := false
+	f.Visit(func(fl *flag.Flag) { given = given || fl.Name == name })
+	return given
+}
+
 // Args returns the positional arguments.
 func (f *flagSet) Args() []string { return f.pos }
 

@@ -172,6 +172,22 @@ func init() {
 					timeout: 5 * time.Second, maxRSS: 128}
 			},
 		},
+		// Advice that closes the function it is generated into and
+		// defines one of its own (issue 21) is refused at its brace,
+		// by check and before a weave looks at any kernel.
+		hostileCase{
+			name: "check-advice-escapes-function", class: "wrong", want: "evil.klasy:4:18: `}` has no `{` to close in this advice",
+			setup: func(t *testing.T, dir string) hostileRun {
+				return hostileRun{args: []string{"check", writeAspect(t, "evil.klasy", oneAdvice("execution(f)", "f(); } int evil(void) { return 0; "))}}
+			},
+		},
+		hostileCase{
+			name: "weave-advice-unclosed-brace", class: "wrong", want: "open.klasy:4:20: `{` is not closed in this advice",
+			setup: func(t *testing.T, dir string) hostileRun {
+				return hostileRun{args: []string{"weave", "--lab", "h", writeAspect(t, "open.klasy", oneAdvice("execution(f)", "if (x) { f();"))},
+					env: []string{"KLASY_LAB_DIR=" + filepath.Join(dir, "labs")}}
+			},
+		},
 		hostileCase{
 			name: "check-star-in-pointcut", class: "small", want: "star.klasy:3:29: `*` is not a wildcard in a pointcut; use `%` (execution(tcp_%))",
 			setup: func(t *testing.T, dir string) hostileRun {
