@@ -407,7 +407,6 @@ void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit)
 	struct ring_buffer_event *ev;
 	struct klasy_record *r;
 	unsigned int n = hit->n;
-	unsigned long flags;
 	u64 now;
 
 	if (!n)
@@ -417,19 +416,19 @@ void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit)
 	/*
 	 * The reader merges the CPUs oldest first and stops at the time the
 	 * file was opened, so on each CPU the stamps must rise in buffer
-	 * order. A record is placed when it is reserved: stamp it then, with
-	 * interrupts off from the reservation to the stamp, so that no record
-	 * of an interrupt can take the next place with an earlier stamp
-	 * (stamped before the reservation, an interrupt's record written in
-	 * between came first with a later stamp). Interrupts off do not hold
-	 * an NMI off, but no klasy record comes from one in between: kprobes
-	 * runs no handler nested in another on a CPU (it counts such a hit
-	 * as missed).
+	 * order. A record is placed when it is reserved: it is stamped after
+	 * the reservation. No other klasy record can come between the two on
+	 * this CPU, and interrupts need not be off for that. klasy_emit runs
+	 * only from the handlers of klasy's kprobes and kretprobes, and
+	 * kprobes runs no handler while one runs on the CPU: a handler runs
+	 * with the per-CPU current_kprobe set (kretprobes' return handlers
+	 * too), and every entry checks kprobe_running() first and counts a
+	 * hit inside a handler as missed (6.1: kprobe_int3_handler through
+	 * reenter_kprobe, kprobe_ftrace_handler, optimized_callback), for an
+	 * IRQ's or an NMI's hit alike.
 	 */
-	local_irq_save(flags);
 	ev = ring_buffer_lock_reserve(klasy_rb, klasy_record_size(n));
 	now = ktime_get_mono_fast_ns();
-	local_irq_restore(flags);
 	if (unlikely(!ev)) {
 		this_cpu_inc(*klasy_lost);
 		return;

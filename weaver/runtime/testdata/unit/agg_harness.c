@@ -47,7 +47,6 @@ static void *klasy_here(struct klasy_agg *g, const struct klasy_map *m)
 #include "agg_funcs.c"
 
 int klasy_user_cpu;
-bool klasy_user_irqs_off;
 struct task_struct *klasy_user_current;
 unsigned long klasy_user_sp;
 static u64 clock_ns = 1000000;
@@ -60,10 +59,6 @@ u64 ktime_get_mono_fast_ns(void)
 u64 sched_clock_cpu(int cpu)
 {
 	return clock_ns;
-}
-
-void klasy_user_irq_point(void)
-{
 }
 
 static int line_no;

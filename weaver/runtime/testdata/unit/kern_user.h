@@ -5,11 +5,10 @@
  * thread, for core_harness.c and agg_harness.c:
  *
  *   CPUs              klasy_user_cpu, set by the harness
- *   interrupts        local_irq_save/restore keep a flag; an interrupt
- *                     the harness raises (klasy_user_raise) runs at the
- *                     next point where the kernel could take it with
- *                     interrupts on (klasy_user_irq_point), or when they
- *                     are turned back on
+ *   interrupts        no local_irq_save/restore: the functions under
+ *                     test run in kprobe handlers and need not turn
+ *                     interrupts off (core_harness.c raises interrupts
+ *                     whose hooks kprobes counts missed)
  *   clocks            ktime_get_mono_fast_ns advances 1 per read
  *   current           a task_struct of a few fields, the harness's
  *   the stack pointer klasy_user_sp, set by the harness
@@ -82,14 +81,6 @@ extern int klasy_user_cpu;
 #define for_each_possible_cpu(cpu) for ((cpu) = 0; (cpu) < KLASY_USER_CPUS; (cpu)++)
 /* A per-CPU counter: an array of KLASY_USER_CPUS. */
 #define this_cpu_inc(x) ((&(x))[klasy_user_cpu]++)
-
-/* Interrupts. */
-extern bool klasy_user_irqs_off;
-void klasy_user_irq_point(void);
-#define local_irq_save(flags) \
-	do { (flags) = klasy_user_irqs_off; klasy_user_irqs_off = true; } while (0)
-#define local_irq_restore(flags) \
-	do { klasy_user_irqs_off = (flags); klasy_user_irq_point(); } while (0)
 
 /* Clocks. */
 u64 ktime_get_mono_fast_ns(void);
