@@ -163,7 +163,7 @@ static int klasy_check_replace(const struct klasy_aspect *a,
 {
 	struct kprobe *kp = &h->rp.kp, *p;
 	unsigned int others = 0, own = 0, i;
-	bool mine;
+	bool mine, post = false;
 
 	/* Elsewhere a kprobe may sit under an optimized aggregate of its own. */
 	if (!kprobe_ftrace(kp)) {
@@ -182,16 +182,28 @@ static int klasy_check_replace(const struct klasy_aspect *a,
 	 * or not an aggregate is left: kprobes keeps an aggregate once made
 	 * until its last kprobe goes, so a transient kprobe (perf, BPF) that
 	 * came and went leaves ours as the aggregate's only child.
+	 *
+	 * But kprobes arms the aggregate, not kp: with the IPMODIFY ftrace
+	 * ops, which a replacement needs (livepatch and other IP modifiers
+	 * are refused at the function while it is in place), only if the
+	 * aggregate has a post_handler. It takes one when a kprobe with a
+	 * post_handler is made or added under it. Our post_handler is set
+	 * after the first check, so an aggregate made by a transient kprobe
+	 * between register_kprobe and that check has none, and kp under it
+	 * would be armed with kprobe_ftrace_ops: -EBUSY (the aggregate goes
+	 * when kp is unregistered, a later try may succeed).
 	 */
 	rcu_read_lock();
 	list_for_each_entry_rcu(p, &kp->list, list) {
 		mine = false;
 		for (i = 0; i < a->nhooks; i++)
 			mine |= p == &a->hooks[i].rp.kp;
-		if (mine)
+		if (mine) {
 			own++;
-		else
+		} else {
 			others++;
+			post = READ_ONCE(p->post_handler);
+		}
 	}
 	rcu_read_unlock();
 	if (others > 1) {
@@ -199,6 +211,12 @@ static int klasy_check_replace(const struct klasy_aspect *a,
 		       a->name, h->index, h->function ? h->function : "?",
 		       (unsigned long)kp->addr, -EADDRINUSE);
 		return -EADDRINUSE;
+	}
+	if (others && !post) {
+		pr_err("aspect %s: replacing with hook %u (%s at 0x%lx): an aggregate kprobe at its entry would not arm it to modify the IP: error %d\n",
+		       a->name, h->index, h->function ? h->function : "?",
+		       (unsigned long)kp->addr, -EBUSY);
+		return -EBUSY;
 	}
 	return 0;
 }

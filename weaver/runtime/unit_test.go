@@ -168,9 +168,14 @@ func TestRecordsInUserSpace(t *testing.T) {
 			"emit 3", "open", fmt.Sprintf("read 4096 %d", 3*rec1), "got 1 2 3")},
 		// Issue 20 #10: kprobes keeps an aggregate until its last kprobe
 		// goes; one left with only our replacement is not another kprobe.
+		// But an aggregate without a post_handler is armed without
+		// IPMODIFY: one made by a transient kprobe before our
+		// post_handler was set is refused, -EBUSY.
 		{"a replacement is refused only beside another kprobe", lines(
-			"replace - 0", "replace a 0", "replace ao 0",
-			"replace af -98", "replace aof -98")},
+			"replace - 0", "replace ap 0", "replace aop 0",
+			"replace afp -98", "replace aofp -98", "replace af -98")},
+		{"a replacement under an aggregate without a post_handler is refused", lines(
+			"replace a -16", "replace ao -16")},
 	})
 }
 

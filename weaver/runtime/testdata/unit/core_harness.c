@@ -27,7 +27,7 @@
  *                      where kprobes has SPEC ('-': the replacement alone;
  *                      letters: a an aggregate kprobe, o a kretprobe of
  *                      the same aspect under it, f a foreign kprobe under
- *                      it) returns RET
+ *                      it, p the aggregate has a post_handler) returns RET
  *
  * A failed check prints "line N: ..." and exits 1.
  */
@@ -41,6 +41,7 @@ struct kprobe {
 	struct list_head list;
 	void *addr;
 	unsigned int flags;
+	void (*post_handler)(void);
 };
 #define KPROBE_FLAG_FTRACE 8
 #define kprobe_ftrace(kp) ((kp)->flags & KPROBE_FLAG_FTRACE)
@@ -226,6 +227,10 @@ static long long num(const char *s)
 static u64 got[EVENTS], last_time;
 static int ngot;
 
+static void post_handler(void)
+{
+}
+
 static int replace(const char *spec)
 {
 	struct klasy_hook hooks[2] = { { .function = "f" }, { .function = "f", .index = 1 } };
@@ -234,6 +239,8 @@ static int replace(const char *spec)
 	struct kprobe *kp = &hooks[0].rp.kp;
 
 	kp->flags = KPROBE_FLAG_FTRACE;
+	if (strchr(spec, 'p'))
+		agg.post_handler = post_handler;
 	kp->list.next = kp->list.prev = &kp->list;
 	if (strchr(spec, 'a')) {
 		/* The aggregate's list is the head of its kprobes'. */
