@@ -32,6 +32,7 @@
 #include <linux/percpu.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/task_stack.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
@@ -465,6 +466,11 @@ static u64 klasy_task_cpu_ns(void)
 	return sum + ((s64)(now - start) > 0 ? now - start : 0);
 }
 
+static bool klasy_on_task_stack(unsigned long sp)
+{
+	return object_is_on_stack((void *)sp);
+}
+
 /* The slot of the current task in timer m's table, or NULL. */
 static struct klasy_tslot *klasy_tslot(struct klasy_map *m, bool claim)
 {
@@ -512,9 +518,17 @@ void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 	 * task's depth never went back to 0 and none of its later pairs was
 	 * timed. Such a START starts afresh, and the STOP that never came is
 	 * counted as orphaned.
+	 *
+	 * Depths compare only on the task's own stack: a hook in an
+	 * interrupt or a softirq runs on the CPU's IRQ stack with current
+	 * the task it interrupted, and its START, while that task is timed,
+	 * is nested in the task's timing, as any START is when either stack
+	 * pointer is not on the task's stack (object_is_on_stack is
+	 * arithmetic on current's stack page: safe in NMI too).
 	 */
 	if (s->depth && s->birth == current->start_time) {
-		if (s->sp - sp > KLASY_TIMER_SLACK && s->sp - sp < THREAD_SIZE) {
+		if (!klasy_on_task_stack(s->sp) || !klasy_on_task_stack(sp) ||
+		    sp + KLASY_TIMER_SLACK < s->sp) {
 			s->depth++;
 			t->nested++;
 			return;

@@ -202,7 +202,7 @@ func aggHarness(t testing.TB, agg []byte) string {
 	t.Helper()
 	rt := unitSource(t, runtime.Header, nil, "KLASY_AGG_HIST_BUCKETS", "KLASY_AGG_TASK_BITS", "KLASY_AGG_TASKS", "struct klasy_map_desc")
 	types := unitSource(t, "klasy_agg.c", agg, "struct klasy_timer", "struct klasy_tslot", "KLASY_TASK_PROBES", "KLASY_TIMER_SLACK", "struct klasy_map")
-	funcs := unitSource(t, "klasy_agg.c", agg, "klasy_log2_bucket", "klasy_task_cpu_ns", "klasy_tslot",
+	funcs := unitSource(t, "klasy_agg.c", agg, "klasy_log2_bucket", "klasy_task_cpu_ns", "klasy_on_task_stack", "klasy_tslot",
 		"klasy_timer_start", "klasy_time", "klasy_timer_stop")
 	return unitHarness(t, "agg_harness", map[string]string{"agg_types.c": rt + types, "agg_funcs.c": funcs})
 }
@@ -236,5 +236,15 @@ func TestTimersInUserSpace(t *testing.T) {
 			"sp 0x13000", "start", "wait 1000",
 			"sp 0x12f80", "start", "wait 100", "stop", // another handler path's depth
 			"timer count=1 wall_sum=100 nested=0 orphaned=1")},
+		// A softirq runs on the CPU's IRQ stack, current the task it
+		// interrupted: its START while the task is timed has nothing to
+		// compare with the task's depth.
+		{"a START from another stack is nested and leaves the task's pair", lines(
+			"sp 0x13000", "start", "wait 10",
+			"sp 0x90000", "start", "wait 5", "stop", // a softirq's pair
+			"sp 0x13000", "wait 10", "stop",
+			"sp 0x90000", "start", "wait 5", // the task's pair nested in a softirq's START
+			"sp 0x13000", "start", "wait 10", "stop", "stop",
+			"timer count=2 wall_sum=40 nested=2 orphaned=0")}, // 25, 15
 	})
 }

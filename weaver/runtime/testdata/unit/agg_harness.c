@@ -9,7 +9,9 @@
  * Script lines (# starts a comment):
  *
  *   task N             run as task N (1..8) from now on
- *   sp ADDR            the stack pointer the hook's handler runs at
+ *   sp ADDR            the stack pointer the hook's handler runs at; the
+ *                      task's stack is [0x10000, 0x14000), any other an
+ *                      IRQ stack
  *   start              TIMER_START
  *   stop               TIMER_STOP
  *   wait NS            NS ns go by (wall and the task's CPU time)
@@ -128,6 +130,7 @@ int main(void)
 	for (i = 0; i < 9; i++) {
 		tasks[i].pid = i;
 		tasks[i].start_time = 100 + i;
+		tasks[i].stack = (void *)0x10000;	/* not to be touched */
 	}
 	klasy_user_current = &tasks[1];
 	klasy_user_sp = 0x10000 + THREAD_SIZE - 1024;

@@ -95,12 +95,19 @@ struct task_struct {
 	struct sched_entity se;
 	char comm[16];
 	int pid;
+	void *stack;	/* THREAD_SIZE bytes */
 };
 extern struct task_struct *klasy_user_current;
 #define current klasy_user_current
 #define task_pid_nr(t) ((t)->pid)
 extern unsigned long klasy_user_sp;
 #define current_stack_pointer klasy_user_sp
+static inline bool object_is_on_stack(const void *obj)
+{
+	const char *stack = current->stack;
+
+	return (const char *)obj >= stack && (const char *)obj < stack + THREAD_SIZE;
+}
 
 /* The reader's side of a file. */
 struct file {
