@@ -88,20 +88,12 @@ struct klasy_tslot {
 	unsigned long task;	/* its task_struct; 0: free */
 	u64 birth;		/* its start_time: tells a reused task_struct */
 	u64 wall0, cpu0;	/* at the outermost START */
-	unsigned long sp;	/* the stack pointer at the outermost START */
+	unsigned long sp;	/* the probed SP at the outermost START */
 	unsigned int depth;	/* STARTs not stopped yet */
 };
 
 /* Slots a task may take in a timer's table, from its hash on. */
 #define KLASY_TASK_PROBES 4
-
-/*
- * How much deeper than the outermost START a START must be to be nested
- * in it: more than kprobes' handler paths differ by (int3, jump-optimized,
- * ftrace; one hook's path changes when the kernel optimizes it), less
- * than a recursion takes in all but tiny functions. See klasy_timer_start.
- */
-#define KLASY_TIMER_SLACK 256
 
 struct klasy_map {
 	const struct klasy_map_desc *desc;	/* its first use */
@@ -495,7 +487,8 @@ static struct klasy_tslot *klasy_tslot(struct klasy_map *m, bool claim)
 
 void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 {
-	unsigned long sp = current_stack_pointer;
+	/* The probed context's, which kprobes' handler paths do not move. */
+	unsigned long sp = this_cpu_ptr(&klasy_hit)->sp;
 	struct klasy_map *m = klasy_map_of(a, d);
 	struct klasy_tslot *s;
 	struct klasy_timer *t;
@@ -517,7 +510,11 @@ void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 	 * instances; an error path past a line's STOP). Without this, that
 	 * task's depth never went back to 0 and none of its later pairs was
 	 * timed. Such a START starts afresh, and the STOP that never came is
-	 * counted as orphaned.
+	 * counted as orphaned. The depth is the probed context's stack
+	 * pointer, which the generated handler puts in the hit: kprobes'
+	 * handler paths (int3, jump-optimized, ftrace) run at depths of their
+	 * own, the probed context's is the same on each, so any START deeper
+	 * than the outermost is inside it.
 	 *
 	 * Depths compare only on the task's own stack: a hook in an
 	 * interrupt or a softirq runs on the CPU's IRQ stack with current
@@ -528,7 +525,7 @@ void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 	 */
 	if (s->depth && s->birth == current->start_time) {
 		if (!klasy_on_task_stack(s->sp) || !klasy_on_task_stack(sp) ||
-		    sp + KLASY_TIMER_SLACK < s->sp) {
+		    sp < s->sp) {
 			s->depth++;
 			t->nested++;
 			return;

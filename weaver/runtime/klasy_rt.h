@@ -31,7 +31,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 5
+#define KLASY_ABI_VERSION 6
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -64,11 +64,16 @@ struct klasy_record {
 
 #define KLASY_RECORD_MAX (sizeof(struct klasy_record) + KLASY_MAX_VALUES * sizeof(__u64))
 
-/* What one advice stored during one hit. */
+/*
+ * What one advice stored during one hit, and sp, the probed context's
+ * stack pointer (kernel_stack_pointer(regs)), which the handler sets once
+ * per hit for TIMER_START's depth.
+ */
 struct klasy_hit {
 	unsigned int n;
 	unsigned int dropped;
 	int flow;
+	unsigned long sp;
 	u64 vals[KLASY_MAX_VALUES];
 };
 
@@ -85,7 +90,7 @@ static inline void klasy_hit_begin(struct klasy_hit *hit)
  * runs at most one kprobe handler per CPU at a time (a probe hit while
  * current_kprobe is set, from an interrupt or NMI too, is counted in
  * nmissed and its handler not run; kretprobe handlers likewise). Keeping
- * it off the handler's stack spares every hit the zeroing of a 144-byte
+ * it off the handler's stack spares every hit the zeroing of a 152-byte
  * local (CONFIG_INIT_STACK_ALL_ZERO) and a stack canary check.
  */
 DECLARE_PER_CPU(struct klasy_hit, klasy_hit);

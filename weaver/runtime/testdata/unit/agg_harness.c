@@ -9,7 +9,8 @@
  * Script lines (# starts a comment):
  *
  *   task N             run as task N (1..8) from now on
- *   sp ADDR            the stack pointer the hook's handler runs at; the
+ *   sp ADDR            the probed context's stack pointer, which the
+ *                      hook's handler puts in the hit (klasy_hit.sp); the
  *                      task's stack is [0x10000, 0x14000), any other an
  *                      IRQ stack
  *   start              TIMER_START
@@ -46,11 +47,13 @@ static void *klasy_here(struct klasy_agg *g, const struct klasy_map *m)
 	return &timers[klasy_user_cpu];
 }
 
+/* The hit of the handler running (klasy_rt.h: one per CPU). */
+static struct klasy_hit klasy_hit;
+
 #include "agg_funcs.c"
 
 int klasy_user_cpu;
 struct task_struct *klasy_user_current;
-unsigned long klasy_user_sp;
 static u64 clock_ns = 1000000;
 
 u64 ktime_get_mono_fast_ns(void)
@@ -133,7 +136,7 @@ int main(void)
 		tasks[i].stack = (void *)0x10000;	/* not to be touched */
 	}
 	klasy_user_current = &tasks[1];
-	klasy_user_sp = 0x10000 + THREAD_SIZE - 1024;
+	klasy_hit.sp = 0x10000 + THREAD_SIZE - 1024;
 	while (fgets(line, sizeof(line), stdin)) {
 		line_no++;
 		if (strchr(line, '#'))
@@ -153,7 +156,7 @@ int main(void)
 				fail("task: 1..8");
 			klasy_user_current = &tasks[n];
 		} else if (!strcmp(args[0], "sp")) {
-			klasy_user_sp = num(args[1]);
+			klasy_hit.sp = num(args[1]);
 		} else if (!strcmp(args[0], "start")) {
 			klasy_timer_start(&aspect, &desc);
 		} else if (!strcmp(args[0], "stop")) {

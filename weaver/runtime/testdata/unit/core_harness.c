@@ -70,7 +70,6 @@ struct klasy_aspect {
 
 int klasy_user_cpu;
 struct task_struct *klasy_user_current;
-unsigned long klasy_user_sp;
 static u64 clock_ns = 1000;
 static bool fault;
 static u64 irq_val;

@@ -11,7 +11,8 @@
  *                     whose hooks kprobes counts missed)
  *   clocks            ktime_get_mono_fast_ns advances 1 per read
  *   current           a task_struct of a few fields, the harness's
- *   the stack pointer klasy_user_sp, set by the harness
+ *   per-CPU variables this_cpu_ptr is the variable: the harness keeps
+ *                     the one of the CPU it runs on
  */
 #ifndef _KERN_USER_H
 #define _KERN_USER_H
@@ -81,6 +82,7 @@ extern int klasy_user_cpu;
 #define for_each_possible_cpu(cpu) for ((cpu) = 0; (cpu) < KLASY_USER_CPUS; (cpu)++)
 /* A per-CPU counter: an array of KLASY_USER_CPUS. */
 #define this_cpu_inc(x) ((&(x))[klasy_user_cpu]++)
+#define this_cpu_ptr(p) (p)
 
 /* Clocks. */
 u64 ktime_get_mono_fast_ns(void);
@@ -100,8 +102,6 @@ struct task_struct {
 extern struct task_struct *klasy_user_current;
 #define current klasy_user_current
 #define task_pid_nr(t) ((t)->pid)
-extern unsigned long klasy_user_sp;
-#define current_stack_pointer klasy_user_sp
 static inline bool object_is_on_stack(const void *obj)
 {
 	const char *stack = current->stack;
