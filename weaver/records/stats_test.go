@@ -60,7 +60,7 @@ func TestParseStatsErrors(t *testing.T) {
 	const asp = "aspect id=1 name=a maps=1 room=1 unclaimed=0 failed=0\n"
 	const keyed = "map index=0 kind=count name=- advice=1 file=a.klasy line=3 keys=1 dropped=0\n"
 	const hist = "map index=0 kind=hist name=h advice=1 file=a.klasy line=3 count=1 buckets=65\n"
-	const timer = "map index=0 kind=timer name=t advice=1 file=a.klasy line=3 count=0 wall_sum=0 wall_min=0 wall_max=0 cpu_sum=0 cpu_min=0 cpu_max=0 no_start=0 dropped=0 nested=0 inside=0 buckets=65\n"
+	const timer = "map index=0 kind=timer name=t advice=1 file=a.klasy line=3 count=0 wall_sum=0 wall_min=0 wall_max=0 cpu_sum=0 cpu_min=0 cpu_max=0 no_start=0 dropped=0 nested=0 orphaned=0 inside=0 buckets=65\n"
 	if _, err := ParseStats([]byte(hdr + asp + keyed + "key k=1 n=1 v=1\n")); err != nil {
 		t.Fatalf("the valid base case fails: %v", err)
 	}

@@ -349,14 +349,17 @@ void klasy_flow_no_id(struct klasy_flow *flow);
  *
  * Bounds, none silent: at most KLASY_AGG_KEYS keys per map on each CPU
  * (updates of further keys are counted as dropped); KLASY_AGG_TASKS tasks
- * inside one timer at once (further starts are counted as dropped); a
- * STOP without a START in the same task is counted, not timed. A TIMER_START
- * of a task already inside that timer, deeper on its stack (recursion), is
- * counted as nested and only the outermost START/STOP pair is timed; one at
- * the outermost START's depth or above starts the timing afresh (the STOP
- * of the first never came: a kretprobe that missed, an error path). A use the runtime cannot make
- * a map for (a name of another kind; more maps than the aspect has room
- * for) is listed in the stats with the reason, its hits counted.
+ * inside one timer at once (further starts are counted as dropped, unless
+ * a task's timing is older than a minute: that task's slot is taken and
+ * its timing counted as orphaned); a STOP without a START in the same
+ * task is counted, not timed. A TIMER_START of a task already inside that
+ * timer, deeper on its stack (recursion) or from an interrupt, is counted
+ * as nested and only the outermost START/STOP pair is timed; one at the
+ * outermost START's depth or above starts the timing afresh, and the
+ * first, whose STOP never came (a kretprobe that missed, an error path),
+ * is counted as orphaned. A use the runtime cannot make a map for (a name
+ * of another kind; more maps than the aspect has room for) is listed in
+ * the stats with the reason, its hits counted.
  *
  * Maps are made at their first hit, from room the runtime reserves when the
  * aspect registers (agg_room). The macros find their aspect through the

@@ -201,7 +201,7 @@ func TestRecordsHarnessChecks(t *testing.T) {
 func aggHarness(t testing.TB, agg []byte) string {
 	t.Helper()
 	rt := unitSource(t, runtime.Header, nil, "KLASY_AGG_HIST_BUCKETS", "KLASY_AGG_TASK_BITS", "KLASY_AGG_TASKS", "struct klasy_map_desc", "KLASY_MAX_VALUES", "struct klasy_hit")
-	types := unitSource(t, "klasy_agg.c", agg, "struct klasy_timer", "struct klasy_tslot", "KLASY_TASK_PROBES", "struct klasy_map")
+	types := unitSource(t, "klasy_agg.c", agg, "struct klasy_timer", "struct klasy_tslot", "KLASY_TASK_PROBES", "KLASY_TIMER_STALE_NS", "struct klasy_map")
 	funcs := unitSource(t, "klasy_agg.c", agg, "klasy_log2_bucket", "klasy_task_cpu_ns", "klasy_on_task_stack", "klasy_tslot",
 		"klasy_timer_start", "klasy_time", "klasy_timer_stop")
 	return unitHarness(t, "agg_harness", map[string]string{"agg_types.c": rt + types, "agg_funcs.c": funcs})
@@ -239,6 +239,14 @@ func TestTimersInUserSpace(t *testing.T) {
 			"sp 0x12ff8", "start", "wait 100", "stop", // a call deeper
 			"sp 0x13000", "stop",
 			"timer count=1 wall_sum=200 nested=1 orphaned=0")},
+		// Issue 20 #1 review, #3: a task that exits while timed left its
+		// slot taken for good; in a full table, a timing older than a
+		// minute gives its slot up, counted as orphaned.
+		{"a full timer takes the slot of a timing older than a minute", lines(
+			"crowd 4096", // every slot taken, at 1 ms
+			"task 1", "start", "wait 10", "stop", // dropped: no START
+			"wait 60000000000", "task 2", "start", "wait 10", "stop",
+			"timer count=1 wall_sum=10 no_start=1 orphaned=1")},
 		// A softirq runs on the CPU's IRQ stack, current the task it
 		// interrupted: its START while the task is timed has nothing to
 		// compare with the task's depth.

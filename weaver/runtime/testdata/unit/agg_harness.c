@@ -14,6 +14,7 @@
  *                      task's stack is [0x10000, 0x14000), any other an
  *                      IRQ stack
  *   start              TIMER_START
+ *   crowd N            N other tasks, each new, TIMER_START once
  *   stop               TIMER_STOP
  *   wait NS            NS ns go by (wall and the task's CPU time)
  *   timer KEY=VAL...   check the timer's counts (count wall_sum
@@ -123,7 +124,8 @@ static u64 count(const struct klasy_timer *t, const char *key)
 int main(void)
 {
 	static struct klasy_tslot slots[KLASY_AGG_TASKS];
-	static struct task_struct tasks[9];
+	static struct task_struct tasks[9], others[4 * KLASY_AGG_TASKS];
+	size_t nothers = 0;
 	struct klasy_map map = { .tasks = slots };
 	struct klasy_map_desc desc = { .name = "t", .map = &map };
 	struct klasy_aspect aspect = { 0 };
@@ -159,6 +161,20 @@ int main(void)
 			klasy_hit.sp = num(args[1]);
 		} else if (!strcmp(args[0], "start")) {
 			klasy_timer_start(&aspect, &desc);
+		} else if (!strcmp(args[0], "crowd")) {
+			struct task_struct *me = klasy_user_current;
+			u64 n = num(args[1]);
+
+			if (n > sizeof(others) / sizeof(others[0]) - nothers)
+				fail("crowd: at most %zu tasks in all", sizeof(others) / sizeof(others[0]));
+			for (; n; n--, nothers++) {
+				others[nothers].pid = 100 + nothers;
+				others[nothers].start_time = 1000 + nothers;
+				others[nothers].stack = (void *)0x10000;
+				klasy_user_current = &others[nothers];
+				klasy_timer_start(&aspect, &desc);
+			}
+			klasy_user_current = me;
 		} else if (!strcmp(args[0], "stop")) {
 			klasy_timer_stop(&aspect, &desc);
 		} else if (!strcmp(args[0], "wait")) {

@@ -60,6 +60,7 @@ typedef s32 __s32;
 #define WARN_ONCE(cond, fmt, ...) ({ bool __c = (cond); if (__c) fprintf(stderr, fmt, ##__VA_ARGS__); __c; })
 #define pr_err(fmt, ...) fprintf(stderr, fmt, ##__VA_ARGS__)
 #define THREAD_SIZE 16384UL
+#define NSEC_PER_SEC 1000000000LL
 #define ERESTARTSYS 512
 
 static inline int fls64(u64 x)
