@@ -337,6 +337,15 @@ func TestFlowTableSemantics(t *testing.T) {
 			"id y", // 2^24: ID 0, not one; 0x100: a's, live
 			"eq $y 0x200", "idstats wraps=1 skipped=1 none=0",
 			"rm a", "id z", "eq $z 0x300", "idstats wraps=1 skipped=1")},
+		// Issue 20 #9 review: a CPU that took an ID after another's
+		// wrap, before that one counted it, saw no wrap and gave a
+		// live ID.
+		{"IDs: an ID taken right after another CPU's wrap is checked", lines(
+			"domain 0 256", "flow netflow",
+			"new a x", "eq $x 0x100",
+			"ids 16777214",
+			"between y", "id z", // z's increment wraps; y's comes next
+			"eq $y 0x200", "eq $z 0x300", "idstats wraps=1 skipped=1 none=0")},
 		{"IDs: when every ID tried is live, none is given, counted", lines(append(append(
 			[]string{"domain 0 256", "flow netflow 6"}, numbered("new o%d v%d", 17)...), // IDs 0x100..0x1100
 			"ids 16777198", "id none", "eq $none 0", // ID 0, then 15 live ones

@@ -24,12 +24,13 @@
 
 #include "klasy_flow.h"
 
-/* IDs: counter << klasy_flow_dbits | klasy_flow_domain. */
-static atomic_t klasy_flow_next = ATOMIC_INIT(0);
+/*
+ * IDs: counter << klasy_flow_dbits | klasy_flow_domain, the counter the
+ * low 32 - dbits bits of klasy_flow_next; the bits above count its wraps.
+ */
+static atomic64_t klasy_flow_next = ATOMIC64_INIT(0);
 static unsigned int klasy_flow_domain;
 static unsigned int klasy_flow_dbits;
-/* See klasy_flow_new_id. */
-static atomic_t klasy_flow_wraps = ATOMIC_INIT(0);
 static atomic_t klasy_flow_skipped = ATOMIC_INIT(0);
 static atomic_t klasy_flow_none = ATOMIC_INIT(0);
 
@@ -39,8 +40,7 @@ int klasy_flow_setup_ids(unsigned int domain, unsigned int domains)
 		return -EINVAL;
 	klasy_flow_domain = domain;
 	klasy_flow_dbits = order_base_2(domains);
-	atomic_set(&klasy_flow_next, 0);
-	atomic_set(&klasy_flow_wraps, 0);
+	atomic64_set(&klasy_flow_next, 0);
 	atomic_set(&klasy_flow_skipped, 0);
 	atomic_set(&klasy_flow_none, 0);
 	return 0;
@@ -48,7 +48,7 @@ int klasy_flow_setup_ids(unsigned int domain, unsigned int domains)
 
 void klasy_flow_read_ids(struct klasy_flow_id_counts *c)
 {
-	c->wraps = atomic_read(&klasy_flow_wraps);
+	c->wraps = atomic64_read(&klasy_flow_next) >> (32 - klasy_flow_dbits);
 	c->skipped = atomic_read(&klasy_flow_skipped);
 	c->none = atomic_read(&klasy_flow_none);
 }
@@ -57,27 +57,30 @@ void klasy_flow_read_ids(struct klasy_flow_id_counts *c)
  * The counter has 32 - dbits bits: with 256 domains it goes round after
  * 16.7M IDs, minutes at one ID per packet, while an object that got an
  * early ID may still carry it. Until the first wrap every ID is fresh by
- * construction and costs one atomic increment; after it, an ID still
- * live in some flow table (klasy_flows_id_live: one ID bucket per table)
- * is passed over and counted as skipped, so no two live objects get one
- * ID from two starts. The tries are bounded (this runs in NMI context
- * too): when KLASY_FLOW_ID_TRIES IDs in a row are live, the caller gets
- * 0, no ID (register_flowid of 0 registers nothing), counted as none.
+ * construction and costs one atomic increment; after it, an ID registered
+ * in a flow table of this runtime (klasy_flows_id_live: one ID bucket per
+ * table) is passed over and counted as skipped, so no two objects
+ * registered here get one ID from two starts. Not checked: an ID taken
+ * and not registered yet, and one live only in another domain's tables.
+ * Whether the counter went round is in the same atomic 64-bit increment
+ * that takes the ID (its bits above the counter's), so no CPU can take
+ * an ID after a wrap and see none. The tries are bounded (this runs in
+ * NMI context too): when KLASY_FLOW_ID_TRIES IDs in a row are live, the
+ * caller gets 0, no ID (register_flowid of 0 registers nothing), counted
+ * as none.
  */
 int klasy_flow_new_id(void)
 {
 	unsigned int tries;
-	u32 c, id;
+	u64 c;
+	u32 id;
 
 	for (tries = 0; tries < KLASY_FLOW_ID_TRIES; tries++) {
-		c = (u32)atomic_inc_return(&klasy_flow_next);
-		id = c << klasy_flow_dbits | klasy_flow_domain;
-		/* The counter's kept bits are 0 once per round: one CPU sees it. */
-		if (unlikely(!(c << klasy_flow_dbits)))
-			atomic_inc(&klasy_flow_wraps);
+		c = atomic64_inc_return(&klasy_flow_next);
+		id = (u32)c << klasy_flow_dbits | klasy_flow_domain;
 		if (unlikely(!id))	/* domain 0, once a round */
 			continue;
-		if (likely(!atomic_read(&klasy_flow_wraps)) ||
+		if (likely(!(c >> (32 - klasy_flow_dbits))) ||
 		    !klasy_flows_id_live(id))
 			return (int)id;
 		atomic_inc(&klasy_flow_skipped);

@@ -22,9 +22,11 @@
  * domains thus differ in their low bits, which an ID cut to fit a header
  * keeps (xin_* store the low bits first), so a truncated ID never equals
  * one the receiving domain made itself. 0 is never an ID. The counter
- * goes round after 2^(32 - dbits) IDs; from then on an ID still live in
+ * goes round after 2^(32 - dbits) IDs; from then on an ID registered in
  * a table of this runtime is passed over (counted: debugfs
- * klasy/flow_ids), so a start never gives a live ID to a second object.
+ * klasy/flow_ids), so a start never gives such an ID to a second object.
+ * An ID taken and not registered yet, or live only in another domain's
+ * tables, is not seen and may be given again.
  *
  * Truncation. Before xin_* cut an ID to the bits its fields hold, the
  * translated advice calls truncate_flowid(): the table looks for a live

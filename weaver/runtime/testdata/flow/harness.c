@@ -25,6 +25,8 @@
  *   trunc VAL BITS     truncate_flowid
  *   truncs N VAL BITS MS  truncate_flowid N times, in at most MS ms
  *   ids N              get_new_flowid() N times
+ *   between VAR        in the next get_new_flowid(), right after its
+ *                      counter's increment, another CPU's: VAR = its ID
  *   idstats KEY=VAL... check what get_new_flowid counted (wraps skipped
  *                      none)
  *   call ADVICE OBJ... run a translated advice with OBJ... as its variables
@@ -76,6 +78,19 @@ static struct klasy_flow *cur;
 static int line_no;
 static int last_saw;
 int klasy_user_flow;
+
+/* "between": the variable another CPU's ID goes to, once. */
+static u32 *between;
+
+void klasy_user_after_inc(void)
+{
+	u32 *v = between;
+
+	if (!v)
+		return;
+	between = NULL;
+	*v = (u32)klasy_flow_new_id();
+}
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -290,6 +305,8 @@ static int script(void)
 		} else if (!strcmp(op, "use")) {
 			cur = flow_named(args[1] ? args[1] : "");
 			need(cur);
+		} else if (!strcmp(op, "between")) {
+			between = var(args[1], true);
 		} else if (!strcmp(op, "id")) {
 			*var(args[1], true) = (u32)klasy_flow_new_id();
 		} else if (!strcmp(op, "new")) {
