@@ -13,6 +13,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/atomic.h>
+#include <linux/bitops.h>
 #include <linux/errno.h>
 #include <linux/irq_work.h>
 #include <linux/llist.h>
@@ -96,10 +97,21 @@ static struct klasy_flow_bucket *klasy_obj_bucket(struct klasy_flow *f,
 	return &f->objs[hash_ptr(obj, f->bits)];
 }
 
-/* IDs equal in their low bits share a bucket: see truncation. */
+/*
+ * The ID index is keyed by the ID turned right by the domain bits: the
+ * counter's low bits first, so that a domain's IDs, equal in their low
+ * dbits bits, spread over every bucket, not one in 2^dbits of them (with
+ * 256 domains chains 256 times as long, walked in handlers). IDs equal in
+ * their low bits above the domain's share a bucket: see truncation.
+ */
+static u32 klasy_id_key(u32 id)
+{
+	return ror32(id, klasy_flow_dbits);
+}
+
 static struct klasy_flow_bucket *klasy_id_bucket(struct klasy_flow *f, u32 id)
 {
-	return &f->ids[id & ((1U << f->bits) - 1)];
+	return &f->ids[klasy_id_key(id) & ((1U << f->bits) - 1)];
 }
 
 static struct klasy_flow_bucket *klasy_buckets(unsigned int bits)
@@ -502,7 +514,7 @@ bool klasy_flow_id_live(struct klasy_flow *f, u32 id)
 	return live;
 }
 
-/* Whether bucket i of the ID index holds an ID other than x with x's kept bits. */
+/* Whether ID bucket i holds an ID other than x with x's kept bits. */
 static bool klasy_shares_kept(struct klasy_flow *f, u32 i, u32 x, u32 kept)
 {
 	struct klasy_flow_entry *e;
@@ -515,32 +527,35 @@ static bool klasy_shares_kept(struct klasy_flow *f, u32 i, u32 x, u32 kept)
 }
 
 /*
- * IDs equal to x in its low bits sit in the buckets equal to x in the
- * bucket index's bits: one bucket unless bits < f->bits, and then
- * 2^(f->bits - bits), which no handler may walk (512K buckets for a 1-bit
- * field in a table of 2^20). So at most KLASY_FLOW_TRUNC_BUCKETS of them
- * are looked at, those nearest to x's own bucket in the bits the field
- * cuts off (the IDs made just before and after x, the likeliest to be
- * live): for such a narrow field the count is a lower bound, as it is
- * anyway for IDs moved to another domain.
+ * IDs equal to x in its low bits sit in the buckets equal to x's key in
+ * the key's bits those fix (klasy_id_key: the kept bits above the domain
+ * bits, lowest in the key): one bucket unless bits - dbits < f->bits, and
+ * then 2^(f->bits - (bits - dbits)), which no handler may walk (512K
+ * buckets for a narrow field in a table of 2^20). So at most
+ * KLASY_FLOW_TRUNC_BUCKETS of them are looked at, those nearest to x's
+ * own bucket in the bits the field cuts off (the IDs made just before and
+ * after x, the likeliest to be live): for such a narrow field the count
+ * is a lower bound, as it is anyway for IDs moved to another domain.
  */
 void klasy_flow_truncated(struct klasy_flow *f, int id, unsigned int bits)
 {
-	u32 x = (u32)id, kept, low, n, j, d, i;
+	u32 x = (u32)id, key = klasy_id_key(x), kept, low, n, j, d, i;
 	bool ambiguous = false;
 
 	if (!x || bits >= 32)
 		return;
 	kept = (1U << bits) - 1;
-	low = min(bits, f->bits);
+	/* The key's low bits that x's kept bits fix. */
+	low = bits > klasy_flow_dbits ? bits - klasy_flow_dbits : 0;
+	low = min(low, f->bits);
 	n = 1U << (f->bits - low);	/* buckets holding x's kept bits */
-	j = (x & ((1U << f->bits) - 1)) >> low;	/* x's own among them */
+	j = (key & ((1U << f->bits) - 1)) >> low;	/* x's own among them */
 	rcu_read_lock();
 	for (d = 0; !ambiguous && d < min(n, KLASY_FLOW_TRUNC_BUCKETS); d++) {
 		/* j, j + 1, j - 1, j + 2, ... round the n buckets */
 		i = (j + (d & 1 ? (d + 1) / 2 : n - d / 2)) & (n - 1);
-		ambiguous = klasy_shares_kept(f, i << low | (x & ((1U << low) - 1)),
-					      x, kept);
+		i = i << low | (key & ((1U << low) - 1));
+		ambiguous = klasy_shares_kept(f, i, x, kept);
 	}
 	rcu_read_unlock();
 	if (ambiguous)

@@ -92,6 +92,12 @@ static inline u32 hash_ptr(const void *ptr, unsigned int bits)
 	return (u32)((u64)(uintptr_t)ptr * GOLDEN_RATIO_64 >> (64 - bits));
 }
 
+/* include/linux/bitops.h */
+static inline u32 ror32(u32 word, unsigned int shift)
+{
+	return (word >> (shift & 31)) | (word << ((-shift) & 31));
+}
+
 /* Atomics. */
 typedef struct {
 	int counter;

@@ -34,6 +34,8 @@
  *   eq VAL VAL         check equal;  ne VAL VAL: check different
  *   stats KEY=VAL...   check the current table's counts (entries limit hits
  *                      misses evictions freed ambiguous dropped noid)
+ *   idchain N          check no bucket of the current table's ID index
+ *                      holds more than N entries
  *   print              print the status line of every table
  *   nmi 1|0            enter or leave NMI context (in_nmi()); leaving runs
  *                      the irq_works the thread queued, as the kernel does
@@ -332,6 +334,19 @@ static int script(void)
 			*v = (u32)klasy_flow_lookup(cur, obj(args[1]));
 			if (!*v)
 				fail("%s carries no ID", args[1]);
+		} else if (!strcmp(op, "idchain")) {
+			struct klasy_flow_entry *e;
+			u32 i, n, most = 0;
+
+			need(cur);
+			for (i = 0; i < 1U << cur->bits; i++) {
+				n = 0;
+				hlist_for_each_entry_rcu(e, &cur->ids[i].head, id_node)
+					n++;
+				most = n > most ? n : most;
+			}
+			if (most > val(args[1]))
+				fail("an ID bucket holds %u entries, want at most %s", most, args[1]);
 		} else if (!strcmp(op, "rm")) {
 			need(cur);
 			klasy_flow_remove(cur, obj(args[1]));
