@@ -231,7 +231,8 @@ static bool klasy_same_map(const struct klasy_map_desc *md,
 }
 
 /* Whether use d may update map m: the same kind and buckets. */
-static bool klasy_fits(const struct klasy_map *m, const struct klasy_map_desc *d)
+static bool klasy_fits(const struct klasy_map *m,
+		       const struct klasy_map_desc *d)
 {
 	const struct klasy_map_desc *md = m->desc;
 
@@ -604,8 +605,10 @@ void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d)
 	if ((s64)cpu < 0)
 		cpu = 0;
 	cpu = min(cpu, wall);
-	klasy_time(wall, &t->wall_sum, &t->wall_min, &t->wall_max, t->wall_b, !t->count);
-	klasy_time(cpu, &t->cpu_sum, &t->cpu_min, &t->cpu_max, t->cpu_b, !t->count);
+	klasy_time(wall, &t->wall_sum, &t->wall_min, &t->wall_max, t->wall_b,
+		   !t->count);
+	klasy_time(cpu, &t->cpu_sum, &t->cpu_min, &t->cpu_max, t->cpu_b,
+		   !t->count);
 	WRITE_ONCE(t->count, t->count + 1);
 }
 EXPORT_SYMBOL_GPL(klasy_timer_stop);

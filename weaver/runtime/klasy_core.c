@@ -556,20 +556,22 @@ static size_t klasy_pending_fit(size_t room)
 }
 
 /*
- * Copies n bytes of the bounce buffer to the reader. The records are
+ * Copies the first n of the held bytes of the bounce buffer to the
+ * reader; the rest stay pending, moved to its start. The records are
  * consumed from the ring buffer already (one CPU's next record is only
- * seen once its first is consumed), so if the copy faults they stay
+ * seen once its first is consumed), so if the copy faults all held stay
  * pending, at the start of the bounce buffer, for the next read: an
  * EFAULT loses nothing. They are older than anything left in the ring
  * buffer, so the next read returns them first.
  */
-static int klasy_copy_out(char __user *ubuf, size_t n)
+static int klasy_copy_out(char __user *ubuf, size_t n, size_t held)
 {
 	if (copy_to_user(ubuf, klasy_bounce, n)) {
-		klasy_pending = n;
+		klasy_pending = held;
 		return -EFAULT;
 	}
-	klasy_pending = 0;
+	klasy_pending = held - n;
+	memmove(klasy_bounce, klasy_bounce + n, klasy_pending);
 	return 0;
 }
 
@@ -591,12 +593,10 @@ static ssize_t records_read(struct file *file, char __user *ubuf,
 			ret = -EINVAL;	/* not even one record fits */
 			goto out;
 		}
-		if (copy_to_user(ubuf, klasy_bounce, n)) {
+		if (klasy_copy_out(ubuf, n, klasy_pending)) {
 			ret = -EFAULT;	/* they stay pending */
 			goto out;
 		}
-		klasy_pending -= n;
-		memmove(klasy_bounce, klasy_bounce + n, klasy_pending);
 		done = n;
 		if (klasy_pending) {
 			ret = done;
@@ -615,7 +615,7 @@ static ssize_t records_read(struct file *file, char __user *ubuf,
 		if (!n)
 			break;
 		/* Copied without any ring buffer lock held. */
-		if (klasy_copy_out(ubuf + done, n)) {
+		if (klasy_copy_out(ubuf + done, n, n)) {
 			ret = done ? done : -EFAULT;
 			goto out;
 		}
