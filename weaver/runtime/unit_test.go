@@ -243,7 +243,7 @@ func TestTimersInUserSpace(t *testing.T) {
 		// slot taken for good; in a full table, a timing older than a
 		// minute gives its slot up, counted as orphaned.
 		{"a full timer takes the slot of a timing older than a minute", lines(
-			"crowd 4096", // every slot taken, at 1 ms
+			"crowd 4096",                         // every slot taken, at 1 ms
 			"task 1", "start", "wait 10", "stop", // dropped: no START
 			"wait 60000000000", "task 2", "start", "wait 10", "stop",
 			"timer count=1 wall_sum=10 no_start=1 orphaned=1")},
