@@ -566,6 +566,7 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 	}
 	g.p("")
 	g.p("\tklasy_count_hit(h);")
+	g.hitSP()
 	fails := false
 	for pi, jp := range h.Points {
 		for k, a := range jp.Args {
@@ -612,6 +613,14 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 	}
 	g.p("}")
 	return nil
+}
+
+// hitSP stores the probed context's stack pointer in the hit, for
+// TIMER_START's depth (klasy_agg.c), when the aspect has timers.
+func (g *cgen) hitSP() {
+	if AggRoomOf(g.m.file).Timer > 0 {
+		g.p("\thit->sp = kernel_stack_pointer(regs);")
+	}
 }
 
 // replaceCall calls the <replace> advice jp and makes the function
@@ -708,6 +717,7 @@ func (g *cgen) postHook(i int, h *joinpoint.Hook) error {
 		g.p("\tst->ok = 0;")
 	}
 	g.p("\tklasy_count_hit(h);")
+	g.hitSP()
 	vi := 0
 	for _, jp := range h.Points {
 		args := []string{"hit", "pc", "0"}

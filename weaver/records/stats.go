@@ -110,7 +110,11 @@ type Timer struct {
 	NoStart   uint64 // STOPs of a task not inside the timer
 	Dropped   uint64 // STARTs that found no room for their task
 	Nested    uint64 // STARTs of a task already inside the timer
-	Inside    int    // tasks inside the timer when the file was read
+	// Orphaned are outermost STARTs whose STOP never came: their task
+	// started again at their depth or above, or their slot was taken
+	// after a minute in a full timer.
+	Orphaned uint64
+	Inside   int // tasks inside the timer when the file was read
 }
 
 // Times are the durations a timer measured in one clock.
@@ -329,6 +333,7 @@ func parseMap(kv kvs) (Map, error) {
 			{"count", &t.Count}, {"wall_sum", &t.Wall.Sum}, {"wall_min", &t.Wall.Min}, {"wall_max", &t.Wall.Max},
 			{"cpu_sum", &t.CPU.Sum}, {"cpu_min", &t.CPU.Min}, {"cpu_max", &t.CPU.Max},
 			{"no_start", &t.NoStart}, {"dropped", &t.Dropped}, {"nested", &t.Nested},
+			{"orphaned", &t.Orphaned},
 		} {
 			if *f.v, err = kv.uint(f.key, 64); err != nil {
 				return m, err

@@ -56,19 +56,19 @@ func TestParseStatsLabels(t *testing.T) {
 }
 
 func TestParseStatsErrors(t *testing.T) {
-	const hdr = "stats abi=5 cpus=1\n"
+	const hdr = "stats abi=6 cpus=1\n"
 	const asp = "aspect id=1 name=a maps=1 room=1 unclaimed=0 failed=0\n"
 	const keyed = "map index=0 kind=count name=- advice=1 file=a.klasy line=3 keys=1 dropped=0\n"
 	const hist = "map index=0 kind=hist name=h advice=1 file=a.klasy line=3 count=1 buckets=65\n"
-	const timer = "map index=0 kind=timer name=t advice=1 file=a.klasy line=3 count=0 wall_sum=0 wall_min=0 wall_max=0 cpu_sum=0 cpu_min=0 cpu_max=0 no_start=0 dropped=0 nested=0 inside=0 buckets=65\n"
+	const timer = "map index=0 kind=timer name=t advice=1 file=a.klasy line=3 count=0 wall_sum=0 wall_min=0 wall_max=0 cpu_sum=0 cpu_min=0 cpu_max=0 no_start=0 dropped=0 nested=0 orphaned=0 inside=0 buckets=65\n"
 	if _, err := ParseStats([]byte(hdr + asp + keyed + "key k=1 n=1 v=1\n")); err != nil {
 		t.Fatalf("the valid base case fails: %v", err)
 	}
 	tests := []struct{ in, want string }{
 		{"", "stats: empty"},
 		{asp, `stats line 1: "aspect": want the stats line first`},
-		{"stats abi=6 cpus=1\n", "runtime ABI 6, this klasy reads ABI 5"},
-		{"stats abi=5\n", "no cpus="},
+		{"stats abi=7 cpus=1\n", "runtime ABI 7, this klasy reads ABI 6"},
+		{"stats abi=6\n", "no cpus="},
 		{hdr + hdr, `stats line 2: "stats": want the stats line first, and only there`},
 		{hdr + "bogus x=1\n", `unknown line kind "bogus"`},
 		{hdr + "map index=0 kind=count name=- advice=1 file=a line=3 keys=0 dropped=0\n", "a map outside an aspect"},

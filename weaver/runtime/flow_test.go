@@ -337,6 +337,28 @@ func TestFlowTableSemantics(t *testing.T) {
 			"id y", // 2^24: ID 0, not one; 0x100: a's, live
 			"eq $y 0x200", "idstats wraps=1 skipped=1 none=0",
 			"rm a", "id z", "eq $z 0x300", "idstats wraps=1 skipped=1")},
+		// Issue 20 #9 review: a CPU that took an ID after another's
+		// wrap, before that one counted it, saw no wrap and gave a
+		// live ID.
+		{"IDs: an ID taken right after another CPU's wrap is checked", lines(
+			"domain 0 256", "flow netflow",
+			"new a x", "eq $x 0x100",
+			"ids 16777214",
+			"between y", "id z", // z's increment wraps; y's comes next
+			"eq $y 0x200", "eq $z 0x300", "idstats wraps=1 skipped=1 none=0")},
+		// Issue 20 #7 review: a domain's IDs are equal in their low
+		// dbits bits, which keyed the ID index: with 256 domains, all
+		// of them in one bucket of 32.
+		{"IDs of one domain of many spread over the ID index", lines(append(append(
+			[]string{"domain 3 256", "flow netflow 5"}, numbered("new o%d v%d", 200)...),
+			"idchain 8", "stats entries=200")...)},
+		{"truncation with many domains finds a live ID sharing the kept bits", lines(
+			"domain 3 256", "flow netflow 12",
+			"new a x", "eq $x 0x103", "reg b 0x10103", "reg c 0x20203",
+			"trunc $x 16", "stats ambiguous=1",
+			"trunc 0x303 16", "stats ambiguous=1", // no other ID ends in 0x0303
+			"trunc 0x10203 8", "stats ambiguous=2",
+			"rm b", "trunc $x 16", "stats ambiguous=2")},
 		{"IDs: when every ID tried is live, none is given, counted", lines(append(append(
 			[]string{"domain 0 256", "flow netflow 6"}, numbered("new o%d v%d", 17)...), // IDs 0x100..0x1100
 			"ids 16777198", "id none", "eq $none 0", // ID 0, then 15 live ones

@@ -32,6 +32,7 @@
 #include <linux/percpu.h>
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
+#include <linux/sched/task_stack.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
@@ -71,8 +72,8 @@ struct klasy_timer {
 	u64 dropped;		/* STARTs that found no free task slot */
 	u64 nested;		/* STARTs of a task already inside it */
 	/*
-	 * Outermost STARTs whose STOP never came (klasy_timer_start); not in
-	 * the stats file until weaver/records, which checks its keys, reads it.
+	 * Outermost STARTs whose STOP never came: a START at their depth or
+	 * above (klasy_timer_start), or their slot taken (klasy_tslot).
 	 */
 	u64 orphaned;
 	u64 wall_b[KLASY_AGG_HIST_BUCKETS];
@@ -87,20 +88,15 @@ struct klasy_tslot {
 	unsigned long task;	/* its task_struct; 0: free */
 	u64 birth;		/* its start_time: tells a reused task_struct */
 	u64 wall0, cpu0;	/* at the outermost START */
-	unsigned long sp;	/* the stack pointer at the outermost START */
+	unsigned long sp;	/* the probed SP at the outermost START */
 	unsigned int depth;	/* STARTs not stopped yet */
 };
 
 /* Slots a task may take in a timer's table, from its hash on. */
 #define KLASY_TASK_PROBES 4
 
-/*
- * How much deeper than the outermost START a START must be to be nested
- * in it: more than kprobes' handler paths differ by (int3, jump-optimized,
- * ftrace; one hook's path changes when the kernel optimizes it), less
- * than a recursion takes in all but tiny functions. See klasy_timer_start.
- */
-#define KLASY_TIMER_SLACK 256
+/* A timing older than this may give its slot up (klasy_tslot). */
+#define KLASY_TIMER_STALE_NS (60 * NSEC_PER_SEC)
 
 struct klasy_map {
 	const struct klasy_map_desc *desc;	/* its first use */
@@ -235,7 +231,8 @@ static bool klasy_same_map(const struct klasy_map_desc *md,
 }
 
 /* Whether use d may update map m: the same kind and buckets. */
-static bool klasy_fits(const struct klasy_map *m, const struct klasy_map_desc *d)
+static bool klasy_fits(const struct klasy_map *m,
+		       const struct klasy_map_desc *d)
 {
 	const struct klasy_map_desc *md = m->desc;
 
@@ -465,12 +462,27 @@ static u64 klasy_task_cpu_ns(void)
 	return sum + ((s64)(now - start) > 0 ? now - start : 0);
 }
 
-/* The slot of the current task in timer m's table, or NULL. */
-static struct klasy_tslot *klasy_tslot(struct klasy_map *m, bool claim)
+static bool klasy_on_task_stack(unsigned long sp)
 {
-	unsigned long me = (unsigned long)current;
+	return object_is_on_stack((void *)sp);
+}
+
+/*
+ * The slot of the current task in timer m's table, or NULL. With claim,
+ * a free slot becomes the task's; when none of its slots is free, the one
+ * with the oldest outermost START, if that is older than
+ * KLASY_TIMER_STALE_NS (the task exited while timed, or its STOP never
+ * came and it never started again), and *stolen says so. The owner may
+ * still write that slot (it is running its STOP right now): one timing of
+ * either task may then be wrong, past a timing that long.
+ */
+static struct klasy_tslot *klasy_tslot(struct klasy_map *m, bool claim,
+				       bool *stolen)
+{
+	unsigned long me = (unsigned long)current, old;
 	unsigned int i = hash_long(me, KLASY_AGG_TASK_BITS), p;
-	struct klasy_tslot *s;
+	struct klasy_tslot *s, *oldest = NULL;
+	u64 now;
 
 	for (p = 0; p < KLASY_TASK_PROBES; p++) {
 		s = &m->tasks[(i + p) & (KLASY_AGG_TASKS - 1)];
@@ -484,24 +496,39 @@ static struct klasy_tslot *klasy_tslot(struct klasy_map *m, bool claim)
 		if (!READ_ONCE(s->task) && !cmpxchg(&s->task, 0, me))
 			return s;
 	}
-	return NULL;
+	now = ktime_get_mono_fast_ns();
+	for (p = 0; p < KLASY_TASK_PROBES; p++) {
+		s = &m->tasks[(i + p) & (KLASY_AGG_TASKS - 1)];
+		if ((s64)(now - READ_ONCE(s->wall0)) > KLASY_TIMER_STALE_NS &&
+		    (!oldest || READ_ONCE(s->wall0) < READ_ONCE(oldest->wall0)))
+			oldest = s;
+	}
+	old = oldest ? READ_ONCE(oldest->task) : 0;
+	if (!old || cmpxchg(&oldest->task, old, me) != old)
+		return NULL;
+	*stolen = true;
+	return oldest;
 }
 
 void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 {
-	unsigned long sp = current_stack_pointer;
+	/* The probed context's, which kprobes' handler paths do not move. */
+	unsigned long sp = this_cpu_ptr(&klasy_hit)->sp;
 	struct klasy_map *m = klasy_map_of(a, d);
 	struct klasy_tslot *s;
 	struct klasy_timer *t;
+	bool stolen = false;
 
 	if (unlikely(!m))
 		return;
 	t = klasy_here(a->agg, m);
-	s = klasy_tslot(m, true);
+	s = klasy_tslot(m, true, &stolen);
 	if (!s) {
 		t->dropped++;
 		return;
 	}
+	if (stolen)
+		t->orphaned++;
 	/*
 	 * A START is nested in the timing under way only if it runs deeper
 	 * on the same stack than the outermost START did: a recursion. One
@@ -511,17 +538,29 @@ void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 	 * instances; an error path past a line's STOP). Without this, that
 	 * task's depth never went back to 0 and none of its later pairs was
 	 * timed. Such a START starts afresh, and the STOP that never came is
-	 * counted as orphaned.
+	 * counted as orphaned. The depth is the probed context's stack
+	 * pointer, which the generated handler puts in the hit: kprobes'
+	 * handler paths (int3, jump-optimized, ftrace) run at depths of their
+	 * own, the probed context's is the same on each, so any START deeper
+	 * than the outermost is inside it.
+	 *
+	 * Depths compare only on the task's own stack: a hook in an
+	 * interrupt or a softirq runs on the CPU's IRQ stack with current
+	 * the task it interrupted, and its START, while that task is timed,
+	 * is nested in the task's timing, as any START is when either stack
+	 * pointer is not on the task's stack (object_is_on_stack is
+	 * arithmetic on current's stack page: safe in NMI too).
 	 */
-	if (s->depth && s->birth == current->start_time) {
-		if (s->sp - sp > KLASY_TIMER_SLACK && s->sp - sp < THREAD_SIZE) {
+	if (!stolen && s->depth && s->birth == current->start_time) {
+		if (!klasy_on_task_stack(s->sp) || !klasy_on_task_stack(sp) ||
+		    sp < s->sp) {
 			s->depth++;
 			t->nested++;
 			return;
 		}
 		t->orphaned++;
 	}
-	/* A new slot, or one an exited task left with its task_struct: ours. */
+	/* A new slot, one an exited task left with its task_struct, or taken. */
 	s->birth = current->start_time;
 	s->sp = sp;
 	s->depth = 1;
@@ -550,7 +589,7 @@ void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d)
 	if (unlikely(!m))
 		return;
 	t = klasy_here(a->agg, m);
-	s = klasy_tslot(m, false);
+	s = klasy_tslot(m, false, NULL);
 	if (!s || !s->depth || s->birth != current->start_time) {
 		if (s)	/* an exited task's, whose task_struct is ours now */
 			smp_store_release(&s->task, 0);
@@ -566,8 +605,10 @@ void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d)
 	if ((s64)cpu < 0)
 		cpu = 0;
 	cpu = min(cpu, wall);
-	klasy_time(wall, &t->wall_sum, &t->wall_min, &t->wall_max, t->wall_b, !t->count);
-	klasy_time(cpu, &t->cpu_sum, &t->cpu_min, &t->cpu_max, t->cpu_b, !t->count);
+	klasy_time(wall, &t->wall_sum, &t->wall_min, &t->wall_max, t->wall_b,
+		   !t->count);
+	klasy_time(cpu, &t->cpu_sum, &t->cpu_min, &t->cpu_max, t->cpu_b,
+		   !t->count);
 	WRITE_ONCE(t->count, t->count + 1);
 }
 EXPORT_SYMBOL_GPL(klasy_timer_stop);
@@ -723,6 +764,7 @@ static void klasy_show_timer(struct seq_file *sf, struct klasy_agg *g,
 		sum.no_start += READ_ONCE(t->no_start);
 		sum.dropped += READ_ONCE(t->dropped);
 		sum.nested += READ_ONCE(t->nested);
+		sum.orphaned += READ_ONCE(t->orphaned);
 		if (!n)
 			continue;
 		sum.count += n;
@@ -736,10 +778,11 @@ static void klasy_show_timer(struct seq_file *sf, struct klasy_agg *g,
 	}
 	for (i = 0; i < KLASY_AGG_TASKS; i++)
 		inside += !!READ_ONCE(m->tasks[i].task);
-	seq_printf(sf, " count=%llu wall_sum=%llu wall_min=%llu wall_max=%llu cpu_sum=%llu cpu_min=%llu cpu_max=%llu no_start=%llu dropped=%llu nested=%llu inside=%u buckets=%u\n",
+	seq_printf(sf, " count=%llu wall_sum=%llu wall_min=%llu wall_max=%llu cpu_sum=%llu cpu_min=%llu cpu_max=%llu no_start=%llu dropped=%llu nested=%llu orphaned=%llu inside=%u buckets=%u\n",
 		   sum.count, sum.wall_sum, sum.wall_min, sum.wall_max,
 		   sum.cpu_sum, sum.cpu_min, sum.cpu_max, sum.no_start,
-		   sum.dropped, sum.nested, inside, KLASY_AGG_HIST_BUCKETS);
+		   sum.dropped, sum.nested, sum.orphaned, inside,
+		   KLASY_AGG_HIST_BUCKETS);
 	klasy_show_buckets(sf, g, m->off + offsetof(struct klasy_timer, wall_b),
 			   KLASY_AGG_HIST_BUCKETS, "w");
 	klasy_show_buckets(sf, g, m->off + offsetof(struct klasy_timer, cpu_b),

@@ -163,7 +163,7 @@ static int klasy_check_replace(const struct klasy_aspect *a,
 {
 	struct kprobe *kp = &h->rp.kp, *p;
 	unsigned int others = 0, own = 0, i;
-	bool mine;
+	bool mine, post = false;
 
 	/* Elsewhere a kprobe may sit under an optimized aggregate of its own. */
 	if (!kprobe_ftrace(kp)) {
@@ -182,16 +182,28 @@ static int klasy_check_replace(const struct klasy_aspect *a,
 	 * or not an aggregate is left: kprobes keeps an aggregate once made
 	 * until its last kprobe goes, so a transient kprobe (perf, BPF) that
 	 * came and went leaves ours as the aggregate's only child.
+	 *
+	 * But kprobes arms the aggregate, not kp: with the IPMODIFY ftrace
+	 * ops, which a replacement needs (livepatch and other IP modifiers
+	 * are refused at the function while it is in place), only if the
+	 * aggregate has a post_handler. It takes one when a kprobe with a
+	 * post_handler is made or added under it. Our post_handler is set
+	 * after the first check, so an aggregate made by a transient kprobe
+	 * between register_kprobe and that check has none, and kp under it
+	 * would be armed with kprobe_ftrace_ops: -EBUSY (the aggregate goes
+	 * when kp is unregistered, a later try may succeed).
 	 */
 	rcu_read_lock();
 	list_for_each_entry_rcu(p, &kp->list, list) {
 		mine = false;
 		for (i = 0; i < a->nhooks; i++)
 			mine |= p == &a->hooks[i].rp.kp;
-		if (mine)
+		if (mine) {
 			own++;
-		else
+		} else {
 			others++;
+			post = READ_ONCE(p->post_handler);
+		}
 	}
 	rcu_read_unlock();
 	if (others > 1) {
@@ -199,6 +211,12 @@ static int klasy_check_replace(const struct klasy_aspect *a,
 		       a->name, h->index, h->function ? h->function : "?",
 		       (unsigned long)kp->addr, -EADDRINUSE);
 		return -EADDRINUSE;
+	}
+	if (others && !post) {
+		pr_err("aspect %s: replacing with hook %u (%s at 0x%lx): an aggregate kprobe at its entry would not arm it to modify the IP: error %d\n",
+		       a->name, h->index, h->function ? h->function : "?",
+		       (unsigned long)kp->addr, -EBUSY);
+		return -EBUSY;
 	}
 	return 0;
 }
@@ -407,7 +425,6 @@ void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit)
 	struct ring_buffer_event *ev;
 	struct klasy_record *r;
 	unsigned int n = hit->n;
-	unsigned long flags;
 	u64 now;
 
 	if (!n)
@@ -417,19 +434,19 @@ void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit)
 	/*
 	 * The reader merges the CPUs oldest first and stops at the time the
 	 * file was opened, so on each CPU the stamps must rise in buffer
-	 * order. A record is placed when it is reserved: stamp it then, with
-	 * interrupts off from the reservation to the stamp, so that no record
-	 * of an interrupt can take the next place with an earlier stamp
-	 * (stamped before the reservation, an interrupt's record written in
-	 * between came first with a later stamp). Interrupts off do not hold
-	 * an NMI off, but no klasy record comes from one in between: kprobes
-	 * runs no handler nested in another on a CPU (it counts such a hit
-	 * as missed).
+	 * order. A record is placed when it is reserved: it is stamped after
+	 * the reservation. No other klasy record can come between the two on
+	 * this CPU, and interrupts need not be off for that. klasy_emit runs
+	 * only from the handlers of klasy's kprobes and kretprobes, and
+	 * kprobes runs no handler while one runs on the CPU: a handler runs
+	 * with the per-CPU current_kprobe set (kretprobes' return handlers
+	 * too), and every entry checks kprobe_running() first and counts a
+	 * hit inside a handler as missed (6.1: kprobe_int3_handler through
+	 * reenter_kprobe, kprobe_ftrace_handler, optimized_callback), for an
+	 * IRQ's or an NMI's hit alike.
 	 */
-	local_irq_save(flags);
 	ev = ring_buffer_lock_reserve(klasy_rb, klasy_record_size(n));
 	now = ktime_get_mono_fast_ns();
-	local_irq_restore(flags);
 	if (unlikely(!ev)) {
 		this_cpu_inc(*klasy_lost);
 		return;
@@ -539,20 +556,22 @@ static size_t klasy_pending_fit(size_t room)
 }
 
 /*
- * Copies n bytes of the bounce buffer to the reader. The records are
+ * Copies the first n of the held bytes of the bounce buffer to the
+ * reader; the rest stay pending, moved to its start. The records are
  * consumed from the ring buffer already (one CPU's next record is only
- * seen once its first is consumed), so if the copy faults they stay
+ * seen once its first is consumed), so if the copy faults all held stay
  * pending, at the start of the bounce buffer, for the next read: an
  * EFAULT loses nothing. They are older than anything left in the ring
  * buffer, so the next read returns them first.
  */
-static int klasy_copy_out(char __user *ubuf, size_t n)
+static int klasy_copy_out(char __user *ubuf, size_t n, size_t held)
 {
 	if (copy_to_user(ubuf, klasy_bounce, n)) {
-		klasy_pending = n;
+		klasy_pending = held;
 		return -EFAULT;
 	}
-	klasy_pending = 0;
+	klasy_pending = held - n;
+	memmove(klasy_bounce, klasy_bounce + n, klasy_pending);
 	return 0;
 }
 
@@ -574,12 +593,10 @@ static ssize_t records_read(struct file *file, char __user *ubuf,
 			ret = -EINVAL;	/* not even one record fits */
 			goto out;
 		}
-		if (copy_to_user(ubuf, klasy_bounce, n)) {
+		if (klasy_copy_out(ubuf, n, klasy_pending)) {
 			ret = -EFAULT;	/* they stay pending */
 			goto out;
 		}
-		klasy_pending -= n;
-		memmove(klasy_bounce, klasy_bounce + n, klasy_pending);
 		done = n;
 		if (klasy_pending) {
 			ret = done;
@@ -598,7 +615,7 @@ static ssize_t records_read(struct file *file, char __user *ubuf,
 		if (!n)
 			break;
 		/* Copied without any ring buffer lock held. */
-		if (klasy_copy_out(ubuf + done, n)) {
+		if (klasy_copy_out(ubuf + done, n, n)) {
 			ret = done ? done : -EFAULT;
 			goto out;
 		}

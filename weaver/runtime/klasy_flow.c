@@ -13,6 +13,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/atomic.h>
+#include <linux/bitops.h>
 #include <linux/errno.h>
 #include <linux/irq_work.h>
 #include <linux/llist.h>
@@ -24,12 +25,13 @@
 
 #include "klasy_flow.h"
 
-/* IDs: counter << klasy_flow_dbits | klasy_flow_domain. */
-static atomic_t klasy_flow_next = ATOMIC_INIT(0);
+/*
+ * IDs: counter << klasy_flow_dbits | klasy_flow_domain, the counter the
+ * low 32 - dbits bits of klasy_flow_next; the bits above count its wraps.
+ */
+static atomic64_t klasy_flow_next = ATOMIC64_INIT(0);
 static unsigned int klasy_flow_domain;
 static unsigned int klasy_flow_dbits;
-/* See klasy_flow_new_id. */
-static atomic_t klasy_flow_wraps = ATOMIC_INIT(0);
 static atomic_t klasy_flow_skipped = ATOMIC_INIT(0);
 static atomic_t klasy_flow_none = ATOMIC_INIT(0);
 
@@ -39,8 +41,7 @@ int klasy_flow_setup_ids(unsigned int domain, unsigned int domains)
 		return -EINVAL;
 	klasy_flow_domain = domain;
 	klasy_flow_dbits = order_base_2(domains);
-	atomic_set(&klasy_flow_next, 0);
-	atomic_set(&klasy_flow_wraps, 0);
+	atomic64_set(&klasy_flow_next, 0);
 	atomic_set(&klasy_flow_skipped, 0);
 	atomic_set(&klasy_flow_none, 0);
 	return 0;
@@ -48,7 +49,7 @@ int klasy_flow_setup_ids(unsigned int domain, unsigned int domains)
 
 void klasy_flow_read_ids(struct klasy_flow_id_counts *c)
 {
-	c->wraps = atomic_read(&klasy_flow_wraps);
+	c->wraps = atomic64_read(&klasy_flow_next) >> (32 - klasy_flow_dbits);
 	c->skipped = atomic_read(&klasy_flow_skipped);
 	c->none = atomic_read(&klasy_flow_none);
 }
@@ -57,27 +58,30 @@ void klasy_flow_read_ids(struct klasy_flow_id_counts *c)
  * The counter has 32 - dbits bits: with 256 domains it goes round after
  * 16.7M IDs, minutes at one ID per packet, while an object that got an
  * early ID may still carry it. Until the first wrap every ID is fresh by
- * construction and costs one atomic increment; after it, an ID still
- * live in some flow table (klasy_flows_id_live: one ID bucket per table)
- * is passed over and counted as skipped, so no two live objects get one
- * ID from two starts. The tries are bounded (this runs in NMI context
- * too): when KLASY_FLOW_ID_TRIES IDs in a row are live, the caller gets
- * 0, no ID (register_flowid of 0 registers nothing), counted as none.
+ * construction and costs one atomic increment; after it, an ID registered
+ * in a flow table of this runtime (klasy_flows_id_live: one ID bucket per
+ * table) is passed over and counted as skipped, so no two objects
+ * registered here get one ID from two starts. Not checked: an ID taken
+ * and not registered yet, and one live only in another domain's tables.
+ * Whether the counter went round is in the same atomic 64-bit increment
+ * that takes the ID (its bits above the counter's), so no CPU can take
+ * an ID after a wrap and see none. The tries are bounded (this runs in
+ * NMI context too): when KLASY_FLOW_ID_TRIES IDs in a row are live, the
+ * caller gets 0, no ID (register_flowid of 0 registers nothing), counted
+ * as none.
  */
 int klasy_flow_new_id(void)
 {
 	unsigned int tries;
-	u32 c, id;
+	u64 c;
+	u32 id;
 
 	for (tries = 0; tries < KLASY_FLOW_ID_TRIES; tries++) {
-		c = (u32)atomic_inc_return(&klasy_flow_next);
-		id = c << klasy_flow_dbits | klasy_flow_domain;
-		/* The counter's kept bits are 0 once per round: one CPU sees it. */
-		if (unlikely(!(c << klasy_flow_dbits)))
-			atomic_inc(&klasy_flow_wraps);
+		c = atomic64_inc_return(&klasy_flow_next);
+		id = (u32)c << klasy_flow_dbits | klasy_flow_domain;
 		if (unlikely(!id))	/* domain 0, once a round */
 			continue;
-		if (likely(!atomic_read(&klasy_flow_wraps)) ||
+		if (likely(!(c >> (32 - klasy_flow_dbits))) ||
 		    !klasy_flows_id_live(id))
 			return (int)id;
 		atomic_inc(&klasy_flow_skipped);
@@ -93,10 +97,21 @@ static struct klasy_flow_bucket *klasy_obj_bucket(struct klasy_flow *f,
 	return &f->objs[hash_ptr(obj, f->bits)];
 }
 
-/* IDs equal in their low bits share a bucket: see truncation. */
+/*
+ * The ID index is keyed by the ID turned right by the domain bits: the
+ * counter's low bits first, so that a domain's IDs, equal in their low
+ * dbits bits, spread over every bucket, not one in 2^dbits of them (with
+ * 256 domains chains 256 times as long, walked in handlers). IDs equal in
+ * their low bits above the domain's share a bucket: see truncation.
+ */
+static u32 klasy_id_key(u32 id)
+{
+	return ror32(id, klasy_flow_dbits);
+}
+
 static struct klasy_flow_bucket *klasy_id_bucket(struct klasy_flow *f, u32 id)
 {
-	return &f->ids[id & ((1U << f->bits) - 1)];
+	return &f->ids[klasy_id_key(id) & ((1U << f->bits) - 1)];
 }
 
 static struct klasy_flow_bucket *klasy_buckets(unsigned int bits)
@@ -499,7 +514,7 @@ bool klasy_flow_id_live(struct klasy_flow *f, u32 id)
 	return live;
 }
 
-/* Whether bucket i of the ID index holds an ID other than x with x's kept bits. */
+/* Whether ID bucket i holds an ID other than x with x's kept bits. */
 static bool klasy_shares_kept(struct klasy_flow *f, u32 i, u32 x, u32 kept)
 {
 	struct klasy_flow_entry *e;
@@ -512,32 +527,35 @@ static bool klasy_shares_kept(struct klasy_flow *f, u32 i, u32 x, u32 kept)
 }
 
 /*
- * IDs equal to x in its low bits sit in the buckets equal to x in the
- * bucket index's bits: one bucket unless bits < f->bits, and then
- * 2^(f->bits - bits), which no handler may walk (512K buckets for a 1-bit
- * field in a table of 2^20). So at most KLASY_FLOW_TRUNC_BUCKETS of them
- * are looked at, those nearest to x's own bucket in the bits the field
- * cuts off (the IDs made just before and after x, the likeliest to be
- * live): for such a narrow field the count is a lower bound, as it is
- * anyway for IDs moved to another domain.
+ * IDs equal to x in its low bits sit in the buckets equal to x's key in
+ * the key's bits those fix (klasy_id_key: the kept bits above the domain
+ * bits, lowest in the key): one bucket unless bits - dbits < f->bits, and
+ * then 2^(f->bits - (bits - dbits)), which no handler may walk (512K
+ * buckets for a narrow field in a table of 2^20). So at most
+ * KLASY_FLOW_TRUNC_BUCKETS of them are looked at, those nearest to x's
+ * own bucket in the bits the field cuts off (the IDs made just before and
+ * after x, the likeliest to be live): for such a narrow field the count
+ * is a lower bound, as it is anyway for IDs moved to another domain.
  */
 void klasy_flow_truncated(struct klasy_flow *f, int id, unsigned int bits)
 {
-	u32 x = (u32)id, kept, low, n, j, d, i;
+	u32 x = (u32)id, key = klasy_id_key(x), kept, low, n, j, d, i;
 	bool ambiguous = false;
 
 	if (!x || bits >= 32)
 		return;
 	kept = (1U << bits) - 1;
-	low = min(bits, f->bits);
+	/* The key's low bits that x's kept bits fix. */
+	low = bits > klasy_flow_dbits ? bits - klasy_flow_dbits : 0;
+	low = min(low, f->bits);
 	n = 1U << (f->bits - low);	/* buckets holding x's kept bits */
-	j = (x & ((1U << f->bits) - 1)) >> low;	/* x's own among them */
+	j = (key & ((1U << f->bits) - 1)) >> low;	/* x's own among them */
 	rcu_read_lock();
 	for (d = 0; !ambiguous && d < min(n, KLASY_FLOW_TRUNC_BUCKETS); d++) {
 		/* j, j + 1, j - 1, j + 2, ... round the n buckets */
 		i = (j + (d & 1 ? (d + 1) / 2 : n - d / 2)) & (n - 1);
-		ambiguous = klasy_shares_kept(f, i << low | (x & ((1U << low) - 1)),
-					      x, kept);
+		i = i << low | (key & ((1U << low) - 1));
+		ambiguous = klasy_shares_kept(f, i, x, kept);
 	}
 	rcu_read_unlock();
 	if (ambiguous)

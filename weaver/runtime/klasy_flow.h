@@ -6,7 +6,9 @@
  * Structure. A table is two fixed arrays of 2^bits buckets (the runtime's
  * flow_bits), each bucket a spinlock and an RCU hlist, as the kernel's
  * own hashtables are built: entries by the object's address (hash_ptr),
- * and the same entries by the low bits of their ID. Lookups walk one
+ * and the same entries by their ID turned right by the domain bits (the
+ * counter's low bits: a domain's IDs spread over every bucket, however
+ * many domains). Lookups walk one
  * bucket under rcu_read_lock() and take no lock at all; register and
  * remove lock the object's bucket (irqsave), and, inside it, the ID
  * buckets of the entries they link and unlink (in index order when two).
@@ -22,20 +24,23 @@
  * domains thus differ in their low bits, which an ID cut to fit a header
  * keeps (xin_* store the low bits first), so a truncated ID never equals
  * one the receiving domain made itself. 0 is never an ID. The counter
- * goes round after 2^(32 - dbits) IDs; from then on an ID still live in
+ * goes round after 2^(32 - dbits) IDs; from then on an ID registered in
  * a table of this runtime is passed over (counted: debugfs
- * klasy/flow_ids), so a start never gives a live ID to a second object.
+ * klasy/flow_ids), so a start never gives such an ID to a second object.
+ * An ID taken and not registered yet, or live only in another domain's
+ * tables, is not seen and may be given again.
  *
  * Truncation. Before xin_* cut an ID to the bits its fields hold, the
  * translated advice calls truncate_flowid(): the table looks for a live
  * entry (in this table, in this domain) whose ID differs but has the same
  * low bits - the ID index puts all of them in one bucket when bits >=
- * flow_bits - and counts the truncation as ambiguous if there is one.
- * An ID moved to another domain is no longer live here, so what is
+ * flow_bits + dbits - and counts the truncation as ambiguous if there is
+ * one. An ID moved to another domain is no longer live here, so what is
  * counted is a lower bound: the receiver cannot tell such IDs apart. A
- * field narrower than flow_bits spreads them over 2^(flow_bits - bits)
- * buckets, of which KLASY_FLOW_TRUNC_BUCKETS at most are looked at (the
- * work of a handler must be bounded, in NMI too): a lower bound again.
+ * narrower field spreads them over 2^(flow_bits + dbits - bits) buckets
+ * (all of them for bits <= dbits), of which KLASY_FLOW_TRUNC_BUCKETS at
+ * most are looked at (the work of a handler must be bounded, in NMI too):
+ * a lower bound again.
  *
  * Stale entries. An object freed without reaching <quit> must neither
  * stay forever nor lend its ID to the next object at its address. Two

@@ -31,7 +31,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 5
+#define KLASY_ABI_VERSION 6
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -64,11 +64,16 @@ struct klasy_record {
 
 #define KLASY_RECORD_MAX (sizeof(struct klasy_record) + KLASY_MAX_VALUES * sizeof(__u64))
 
-/* What one advice stored during one hit. */
+/*
+ * What one advice stored during one hit, and sp, the probed context's
+ * stack pointer (kernel_stack_pointer(regs)), which the handler sets once
+ * per hit for TIMER_START's depth.
+ */
 struct klasy_hit {
 	unsigned int n;
 	unsigned int dropped;
 	int flow;
+	unsigned long sp;
 	u64 vals[KLASY_MAX_VALUES];
 };
 
@@ -85,7 +90,7 @@ static inline void klasy_hit_begin(struct klasy_hit *hit)
  * runs at most one kprobe handler per CPU at a time (a probe hit while
  * current_kprobe is set, from an interrupt or NMI too, is counted in
  * nmissed and its handler not run; kretprobe handlers likewise). Keeping
- * it off the handler's stack spares every hit the zeroing of a 144-byte
+ * it off the handler's stack spares every hit the zeroing of a 152-byte
  * local (CONFIG_INIT_STACK_ALL_ZERO) and a stack canary check.
  */
 DECLARE_PER_CPU(struct klasy_hit, klasy_hit);
@@ -344,14 +349,17 @@ void klasy_flow_no_id(struct klasy_flow *flow);
  *
  * Bounds, none silent: at most KLASY_AGG_KEYS keys per map on each CPU
  * (updates of further keys are counted as dropped); KLASY_AGG_TASKS tasks
- * inside one timer at once (further starts are counted as dropped); a
- * STOP without a START in the same task is counted, not timed. A TIMER_START
- * of a task already inside that timer, deeper on its stack (recursion), is
- * counted as nested and only the outermost START/STOP pair is timed; one at
- * the outermost START's depth or above starts the timing afresh (the STOP
- * of the first never came: a kretprobe that missed, an error path). A use the runtime cannot make
- * a map for (a name of another kind; more maps than the aspect has room
- * for) is listed in the stats with the reason, its hits counted.
+ * inside one timer at once (further starts are counted as dropped, unless
+ * a task's timing is older than a minute: that task's slot is taken and
+ * its timing counted as orphaned); a STOP without a START in the same
+ * task is counted, not timed. A TIMER_START of a task already inside that
+ * timer, deeper on its stack (recursion) or from an interrupt, is counted
+ * as nested and only the outermost START/STOP pair is timed; one at the
+ * outermost START's depth or above starts the timing afresh, and the
+ * first, whose STOP never came (a kretprobe that missed, an error path),
+ * is counted as orphaned. A use the runtime cannot make a map for (a name
+ * of another kind; more maps than the aspect has room for) is listed in
+ * the stats with the reason, its hits counted.
  *
  * Maps are made at their first hit, from room the runtime reserves when the
  * aspect registers (agg_room). The macros find their aspect through the

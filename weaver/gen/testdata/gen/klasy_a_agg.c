@@ -98,6 +98,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
+	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -113,6 +114,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
+	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_5(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -128,6 +130,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
+	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_5(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -143,6 +146,7 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
+	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_6(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -158,6 +162,7 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
+	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_6(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -173,6 +178,7 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
+	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_3(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -188,6 +194,7 @@ static int klasy_h6(struct kretprobe_instance *ri, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
+	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, regs_return_value(regs));
 	if (unlikely(hit->n || hit->dropped))
@@ -204,6 +211,7 @@ static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 	u64 a0_0, a0_1;
 
 	klasy_count_hit(h);
+	hit->sp = kernel_stack_pointer(regs);
 	{
 		u64 s0;
 		s0 = regs->dx;
@@ -230,6 +238,7 @@ static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 	u64 a0_0, a0_1;
 
 	klasy_count_hit(h);
+	hit->sp = kernel_stack_pointer(regs);
 	{
 		u64 s0;
 		s0 = regs->r12;
@@ -256,6 +265,7 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 	u64 a0_0, a0_1;
 
 	klasy_count_hit(h);
+	hit->sp = kernel_stack_pointer(regs);
 	{
 		u64 s0, s1;
 		s0 = regs->r13;

@@ -50,6 +50,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	u64 a0_0;
 
 	klasy_count_hit(h);
+	hit->sp = kernel_stack_pointer(regs);
 	{
 		u64 s0;
 		s0 = regs->dx;
@@ -70,6 +71,7 @@ static int klasy_h1(struct kretprobe_instance *ri, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
 	klasy_count_hit(h);
+	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_2(hit, pc, regs_return_value(regs));
 	if (unlikely(hit->n || hit->dropped))

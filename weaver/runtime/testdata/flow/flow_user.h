@@ -92,6 +92,12 @@ static inline u32 hash_ptr(const void *ptr, unsigned int bits)
 	return (u32)((u64)(uintptr_t)ptr * GOLDEN_RATIO_64 >> (64 - bits));
 }
 
+/* include/linux/bitops.h */
+static inline u32 ror32(u32 word, unsigned int shift)
+{
+	return (word >> (shift & 31)) | (word << ((-shift) & 31));
+}
+
 /* Atomics. */
 typedef struct {
 	int counter;
@@ -102,6 +108,20 @@ typedef struct {
 #define atomic_read(v) __atomic_load_n(&(v)->counter, __ATOMIC_RELAXED)
 #define atomic_inc(v) ((void)__atomic_add_fetch(&(v)->counter, 1, __ATOMIC_SEQ_CST))
 #define atomic_dec(v) ((void)__atomic_sub_fetch(&(v)->counter, 1, __ATOMIC_SEQ_CST))
+typedef struct {
+	long long counter;
+} atomic64_t;
+#define ATOMIC64_INIT(i) { (i) }
+#define atomic64_set(v, i) __atomic_store_n(&(v)->counter, (i), __ATOMIC_SEQ_CST)
+#define atomic64_read(v) __atomic_load_n(&(v)->counter, __ATOMIC_RELAXED)
+/*
+ * The harness may run something right after an increment that returns
+ * (klasy_user_after_inc: another CPU's code between two steps).
+ */
+void klasy_user_after_inc(void);
+#define atomic64_inc_return(v) \
+	({ long long __v = __atomic_add_fetch(&(v)->counter, 1, __ATOMIC_SEQ_CST); \
+	   klasy_user_after_inc(); __v; })
 
 /* Locks. */
 typedef pthread_spinlock_t spinlock_t;

@@ -25,6 +25,8 @@
  *   trunc VAL BITS     truncate_flowid
  *   truncs N VAL BITS MS  truncate_flowid N times, in at most MS ms
  *   ids N              get_new_flowid() N times
+ *   between VAR        in the next get_new_flowid(), right after its
+ *                      counter's increment, another CPU's: VAR = its ID
  *   idstats KEY=VAL... check what get_new_flowid counted (wraps skipped
  *                      none)
  *   call ADVICE OBJ... run a translated advice with OBJ... as its variables
@@ -32,6 +34,8 @@
  *   eq VAL VAL         check equal;  ne VAL VAL: check different
  *   stats KEY=VAL...   check the current table's counts (entries limit hits
  *                      misses evictions freed ambiguous dropped noid)
+ *   idchain N          check no bucket of the current table's ID index
+ *                      holds more than N entries
  *   print              print the status line of every table
  *   nmi 1|0            enter or leave NMI context (in_nmi()); leaving runs
  *                      the irq_works the thread queued, as the kernel does
@@ -76,6 +80,19 @@ static struct klasy_flow *cur;
 static int line_no;
 static int last_saw;
 int klasy_user_flow;
+
+/* "between": the variable another CPU's ID goes to, once. */
+static u32 *between;
+
+void klasy_user_after_inc(void)
+{
+	u32 *v = between;
+
+	if (!v)
+		return;
+	between = NULL;
+	*v = (u32)klasy_flow_new_id();
+}
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -290,6 +307,8 @@ static int script(void)
 		} else if (!strcmp(op, "use")) {
 			cur = flow_named(args[1] ? args[1] : "");
 			need(cur);
+		} else if (!strcmp(op, "between")) {
+			between = var(args[1], true);
 		} else if (!strcmp(op, "id")) {
 			*var(args[1], true) = (u32)klasy_flow_new_id();
 		} else if (!strcmp(op, "new")) {
@@ -315,6 +334,19 @@ static int script(void)
 			*v = (u32)klasy_flow_lookup(cur, obj(args[1]));
 			if (!*v)
 				fail("%s carries no ID", args[1]);
+		} else if (!strcmp(op, "idchain")) {
+			struct klasy_flow_entry *e;
+			u32 i, n, most = 0;
+
+			need(cur);
+			for (i = 0; i < 1U << cur->bits; i++) {
+				n = 0;
+				hlist_for_each_entry_rcu(e, &cur->ids[i].head, id_node)
+					n++;
+				most = n > most ? n : most;
+			}
+			if (most > val(args[1]))
+				fail("an ID bucket holds %u entries, want at most %s", most, args[1]);
 		} else if (!strcmp(op, "rm")) {
 			need(cur);
 			klasy_flow_remove(cur, obj(args[1]));

@@ -9,8 +9,12 @@
  * Script lines (# starts a comment):
  *
  *   task N             run as task N (1..8) from now on
- *   sp ADDR            the stack pointer the hook's handler runs at
+ *   sp ADDR            the probed context's stack pointer, which the
+ *                      hook's handler puts in the hit (klasy_hit.sp); the
+ *                      task's stack is [0x10000, 0x14000), any other an
+ *                      IRQ stack
  *   start              TIMER_START
+ *   crowd N            N other tasks, each new, TIMER_START once
  *   stop               TIMER_STOP
  *   wait NS            NS ns go by (wall and the task's CPU time)
  *   timer KEY=VAL...   check the timer's counts (count wall_sum
@@ -44,12 +48,13 @@ static void *klasy_here(struct klasy_agg *g, const struct klasy_map *m)
 	return &timers[klasy_user_cpu];
 }
 
+/* The hit of the handler running (klasy_rt.h: one per CPU). */
+static struct klasy_hit klasy_hit;
+
 #include "agg_funcs.c"
 
 int klasy_user_cpu;
-bool klasy_user_irqs_off;
 struct task_struct *klasy_user_current;
-unsigned long klasy_user_sp;
 static u64 clock_ns = 1000000;
 
 u64 ktime_get_mono_fast_ns(void)
@@ -60,10 +65,6 @@ u64 ktime_get_mono_fast_ns(void)
 u64 sched_clock_cpu(int cpu)
 {
 	return clock_ns;
-}
-
-void klasy_user_irq_point(void)
-{
 }
 
 static int line_no;
@@ -123,7 +124,8 @@ static u64 count(const struct klasy_timer *t, const char *key)
 int main(void)
 {
 	static struct klasy_tslot slots[KLASY_AGG_TASKS];
-	static struct task_struct tasks[9];
+	static struct task_struct tasks[9], others[4 * KLASY_AGG_TASKS];
+	size_t nothers = 0;
 	struct klasy_map map = { .tasks = slots };
 	struct klasy_map_desc desc = { .name = "t", .map = &map };
 	struct klasy_aspect aspect = { 0 };
@@ -133,9 +135,10 @@ int main(void)
 	for (i = 0; i < 9; i++) {
 		tasks[i].pid = i;
 		tasks[i].start_time = 100 + i;
+		tasks[i].stack = (void *)0x10000;	/* not to be touched */
 	}
 	klasy_user_current = &tasks[1];
-	klasy_user_sp = 0x10000 + THREAD_SIZE - 1024;
+	klasy_hit.sp = 0x10000 + THREAD_SIZE - 1024;
 	while (fgets(line, sizeof(line), stdin)) {
 		line_no++;
 		if (strchr(line, '#'))
@@ -155,9 +158,23 @@ int main(void)
 				fail("task: 1..8");
 			klasy_user_current = &tasks[n];
 		} else if (!strcmp(args[0], "sp")) {
-			klasy_user_sp = num(args[1]);
+			klasy_hit.sp = num(args[1]);
 		} else if (!strcmp(args[0], "start")) {
 			klasy_timer_start(&aspect, &desc);
+		} else if (!strcmp(args[0], "crowd")) {
+			struct task_struct *me = klasy_user_current;
+			u64 n = num(args[1]);
+
+			if (n > sizeof(others) / sizeof(others[0]) - nothers)
+				fail("crowd: at most %zu tasks in all", sizeof(others) / sizeof(others[0]));
+			for (; n; n--, nothers++) {
+				others[nothers].pid = 100 + nothers;
+				others[nothers].start_time = 1000 + nothers;
+				others[nothers].stack = (void *)0x10000;
+				klasy_user_current = &others[nothers];
+				klasy_timer_start(&aspect, &desc);
+			}
+			klasy_user_current = me;
 		} else if (!strcmp(args[0], "stop")) {
 			klasy_timer_stop(&aspect, &desc);
 		} else if (!strcmp(args[0], "wait")) {

@@ -11,8 +11,11 @@
  *
  *   cpu N              run on CPU N from now on
  *   emit V             a hook's advice stores V: klasy_emit
- *   irq V              raise an interrupt whose hook stores V: it runs
- *                      where the kernel could take it (kern_user.h)
+ *   irq V              raise an interrupt whose hook stores V: it comes
+ *                      in the next handler, right after the reservation
+ *                      (before the stamp), where kprobes counts the hit
+ *                      as missed (a handler runs with current_kprobe set)
+ *   missed N           the interrupts' hits kprobes counted missed
  *   open               open the records file (its time cut-off)
  *   read SIZE RET [fault]  read(2) of SIZE bytes returns RET (a byte
  *                      count or -errno); with fault, the user's buffer
@@ -24,7 +27,7 @@
  *                      where kprobes has SPEC ('-': the replacement alone;
  *                      letters: a an aggregate kprobe, o a kretprobe of
  *                      the same aspect under it, f a foreign kprobe under
- *                      it) returns RET
+ *                      it, p the aggregate has a post_handler) returns RET
  *
  * A failed check prints "line N: ..." and exits 1.
  */
@@ -38,6 +41,7 @@ struct kprobe {
 	struct list_head list;
 	void *addr;
 	unsigned int flags;
+	void (*post_handler)(void);
 };
 #define KPROBE_FLAG_FTRACE 8
 #define kprobe_ftrace(kp) ((kp)->flags & KPROBE_FLAG_FTRACE)
@@ -65,13 +69,14 @@ struct klasy_aspect {
 /* ---- kern_user.h's stand-ins ---- */
 
 int klasy_user_cpu;
-bool klasy_user_irqs_off;
 struct task_struct *klasy_user_current;
-unsigned long klasy_user_sp;
 static u64 clock_ns = 1000;
 static bool fault;
 static u64 irq_val;
 static bool irq_pending;
+/* kprobes' per-CPU current_kprobe, and the hits it counted missed. */
+static bool kprobe_running;
+static unsigned int missed;
 
 u64 ktime_get_mono_fast_ns(void)
 {
@@ -94,18 +99,31 @@ unsigned long copy_to_user(void __user *to, const void *from, unsigned long n)
 static struct klasy_aspect aspect = { .name = "unit", .id = 1 };
 static struct klasy_hook hook = { .aspect = &aspect };
 
-/* The interrupt's hook: what a handler of the generated module does. */
-void klasy_user_irq_point(void)
+/*
+ * A hit of a klasy hook: kprobes runs the handler, which calls klasy_emit
+ * as the generated module's do, unless a handler runs on the CPU already.
+ */
+static void hook_hit(u64 v)
 {
 	struct klasy_hit hit = { .n = 1 };
 
-	if (!irq_pending || klasy_user_irqs_off)
+	if (kprobe_running) {
+		missed++;
+		return;
+	}
+	kprobe_running = true;
+	hit.vals[0] = v;
+	klasy_emit(&hook, 1, &hit);
+	kprobe_running = false;
+}
+
+/* Where an interrupt can come: it hits a hook. */
+static void irq_point(void)
+{
+	if (!irq_pending)
 		return;
 	irq_pending = false;
-	hit.vals[0] = irq_val;
-	klasy_user_irqs_off = true;
-	klasy_emit(&hook, 1, &hit);
-	klasy_user_irqs_off = false;
+	hook_hit(irq_val);
 }
 
 #define EVENTS 1024
@@ -124,14 +142,14 @@ struct ring_buffer_event *ring_buffer_lock_reserve(struct trace_buffer *b, unsig
 {
 	struct ring_buffer_event *ev;
 
-	/* An interrupt may come at the call. */
-	klasy_user_irq_point();
 	if (rb[klasy_user_cpu].tail == EVENTS || len > KLASY_RECORD_MAX)
 		return NULL;
 	ev = &rb[klasy_user_cpu].ev[rb[klasy_user_cpu].tail++];
 	ev->len = len;
 	ev->committed = false;
 	ev->ts = clock_ns;
+	/* An interrupt may come once the place is taken. */
+	irq_point();
 	return ev;
 }
 
@@ -208,6 +226,10 @@ static long long num(const char *s)
 static u64 got[EVENTS], last_time;
 static int ngot;
 
+static void post_handler(void)
+{
+}
+
 static int replace(const char *spec)
 {
 	struct klasy_hook hooks[2] = { { .function = "f" }, { .function = "f", .index = 1 } };
@@ -216,6 +238,8 @@ static int replace(const char *spec)
 	struct kprobe *kp = &hooks[0].rp.kp;
 
 	kp->flags = KPROBE_FLAG_FTRACE;
+	if (strchr(spec, 'p'))
+		agg.post_handler = post_handler;
 	kp->list.next = kp->list.prev = &kp->list;
 	if (strchr(spec, 'a')) {
 		/* The aggregate's list is the head of its kprobes'. */
@@ -265,10 +289,7 @@ int main(void)
 		if (!strcmp(args[0], "cpu")) {
 			klasy_user_cpu = num(args[1]);
 		} else if (!strcmp(args[0], "emit")) {
-			struct klasy_hit hit = { .n = 1 };
-
-			hit.vals[0] = num(args[1]);
-			klasy_emit(&hook, 1, &hit);
+			hook_hit(num(args[1]));
 		} else if (!strcmp(args[0], "irq")) {
 			irq_val = num(args[1]);
 			irq_pending = true;
@@ -309,6 +330,9 @@ int main(void)
 				if ((long long)klasy_lost[i - 1] != num(args[i]))
 					fail("CPU %d lost %lu, want %s", i - 1, klasy_lost[i - 1], args[i]);
 			}
+		} else if (!strcmp(args[0], "missed")) {
+			if (missed != num(args[1]))
+				fail("kprobes missed %u hits, want %s", missed, args[1]);
 		} else if (!strcmp(args[0], "replace")) {
 			int ret = replace(args[1] ? args[1] : "-");
 

@@ -5,14 +5,14 @@
  * thread, for core_harness.c and agg_harness.c:
  *
  *   CPUs              klasy_user_cpu, set by the harness
- *   interrupts        local_irq_save/restore keep a flag; an interrupt
- *                     the harness raises (klasy_user_raise) runs at the
- *                     next point where the kernel could take it with
- *                     interrupts on (klasy_user_irq_point), or when they
- *                     are turned back on
+ *   interrupts        no local_irq_save/restore: the functions under
+ *                     test run in kprobe handlers and need not turn
+ *                     interrupts off (core_harness.c raises interrupts
+ *                     whose hooks kprobes counts missed)
  *   clocks            ktime_get_mono_fast_ns advances 1 per read
  *   current           a task_struct of a few fields, the harness's
- *   the stack pointer klasy_user_sp, set by the harness
+ *   per-CPU variables this_cpu_ptr is the variable: the harness keeps
+ *                     the one of the CPU it runs on
  */
 #ifndef _KERN_USER_H
 #define _KERN_USER_H
@@ -60,6 +60,7 @@ typedef s32 __s32;
 #define WARN_ONCE(cond, fmt, ...) ({ bool __c = (cond); if (__c) fprintf(stderr, fmt, ##__VA_ARGS__); __c; })
 #define pr_err(fmt, ...) fprintf(stderr, fmt, ##__VA_ARGS__)
 #define THREAD_SIZE 16384UL
+#define NSEC_PER_SEC 1000000000LL
 #define ERESTARTSYS 512
 
 static inline int fls64(u64 x)
@@ -82,14 +83,7 @@ extern int klasy_user_cpu;
 #define for_each_possible_cpu(cpu) for ((cpu) = 0; (cpu) < KLASY_USER_CPUS; (cpu)++)
 /* A per-CPU counter: an array of KLASY_USER_CPUS. */
 #define this_cpu_inc(x) ((&(x))[klasy_user_cpu]++)
-
-/* Interrupts. */
-extern bool klasy_user_irqs_off;
-void klasy_user_irq_point(void);
-#define local_irq_save(flags) \
-	do { (flags) = klasy_user_irqs_off; klasy_user_irqs_off = true; } while (0)
-#define local_irq_restore(flags) \
-	do { klasy_user_irqs_off = (flags); klasy_user_irq_point(); } while (0)
+#define this_cpu_ptr(p) (p)
 
 /* Clocks. */
 u64 ktime_get_mono_fast_ns(void);
@@ -104,12 +98,17 @@ struct task_struct {
 	struct sched_entity se;
 	char comm[16];
 	int pid;
+	void *stack;	/* THREAD_SIZE bytes */
 };
 extern struct task_struct *klasy_user_current;
 #define current klasy_user_current
 #define task_pid_nr(t) ((t)->pid)
-extern unsigned long klasy_user_sp;
-#define current_stack_pointer klasy_user_sp
+static inline bool object_is_on_stack(const void *obj)
+{
+	const char *stack = current->stack;
+
+	return (const char *)obj >= stack && (const char *)obj < stack + THREAD_SIZE;
+}
 
 /* The reader's side of a file. */
 struct file {
