@@ -28,7 +28,14 @@ import (
 // store or read-modify-write for a write, any of the three for a
 // read-write, a lea for an address taken, and also any use for an
 // address taken (the address reaches a helper inlined at that line,
-// refcount_set(&skb->users, 1) stores in atomic_set's code).
+// refcount_set(&skb->users, 1) stores in atomic_set's code). An outer
+// level of a nested access (perf_event.hw of event->hw.config) also
+// agrees when a deeper level at the same instruction agrees and the
+// plugin records the address of the outer member in the same
+// out-of-line function: the source computed the address on another
+// line (hwc = &event->hw; ... hwc->config) and the compiler folded it
+// into this instruction's displacement, so the instruction does touch
+// the member there.
 //
 //   - precision: the share of inferred accesses (instruction, member)
 //     that agree with some plugin record;
@@ -80,6 +87,26 @@ type comparer struct {
 	blocks map[uint64][2]uint64 // pc -> its block
 	lines  map[uint64][][2]int  // block start -> (file, line) of its rows
 	insns  map[uint64][]x86code.Insn
+	recs   map[recKey][]debugklasy.Mode
+	addrIn map[hostKey]bool // the plugin takes the member's address in the function
+}
+
+type hostKey struct {
+	entry  uint64
+	st, mb string
+}
+
+// outerConfirmed says whether a, an outer level of a nested access
+// that no record at its lines confirms, is one whose address the
+// source computed on another line (hwc = &event->hw; hwc->config): a
+// deeper level at the same instruction is confirmed and the plugin
+// records the address of a's member in the same function.
+func (c *comparer) outerConfirmed(a *Access, innerOK bool) bool {
+	if !innerOK {
+		return false
+	}
+	fi, ok := c.b.FuncAt(a.PC)
+	return ok && c.addrIn[hostKey{fi.Entry, a.Struct, a.Member}]
 }
 
 func (c *comparer) block(pc uint64) ([2]uint64, bool) {
@@ -125,22 +152,56 @@ func (c *comparer) linesOf(a *Access, strict bool) [][2]int {
 	return out
 }
 
-// Compare measures res against the plugin's table t of the same image,
-// per struct in structs and in total (the last Score).
-func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []string) []Score {
+// newComparer indexes the plugin's records of t by line.
+func newComparer(b *dwarfmap.Batch, t *debugklasy.Table) *comparer {
 	c := &comparer{b: b, blocks: map[uint64][2]uint64{}, lines: map[uint64][][2]int{}, insns: map[uint64][]x86code.Insn{}}
-	recs := map[recKey][]debugklasy.Mode{}
+	c.recs = map[recKey][]debugklasy.Mode{}
+	c.addrIn = map[hostKey]bool{}
 	for i := range t.Accesses {
 		r := &t.Accesses[i]
+		if r.Mode == debugklasy.Addr {
+			for _, row := range b.LineRows(r.File, r.Line) {
+				if fi, ok := b.FuncAt(row.Addr); ok {
+					c.addrIn[hostKey{fi.Entry, r.Struct, r.Member}] = true
+				}
+			}
+		}
 		for _, id := range b.Files(r.File) {
 			for _, l := range []int{r.Line, r.StmtLine} {
 				if l != 0 {
 					k := recKey{id, l, r.Struct, r.Member}
-					recs[k] = append(recs[k], r.Mode)
+					c.recs[k] = append(c.recs[k], r.Mode)
 				}
 			}
 		}
 	}
+	return c
+}
+
+// confirmed says whether some plugin record agrees with a (see Score),
+// and whether one does by the instruction's own rows and call sites.
+func (c *comparer) confirmed(a *Access) (ok, strictOK bool) {
+	for _, strict := range []bool{false, true} {
+		for _, l := range c.linesOf(a, strict) {
+			k := recKey{uint32(l[0]), l[1], a.Struct, a.Member}
+			for _, m := range c.recs[k] {
+				if fits(m, a.Kind) {
+					if strict {
+						strictOK = true
+					} else {
+						ok = true
+					}
+				}
+			}
+		}
+	}
+	return ok, strictOK
+}
+
+// Compare measures res against the plugin's table t of the same image,
+// per struct in structs and in total (the last Score).
+func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []string) []Score {
+	c := newComparer(b, t)
 	idx := map[string]int{}
 	scores := make([]Score, len(structs)+1)
 	for i, s := range structs {
@@ -156,25 +217,30 @@ func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []stri
 	}
 	// Precision, and the inferred accesses by line for recall.
 	found := map[recKey]uint8{} // kinds (1<<MemKind)
+	conf := make([][2]bool, len(res.Accesses))
+	for i := range res.Accesses {
+		conf[i][0], conf[i][1] = c.confirmed(&res.Accesses[i])
+	}
 	for i := range res.Accesses {
 		a := &res.Accesses[i]
-		ok, strictOK := false, false
-		for pass, strict := range []bool{false, true} {
-			for _, l := range c.linesOf(a, strict) {
-				k := recKey{uint32(l[0]), l[1], a.Struct, a.Member}
-				if pass == 0 {
-					found[k] |= 1 << a.Kind
-				}
-				for _, m := range recs[k] {
-					if fits(m, a.Kind) {
-						if strict {
-							strictOK = true
-						} else {
-							ok = true
-						}
-					}
+		for _, l := range c.linesOf(a, false) {
+			found[recKey{uint32(l[0]), l[1], a.Struct, a.Member}] |= 1 << a.Kind
+		}
+		ok, strictOK := conf[i][0], conf[i][1]
+		if !ok {
+			innerOK, innerStrict := false, false
+			for j := i - 1; j >= 0 && res.Accesses[j].PC == a.PC; j-- {
+				if res.Accesses[j].Depth > a.Depth {
+					innerOK, innerStrict = innerOK || conf[j][0], innerStrict || conf[j][1]
 				}
 			}
+			for j := i + 1; j < len(res.Accesses) && res.Accesses[j].PC == a.PC; j++ {
+				if res.Accesses[j].Depth > a.Depth {
+					innerOK, innerStrict = innerOK || conf[j][0], innerStrict || conf[j][1]
+				}
+			}
+			ok = c.outerConfirmed(a, innerOK)
+			strictOK = c.outerConfirmed(a, innerStrict)
 		}
 		add(a.Struct, func(s *Score) {
 			s.Inferred++
