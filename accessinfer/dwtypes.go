@@ -94,8 +94,10 @@ func (ts *types) read(off dwarf.Offset, typedef string, depth int) *ctype {
 	next, _ := e.Val(dwarf.AttrType).(dwarf.Offset)
 	switch e.Tag {
 	case dwarf.TagTypedef:
-		n, _ := e.Val(dwarf.AttrName).(string)
-		if typedef == "" {
+		// The typedef nearest the type names it, as the plugin names
+		// it: atomic_long_t is a typedef of atomic64_t, the typedef of
+		// an anonymous struct, whose accesses are atomic64_t's.
+		if n, _ := e.Val(dwarf.AttrName).(string); n != "" {
 			typedef = n
 		}
 		fallthrough

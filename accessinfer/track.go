@@ -339,6 +339,7 @@ type object struct {
 	reg   int   // DWARF register of the base, -1 if none
 	base  int64 // the object starts at reg + base
 	stack bool  // a stack slot that is no known object
+	frame bool  // a struct variable in the frame
 	slot  int64
 	// indexed: an index register adds to the address.
 	indexed bool
@@ -430,7 +431,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		so := v.k + m.Disp
 		for _, o := range ft.objs {
 			if so >= o.off && so < o.off+o.t.size && pc >= o.ranges[0][0] && pc < o.ranges[0][1] {
-				return object{t: o.t, off: so - o.off, why: "stack var " + o.name, reg: idxToDWARF[bi], base: o.off - v.k}, true
+				return object{t: o.t, off: so - o.off, why: "stack var " + o.name, reg: idxToDWARF[bi], base: o.off - v.k, frame: true}, true
 			}
 		}
 		return object{stack: true, slot: so}, true
@@ -549,6 +550,20 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		return nil, loaded
 	}
 	if t.kind != tStruct && t.kind != tUnion && t.kind != tArray {
+		return nil, loaded
+	}
+	if obj.frame && acc.Kind == x86code.Store {
+		// A store into a struct in the frame is most often its
+		// initializer (struct x y = {...}, the zeroing of
+		// CONFIG_INIT_STACK_ALL_ZERO at its declaration) or a struct
+		// copy into it, neither a member access in the source (the
+		// plugin records none); an assignment to its member looks the
+		// same: not decided.
+		return nil, loaded
+	}
+	if t.name == "__va_list_tag" {
+		// va_arg's expansion: the compiler's, no member access in
+		// the source.
 		return nil, loaded
 	}
 	if skip[i] {
