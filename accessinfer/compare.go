@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"golang.org/x/arch/x86/x86asm"
 
@@ -35,7 +36,14 @@ import (
 // out-of-line function: the source computed the address on another
 // line (hwc = &event->hw; ... hwc->config) and the compiler folded it
 // into this instruction's displacement, so the instruction does touch
-// the member there.
+// the member there. An access based on a variable DWARF names at the
+// instruction also agrees when the plugin records the same member
+// through the same variable, in a mode the use fits, in the same
+// out-of-line function: the compiler moved the instruction to another
+// line (hoisting, common subexpressions, scheduling across blocks), as
+// the strict figure, which does not count these, shows. A load of a
+// bitfield fits a write of it (the storage unit is read to merge the
+// new bits in).
 //
 //   - precision: the share of inferred accesses (instruction, member)
 //     that agree with some plugin record;
@@ -88,12 +96,50 @@ type comparer struct {
 	lines  map[uint64][][2]int  // block start -> (file, line) of its rows
 	insns  map[uint64][]x86code.Insn
 	recs   map[recKey][]debugklasy.Mode
-	addrIn map[hostKey]bool // the plugin takes the member's address in the function
+	addrIn map[hostKey]bool     // the plugin takes the member's address in the function
+	varIn  map[hostVarKey]uint8 // modes (1<<Mode) of the member through the variable in the function
 }
 
 type hostKey struct {
 	entry  uint64
 	st, mb string
+}
+
+type hostVarKey struct {
+	hostKey
+	v string
+}
+
+// movedConfirmed says whether a, based on a variable DWARF names at the
+// instruction, is an access the plugin records of the same member
+// through the same variable, in a mode it fits, in the same out-of-line
+// function but at another line than the instruction's: the compiler
+// hoisted, sank or merged the load or store (common subexpressions,
+// skb_shinfo(skb)'s skb->head reused, a load scheduled into another
+// line's block).
+func (c *comparer) movedConfirmed(a *Access) bool {
+	v, ok := strings.CutPrefix(a.Why, "var ")
+	if !ok {
+		return false
+	}
+	fi, ok := c.b.FuncAt(a.PC)
+	if !ok {
+		return false
+	}
+	modes := c.varIn[hostVarKey{hostKey{fi.Entry, a.Struct, a.Member}, v}]
+	for m := debugklasy.Read; m <= debugklasy.Addr; m++ {
+		if modes&(1<<m) != 0 && c.fits(a, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// fits is fits for an inferred access: also a load of a bitfield for a
+// write of it (the compiler reads the storage unit to merge the new
+// bits into it).
+func (c *comparer) fits(a *Access, m debugklasy.Mode) bool {
+	return fits(m, a.Kind) || (a.Bitfield && a.Kind == x86code.Load && m == debugklasy.Write)
 }
 
 // outerConfirmed says whether a, an outer level of a nested access
@@ -157,12 +203,20 @@ func newComparer(b *dwarfmap.Batch, t *debugklasy.Table) *comparer {
 	c := &comparer{b: b, blocks: map[uint64][2]uint64{}, lines: map[uint64][][2]int{}, insns: map[uint64][]x86code.Insn{}}
 	c.recs = map[recKey][]debugklasy.Mode{}
 	c.addrIn = map[hostKey]bool{}
+	c.varIn = map[hostVarKey]uint8{}
 	for i := range t.Accesses {
 		r := &t.Accesses[i]
-		if r.Mode == debugklasy.Addr {
+		byVar := r.Base.Var != "" && (r.Base.Kind == debugklasy.Param || r.Base.Kind == debugklasy.Local)
+		if r.Mode == debugklasy.Addr || byVar {
 			for _, row := range b.LineRows(r.File, r.Line) {
 				if fi, ok := b.FuncAt(row.Addr); ok {
-					c.addrIn[hostKey{fi.Entry, r.Struct, r.Member}] = true
+					if r.Mode == debugklasy.Addr {
+						c.addrIn[hostKey{fi.Entry, r.Struct, r.Member}] = true
+					}
+					if byVar {
+						k := hostVarKey{hostKey{fi.Entry, r.Struct, r.Member}, r.Base.Var}
+						c.varIn[k] |= 1 << r.Mode
+					}
 				}
 			}
 		}
@@ -185,7 +239,7 @@ func (c *comparer) confirmed(a *Access) (ok, strictOK bool) {
 		for _, l := range c.linesOf(a, strict) {
 			k := recKey{uint32(l[0]), l[1], a.Struct, a.Member}
 			for _, m := range c.recs[k] {
-				if fits(m, a.Kind) {
+				if c.fits(a, m) {
 					if strict {
 						strictOK = true
 					} else {
@@ -239,7 +293,7 @@ func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []stri
 					innerOK, innerStrict = innerOK || conf[j][0], innerStrict || conf[j][1]
 				}
 			}
-			ok = c.outerConfirmed(a, innerOK)
+			ok = c.outerConfirmed(a, innerOK) || c.movedConfirmed(a)
 			strictOK = c.outerConfirmed(a, innerStrict)
 		}
 		add(a.Struct, func(s *Score) {
