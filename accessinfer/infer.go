@@ -255,9 +255,21 @@ func (w *worker) function(f *function) (accs []Access, counts [2]int) {
 			patched[a] = t
 		}
 	}
-	ft.g = x86code.FuncGraph(f.entry, ranges, patched)
-	for _, r := range ranges {
-		ft.insns = append(ft.insns, x86code.Decode(r.Code, r.Addr)...)
+	// Decoded once, for the graph and for tracking.
+	decoded := make([][]x86code.Insn, len(ranges))
+	n := 0
+	for i, r := range ranges {
+		decoded[i] = x86code.Decode(r.Code, r.Addr)
+		n += len(decoded[i])
+	}
+	ft.g = x86code.FuncGraphDecoded(f.entry, ranges, decoded, patched)
+	if len(decoded) == 1 {
+		ft.insns = decoded[0]
+	} else {
+		ft.insns = make([]x86code.Insn, 0, n)
+		for _, d := range decoded {
+			ft.insns = append(ft.insns, d...)
+		}
 	}
 	counts[0] = len(ft.insns)
 	ft.buildFacts()

@@ -94,16 +94,22 @@ func (s *state) slot(off int64) (val, bool) {
 
 // setSlot writes n bytes at off: an 8-byte value is kept, anything else
 // forgets the slots it overlaps.
+// The state owns its slots (clone copies them): they change in place.
 func (s *state) setSlot(off int64, n int64, v val) {
-	out := s.slots[:0:0]
+	out := s.slots[:0]
 	for _, sl := range s.slots {
 		if sl.off+8 <= off || sl.off >= off+n {
 			out = append(out, sl)
 		}
 	}
+	for i := len(out); i < len(s.slots); i++ {
+		s.slots[i] = slot{} // no stale pointers for the collector
+	}
 	if n == 8 && v.kind != vNone {
-		out = append(out, slot{off, v})
-		sort.Slice(out, func(i, j int) bool { return out[i].off < out[j].off })
+		i := sort.Search(len(out), func(i int) bool { return out[i].off >= off })
+		out = append(out, slot{})
+		copy(out[i+1:], out[i:])
+		out[i] = slot{off, v}
 	}
 	s.slots = out
 }
@@ -202,7 +208,9 @@ type fnTrack struct {
 	f     *function
 	insns []x86code.Insn
 	g     *x86code.Graph
-	facts [][]fact // by instruction index
+	facts   [][]fact // by instruction index
+	applied []appliedFacts
+	looked  []lookEntry
 	objs  []stackObj
 }
 
@@ -214,6 +222,8 @@ func (ft *fnTrack) insnIndex(pc uint64) int {
 func (ft *fnTrack) buildFacts() {
 	ts := ft.w.ts
 	ft.facts = make([][]fact, len(ft.insns))
+	ft.applied = make([]appliedFacts, len(ft.insns))
+	ft.looked = make([]lookEntry, len(ft.insns))
 	for vi := range ft.f.vars {
 		v := &ft.f.vars[vi]
 		t := ts.get(v.typ)
@@ -288,10 +298,40 @@ func (ft *fnTrack) buildFacts() {
 // variables of different types in one register at the same depth (a
 // pointer and its container_of) are both kept, as alternatives.
 func (ft *fnTrack) apply(s *state, i int) {
-	fs := ft.facts[i]
-	if len(fs) == 0 {
+	if len(ft.facts[i]) == 0 {
 		return
 	}
+	ap := &ft.applied[i]
+	if !ap.done {
+		ft.prepare(i)
+	}
+	for _, rv := range ap.regs {
+		s.regs[rv.reg] = rv.v
+	}
+	if sp := s.regs[rsp]; sp.kind == vStack {
+		for _, f := range ft.facts[i] {
+			if f.reg < 0 {
+				s.setSlot(f.slot, 8, f.v)
+			}
+		}
+	}
+}
+
+// regVal is a register DWARF gives a value at an instruction.
+type regVal struct {
+	reg int
+	v   val
+}
+
+// appliedFacts are what apply sets at an instruction, worked out once.
+type appliedFacts struct {
+	done bool
+	regs []regVal
+}
+
+// prepare works out what DWARF's facts at instruction i set.
+func (ft *fnTrack) prepare(i int) {
+	fs := ft.facts[i]
 	type best struct {
 		v     val
 		depth int
@@ -316,17 +356,11 @@ func (ft *fnTrack) apply(s *state, i int) {
 			}
 		}
 	}
+	ap := &ft.applied[i]
+	ap.done = true
 	for r := range regs {
-		if !regs[r].set {
-			continue
-		}
-		s.regs[r] = regs[r].v
-	}
-	if sp := s.regs[rsp]; sp.kind == vStack {
-		for _, f := range fs {
-			if f.reg < 0 {
-				s.setSlot(f.slot, 8, f.v)
-			}
+		if regs[r].set {
+			ap.regs = append(ap.regs, regVal{r, regs[r].v})
 		}
 	}
 }
@@ -473,20 +507,79 @@ func isPercpuBase(name string) bool {
 // members are those of the only typing under which the access falls on
 // a member, or the innermost member all typings agree on.
 func (ft *fnTrack) look(s *state, i, end int, pats map[int]bits, skip map[int]bool) (memResult, bool) {
-	in := &ft.insns[i]
-	acc, ok := x86code.Access(&in.Inst)
-	if !ok {
+	e := &ft.looked[i]
+	if e.state == lookNoMem {
 		return memResult{}, false
 	}
+	if e.state == lookUnknown {
+		acc, ok := x86code.Access(&ft.insns[i].Inst)
+		if !ok {
+			e.state = lookNoMem
+			return memResult{}, false
+		}
+		e.acc, e.state = acc, lookMem
+		e.regs = [3]int{-1, -1, -1}
+		if bi, _, ok := regIndex(acc.Mem.Base); ok {
+			e.regs[0] = bi
+		}
+		if ii, _, ok := regIndex(acc.Mem.Index); ok {
+			e.regs[1] = ii
+		}
+		if acc.Kind == x86code.Store {
+			if sr, ok := ft.insns[i].Inst.Args[1].(x86asm.Reg); ok {
+				if si, full, ok := regIndex(sr); ok && full {
+					e.regs[2] = si
+				}
+			}
+		}
+	}
+	// The result depends on the registers the operand names (and, for
+	// a store, the one it stores) and on nothing else of the state but
+	// the stack slots a load from the frame reads: worked out again
+	// only when those registers changed.
+	var key [3]val
+	for k, ri := range e.regs {
+		if ri >= 0 {
+			key[k] = s.regs[ri]
+		}
+	}
+	if e.cached && key[0].same(e.key[0]) && key[1].same(e.key[1]) && key[2].same(e.key[2]) {
+		return e.r, true
+	}
+	r := ft.lookSlow(s, i, end, e.acc, pats, skip)
+	e.cached = !r.obj.stack
+	e.key, e.r = key, r
+	return r, true
+}
+
+const (
+	lookUnknown = iota
+	lookNoMem
+	lookMem
+)
+
+// lookEntry caches look's work at one instruction.
+type lookEntry struct {
+	state  uint8
+	cached bool
+	acc    x86code.MemAccess
+	regs   [3]int // base, index, stored register (-1: none)
+	key    [3]val
+	r      memResult
+}
+
+// lookSlow is look without the cache.
+func (ft *fnTrack) lookSlow(s *state, i, end int, acc x86code.MemAccess, pats map[int]bits, skip map[int]bool) memResult {
+	in := &ft.insns[i]
 	r := memResult{acc: acc}
 	objs := ft.objects(s, acc.Mem, in.End(), in.PC)
 	if len(objs) == 0 {
-		return r, true
+		return r
 	}
 	if len(objs) == 1 {
 		r.obj = objs[0]
 		r.chains, r.loaded = ft.resolveObj(s, i, end, acc, objs[0], pats, skip)
-		return r, true
+		return r
 	}
 	var got []memResult
 	for _, o := range objs {
@@ -497,17 +590,17 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]bits, skip map[int]bo
 	}
 	switch {
 	case len(got) == 1:
-		return got[0], true
+		return got[0]
 	case len(got) > 1:
 		// Agreeing typings: keep the innermost member they share.
 		best := got[0]
 		for _, g := range got[1:] {
 			if len(g.chains) != 1 || len(best.chains) != 1 {
-				return r, true
+				return r
 			}
 			x, y := g.chains[0][len(g.chains[0])-1], best.chains[0][len(best.chains[0])-1]
 			if x.m.name != y.m.name || x.st.key() != y.st.key() || x.bitOff != y.bitOff {
-				return r, true
+				return r
 			}
 			if len(g.chains[0]) < len(best.chains[0]) {
 				best = g
@@ -515,9 +608,9 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]bits, skip map[int]bo
 		}
 		c := best.chains[0]
 		best.chains = []chain{c[len(c)-1:]}
-		return best, true
+		return best
 	}
-	return r, true
+	return r
 }
 
 // resolveObj is look for one typing of the base: the members and the
