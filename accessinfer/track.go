@@ -204,14 +204,15 @@ type stackObj struct {
 
 // fnTrack is one function under analysis.
 type fnTrack struct {
-	w     *worker
-	f     *function
-	insns []x86code.Insn
-	g     *x86code.Graph
-	facts   [][]fact // by instruction index
+	w       *worker
+	f       *function
+	insns   []x86code.Insn
+	g       *x86code.Graph
+	facts   [][]int32 // by instruction index: indexes into fs
+	fs      []fact
 	applied []appliedFacts
 	looked  []lookEntry
-	objs  []stackObj
+	objs    []stackObj
 }
 
 func (ft *fnTrack) insnIndex(pc uint64) int {
@@ -221,7 +222,30 @@ func (ft *fnTrack) insnIndex(pc uint64) int {
 // buildFacts turns the variables' locations into per-instruction facts.
 func (ft *fnTrack) buildFacts() {
 	ts := ft.w.ts
-	ft.facts = make([][]fact, len(ft.insns))
+	ft.facts = make([][]int32, len(ft.insns))
+	var spans [][2]int32 // of ft.fs[k]: instructions [i, j)
+	defer func() {
+		// One array for all the instructions' lists.
+		counts := make([]int32, len(ft.insns))
+		total := 0
+		for _, sp := range spans {
+			for i := sp[0]; i < sp[1]; i++ {
+				counts[i]++
+			}
+			total += int(sp[1] - sp[0])
+		}
+		pool := make([]int32, total)
+		at := 0
+		for i, c := range counts {
+			ft.facts[i] = pool[at : at : at+int(c)]
+			at += int(c)
+		}
+		for k, sp := range spans {
+			for i := sp[0]; i < sp[1]; i++ {
+				ft.facts[i] = append(ft.facts[i], int32(k))
+			}
+		}
+	}()
 	ft.applied = make([]appliedFacts, len(ft.insns))
 	ft.looked = make([]lookEntry, len(ft.insns))
 	for vi := range ft.f.vars {
@@ -286,8 +310,10 @@ func (ft *fnTrack) buildFacts() {
 					}
 					fc.slot = 8 + w.off
 				}
-				for i := ft.insnIndex(lo); i < len(ft.insns) && ft.insns[i].PC < hi; i++ {
-					ft.facts[i] = append(ft.facts[i], fc)
+				i, j := ft.insnIndex(lo), ft.insnIndex(hi)
+				if i < j {
+					ft.fs = append(ft.fs, fc)
+					spans = append(spans, [2]int32{int32(i), int32(j)})
 				}
 			}
 		}
@@ -309,8 +335,8 @@ func (ft *fnTrack) apply(s *state, i int) {
 		s.regs[rv.reg] = rv.v
 	}
 	if sp := s.regs[rsp]; sp.kind == vStack {
-		for _, f := range ft.facts[i] {
-			if f.reg < 0 {
+		for _, k := range ft.facts[i] {
+			if f := &ft.fs[k]; f.reg < 0 {
 				s.setSlot(f.slot, 8, f.v)
 			}
 		}
@@ -338,7 +364,8 @@ func (ft *fnTrack) prepare(i int) {
 		set   bool
 	}
 	var regs [16]best
-	for _, f := range fs {
+	for _, k := range fs {
+		f := &ft.fs[k]
 		if f.reg < 0 {
 			continue
 		}
@@ -722,7 +749,8 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) hint {
 		}
 		// DWARF names the loaded value at the next instruction.
 		if i+1 < len(ft.insns) {
-			for _, f := range ft.facts[i+1] {
+			for _, k := range ft.facts[i+1] {
+				f := &ft.fs[k]
 				if f.reg == ri && f.v.k == 0 {
 					h.ptrTo = f.v.t.key()
 				}
