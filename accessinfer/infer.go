@@ -352,6 +352,40 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		}
 		return s
 	}
+	// In reverse post-order a block comes after all its predecessors
+	// unless an arc goes back (a loop) or it was reached by none: when
+	// none does, one pass sees every block's final state and emits.
+	pos := make([]int, nb)
+	for i := range pos {
+		pos[i] = -1
+	}
+	for k, b := range order {
+		pos[b] = k
+	}
+	oneway := true
+	for _, b := range order {
+		for _, p := range preds[b] {
+			if pos[p] < 0 || pos[p] >= pos[b] {
+				oneway = false
+			}
+		}
+	}
+	var accs []Access
+	if oneway {
+		for _, b := range order {
+			s := in(b)
+			lo, hi := ft.blockInsns(&g.Blocks[b])
+			for i := lo; i < hi; i++ {
+				ft.step(s, i, hi, pats[b], skips[b], func(r memResult) {
+					*memInsns++
+					ft.emit(&accs, i, r)
+				})
+			}
+			outs[b] = s
+		}
+		sort.SliceStable(accs, func(i, j int) bool { return accs[i].PC < accs[j].PC })
+		return accs
+	}
 	for round := 0; round < 6; round++ {
 		changed := false
 		for _, b := range order {
@@ -369,7 +403,6 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 			break
 		}
 	}
-	var accs []Access
 	for _, b := range order {
 		s := in(b)
 		lo, hi := ft.blockInsns(&g.Blocks[b])
