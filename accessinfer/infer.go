@@ -330,25 +330,51 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		lo, hi := ft.blockInsns(&g.Blocks[b])
 		pats[b], skips[b] = ft.bitPatterns(lo, hi)
 	}
+	// uses[p] counts the blocks still to read outs[p] in a one-pass
+	// run; at 0 its state is free for another block (recycle).
+	var uses []int
+	var free []*state
+	newState := func() *state {
+		if n := len(free); n > 0 {
+			s := free[n-1]
+			free = free[:n-1]
+			return s
+		}
+		return &state{}
+	}
 	in := func(b int) *state {
 		var s *state
+		if b == entry && g.Blocks[b].Start == g.Entry {
+			// Entered from a call as well: only the stack pointer is known.
+			s = newState()
+			s.regs = [16]val{}
+			s.slots = s.slots[:0]
+			s.regs[rsp] = val{kind: vStack}
+		}
 		for _, p := range preds[b] {
 			if outs[p] == nil {
 				continue // not computed yet: optimistic, refined next round
 			}
-			if s == nil {
-				s = outs[p].clone()
-			} else {
+			switch {
+			case s == nil:
+				s = newState()
+				s.copyFrom(outs[p])
+			case !(b == entry && g.Blocks[b].Start == g.Entry):
 				s.merge(outs[p])
 			}
 		}
-		if s == nil {
-			s = &state{}
+		if uses != nil {
+			for _, p := range preds[b] {
+				if uses[p]--; uses[p] == 0 && outs[p] != nil {
+					free = append(free, outs[p])
+					outs[p] = nil
+				}
+			}
 		}
-		if b == entry && g.Blocks[b].Start == g.Entry {
-			// Entered from a call as well: only the stack pointer is known.
-			s = &state{}
-			s.regs[rsp] = val{kind: vStack}
+		if s == nil {
+			s = newState()
+			s.regs = [16]val{}
+			s.slots = s.slots[:0]
 		}
 		return s
 	}
@@ -372,6 +398,12 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	}
 	var accs []Access
 	if oneway {
+		uses = make([]int, nb)
+		for _, b := range order {
+			for _, p := range preds[b] {
+				uses[p]++
+			}
+		}
 		for _, b := range order {
 			s := in(b)
 			lo, hi := ft.blockInsns(&g.Blocks[b])

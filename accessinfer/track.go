@@ -78,6 +78,12 @@ type state struct {
 	slots []slot
 }
 
+// copyFrom makes s a copy of o, reusing s's slots array.
+func (s *state) copyFrom(o *state) {
+	s.regs = o.regs
+	s.slots = append(s.slots[:0], o.slots...)
+}
+
 func (s *state) clone() *state {
 	c := &state{regs: s.regs}
 	c.slots = append([]slot(nil), s.slots...)
@@ -211,7 +217,10 @@ type fnTrack struct {
 	facts   [][]int32 // by instruction index: indexes into fs
 	fs      []fact
 	applied []appliedFacts
-	looked  []lookEntry
+	// memAt[i] is instruction i's entry in looked, -1 if it has no
+	// memory operand.
+	memAt  []int32
+	looked []lookEntry
 	objs    []stackObj
 }
 
@@ -247,7 +256,15 @@ func (ft *fnTrack) buildFacts() {
 		}
 	}()
 	ft.applied = make([]appliedFacts, len(ft.insns))
-	ft.looked = make([]lookEntry, len(ft.insns))
+	ft.memAt = make([]int32, len(ft.insns))
+	ft.looked = ft.looked[:0]
+	for i := range ft.insns {
+		ft.memAt[i] = -1
+		if acc, ok := x86code.Access(&ft.insns[i].Inst); ok {
+			ft.memAt[i] = int32(len(ft.looked))
+			ft.looked = append(ft.looked, lookEntry{acc: acc})
+		}
+	}
 	for vi := range ft.f.vars {
 		v := &ft.f.vars[vi]
 		t := ts.get(v.typ)
@@ -534,17 +551,13 @@ func isPercpuBase(name string) bool {
 // members are those of the only typing under which the access falls on
 // a member, or the innermost member all typings agree on.
 func (ft *fnTrack) look(s *state, i, end int, pats map[int]bits, skip map[int]bool) (memResult, bool) {
-	e := &ft.looked[i]
-	if e.state == lookNoMem {
+	if ft.memAt[i] < 0 {
 		return memResult{}, false
 	}
-	if e.state == lookUnknown {
-		acc, ok := x86code.Access(&ft.insns[i].Inst)
-		if !ok {
-			e.state = lookNoMem
-			return memResult{}, false
-		}
-		e.acc, e.state = acc, lookMem
+	e := &ft.looked[ft.memAt[i]]
+	if !e.ready {
+		e.ready = true
+		acc := e.acc
 		e.regs = [3]int{-1, -1, -1}
 		if bi, _, ok := regIndex(acc.Mem.Base); ok {
 			e.regs[0] = bi
@@ -579,15 +592,9 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]bits, skip map[int]bo
 	return r, true
 }
 
-const (
-	lookUnknown = iota
-	lookNoMem
-	lookMem
-)
-
 // lookEntry caches look's work at one instruction.
 type lookEntry struct {
-	state  uint8
+	ready  bool // regs worked out
 	cached bool
 	acc    x86code.MemAccess
 	regs   [3]int // base, index, stored register (-1: none)
