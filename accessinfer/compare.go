@@ -252,6 +252,36 @@ func (c *comparer) confirmed(a *Access) (ok, strictOK bool) {
 	return ok, strictOK
 }
 
+// confirmAll says which of accs (by PC, as Result has them) the
+// plugin confirms, by all the rules of Score and by the strict ones.
+func (c *comparer) confirmAll(accs []Access) (ok, strict []bool) {
+	ok, strict = make([]bool, len(accs)), make([]bool, len(accs))
+	for i := range accs {
+		ok[i], strict[i] = c.confirmed(&accs[i])
+	}
+	out, outStrict := append([]bool(nil), ok...), append([]bool(nil), strict...)
+	for i := range accs {
+		a := &accs[i]
+		if ok[i] {
+			continue
+		}
+		innerOK, innerStrict := false, false
+		for j := i - 1; j >= 0 && accs[j].PC == a.PC; j-- {
+			if accs[j].Depth > a.Depth {
+				innerOK, innerStrict = innerOK || ok[j], innerStrict || strict[j]
+			}
+		}
+		for j := i + 1; j < len(accs) && accs[j].PC == a.PC; j++ {
+			if accs[j].Depth > a.Depth {
+				innerOK, innerStrict = innerOK || ok[j], innerStrict || strict[j]
+			}
+		}
+		out[i] = c.outerConfirmed(a, innerOK) || c.movedConfirmed(a)
+		outStrict[i] = strict[i] || c.outerConfirmed(a, innerStrict)
+	}
+	return out, outStrict
+}
+
 // Compare measures res against the plugin's table t of the same image,
 // per struct in structs and in total (the last Score).
 func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []string) []Score {
@@ -271,31 +301,13 @@ func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []stri
 	}
 	// Precision, and the inferred accesses by line for recall.
 	found := map[recKey]uint8{} // kinds (1<<MemKind)
-	conf := make([][2]bool, len(res.Accesses))
-	for i := range res.Accesses {
-		conf[i][0], conf[i][1] = c.confirmed(&res.Accesses[i])
-	}
+	okAll, strictAll := c.confirmAll(res.Accesses)
 	for i := range res.Accesses {
 		a := &res.Accesses[i]
 		for _, l := range c.linesOf(a, false) {
 			found[recKey{uint32(l[0]), l[1], a.Struct, a.Member}] |= 1 << a.Kind
 		}
-		ok, strictOK := conf[i][0], conf[i][1]
-		if !ok {
-			innerOK, innerStrict := false, false
-			for j := i - 1; j >= 0 && res.Accesses[j].PC == a.PC; j-- {
-				if res.Accesses[j].Depth > a.Depth {
-					innerOK, innerStrict = innerOK || conf[j][0], innerStrict || conf[j][1]
-				}
-			}
-			for j := i + 1; j < len(res.Accesses) && res.Accesses[j].PC == a.PC; j++ {
-				if res.Accesses[j].Depth > a.Depth {
-					innerOK, innerStrict = innerOK || conf[j][0], innerStrict || conf[j][1]
-				}
-			}
-			ok = c.outerConfirmed(a, innerOK) || c.movedConfirmed(a)
-			strictOK = c.outerConfirmed(a, innerStrict)
-		}
+		ok, strictOK := okAll[i], strictAll[i]
 		add(a.Struct, func(s *Score) {
 			s.Inferred++
 			if ok {

@@ -116,10 +116,7 @@ func writeDiag(t testing.TB, b *dwarfmap.Batch, res *Result, tab *debugklasy.Tab
 			t.Fatal(err)
 		}
 		tw := bufio.NewWriter(tf)
-		conf := make([]bool, len(res.Accesses))
-		for i := range res.Accesses {
-			conf[i], _ = c.confirmed(&res.Accesses[i])
-		}
+		conf, strictAll := c.confirmAll(res.Accesses)
 		for i := range res.Accesses {
 			a := &res.Accesses[i]
 			j, k := i, i
@@ -143,7 +140,7 @@ func writeDiag(t testing.TB, b *dwarfmap.Batch, res *Result, tab *debugklasy.Tab
 					hostAddr = hostAddr || r.Mode == debugklasy.Addr
 				}
 			}
-			_, strict := c.confirmed(a)
+			strict := strictAll[i]
 			ins := ""
 			if is := b.Insns(a.PC, a.PC+15); len(is) > 0 {
 				ins = x86asm.GNUSyntax(is[0].Inst, is[0].PC, nil)
@@ -154,9 +151,10 @@ func writeDiag(t testing.TB, b *dwarfmap.Batch, res *Result, tab *debugklasy.Tab
 		tf.Close()
 	}
 	n := 0
+	okAll, _ := c.confirmAll(res.Accesses)
 	for i := range res.Accesses {
 		a := &res.Accesses[i]
-		if ok, _ := c.confirmed(a); ok {
+		if okAll[i] {
 			continue
 		}
 		n++

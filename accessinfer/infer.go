@@ -139,11 +139,16 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	scans := make([]unitScan, len(cus))
 	var wg sync.WaitGroup
 	next := make(chan int)
+	// Each worker's types, read in the scan, serve it in tracking too.
+	tss := make([]*types, nw)
+	for w := range tss {
+		tss[w] = newTypes(d)
+	}
 	for w := 0; w < nw; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: newTypes(d), info: img.Section(".debug_info")}
+			s := &scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: tss[w], info: img.Section(".debug_info")}
 			s.locs.loc = img.Section(".debug_loc")
 			s.locs.loclists = img.Section(".debug_loclists")
 			s.locs.addr = img.Section(".debug_addr")
@@ -208,7 +213,7 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wk := &worker{ts: newTypes(d), g: gl, rets: rets, img: img, res: reserved}
+			wk := &worker{ts: tss[w], g: gl, rets: rets, img: img, res: reserved}
 			for i := range next {
 				out[i], counts[i] = wk.function(funcs[i])
 			}

@@ -221,7 +221,7 @@ type fnTrack struct {
 	// memory operand.
 	memAt  []int32
 	looked []lookEntry
-	objs    []stackObj
+	objs   []stackObj
 }
 
 func (ft *fnTrack) insnIndex(pc uint64) int {
