@@ -69,6 +69,18 @@ type access struct {
 	h       hint
 	addr    bool // lea: the address of the member at off
 	indexed bool // an index register adds an unknown multiple
+	// copy: the instruction moves bytes between memory and memory
+	// through a register (a load whose value is only stored, or the
+	// store of it), and with the moves beside it in its block through
+	// the same base register it copies the bytes [copyLo, copyHi) of
+	// the container. An embedded struct all of whose bytes are copied
+	// is copied whole (p = file->f_path, uid = cred->uid): the plugin
+	// records the member, not the members inside it.
+	copy           bool
+	copyLo, copyHi int64
+	// wrapOK says whether a whole wrapper of one member (kuid_t,
+	// atomic_t, pte_t) is an access of that member here (nil: no).
+	wrapOK func(t *ctype) bool
 }
 
 // walk finds the chains of named members that an access touches in t,
@@ -162,8 +174,16 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 	return out
 }
 
+// copies reports whether the access is part of a copy of all the bytes
+// [lo, hi).
+func (a access) copies(lo, hi int64) bool {
+	return a.copy && a.copyLo <= lo && a.copyHi >= hi
+}
+
 func (a access) sub(off int64) access {
 	a.off -= off
+	a.copyLo -= off
+	a.copyHi -= off
 	a.bm = a.bm.shift(off * 8)
 	return a
 }
@@ -199,16 +219,23 @@ func (ts *types) one(t *ctype, m *cmember, a access, outer *ctype, outerBit int6
 		}
 		h := ts.hopOf(outer, m, outerBit, lo, hi)
 		whole := a.off <= lo && a.off+a.n >= hi
-		if whole && !a.addr && ts.single(mt, 0) {
+		copied := a.copies(lo, hi)
+		if whole && !a.addr && !copied && a.wrapOK != nil && a.wrapOK(mt) && ts.single(mt, 0) {
 			// A wrapper of one member (atomic_t, refcount_t, kuid_t):
-			// the whole of it is that member.
-			if cs := ts.walk(mt, inner, nil, 0, depth+1); len(cs) == 1 {
+			// the whole of it is that member where a helper taking the
+			// wrapper (atomic_read(v), __kuid_val(uid)) is inlined;
+			// elsewhere it is copied whole (uid = cred->uid), which the
+			// plugin records as the outer member only.
+			in := inner
+			in.wrapOK = func(*ctype) bool { return true } // the helper's own code, down to the scalar
+			if cs := ts.walk(mt, in, nil, 0, depth+1); len(cs) == 1 {
 				return []chain{append(chain{h}, cs[0]...)}
 			}
 		}
-		if whole || (a.addr && a.off == lo) || a.indexed {
-			// The whole member (a struct copy), or its address: the
-			// plugin records the member, not what is inside.
+		if whole || (a.addr && a.off == lo) || a.indexed || copied {
+			// The whole member (a struct copy), or its address, or a
+			// piece of a copy of it: the plugin records the member, not
+			// what is inside.
 			return []chain{{h}}
 		}
 		cs := ts.walk(mt, inner, nil, 0, depth+1)
@@ -226,7 +253,7 @@ func (ts *types) one(t *ctype, m *cmember, a access, outer *ctype, outerBit int6
 		}
 		h := ts.hopOf(outer, m, outerBit, lo, hi)
 		el := ts.get(mt.elem)
-		if a.indexed || el == nil || el.size <= 0 || (el.kind != tStruct && el.kind != tUnion) {
+		if a.indexed || a.copies(lo, hi) || el == nil || el.size <= 0 || (el.kind != tStruct && el.kind != tUnion) {
 			return []chain{{h}}
 		}
 		// An element of an array of structs: where in the element.

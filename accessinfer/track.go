@@ -701,6 +701,11 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		a.bm.base += obj.off * 8
 	}
 	a.h = ft.hintFor(s, i, end, acc)
+	if lo, hi, ok := ft.copySpan(i, end); ok {
+		// In the object's offsets.
+		a.copy, a.copyLo, a.copyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+	}
+	a.wrapOK = func(t *ctype) bool { return ft.wrapperParamAt(ft.insns[i].PC, t) }
 	chains = ts.objectAccess(t, a)
 	if acc.Kind == x86code.Load && n == 8 && len(chains) == 1 {
 		last := chains[0][len(chains[0])-1]
@@ -829,6 +834,161 @@ func knownOp(op x86asm.Op) bool {
 		x86asm.MOVQ, x86asm.MOVD, x86asm.MOVDQU, x86asm.MOVDQA, x86asm.MOVUPS, x86asm.MOVAPS,
 		x86asm.PXOR, x86asm.XORPS, x86asm.MOVNTI, x86asm.IMUL:
 		return true
+	}
+	return false
+}
+
+// copyAt reports whether instruction i, in a block ending before end,
+// moves bytes from memory to memory through a register: a mov load
+// whose register is next read by a mov store of it (of the same width)
+// before anything else reads or writes it, or that store.
+func (ft *fnTrack) copyAt(i, end int) bool {
+	in := &ft.insns[i].Inst
+	if in.Op != x86asm.MOV {
+		return false
+	}
+	if dst, ok := in.Args[0].(x86asm.Reg); ok {
+		if _, isMem := in.Args[1].(x86asm.Mem); isMem {
+			return ft.storedNext(i, end, dst)
+		}
+		return false
+	}
+	src, ok := in.Args[1].(x86asm.Reg)
+	if !ok {
+		return false
+	}
+	if _, isMem := in.Args[0].(x86asm.Mem); !isMem {
+		return false
+	}
+	// The store: its register loaded by a mov from memory just before.
+	ri, _, ok := regIndex(src)
+	if !ok {
+		return false
+	}
+	lo := ft.blockStart(i)
+	for j := i - 1; j >= lo && j >= i-8; j-- {
+		p := &ft.insns[j].Inst
+		if d, ok := p.Args[0].(x86asm.Reg); ok && d == src && p.Op == x86asm.MOV {
+			if _, isMem := p.Args[1].(x86asm.Mem); isMem {
+				return ft.storedNext(j, end, src)
+			}
+			return false
+		}
+		if usesReg(p, ri) || writesReg(p, ri) {
+			return false
+		}
+	}
+	return false
+}
+
+// copySpan is, for instruction i that moves memory to memory (copyAt),
+// the displacements [lo, hi) that it and the moves of the same kind
+// through the same base register around it in its block (up to 32
+// instructions away) cover contiguously.
+func (ft *fnTrack) copySpan(i, end int) (lo, hi int64, ok bool) {
+	if !ft.copyAt(i, end) {
+		return 0, 0, false
+	}
+	acc := ft.looked[ft.memAt[i]].acc
+	m := acc.Mem
+	if m.Index != 0 || m.Base == 0 || m.Base == x86asm.RIP {
+		return 0, 0, false
+	}
+	type iv struct{ lo, hi int64 }
+	var ivs []iv
+	start := max(ft.blockStart(i), i-32)
+	for j := start; j < end && j <= i+32; j++ {
+		if ft.memAt[j] < 0 {
+			continue
+		}
+		o := ft.looked[ft.memAt[j]].acc
+		if o.Kind != acc.Kind || o.Mem.Base != m.Base || o.Mem.Index != 0 || o.Mem.Segment != m.Segment || o.Bytes <= 0 {
+			continue
+		}
+		if j != i && !ft.copyAt(j, end) {
+			continue
+		}
+		ivs = append(ivs, iv{o.Mem.Disp, o.Mem.Disp + int64(o.Bytes)})
+	}
+	lo, hi = m.Disp, m.Disp+int64(max(acc.Bytes, 1))
+	for grown := true; grown; {
+		grown = false
+		for _, v := range ivs {
+			if v.lo <= hi && v.hi >= lo && (v.lo < lo || v.hi > hi) {
+				lo, hi, grown = min(lo, v.lo), max(hi, v.hi), true
+			}
+		}
+	}
+	return lo, hi, true
+}
+
+// storedNext reports whether the register r that instruction i loads
+// is next used, before end, by a mov storing all of it to memory.
+func (ft *fnTrack) storedNext(i, end int, r x86asm.Reg) bool {
+	ri, _, ok := regIndex(r)
+	if !ok {
+		return false
+	}
+	for j := i + 1; j < end && j <= i+8; j++ {
+		nx := &ft.insns[j].Inst
+		if nx.Op == x86asm.MOV {
+			if s, ok := nx.Args[1].(x86asm.Reg); ok && s == r {
+				m, isMem := nx.Args[0].(x86asm.Mem)
+				return isMem && !memUses(m, ri)
+			}
+		}
+		if usesReg(nx, ri) || writesReg(nx, ri) {
+			return false
+		}
+	}
+	return false
+}
+
+func memUses(m x86asm.Mem, ri int) bool {
+	for _, r := range []x86asm.Reg{m.Base, m.Index} {
+		if i, _, ok := regIndex(r); ok && i == ri {
+			return true
+		}
+	}
+	return false
+}
+
+// blockStart is the first instruction of the block holding i.
+func (ft *fnTrack) blockStart(i int) int {
+	if b, ok := ft.g.Block(ft.insns[i].PC); ok {
+		return ft.insnIndex(ft.g.Blocks[b].Start)
+	}
+	// Not a block start: the block before it.
+	k := sort.Search(len(ft.g.Blocks), func(k int) bool { return ft.g.Blocks[k].Start > ft.insns[i].PC }) - 1
+	if k < 0 {
+		return 0
+	}
+	return ft.insnIndex(ft.g.Blocks[k].Start)
+}
+
+// wrapperParamAt reports whether an inlined copy holding pc has a
+// parameter of type t or pointer to t.
+func (ft *fnTrack) wrapperParamAt(pc uint64, t *ctype) bool {
+	ts := ft.w.ts
+	k := t.key()
+	for _, p := range ft.f.params {
+		in := false
+		for _, r := range p.scope {
+			if pc >= r[0] && pc < r[1] {
+				in = true
+				break
+			}
+		}
+		if !in {
+			continue
+		}
+		pt := ts.get(p.typ)
+		if pt != nil && pt.kind == tPtr {
+			pt = ts.pointee(pt)
+		}
+		if pt != nil && pt.key() == k {
+			return true
+		}
 	}
 	return false
 }
