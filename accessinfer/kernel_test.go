@@ -157,3 +157,48 @@ func TestBuiltKernelFloors(t *testing.T) {
 		}
 	}
 }
+
+// TestDebianKernel runs inference on Debian's stock vmlinux (no plugin,
+// no ground truth) and logs how many accesses it finds of the structs
+// issue 19 names, beside dwarfmap's index build of the same image.
+func TestDebianKernel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: reads the whole Debian kernel")
+	}
+	k, err := lab.FindKernel(lab.Debian)
+	testenv.Need(t, "debian-kernel", err)
+	start, cpu := time.Now(), cpuTime()
+	x, info, err := dwarfmap.Load(k.Vmlinux, dwarfmap.Options{NoCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	index, indexCPU := time.Since(start), cpuTime()-cpu
+	if info.Built > 0 {
+		index = info.Built
+	}
+	img, err := elfimage.Open(k.Vmlinux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	start, cpu = time.Now(), cpuTime()
+	res, err := Infer(img, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	infer, inferCPU := time.Since(start), cpuTime()-cpu
+	by := map[string]int{}
+	for _, a := range res.Accesses {
+		by[a.Struct]++
+	}
+	var b strings.Builder
+	for _, s := range kernelStructs {
+		fmt.Fprintf(&b, " %s %d", s, by[s])
+		if by[s] == 0 {
+			t.Errorf("no access of %s inferred on Debian's kernel", s)
+		}
+	}
+	t.Logf("%s: %d functions, %d accesses;%s; inference %v (CPU %v), dwarfmap index build %v (CPU %v)",
+		k.Vmlinux, res.Funcs, len(res.Accesses), b.String(), infer.Round(time.Millisecond), inferCPU.Round(time.Millisecond), index.Round(time.Millisecond), indexCPU.Round(time.Millisecond))
+}
