@@ -102,6 +102,7 @@ type worker struct {
 	rets map[uint64]dwarf.Offset
 	img  *elfimage.Image
 	res  *elfimage.Reserved
+	ft   fnTrack // its buffers reused from one function to the next
 }
 
 // Infer analyses the out-of-line functions of an image (a vmlinux, a
@@ -250,7 +251,8 @@ func (w *worker) function(f *function) (accs []Access, counts [2]int) {
 		}
 		ranges = append(ranges, x86code.Range{Addr: r[0], Code: code})
 	}
-	ft := &fnTrack{w: w, f: f}
+	ft := &w.ft
+	ft.reset(w, f)
 	var patched x86code.PatchedBranches
 	for _, r := range f.ranges {
 		for a, t := range w.res.JumpsIn(r[0], r[1]) {
@@ -260,22 +262,17 @@ func (w *worker) function(f *function) (accs []Access, counts [2]int) {
 			patched[a] = t
 		}
 	}
-	// Decoded once, for the graph and for tracking.
+	// Decoded once, for the graph and for tracking, into the worker's
+	// buffer: the ranges one after the other.
 	decoded := make([][]x86code.Insn, len(ranges))
-	n := 0
+	buf := ft.insns[:0]
 	for i, r := range ranges {
-		decoded[i] = x86code.Decode(r.Code, r.Addr)
-		n += len(decoded[i])
+		at := len(buf)
+		buf = x86code.DecodeAppend(buf, r.Code, r.Addr)
+		decoded[i] = buf[at:len(buf):len(buf)]
 	}
+	ft.insns = buf
 	ft.g = x86code.FuncGraphDecoded(f.entry, ranges, decoded, patched)
-	if len(decoded) == 1 {
-		ft.insns = decoded[0]
-	} else {
-		ft.insns = make([]x86code.Insn, 0, n)
-		for _, d := range decoded {
-			ft.insns = append(ft.insns, d...)
-		}
-	}
 	counts[0] = len(ft.insns)
 	ft.buildFacts()
 	return ft.run(&counts[1]), counts

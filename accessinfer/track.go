@@ -216,6 +216,9 @@ type fnTrack struct {
 	g       *x86code.Graph
 	facts   [][]int32 // by instruction index: indexes into fs
 	fs      []fact
+	spans   [][2]int32 // of fs[k]: instructions [i, j)
+	counts  []int32
+	pool    []int32
 	applied []appliedFacts
 	// memAt[i] is instruction i's entry in looked, -1 if it has no
 	// memory operand.
@@ -229,34 +232,67 @@ func (ft *fnTrack) insnIndex(pc uint64) int {
 }
 
 // buildFacts turns the variables' locations into per-instruction facts.
+// reset readies ft, and the buffers it keeps, for function f.
+func (ft *fnTrack) reset(w *worker, f *function) {
+	ft.w, ft.f, ft.g = w, f, nil
+	clear(ft.fs)
+	ft.fs = ft.fs[:0]
+	ft.spans = ft.spans[:0]
+	clear(ft.objs)
+	ft.objs = ft.objs[:0]
+}
+
+// grow returns s with length n, reusing its array when it is large
+// enough; the elements are zero.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/4)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
 func (ft *fnTrack) buildFacts() {
 	ts := ft.w.ts
-	ft.facts = make([][]int32, len(ft.insns))
-	var spans [][2]int32 // of ft.fs[k]: instructions [i, j)
+	n := len(ft.insns)
+	ft.facts = grow(ft.facts, n)
 	defer func() {
 		// One array for all the instructions' lists.
-		counts := make([]int32, len(ft.insns))
+		ft.counts = grow(ft.counts, n)
 		total := 0
-		for _, sp := range spans {
+		for _, sp := range ft.spans {
 			for i := sp[0]; i < sp[1]; i++ {
-				counts[i]++
+				ft.counts[i]++
 			}
 			total += int(sp[1] - sp[0])
 		}
-		pool := make([]int32, total)
+		ft.pool = grow(ft.pool, total)
 		at := 0
-		for i, c := range counts {
-			ft.facts[i] = pool[at : at : at+int(c)]
+		for i, c := range ft.counts {
+			ft.facts[i] = ft.pool[at : at : at+int(c)]
 			at += int(c)
 		}
-		for k, sp := range spans {
+		for k, sp := range ft.spans {
 			for i := sp[0]; i < sp[1]; i++ {
 				ft.facts[i] = append(ft.facts[i], int32(k))
 			}
 		}
 	}()
-	ft.applied = make([]appliedFacts, len(ft.insns))
-	ft.memAt = make([]int32, len(ft.insns))
+	for i := range ft.applied {
+		ft.applied[i].regs = ft.applied[i].regs[:0]
+		clear(ft.applied[i].regs[:cap(ft.applied[i].regs)])
+	}
+	if cap(ft.applied) < n {
+		ft.applied = make([]appliedFacts, n, n+n/4)
+	}
+	ft.applied = ft.applied[:n]
+	for i := range ft.applied {
+		ft.applied[i].done = false
+		ft.applied[i].regs = ft.applied[i].regs[:0]
+	}
+	ft.memAt = grow(ft.memAt, n)
+	clear(ft.looked)
 	ft.looked = ft.looked[:0]
 	for i := range ft.insns {
 		ft.memAt[i] = -1
@@ -330,7 +366,7 @@ func (ft *fnTrack) buildFacts() {
 				i, j := ft.insnIndex(lo), ft.insnIndex(hi)
 				if i < j {
 					ft.fs = append(ft.fs, fc)
-					spans = append(spans, [2]int32{int32(i), int32(j)})
+					ft.spans = append(ft.spans, [2]int32{int32(i), int32(j)})
 				}
 			}
 		}
