@@ -111,7 +111,7 @@ type hostVarKey struct {
 }
 
 // movedConfirmed says whether a, based on a variable DWARF names at the
-// instruction, is an access the plugin records of the same member
+// instruction (a pointer, or a struct in the frame), is an access the plugin records of the same member
 // through the same variable, in a mode it fits, in the same out-of-line
 // function but at another line than the instruction's: the compiler
 // hoisted, sank or merged the load or store (common subexpressions,
@@ -120,7 +120,9 @@ type hostVarKey struct {
 func (c *comparer) movedConfirmed(a *Access) bool {
 	v, ok := strings.CutPrefix(a.Why, "var ")
 	if !ok {
-		return false
+		if v, ok = strings.CutPrefix(a.Why, "stack var "); !ok {
+			return false
+		}
 	}
 	fi, ok := c.b.FuncAt(a.PC)
 	if !ok {

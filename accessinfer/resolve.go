@@ -78,6 +78,13 @@ type access struct {
 	// records the member, not the members inside it.
 	copy           bool
 	copyLo, copyHi int64
+	// init: the same with the stores of immediates beside it too
+	// ([initLo, initHi)): all the bytes of the object written so are
+	// its initializer or a struct assignment (*insn = BPF_MOV64_IMM(..),
+	// *fops = tty_fops), and all read so a struct copy: no member
+	// access in the source.
+	init           bool
+	initLo, initHi int64
 	// wrapOK says whether a whole wrapper of one member (kuid_t,
 	// atomic_t, pte_t) is an access of that member here (nil: no).
 	wrapOK func(t *ctype) bool
@@ -184,6 +191,8 @@ func (a access) sub(off int64) access {
 	a.off -= off
 	a.copyLo -= off
 	a.copyHi -= off
+	a.initLo -= off
+	a.initHi -= off
 	a.bm = a.bm.shift(off * 8)
 	return a
 }
@@ -314,13 +323,15 @@ func (ts *types) objectAccess(t *ctype, a access) []chain {
 		if in+a.n > el.size {
 			return nil
 		}
-		a.bm = a.bm.shift((a.off - in) * 8)
-		a.off = in
+		a = a.sub(a.off - in)
 		a.indexed = false // indexing an array of structs moves by whole elements
 		t = el
 	}
 	if a.off < 0 || (t.size > 0 && a.off >= t.size) {
 		return nil
+	}
+	if a.init && a.initLo <= 0 && a.initHi >= t.size && t.size > int64(max(a.n, 1)) {
+		return nil // the whole object copied or initialized
 	}
 	if a.addr && a.off == 0 {
 		return nil // the object's own address, or its first member's: not told apart

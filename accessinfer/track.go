@@ -737,9 +737,12 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		a.bm.base += obj.off * 8
 	}
 	a.h = ft.hintFor(s, i, end, acc)
-	if lo, hi, ok := ft.copySpan(i, end); ok {
+	if lo, hi, ok := ft.copySpan(i, end, false); ok {
 		// In the object's offsets.
 		a.copy, a.copyLo, a.copyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+	}
+	if lo, hi, ok := ft.copySpan(i, end, true); ok {
+		a.init, a.initLo, a.initHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
 	a.wrapOK = func(t *ctype) bool { return ft.wrapperParamAt(ft.insns[i].PC, t) }
 	chains = ts.objectAccess(t, a)
@@ -921,8 +924,9 @@ func (ft *fnTrack) copyAt(i, end int) bool {
 // the displacements [lo, hi) that it and the moves of the same kind
 // through the same base register around it in its block (up to 32
 // instructions away) cover contiguously.
-func (ft *fnTrack) copySpan(i, end int) (lo, hi int64, ok bool) {
-	if !ft.copyAt(i, end) {
+func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
+	moves := func(j int) bool { return ft.copyAt(j, end) || (imm && ft.immStore(j)) }
+	if !moves(i) {
 		return 0, 0, false
 	}
 	acc := ft.looked[ft.memAt[i]].acc
@@ -941,7 +945,7 @@ func (ft *fnTrack) copySpan(i, end int) (lo, hi int64, ok bool) {
 		if o.Kind != acc.Kind || o.Mem.Base != m.Base || o.Mem.Index != 0 || o.Mem.Segment != m.Segment || o.Bytes <= 0 {
 			continue
 		}
-		if j != i && !ft.copyAt(j, end) {
+		if j != i && !moves(j) {
 			continue
 		}
 		ivs = append(ivs, iv{o.Mem.Disp, o.Mem.Disp + int64(o.Bytes)})
@@ -956,6 +960,18 @@ func (ft *fnTrack) copySpan(i, end int) (lo, hi int64, ok bool) {
 		}
 	}
 	return lo, hi, true
+}
+
+// immStore reports whether instruction j is a mov of an immediate to
+// memory.
+func (ft *fnTrack) immStore(j int) bool {
+	in := &ft.insns[j].Inst
+	if in.Op != x86asm.MOV {
+		return false
+	}
+	_, isMem := in.Args[0].(x86asm.Mem)
+	_, isImm := in.Args[1].(x86asm.Imm)
+	return isMem && isImm
 }
 
 // storedNext reports whether the register r that instruction i loads
