@@ -373,6 +373,12 @@ func fmtPC(pc uint64) string { return fmt.Sprintf("%#x", pc) }
 // reachable says whether record r has an instruction in the image (see
 // Score).
 func (c *comparer) reachable(r *debugklasy.Access) bool {
+	_, ok := c.reachableAt(r)
+	return ok
+}
+
+// reachableAt is reachable with the instruction that makes r reachable.
+func (c *comparer) reachableAt(r *debugklasy.Access) (uint64, bool) {
 	off := int64(r.BitOffset / 8)
 	size := int64((r.BitOffset%8 + r.BitSize + 7) / 8)
 	if !r.Bitfield {
@@ -404,18 +410,18 @@ func (c *comparer) reachable(r *debugklasy.Access) bool {
 			}
 			if acc.Mem.Base == 0 || acc.Mem.Base == x86asm.RIP {
 				if global {
-					return true
+					return insns[i].PC, true
 				}
 				continue
 			}
 			rel := acc.Mem.Disp - k - off
 			n := int64(max(acc.Bytes, 1))
 			if rel < size && rel+n > 0 {
-				return true
+				return insns[i].PC, true
 			}
 		}
 	}
-	return false
+	return 0, false
 }
 
 // PrintScores writes the table.

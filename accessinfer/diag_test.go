@@ -13,6 +13,7 @@ import (
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/x86code"
 )
 
 // TestDiagnose writes every inferred access of the built kernel that the
@@ -211,6 +212,60 @@ func writeDiag(t testing.TB, b *dwarfmap.Batch, res *Result, tab *debugklasy.Tab
 		fmt.Fprintf(w, "   plugin at its lines: %s\n", strings.Join(at, " "))
 	}
 	t.Logf("%d unconfirmed of %d", n, len(res.Accesses))
+	// ACCESSINFER_MISSED=FILE: the plugin's records that have an
+	// instruction but no inferred access, with what inference says of
+	// that instruction.
+	if mf := os.Getenv("ACCESSINFER_MISSED"); mf != "" {
+		byPC := map[uint64][]*Access{}
+		found := map[recKey]uint8{}
+		for i := range res.Accesses {
+			a := &res.Accesses[i]
+			byPC[a.PC] = append(byPC[a.PC], a)
+			for _, l := range c.linesOf(a, false) {
+				found[recKey{uint32(l[0]), l[1], a.Struct, a.Member}] |= 1 << a.Kind
+			}
+		}
+		f, err := os.Create(mf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		w := bufio.NewWriter(f)
+		defer w.Flush()
+		for i := range tab.Accesses {
+			r := &tab.Accesses[i]
+			if r.NoOffset {
+				continue
+			}
+			pc, ok := c.reachableAt(r)
+			if !ok {
+				continue
+			}
+			hit := false
+			for _, id := range b.Files(r.File) {
+				for _, l := range []int{r.Line, r.StmtLine} {
+					kinds := found[recKey{id, l, r.Struct, r.Member}]
+					for k := x86code.Load; k <= x86code.Addr; k++ {
+						if l != 0 && kinds&(1<<k) != 0 && fits(r.Mode, k) {
+							hit = true
+						}
+					}
+				}
+			}
+			if hit {
+				continue
+			}
+			ins := ""
+			if is := b.Insns(pc, pc+15); len(is) > 0 {
+				ins = x86asm.GNUSyntax(is[0].Inst, is[0].PC, nil)
+			}
+			var there []string
+			for _, a := range byPC[pc] {
+				there = append(there, fmt.Sprintf("%s.%s/%s(%s)", a.Struct, a.Member, a.Kind, a.Why))
+			}
+			fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%s:%d\t%#x\t%s\t%s\t%s\n", r.Struct, r.Member, r.Bitfield, r.Mode, r.Base.Kind, shortPath(r.File), r.Line, pc, ins, strings.Join(there, " "), r.Base.Expr)
+		}
+	}
 }
 
 func shortPath(p string) string {

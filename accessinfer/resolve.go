@@ -85,6 +85,11 @@ type access struct {
 	// access in the source.
 	init           bool
 	initLo, initHi int64
+	// declared: the object's type is a variable's as DWARF declares
+	// it (not a loaded member's pointee, not a return type), so a
+	// struct member at offset 0 is one the source names
+	// (sk->__sk_common of sk->sk_state), not a cast pointer's.
+	declared bool
 	// wrapOK says whether a whole wrapper of one member (kuid_t,
 	// atomic_t, pte_t) is an access of that member here (nil: no).
 	wrapOK func(t *ctype) bool
@@ -133,6 +138,12 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 		return ts.one(t, cands[0], a, outer, outerBit, depth)
 	}
 	if t.kind == tUnion {
+		if m := ts.structGroup(cands); m != nil {
+			// struct_group(): an anonymous struct and named copies of
+			// it; the source names the members through the anonymous
+			// one (skb->protocol), the copies serve whole-group copies.
+			return ts.one(t, m, a, outer, outerBit, depth)
+		}
 		// Members sharing the bytes: the one whose type fits what the
 		// instructions do with the value, if exactly one does.
 		if !a.h.some() {
@@ -337,6 +348,9 @@ func (ts *types) objectAccess(t *ctype, a access) []chain {
 		return nil // the object's own address, or its first member's: not told apart
 	}
 	cs := ts.walk(t, a, nil, 0, 0)
+	if a.declared {
+		return cs
+	}
 	for i, c := range cs {
 		// A struct member at offset 0 with more below it: the pointer may
 		// be one to that member, cast (current_thread_info() is current;
@@ -350,4 +364,42 @@ func (ts *types) objectAccess(t *ctype, a access) []chain {
 		cs[i] = c
 	}
 	return cs
+}
+
+// structGroup returns, when cands are what struct_group() makes (an
+// anonymous struct and named structs of the same members at the same
+// places), the anonymous one.
+func (ts *types) structGroup(cands []*cmember) *cmember {
+	var anon *cmember
+	for _, m := range cands {
+		if m.name == "" {
+			if anon != nil {
+				return nil
+			}
+			anon = m
+		}
+	}
+	if anon == nil {
+		return nil
+	}
+	at := ts.get(anon.typ)
+	if at == nil || at.kind != tStruct {
+		return nil
+	}
+	for _, m := range cands {
+		if m == anon {
+			continue
+		}
+		mt := ts.get(m.typ)
+		if mt == nil || mt.kind != tStruct || mt.size != at.size || len(mt.members) != len(at.members) || m.off != anon.off {
+			return nil
+		}
+		for i := range mt.members {
+			x, y := &mt.members[i], &at.members[i]
+			if x.name != y.name || x.bitOff != y.bitOff || x.bitSize != y.bitSize {
+				return nil
+			}
+		}
+	}
+	return anon
 }

@@ -2,6 +2,7 @@ package accessinfer
 
 import (
 	"fmt"
+	"strings"
 	"sort"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -737,6 +738,9 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		a.bm.base += obj.off * 8
 	}
 	a.h = ft.hintFor(s, i, end, acc)
+	for _, p := range []string{"var ", "stack var ", "global ", "per-CPU "} {
+		a.declared = a.declared || strings.HasPrefix(obj.why, p)
+	}
 	if lo, hi, ok := ft.copySpan(i, end, false); ok {
 		// In the object's offsets.
 		a.copy, a.copyLo, a.copyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
