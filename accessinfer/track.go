@@ -2,8 +2,8 @@ package accessinfer
 
 import (
 	"fmt"
-	"strings"
 	"sort"
+	"strings"
 
 	"golang.org/x/arch/x86/x86asm"
 
