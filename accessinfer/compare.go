@@ -57,13 +57,18 @@ import (
 //     records (the compiler kept the value in a register, folded the
 //     member into another offset, or removed the code) are left out.
 type Score struct {
-	Struct               string
-	Inferred, Confirmed  int
-	Records, Reachable   int
-	Found                int
-	Precision, Recall    float64
-	StrictConfirmed      int // confirmed by the instruction's own rows and call sites only
-	StrictPrecision      float64
+	Struct              string
+	Inferred, Confirmed int
+	Records, Reachable  int
+	Found               int
+	Precision, Recall   float64
+	StrictConfirmed     int // confirmed by the instruction's own rows and call sites only
+	StrictPrecision     float64
+	// BitTests are the unconfirmed accesses that test a bitfield's bits
+	// against a constant (Access.BitTest), which the plugin cannot
+	// record; PrecisionOther is the precision of the other accesses.
+	BitTests             int
+	PrecisionOther       float64
 	UnconfirmedExamples  []string
 	MissedRecordExamples []string
 }
@@ -312,6 +317,9 @@ func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []stri
 		ok, strictOK := okAll[i], strictAll[i]
 		add(a.Struct, func(s *Score) {
 			s.Inferred++
+			if !ok && a.BitTest {
+				s.BitTests++
+			}
 			if ok {
 				s.Confirmed++
 			} else if len(s.UnconfirmedExamples) < 40 {
@@ -360,6 +368,9 @@ func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []stri
 		if s.Inferred > 0 {
 			s.Precision = float64(s.Confirmed) / float64(s.Inferred)
 			s.StrictPrecision = float64(s.StrictConfirmed) / float64(s.Inferred)
+		}
+		if s.Inferred > s.BitTests {
+			s.PrecisionOther = float64(s.Confirmed) / float64(s.Inferred-s.BitTests)
 		}
 		if s.Reachable > 0 {
 			s.Recall = float64(s.Found) / float64(s.Reachable)
@@ -424,15 +435,17 @@ func (c *comparer) reachableAt(r *debugklasy.Access) (uint64, bool) {
 	return 0, false
 }
 
-// PrintScores writes the table.
+// PrintScores writes the table: "strict" is the precision by the
+// instruction's own rows and call sites only, "no-bt" the precision
+// without the unconfirmed bitfield tests (Score.BitTests).
 func PrintScores(w io.Writer, scores []Score) {
-	fmt.Fprintf(w, "%-12s %9s %9s %9s %8s %9s %9s %9s %8s\n", "struct", "inferred", "confirmed", "precision", "strict", "records", "reachable", "found", "recall")
+	fmt.Fprintf(w, "%-12s %9s %9s %9s %8s %8s %9s %9s %9s %8s\n", "struct", "inferred", "confirmed", "precision", "strict", "no-bt", "records", "reachable", "found", "recall")
 	for _, s := range scores {
 		name := s.Struct
 		if name == "" {
 			name = "total"
 		}
-		fmt.Fprintf(w, "%-12s %9d %9d %8.2f%% %7.2f%% %9d %9d %9d %7.2f%%\n", name, s.Inferred, s.Confirmed, 100*s.Precision, 100*s.StrictPrecision, s.Records, s.Reachable, s.Found, 100*s.Recall)
+		fmt.Fprintf(w, "%-12s %9d %9d %8.2f%% %7.2f%% %7.2f%% %9d %9d %9d %7.2f%%\n", name, s.Inferred, s.Confirmed, 100*s.Precision, 100*s.StrictPrecision, 100*s.PrecisionOther, s.Records, s.Reachable, s.Found, 100*s.Recall)
 	}
 }
 

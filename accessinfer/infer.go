@@ -28,6 +28,12 @@ type Access struct {
 	Member   string
 	Union    bool // the container is a union
 	Bitfield bool
+	// BitTest: a bitfield whose bits the instruction (or the test or bt
+	// after its load) tests against a constant. GCC's front end folds
+	// such a test (if (skb->cloned), p->bf == 3) into a BIT_FIELD_REF,
+	// in which the klasy plugin records no member
+	// (TestPluginMissesBitfieldTests).
+	BitTest bool
 	// BitOffset and BitSize are the member's bits in its container.
 	BitOffset, BitSize int64
 	Kind               x86code.MemKind
@@ -462,7 +468,8 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
 		for d, h := range c {
 			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.name, Struct: h.st.name, Member: h.m.name,
 				Union: h.st.kind == tUnion, Bitfield: h.m.bitSize > 0, BitOffset: h.bitOff, BitSize: h.bitSize,
-				Kind: r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls})
+				BitTest: h.m.bitSize > 0 && r.test,
+				Kind:    r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls})
 		}
 	}
 }
@@ -726,12 +733,14 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 			if _, isMem := inst.Args[0].(x86asm.Mem); isMem {
 				m := uint64(imm) & unit
 				switch inst.Op {
-				case x86asm.TEST, x86asm.OR, x86asm.XOR:
+				case x86asm.TEST:
+					put(i, bits{ok: true, mask: m, test: true})
+				case x86asm.OR, x86asm.XOR:
 					put(i, bits{ok: true, mask: m})
 				case x86asm.AND:
 					put(i, bits{ok: true, mask: ^m & unit})
 				case x86asm.BT, x86asm.BTS, x86asm.BTR, x86asm.BTC:
-					put(i, bits{ok: true, mask: 1 << (uint64(imm) % uint64(width))})
+					put(i, bits{ok: true, mask: 1 << (uint64(imm) % uint64(width)), test: inst.Op == x86asm.BT})
 				}
 				continue
 			}
@@ -797,10 +806,10 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 					orMask |= uint64(imm) << shift
 					continue
 				case x86asm.TEST:
-					put(i, bits{ok: true, mask: (uint64(imm) << shift) & unit})
+					put(i, bits{ok: true, mask: (uint64(imm) << shift) & unit, test: true})
 					goto done
 				case x86asm.BT:
-					put(i, bits{ok: true, mask: (1 << (uint64(imm) + uint64(shift))) & unit})
+					put(i, bits{ok: true, mask: (1 << (uint64(imm) + uint64(shift))) & unit, test: true})
 					goto done
 				}
 			}
@@ -808,7 +817,9 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 			// and-ed so far is what the code looks at.
 			if usesReg(nx, ri) || writesReg(nx, ri) {
 				if haveAnd && orMask == 0 {
-					put(i, bits{ok: true, mask: andMask & unit})
+					// Compared with a constant: a test (p->bf == 3).
+					_, cmpImm := nx.Args[1].(x86asm.Imm)
+					put(i, bits{ok: true, mask: andMask & unit, test: nx.Op == x86asm.CMP && dj == ri && cmpImm})
 				}
 				goto done
 			}

@@ -21,6 +21,7 @@ type bits struct {
 	ok   bool
 	base int64 // bit offset of mask bit 0 from the container's start
 	mask uint64
+	test bool // the bits are tested (test, bt), not used as a value
 }
 
 func (b bits) overlaps(lo, hi int64) bool {

@@ -572,7 +572,8 @@ type memResult struct {
 	acc    x86code.MemAccess
 	obj    object
 	chains []chain
-	loaded val // the value a load gives its destination
+	loaded val  // the value a load gives its destination
+	test   bool // the bits picked out are tested against a constant
 }
 
 // isPercpuBase names the kernel's per-CPU offsets: adding one to a
@@ -641,6 +642,12 @@ type lookEntry struct {
 
 // lookSlow is look without the cache.
 func (ft *fnTrack) lookSlow(s *state, i, end int, acc x86code.MemAccess, pats map[int]bits, skip map[int]bool) memResult {
+	r := ft.lookObjs(s, i, end, acc, pats, skip)
+	r.test = pats[i].test
+	return r
+}
+
+func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats map[int]bits, skip map[int]bool) memResult {
 	in := &ft.insns[i]
 	r := memResult{acc: acc}
 	objs := ft.objects(s, acc.Mem, in.End(), in.PC)
