@@ -936,7 +936,7 @@ func (ft *fnTrack) copyAt(i, end int) bool {
 // through the same base register around it in its block (up to 32
 // instructions away) cover contiguously.
 func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
-	moves := func(j int) bool { return ft.copyAt(j, end) || (imm && ft.immStore(j)) }
+	moves := func(j int) bool { return ft.copyAt(j, end) || ft.retStore(j) || (imm && ft.immStore(j)) }
 	if !moves(i) {
 		return 0, 0, false
 	}
@@ -971,6 +971,32 @@ func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 		}
 	}
 	return lo, hi, true
+}
+
+// retStore reports whether instruction j stores %rax or %rdx as a
+// call before it in its block left them: a struct returned in
+// registers (inode->i_mtime = current_time(inode)) stored whole.
+func (ft *fnTrack) retStore(j int) bool {
+	in := &ft.insns[j].Inst
+	if in.Op != x86asm.MOV {
+		return false
+	}
+	r, ok := in.Args[1].(x86asm.Reg)
+	if _, isMem := in.Args[0].(x86asm.Mem); !isMem || !ok || (r != x86asm.RAX && r != x86asm.RDX) {
+		return false
+	}
+	ri, _, _ := regIndex(r)
+	lo := ft.blockStart(j)
+	for k := j - 1; k >= lo && k >= j-16; k-- {
+		p := &ft.insns[k].Inst
+		if p.Op == x86asm.CALL {
+			return true
+		}
+		if writesReg(p, ri) {
+			return false
+		}
+	}
+	return false
 }
 
 // immStore reports whether instruction j is a mov of an immediate to
