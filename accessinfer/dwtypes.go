@@ -34,6 +34,10 @@ type cmember struct {
 	bitOff  int64  // bit offset from the start of the struct
 	bitSize int64  // 0 unless a bitfield
 	typ     dwarf.Offset
+	// size is the member type's size once span has looked it up
+	// (sized says so); the types are a worker's own.
+	size  int64
+	sized bool
 }
 
 // key identifies a type across compilation units, which each have
@@ -208,11 +212,13 @@ func (ts *types) span(m *cmember) (lo, hi int64) {
 	if m.bitSize > 0 {
 		return m.bitOff / 8, (m.bitOff + m.bitSize + 7) / 8
 	}
-	t := ts.get(m.typ)
-	if t == nil {
-		return m.off, m.off
+	if !m.sized {
+		if t := ts.get(m.typ); t != nil {
+			m.size = t.size
+		}
+		m.sized = true
 	}
-	return m.off, m.off + t.size
+	return m.off, m.off + m.size
 }
 
 // strip returns the stripped type of a member or variable type offset.

@@ -463,7 +463,7 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
 		return
 	}
 	in := &ft.insns[i]
-	calls := ft.callsAt(in.PC)
+	calls := ft.callsAt(i)
 	for _, c := range r.chains {
 		for d, h := range c {
 			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.name, Struct: h.st.name, Member: h.m.name,
@@ -474,20 +474,62 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
 	}
 }
 
-func (ft *fnTrack) callsAt(pc uint64) []CallSite {
-	var out []CallSite
-	var depths []int
-	for _, s := range ft.f.inlines {
-		for _, r := range s.ranges {
-			if pc >= r[0] && pc < r[1] {
-				out = append(out, CallSite{Func: s.name, File: s.callFile, Line: s.callLine})
-				depths = append(depths, s.depth)
-				break
+// callsAt returns the call sites of the inlined copies holding
+// instruction i, innermost first.
+func (ft *fnTrack) callsAt(i int) []CallSite {
+	if !ft.sitesBuilt {
+		ft.buildSites()
+	}
+	ks := ft.sitesAt[i]
+	if len(ks) == 0 {
+		return nil
+	}
+	out := make([]CallSite, 0, len(ks))
+	for _, k := range ks {
+		s := &ft.f.inlines[k]
+		out = append(out, CallSite{Func: s.name, File: s.callFile, Line: s.callLine})
+	}
+	sort.SliceStable(out, func(a, b int) bool { return ft.f.inlines[ks[a]].depth > ft.f.inlines[ks[b]].depth })
+	return out
+}
+
+// buildSites lists, for each instruction, the inlined copies holding
+// it (indexes into f.inlines, in their order).
+func (ft *fnTrack) buildSites() {
+	ft.sitesBuilt = true
+	n := len(ft.insns)
+	ft.sitesAt = grow(ft.sitesAt, n)
+	ft.siteCounts = grow(ft.siteCounts, n)
+	total := 0
+	each := func(fn func(k, i int)) {
+		for k := range ft.f.inlines {
+			s := &ft.f.inlines[k]
+			for ri, r := range s.ranges {
+				dup := false
+				for _, q := range s.ranges[:ri] {
+					dup = dup || (q[0] <= r[0] && r[1] <= q[1])
+				}
+				if dup {
+					continue
+				}
+				for i := ft.insnIndex(r[0]); i < n && ft.insns[i].PC < r[1]; i++ {
+					fn(k, i)
+				}
 			}
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return depths[i] > depths[j] })
-	return out
+	each(func(k, i int) { ft.siteCounts[i]++; total++ })
+	ft.sitePool = grow(ft.sitePool, total)
+	at := 0
+	for i, c := range ft.siteCounts {
+		ft.sitesAt[i] = ft.sitePool[at : at : at+int(c)]
+		at += int(c)
+	}
+	each(func(k, i int) {
+		if l := len(ft.sitesAt[i]); l == 0 || ft.sitesAt[i][l-1] != int32(k) {
+			ft.sitesAt[i] = append(ft.sitesAt[i], int32(k))
+		}
+	})
 }
 
 // step applies DWARF's facts at instruction i, looks at its memory

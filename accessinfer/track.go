@@ -211,16 +211,22 @@ type stackObj struct {
 
 // fnTrack is one function under analysis.
 type fnTrack struct {
-	w       *worker
-	f       *function
-	insns   []x86code.Insn
-	g       *x86code.Graph
-	facts   [][]int32 // by instruction index: indexes into fs
-	fs      []fact
-	spans   [][2]int32 // of fs[k]: instructions [i, j)
-	counts  []int32
-	pool    []int32
-	applied []appliedFacts
+	w      *worker
+	f      *function
+	insns  []x86code.Insn
+	g      *x86code.Graph
+	facts  [][]int32 // by instruction index: indexes into fs
+	fs     []fact
+	spans  [][2]int32 // of fs[k]: instructions [i, j)
+	counts []int32
+	pool   []int32
+	// sitesAt[i] are the inlined copies holding instruction i (indexes
+	// into f.inlines), worked out at the first access emitted.
+	sitesBuilt bool
+	sitesAt    [][]int32
+	siteCounts []int32
+	sitePool   []int32
+	applied    []appliedFacts
 	// memAt[i] is instruction i's entry in looked, -1 if it has no
 	// memory operand.
 	memAt  []int32
@@ -236,6 +242,7 @@ func (ft *fnTrack) insnIndex(pc uint64) int {
 // reset readies ft, and the buffers it keeps, for function f.
 func (ft *fnTrack) reset(w *worker, f *function) {
 	ft.w, ft.f, ft.g = w, f, nil
+	ft.sitesBuilt = false
 	clear(ft.fs)
 	ft.fs = ft.fs[:0]
 	ft.spans = ft.spans[:0]
