@@ -341,7 +341,8 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	// uses[p] counts the blocks still to read outs[p] in a one-pass
 	// run; at 0 its state is free for another block (recycle).
 	var uses []int
-	var free []*state
+	free := ft.free // states of the worker's earlier functions, reused
+	defer func() { ft.free = free }()
 	newState := func() *state {
 		if n := len(free); n > 0 {
 			s := free[n-1]
@@ -435,8 +436,13 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 				ft.step(s, i, hi, pats[b], skips[b], nil)
 			}
 			if outs[b] == nil || !outs[b].equal(s) {
+				if outs[b] != nil {
+					free = append(free, outs[b])
+				}
 				outs[b] = s
 				changed = true
+			} else {
+				free = append(free, s)
 			}
 		}
 		if !changed {
@@ -452,6 +458,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 				ft.emit(&accs, i, r)
 			})
 		}
+		free = append(free, s)
 	}
 	sort.SliceStable(accs, func(i, j int) bool { return accs[i].PC < accs[j].PC })
 	return accs

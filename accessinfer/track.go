@@ -222,6 +222,7 @@ type fnTrack struct {
 	pool   []int32
 	// sitesAt[i] are the inlined copies holding instruction i (indexes
 	// into f.inlines), worked out at the first access emitted.
+	free       []*state // states no block holds any more
 	sitesBuilt bool
 	sitesAt    [][]int32
 	siteCounts []int32
