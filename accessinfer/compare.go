@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"golang.org/x/arch/x86/x86asm"
 
@@ -28,7 +29,21 @@ import (
 // store or read-modify-write for a write, any of the three for a
 // read-write, a lea for an address taken, and also any use for an
 // address taken (the address reaches a helper inlined at that line,
-// refcount_set(&skb->users, 1) stores in atomic_set's code).
+// refcount_set(&skb->users, 1) stores in atomic_set's code). An outer
+// level of a nested access (perf_event.hw of event->hw.config) also
+// agrees when a deeper level at the same instruction agrees and the
+// plugin records the address of the outer member in the same
+// out-of-line function: the source computed the address on another
+// line (hwc = &event->hw; ... hwc->config) and the compiler folded it
+// into this instruction's displacement, so the instruction does touch
+// the member there. An access based on a variable DWARF names at the
+// instruction also agrees when the plugin records the same member
+// through the same variable, in a mode the use fits, in the same
+// out-of-line function: the compiler moved the instruction to another
+// line (hoisting, common subexpressions, scheduling across blocks), as
+// the strict figure, which does not count these, shows. A load of a
+// bitfield fits a write of it (the storage unit is read to merge the
+// new bits in).
 //
 //   - precision: the share of inferred accesses (instruction, member)
 //     that agree with some plugin record;
@@ -42,13 +57,18 @@ import (
 //     records (the compiler kept the value in a register, folded the
 //     member into another offset, or removed the code) are left out.
 type Score struct {
-	Struct               string
-	Inferred, Confirmed  int
-	Records, Reachable   int
-	Found                int
-	Precision, Recall    float64
-	StrictConfirmed      int // confirmed by the instruction's own rows and call sites only
-	StrictPrecision      float64
+	Struct              string
+	Inferred, Confirmed int
+	Records, Reachable  int
+	Found               int
+	Precision, Recall   float64
+	StrictConfirmed     int // confirmed by the instruction's own rows and call sites only
+	StrictPrecision     float64
+	// BitTests are the unconfirmed accesses that test a bitfield's bits
+	// against a constant (Access.BitTest), which the plugin cannot
+	// record; PrecisionOther is the precision of the other accesses.
+	BitTests             int
+	PrecisionOther       float64
 	UnconfirmedExamples  []string
 	MissedRecordExamples []string
 }
@@ -80,6 +100,66 @@ type comparer struct {
 	blocks map[uint64][2]uint64 // pc -> its block
 	lines  map[uint64][][2]int  // block start -> (file, line) of its rows
 	insns  map[uint64][]x86code.Insn
+	recs   map[recKey][]debugklasy.Mode
+	addrIn map[hostKey]bool     // the plugin takes the member's address in the function
+	varIn  map[hostVarKey]uint8 // modes (1<<Mode) of the member through the variable in the function
+}
+
+type hostKey struct {
+	entry  uint64
+	st, mb string
+}
+
+type hostVarKey struct {
+	hostKey
+	v string
+}
+
+// movedConfirmed says whether a, based on a variable DWARF names at the
+// instruction (a pointer, or a struct in the frame), is an access the plugin records of the same member
+// through the same variable, in a mode it fits, in the same out-of-line
+// function but at another line than the instruction's: the compiler
+// hoisted, sank or merged the load or store (common subexpressions,
+// skb_shinfo(skb)'s skb->head reused, a load scheduled into another
+// line's block).
+func (c *comparer) movedConfirmed(a *Access) bool {
+	v, ok := strings.CutPrefix(a.Why, "var ")
+	if !ok {
+		if v, ok = strings.CutPrefix(a.Why, "stack var "); !ok {
+			return false
+		}
+	}
+	fi, ok := c.b.FuncAt(a.PC)
+	if !ok {
+		return false
+	}
+	modes := c.varIn[hostVarKey{hostKey{fi.Entry, a.Struct, a.Member}, v}]
+	for m := debugklasy.Read; m <= debugklasy.Addr; m++ {
+		if modes&(1<<m) != 0 && c.fits(a, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// fits is fits for an inferred access: also a load of a bitfield for a
+// write of it (the compiler reads the storage unit to merge the new
+// bits into it).
+func (c *comparer) fits(a *Access, m debugklasy.Mode) bool {
+	return fits(m, a.Kind) || (a.Bitfield && a.Kind == x86code.Load && m == debugklasy.Write)
+}
+
+// outerConfirmed says whether a, an outer level of a nested access
+// that no record at its lines confirms, is one whose address the
+// source computed on another line (hwc = &event->hw; hwc->config): a
+// deeper level at the same instruction is confirmed and the plugin
+// records the address of a's member in the same function.
+func (c *comparer) outerConfirmed(a *Access, innerOK bool) bool {
+	if !innerOK {
+		return false
+	}
+	fi, ok := c.b.FuncAt(a.PC)
+	return ok && c.addrIn[hostKey{fi.Entry, a.Struct, a.Member}]
 }
 
 func (c *comparer) block(pc uint64) ([2]uint64, bool) {
@@ -125,22 +205,94 @@ func (c *comparer) linesOf(a *Access, strict bool) [][2]int {
 	return out
 }
 
-// Compare measures res against the plugin's table t of the same image,
-// per struct in structs and in total (the last Score).
-func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []string) []Score {
+// newComparer indexes the plugin's records of t by line.
+func newComparer(b *dwarfmap.Batch, t *debugklasy.Table) *comparer {
 	c := &comparer{b: b, blocks: map[uint64][2]uint64{}, lines: map[uint64][][2]int{}, insns: map[uint64][]x86code.Insn{}}
-	recs := map[recKey][]debugklasy.Mode{}
+	c.recs = map[recKey][]debugklasy.Mode{}
+	c.addrIn = map[hostKey]bool{}
+	c.varIn = map[hostVarKey]uint8{}
 	for i := range t.Accesses {
 		r := &t.Accesses[i]
+		byVar := r.Base.Var != "" && (r.Base.Kind == debugklasy.Param || r.Base.Kind == debugklasy.Local)
+		if r.Mode == debugklasy.Addr || byVar {
+			for _, row := range b.LineRows(r.File, r.Line) {
+				if fi, ok := b.FuncAt(row.Addr); ok {
+					if r.Mode == debugklasy.Addr {
+						c.addrIn[hostKey{fi.Entry, r.Struct, r.Member}] = true
+					}
+					if byVar {
+						k := hostVarKey{hostKey{fi.Entry, r.Struct, r.Member}, r.Base.Var}
+						c.varIn[k] |= 1 << r.Mode
+					}
+				}
+			}
+		}
 		for _, id := range b.Files(r.File) {
 			for _, l := range []int{r.Line, r.StmtLine} {
 				if l != 0 {
 					k := recKey{id, l, r.Struct, r.Member}
-					recs[k] = append(recs[k], r.Mode)
+					c.recs[k] = append(c.recs[k], r.Mode)
 				}
 			}
 		}
 	}
+	return c
+}
+
+// confirmed says whether some plugin record agrees with a (see Score),
+// and whether one does by the instruction's own rows and call sites.
+func (c *comparer) confirmed(a *Access) (ok, strictOK bool) {
+	for _, strict := range []bool{false, true} {
+		for _, l := range c.linesOf(a, strict) {
+			k := recKey{uint32(l[0]), l[1], a.Struct, a.Member}
+			for _, m := range c.recs[k] {
+				if c.fits(a, m) {
+					if strict {
+						strictOK = true
+					} else {
+						ok = true
+					}
+				}
+			}
+		}
+	}
+	return ok, strictOK
+}
+
+// confirmAll says which of accs (by PC, as Result has them) the
+// plugin confirms, by all the rules of Score and by the strict ones.
+func (c *comparer) confirmAll(accs []Access) (ok, strict []bool) {
+	ok, strict = make([]bool, len(accs)), make([]bool, len(accs))
+	for i := range accs {
+		ok[i], strict[i] = c.confirmed(&accs[i])
+	}
+	out, outStrict := append([]bool(nil), ok...), append([]bool(nil), strict...)
+	for i := range accs {
+		a := &accs[i]
+		if ok[i] {
+			continue
+		}
+		innerOK, innerStrict := false, false
+		for j := i - 1; j >= 0 && accs[j].PC == a.PC; j-- {
+			if accs[j].Depth > a.Depth {
+				innerOK, innerStrict = innerOK || ok[j], innerStrict || strict[j]
+			}
+		}
+		for j := i + 1; j < len(accs) && accs[j].PC == a.PC; j++ {
+			if accs[j].Depth > a.Depth {
+				innerOK, innerStrict = innerOK || ok[j], innerStrict || strict[j]
+			}
+		}
+		out[i] = c.outerConfirmed(a, innerOK) || c.movedConfirmed(a)
+		outStrict[i] = strict[i] || c.outerConfirmed(a, innerStrict)
+	}
+	return out, outStrict
+}
+
+// Compare measures res against the plugin's table t of the same image,
+// per struct in structs and in total (the last Score).
+func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []string) []Score {
+	c := newComparer(b, t)
 	idx := map[string]int{}
 	scores := make([]Score, len(structs)+1)
 	for i, s := range structs {
@@ -156,28 +308,18 @@ func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []stri
 	}
 	// Precision, and the inferred accesses by line for recall.
 	found := map[recKey]uint8{} // kinds (1<<MemKind)
+	okAll, strictAll := c.confirmAll(res.Accesses)
 	for i := range res.Accesses {
 		a := &res.Accesses[i]
-		ok, strictOK := false, false
-		for pass, strict := range []bool{false, true} {
-			for _, l := range c.linesOf(a, strict) {
-				k := recKey{uint32(l[0]), l[1], a.Struct, a.Member}
-				if pass == 0 {
-					found[k] |= 1 << a.Kind
-				}
-				for _, m := range recs[k] {
-					if fits(m, a.Kind) {
-						if strict {
-							strictOK = true
-						} else {
-							ok = true
-						}
-					}
-				}
-			}
+		for _, l := range c.linesOf(a, false) {
+			found[recKey{uint32(l[0]), l[1], a.Struct, a.Member}] |= 1 << a.Kind
 		}
+		ok, strictOK := okAll[i], strictAll[i]
 		add(a.Struct, func(s *Score) {
 			s.Inferred++
+			if !ok && a.BitTest {
+				s.BitTests++
+			}
 			if ok {
 				s.Confirmed++
 			} else if len(s.UnconfirmedExamples) < 40 {
@@ -227,6 +369,9 @@ func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []stri
 			s.Precision = float64(s.Confirmed) / float64(s.Inferred)
 			s.StrictPrecision = float64(s.StrictConfirmed) / float64(s.Inferred)
 		}
+		if s.Inferred > s.BitTests {
+			s.PrecisionOther = float64(s.Confirmed) / float64(s.Inferred-s.BitTests)
+		}
 		if s.Reachable > 0 {
 			s.Recall = float64(s.Found) / float64(s.Reachable)
 		}
@@ -239,6 +384,12 @@ func fmtPC(pc uint64) string { return fmt.Sprintf("%#x", pc) }
 // reachable says whether record r has an instruction in the image (see
 // Score).
 func (c *comparer) reachable(r *debugklasy.Access) bool {
+	_, ok := c.reachableAt(r)
+	return ok
+}
+
+// reachableAt is reachable with the instruction that makes r reachable.
+func (c *comparer) reachableAt(r *debugklasy.Access) (uint64, bool) {
 	off := int64(r.BitOffset / 8)
 	size := int64((r.BitOffset%8 + r.BitSize + 7) / 8)
 	if !r.Bitfield {
@@ -270,29 +421,31 @@ func (c *comparer) reachable(r *debugklasy.Access) bool {
 			}
 			if acc.Mem.Base == 0 || acc.Mem.Base == x86asm.RIP {
 				if global {
-					return true
+					return insns[i].PC, true
 				}
 				continue
 			}
 			rel := acc.Mem.Disp - k - off
 			n := int64(max(acc.Bytes, 1))
 			if rel < size && rel+n > 0 {
-				return true
+				return insns[i].PC, true
 			}
 		}
 	}
-	return false
+	return 0, false
 }
 
-// PrintScores writes the table.
+// PrintScores writes the table: "strict" is the precision by the
+// instruction's own rows and call sites only, "no-bt" the precision
+// without the unconfirmed bitfield tests (Score.BitTests).
 func PrintScores(w io.Writer, scores []Score) {
-	fmt.Fprintf(w, "%-12s %9s %9s %9s %8s %9s %9s %9s %8s\n", "struct", "inferred", "confirmed", "precision", "strict", "records", "reachable", "found", "recall")
+	fmt.Fprintf(w, "%-12s %9s %9s %9s %8s %8s %9s %9s %9s %8s\n", "struct", "inferred", "confirmed", "precision", "strict", "no-bt", "records", "reachable", "found", "recall")
 	for _, s := range scores {
 		name := s.Struct
 		if name == "" {
 			name = "total"
 		}
-		fmt.Fprintf(w, "%-12s %9d %9d %8.2f%% %7.2f%% %9d %9d %9d %7.2f%%\n", name, s.Inferred, s.Confirmed, 100*s.Precision, 100*s.StrictPrecision, s.Records, s.Reachable, s.Found, 100*s.Recall)
+		fmt.Fprintf(w, "%-12s %9d %9d %8.2f%% %7.2f%% %7.2f%% %9d %9d %9d %7.2f%%\n", name, s.Inferred, s.Confirmed, 100*s.Precision, 100*s.StrictPrecision, 100*s.PrecisionOther, s.Records, s.Reachable, s.Found, 100*s.Recall)
 	}
 }
 

@@ -31,11 +31,33 @@
 //     the plugin collapses them. A bitfield's member is the one whose
 //     bits the instruction (or the shr/and/test that follow its load, or
 //     the and/or before the store that writes the unit back) tests or
-//     changes.
+//     changes. An anonymous struct is named by its nearest typedef
+//     (atomic_long_t's accesses are atomic64_t's), struct_group()'s
+//     union by its anonymous struct (skb->protocol), and a struct
+//     member at offset 0 is an outer level only when the object's type
+//     is a variable's as declared (sk->__sk_common of sk->sk_state).
+//   - Copies are told from member accesses: a mov whose loaded value
+//     is only stored (or the store of it), a struct returned in %rax
+//     and %rdx and stored, and, for a whole object, immediates stored;
+//     an embedded struct all of whose bytes such moves beside the
+//     instruction cover is copied whole (p = file->f_path), an object
+//     all of whose bytes they cover is copied or initialized
+//     (*insn = BPF_MOV64_IMM(..)): the member, or nothing, not the
+//     members inside. A one-member wrapper's member (kuid_t.val,
+//     pte_t.pte) is an access only inside an inlined copy of a helper
+//     that takes the wrapper.
 //
 // Nothing is guessed: an offset on padding or outside the type, a union
 // whose member neither the value's type nor its use tells, a load that
 // spans several members, an indexed access outside an array member, a
 // register two variables of different types share where both typings
-// fit different members: no access.
+// fit different members, a store into a struct in the frame (most are
+// its initializer, CONFIG_INIT_STACK_ALL_ZERO's zeroing or a copy into
+// it), va_arg's __va_list_tag: no access.
+//
+// Compare measures inference against the plugin (see Score for how an
+// instruction is matched to the plugin's source-level records);
+// BenchmarkInferVsPlugin prints the table on the built kernel and
+// TestDiagnose writes every disagreement with its context, to sort
+// them into classes.
 package accessinfer

@@ -34,6 +34,10 @@ type cmember struct {
 	bitOff  int64  // bit offset from the start of the struct
 	bitSize int64  // 0 unless a bitfield
 	typ     dwarf.Offset
+	// size is the member type's size once span has looked it up
+	// (sized says so); the types are a worker's own.
+	size  int64
+	sized bool
 }
 
 // key identifies a type across compilation units, which each have
@@ -94,8 +98,10 @@ func (ts *types) read(off dwarf.Offset, typedef string, depth int) *ctype {
 	next, _ := e.Val(dwarf.AttrType).(dwarf.Offset)
 	switch e.Tag {
 	case dwarf.TagTypedef:
-		n, _ := e.Val(dwarf.AttrName).(string)
-		if typedef == "" {
+		// The typedef nearest the type names it, as the plugin names
+		// it: atomic_long_t is a typedef of atomic64_t, the typedef of
+		// an anonymous struct, whose accesses are atomic64_t's.
+		if n, _ := e.Val(dwarf.AttrName).(string); n != "" {
 			typedef = n
 		}
 		fallthrough
@@ -206,11 +212,13 @@ func (ts *types) span(m *cmember) (lo, hi int64) {
 	if m.bitSize > 0 {
 		return m.bitOff / 8, (m.bitOff + m.bitSize + 7) / 8
 	}
-	t := ts.get(m.typ)
-	if t == nil {
-		return m.off, m.off
+	if !m.sized {
+		if t := ts.get(m.typ); t != nil {
+			m.size = t.size
+		}
+		m.sized = true
 	}
-	return m.off, m.off + t.size
+	return m.off, m.off + m.size
 }
 
 // strip returns the stripped type of a member or variable type offset.

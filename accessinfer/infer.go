@@ -28,6 +28,12 @@ type Access struct {
 	Member   string
 	Union    bool // the container is a union
 	Bitfield bool
+	// BitTest: a bitfield whose bits the instruction (or the test or bt
+	// after its load) tests against a constant. GCC's front end folds
+	// such a test (if (skb->cloned), p->bf == 3) into a BIT_FIELD_REF,
+	// in which the klasy plugin records no member
+	// (TestPluginMissesBitfieldTests).
+	BitTest bool
 	// BitOffset and BitSize are the member's bits in its container.
 	BitOffset, BitSize int64
 	Kind               x86code.MemKind
@@ -108,6 +114,7 @@ type worker struct {
 	rets map[uint64]dwarf.Offset
 	img  *elfimage.Image
 	res  *elfimage.Reserved
+	ft   fnTrack // its buffers reused from one function to the next
 }
 
 // Infer analyses the out-of-line functions of an image (a vmlinux, a
@@ -145,11 +152,16 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	scans := make([]unitScan, len(cus))
 	var wg sync.WaitGroup
 	next := make(chan int)
+	// Each worker's types, read in the scan, serve it in tracking too.
+	tss := make([]*types, nw)
+	for w := range tss {
+		tss[w] = newTypes(d)
+	}
 	for w := 0; w < nw; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: newTypes(d), info: img.Section(".debug_info")}
+			s := &scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: tss[w], info: img.Section(".debug_info")}
 			s.locs.loc = img.Section(".debug_loc")
 			s.locs.loclists = img.Section(".debug_loclists")
 			s.locs.addr = img.Section(".debug_addr")
@@ -214,7 +226,7 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wk := &worker{ts: newTypes(d), g: gl, rets: rets, img: img, res: reserved}
+			wk := &worker{ts: tss[w], g: gl, rets: rets, img: img, res: reserved}
 			for i := range next {
 				out[i], counts[i] = wk.function(funcs[i])
 			}
@@ -251,7 +263,8 @@ func (w *worker) function(f *function) (accs []Access, counts [2]int) {
 		}
 		ranges = append(ranges, x86code.Range{Addr: r[0], Code: code})
 	}
-	ft := &fnTrack{w: w, f: f}
+	ft := &w.ft
+	ft.reset(w, f)
 	var patched x86code.PatchedBranches
 	for _, r := range f.ranges {
 		for a, t := range w.res.JumpsIn(r[0], r[1]) {
@@ -261,10 +274,17 @@ func (w *worker) function(f *function) (accs []Access, counts [2]int) {
 			patched[a] = t
 		}
 	}
-	ft.g = x86code.FuncGraph(f.entry, ranges, patched)
-	for _, r := range ranges {
-		ft.insns = append(ft.insns, x86code.Decode(r.Code, r.Addr)...)
+	// Decoded once, for the graph and for tracking, into the worker's
+	// buffer: the ranges one after the other.
+	decoded := make([][]x86code.Insn, len(ranges))
+	buf := ft.insns[:0]
+	for i, r := range ranges {
+		at := len(buf)
+		buf = x86code.DecodeAppend(buf, r.Code, r.Addr)
+		decoded[i] = buf[at:len(buf):len(buf)]
 	}
+	ft.insns = buf
+	ft.g = x86code.FuncGraphDecoded(f.entry, ranges, decoded, patched)
 	counts[0] = len(ft.insns)
 	ft.buildFacts()
 	return ft.run(&counts[1]), counts
@@ -324,27 +344,94 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		lo, hi := ft.blockInsns(&g.Blocks[b])
 		pats[b], skips[b] = ft.bitPatterns(lo, hi)
 	}
+	// uses[p] counts the blocks still to read outs[p] in a one-pass
+	// run; at 0 its state is free for another block (recycle).
+	var uses []int
+	free := ft.free // states of the worker's earlier functions, reused
+	defer func() { ft.free = free }()
+	newState := func() *state {
+		if n := len(free); n > 0 {
+			s := free[n-1]
+			free = free[:n-1]
+			return s
+		}
+		return &state{}
+	}
 	in := func(b int) *state {
 		var s *state
+		if b == entry && g.Blocks[b].Start == g.Entry {
+			// Entered from a call as well: only the stack pointer is known.
+			s = newState()
+			s.regs = [16]val{}
+			s.slots = s.slots[:0]
+			s.regs[rsp] = val{kind: vStack}
+		}
 		for _, p := range preds[b] {
 			if outs[p] == nil {
 				continue // not computed yet: optimistic, refined next round
 			}
-			if s == nil {
-				s = outs[p].clone()
-			} else {
+			switch {
+			case s == nil:
+				s = newState()
+				s.copyFrom(outs[p])
+			case !(b == entry && g.Blocks[b].Start == g.Entry):
 				s.merge(outs[p])
 			}
 		}
-		if s == nil {
-			s = &state{}
+		if uses != nil {
+			for _, p := range preds[b] {
+				if uses[p]--; uses[p] == 0 && outs[p] != nil {
+					free = append(free, outs[p])
+					outs[p] = nil
+				}
+			}
 		}
-		if b == entry && g.Blocks[b].Start == g.Entry {
-			// Entered from a call as well: only the stack pointer is known.
-			s = &state{}
-			s.regs[rsp] = val{kind: vStack}
+		if s == nil {
+			s = newState()
+			s.regs = [16]val{}
+			s.slots = s.slots[:0]
 		}
 		return s
+	}
+	// In reverse post-order a block comes after all its predecessors
+	// unless an arc goes back (a loop) or it was reached by none: when
+	// none does, one pass sees every block's final state and emits.
+	pos := make([]int, nb)
+	for i := range pos {
+		pos[i] = -1
+	}
+	for k, b := range order {
+		pos[b] = k
+	}
+	oneway := true
+	for _, b := range order {
+		for _, p := range preds[b] {
+			if pos[p] < 0 || pos[p] >= pos[b] {
+				oneway = false
+			}
+		}
+	}
+	var accs []Access
+	if oneway {
+		uses = make([]int, nb)
+		for _, b := range order {
+			for _, p := range preds[b] {
+				uses[p]++
+			}
+		}
+		for _, b := range order {
+			s := in(b)
+			lo, hi := ft.blockInsns(&g.Blocks[b])
+			for i := lo; i < hi; i++ {
+				ft.step(s, i, hi, pats[b], skips[b], func(r memResult) {
+					*memInsns++
+					ft.emit(&accs, i, r)
+				})
+			}
+			outs[b] = s
+		}
+		sort.SliceStable(accs, func(i, j int) bool { return accs[i].PC < accs[j].PC })
+		return accs
 	}
 	for round := 0; round < 6; round++ {
 		changed := false
@@ -355,15 +442,19 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 				ft.step(s, i, hi, pats[b], skips[b], nil)
 			}
 			if outs[b] == nil || !outs[b].equal(s) {
+				if outs[b] != nil {
+					free = append(free, outs[b])
+				}
 				outs[b] = s
 				changed = true
+			} else {
+				free = append(free, s)
 			}
 		}
 		if !changed {
 			break
 		}
 	}
-	var accs []Access
 	for _, b := range order {
 		s := in(b)
 		lo, hi := ft.blockInsns(&g.Blocks[b])
@@ -373,6 +464,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 				ft.emit(&accs, i, r)
 			})
 		}
+		free = append(free, s)
 	}
 	sort.SliceStable(accs, func(i, j int) bool { return accs[i].PC < accs[j].PC })
 	return accs
@@ -384,7 +476,7 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
 		return
 	}
 	in := &ft.insns[i]
-	calls := ft.callsAt(in.PC)
+	calls := ft.callsAt(i)
 	for _, c := range r.chains {
 		// Each level's container is its outer member, at the sum of the
 		// outer levels' offsets; past an array the element is unknown.
@@ -392,7 +484,8 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
 		for d, h := range c {
 			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.name, Struct: h.st.name, Member: h.m.name,
 				Union: h.st.kind == tUnion, Bitfield: h.m.bitSize > 0, BitOffset: h.bitOff, BitSize: h.bitSize,
-				Kind: r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls,
+				BitTest: h.m.bitSize > 0 && r.test,
+				Kind:    r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls,
 				ContainerOff: off, ContainerKnown: known})
 			off += h.bitOff / 8
 			if mt := ft.w.ts.get(h.m.typ); mt == nil || mt.kind == tArray {
@@ -402,20 +495,62 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
 	}
 }
 
-func (ft *fnTrack) callsAt(pc uint64) []CallSite {
-	var out []CallSite
-	var depths []int
-	for _, s := range ft.f.inlines {
-		for _, r := range s.ranges {
-			if pc >= r[0] && pc < r[1] {
-				out = append(out, CallSite{Func: s.name, File: s.callFile, Line: s.callLine})
-				depths = append(depths, s.depth)
-				break
+// callsAt returns the call sites of the inlined copies holding
+// instruction i, innermost first.
+func (ft *fnTrack) callsAt(i int) []CallSite {
+	if !ft.sitesBuilt {
+		ft.buildSites()
+	}
+	ks := ft.sitesAt[i]
+	if len(ks) == 0 {
+		return nil
+	}
+	out := make([]CallSite, 0, len(ks))
+	for _, k := range ks {
+		s := &ft.f.inlines[k]
+		out = append(out, CallSite{Func: s.name, File: s.callFile, Line: s.callLine})
+	}
+	sort.SliceStable(out, func(a, b int) bool { return ft.f.inlines[ks[a]].depth > ft.f.inlines[ks[b]].depth })
+	return out
+}
+
+// buildSites lists, for each instruction, the inlined copies holding
+// it (indexes into f.inlines, in their order).
+func (ft *fnTrack) buildSites() {
+	ft.sitesBuilt = true
+	n := len(ft.insns)
+	ft.sitesAt = grow(ft.sitesAt, n)
+	ft.siteCounts = grow(ft.siteCounts, n)
+	total := 0
+	each := func(fn func(k, i int)) {
+		for k := range ft.f.inlines {
+			s := &ft.f.inlines[k]
+			for ri, r := range s.ranges {
+				dup := false
+				for _, q := range s.ranges[:ri] {
+					dup = dup || (q[0] <= r[0] && r[1] <= q[1])
+				}
+				if dup {
+					continue
+				}
+				for i := ft.insnIndex(r[0]); i < n && ft.insns[i].PC < r[1]; i++ {
+					fn(k, i)
+				}
 			}
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return depths[i] > depths[j] })
-	return out
+	each(func(k, i int) { ft.siteCounts[i]++; total++ })
+	ft.sitePool = grow(ft.sitePool, total)
+	at := 0
+	for i, c := range ft.siteCounts {
+		ft.sitesAt[i] = ft.sitePool[at : at : at+int(c)]
+		at += int(c)
+	}
+	each(func(k, i int) {
+		if l := len(ft.sitesAt[i]); l == 0 || ft.sitesAt[i][l-1] != int32(k) {
+			ft.sitesAt[i] = append(ft.sitesAt[i], int32(k))
+		}
+	})
 }
 
 // step applies DWARF's facts at instruction i, looks at its memory
@@ -661,12 +796,14 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 			if _, isMem := inst.Args[0].(x86asm.Mem); isMem {
 				m := uint64(imm) & unit
 				switch inst.Op {
-				case x86asm.TEST, x86asm.OR, x86asm.XOR:
+				case x86asm.TEST:
+					put(i, bits{ok: true, mask: m, test: true})
+				case x86asm.OR, x86asm.XOR:
 					put(i, bits{ok: true, mask: m})
 				case x86asm.AND:
 					put(i, bits{ok: true, mask: ^m & unit})
 				case x86asm.BT, x86asm.BTS, x86asm.BTR, x86asm.BTC:
-					put(i, bits{ok: true, mask: 1 << (uint64(imm) % uint64(width))})
+					put(i, bits{ok: true, mask: 1 << (uint64(imm) % uint64(width)), test: inst.Op == x86asm.BT})
 				}
 				continue
 			}
@@ -732,10 +869,10 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 					orMask |= uint64(imm) << shift
 					continue
 				case x86asm.TEST:
-					put(i, bits{ok: true, mask: (uint64(imm) << shift) & unit})
+					put(i, bits{ok: true, mask: (uint64(imm) << shift) & unit, test: true})
 					goto done
 				case x86asm.BT:
-					put(i, bits{ok: true, mask: (1 << (uint64(imm) + uint64(shift))) & unit})
+					put(i, bits{ok: true, mask: (1 << (uint64(imm) + uint64(shift))) & unit, test: true})
 					goto done
 				}
 			}
@@ -743,7 +880,9 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 			// and-ed so far is what the code looks at.
 			if usesReg(nx, ri) || writesReg(nx, ri) {
 				if haveAnd && orMask == 0 {
-					put(i, bits{ok: true, mask: andMask & unit})
+					// Compared with a constant: a test (p->bf == 3).
+					_, cmpImm := nx.Args[1].(x86asm.Imm)
+					put(i, bits{ok: true, mask: andMask & unit, test: nx.Op == x86asm.CMP && dj == ri && cmpImm})
 				}
 				goto done
 			}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/internal/testenv"
 )
@@ -156,7 +157,7 @@ func linesOf(lt *lineTable, a Access, src string) []int {
 }
 
 func TestFixtures(t *testing.T) {
-	for _, src := range []string{"basic.c"} {
+	for _, src := range []string{"basic.c", "bitfields.c"} {
 		t.Run(src, func(t *testing.T) {
 			exe := build(t, filepath.Join(t.TempDir(), "a.out"), nil, src)
 			img, err := elfimage.Open(exe)
@@ -262,5 +263,53 @@ func TestAgainstPlugin(t *testing.T) {
 	}
 	if tot.Recall < 0.85 {
 		t.Errorf("recall %.2f, want >= 0.85", tot.Recall)
+	}
+}
+
+// TestPluginMissesBitfieldTests shows the plugin's blind spot that
+// Score.BitTests counts: a bitfield tested against a constant (if
+// (p->x), p->y && .., p->z == 3) has no record in .debug_klasy, a
+// bitfield read as a value (return p->z) has one; inference finds all
+// and marks the tests.
+func TestPluginMissesBitfieldTests(t *testing.T) {
+	so := plugin(t)
+	exe := build(t, filepath.Join(t.TempDir(), "a.out"), []string{"-fplugin=" + so}, "bitfields.c")
+	tab, err := debugklasy.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := map[string]int{}
+	for _, r := range tab.Accesses {
+		if r.Struct == "flags" && r.Mode == debugklasy.Read {
+			recs[r.Function.Name+" "+r.Member]++
+		}
+	}
+	for _, k := range []string{"flag_x x", "flag_y y", "flag_z3 z"} {
+		if recs[k] != 0 {
+			t.Errorf("%s: the plugin records the bitfield test now (%d): Score.BitTests may go", k, recs[k])
+		}
+	}
+	if recs["flag_z z"] == 0 || recs["flag_y b"] == 0 {
+		t.Errorf("the plugin's value reads are missing: %v", recs)
+	}
+	img, err := elfimage.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	res, err := Infer(img, Options{Func: func(n string) bool { return strings.HasPrefix(n, "flag_") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, a := range res.Accesses {
+		if a.Bitfield {
+			got[a.Func+" "+a.Member] = a.BitTest
+		}
+	}
+	for k, want := range map[string]bool{"flag_x x": true, "flag_y y": true, "flag_z z": false, "flag_z3 z": true} {
+		if bt, ok := got[k]; !ok || bt != want {
+			t.Errorf("%s: inferred %v, BitTest %v; want BitTest %v", k, ok, bt, want)
+		}
 	}
 }

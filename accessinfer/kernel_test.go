@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,12 +34,25 @@ type kernelRun struct {
 	infer, index  time.Duration
 	indexCached   bool
 	compare, read time.Duration
+	// CPU time of the process (all threads, the collector's too) over
+	// the inference and over the index build: on a shared machine the
+	// wall times swing with the load, their CPU times much less.
+	inferCPU, indexCPU time.Duration
+}
+
+// cpuTime is the process's user and system time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func runKernel(tb testing.TB, vmlinux string, fresh bool) kernelRun {
 	tb.Helper()
 	var kr kernelRun
-	start := time.Now()
+	start, cpu := time.Now(), cpuTime()
 	// The index as klasy builds it (dwarfmap.Build), timed in this run;
 	// fresh: not from the cache, so the two times compare.
 	x, info, err := dwarfmap.Load(vmlinux, dwarfmap.Options{NoCache: fresh})
@@ -46,7 +60,7 @@ func runKernel(tb testing.TB, vmlinux string, fresh bool) kernelRun {
 		tb.Fatal(err)
 	}
 	defer x.Close()
-	kr.index, kr.indexCached = time.Since(start), info.FromCache
+	kr.index, kr.indexCached, kr.indexCPU = time.Since(start), info.FromCache, cpuTime()-cpu
 	if info.Built > 0 {
 		kr.index = info.Built
 	}
@@ -55,11 +69,11 @@ func runKernel(tb testing.TB, vmlinux string, fresh bool) kernelRun {
 		tb.Fatal(err)
 	}
 	defer img.Close()
-	start = time.Now()
+	start, cpu = time.Now(), cpuTime()
 	if kr.res, err = Infer(img, Options{}); err != nil {
 		tb.Fatal(err)
 	}
-	kr.infer = time.Since(start)
+	kr.infer, kr.inferCPU = time.Since(start), cpuTime()-cpu
 	start = time.Now()
 	tab, err := debugklasy.Open(vmlinux)
 	if err != nil {
@@ -80,9 +94,9 @@ func (kr kernelRun) report(tb testing.TB) {
 	var b strings.Builder
 	PrintScores(&b, kr.scores)
 	tb.Logf("\n%s", b.String())
-	tb.Logf("inference %v (scan %v, tracking %v; %d functions, %d instructions, %d with a memory operand, %d accesses); dwarfmap index build %v (cached: %v); comparison %v",
-		kr.infer.Round(time.Millisecond), kr.res.Scan.Round(time.Millisecond), kr.res.Track.Round(time.Millisecond),
-		kr.res.Funcs, kr.res.Insns, kr.res.MemInsns, len(kr.res.Accesses), kr.index.Round(time.Millisecond), kr.indexCached, kr.compare.Round(time.Millisecond))
+	tb.Logf("inference %v, CPU %v (scan %v, tracking %v; %d functions, %d instructions, %d with a memory operand, %d accesses); dwarfmap index build %v, CPU %v (cached: %v); comparison %v",
+		kr.infer.Round(time.Millisecond), kr.inferCPU.Round(time.Millisecond), kr.res.Scan.Round(time.Millisecond), kr.res.Track.Round(time.Millisecond),
+		kr.res.Funcs, kr.res.Insns, kr.res.MemInsns, len(kr.res.Accesses), kr.index.Round(time.Millisecond), kr.indexCPU.Round(time.Millisecond), kr.indexCached, kr.compare.Round(time.Millisecond))
 	// ACCESSINFER_EXAMPLES=FILE writes examples of disagreements there
 	// (a benchmark's log is cut short).
 	if p := os.Getenv("ACCESSINFER_EXAMPLES"); p != "" {
@@ -116,13 +130,16 @@ func BenchmarkInferVsPlugin(b *testing.B) {
 		b.ReportMetric(100*tot.Recall, "recall%")
 		b.ReportMetric(kr.infer.Seconds(), "infer-s")
 		b.ReportMetric(kr.index.Seconds(), "index-s")
+		b.ReportMetric(kr.inferCPU.Seconds(), "infer-cpu-s")
+		b.ReportMetric(kr.indexCPU.Seconds(), "index-cpu-s")
 	}
 }
 
 // TestBuiltKernelFloors holds inference on the built kernel to the
-// figures measured when it was written (2026-11-26: precision 91.6%,
-// recall 79.9% in total), so that a change cannot make it worse
-// unnoticed. Issue 19's targets (99%, 80%) are not met yet.
+// figures measured when it was last changed (2026-11-26: precision
+// 97.2% in total, 97.7% without the bitfield tests the plugin cannot
+// record; recall 81.2%), so that a change cannot make it worse
+// unnoticed. Issue 19's precision target (99%) is not met yet.
 func TestBuiltKernelFloors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: reads the whole built kernel")
@@ -131,8 +148,8 @@ func TestBuiltKernelFloors(t *testing.T) {
 	kr := runKernel(t, vmlinux, false)
 	kr.report(t)
 	floors := map[string][2]float64{ // precision, recall
-		"sk_buff": {0.95, 0.66}, "inode": {0.98, 0.86}, "file": {0.94, 0.90},
-		"task_struct": {0.96, 0.93}, "sock": {0.96, 0.70}, "": {0.91, 0.79},
+		"sk_buff": {0.935, 0.79}, "inode": {0.99, 0.88}, "file": {0.96, 0.91},
+		"task_struct": {0.97, 0.935}, "sock": {0.985, 0.87}, "": {0.97, 0.81},
 	}
 	for _, s := range kr.scores {
 		f := floors[s.Struct]
@@ -140,4 +157,49 @@ func TestBuiltKernelFloors(t *testing.T) {
 			t.Errorf("%q: precision %.4f recall %.4f, floors %.2f %.2f", s.Struct, s.Precision, s.Recall, f[0], f[1])
 		}
 	}
+}
+
+// TestDebianKernel runs inference on Debian's stock vmlinux (no plugin,
+// no ground truth) and logs how many accesses it finds of the structs
+// issue 19 names, beside dwarfmap's index build of the same image.
+func TestDebianKernel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: reads the whole Debian kernel")
+	}
+	k, err := lab.FindKernel(lab.Debian)
+	testenv.Need(t, "debian-kernel", err)
+	start, cpu := time.Now(), cpuTime()
+	x, info, err := dwarfmap.Load(k.Vmlinux, dwarfmap.Options{NoCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	index, indexCPU := time.Since(start), cpuTime()-cpu
+	if info.Built > 0 {
+		index = info.Built
+	}
+	img, err := elfimage.Open(k.Vmlinux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	start, cpu = time.Now(), cpuTime()
+	res, err := Infer(img, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	infer, inferCPU := time.Since(start), cpuTime()-cpu
+	by := map[string]int{}
+	for _, a := range res.Accesses {
+		by[a.Struct]++
+	}
+	var b strings.Builder
+	for _, s := range kernelStructs {
+		fmt.Fprintf(&b, " %s %d", s, by[s])
+		if by[s] == 0 {
+			t.Errorf("no access of %s inferred on Debian's kernel", s)
+		}
+	}
+	t.Logf("%s: %d functions, %d accesses;%s; inference %v (CPU %v), dwarfmap index build %v (CPU %v)",
+		k.Vmlinux, res.Funcs, len(res.Accesses), b.String(), infer.Round(time.Millisecond), inferCPU.Round(time.Millisecond), index.Round(time.Millisecond), indexCPU.Round(time.Millisecond))
 }

@@ -21,6 +21,7 @@ type bits struct {
 	ok   bool
 	base int64 // bit offset of mask bit 0 from the container's start
 	mask uint64
+	test bool // the bits are tested (test, bt), not used as a value
 }
 
 func (b bits) overlaps(lo, hi int64) bool {
@@ -69,6 +70,30 @@ type access struct {
 	h       hint
 	addr    bool // lea: the address of the member at off
 	indexed bool // an index register adds an unknown multiple
+	// copy: the instruction moves bytes between memory and memory
+	// through a register (a load whose value is only stored, or the
+	// store of it), and with the moves beside it in its block through
+	// the same base register it copies the bytes [copyLo, copyHi) of
+	// the container. An embedded struct all of whose bytes are copied
+	// is copied whole (p = file->f_path, uid = cred->uid): the plugin
+	// records the member, not the members inside it.
+	copy           bool
+	copyLo, copyHi int64
+	// init: the same with the stores of immediates beside it too
+	// ([initLo, initHi)): all the bytes of the object written so are
+	// its initializer or a struct assignment (*insn = BPF_MOV64_IMM(..),
+	// *fops = tty_fops), and all read so a struct copy: no member
+	// access in the source.
+	init           bool
+	initLo, initHi int64
+	// declared: the object's type is a variable's as DWARF declares
+	// it (not a loaded member's pointee, not a return type), so a
+	// struct member at offset 0 is one the source names
+	// (sk->__sk_common of sk->sk_state), not a cast pointer's.
+	declared bool
+	// wrapOK says whether a whole wrapper of one member (kuid_t,
+	// atomic_t, pte_t) is an access of that member here (nil: no).
+	wrapOK func(t *ctype) bool
 }
 
 // walk finds the chains of named members that an access touches in t,
@@ -114,6 +139,12 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 		return ts.one(t, cands[0], a, outer, outerBit, depth)
 	}
 	if t.kind == tUnion {
+		if m := ts.structGroup(cands); m != nil {
+			// struct_group(): an anonymous struct and named copies of
+			// it; the source names the members through the anonymous
+			// one (skb->protocol), the copies serve whole-group copies.
+			return ts.one(t, m, a, outer, outerBit, depth)
+		}
 		// Members sharing the bytes: the one whose type fits what the
 		// instructions do with the value, if exactly one does.
 		if !a.h.some() {
@@ -162,8 +193,18 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 	return out
 }
 
+// copies reports whether the access is part of a copy of all the bytes
+// [lo, hi).
+func (a access) copies(lo, hi int64) bool {
+	return a.copy && a.copyLo <= lo && a.copyHi >= hi
+}
+
 func (a access) sub(off int64) access {
 	a.off -= off
+	a.copyLo -= off
+	a.copyHi -= off
+	a.initLo -= off
+	a.initHi -= off
 	a.bm = a.bm.shift(off * 8)
 	return a
 }
@@ -199,16 +240,23 @@ func (ts *types) one(t *ctype, m *cmember, a access, outer *ctype, outerBit int6
 		}
 		h := ts.hopOf(outer, m, outerBit, lo, hi)
 		whole := a.off <= lo && a.off+a.n >= hi
-		if whole && !a.addr && ts.single(mt, 0) {
+		copied := a.copies(lo, hi)
+		if whole && !a.addr && !copied && a.wrapOK != nil && a.wrapOK(mt) && ts.single(mt, 0) {
 			// A wrapper of one member (atomic_t, refcount_t, kuid_t):
-			// the whole of it is that member.
-			if cs := ts.walk(mt, inner, nil, 0, depth+1); len(cs) == 1 {
+			// the whole of it is that member where a helper taking the
+			// wrapper (atomic_read(v), __kuid_val(uid)) is inlined;
+			// elsewhere it is copied whole (uid = cred->uid), which the
+			// plugin records as the outer member only.
+			in := inner
+			in.wrapOK = func(*ctype) bool { return true } // the helper's own code, down to the scalar
+			if cs := ts.walk(mt, in, nil, 0, depth+1); len(cs) == 1 {
 				return []chain{append(chain{h}, cs[0]...)}
 			}
 		}
-		if whole || (a.addr && a.off == lo) || a.indexed {
-			// The whole member (a struct copy), or its address: the
-			// plugin records the member, not what is inside.
+		if whole || (a.addr && a.off == lo) || a.indexed || copied {
+			// The whole member (a struct copy), or its address, or a
+			// piece of a copy of it: the plugin records the member, not
+			// what is inside.
 			return []chain{{h}}
 		}
 		cs := ts.walk(mt, inner, nil, 0, depth+1)
@@ -226,7 +274,7 @@ func (ts *types) one(t *ctype, m *cmember, a access, outer *ctype, outerBit int6
 		}
 		h := ts.hopOf(outer, m, outerBit, lo, hi)
 		el := ts.get(mt.elem)
-		if a.indexed || el == nil || el.size <= 0 || (el.kind != tStruct && el.kind != tUnion) {
+		if a.indexed || a.copies(lo, hi) || el == nil || el.size <= 0 || (el.kind != tStruct && el.kind != tUnion) {
 			return []chain{{h}}
 		}
 		// An element of an array of structs: where in the element.
@@ -287,18 +335,23 @@ func (ts *types) objectAccess(t *ctype, a access) []chain {
 		if in+a.n > el.size {
 			return nil
 		}
-		a.bm = a.bm.shift((a.off - in) * 8)
-		a.off = in
+		a = a.sub(a.off - in)
 		a.indexed = false // indexing an array of structs moves by whole elements
 		t = el
 	}
 	if a.off < 0 || (t.size > 0 && a.off >= t.size) {
 		return nil
 	}
+	if a.init && a.initLo <= 0 && a.initHi >= t.size && t.size > int64(max(a.n, 1)) {
+		return nil // the whole object copied or initialized
+	}
 	if a.addr && a.off == 0 {
 		return nil // the object's own address, or its first member's: not told apart
 	}
 	cs := ts.walk(t, a, nil, 0, 0)
+	if a.declared {
+		return cs
+	}
 	for i, c := range cs {
 		// A struct member at offset 0 with more below it: the pointer may
 		// be one to that member, cast (current_thread_info() is current;
@@ -312,4 +365,42 @@ func (ts *types) objectAccess(t *ctype, a access) []chain {
 		cs[i] = c
 	}
 	return cs
+}
+
+// structGroup returns, when cands are what struct_group() makes (an
+// anonymous struct and named structs of the same members at the same
+// places), the anonymous one.
+func (ts *types) structGroup(cands []*cmember) *cmember {
+	var anon *cmember
+	for _, m := range cands {
+		if m.name == "" {
+			if anon != nil {
+				return nil
+			}
+			anon = m
+		}
+	}
+	if anon == nil {
+		return nil
+	}
+	at := ts.get(anon.typ)
+	if at == nil || at.kind != tStruct {
+		return nil
+	}
+	for _, m := range cands {
+		if m == anon {
+			continue
+		}
+		mt := ts.get(m.typ)
+		if mt == nil || mt.kind != tStruct || mt.size != at.size || len(mt.members) != len(at.members) || m.off != anon.off {
+			return nil
+		}
+		for i := range mt.members {
+			x, y := &mt.members[i], &at.members[i]
+			if x.name != y.name || x.bitOff != y.bitOff || x.bitSize != y.bitSize {
+				return nil
+			}
+		}
+	}
+	return anon
 }

@@ -33,6 +33,14 @@ type function struct {
 	cfaFrame bool // DW_AT_frame_base is DW_OP_call_frame_cfa
 	vars     []variable
 	inlines  []inlineSite
+	params   []scopedType // of the inlined copies
+}
+
+// scopedType is a parameter's declared type and the code of the copy
+// it belongs to.
+type scopedType struct {
+	typ   dwarf.Offset
+	scope [][2]uint64
 }
 
 // global is a variable at a fixed address: a global, a static (of a
@@ -225,6 +233,12 @@ func (s *scanner) children(f *function, depth int, scope [][2]uint64) {
 		}
 		switch e.Tag {
 		case dwarf.TagFormalParameter, dwarf.TagVariable:
+			if e.Tag == dwarf.TagFormalParameter && f != nil && depth > 0 && len(scope) > 0 {
+				// A parameter of an inlined copy, with a location or not.
+				if oi := s.lookupOrigin(e); oi.typ != 0 {
+					f.params = append(f.params, scopedType{typ: oi.typ, scope: scope})
+				}
+			}
 			s.variableDIE(e, depth, scope, f)
 			if e.Children {
 				s.r.SkipChildren()

@@ -3,6 +3,7 @@ package accessinfer
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"golang.org/x/arch/x86/x86asm"
 
@@ -78,6 +79,12 @@ type state struct {
 	slots []slot
 }
 
+// copyFrom makes s a copy of o, reusing s's slots array.
+func (s *state) copyFrom(o *state) {
+	s.regs = o.regs
+	s.slots = append(s.slots[:0], o.slots...)
+}
+
 func (s *state) clone() *state {
 	c := &state{regs: s.regs}
 	c.slots = append([]slot(nil), s.slots...)
@@ -94,16 +101,22 @@ func (s *state) slot(off int64) (val, bool) {
 
 // setSlot writes n bytes at off: an 8-byte value is kept, anything else
 // forgets the slots it overlaps.
+// The state owns its slots (clone copies them): they change in place.
 func (s *state) setSlot(off int64, n int64, v val) {
-	out := s.slots[:0:0]
+	out := s.slots[:0]
 	for _, sl := range s.slots {
 		if sl.off+8 <= off || sl.off >= off+n {
 			out = append(out, sl)
 		}
 	}
+	for i := len(out); i < len(s.slots); i++ {
+		s.slots[i] = slot{} // no stale pointers for the collector
+	}
 	if n == 8 && v.kind != vNone {
-		out = append(out, slot{off, v})
-		sort.Slice(out, func(i, j int) bool { return out[i].off < out[j].off })
+		i := sort.Search(len(out), func(i int) bool { return out[i].off >= off })
+		out = append(out, slot{})
+		copy(out[i+1:], out[i:])
+		out[i] = slot{off, v}
 	}
 	s.slots = out
 }
@@ -198,12 +211,28 @@ type stackObj struct {
 
 // fnTrack is one function under analysis.
 type fnTrack struct {
-	w     *worker
-	f     *function
-	insns []x86code.Insn
-	g     *x86code.Graph
-	facts [][]fact // by instruction index
-	objs  []stackObj
+	w      *worker
+	f      *function
+	insns  []x86code.Insn
+	g      *x86code.Graph
+	facts  [][]int32 // by instruction index: indexes into fs
+	fs     []fact
+	spans  [][2]int32 // of fs[k]: instructions [i, j)
+	counts []int32
+	pool   []int32
+	// sitesAt[i] are the inlined copies holding instruction i (indexes
+	// into f.inlines), worked out at the first access emitted.
+	free       []*state // states no block holds any more
+	sitesBuilt bool
+	sitesAt    [][]int32
+	siteCounts []int32
+	sitePool   []int32
+	applied    []appliedFacts
+	// memAt[i] is instruction i's entry in looked, -1 if it has no
+	// memory operand.
+	memAt  []int32
+	looked []lookEntry
+	objs   []stackObj
 }
 
 func (ft *fnTrack) insnIndex(pc uint64) int {
@@ -211,9 +240,76 @@ func (ft *fnTrack) insnIndex(pc uint64) int {
 }
 
 // buildFacts turns the variables' locations into per-instruction facts.
+// reset readies ft, and the buffers it keeps, for function f.
+func (ft *fnTrack) reset(w *worker, f *function) {
+	ft.w, ft.f, ft.g = w, f, nil
+	ft.sitesBuilt = false
+	clear(ft.fs)
+	ft.fs = ft.fs[:0]
+	ft.spans = ft.spans[:0]
+	clear(ft.objs)
+	ft.objs = ft.objs[:0]
+}
+
+// grow returns s with length n, reusing its array when it is large
+// enough; the elements are zero.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/4)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
 func (ft *fnTrack) buildFacts() {
 	ts := ft.w.ts
-	ft.facts = make([][]fact, len(ft.insns))
+	n := len(ft.insns)
+	ft.facts = grow(ft.facts, n)
+	defer func() {
+		// One array for all the instructions' lists.
+		ft.counts = grow(ft.counts, n)
+		total := 0
+		for _, sp := range ft.spans {
+			for i := sp[0]; i < sp[1]; i++ {
+				ft.counts[i]++
+			}
+			total += int(sp[1] - sp[0])
+		}
+		ft.pool = grow(ft.pool, total)
+		at := 0
+		for i, c := range ft.counts {
+			ft.facts[i] = ft.pool[at : at : at+int(c)]
+			at += int(c)
+		}
+		for k, sp := range ft.spans {
+			for i := sp[0]; i < sp[1]; i++ {
+				ft.facts[i] = append(ft.facts[i], int32(k))
+			}
+		}
+	}()
+	for i := range ft.applied {
+		ft.applied[i].regs = ft.applied[i].regs[:0]
+		clear(ft.applied[i].regs[:cap(ft.applied[i].regs)])
+	}
+	if cap(ft.applied) < n {
+		ft.applied = make([]appliedFacts, n, n+n/4)
+	}
+	ft.applied = ft.applied[:n]
+	for i := range ft.applied {
+		ft.applied[i].done = false
+		ft.applied[i].regs = ft.applied[i].regs[:0]
+	}
+	ft.memAt = grow(ft.memAt, n)
+	clear(ft.looked)
+	ft.looked = ft.looked[:0]
+	for i := range ft.insns {
+		ft.memAt[i] = -1
+		if acc, ok := x86code.Access(&ft.insns[i].Inst); ok {
+			ft.memAt[i] = int32(len(ft.looked))
+			ft.looked = append(ft.looked, lookEntry{acc: acc})
+		}
+	}
 	for vi := range ft.f.vars {
 		v := &ft.f.vars[vi]
 		t := ts.get(v.typ)
@@ -276,8 +372,10 @@ func (ft *fnTrack) buildFacts() {
 					}
 					fc.slot = 8 + w.off
 				}
-				for i := ft.insnIndex(lo); i < len(ft.insns) && ft.insns[i].PC < hi; i++ {
-					ft.facts[i] = append(ft.facts[i], fc)
+				i, j := ft.insnIndex(lo), ft.insnIndex(hi)
+				if i < j {
+					ft.fs = append(ft.fs, fc)
+					ft.spans = append(ft.spans, [2]int32{int32(i), int32(j)})
 				}
 			}
 		}
@@ -288,17 +386,48 @@ func (ft *fnTrack) buildFacts() {
 // variables of different types in one register at the same depth (a
 // pointer and its container_of) are both kept, as alternatives.
 func (ft *fnTrack) apply(s *state, i int) {
-	fs := ft.facts[i]
-	if len(fs) == 0 {
+	if len(ft.facts[i]) == 0 {
 		return
 	}
+	ap := &ft.applied[i]
+	if !ap.done {
+		ft.prepare(i)
+	}
+	for _, rv := range ap.regs {
+		s.regs[rv.reg] = rv.v
+	}
+	if sp := s.regs[rsp]; sp.kind == vStack {
+		for _, k := range ft.facts[i] {
+			if f := &ft.fs[k]; f.reg < 0 {
+				s.setSlot(f.slot, 8, f.v)
+			}
+		}
+	}
+}
+
+// regVal is a register DWARF gives a value at an instruction.
+type regVal struct {
+	reg int
+	v   val
+}
+
+// appliedFacts are what apply sets at an instruction, worked out once.
+type appliedFacts struct {
+	done bool
+	regs []regVal
+}
+
+// prepare works out what DWARF's facts at instruction i set.
+func (ft *fnTrack) prepare(i int) {
+	fs := ft.facts[i]
 	type best struct {
 		v     val
 		depth int
 		set   bool
 	}
 	var regs [16]best
-	for _, f := range fs {
+	for _, k := range fs {
+		f := &ft.fs[k]
 		if f.reg < 0 {
 			continue
 		}
@@ -316,17 +445,11 @@ func (ft *fnTrack) apply(s *state, i int) {
 			}
 		}
 	}
+	ap := &ft.applied[i]
+	ap.done = true
 	for r := range regs {
-		if !regs[r].set {
-			continue
-		}
-		s.regs[r] = regs[r].v
-	}
-	if sp := s.regs[rsp]; sp.kind == vStack {
-		for _, f := range fs {
-			if f.reg < 0 {
-				s.setSlot(f.slot, 8, f.v)
-			}
+		if regs[r].set {
+			ap.regs = append(ap.regs, regVal{r, regs[r].v})
 		}
 	}
 }
@@ -339,6 +462,7 @@ type object struct {
 	reg   int   // DWARF register of the base, -1 if none
 	base  int64 // the object starts at reg + base
 	stack bool  // a stack slot that is no known object
+	frame bool  // a struct variable in the frame
 	slot  int64
 	// indexed: an index register adds to the address.
 	indexed bool
@@ -430,7 +554,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		so := v.k + m.Disp
 		for _, o := range ft.objs {
 			if so >= o.off && so < o.off+o.t.size && pc >= o.ranges[0][0] && pc < o.ranges[0][1] {
-				return object{t: o.t, off: so - o.off, why: "stack var " + o.name, reg: idxToDWARF[bi], base: o.off - v.k}, true
+				return object{t: o.t, off: so - o.off, why: "stack var " + o.name, reg: idxToDWARF[bi], base: o.off - v.k, frame: true}, true
 			}
 		}
 		return object{stack: true, slot: so}, true
@@ -456,7 +580,8 @@ type memResult struct {
 	acc    x86code.MemAccess
 	obj    object
 	chains []chain
-	loaded val // the value a load gives its destination
+	loaded val  // the value a load gives its destination
+	test   bool // the bits picked out are tested against a constant
 }
 
 // isPercpuBase names the kernel's per-CPU offsets: adding one to a
@@ -472,20 +597,75 @@ func isPercpuBase(name string) bool {
 // members are those of the only typing under which the access falls on
 // a member, or the innermost member all typings agree on.
 func (ft *fnTrack) look(s *state, i, end int, pats map[int]bits, skip map[int]bool) (memResult, bool) {
-	in := &ft.insns[i]
-	acc, ok := x86code.Access(&in.Inst)
-	if !ok {
+	if ft.memAt[i] < 0 {
 		return memResult{}, false
 	}
+	e := &ft.looked[ft.memAt[i]]
+	if !e.ready {
+		e.ready = true
+		acc := e.acc
+		e.regs = [3]int{-1, -1, -1}
+		if bi, _, ok := regIndex(acc.Mem.Base); ok {
+			e.regs[0] = bi
+		}
+		if ii, _, ok := regIndex(acc.Mem.Index); ok {
+			e.regs[1] = ii
+		}
+		if acc.Kind == x86code.Store {
+			if sr, ok := ft.insns[i].Inst.Args[1].(x86asm.Reg); ok {
+				if si, full, ok := regIndex(sr); ok && full {
+					e.regs[2] = si
+				}
+			}
+		}
+	}
+	// The result depends on the registers the operand names (and, for
+	// a store, the one it stores) and on nothing else of the state but
+	// the stack slots a load from the frame reads: worked out again
+	// only when those registers changed.
+	var key [3]val
+	for k, ri := range e.regs {
+		if ri >= 0 {
+			key[k] = s.regs[ri]
+		}
+	}
+	if e.cached && key[0].same(e.key[0]) && key[1].same(e.key[1]) && key[2].same(e.key[2]) {
+		return e.r, true
+	}
+	r := ft.lookSlow(s, i, end, e.acc, pats, skip)
+	e.cached = !r.obj.stack
+	e.key, e.r = key, r
+	return r, true
+}
+
+// lookEntry caches look's work at one instruction.
+type lookEntry struct {
+	ready  bool // regs worked out
+	cached bool
+	acc    x86code.MemAccess
+	regs   [3]int // base, index, stored register (-1: none)
+	key    [3]val
+	r      memResult
+}
+
+// lookSlow is look without the cache.
+func (ft *fnTrack) lookSlow(s *state, i, end int, acc x86code.MemAccess, pats map[int]bits, skip map[int]bool) memResult {
+	r := ft.lookObjs(s, i, end, acc, pats, skip)
+	r.test = pats[i].test
+	return r
+}
+
+func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats map[int]bits, skip map[int]bool) memResult {
+	in := &ft.insns[i]
 	r := memResult{acc: acc}
 	objs := ft.objects(s, acc.Mem, in.End(), in.PC)
 	if len(objs) == 0 {
-		return r, true
+		return r
 	}
 	if len(objs) == 1 {
 		r.obj = objs[0]
 		r.chains, r.loaded = ft.resolveObj(s, i, end, acc, objs[0], pats, skip)
-		return r, true
+		return r
 	}
 	var got []memResult
 	for _, o := range objs {
@@ -496,17 +676,17 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]bits, skip map[int]bo
 	}
 	switch {
 	case len(got) == 1:
-		return got[0], true
+		return got[0]
 	case len(got) > 1:
 		// Agreeing typings: keep the innermost member they share.
 		best := got[0]
 		for _, g := range got[1:] {
 			if len(g.chains) != 1 || len(best.chains) != 1 {
-				return r, true
+				return r
 			}
 			x, y := g.chains[0][len(g.chains[0])-1], best.chains[0][len(best.chains[0])-1]
 			if x.m.name != y.m.name || x.st.key() != y.st.key() || x.bitOff != y.bitOff {
-				return r, true
+				return r
 			}
 			if len(g.chains[0]) < len(best.chains[0]) {
 				best = g
@@ -514,9 +694,9 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]bits, skip map[int]bo
 		}
 		c := best.chains[0]
 		best.chains = []chain{c[len(c)-1:]}
-		return best, true
+		return best
 	}
-	return r, true
+	return r
 }
 
 // resolveObj is look for one typing of the base: the members and the
@@ -551,6 +731,20 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if t.kind != tStruct && t.kind != tUnion && t.kind != tArray {
 		return nil, loaded
 	}
+	if obj.frame && acc.Kind == x86code.Store {
+		// A store into a struct in the frame is most often its
+		// initializer (struct x y = {...}, the zeroing of
+		// CONFIG_INIT_STACK_ALL_ZERO at its declaration) or a struct
+		// copy into it, neither a member access in the source (the
+		// plugin records none); an assignment to its member looks the
+		// same: not decided.
+		return nil, loaded
+	}
+	if t.name == "__va_list_tag" {
+		// va_arg's expansion: the compiler's, no member access in
+		// the source.
+		return nil, loaded
+	}
 	if skip[i] {
 		return nil, loaded // the load of a bitfield unit that a later store writes back
 	}
@@ -559,6 +753,17 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		a.bm.base += obj.off * 8
 	}
 	a.h = ft.hintFor(s, i, end, acc)
+	for _, p := range []string{"var ", "stack var ", "global ", "per-CPU "} {
+		a.declared = a.declared || strings.HasPrefix(obj.why, p)
+	}
+	if lo, hi, ok := ft.copySpan(i, end, false); ok {
+		// In the object's offsets.
+		a.copy, a.copyLo, a.copyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+	}
+	if lo, hi, ok := ft.copySpan(i, end, true); ok {
+		a.init, a.initLo, a.initHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+	}
+	a.wrapOK = func(t *ctype) bool { return ft.wrapperParamAt(ft.insns[i].PC, t) }
 	chains = ts.objectAccess(t, a)
 	if acc.Kind == x86code.Load && n == 8 && len(chains) == 1 {
 		last := chains[0][len(chains[0])-1]
@@ -614,7 +819,8 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) hint {
 		}
 		// DWARF names the loaded value at the next instruction.
 		if i+1 < len(ft.insns) {
-			for _, f := range ft.facts[i+1] {
+			for _, k := range ft.facts[i+1] {
+				f := &ft.fs[k]
 				if f.reg == ri && f.v.k == 0 {
 					h.ptrTo = f.v.t.key()
 				}
@@ -686,6 +892,200 @@ func knownOp(op x86asm.Op) bool {
 		x86asm.MOVQ, x86asm.MOVD, x86asm.MOVDQU, x86asm.MOVDQA, x86asm.MOVUPS, x86asm.MOVAPS,
 		x86asm.PXOR, x86asm.XORPS, x86asm.MOVNTI, x86asm.IMUL:
 		return true
+	}
+	return false
+}
+
+// copyAt reports whether instruction i, in a block ending before end,
+// moves bytes from memory to memory through a register: a mov load
+// whose register is next read by a mov store of it (of the same width)
+// before anything else reads or writes it, or that store.
+func (ft *fnTrack) copyAt(i, end int) bool {
+	in := &ft.insns[i].Inst
+	if in.Op != x86asm.MOV {
+		return false
+	}
+	if dst, ok := in.Args[0].(x86asm.Reg); ok {
+		if _, isMem := in.Args[1].(x86asm.Mem); isMem {
+			return ft.storedNext(i, end, dst)
+		}
+		return false
+	}
+	src, ok := in.Args[1].(x86asm.Reg)
+	if !ok {
+		return false
+	}
+	if _, isMem := in.Args[0].(x86asm.Mem); !isMem {
+		return false
+	}
+	// The store: its register loaded by a mov from memory just before.
+	ri, _, ok := regIndex(src)
+	if !ok {
+		return false
+	}
+	lo := ft.blockStart(i)
+	for j := i - 1; j >= lo && j >= i-8; j-- {
+		p := &ft.insns[j].Inst
+		if d, ok := p.Args[0].(x86asm.Reg); ok && d == src && p.Op == x86asm.MOV {
+			if _, isMem := p.Args[1].(x86asm.Mem); isMem {
+				return ft.storedNext(j, end, src)
+			}
+			return false
+		}
+		if usesReg(p, ri) || writesReg(p, ri) {
+			return false
+		}
+	}
+	return false
+}
+
+// copySpan is, for instruction i that moves memory to memory (copyAt),
+// the displacements [lo, hi) that it and the moves of the same kind
+// through the same base register around it in its block (up to 32
+// instructions away) cover contiguously.
+func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
+	moves := func(j int) bool { return ft.copyAt(j, end) || ft.retStore(j) || (imm && ft.immStore(j)) }
+	if !moves(i) {
+		return 0, 0, false
+	}
+	acc := ft.looked[ft.memAt[i]].acc
+	m := acc.Mem
+	if m.Index != 0 || m.Base == 0 || m.Base == x86asm.RIP {
+		return 0, 0, false
+	}
+	type iv struct{ lo, hi int64 }
+	var ivs []iv
+	start := max(ft.blockStart(i), i-32)
+	for j := start; j < end && j <= i+32; j++ {
+		if ft.memAt[j] < 0 {
+			continue
+		}
+		o := ft.looked[ft.memAt[j]].acc
+		if o.Kind != acc.Kind || o.Mem.Base != m.Base || o.Mem.Index != 0 || o.Mem.Segment != m.Segment || o.Bytes <= 0 {
+			continue
+		}
+		if j != i && !moves(j) {
+			continue
+		}
+		ivs = append(ivs, iv{o.Mem.Disp, o.Mem.Disp + int64(o.Bytes)})
+	}
+	lo, hi = m.Disp, m.Disp+int64(max(acc.Bytes, 1))
+	for grown := true; grown; {
+		grown = false
+		for _, v := range ivs {
+			if v.lo <= hi && v.hi >= lo && (v.lo < lo || v.hi > hi) {
+				lo, hi, grown = min(lo, v.lo), max(hi, v.hi), true
+			}
+		}
+	}
+	return lo, hi, true
+}
+
+// retStore reports whether instruction j stores %rax or %rdx as a
+// call before it in its block left them: a struct returned in
+// registers (inode->i_mtime = current_time(inode)) stored whole.
+func (ft *fnTrack) retStore(j int) bool {
+	in := &ft.insns[j].Inst
+	if in.Op != x86asm.MOV {
+		return false
+	}
+	r, ok := in.Args[1].(x86asm.Reg)
+	if _, isMem := in.Args[0].(x86asm.Mem); !isMem || !ok || (r != x86asm.RAX && r != x86asm.RDX) {
+		return false
+	}
+	ri, _, _ := regIndex(r)
+	lo := ft.blockStart(j)
+	for k := j - 1; k >= lo && k >= j-16; k-- {
+		p := &ft.insns[k].Inst
+		if p.Op == x86asm.CALL {
+			return true
+		}
+		if writesReg(p, ri) {
+			return false
+		}
+	}
+	return false
+}
+
+// immStore reports whether instruction j is a mov of an immediate to
+// memory.
+func (ft *fnTrack) immStore(j int) bool {
+	in := &ft.insns[j].Inst
+	if in.Op != x86asm.MOV {
+		return false
+	}
+	_, isMem := in.Args[0].(x86asm.Mem)
+	_, isImm := in.Args[1].(x86asm.Imm)
+	return isMem && isImm
+}
+
+// storedNext reports whether the register r that instruction i loads
+// is next used, before end, by a mov storing all of it to memory.
+func (ft *fnTrack) storedNext(i, end int, r x86asm.Reg) bool {
+	ri, _, ok := regIndex(r)
+	if !ok {
+		return false
+	}
+	for j := i + 1; j < end && j <= i+8; j++ {
+		nx := &ft.insns[j].Inst
+		if nx.Op == x86asm.MOV {
+			if s, ok := nx.Args[1].(x86asm.Reg); ok && s == r {
+				m, isMem := nx.Args[0].(x86asm.Mem)
+				return isMem && !memUses(m, ri)
+			}
+		}
+		if usesReg(nx, ri) || writesReg(nx, ri) {
+			return false
+		}
+	}
+	return false
+}
+
+func memUses(m x86asm.Mem, ri int) bool {
+	for _, r := range []x86asm.Reg{m.Base, m.Index} {
+		if i, _, ok := regIndex(r); ok && i == ri {
+			return true
+		}
+	}
+	return false
+}
+
+// blockStart is the first instruction of the block holding i.
+func (ft *fnTrack) blockStart(i int) int {
+	if b, ok := ft.g.Block(ft.insns[i].PC); ok {
+		return ft.insnIndex(ft.g.Blocks[b].Start)
+	}
+	// Not a block start: the block before it.
+	k := sort.Search(len(ft.g.Blocks), func(k int) bool { return ft.g.Blocks[k].Start > ft.insns[i].PC }) - 1
+	if k < 0 {
+		return 0
+	}
+	return ft.insnIndex(ft.g.Blocks[k].Start)
+}
+
+// wrapperParamAt reports whether an inlined copy holding pc has a
+// parameter of type t or pointer to t.
+func (ft *fnTrack) wrapperParamAt(pc uint64, t *ctype) bool {
+	ts := ft.w.ts
+	k := t.key()
+	for _, p := range ft.f.params {
+		in := false
+		for _, r := range p.scope {
+			if pc >= r[0] && pc < r[1] {
+				in = true
+				break
+			}
+		}
+		if !in {
+			continue
+		}
+		pt := ts.get(p.typ)
+		if pt != nil && pt.kind == tPtr {
+			pt = ts.pointee(pt)
+		}
+		if pt != nil && pt.key() == k {
+			return true
+		}
 	}
 	return false
 }

@@ -20,14 +20,19 @@ func (in *Insn) End() uint64 { return in.PC + uint64(in.Inst.Len) }
 // objdump does. A byte that does not decode is skipped (it is no
 // instruction); decoding resumes at the next byte.
 func Decode(code []byte, base uint64) []Insn {
-	out := make([]Insn, 0, len(code)/4)
+	return DecodeAppend(make([]Insn, 0, len(code)/4), code, base)
+}
+
+// DecodeAppend is Decode appending to dst (a buffer reused from one
+// function to the next).
+func DecodeAppend(dst []Insn, code []byte, base uint64) []Insn {
 	sweep(code, base, func(pc uint64, inst *x86asm.Inst) bool {
 		if inst != nil {
-			out = append(out, Insn{PC: pc, Inst: *inst})
+			dst = append(dst, Insn{PC: pc, Inst: *inst})
 		}
 		return true
 	})
-	return out
+	return dst
 }
 
 // EndsBlock reports whether inst ends a basic block: a jump, a return,

@@ -58,13 +58,23 @@ type PatchedBranches map[uint64]uint64
 // is in ranges (by address, each starting with an instruction). patched
 // may be nil.
 func FuncGraph(entry uint64, ranges []Range, patched PatchedBranches) *Graph {
+	decoded := make([][]Insn, len(ranges))
+	for i, r := range ranges {
+		decoded[i] = Decode(r.Code, r.Addr)
+	}
+	return FuncGraphDecoded(entry, ranges, decoded, patched)
+}
+
+// FuncGraphDecoded is FuncGraph for a caller that has decoded the
+// ranges already: decoded[i] is Decode(ranges[i].Code, ranges[i].Addr).
+func FuncGraphDecoded(entry uint64, ranges []Range, decoded [][]Insn, patched PatchedBranches) *Graph {
 	type rangeInsns struct {
 		lo, hi uint64
 		insns  []Insn
 	}
 	var rs []rangeInsns
-	for _, r := range ranges {
-		rs = append(rs, rangeInsns{r.Addr, r.Addr + uint64(len(r.Code)), Decode(r.Code, r.Addr)})
+	for i, r := range ranges {
+		rs = append(rs, rangeInsns{r.Addr, r.Addr + uint64(len(r.Code)), decoded[i]})
 	}
 	inCode := func(a uint64) bool {
 		for _, r := range rs {

@@ -113,7 +113,10 @@ noinline int node_state(struct list_head *node)
 
 noinline int skb_users(struct skb *skb)
 {
-	return READ_ONCE(skb->users.refs); /* want: skb.users:load refcount_struct.refs:load */
+	/* The whole of a one-member wrapper read outside a helper taking
+	 * it looks like a copy of it (uid = cred->uid): its member is not
+	 * decided. */
+	return READ_ONCE(skb->users.refs); /* want: skb.users:load */ /* want-any: refcount_struct.refs:load */
 }
 
 noinline long global_rx(void)

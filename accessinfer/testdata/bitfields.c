@@ -1,0 +1,36 @@
+/* Bitfield tests against constants, which GCC's front end folds into a
+ * BIT_FIELD_REF: the klasy plugin records no member for them, inference
+ * does (Access.BitTest when the machine code tests the bits; a test
+ * compiled into the value's extraction, as if (p->x) return 1; may be,
+ * looks like a read). A bitfield read as a value is recorded by both. */
+#define noinline __attribute__((noinline))
+
+struct flags {
+	int a;
+	unsigned x : 1, y : 1, z : 3;
+	int b;
+};
+
+void consume(void *p);
+
+noinline int flag_x(struct flags *p)
+{
+	if (p->x) /* want: flags.x:load */
+		consume(p);
+	return 0;
+}
+
+noinline int flag_y(struct flags *p)
+{
+	return p->y && p->b; /* want: flags.y:load flags.b:load */
+}
+
+noinline int flag_z(struct flags *p)
+{
+	return p->z; /* want: flags.z:load */
+}
+
+noinline int flag_z3(struct flags *p)
+{
+	return p->z == 3; /* want: flags.z:load */
+}
