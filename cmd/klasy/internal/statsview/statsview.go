@@ -203,6 +203,9 @@ func printTimer(w io.Writer, m records.Map) {
 	if t.Nested > 0 {
 		notes = append(notes, human.Plural(int(t.Nested), "nested start")+" (only the outermost pair is timed)")
 	}
+	if t.Orphaned > 0 {
+		notes = append(notes, human.Plural(int(t.Orphaned), "start")+" whose stop never came (a missed return, an error path): timed afresh from the next start")
+	}
 	if t.Dropped > 0 {
 		notes = append(notes, fmt.Sprintf("%s dropped: more than %d tasks inside the timer at once", human.Plural(int(t.Dropped), "start"), records.AggTasks))
 	}
@@ -230,11 +233,13 @@ type MapJSON struct {
 	Linear  *hist.LinearJSON  `json:"lhist,omitempty"`
 	Buckets []hist.BucketJSON `json:"buckets,omitempty"`
 	// timer
-	NoStart *uint64    `json:"no_start,omitempty"`
-	Nested  *uint64    `json:"nested,omitempty"`
-	Inside  *int       `json:"inside,omitempty"`
-	Wall    *timesJSON `json:"wall,omitempty"`
-	CPU     *timesJSON `json:"cpu,omitempty"`
+	NoStart *uint64 `json:"no_start,omitempty"`
+	Nested  *uint64 `json:"nested,omitempty"`
+	// Orphaned are starts whose stop never came.
+	Orphaned *uint64    `json:"orphaned,omitempty"`
+	Inside   *int       `json:"inside,omitempty"`
+	Wall     *timesJSON `json:"wall,omitempty"`
+	CPU      *timesJSON `json:"cpu,omitempty"`
 }
 
 // KeyJSON is one key of a keyed map in MapJSON.
@@ -271,6 +276,7 @@ func mapView(aspect string, m records.Map) MapJSON {
 			return tj
 		}
 		v.Count, v.NoStart, v.Dropped, v.Nested, v.Inside = &t.Count, &t.NoStart, &t.Dropped, &t.Nested, &t.Inside
+		v.Orphaned = &t.Orphaned
 		v.Wall, v.CPU = times(t.Wall), times(t.CPU)
 	default:
 		v.Count = &m.Count
