@@ -17,6 +17,7 @@ import (
 	"slices"
 
 	"github.com/klasy/klasy/internal/bytereader"
+	"github.com/klasy/klasy/x86code"
 )
 
 // SectionName is the ELF section the plugin writes.
@@ -490,4 +491,40 @@ func (r *reader) access(funcs []Function) (Access, error) {
 	a.NoOffset = flags&flagNoOffset != 0
 	a.Base.ContainerOf = flags&flagContainerOf != 0
 	return a, nil
+}
+
+// Span is the member's bytes [off, off+size) in its struct; a
+// bitfield's are those of the bits it covers; ok is false when the
+// layout is not constant.
+func (a *Access) Span() (off, size int64, ok bool) {
+	if a.NoOffset {
+		return 0, 0, false
+	}
+	off = int64(a.BitOffset / 8)
+	switch {
+	case a.Bitfield:
+		size = int64((a.BitOffset%8 + a.BitSize + 7) / 8)
+	case a.BitSize == 0:
+		size = 1 << 20 // a flexible array
+	default:
+		size = int64((a.BitSize + 7) / 8)
+	}
+	return off, max(size, 1), true
+}
+
+// Fits says whether an instruction's use of memory fits the mode: a
+// load or read-modify-write for a read, a store or read-modify-write for
+// a write, any of the three for a read-write, a lea for an address.
+func (m Mode) Fits(k x86code.MemKind) bool {
+	switch m {
+	case Read:
+		return k == x86code.Load || k == x86code.RMW
+	case Write:
+		return k == x86code.Store || k == x86code.RMW
+	case ReadWrite:
+		return k == x86code.RMW || k == x86code.Load || k == x86code.Store
+	case Addr:
+		return k == x86code.Addr
+	}
+	return false
 }

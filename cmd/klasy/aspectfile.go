@@ -59,9 +59,9 @@ func checkDomainsAspect(s *stdio, domainsPath, path string, src []byte) (*domain
 	for i, d := range file.Domains {
 		names[i] = d.Name
 	}
-	per, err := resolve.AdviceDomains(af, names)
-	if err != nil {
-		return nil, nil, nil, weaveError(s, err)
+	per, diags := aspect.AdviceDomains(af, names)
+	if len(diags) > 0 {
+		return nil, nil, nil, weaveError(s, &resolve.DiagnosticsError{Diags: diags})
 	}
 	return file, af, per, nil
 }

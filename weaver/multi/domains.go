@@ -154,9 +154,9 @@ func WeaveDomains(ctx context.Context, ss []*DomainSession, f *aspect.File) ([]D
 	for i, s := range ss {
 		names[i] = s.Name()
 	}
-	per, err := resolve.AdviceDomains(f, names)
-	if err != nil {
-		return nil, err
+	per, diags := aspect.AdviceDomains(f, names)
+	if len(diags) > 0 {
+		return nil, &resolve.DiagnosticsError{Diags: diags}
 	}
 	reps := make([]DomainReport, len(ss))
 	var prepared []*weaver.Prepared

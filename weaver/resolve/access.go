@@ -465,39 +465,6 @@ type exactHit struct {
 	targetOK      bool  // the base register holds the base's dynamic part
 }
 
-// memberSpan is the member's bytes [off, off+size) in its struct; a
-// bitfield's are those of the bits it covers.
-func memberSpan(a debugklasy.Access) (off, size int64, ok bool) {
-	if a.NoOffset {
-		return 0, 0, false
-	}
-	off = int64(a.BitOffset / 8)
-	switch {
-	case a.Bitfield:
-		size = int64((a.BitOffset%8 + a.BitSize + 7) / 8)
-	case a.BitSize == 0:
-		size = 1 << 20 // a flexible array
-	default:
-		size = int64((a.BitSize + 7) / 8)
-	}
-	return off, max(size, 1), true
-}
-
-// kindFits says whether an instruction's use of memory fits the mode.
-func kindFits(m debugklasy.Mode, k x86code.MemKind) bool {
-	switch m {
-	case debugklasy.Read:
-		return k == x86code.Load || k == x86code.RMW
-	case debugklasy.Write:
-		return k == x86code.Store || k == x86code.RMW
-	case debugklasy.ReadWrite:
-		return k == x86code.RMW || k == x86code.Load || k == x86code.Store
-	case debugklasy.Addr:
-		return k == x86code.Addr
-	}
-	return false
-}
-
 // baseOf parses and evaluates the record's base at addr in copy inst,
 // with the types of variables there.
 func (ag *accessGroup) baseOf(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, addr uint64) (baseexpr.SVal, error) {
@@ -550,7 +517,7 @@ func varAt(b *dwarfmap.Batch, addr uint64, name, scope string) (dwarfmap.VarLoc,
 // the functions inlined at the line in this copy. nil if none or more;
 // cands are then the addresses of those that fit.
 func (ag *accessGroup) exact(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, lc *linecode.LineCode, a debugklasy.Access) (hit *exactHit, cands []cand) {
-	off, size, ok := memberSpan(a)
+	off, size, ok := a.Span()
 	if !ok {
 		return nil, nil
 	}
@@ -608,7 +575,7 @@ func hostEntry(b *dwarfmap.Batch, inst dwarfmap.Instance) uint64 {
 // the member at off (size bytes) of a struct at base+k.
 func candidate(in *x86code.Insn, a debugklasy.Access, off, size, k int64) (x86code.MemAccess, bool) {
 	acc, ok := x86code.Access(&in.Inst)
-	if !ok || acc.Mem.Segment != 0 || acc.Mem.Base == 0 || x86code.DWARFReg(acc.Mem.Base) < 0 || !kindFits(a.Mode, acc.Kind) {
+	if !ok || acc.Mem.Segment != 0 || acc.Mem.Base == 0 || x86code.DWARFReg(acc.Mem.Base) < 0 || !a.Mode.Fits(acc.Kind) {
 		return acc, false
 	}
 	rel := acc.Mem.Disp - k - off

@@ -406,7 +406,7 @@ func TestResolveAccessBuiltKernel(t *testing.T) {
 				}
 				acc, ok := x86code.Access(&inst)
 				mode := map[string]debugklasy.Mode{"read": debugklasy.Read, "write": debugklasy.Write, "rw": debugklasy.ReadWrite, "addr": debugklasy.Addr}[jp.Access.Mode]
-				if !ok || !kindFits(mode, acc.Kind) {
+				if !ok || !mode.Fits(acc.Kind) {
 					t.Errorf("%s at %#x: exact hook on %v, which does not %s memory", jp.Where(), jp.Addr, inst, jp.Access.Mode)
 				}
 			}

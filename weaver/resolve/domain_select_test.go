@@ -56,7 +56,11 @@ func TestAdviceDomains(t *testing.T) {
 			if len(diags) > 0 {
 				t.Fatal(diags)
 			}
-			per, err := AdviceDomains(f, doms)
+			per, diags := aspect.AdviceDomains(f, doms)
+			var err error
+			if len(diags) > 0 {
+				err = diags
+			}
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("AdviceDomains: %v, want %q", err, tc.err)

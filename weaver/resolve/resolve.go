@@ -2,7 +2,7 @@
 // kernel image and the modules built with the plugin, touching no kernel:
 // execution (this file), access (access.go, accessctx.go), line, block
 // and the function a <replace> takes (replace.go), each AND-group sent to
-// its domain in a domains weave (domain_select.go). What cannot be woven
+// its domain in a domains weave (aspect.DomainGroups). What cannot be woven
 // keeps its place with the reason (JoinPoint.Skipped).
 package resolve
 
@@ -35,7 +35,7 @@ type ResolveOptions struct {
 	Warn func(joinpoint.Warning)
 	// Domain is the domain of a domains file resolved for: only the
 	// AND-groups that go to it are resolved, its @Domain qualifiers
-	// dropped (domain_select.go). "": one kernel, and a qualifier is an
+	// dropped (aspect.DomainGroups). "": one kernel, and a qualifier is an
 	// error.
 	Domain string
 }
@@ -122,7 +122,7 @@ func (r *resolver) advice(n int, a *aspect.Advice) error {
 		if len(groups) != 1 {
 			return r.errAt(pc, 0, "<replace> is the new body of one function: its pointcut cannot join alternatives with OR")
 		}
-		gs := domainGroups(groups, r.opt.Domain)
+		gs := aspect.DomainGroups(groups, r.opt.Domain)
 		if len(gs) == 0 {
 			return nil // another domain's function
 		}
@@ -132,7 +132,7 @@ func (r *resolver) advice(n int, a *aspect.Advice) error {
 	if a.When == "after" {
 		timing = joinpoint.After
 	}
-	for _, g := range domainGroups(groups, r.opt.Domain) {
+	for _, g := range aspect.DomainGroups(groups, r.opt.Domain) {
 		var err error
 		switch {
 		case slices.ContainsFunc(g, func(t *aspect.Term) bool { return t.Access != nil }):
@@ -152,7 +152,7 @@ func (r *resolver) advice(n int, a *aspect.Advice) error {
 }
 
 // checkDomains refuses a domain qualifier (file@D, function@D) outside a
-// weave of a domains file. Inside one, domainGroups keeps only the groups
+// weave of a domains file. Inside one, aspect.DomainGroups keeps only the groups
 // of the domain being resolved, so a qualifier left names that domain.
 func (r *resolver) checkDomains(pc *aspect.Pointcut, groups [][]*aspect.Term) error {
 	if r.opt.Domain != "" {
@@ -160,14 +160,7 @@ func (r *resolver) checkDomains(pc *aspect.Pointcut, groups [][]*aspect.Term) er
 	}
 	for _, g := range groups {
 		for _, t := range g {
-			var d *aspect.Name
-			switch {
-			case t.WithinFile != nil:
-				d = t.WithinFile.Domain
-			case t.WithinFunction != nil:
-				d = t.WithinFunction.Domain
-			}
-			if d != nil {
+			if d := t.Domain(); d != nil {
 				return r.errAt(pc, t.Pos.Offset, "%s: a domain (@%s) needs a domains file: klasy weave --domains FILE", t.Designator(), d.Value)
 			}
 		}
