@@ -1,9 +1,11 @@
 // Package resolve finds the join points of an aspect's pointcuts in a
 // kernel image and the modules built with the plugin, touching no kernel:
-// execution (this file), access (access.go, accessctx.go), line, block
-// and the function a <replace> takes (replace.go), each AND-group sent to
-// its domain in a domains weave (aspect.DomainGroups). What cannot be woven
-// keeps its place with the reason (JoinPoint.Skipped).
+// execution (resolve.go), access from the plugin's records (access.go,
+// accessctx.go) or, in an image built without it, from accessinfer
+// (inferred.go), line, block and the function a <replace> takes
+// (replace.go); in a domains weave only the AND-groups of the domain
+// (aspect.DomainGroups). What cannot be woven keeps its place with the
+// reason (JoinPoint.Skipped).
 package resolve
 
 import (
