@@ -157,18 +157,15 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	for w := range tss {
 		tss[w] = newTypes(d)
 	}
+	sec := sections{info: img.Section(".debug_info"), loc: img.Section(".debug_loc"),
+		loclists: img.Section(".debug_loclists"), addr: img.Section(".debug_addr")}
 	for w := 0; w < nw; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: tss[w], info: img.Section(".debug_info")}
-			s.locs.loc = img.Section(".debug_loc")
-			s.locs.loclists = img.Section(".debug_loclists")
-			s.locs.addr = img.Section(".debug_addr")
+			s := newScanner(d, tss[w], sec)
 			for i := range next {
-				scans[i].rets = map[uint64]dwarf.Offset{}
-				s.out = &scans[i]
-				s.scanUnit(cus[i])
+				s.scan(cus[i], &scans[i])
 			}
 		}()
 	}

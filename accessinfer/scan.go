@@ -71,6 +71,33 @@ type scanner struct {
 	out    *unitScan
 }
 
+// sections are the raw DWARF sections a scan reads besides what
+// debug/dwarf decodes: the unit headers and the location lists.
+type sections struct {
+	info     []byte // .debug_info
+	loc      []byte // .debug_loc (DWARF 2-4)
+	loclists []byte // .debug_loclists (DWARF 5)
+	addr     []byte // .debug_addr
+}
+
+// newScanner returns a scanner of d's units that reads the sizes of
+// globals' types through ts (one goroutine's: neither is safe for
+// concurrent use).
+func newScanner(d *dwarf.Data, ts *types, sec sections) *scanner {
+	s := &scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: ts, info: sec.info}
+	s.locs.loc = sec.loc
+	s.locs.loclists = sec.loclists
+	s.locs.addr = sec.addr
+	return s
+}
+
+// scan scans the compilation unit whose DIE is at off into out.
+func (s *scanner) scan(off dwarf.Offset, out *unitScan) {
+	out.rets = map[uint64]dwarf.Offset{}
+	s.out = out
+	s.scanUnit(off)
+}
+
 type originInfo struct {
 	name string
 	typ  dwarf.Offset
