@@ -90,10 +90,10 @@ type Result struct {
 
 // globals finds the variables at fixed addresses.
 type globals struct {
-	normal, percpu []global // by address
+	normal, percpu []Global // by address
 }
 
-func (gl *globals) find(a uint64, percpu bool) (global, int64, bool) {
+func (gl *globals) find(a uint64, percpu bool) (Global, int64, bool) {
 	t := gl.normal
 	if percpu {
 		t = gl.percpu
@@ -104,12 +104,12 @@ func (gl *globals) find(a uint64, percpu bool) (global, int64, bool) {
 			return t[j], int64(a - t[j].addr), true
 		}
 	}
-	return global{}, 0, false
+	return Global{}, 0, false
 }
 
 // worker holds what one goroutine reuses.
 type worker struct {
-	ts   *types
+	ts   *Types
 	g    *globals
 	rets map[uint64]dwarf.Offset
 	img  *elfimage.Image
@@ -149,23 +149,23 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		}
 		r.SkipChildren()
 	}
-	scans := make([]unitScan, len(cus))
+	scans := make([]Unit, len(cus))
 	var wg sync.WaitGroup
 	next := make(chan int)
 	// Each worker's types, read in the scan, serve it in tracking too.
-	tss := make([]*types, nw)
+	tss := make([]*Types, nw)
 	for w := range tss {
-		tss[w] = newTypes(d)
+		tss[w] = NewTypes(d)
 	}
-	sec := sections{info: img.Section(".debug_info"), loc: img.Section(".debug_loc"),
+	sec := Sections{info: img.Section(".debug_info"), loc: img.Section(".debug_loc"),
 		loclists: img.Section(".debug_loclists"), addr: img.Section(".debug_addr")}
 	for w := 0; w < nw; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := newScanner(d, tss[w], sec)
+			s := NewScanner(d, tss[w], sec)
 			for i := range next {
-				s.scan(cus[i], &scans[i])
+				s.Scan(cus[i], &scans[i])
 			}
 		}()
 	}
@@ -186,7 +186,7 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	}
 	gl := &globals{}
 	rets := map[uint64]dwarf.Offset{}
-	var funcs []*function
+	var funcs []*Function
 	seen := map[uint64]bool{}
 	for i := range scans {
 		for _, g := range scans[i].globals {
@@ -211,7 +211,7 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 			funcs = append(funcs, f)
 		}
 	}
-	for _, t := range []*[]global{&gl.normal, &gl.percpu} {
+	for _, t := range []*[]Global{&gl.normal, &gl.percpu} {
 		sort.Slice(*t, func(i, j int) bool { return (*t)[i].addr < (*t)[j].addr })
 	}
 	reserved, _ := img.Reserved()
@@ -251,7 +251,7 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 }
 
 // function analyses one out-of-line function.
-func (w *worker) function(f *function) (accs []Access, counts [2]int) {
+func (w *worker) function(f *Function) (accs []Access, counts [2]int) {
 	var ranges []x86code.Range
 	for _, r := range f.ranges {
 		code := w.img.ReadText(r[0], r[1]-r[0])
@@ -335,7 +335,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	}
 	entry, _ := g.Block(g.Entry)
 	outs := make([]*state, nb)
-	pats := make([]map[int]bits, nb)
+	pats := make([]map[int]Bits, nb)
 	skips := make([]map[int]bool, nb)
 	for _, b := range order {
 		lo, hi := ft.blockInsns(&g.Blocks[b])
@@ -480,12 +480,12 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
 		off, known := int64(0), true
 		for d, h := range c {
 			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.name, Struct: h.st.name, Member: h.m.name,
-				Union: h.st.kind == tUnion, Bitfield: h.m.bitSize > 0, BitOffset: h.bitOff, BitSize: h.bitSize,
+				Union: h.st.kind == Union, Bitfield: h.m.bitSize > 0, BitOffset: h.bitOff, BitSize: h.bitSize,
 				BitTest: h.m.bitSize > 0 && r.test,
 				Kind:    r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls,
 				ContainerOff: off, ContainerKnown: known})
 			off += h.bitOff / 8
-			if mt := ft.w.ts.get(h.m.typ); mt == nil || mt.kind == tArray {
+			if mt := ft.w.ts.get(h.m.typ); mt == nil || mt.kind == Array {
 				known = false
 			}
 		}
@@ -553,7 +553,7 @@ func (ft *fnTrack) buildSites() {
 // step applies DWARF's facts at instruction i, looks at its memory
 // operand (calling emit, if not nil, with what it touches) and applies
 // the instruction to s.
-func (ft *fnTrack) step(s *state, i, end int, pats map[int]bits, skip map[int]bool, emit func(memResult)) {
+func (ft *fnTrack) step(s *state, i, end int, pats map[int]Bits, skip map[int]bool, emit func(memResult)) {
 	ft.apply(s, i)
 	in := &ft.insns[i]
 	r, hasMem := ft.look(s, i, end, pats, skip)
@@ -710,7 +710,7 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
 			target := uint64(int64(in.End()) + int64(rel))
 			if t, ok := ft.w.rets[target]; ok {
-				if p := ft.w.ts.pointee(ft.w.ts.get(t)); useful(p) {
+				if p := ft.w.ts.pointee(ft.w.ts.get(t)); Useful(p) {
 					s.regs[0] = val{kind: vPtr, t: p, why: "ret"}
 				}
 			}
@@ -751,7 +751,7 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 // per-CPU variable) there, else the constant.
 func (ft *fnTrack) addrVal(a uint64, percpu bool) val {
 	if g, off, ok := ft.w.g.find(a, percpu); ok {
-		if t := ft.w.ts.get(g.typ); t != nil && (t.kind == tStruct || t.kind == tUnion || t.kind == tArray) {
+		if t := ft.w.ts.get(g.typ); t != nil && (t.kind == Struct || t.kind == Union || t.kind == Array) {
 			why := "global "
 			if percpu {
 				why = "per-CPU "
@@ -768,12 +768,12 @@ func (ft *fnTrack) addrVal(a uint64, percpu bool) val {
 // its bits (and with a mask, or, store back): the bits each load tests
 // and each store changes, relative to the first byte accessed. skip
 // marks the loads that are part of a write.
-func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
-	var pats map[int]bits
+func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]Bits, map[int]bool) {
+	var pats map[int]Bits
 	var skip map[int]bool
-	put := func(i int, b bits) {
+	put := func(i int, b Bits) {
 		if pats == nil {
-			pats = map[int]bits{}
+			pats = map[int]Bits{}
 		}
 		pats[i] = b
 	}
@@ -794,13 +794,13 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 				m := uint64(imm) & unit
 				switch inst.Op {
 				case x86asm.TEST:
-					put(i, bits{ok: true, mask: m, test: true})
+					put(i, Bits{ok: true, mask: m, test: true})
 				case x86asm.OR, x86asm.XOR:
-					put(i, bits{ok: true, mask: m})
+					put(i, Bits{ok: true, mask: m})
 				case x86asm.AND:
-					put(i, bits{ok: true, mask: ^m & unit})
+					put(i, Bits{ok: true, mask: ^m & unit})
 				case x86asm.BT, x86asm.BTS, x86asm.BTR, x86asm.BTC:
-					put(i, bits{ok: true, mask: 1 << (uint64(imm) % uint64(width)), test: inst.Op == x86asm.BT})
+					put(i, Bits{ok: true, mask: 1 << (uint64(imm) % uint64(width)), test: inst.Op == x86asm.BT})
 				}
 				continue
 			}
@@ -831,7 +831,7 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 						}
 						changed &= unit
 						if changed != 0 {
-							put(j, bits{ok: true, mask: changed})
+							put(j, Bits{ok: true, mask: changed})
 							if skip == nil {
 								skip = map[int]bool{}
 							}
@@ -866,10 +866,10 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 					orMask |= uint64(imm) << shift
 					continue
 				case x86asm.TEST:
-					put(i, bits{ok: true, mask: (uint64(imm) << shift) & unit, test: true})
+					put(i, Bits{ok: true, mask: (uint64(imm) << shift) & unit, test: true})
 					goto done
 				case x86asm.BT:
-					put(i, bits{ok: true, mask: (1 << (uint64(imm) + uint64(shift))) & unit, test: true})
+					put(i, Bits{ok: true, mask: (1 << (uint64(imm) + uint64(shift))) & unit, test: true})
 					goto done
 				}
 			}
@@ -879,13 +879,13 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 				if haveAnd && orMask == 0 {
 					// Compared with a constant: a test (p->bf == 3).
 					_, cmpImm := nx.Args[1].(x86asm.Imm)
-					put(i, bits{ok: true, mask: andMask & unit, test: nx.Op == x86asm.CMP && dj == ri && cmpImm})
+					put(i, Bits{ok: true, mask: andMask & unit, test: nx.Op == x86asm.CMP && dj == ri && cmpImm})
 				}
 				goto done
 			}
 		}
 		if haveAnd && orMask == 0 {
-			put(i, bits{ok: true, mask: andMask & unit})
+			put(i, Bits{ok: true, mask: andMask & unit})
 		}
 	done:
 	}

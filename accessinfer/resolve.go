@@ -1,30 +1,30 @@
 package accessinfer
 
-// hop is one named member on the way to the bytes an instruction
+// Hop is one named member on the way to the bytes an instruction
 // touches, named as the plugin names it: its named container (anonymous
 // members collapsed into it) and the member's bits in that container.
-type hop struct {
-	st      *ctype
-	m       *cmember
+type Hop struct {
+	st      *Type
+	m       *Member
 	bitOff  int64
 	bitSize int64
 }
 
-// chain is the named members from the container the base points to
+// Chain is the named members from the container the base points to
 // down to the innermost one the access touches (s->inner.x: s's
 // inner, then inner's x), as the plugin records one access per level.
-type chain []hop
+type Chain []Hop
 
-// bits restricts an access to some of its bits (the mask an and, or,
+// Bits restricts an access to some of its bits (the mask an and, or,
 // test or bt applies), relative to bit base of the container.
-type bits struct {
+type Bits struct {
 	ok   bool
 	base int64 // bit offset of mask bit 0 from the container's start
 	mask uint64
 	test bool // the bits are tested (test, bt), not used as a value
 }
 
-func (b bits) overlaps(lo, hi int64) bool {
+func (b Bits) overlaps(lo, hi int64) bool {
 	if !b.ok {
 		return true
 	}
@@ -36,38 +36,38 @@ func (b bits) overlaps(lo, hi int64) bool {
 	return false
 }
 
-func (b bits) shift(by int64) bits {
+func (b Bits) shift(by int64) Bits {
 	b.base -= by
 	return b
 }
 
-// hint is what the instructions around an access say about the value it
+// Hint is what the instructions around an access say about the value it
 // moves, to tell apart the members of a union that share its bytes.
-type hint struct {
-	ptrTo typeKey // the value is a pointer to this type (zero: unknown)
+type Hint struct {
+	ptrTo Key // the value is a pointer to this type (zero: unknown)
 	isPtr bool    // the value is used as a pointer
 	imm   bool    // an immediate is stored: every member in the bytes is written
 }
 
-func (h hint) matches(ts *types, m *cmember) bool {
+func (h Hint) matches(ts *Types, m *Member) bool {
 	t := ts.get(m.typ)
-	if t == nil || t.kind != tPtr {
+	if t == nil || t.kind != Ptr {
 		return false
 	}
-	if h.ptrTo != (typeKey{}) {
+	if h.ptrTo != (Key{}) {
 		p := ts.pointee(t)
 		return p != nil && p.key() == h.ptrTo
 	}
 	return h.isPtr
 }
 
-func (h hint) some() bool { return h.ptrTo != (typeKey{}) || h.isPtr }
+func (h Hint) some() bool { return h.ptrTo != (Key{}) || h.isPtr }
 
-// access describes one memory access in a container.
-type access struct {
+// Use describes one memory access in a container.
+type Use struct {
 	off, n  int64 // bytes [off, off+n) of the container
-	bm      bits
-	h       hint
+	bm      Bits
+	h       Hint
 	addr    bool // lea: the address of the member at off
 	indexed bool // an index register adds an unknown multiple
 	// copy: the instruction moves bytes between memory and memory
@@ -93,7 +93,7 @@ type access struct {
 	declared bool
 	// wrapOK says whether a whole wrapper of one member (kuid_t,
 	// atomic_t, pte_t) is an access of that member here (nil: no).
-	wrapOK func(t *ctype) bool
+	wrapOK func(t *Type) bool
 }
 
 // walk finds the chains of named members that an access touches in t,
@@ -101,14 +101,14 @@ type access struct {
 // the named container around them. nil: not decided (padding, a union
 // whose member the instructions do not tell, several members where
 // only some may be meant).
-func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth int) []chain {
-	if t == nil || (t.kind != tStruct && t.kind != tUnion) || depth > 8 {
+func (ts *Types) walk(t *Type, a Use, outer *Type, outerBit int64, depth int) []Chain {
+	if t == nil || (t.kind != Struct && t.kind != Union) || depth > 8 {
 		return nil
 	}
 	if outer == nil {
 		outer, outerBit = t, 0
 	}
-	var cands []*cmember
+	var cands []*Member
 	for i := range t.members {
 		m := &t.members[i]
 		lo, hi := ts.span(m)
@@ -138,7 +138,7 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 	if len(cands) == 1 {
 		return ts.one(t, cands[0], a, outer, outerBit, depth)
 	}
-	if t.kind == tUnion {
+	if t.kind == Union {
 		if m := ts.structGroup(cands); m != nil {
 			// struct_group(): an anonymous struct and named copies of
 			// it; the source names the members through the anonymous
@@ -150,7 +150,7 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 		if !a.h.some() {
 			return nil
 		}
-		var pick []chain
+		var pick []Chain
 		n := 0
 		for _, m := range cands {
 			cs := ts.one(t, m, a, outer, outerBit, depth)
@@ -174,7 +174,7 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 	if !a.bm.ok {
 		return nil
 	}
-	var out []chain
+	var out []Chain
 	for _, m := range cands {
 		lo, hi := ts.span(m)
 		if !a.bm.ok && (lo < a.off || hi > a.off+a.n) {
@@ -188,18 +188,18 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 			out = append(out, cs...)
 			continue
 		}
-		out = append(out, chain{ts.hopOf(outer, m, outerBit, lo, hi)})
+		out = append(out, Chain{ts.hopOf(outer, m, outerBit, lo, hi)})
 	}
 	return out
 }
 
 // copies reports whether the access is part of a copy of all the bytes
 // [lo, hi).
-func (a access) copies(lo, hi int64) bool {
+func (a Use) copies(lo, hi int64) bool {
 	return a.copy && a.copyLo <= lo && a.copyHi >= hi
 }
 
-func (a access) sub(off int64) access {
+func (a Use) sub(off int64) Use {
 	a.off -= off
 	a.copyLo -= off
 	a.copyHi -= off
@@ -209,8 +209,8 @@ func (a access) sub(off int64) access {
 	return a
 }
 
-func (ts *types) hopOf(outer *ctype, m *cmember, outerBit, lo, hi int64) hop {
-	h := hop{st: outer, m: m, bitOff: outerBit + m.bitOff, bitSize: m.bitSize}
+func (ts *Types) hopOf(outer *Type, m *Member, outerBit, lo, hi int64) Hop {
+	h := Hop{st: outer, m: m, bitOff: outerBit + m.bitOff, bitSize: m.bitSize}
 	if h.bitSize == 0 {
 		h.bitSize = (hi - lo) * 8
 	}
@@ -218,23 +218,23 @@ func (ts *types) hopOf(outer *ctype, m *cmember, outerBit, lo, hi int64) hop {
 }
 
 // one is walk for the single member m the access falls on.
-func (ts *types) one(t *ctype, m *cmember, a access, outer *ctype, outerBit int64, depth int) []chain {
+func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, depth int) []Chain {
 	lo, hi := ts.span(m)
 	mt := ts.get(m.typ)
 	if m.bitSize > 0 || mt == nil {
 		if m.name == "" || a.indexed {
 			return nil
 		}
-		return []chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
+		return []Chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
 	}
 	inner := a.sub(m.off)
-	if a.indexed && mt.kind != tArray && !(m.name == "" && (mt.kind == tStruct || mt.kind == tUnion)) {
+	if a.indexed && mt.kind != Array && !(m.name == "" && (mt.kind == Struct || mt.kind == Union)) {
 		// An index register moves the access by an unknown amount: only
 		// an array member says where it stays.
 		return nil
 	}
 	switch mt.kind {
-	case tStruct, tUnion:
+	case Struct, Union:
 		if m.name == "" {
 			return ts.walk(mt, inner, outer, outerBit+m.off*8, depth+1)
 		}
@@ -248,49 +248,49 @@ func (ts *types) one(t *ctype, m *cmember, a access, outer *ctype, outerBit int6
 			// elsewhere it is copied whole (uid = cred->uid), which the
 			// plugin records as the outer member only.
 			in := inner
-			in.wrapOK = func(*ctype) bool { return true } // the helper's own code, down to the scalar
+			in.wrapOK = func(*Type) bool { return true } // the helper's own code, down to the scalar
 			if cs := ts.walk(mt, in, nil, 0, depth+1); len(cs) == 1 {
-				return []chain{append(chain{h}, cs[0]...)}
+				return []Chain{append(Chain{h}, cs[0]...)}
 			}
 		}
 		if whole || (a.addr && a.off == lo) || a.indexed || copied {
 			// The whole member (a struct copy), or its address, or a
 			// piece of a copy of it: the plugin records the member, not
 			// what is inside.
-			return []chain{{h}}
+			return []Chain{{h}}
 		}
 		cs := ts.walk(mt, inner, nil, 0, depth+1)
 		if len(cs) == 0 {
-			return []chain{{h}}
+			return []Chain{{h}}
 		}
-		out := make([]chain, len(cs))
+		out := make([]Chain, len(cs))
 		for i, c := range cs {
-			out[i] = append(chain{h}, c...)
+			out[i] = append(Chain{h}, c...)
 		}
 		return out
-	case tArray:
+	case Array:
 		if m.name == "" {
 			return nil
 		}
 		h := ts.hopOf(outer, m, outerBit, lo, hi)
 		el := ts.get(mt.elem)
-		if a.indexed || a.copies(lo, hi) || el == nil || el.size <= 0 || (el.kind != tStruct && el.kind != tUnion) {
-			return []chain{{h}}
+		if a.indexed || a.copies(lo, hi) || el == nil || el.size <= 0 || (el.kind != Struct && el.kind != Union) {
+			return []Chain{{h}}
 		}
 		// An element of an array of structs: where in the element.
 		in := inner.off % el.size
 		if in+inner.n > el.size || (a.addr && in == 0) {
-			return []chain{{h}}
+			return []Chain{{h}}
 		}
 		e := inner
 		e.bm = e.bm.shift((inner.off - in) * 8)
 		e.off = in
 		cs := ts.walk(el, e, nil, 0, depth+1)
-		out := []chain{{h}}
+		out := []Chain{{h}}
 		if len(cs) > 0 {
 			out = out[:0]
 			for _, c := range cs {
-				out = append(out, append(chain{h}, c...))
+				out = append(out, append(Chain{h}, c...))
 			}
 		}
 		return out
@@ -298,13 +298,13 @@ func (ts *types) one(t *ctype, m *cmember, a access, outer *ctype, outerBit int6
 	if m.name == "" {
 		return nil
 	}
-	return []chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
+	return []Chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
 }
 
 // single reports whether t is a struct or union of exactly one member,
 // itself a scalar, a pointer or such a wrapper.
-func (ts *types) single(t *ctype, depth int) bool {
-	if t == nil || (t.kind != tStruct && t.kind != tUnion) || len(t.members) != 1 || depth > 8 {
+func (ts *Types) single(t *Type, depth int) bool {
+	if t == nil || (t.kind != Struct && t.kind != Union) || len(t.members) != 1 || depth > 8 {
 		return false
 	}
 	mt := ts.get(t.members[0].typ)
@@ -312,9 +312,9 @@ func (ts *types) single(t *ctype, depth int) bool {
 		return false
 	}
 	switch mt.kind {
-	case tStruct, tUnion:
+	case Struct, Union:
 		return ts.single(mt, depth+1)
-	case tArray:
+	case Array:
 		return false
 	}
 	return true
@@ -322,11 +322,11 @@ func (ts *types) single(t *ctype, depth int) bool {
 
 // objectAccess resolves an access to bytes of an object of type t (a
 // struct, a union or an array of them) into chains.
-func (ts *types) objectAccess(t *ctype, a access) []chain {
+func (ts *Types) objectAccess(t *Type, a Use) []Chain {
 	if t == nil {
 		return nil
 	}
-	if t.kind == tArray {
+	if t.kind == Array {
 		el := ts.get(t.elem)
 		if el == nil || el.size <= 0 || a.off < 0 {
 			return nil
@@ -357,7 +357,7 @@ func (ts *types) objectAccess(t *ctype, a access) []chain {
 		// be one to that member, cast (current_thread_info() is current;
 		// inet_sk(sk) is sk): the hops below are sure, it is not.
 		for len(c) > 1 && c[0].bitOff == 0 {
-			if mt := ts.get(c[0].m.typ); mt == nil || (mt.kind != tStruct && mt.kind != tUnion) {
+			if mt := ts.get(c[0].m.typ); mt == nil || (mt.kind != Struct && mt.kind != Union) {
 				break
 			}
 			c = c[1:]
@@ -370,8 +370,8 @@ func (ts *types) objectAccess(t *ctype, a access) []chain {
 // structGroup returns, when cands are what struct_group() makes (an
 // anonymous struct and named structs of the same members at the same
 // places), the anonymous one.
-func (ts *types) structGroup(cands []*cmember) *cmember {
-	var anon *cmember
+func (ts *Types) structGroup(cands []*Member) *Member {
+	var anon *Member
 	for _, m := range cands {
 		if m.name == "" {
 			if anon != nil {
@@ -384,7 +384,7 @@ func (ts *types) structGroup(cands []*cmember) *cmember {
 		return nil
 	}
 	at := ts.get(anon.typ)
-	if at == nil || at.kind != tStruct {
+	if at == nil || at.kind != Struct {
 		return nil
 	}
 	for _, m := range cands {
@@ -392,7 +392,7 @@ func (ts *types) structGroup(cands []*cmember) *cmember {
 			continue
 		}
 		mt := ts.get(m.typ)
-		if mt == nil || mt.kind != tStruct || mt.size != at.size || len(mt.members) != len(at.members) || m.off != anon.off {
+		if mt == nil || mt.kind != Struct || mt.size != at.size || len(mt.members) != len(at.members) || m.off != anon.off {
 			return nil
 		}
 		for i := range mt.members {

@@ -6,18 +6,18 @@ import (
 	"sort"
 )
 
-// variable is a parameter or local of a function (or of a copy inlined
+// Variable is a parameter or local of a function (or of a copy inlined
 // into it) with its locations.
-type variable struct {
+type Variable struct {
 	name   string
 	typ    dwarf.Offset // declared type
 	depth  int          // scopes from the function: inlined copies and lexical blocks
 	scope  [][2]uint64  // code of its innermost scope; nil: the whole function
-	pieces []piece
+	pieces []Piece
 }
 
-// inlineSite is a copy of a function inlined into the one scanned.
-type inlineSite struct {
+// InlineSite is a copy of a function inlined into the one scanned.
+type InlineSite struct {
 	name     string
 	ranges   [][2]uint64
 	callFile string
@@ -25,74 +25,74 @@ type inlineSite struct {
 	depth    int
 }
 
-// function is an out-of-line function with what tracking needs.
-type function struct {
+// Function is an out-of-line function with what tracking needs.
+type Function struct {
 	name     string
 	entry    uint64
 	ranges   [][2]uint64
 	cfaFrame bool // DW_AT_frame_base is DW_OP_call_frame_cfa
-	vars     []variable
-	inlines  []inlineSite
-	params   []scopedType // of the inlined copies
+	vars     []Variable
+	inlines  []InlineSite
+	params   []ScopedType // of the inlined copies
 }
 
-// scopedType is a parameter's declared type and the code of the copy
+// ScopedType is a parameter's declared type and the code of the copy
 // it belongs to.
-type scopedType struct {
+type ScopedType struct {
 	typ   dwarf.Offset
 	scope [][2]uint64
 }
 
-// global is a variable at a fixed address: a global, a static (of a
+// Global is a variable at a fixed address: a global, a static (of a
 // file or a function), a per-CPU variable (at its offset in the per-CPU
 // area).
-type global struct {
+type Global struct {
 	addr uint64
 	size int64
 	typ  dwarf.Offset
 	name string
 }
 
-// unitScan is what scanning one compilation unit found.
-type unitScan struct {
-	funcs   []function
-	globals []global
+// Unit is what scanning one compilation unit found.
+type Unit struct {
+	funcs   []Function
+	globals []Global
 	rets    map[uint64]dwarf.Offset // entry -> declared return type
 }
 
-type scanner struct {
+type Scanner struct {
 	d      *dwarf.Data
 	r, ro  *dwarf.Reader
-	ts     *types
+	ts     *Types
 	info   []byte
 	locs   unitLocs
 	files  []string
 	origin map[dwarf.Offset]originInfo
-	out    *unitScan
+	out    *Unit
 }
 
-// sections are the raw DWARF sections a scan reads besides what
+// Sections are the raw DWARF sections a scan reads besides what
 // debug/dwarf decodes: the unit headers and the location lists.
-type sections struct {
+type Sections struct {
 	info     []byte // .debug_info
 	loc      []byte // .debug_loc (DWARF 2-4)
 	loclists []byte // .debug_loclists (DWARF 5)
 	addr     []byte // .debug_addr
 }
 
-// newScanner returns a scanner of d's units that reads the sizes of
+// NewScanner returns a scanner of d's units that reads the sizes of
 // globals' types through ts (one goroutine's: neither is safe for
 // concurrent use).
-func newScanner(d *dwarf.Data, ts *types, sec sections) *scanner {
-	s := &scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: ts, info: sec.info}
+func NewScanner(d *dwarf.Data, ts *Types, sec Sections) *Scanner {
+	s := &Scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: ts, info: sec.info}
 	s.locs.loc = sec.loc
 	s.locs.loclists = sec.loclists
 	s.locs.addr = sec.addr
 	return s
 }
 
-// scan scans the compilation unit whose DIE is at off into out.
-func (s *scanner) scan(off dwarf.Offset, out *unitScan) {
+// Scan scans the compilation unit whose DIE is at off into out.
+func (s *Scanner) Scan(off dwarf.Offset, out *Unit) {
 	out.rets = map[uint64]dwarf.Offset{}
 	s.out = out
 	s.scanUnit(off)
@@ -105,7 +105,7 @@ type originInfo struct {
 
 // lookupOrigin follows DW_AT_abstract_origin and DW_AT_specification
 // for a name and a type.
-func (s *scanner) lookupOrigin(e *dwarf.Entry) originInfo {
+func (s *Scanner) lookupOrigin(e *dwarf.Entry) originInfo {
 	var oi originInfo
 	oi.name, _ = e.Val(dwarf.AttrName).(string)
 	oi.typ, _ = e.Val(dwarf.AttrType).(dwarf.Offset)
@@ -144,7 +144,7 @@ func (s *scanner) lookupOrigin(e *dwarf.Entry) originInfo {
 }
 
 // scanUnit scans the compilation unit whose DIE is at off.
-func (s *scanner) scanUnit(off dwarf.Offset) {
+func (s *Scanner) scanUnit(off dwarf.Offset) {
 	s.r.Seek(off)
 	cu, err := s.r.Next()
 	if err != nil || cu == nil || cu.Tag != dwarf.TagCompileUnit {
@@ -203,7 +203,7 @@ func (s *scanner) scanUnit(off dwarf.Offset) {
 	}
 }
 
-func (s *scanner) ranges(e *dwarf.Entry) [][2]uint64 {
+func (s *Scanner) ranges(e *dwarf.Entry) [][2]uint64 {
 	rs, err := s.d.Ranges(e)
 	if err != nil {
 		return nil
@@ -218,7 +218,7 @@ func (s *scanner) ranges(e *dwarf.Entry) [][2]uint64 {
 	return out
 }
 
-func (s *scanner) subprogram(e *dwarf.Entry) {
+func (s *Scanner) subprogram(e *dwarf.Entry) {
 	if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); decl {
 		if e.Children {
 			s.r.SkipChildren()
@@ -238,7 +238,7 @@ func (s *scanner) subprogram(e *dwarf.Entry) {
 	if oi.typ != 0 {
 		s.out.rets[rs[0][0]] = oi.typ
 	}
-	f := function{name: oi.name, entry: rs[0][0], ranges: rs}
+	f := Function{name: oi.name, entry: rs[0][0], ranges: rs}
 	if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
 		f.entry = lo
 	}
@@ -252,7 +252,7 @@ func (s *scanner) subprogram(e *dwarf.Entry) {
 
 // children reads the DIEs of a scope up to its end: variables, lexical
 // blocks, inlined copies. f is nil in an abstract instance.
-func (s *scanner) children(f *function, depth int, scope [][2]uint64) {
+func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 	for {
 		e, err := s.r.Next()
 		if err != nil || e == nil || e.Tag == 0 {
@@ -263,7 +263,7 @@ func (s *scanner) children(f *function, depth int, scope [][2]uint64) {
 			if e.Tag == dwarf.TagFormalParameter && f != nil && depth > 0 && len(scope) > 0 {
 				// A parameter of an inlined copy, with a location or not.
 				if oi := s.lookupOrigin(e); oi.typ != 0 {
-					f.params = append(f.params, scopedType{typ: oi.typ, scope: scope})
+					f.params = append(f.params, ScopedType{typ: oi.typ, scope: scope})
 				}
 			}
 			s.variableDIE(e, depth, scope, f)
@@ -284,7 +284,7 @@ func (s *scanner) children(f *function, depth int, scope [][2]uint64) {
 			if f != nil {
 				rs = s.ranges(e)
 				oi := s.lookupOrigin(e)
-				site := inlineSite{name: oi.name, ranges: rs, depth: depth + 1}
+				site := InlineSite{name: oi.name, ranges: rs, depth: depth + 1}
 				if cf, ok := e.Val(dwarf.AttrCallFile).(int64); ok && cf >= 0 && int(cf) < len(s.files) {
 					site.callFile = s.files[cf]
 				}
@@ -306,18 +306,18 @@ func (s *scanner) children(f *function, depth int, scope [][2]uint64) {
 
 // variableDIE records a variable: a global if it lives at a fixed
 // address, else (in a function) a local with its locations.
-func (s *scanner) variableDIE(e *dwarf.Entry, depth int, scope [][2]uint64, f *function) {
+func (s *Scanner) variableDIE(e *dwarf.Entry, depth int, scope [][2]uint64, f *Function) {
 	fld := e.AttrField(dwarf.AttrLocation)
 	if fld == nil {
 		return
 	}
-	var pieces []piece
+	var pieces []Piece
 	switch fld.Class {
 	case dwarf.ClassExprLoc, dwarf.ClassBlock:
 		b, _ := fld.Val.([]byte)
-		if w := describe(b); w.kind == wAddr {
+		if w := Describe(b); w.kind == LocAddr {
 			oi := s.lookupOrigin(e)
-			g := global{addr: w.addr, typ: oi.typ, name: oi.name}
+			g := Global{addr: w.addr, typ: oi.typ, name: oi.name}
 			if t := s.ts.get(oi.typ); t != nil {
 				g.size = t.size
 			}
@@ -326,7 +326,7 @@ func (s *scanner) variableDIE(e *dwarf.Entry, depth int, scope [][2]uint64, f *f
 			}
 			return
 		}
-		pieces = []piece{{0, everywhere, b}}
+		pieces = []Piece{{0, Everywhere, b}}
 	case dwarf.ClassLocListPtr:
 		off, _ := fld.Val.(int64)
 		pieces = s.locs.list(off)
@@ -343,5 +343,5 @@ func (s *scanner) variableDIE(e *dwarf.Entry, depth int, scope [][2]uint64, f *f
 	if oi.typ == 0 {
 		return
 	}
-	f.vars = append(f.vars, variable{name: oi.name, typ: oi.typ, depth: depth, scope: scope, pieces: pieces})
+	f.vars = append(f.vars, Variable{name: oi.name, typ: oi.typ, depth: depth, scope: scope, pieces: pieces})
 }

@@ -23,7 +23,7 @@ const (
 
 type val struct {
 	kind   vkind
-	t      *ctype
+	t      *Type
 	k      int64
 	percpu bool   // vConst: a per-CPU offset was added (per_cpu_ptr, this_cpu_ptr)
 	why    string // where the type came from (provenance)
@@ -204,7 +204,7 @@ type fact struct {
 // stackObj is a struct (or array) variable in the function's frame.
 type stackObj struct {
 	off    int64 // entry-relative
-	t      *ctype
+	t      *Type
 	name   string
 	ranges [][2]uint64
 }
@@ -212,7 +212,7 @@ type stackObj struct {
 // fnTrack is one function under analysis.
 type fnTrack struct {
 	w      *worker
-	f      *function
+	f      *Function
 	insns  []x86code.Insn
 	g      *x86code.Graph
 	facts  [][]int32 // by instruction index: indexes into fs
@@ -241,7 +241,7 @@ func (ft *fnTrack) insnIndex(pc uint64) int {
 
 // buildFacts turns the variables' locations into per-instruction facts.
 // reset readies ft, and the buffers it keeps, for function f.
-func (ft *fnTrack) reset(w *worker, f *function) {
+func (ft *fnTrack) reset(w *worker, f *Function) {
 	ft.w, ft.f, ft.g = w, f, nil
 	ft.sitesBuilt = false
 	clear(ft.fs)
@@ -319,13 +319,13 @@ func (ft *fnTrack) buildFacts() {
 		var pv val
 		obj := false
 		switch {
-		case t.kind == tPtr:
+		case t.kind == Ptr:
 			p := ts.pointee(t)
-			if !useful(p) {
+			if !Useful(p) {
 				continue
 			}
 			pv = val{kind: vPtr, t: p, why: "var " + v.name}
-		case t.kind == tStruct || t.kind == tUnion || t.kind == tArray:
+		case t.kind == Struct || t.kind == Union || t.kind == Array:
 			obj = true
 		default:
 			continue
@@ -335,38 +335,38 @@ func (ft *fnTrack) buildFacts() {
 			scope = ft.f.ranges
 		}
 		for _, p := range v.pieces {
-			w := describe(p.expr)
-			if w.kind == wNone || w.kind == wAddr {
+			w := Describe(p.expr)
+			if w.kind == LocNone || w.kind == LocAddr {
 				continue
 			}
 			for _, sr := range scope {
 				lo, hi := max(p.lo, sr[0]), min(p.hi, sr[1])
-				if p.lo == 0 && p.hi == everywhere {
+				if p.lo == 0 && p.hi == Everywhere {
 					lo, hi = sr[0], sr[1]
 				}
 				if lo >= hi {
 					continue
 				}
 				if obj {
-					if w.kind == wFrame && ft.f.cfaFrame {
+					if w.kind == LocFrame && ft.f.cfaFrame {
 						ft.objs = append(ft.objs, stackObj{off: 8 + w.off, t: t, name: v.name, ranges: [][2]uint64{{lo, hi}}})
 					}
 					continue
 				}
 				fc := fact{reg: -1, v: pv, depth: v.depth}
 				switch w.kind {
-				case wReg:
+				case LocReg:
 					if w.reg > 15 {
 						continue
 					}
 					fc.reg = dwarfToIdx[w.reg]
-				case wRegPlus:
+				case LocRegPlus:
 					if w.reg > 15 {
 						continue
 					}
 					fc.reg = dwarfToIdx[w.reg]
 					fc.v.k = -w.off
-				case wFrame:
+				case LocFrame:
 					if !ft.f.cfaFrame {
 						continue
 					}
@@ -456,7 +456,7 @@ func (ft *fnTrack) prepare(i int) {
 
 // object is what a memory operand addresses, when tracking knows.
 type object struct {
-	t     *ctype
+	t     *Type
 	off   int64 // of the access in t
 	why   string
 	reg   int   // DWARF register of the base, -1 if none
@@ -528,7 +528,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 			return object{}, false
 		}
 		t := ft.w.ts.get(g.typ)
-		if indexed && (t == nil || t.kind != tArray) {
+		if indexed && (t == nil || t.kind != Array) {
 			return object{}, false
 		}
 		return object{t: t, off: off, why: why + g.name, reg: -1, gname: g.name}, true
@@ -579,7 +579,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 type memResult struct {
 	acc    x86code.MemAccess
 	obj    object
-	chains []chain
+	chains []Chain
 	loaded val  // the value a load gives its destination
 	test   bool // the bits picked out are tested against a constant
 }
@@ -596,7 +596,7 @@ func isPercpuBase(name string) bool {
 // and the container_of of it, both in scope), each is tried: the
 // members are those of the only typing under which the access falls on
 // a member, or the innermost member all typings agree on.
-func (ft *fnTrack) look(s *state, i, end int, pats map[int]bits, skip map[int]bool) (memResult, bool) {
+func (ft *fnTrack) look(s *state, i, end int, pats map[int]Bits, skip map[int]bool) (memResult, bool) {
 	if ft.memAt[i] < 0 {
 		return memResult{}, false
 	}
@@ -649,13 +649,13 @@ type lookEntry struct {
 }
 
 // lookSlow is look without the cache.
-func (ft *fnTrack) lookSlow(s *state, i, end int, acc x86code.MemAccess, pats map[int]bits, skip map[int]bool) memResult {
+func (ft *fnTrack) lookSlow(s *state, i, end int, acc x86code.MemAccess, pats map[int]Bits, skip map[int]bool) memResult {
 	r := ft.lookObjs(s, i, end, acc, pats, skip)
 	r.test = pats[i].test
 	return r
 }
 
-func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats map[int]bits, skip map[int]bool) memResult {
+func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats map[int]Bits, skip map[int]bool) memResult {
 	in := &ft.insns[i]
 	r := memResult{acc: acc}
 	objs := ft.objects(s, acc.Mem, in.End(), in.PC)
@@ -693,7 +693,7 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 			}
 		}
 		c := best.chains[0]
-		best.chains = []chain{c[len(c)-1:]}
+		best.chains = []Chain{c[len(c)-1:]}
 		return best
 	}
 	return r
@@ -701,7 +701,7 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 
 // resolveObj is look for one typing of the base: the members and the
 // value a load gives.
-func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj object, pats map[int]bits, skip map[int]bool) (chains []chain, loaded val) {
+func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj object, pats map[int]Bits, skip map[int]bool) (chains []Chain, loaded val) {
 	if obj.stack {
 		if acc.Kind == x86code.Load && acc.Bytes == 8 {
 			loaded, _ = s.slot(obj.slot)
@@ -720,15 +720,15 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if acc.Kind == x86code.Addr || n <= 0 {
 		n = 1
 	}
-	a := access{off: obj.off, n: n, addr: acc.Kind == x86code.Addr, indexed: obj.indexed}
+	a := Use{off: obj.off, n: n, addr: acc.Kind == x86code.Addr, indexed: obj.indexed}
 	// A pointer loaded from the object.
-	if t.kind == tPtr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
-		if p := ts.pointee(t); useful(p) {
+	if t.kind == Ptr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
+		if p := ts.pointee(t); Useful(p) {
 			loaded = val{kind: vPtr, t: p, why: obj.why}
 		}
 		return nil, loaded
 	}
-	if t.kind != tStruct && t.kind != tUnion && t.kind != tArray {
+	if t.kind != Struct && t.kind != Union && t.kind != Array {
 		return nil, loaded
 	}
 	if obj.frame && acc.Kind == x86code.Store {
@@ -763,20 +763,20 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if lo, hi, ok := ft.copySpan(i, end, true); ok {
 		a.init, a.initLo, a.initHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
-	a.wrapOK = func(t *ctype) bool { return ft.wrapperParamAt(ft.insns[i].PC, t) }
+	a.wrapOK = func(t *Type) bool { return ft.wrapperParamAt(ft.insns[i].PC, t) }
 	chains = ts.objectAccess(t, a)
 	if acc.Kind == x86code.Load && n == 8 && len(chains) == 1 {
 		last := chains[0][len(chains[0])-1]
 		mt := ts.get(last.m.typ)
 		switch {
-		case mt != nil && mt.kind == tPtr && last.bitSize == 64:
+		case mt != nil && mt.kind == Ptr && last.bitSize == 64:
 			// The only member the 8 bytes touch is this pointer: the load is it.
-			if p := ts.pointee(mt); useful(p) {
+			if p := ts.pointee(mt); Useful(p) {
 				loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s", nameOf(last.st), last.m.name)}
 			}
-		case mt != nil && mt.kind == tArray:
-			if el := ts.get(mt.elem); el != nil && el.kind == tPtr {
-				if p := ts.pointee(el); useful(p) {
+		case mt != nil && mt.kind == Array:
+			if el := ts.get(mt.elem); el != nil && el.kind == Ptr {
+				if p := ts.pointee(el); Useful(p) {
 					loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s[]", nameOf(last.st), last.m.name)}
 				}
 			}
@@ -785,7 +785,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	return chains, loaded
 }
 
-func nameOf(t *ctype) string {
+func nameOf(t *Type) string {
 	if t == nil {
 		return "?"
 	}
@@ -793,9 +793,9 @@ func nameOf(t *ctype) string {
 }
 
 // hintFor looks at what the block does with the value an access moves.
-func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) hint {
+func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) Hint {
 	in := &ft.insns[i].Inst
-	var h hint
+	var h Hint
 	switch acc.Kind {
 	case x86code.Store:
 		switch src := in.Args[1].(type) {
@@ -1065,7 +1065,7 @@ func (ft *fnTrack) blockStart(i int) int {
 
 // wrapperParamAt reports whether an inlined copy holding pc has a
 // parameter of type t or pointer to t.
-func (ft *fnTrack) wrapperParamAt(pc uint64, t *ctype) bool {
+func (ft *fnTrack) wrapperParamAt(pc uint64, t *Type) bool {
 	ts := ft.w.ts
 	k := t.key()
 	for _, p := range ft.f.params {
@@ -1080,7 +1080,7 @@ func (ft *fnTrack) wrapperParamAt(pc uint64, t *ctype) bool {
 			continue
 		}
 		pt := ts.get(p.typ)
-		if pt != nil && pt.kind == tPtr {
+		if pt != nil && pt.kind == Ptr {
 			pt = ts.pointee(pt)
 		}
 		if pt != nil && pt.key() == k {
