@@ -18,22 +18,22 @@ const (
 // Type is a DWARF type with typedefs and qualifiers stripped.
 type Type struct {
 	off     dwarf.Offset // of the stripped DIE
-	kind    Kind
-	name    string // struct/union tag, or the typedef naming an anonymous one (as the plugin names it)
+	Kind    Kind
+	Name    string // struct/union tag, or the typedef naming an anonymous one (as the plugin names it)
 	anon    bool   // no tag (name is a typedef's, or "")
-	size    int64
-	elem    dwarf.Offset // pointee or element type (unstripped); 0 for void
+	Size    int64
+	Elem    dwarf.Offset // pointee or element type (unstripped); 0 for void
 	count   int64        // array elements; 0 when unknown (flexible)
 	members []Member
 }
 
 // Member is a member of a struct or union.
 type Member struct {
-	name    string // "" for an anonymous member
+	Name    string // "" for an anonymous member
 	off     int64  // byte offset (of the storage unit for a bitfield)
 	bitOff  int64  // bit offset from the start of the struct
-	bitSize int64  // 0 unless a bitfield
-	typ     dwarf.Offset
+	BitSize int64  // 0 unless a bitfield
+	Type     dwarf.Offset
 	// size is the member type's size once span has looked it up
 	// (sized says so); the types are a worker's own.
 	size  int64
@@ -43,17 +43,17 @@ type Member struct {
 // Key identifies a type across compilation units, which each have
 // their own copy of struct sk_buff: the tag and size for a named
 // struct or union, else the DIE offset.
-func (t *Type) key() Key {
+func (t *Type) Key() Key {
 	if t == nil {
 		return Key{}
 	}
-	if t.name != "" && (t.kind == Struct || t.kind == Union) {
-		return Key{name: t.name, size: t.size, kind: t.kind}
+	if t.Name != "" && (t.Kind == Struct || t.Kind == Union) {
+		return Key{name: t.Name, size: t.Size, kind: t.Kind}
 	}
-	return Key{off: t.off, kind: t.kind}
+	return Key{off: t.off, kind: t.Kind}
 }
 
-// Key is a type's identity across units (see Type.key).
+// Key is a type's identity across units (see Type.Key).
 type Key struct {
 	name string
 	size int64
@@ -73,9 +73,9 @@ func NewTypes(d *dwarf.Data) *Types {
 	return &Types{d: d, r: d.Reader(), cache: map[dwarf.Offset]*Type{}}
 }
 
-// get returns the type at off with typedefs and qualifiers stripped;
+// Get returns the type at off with typedefs and qualifiers stripped;
 // nil for void or what cannot be read.
-func (ts *Types) get(off dwarf.Offset) *Type {
+func (ts *Types) Get(off dwarf.Offset) *Type {
 	if off == 0 {
 		return nil
 	}
@@ -110,7 +110,7 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		if next == 0 {
 			return nil
 		}
-		if t, ok := ts.cache[next]; ok && (t == nil || !t.anon || t.name != "") {
+		if t, ok := ts.cache[next]; ok && (t == nil || !t.anon || t.Name != "") {
 			return t
 		}
 		t := ts.read(next, typedef, depth+1)
@@ -118,24 +118,24 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		return t
 	}
 	t := &Type{off: off}
-	t.size, _ = e.Val(dwarf.AttrByteSize).(int64)
+	t.Size, _ = e.Val(dwarf.AttrByteSize).(int64)
 	switch e.Tag {
 	case dwarf.TagPointerType:
-		t.kind, t.elem, t.size = Ptr, next, 8
+		t.Kind, t.Elem, t.Size = Ptr, next, 8
 	case dwarf.TagStructType, dwarf.TagClassType, dwarf.TagUnionType:
-		t.kind = Struct
+		t.Kind = Struct
 		if e.Tag == dwarf.TagUnionType {
-			t.kind = Union
+			t.Kind = Union
 		}
-		t.name, _ = e.Val(dwarf.AttrName).(string)
-		if t.name == "" {
-			t.anon, t.name = true, typedef
+		t.Name, _ = e.Val(dwarf.AttrName).(string)
+		if t.Name == "" {
+			t.anon, t.Name = true, typedef
 		}
 		if e.Children {
-			t.members = ts.members(t.size)
+			t.members = ts.members(t.Size)
 		}
 	case dwarf.TagArrayType:
-		t.kind, t.elem = Array, next
+		t.Kind, t.Elem = Array, next
 		n := int64(1)
 		known := false
 		if e.Children {
@@ -162,13 +162,13 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		if known {
 			t.count = n
 		}
-		if t.size == 0 && known {
-			if el := ts.get(next); el != nil {
-				t.size = n * el.size
+		if t.Size == 0 && known {
+			if el := ts.Get(next); el != nil {
+				t.Size = n * el.Size
 			}
 		}
 	default:
-		t.kind = Other
+		t.Kind = Other
 	}
 	return t
 }
@@ -183,12 +183,12 @@ func (ts *Types) members(size int64) []Member {
 		}
 		if c.Tag == dwarf.TagMember {
 			m := Member{}
-			m.name, _ = c.Val(dwarf.AttrName).(string)
-			m.typ, _ = c.Val(dwarf.AttrType).(dwarf.Offset)
+			m.Name, _ = c.Val(dwarf.AttrName).(string)
+			m.Type, _ = c.Val(dwarf.AttrType).(dwarf.Offset)
 			m.off, _ = c.Val(dwarf.AttrDataMemberLoc).(int64)
 			m.bitOff = m.off * 8
 			if bs, ok := c.Val(dwarf.AttrBitSize).(int64); ok {
-				m.bitSize = bs
+				m.BitSize = bs
 				if dbo, ok := c.Val(dwarf.AttrDataBitOffset).(int64); ok {
 					m.bitOff = dbo // DWARF 4+: from the start of the struct
 				} else if bo, ok := c.Val(dwarf.AttrBitOffset).(int64); ok {
@@ -210,12 +210,12 @@ func (ts *Types) members(size int64) []Member {
 
 // span is a member's bytes [lo, hi) from the start of its container.
 func (ts *Types) span(m *Member) (lo, hi int64) {
-	if m.bitSize > 0 {
-		return m.bitOff / 8, (m.bitOff + m.bitSize + 7) / 8
+	if m.BitSize > 0 {
+		return m.bitOff / 8, (m.bitOff + m.BitSize + 7) / 8
 	}
 	if !m.sized {
-		if t := ts.get(m.typ); t != nil {
-			m.size = t.size
+		if t := ts.Get(m.Type); t != nil {
+			m.size = t.Size
 		}
 		m.sized = true
 	}
@@ -223,19 +223,19 @@ func (ts *Types) span(m *Member) (lo, hi int64) {
 }
 
 // strip returns the stripped type of a member or variable type offset.
-func (ts *Types) strip(off dwarf.Offset) *Type { return ts.get(off) }
+func (ts *Types) strip(off dwarf.Offset) *Type { return ts.Get(off) }
 
-// pointee is the type a pointer type points to (nil: not a pointer, or
+// Pointee is the type a pointer type points to (nil: not a pointer, or
 // void *).
-func (ts *Types) pointee(t *Type) *Type {
-	if t == nil || t.kind != Ptr {
+func (ts *Types) Pointee(t *Type) *Type {
+	if t == nil || t.Kind != Ptr {
 		return nil
 	}
-	return ts.get(t.elem)
+	return ts.Get(t.Elem)
 }
 
 // Useful reports whether a pointer to t is worth tracking: accesses
 // through it may name members, or load pointers that do.
 func Useful(t *Type) bool {
-	return t != nil && (t.kind == Struct || t.kind == Union || t.kind == Ptr || t.kind == Array)
+	return t != nil && (t.Kind == Struct || t.Kind == Union || t.Kind == Ptr || t.Kind == Array)
 }

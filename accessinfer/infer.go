@@ -98,10 +98,10 @@ func (gl *globals) find(a uint64, percpu bool) (Global, int64, bool) {
 	if percpu {
 		t = gl.percpu
 	}
-	i := sort.Search(len(t), func(i int) bool { return t[i].addr > a }) - 1
+	i := sort.Search(len(t), func(i int) bool { return t[i].Addr > a }) - 1
 	for j := i; j >= 0 && j > i-8; j-- {
-		if a >= t[j].addr && a < t[j].addr+uint64(t[j].size) {
-			return t[j], int64(a - t[j].addr), true
+		if a >= t[j].Addr && a < t[j].Addr+uint64(t[j].Size) {
+			return t[j], int64(a - t[j].Addr), true
 		}
 	}
 	return Global{}, 0, false
@@ -157,8 +157,8 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	for w := range tss {
 		tss[w] = NewTypes(d)
 	}
-	sec := Sections{info: img.Section(".debug_info"), loc: img.Section(".debug_loc"),
-		loclists: img.Section(".debug_loclists"), addr: img.Section(".debug_addr")}
+	sec := Sections{Info: img.Section(".debug_info"), Loc: img.Section(".debug_loc"),
+		Loclists: img.Section(".debug_loclists"), Addr: img.Section(".debug_addr")}
 	for w := 0; w < nw; w++ {
 		wg.Add(1)
 		go func() {
@@ -189,30 +189,30 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	var funcs []*Function
 	seen := map[uint64]bool{}
 	for i := range scans {
-		for _, g := range scans[i].globals {
-			if g.addr >= pcpu[0] && g.addr < pcpu[1] {
+		for _, g := range scans[i].Globals {
+			if g.Addr >= pcpu[0] && g.Addr < pcpu[1] {
 				gl.percpu = append(gl.percpu, g)
 			} else {
 				gl.normal = append(gl.normal, g)
 			}
 		}
-		for a, t := range scans[i].rets {
+		for a, t := range scans[i].Rets {
 			rets[a] = t
 		}
-		for j := range scans[i].funcs {
-			f := &scans[i].funcs[j]
-			if opt.Func != nil && !opt.Func(f.name) {
+		for j := range scans[i].Funcs {
+			f := &scans[i].Funcs[j]
+			if opt.Func != nil && !opt.Func(f.Name) {
 				continue
 			}
-			if seen[f.entry] {
+			if seen[f.Entry] {
 				continue
 			}
-			seen[f.entry] = true
+			seen[f.Entry] = true
 			funcs = append(funcs, f)
 		}
 	}
 	for _, t := range []*[]Global{&gl.normal, &gl.percpu} {
-		sort.Slice(*t, func(i, j int) bool { return (*t)[i].addr < (*t)[j].addr })
+		sort.Slice(*t, func(i, j int) bool { return (*t)[i].Addr < (*t)[j].Addr })
 	}
 	reserved, _ := img.Reserved()
 
@@ -253,7 +253,7 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 // function analyses one out-of-line function.
 func (w *worker) function(f *Function) (accs []Access, counts [2]int) {
 	var ranges []x86code.Range
-	for _, r := range f.ranges {
+	for _, r := range f.Ranges {
 		code := w.img.ReadText(r[0], r[1]-r[0])
 		if code == nil {
 			return nil, counts // discarded code, or not in the image
@@ -263,7 +263,7 @@ func (w *worker) function(f *Function) (accs []Access, counts [2]int) {
 	ft := &w.ft
 	ft.reset(w, f)
 	var patched x86code.PatchedBranches
-	for _, r := range f.ranges {
+	for _, r := range f.Ranges {
 		for a, t := range w.res.JumpsIn(r[0], r[1]) {
 			if patched == nil {
 				patched = x86code.PatchedBranches{}
@@ -281,7 +281,7 @@ func (w *worker) function(f *Function) (accs []Access, counts [2]int) {
 		decoded[i] = buf[at:len(buf):len(buf)]
 	}
 	ft.insns = buf
-	ft.g = x86code.FuncGraphDecoded(f.entry, ranges, decoded, patched)
+	ft.g = x86code.FuncGraphDecoded(f.Entry, ranges, decoded, patched)
 	counts[0] = len(ft.insns)
 	ft.buildFacts()
 	return ft.run(&counts[1]), counts
@@ -479,13 +479,13 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
 		// outer levels' offsets; past an array the element is unknown.
 		off, known := int64(0), true
 		for d, h := range c {
-			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.name, Struct: h.st.name, Member: h.m.name,
-				Union: h.st.kind == Union, Bitfield: h.m.bitSize > 0, BitOffset: h.bitOff, BitSize: h.bitSize,
-				BitTest: h.m.bitSize > 0 && r.test,
+			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.Name, Struct: h.Container.Name, Member: h.Member.Name,
+				Union: h.Container.Kind == Union, Bitfield: h.Member.BitSize > 0, BitOffset: h.BitOff, BitSize: h.BitSize,
+				BitTest: h.Member.BitSize > 0 && r.test,
 				Kind:    r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls,
 				ContainerOff: off, ContainerKnown: known})
-			off += h.bitOff / 8
-			if mt := ft.w.ts.get(h.m.typ); mt == nil || mt.kind == Array {
+			off += h.BitOff / 8
+			if mt := ft.w.ts.Get(h.Member.Type); mt == nil || mt.Kind == Array {
 				known = false
 			}
 		}
@@ -504,10 +504,10 @@ func (ft *fnTrack) callsAt(i int) []CallSite {
 	}
 	out := make([]CallSite, 0, len(ks))
 	for _, k := range ks {
-		s := &ft.f.inlines[k]
-		out = append(out, CallSite{Func: s.name, File: s.callFile, Line: s.callLine})
+		s := &ft.f.Inlines[k]
+		out = append(out, CallSite{Func: s.Name, File: s.CallFile, Line: s.CallLine})
 	}
-	sort.SliceStable(out, func(a, b int) bool { return ft.f.inlines[ks[a]].depth > ft.f.inlines[ks[b]].depth })
+	sort.SliceStable(out, func(a, b int) bool { return ft.f.Inlines[ks[a]].Depth > ft.f.Inlines[ks[b]].Depth })
 	return out
 }
 
@@ -520,11 +520,11 @@ func (ft *fnTrack) buildSites() {
 	ft.siteCounts = grow(ft.siteCounts, n)
 	total := 0
 	each := func(fn func(k, i int)) {
-		for k := range ft.f.inlines {
-			s := &ft.f.inlines[k]
-			for ri, r := range s.ranges {
+		for k := range ft.f.Inlines {
+			s := &ft.f.Inlines[k]
+			for ri, r := range s.Ranges {
 				dup := false
-				for _, q := range s.ranges[:ri] {
+				for _, q := range s.Ranges[:ri] {
 					dup = dup || (q[0] <= r[0] && r[1] <= q[1])
 				}
 				if dup {
@@ -710,7 +710,7 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
 			target := uint64(int64(in.End()) + int64(rel))
 			if t, ok := ft.w.rets[target]; ok {
-				if p := ft.w.ts.pointee(ft.w.ts.get(t)); Useful(p) {
+				if p := ft.w.ts.Pointee(ft.w.ts.Get(t)); Useful(p) {
 					s.regs[0] = val{kind: vPtr, t: p, why: "ret"}
 				}
 			}
@@ -751,12 +751,12 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 // per-CPU variable) there, else the constant.
 func (ft *fnTrack) addrVal(a uint64, percpu bool) val {
 	if g, off, ok := ft.w.g.find(a, percpu); ok {
-		if t := ft.w.ts.get(g.typ); t != nil && (t.kind == Struct || t.kind == Union || t.kind == Array) {
+		if t := ft.w.ts.Get(g.Type); t != nil && (t.Kind == Struct || t.Kind == Union || t.Kind == Array) {
 			why := "global "
 			if percpu {
 				why = "per-CPU "
 			}
-			return val{kind: vPtr, t: t, k: off, why: why + g.name}
+			return val{kind: vPtr, t: t, k: off, why: why + g.Name}
 		}
 	}
 	return val{kind: vConst, k: int64(a), percpu: percpu}
@@ -794,13 +794,13 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]Bits, map[int]bool) {
 				m := uint64(imm) & unit
 				switch inst.Op {
 				case x86asm.TEST:
-					put(i, Bits{ok: true, mask: m, test: true})
+					put(i, Bits{OK: true, Mask: m, Test: true})
 				case x86asm.OR, x86asm.XOR:
-					put(i, Bits{ok: true, mask: m})
+					put(i, Bits{OK: true, Mask: m})
 				case x86asm.AND:
-					put(i, Bits{ok: true, mask: ^m & unit})
+					put(i, Bits{OK: true, Mask: ^m & unit})
 				case x86asm.BT, x86asm.BTS, x86asm.BTR, x86asm.BTC:
-					put(i, Bits{ok: true, mask: 1 << (uint64(imm) % uint64(width)), test: inst.Op == x86asm.BT})
+					put(i, Bits{OK: true, Mask: 1 << (uint64(imm) % uint64(width)), Test: inst.Op == x86asm.BT})
 				}
 				continue
 			}
@@ -831,7 +831,7 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]Bits, map[int]bool) {
 						}
 						changed &= unit
 						if changed != 0 {
-							put(j, Bits{ok: true, mask: changed})
+							put(j, Bits{OK: true, Mask: changed})
 							if skip == nil {
 								skip = map[int]bool{}
 							}
@@ -866,10 +866,10 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]Bits, map[int]bool) {
 					orMask |= uint64(imm) << shift
 					continue
 				case x86asm.TEST:
-					put(i, Bits{ok: true, mask: (uint64(imm) << shift) & unit, test: true})
+					put(i, Bits{OK: true, Mask: (uint64(imm) << shift) & unit, Test: true})
 					goto done
 				case x86asm.BT:
-					put(i, Bits{ok: true, mask: (1 << (uint64(imm) + uint64(shift))) & unit, test: true})
+					put(i, Bits{OK: true, Mask: (1 << (uint64(imm) + uint64(shift))) & unit, Test: true})
 					goto done
 				}
 			}
@@ -879,13 +879,13 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]Bits, map[int]bool) {
 				if haveAnd && orMask == 0 {
 					// Compared with a constant: a test (p->bf == 3).
 					_, cmpImm := nx.Args[1].(x86asm.Imm)
-					put(i, Bits{ok: true, mask: andMask & unit, test: nx.Op == x86asm.CMP && dj == ri && cmpImm})
+					put(i, Bits{OK: true, Mask: andMask & unit, Test: nx.Op == x86asm.CMP && dj == ri && cmpImm})
 				}
 				goto done
 			}
 		}
 		if haveAnd && orMask == 0 {
-			put(i, Bits{ok: true, mask: andMask & unit})
+			put(i, Bits{OK: true, Mask: andMask & unit})
 		}
 	done:
 	}

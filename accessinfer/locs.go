@@ -8,8 +8,8 @@ import (
 // Piece is where a variable lives over the code [lo, hi): expr, a
 // DWARF location expression.
 type Piece struct {
-	lo, hi uint64
-	expr   []byte
+	Lo, Hi uint64
+	Expr   []byte
 }
 
 // Everywhere marks a location given by a single expression: valid
@@ -227,9 +227,9 @@ const (
 
 // Where is what a location expression says about a variable's value.
 type Where struct {
-	kind  uint8 // wNone, wReg, wRegPlus, wFrame, wAddr
-	reg   int   // DWARF register
-	off   int64 // wRegPlus: value = reg + off; wFrame: at frame base + off
+	Kind  uint8 // wNone, wReg, wRegPlus, wFrame, wAddr
+	Reg   int   // DWARF register
+	Off   int64 // wRegPlus: value = reg + off; wFrame: at frame base + off
 	addr  uint64
 	whole bool // the expression describes the whole variable (no DW_OP_piece)
 }
@@ -253,24 +253,24 @@ func Describe(e []byte) Where {
 	i := 1
 	switch {
 	case c >= opReg0 && c <= opReg31 && len(e) == 1:
-		return Where{kind: LocReg, reg: int(c - opReg0), whole: true}
+		return Where{Kind: LocReg, Reg: int(c - opReg0), whole: true}
 	case c == opRegx:
 		r := uleb(e, &i)
 		if i == len(e) {
-			return Where{kind: LocReg, reg: int(r), whole: true}
+			return Where{Kind: LocReg, Reg: int(r), whole: true}
 		}
 	case c >= opBreg0 && c <= opBreg31:
 		o := sleb(e, &i)
 		if i+1 == len(e) && e[i] == opStackValue {
-			return Where{kind: LocRegPlus, reg: int(c - opBreg0), off: o, whole: true}
+			return Where{Kind: LocRegPlus, Reg: int(c - opBreg0), Off: o, whole: true}
 		}
 	case c == opFbreg:
 		o := sleb(e, &i)
 		if i == len(e) {
-			return Where{kind: LocFrame, off: o, whole: true}
+			return Where{Kind: LocFrame, Off: o, whole: true}
 		}
 	case c == opAddr && len(e) == 9:
-		return Where{kind: LocAddr, addr: binary.LittleEndian.Uint64(e[1:]), whole: true}
+		return Where{Kind: LocAddr, addr: binary.LittleEndian.Uint64(e[1:]), whole: true}
 	}
 	return Where{}
 }

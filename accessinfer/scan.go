@@ -9,55 +9,55 @@ import (
 // Variable is a parameter or local of a function (or of a copy inlined
 // into it) with its locations.
 type Variable struct {
-	name   string
-	typ    dwarf.Offset // declared type
-	depth  int          // scopes from the function: inlined copies and lexical blocks
-	scope  [][2]uint64  // code of its innermost scope; nil: the whole function
-	pieces []Piece
+	Name   string
+	Type    dwarf.Offset // declared type
+	Depth  int          // scopes from the function: inlined copies and lexical blocks
+	Scope  [][2]uint64  // code of its innermost scope; nil: the whole function
+	Pieces []Piece
 }
 
 // InlineSite is a copy of a function inlined into the one scanned.
 type InlineSite struct {
-	name     string
-	ranges   [][2]uint64
-	callFile string
-	callLine int
-	depth    int
+	Name     string
+	Ranges   [][2]uint64
+	CallFile string
+	CallLine int
+	Depth    int
 }
 
 // Function is an out-of-line function with what tracking needs.
 type Function struct {
-	name     string
-	entry    uint64
-	ranges   [][2]uint64
-	cfaFrame bool // DW_AT_frame_base is DW_OP_call_frame_cfa
-	vars     []Variable
-	inlines  []InlineSite
-	params   []ScopedType // of the inlined copies
+	Name     string
+	Entry    uint64
+	Ranges   [][2]uint64
+	CFAFrame bool // DW_AT_frame_base is DW_OP_call_frame_cfa
+	Vars     []Variable
+	Inlines  []InlineSite
+	Params   []ScopedType // of the inlined copies
 }
 
 // ScopedType is a parameter's declared type and the code of the copy
 // it belongs to.
 type ScopedType struct {
-	typ   dwarf.Offset
-	scope [][2]uint64
+	Type   dwarf.Offset
+	Scope [][2]uint64
 }
 
 // Global is a variable at a fixed address: a global, a static (of a
 // file or a function), a per-CPU variable (at its offset in the per-CPU
 // area).
 type Global struct {
-	addr uint64
-	size int64
-	typ  dwarf.Offset
-	name string
+	Addr uint64
+	Size int64
+	Type  dwarf.Offset
+	Name string
 }
 
 // Unit is what scanning one compilation unit found.
 type Unit struct {
-	funcs   []Function
-	globals []Global
-	rets    map[uint64]dwarf.Offset // entry -> declared return type
+	Funcs   []Function
+	Globals []Global
+	Rets    map[uint64]dwarf.Offset // entry -> declared return type
 }
 
 type Scanner struct {
@@ -74,26 +74,26 @@ type Scanner struct {
 // Sections are the raw DWARF sections a scan reads besides what
 // debug/dwarf decodes: the unit headers and the location lists.
 type Sections struct {
-	info     []byte // .debug_info
-	loc      []byte // .debug_loc (DWARF 2-4)
-	loclists []byte // .debug_loclists (DWARF 5)
-	addr     []byte // .debug_addr
+	Info     []byte // .debug_info
+	Loc      []byte // .debug_loc (DWARF 2-4)
+	Loclists []byte // .debug_loclists (DWARF 5)
+	Addr     []byte // .debug_addr
 }
 
 // NewScanner returns a scanner of d's units that reads the sizes of
 // globals' types through ts (one goroutine's: neither is safe for
 // concurrent use).
 func NewScanner(d *dwarf.Data, ts *Types, sec Sections) *Scanner {
-	s := &Scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: ts, info: sec.info}
-	s.locs.loc = sec.loc
-	s.locs.loclists = sec.loclists
-	s.locs.addr = sec.addr
+	s := &Scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: ts, info: sec.Info}
+	s.locs.loc = sec.Loc
+	s.locs.loclists = sec.Loclists
+	s.locs.addr = sec.Addr
 	return s
 }
 
 // Scan scans the compilation unit whose DIE is at off into out.
 func (s *Scanner) Scan(off dwarf.Offset, out *Unit) {
-	out.rets = map[uint64]dwarf.Offset{}
+	out.Rets = map[uint64]dwarf.Offset{}
 	s.out = out
 	s.scanUnit(off)
 }
@@ -236,18 +236,18 @@ func (s *Scanner) subprogram(e *dwarf.Entry) {
 		return
 	}
 	if oi.typ != 0 {
-		s.out.rets[rs[0][0]] = oi.typ
+		s.out.Rets[rs[0][0]] = oi.typ
 	}
-	f := Function{name: oi.name, entry: rs[0][0], ranges: rs}
+	f := Function{Name: oi.name, Entry: rs[0][0], Ranges: rs}
 	if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
-		f.entry = lo
+		f.Entry = lo
 	}
 	fb, _ := e.Val(dwarf.AttrFrameBase).([]byte)
-	f.cfaFrame = len(fb) == 1 && fb[0] == opCallFrameCFA
+	f.CFAFrame = len(fb) == 1 && fb[0] == opCallFrameCFA
 	if e.Children {
 		s.children(&f, 0, nil)
 	}
-	s.out.funcs = append(s.out.funcs, f)
+	s.out.Funcs = append(s.out.Funcs, f)
 }
 
 // children reads the DIEs of a scope up to its end: variables, lexical
@@ -263,7 +263,7 @@ func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 			if e.Tag == dwarf.TagFormalParameter && f != nil && depth > 0 && len(scope) > 0 {
 				// A parameter of an inlined copy, with a location or not.
 				if oi := s.lookupOrigin(e); oi.typ != 0 {
-					f.params = append(f.params, ScopedType{typ: oi.typ, scope: scope})
+					f.Params = append(f.Params, ScopedType{Type: oi.typ, Scope: scope})
 				}
 			}
 			s.variableDIE(e, depth, scope, f)
@@ -284,14 +284,14 @@ func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 			if f != nil {
 				rs = s.ranges(e)
 				oi := s.lookupOrigin(e)
-				site := InlineSite{name: oi.name, ranges: rs, depth: depth + 1}
+				site := InlineSite{Name: oi.name, Ranges: rs, Depth: depth + 1}
 				if cf, ok := e.Val(dwarf.AttrCallFile).(int64); ok && cf >= 0 && int(cf) < len(s.files) {
-					site.callFile = s.files[cf]
+					site.CallFile = s.files[cf]
 				}
 				if cl, ok := e.Val(dwarf.AttrCallLine).(int64); ok {
-					site.callLine = int(cl)
+					site.CallLine = int(cl)
 				}
-				f.inlines = append(f.inlines, site)
+				f.Inlines = append(f.Inlines, site)
 			}
 			if e.Children {
 				s.children(f, depth+1, rs)
@@ -315,14 +315,14 @@ func (s *Scanner) variableDIE(e *dwarf.Entry, depth int, scope [][2]uint64, f *F
 	switch fld.Class {
 	case dwarf.ClassExprLoc, dwarf.ClassBlock:
 		b, _ := fld.Val.([]byte)
-		if w := Describe(b); w.kind == LocAddr {
+		if w := Describe(b); w.Kind == LocAddr {
 			oi := s.lookupOrigin(e)
-			g := Global{addr: w.addr, typ: oi.typ, name: oi.name}
-			if t := s.ts.get(oi.typ); t != nil {
-				g.size = t.size
+			g := Global{Addr: w.addr, Type: oi.typ, Name: oi.name}
+			if t := s.ts.Get(oi.typ); t != nil {
+				g.Size = t.Size
 			}
-			if g.size > 0 {
-				s.out.globals = append(s.out.globals, g)
+			if g.Size > 0 {
+				s.out.Globals = append(s.out.Globals, g)
 			}
 			return
 		}
@@ -343,5 +343,5 @@ func (s *Scanner) variableDIE(e *dwarf.Entry, depth int, scope [][2]uint64, f *F
 	if oi.typ == 0 {
 		return
 	}
-	f.vars = append(f.vars, Variable{name: oi.name, typ: oi.typ, depth: depth, scope: scope, pieces: pieces})
+	f.Vars = append(f.Vars, Variable{Name: oi.name, Type: oi.typ, Depth: depth, Scope: scope, Pieces: pieces})
 }

@@ -53,7 +53,7 @@ func (v val) same(o val) bool {
 	if v.kind != vPtr {
 		return true
 	}
-	if v.t.key() != o.t.key() || len(v.alts) != len(o.alts) {
+	if v.t.Key() != o.t.Key() || len(v.alts) != len(o.alts) {
 		return false
 	}
 	for i := range v.alts {
@@ -310,67 +310,67 @@ func (ft *fnTrack) buildFacts() {
 			ft.looked = append(ft.looked, lookEntry{acc: acc})
 		}
 	}
-	for vi := range ft.f.vars {
-		v := &ft.f.vars[vi]
-		t := ts.get(v.typ)
+	for vi := range ft.f.Vars {
+		v := &ft.f.Vars[vi]
+		t := ts.Get(v.Type)
 		if t == nil {
 			continue
 		}
 		var pv val
 		obj := false
 		switch {
-		case t.kind == Ptr:
-			p := ts.pointee(t)
+		case t.Kind == Ptr:
+			p := ts.Pointee(t)
 			if !Useful(p) {
 				continue
 			}
-			pv = val{kind: vPtr, t: p, why: "var " + v.name}
-		case t.kind == Struct || t.kind == Union || t.kind == Array:
+			pv = val{kind: vPtr, t: p, why: "var " + v.Name}
+		case t.Kind == Struct || t.Kind == Union || t.Kind == Array:
 			obj = true
 		default:
 			continue
 		}
-		scope := v.scope
+		scope := v.Scope
 		if scope == nil {
-			scope = ft.f.ranges
+			scope = ft.f.Ranges
 		}
-		for _, p := range v.pieces {
-			w := Describe(p.expr)
-			if w.kind == LocNone || w.kind == LocAddr {
+		for _, p := range v.Pieces {
+			w := Describe(p.Expr)
+			if w.Kind == LocNone || w.Kind == LocAddr {
 				continue
 			}
 			for _, sr := range scope {
-				lo, hi := max(p.lo, sr[0]), min(p.hi, sr[1])
-				if p.lo == 0 && p.hi == Everywhere {
+				lo, hi := max(p.Lo, sr[0]), min(p.Hi, sr[1])
+				if p.Lo == 0 && p.Hi == Everywhere {
 					lo, hi = sr[0], sr[1]
 				}
 				if lo >= hi {
 					continue
 				}
 				if obj {
-					if w.kind == LocFrame && ft.f.cfaFrame {
-						ft.objs = append(ft.objs, stackObj{off: 8 + w.off, t: t, name: v.name, ranges: [][2]uint64{{lo, hi}}})
+					if w.Kind == LocFrame && ft.f.CFAFrame {
+						ft.objs = append(ft.objs, stackObj{off: 8 + w.Off, t: t, name: v.Name, ranges: [][2]uint64{{lo, hi}}})
 					}
 					continue
 				}
-				fc := fact{reg: -1, v: pv, depth: v.depth}
-				switch w.kind {
+				fc := fact{reg: -1, v: pv, depth: v.Depth}
+				switch w.Kind {
 				case LocReg:
-					if w.reg > 15 {
+					if w.Reg > 15 {
 						continue
 					}
-					fc.reg = dwarfToIdx[w.reg]
+					fc.reg = dwarfToIdx[w.Reg]
 				case LocRegPlus:
-					if w.reg > 15 {
+					if w.Reg > 15 {
 						continue
 					}
-					fc.reg = dwarfToIdx[w.reg]
-					fc.v.k = -w.off
+					fc.reg = dwarfToIdx[w.Reg]
+					fc.v.k = -w.Off
 				case LocFrame:
-					if !ft.f.cfaFrame {
+					if !ft.f.CFAFrame {
 						continue
 					}
-					fc.slot = 8 + w.off
+					fc.slot = 8 + w.Off
 				}
 				i, j := ft.insnIndex(lo), ft.insnIndex(hi)
 				if i < j {
@@ -517,7 +517,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if !ok {
 			return object{}, false
 		}
-		return object{t: ft.w.ts.get(g.typ), off: off, why: "per-CPU " + g.name, reg: -1, gname: g.name}, true
+		return object{t: ft.w.ts.Get(g.Type), off: off, why: "per-CPU " + g.Name, reg: -1, gname: g.Name}, true
 	}
 	if m.Segment != 0 {
 		return object{}, false
@@ -527,11 +527,11 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if !ok {
 			return object{}, false
 		}
-		t := ft.w.ts.get(g.typ)
-		if indexed && (t == nil || t.kind != Array) {
+		t := ft.w.ts.Get(g.Type)
+		if indexed && (t == nil || t.Kind != Array) {
 			return object{}, false
 		}
-		return object{t: t, off: off, why: why + g.name, reg: -1, gname: g.name}, true
+		return object{t: t, off: off, why: why + g.Name, reg: -1, gname: g.Name}, true
 	}
 	switch {
 	case m.Base == x86asm.RIP:
@@ -553,7 +553,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		}
 		so := v.k + m.Disp
 		for _, o := range ft.objs {
-			if so >= o.off && so < o.off+o.t.size && pc >= o.ranges[0][0] && pc < o.ranges[0][1] {
+			if so >= o.off && so < o.off+o.t.Size && pc >= o.ranges[0][0] && pc < o.ranges[0][1] {
 				return object{t: o.t, off: so - o.off, why: "stack var " + o.name, reg: idxToDWARF[bi], base: o.off - v.k, frame: true}, true
 			}
 		}
@@ -570,7 +570,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if v.percpu {
 			why = "per-CPU "
 		}
-		return object{t: ft.w.ts.get(g.typ), off: off, why: why + g.name, reg: idxToDWARF[bi], base: int64(g.addr) - v.k}, true
+		return object{t: ft.w.ts.Get(g.Type), off: off, why: why + g.Name, reg: idxToDWARF[bi], base: int64(g.Addr) - v.k}, true
 	}
 	return object{}, false
 }
@@ -651,7 +651,7 @@ type lookEntry struct {
 // lookSlow is look without the cache.
 func (ft *fnTrack) lookSlow(s *state, i, end int, acc x86code.MemAccess, pats map[int]Bits, skip map[int]bool) memResult {
 	r := ft.lookObjs(s, i, end, acc, pats, skip)
-	r.test = pats[i].test
+	r.test = pats[i].Test
 	return r
 }
 
@@ -685,7 +685,7 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 				return r
 			}
 			x, y := g.chains[0][len(g.chains[0])-1], best.chains[0][len(best.chains[0])-1]
-			if x.m.name != y.m.name || x.st.key() != y.st.key() || x.bitOff != y.bitOff {
+			if x.Member.Name != y.Member.Name || x.Container.Key() != y.Container.Key() || x.BitOff != y.BitOff {
 				return r
 			}
 			if len(g.chains[0]) < len(best.chains[0]) {
@@ -720,15 +720,15 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if acc.Kind == x86code.Addr || n <= 0 {
 		n = 1
 	}
-	a := Use{off: obj.off, n: n, addr: acc.Kind == x86code.Addr, indexed: obj.indexed}
+	a := Use{Off: obj.off, N: n, Addr: acc.Kind == x86code.Addr, Indexed: obj.indexed}
 	// A pointer loaded from the object.
-	if t.kind == Ptr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
-		if p := ts.pointee(t); Useful(p) {
+	if t.Kind == Ptr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
+		if p := ts.Pointee(t); Useful(p) {
 			loaded = val{kind: vPtr, t: p, why: obj.why}
 		}
 		return nil, loaded
 	}
-	if t.kind != Struct && t.kind != Union && t.kind != Array {
+	if t.Kind != Struct && t.Kind != Union && t.Kind != Array {
 		return nil, loaded
 	}
 	if obj.frame && acc.Kind == x86code.Store {
@@ -740,7 +740,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		// same: not decided.
 		return nil, loaded
 	}
-	if t.name == "__va_list_tag" {
+	if t.Name == "__va_list_tag" {
 		// va_arg's expansion: the compiler's, no member access in
 		// the source.
 		return nil, loaded
@@ -749,35 +749,35 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		return nil, loaded // the load of a bitfield unit that a later store writes back
 	}
 	if b, ok := pats[i]; ok {
-		a.bm = b
-		a.bm.base += obj.off * 8
+		a.Bits = b
+		a.Bits.Base += obj.off * 8
 	}
-	a.h = ft.hintFor(s, i, end, acc)
+	a.Hint = ft.hintFor(s, i, end, acc)
 	for _, p := range []string{"var ", "stack var ", "global ", "per-CPU "} {
-		a.declared = a.declared || strings.HasPrefix(obj.why, p)
+		a.Declared = a.Declared || strings.HasPrefix(obj.why, p)
 	}
 	if lo, hi, ok := ft.copySpan(i, end, false); ok {
 		// In the object's offsets.
-		a.copy, a.copyLo, a.copyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+		a.Copy, a.CopyLo, a.CopyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
 	if lo, hi, ok := ft.copySpan(i, end, true); ok {
-		a.init, a.initLo, a.initHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
-	a.wrapOK = func(t *Type) bool { return ft.wrapperParamAt(ft.insns[i].PC, t) }
-	chains = ts.objectAccess(t, a)
+	a.WrapOK = func(t *Type) bool { return ft.wrapperParamAt(ft.insns[i].PC, t) }
+	chains = ts.ObjectAccess(t, a)
 	if acc.Kind == x86code.Load && n == 8 && len(chains) == 1 {
 		last := chains[0][len(chains[0])-1]
-		mt := ts.get(last.m.typ)
+		mt := ts.Get(last.Member.Type)
 		switch {
-		case mt != nil && mt.kind == Ptr && last.bitSize == 64:
+		case mt != nil && mt.Kind == Ptr && last.BitSize == 64:
 			// The only member the 8 bytes touch is this pointer: the load is it.
-			if p := ts.pointee(mt); Useful(p) {
-				loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s", nameOf(last.st), last.m.name)}
+			if p := ts.Pointee(mt); Useful(p) {
+				loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s", nameOf(last.Container), last.Member.Name)}
 			}
-		case mt != nil && mt.kind == Array:
-			if el := ts.get(mt.elem); el != nil && el.kind == Ptr {
-				if p := ts.pointee(el); Useful(p) {
-					loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s[]", nameOf(last.st), last.m.name)}
+		case mt != nil && mt.Kind == Array:
+			if el := ts.Get(mt.Elem); el != nil && el.Kind == Ptr {
+				if p := ts.Pointee(el); Useful(p) {
+					loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s[]", nameOf(last.Container), last.Member.Name)}
 				}
 			}
 		}
@@ -789,7 +789,7 @@ func nameOf(t *Type) string {
 	if t == nil {
 		return "?"
 	}
-	return t.name
+	return t.Name
 }
 
 // hintFor looks at what the block does with the value an access moves.
@@ -800,11 +800,11 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) Hint {
 	case x86code.Store:
 		switch src := in.Args[1].(type) {
 		case x86asm.Imm:
-			h.imm = true
+			h.Imm = true
 		case x86asm.Reg:
 			if ri, full, ok := regIndex(src); ok && full {
 				if v := s.regs[ri]; v.kind == vPtr && v.k == 0 {
-					h.ptrTo = v.t.key()
+					h.PtrTo = v.t.Key()
 				}
 			}
 		}
@@ -822,7 +822,7 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) Hint {
 			for _, k := range ft.facts[i+1] {
 				f := &ft.fs[k]
 				if f.reg == ri && f.v.k == 0 {
-					h.ptrTo = f.v.t.key()
+					h.PtrTo = f.v.t.Key()
 				}
 			}
 		}
@@ -831,7 +831,7 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) Hint {
 			nx := &ft.insns[j].Inst
 			if a, ok := x86code.Access(nx); ok && a.Kind != x86code.Addr {
 				if bi, _, ok := regIndex(a.Mem.Base); ok && bi == ri && a.Mem.Segment == 0 {
-					h.isPtr = true
+					h.IsPtr = true
 					break
 				}
 			}
@@ -1067,10 +1067,10 @@ func (ft *fnTrack) blockStart(i int) int {
 // parameter of type t or pointer to t.
 func (ft *fnTrack) wrapperParamAt(pc uint64, t *Type) bool {
 	ts := ft.w.ts
-	k := t.key()
-	for _, p := range ft.f.params {
+	k := t.Key()
+	for _, p := range ft.f.Params {
 		in := false
-		for _, r := range p.scope {
+		for _, r := range p.Scope {
 			if pc >= r[0] && pc < r[1] {
 				in = true
 				break
@@ -1079,11 +1079,11 @@ func (ft *fnTrack) wrapperParamAt(pc uint64, t *Type) bool {
 		if !in {
 			continue
 		}
-		pt := ts.get(p.typ)
-		if pt != nil && pt.kind == Ptr {
-			pt = ts.pointee(pt)
+		pt := ts.Get(p.Type)
+		if pt != nil && pt.Kind == Ptr {
+			pt = ts.Pointee(pt)
 		}
-		if pt != nil && pt.key() == k {
+		if pt != nil && pt.Key() == k {
 			return true
 		}
 	}
