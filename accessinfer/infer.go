@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/klasy/klasy/accessinfer/dwscan"
+	"github.com/klasy/klasy/accessinfer/members"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/x86code"
 )
@@ -90,10 +92,10 @@ type Result struct {
 
 // globals finds the variables at fixed addresses.
 type globals struct {
-	normal, percpu []Global // by address
+	normal, percpu []dwscan.Global // by address
 }
 
-func (gl *globals) find(a uint64, percpu bool) (Global, int64, bool) {
+func (gl *globals) find(a uint64, percpu bool) (dwscan.Global, int64, bool) {
 	t := gl.normal
 	if percpu {
 		t = gl.percpu
@@ -104,12 +106,12 @@ func (gl *globals) find(a uint64, percpu bool) (Global, int64, bool) {
 			return t[j], int64(a - t[j].Addr), true
 		}
 	}
-	return Global{}, 0, false
+	return dwscan.Global{}, 0, false
 }
 
 // worker holds what one goroutine reuses.
 type worker struct {
-	ts   *Types
+	ts   *members.Types
 	g    *globals
 	rets map[uint64]dwarf.Offset
 	img  *elfimage.Image
@@ -149,21 +151,21 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		}
 		r.SkipChildren()
 	}
-	scans := make([]Unit, len(cus))
+	scans := make([]dwscan.Unit, len(cus))
 	var wg sync.WaitGroup
 	next := make(chan int)
 	// Each worker's types, read in the scan, serve it in tracking too.
-	tss := make([]*Types, nw)
+	tss := make([]*members.Types, nw)
 	for w := range tss {
-		tss[w] = NewTypes(d)
+		tss[w] = members.NewTypes(d)
 	}
-	sec := Sections{Info: img.Section(".debug_info"), Loc: img.Section(".debug_loc"),
+	sec := dwscan.Sections{Info: img.Section(".debug_info"), Loc: img.Section(".debug_loc"),
 		Loclists: img.Section(".debug_loclists"), Addr: img.Section(".debug_addr")}
 	for w := 0; w < nw; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := NewScanner(d, tss[w], sec)
+			s := dwscan.NewScanner(d, tss[w], sec)
 			for i := range next {
 				s.Scan(cus[i], &scans[i])
 			}
@@ -186,7 +188,7 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	}
 	gl := &globals{}
 	rets := map[uint64]dwarf.Offset{}
-	var funcs []*Function
+	var funcs []*dwscan.Function
 	seen := map[uint64]bool{}
 	for i := range scans {
 		for _, g := range scans[i].Globals {
@@ -211,7 +213,7 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 			funcs = append(funcs, f)
 		}
 	}
-	for _, t := range []*[]Global{&gl.normal, &gl.percpu} {
+	for _, t := range []*[]dwscan.Global{&gl.normal, &gl.percpu} {
 		sort.Slice(*t, func(i, j int) bool { return (*t)[i].Addr < (*t)[j].Addr })
 	}
 	reserved, _ := img.Reserved()
@@ -251,7 +253,7 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 }
 
 // function analyses one out-of-line function.
-func (w *worker) function(f *Function) (accs []Access, counts [2]int) {
+func (w *worker) function(f *dwscan.Function) (accs []Access, counts [2]int) {
 	var ranges []x86code.Range
 	for _, r := range f.Ranges {
 		code := w.img.ReadText(r[0], r[1]-r[0])
@@ -335,7 +337,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	}
 	entry, _ := g.Block(g.Entry)
 	outs := make([]*state, nb)
-	pats := make([]map[int]Bits, nb)
+	pats := make([]map[int]members.Bits, nb)
 	skips := make([]map[int]bool, nb)
 	for _, b := range order {
 		lo, hi := ft.blockInsns(&g.Blocks[b])
@@ -480,12 +482,12 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
 		off, known := int64(0), true
 		for d, h := range c {
 			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.Name, Struct: h.Container.Name, Member: h.Member.Name,
-				Union: h.Container.Kind == Union, Bitfield: h.Member.BitSize > 0, BitOffset: h.BitOff, BitSize: h.BitSize,
+				Union: h.Container.Kind == members.Union, Bitfield: h.Member.BitSize > 0, BitOffset: h.BitOff, BitSize: h.BitSize,
 				BitTest: h.Member.BitSize > 0 && r.test,
 				Kind:    r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls,
 				ContainerOff: off, ContainerKnown: known})
 			off += h.BitOff / 8
-			if mt := ft.w.ts.Get(h.Member.Type); mt == nil || mt.Kind == Array {
+			if mt := ft.w.ts.Get(h.Member.Type); mt == nil || mt.Kind == members.Array {
 				known = false
 			}
 		}
@@ -553,7 +555,7 @@ func (ft *fnTrack) buildSites() {
 // step applies DWARF's facts at instruction i, looks at its memory
 // operand (calling emit, if not nil, with what it touches) and applies
 // the instruction to s.
-func (ft *fnTrack) step(s *state, i, end int, pats map[int]Bits, skip map[int]bool, emit func(memResult)) {
+func (ft *fnTrack) step(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool, emit func(memResult)) {
 	ft.apply(s, i)
 	in := &ft.insns[i]
 	r, hasMem := ft.look(s, i, end, pats, skip)
@@ -710,7 +712,7 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
 			target := uint64(int64(in.End()) + int64(rel))
 			if t, ok := ft.w.rets[target]; ok {
-				if p := ft.w.ts.Pointee(ft.w.ts.Get(t)); Useful(p) {
+				if p := ft.w.ts.Pointee(ft.w.ts.Get(t)); members.Useful(p) {
 					s.regs[0] = val{kind: vPtr, t: p, why: "ret"}
 				}
 			}
@@ -751,7 +753,7 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 // per-CPU variable) there, else the constant.
 func (ft *fnTrack) addrVal(a uint64, percpu bool) val {
 	if g, off, ok := ft.w.g.find(a, percpu); ok {
-		if t := ft.w.ts.Get(g.Type); t != nil && (t.Kind == Struct || t.Kind == Union || t.Kind == Array) {
+		if t := ft.w.ts.Get(g.Type); t != nil && (t.Kind == members.Struct || t.Kind == members.Union || t.Kind == members.Array) {
 			why := "global "
 			if percpu {
 				why = "per-CPU "
@@ -768,12 +770,12 @@ func (ft *fnTrack) addrVal(a uint64, percpu bool) val {
 // its bits (and with a mask, or, store back): the bits each load tests
 // and each store changes, relative to the first byte accessed. skip
 // marks the loads that are part of a write.
-func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]Bits, map[int]bool) {
-	var pats map[int]Bits
+func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) {
+	var pats map[int]members.Bits
 	var skip map[int]bool
-	put := func(i int, b Bits) {
+	put := func(i int, b members.Bits) {
 		if pats == nil {
-			pats = map[int]Bits{}
+			pats = map[int]members.Bits{}
 		}
 		pats[i] = b
 	}
@@ -794,13 +796,13 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]Bits, map[int]bool) {
 				m := uint64(imm) & unit
 				switch inst.Op {
 				case x86asm.TEST:
-					put(i, Bits{OK: true, Mask: m, Test: true})
+					put(i, members.Bits{OK: true, Mask: m, Test: true})
 				case x86asm.OR, x86asm.XOR:
-					put(i, Bits{OK: true, Mask: m})
+					put(i, members.Bits{OK: true, Mask: m})
 				case x86asm.AND:
-					put(i, Bits{OK: true, Mask: ^m & unit})
+					put(i, members.Bits{OK: true, Mask: ^m & unit})
 				case x86asm.BT, x86asm.BTS, x86asm.BTR, x86asm.BTC:
-					put(i, Bits{OK: true, Mask: 1 << (uint64(imm) % uint64(width)), Test: inst.Op == x86asm.BT})
+					put(i, members.Bits{OK: true, Mask: 1 << (uint64(imm) % uint64(width)), Test: inst.Op == x86asm.BT})
 				}
 				continue
 			}
@@ -831,7 +833,7 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]Bits, map[int]bool) {
 						}
 						changed &= unit
 						if changed != 0 {
-							put(j, Bits{OK: true, Mask: changed})
+							put(j, members.Bits{OK: true, Mask: changed})
 							if skip == nil {
 								skip = map[int]bool{}
 							}
@@ -866,10 +868,10 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]Bits, map[int]bool) {
 					orMask |= uint64(imm) << shift
 					continue
 				case x86asm.TEST:
-					put(i, Bits{OK: true, Mask: (uint64(imm) << shift) & unit, Test: true})
+					put(i, members.Bits{OK: true, Mask: (uint64(imm) << shift) & unit, Test: true})
 					goto done
 				case x86asm.BT:
-					put(i, Bits{OK: true, Mask: (1 << (uint64(imm) + uint64(shift))) & unit, Test: true})
+					put(i, members.Bits{OK: true, Mask: (1 << (uint64(imm) + uint64(shift))) & unit, Test: true})
 					goto done
 				}
 			}
@@ -879,13 +881,13 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]Bits, map[int]bool) {
 				if haveAnd && orMask == 0 {
 					// Compared with a constant: a test (p->bf == 3).
 					_, cmpImm := nx.Args[1].(x86asm.Imm)
-					put(i, Bits{OK: true, Mask: andMask & unit, Test: nx.Op == x86asm.CMP && dj == ri && cmpImm})
+					put(i, members.Bits{OK: true, Mask: andMask & unit, Test: nx.Op == x86asm.CMP && dj == ri && cmpImm})
 				}
 				goto done
 			}
 		}
 		if haveAnd && orMask == 0 {
-			put(i, Bits{OK: true, Mask: andMask & unit})
+			put(i, members.Bits{OK: true, Mask: andMask & unit})
 		}
 	done:
 	}

@@ -7,6 +7,8 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/klasy/klasy/accessinfer/dwscan"
+	"github.com/klasy/klasy/accessinfer/members"
 	"github.com/klasy/klasy/x86code"
 )
 
@@ -23,7 +25,7 @@ const (
 
 type val struct {
 	kind   vkind
-	t      *Type
+	t      *members.Type
 	k      int64
 	percpu bool   // vConst: a per-CPU offset was added (per_cpu_ptr, this_cpu_ptr)
 	why    string // where the type came from (provenance)
@@ -204,7 +206,7 @@ type fact struct {
 // stackObj is a struct (or array) variable in the function's frame.
 type stackObj struct {
 	off    int64 // entry-relative
-	t      *Type
+	t      *members.Type
 	name   string
 	ranges [][2]uint64
 }
@@ -212,7 +214,7 @@ type stackObj struct {
 // fnTrack is one function under analysis.
 type fnTrack struct {
 	w      *worker
-	f      *Function
+	f      *dwscan.Function
 	insns  []x86code.Insn
 	g      *x86code.Graph
 	facts  [][]int32 // by instruction index: indexes into fs
@@ -241,7 +243,7 @@ func (ft *fnTrack) insnIndex(pc uint64) int {
 
 // buildFacts turns the variables' locations into per-instruction facts.
 // reset readies ft, and the buffers it keeps, for function f.
-func (ft *fnTrack) reset(w *worker, f *Function) {
+func (ft *fnTrack) reset(w *worker, f *dwscan.Function) {
 	ft.w, ft.f, ft.g = w, f, nil
 	ft.sitesBuilt = false
 	clear(ft.fs)
@@ -319,13 +321,13 @@ func (ft *fnTrack) buildFacts() {
 		var pv val
 		obj := false
 		switch {
-		case t.Kind == Ptr:
+		case t.Kind == members.Ptr:
 			p := ts.Pointee(t)
-			if !Useful(p) {
+			if !members.Useful(p) {
 				continue
 			}
 			pv = val{kind: vPtr, t: p, why: "var " + v.Name}
-		case t.Kind == Struct || t.Kind == Union || t.Kind == Array:
+		case t.Kind == members.Struct || t.Kind == members.Union || t.Kind == members.Array:
 			obj = true
 		default:
 			continue
@@ -335,38 +337,38 @@ func (ft *fnTrack) buildFacts() {
 			scope = ft.f.Ranges
 		}
 		for _, p := range v.Pieces {
-			w := Describe(p.Expr)
-			if w.Kind == LocNone || w.Kind == LocAddr {
+			w := dwscan.Describe(p.Expr)
+			if w.Kind == dwscan.LocNone || w.Kind == dwscan.LocAddr {
 				continue
 			}
 			for _, sr := range scope {
 				lo, hi := max(p.Lo, sr[0]), min(p.Hi, sr[1])
-				if p.Lo == 0 && p.Hi == Everywhere {
+				if p.Lo == 0 && p.Hi == dwscan.Everywhere {
 					lo, hi = sr[0], sr[1]
 				}
 				if lo >= hi {
 					continue
 				}
 				if obj {
-					if w.Kind == LocFrame && ft.f.CFAFrame {
+					if w.Kind == dwscan.LocFrame && ft.f.CFAFrame {
 						ft.objs = append(ft.objs, stackObj{off: 8 + w.Off, t: t, name: v.Name, ranges: [][2]uint64{{lo, hi}}})
 					}
 					continue
 				}
 				fc := fact{reg: -1, v: pv, depth: v.Depth}
 				switch w.Kind {
-				case LocReg:
+				case dwscan.LocReg:
 					if w.Reg > 15 {
 						continue
 					}
 					fc.reg = dwarfToIdx[w.Reg]
-				case LocRegPlus:
+				case dwscan.LocRegPlus:
 					if w.Reg > 15 {
 						continue
 					}
 					fc.reg = dwarfToIdx[w.Reg]
 					fc.v.k = -w.Off
-				case LocFrame:
+				case dwscan.LocFrame:
 					if !ft.f.CFAFrame {
 						continue
 					}
@@ -456,7 +458,7 @@ func (ft *fnTrack) prepare(i int) {
 
 // object is what a memory operand addresses, when tracking knows.
 type object struct {
-	t     *Type
+	t     *members.Type
 	off   int64 // of the access in t
 	why   string
 	reg   int   // DWARF register of the base, -1 if none
@@ -528,7 +530,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 			return object{}, false
 		}
 		t := ft.w.ts.Get(g.Type)
-		if indexed && (t == nil || t.Kind != Array) {
+		if indexed && (t == nil || t.Kind != members.Array) {
 			return object{}, false
 		}
 		return object{t: t, off: off, why: why + g.Name, reg: -1, gname: g.Name}, true
@@ -579,7 +581,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 type memResult struct {
 	acc    x86code.MemAccess
 	obj    object
-	chains []Chain
+	chains []members.Chain
 	loaded val  // the value a load gives its destination
 	test   bool // the bits picked out are tested against a constant
 }
@@ -596,7 +598,7 @@ func isPercpuBase(name string) bool {
 // and the container_of of it, both in scope), each is tried: the
 // members are those of the only typing under which the access falls on
 // a member, or the innermost member all typings agree on.
-func (ft *fnTrack) look(s *state, i, end int, pats map[int]Bits, skip map[int]bool) (memResult, bool) {
+func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool) (memResult, bool) {
 	if ft.memAt[i] < 0 {
 		return memResult{}, false
 	}
@@ -649,13 +651,13 @@ type lookEntry struct {
 }
 
 // lookSlow is look without the cache.
-func (ft *fnTrack) lookSlow(s *state, i, end int, acc x86code.MemAccess, pats map[int]Bits, skip map[int]bool) memResult {
+func (ft *fnTrack) lookSlow(s *state, i, end int, acc x86code.MemAccess, pats map[int]members.Bits, skip map[int]bool) memResult {
 	r := ft.lookObjs(s, i, end, acc, pats, skip)
 	r.test = pats[i].Test
 	return r
 }
 
-func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats map[int]Bits, skip map[int]bool) memResult {
+func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats map[int]members.Bits, skip map[int]bool) memResult {
 	in := &ft.insns[i]
 	r := memResult{acc: acc}
 	objs := ft.objects(s, acc.Mem, in.End(), in.PC)
@@ -693,7 +695,7 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 			}
 		}
 		c := best.chains[0]
-		best.chains = []Chain{c[len(c)-1:]}
+		best.chains = []members.Chain{c[len(c)-1:]}
 		return best
 	}
 	return r
@@ -701,7 +703,7 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 
 // resolveObj is look for one typing of the base: the members and the
 // value a load gives.
-func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj object, pats map[int]Bits, skip map[int]bool) (chains []Chain, loaded val) {
+func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj object, pats map[int]members.Bits, skip map[int]bool) (chains []members.Chain, loaded val) {
 	if obj.stack {
 		if acc.Kind == x86code.Load && acc.Bytes == 8 {
 			loaded, _ = s.slot(obj.slot)
@@ -720,15 +722,15 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if acc.Kind == x86code.Addr || n <= 0 {
 		n = 1
 	}
-	a := Use{Off: obj.off, N: n, Addr: acc.Kind == x86code.Addr, Indexed: obj.indexed}
+	a := members.Use{Off: obj.off, N: n, Addr: acc.Kind == x86code.Addr, Indexed: obj.indexed}
 	// A pointer loaded from the object.
-	if t.Kind == Ptr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
-		if p := ts.Pointee(t); Useful(p) {
+	if t.Kind == members.Ptr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
+		if p := ts.Pointee(t); members.Useful(p) {
 			loaded = val{kind: vPtr, t: p, why: obj.why}
 		}
 		return nil, loaded
 	}
-	if t.Kind != Struct && t.Kind != Union && t.Kind != Array {
+	if t.Kind != members.Struct && t.Kind != members.Union && t.Kind != members.Array {
 		return nil, loaded
 	}
 	if obj.frame && acc.Kind == x86code.Store {
@@ -763,20 +765,20 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if lo, hi, ok := ft.copySpan(i, end, true); ok {
 		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
-	a.WrapOK = func(t *Type) bool { return ft.wrapperParamAt(ft.insns[i].PC, t) }
+	a.WrapOK = func(t *members.Type) bool { return ft.wrapperParamAt(ft.insns[i].PC, t) }
 	chains = ts.ObjectAccess(t, a)
 	if acc.Kind == x86code.Load && n == 8 && len(chains) == 1 {
 		last := chains[0][len(chains[0])-1]
 		mt := ts.Get(last.Member.Type)
 		switch {
-		case mt != nil && mt.Kind == Ptr && last.BitSize == 64:
+		case mt != nil && mt.Kind == members.Ptr && last.BitSize == 64:
 			// The only member the 8 bytes touch is this pointer: the load is it.
-			if p := ts.Pointee(mt); Useful(p) {
+			if p := ts.Pointee(mt); members.Useful(p) {
 				loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s", nameOf(last.Container), last.Member.Name)}
 			}
-		case mt != nil && mt.Kind == Array:
-			if el := ts.Get(mt.Elem); el != nil && el.Kind == Ptr {
-				if p := ts.Pointee(el); Useful(p) {
+		case mt != nil && mt.Kind == members.Array:
+			if el := ts.Get(mt.Elem); el != nil && el.Kind == members.Ptr {
+				if p := ts.Pointee(el); members.Useful(p) {
 					loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s[]", nameOf(last.Container), last.Member.Name)}
 				}
 			}
@@ -785,7 +787,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	return chains, loaded
 }
 
-func nameOf(t *Type) string {
+func nameOf(t *members.Type) string {
 	if t == nil {
 		return "?"
 	}
@@ -793,9 +795,9 @@ func nameOf(t *Type) string {
 }
 
 // hintFor looks at what the block does with the value an access moves.
-func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) Hint {
+func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.Hint {
 	in := &ft.insns[i].Inst
-	var h Hint
+	var h members.Hint
 	switch acc.Kind {
 	case x86code.Store:
 		switch src := in.Args[1].(type) {
@@ -1065,7 +1067,7 @@ func (ft *fnTrack) blockStart(i int) int {
 
 // wrapperParamAt reports whether an inlined copy holding pc has a
 // parameter of type t or pointer to t.
-func (ft *fnTrack) wrapperParamAt(pc uint64, t *Type) bool {
+func (ft *fnTrack) wrapperParamAt(pc uint64, t *members.Type) bool {
 	ts := ft.w.ts
 	k := t.Key()
 	for _, p := range ft.f.Params {
@@ -1080,7 +1082,7 @@ func (ft *fnTrack) wrapperParamAt(pc uint64, t *Type) bool {
 			continue
 		}
 		pt := ts.Get(p.Type)
-		if pt != nil && pt.Kind == Ptr {
+		if pt != nil && pt.Kind == members.Ptr {
 			pt = ts.Pointee(pt)
 		}
 		if pt != nil && pt.Key() == k {

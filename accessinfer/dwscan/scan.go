@@ -1,16 +1,18 @@
-package accessinfer
+package dwscan
 
 import (
 	"debug/dwarf"
 	"encoding/binary"
 	"sort"
+
+	"github.com/klasy/klasy/accessinfer/members"
 )
 
 // Variable is a parameter or local of a function (or of a copy inlined
 // into it) with its locations.
 type Variable struct {
 	Name   string
-	Type    dwarf.Offset // declared type
+	Type   dwarf.Offset // declared type
 	Depth  int          // scopes from the function: inlined copies and lexical blocks
 	Scope  [][2]uint64  // code of its innermost scope; nil: the whole function
 	Pieces []Piece
@@ -39,7 +41,7 @@ type Function struct {
 // ScopedType is a parameter's declared type and the code of the copy
 // it belongs to.
 type ScopedType struct {
-	Type   dwarf.Offset
+	Type  dwarf.Offset
 	Scope [][2]uint64
 }
 
@@ -49,7 +51,7 @@ type ScopedType struct {
 type Global struct {
 	Addr uint64
 	Size int64
-	Type  dwarf.Offset
+	Type dwarf.Offset
 	Name string
 }
 
@@ -63,7 +65,7 @@ type Unit struct {
 type Scanner struct {
 	d      *dwarf.Data
 	r, ro  *dwarf.Reader
-	ts     *Types
+	ts     *members.Types
 	info   []byte
 	locs   unitLocs
 	files  []string
@@ -83,7 +85,7 @@ type Sections struct {
 // NewScanner returns a scanner of d's units that reads the sizes of
 // globals' types through ts (one goroutine's: neither is safe for
 // concurrent use).
-func NewScanner(d *dwarf.Data, ts *Types, sec Sections) *Scanner {
+func NewScanner(d *dwarf.Data, ts *members.Types, sec Sections) *Scanner {
 	s := &Scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: ts, info: sec.Info}
 	s.locs.loc = sec.Loc
 	s.locs.loclists = sec.Loclists

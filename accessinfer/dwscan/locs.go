@@ -1,4 +1,4 @@
-package accessinfer
+package dwscan
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package accessinfer
+package members
 
 import (
 	"debug/dwarf"
@@ -9,10 +9,10 @@ type Kind uint8
 
 const (
 	Other  Kind = iota // base types, enums, functions, void
-	Ptr                 // elem is the pointee (0: void)
-	Struct              // members
-	Union               // members, all at offset 0
-	Array               // elem, count
+	Ptr                // elem is the pointee (0: void)
+	Struct             // members
+	Union              // members, all at offset 0
+	Array              // elem, count
 )
 
 // Type is a DWARF type with typedefs and qualifiers stripped.
@@ -33,7 +33,7 @@ type Member struct {
 	off     int64  // byte offset (of the storage unit for a bitfield)
 	bitOff  int64  // bit offset from the start of the struct
 	BitSize int64  // 0 unless a bitfield
-	Type     dwarf.Offset
+	Type    dwarf.Offset
 	// size is the member type's size once span has looked it up
 	// (sized says so); the types are a worker's own.
 	size  int64

@@ -1,13 +1,13 @@
-package accessinfer
+package members
 
 // Hop is one named member on the way to the bytes an instruction
 // touches, named as the plugin names it: its named container (anonymous
 // members collapsed into it) and the member's bits in that container.
 type Hop struct {
-	Container      *Type
-	Member       *Member
-	BitOff  int64
-	BitSize int64
+	Container *Type
+	Member    *Member
+	BitOff    int64
+	BitSize   int64
 }
 
 // Chain is the named members from the container the base points to
@@ -44,9 +44,9 @@ func (b Bits) shift(by int64) Bits {
 // Hint is what the instructions around an access say about the value it
 // moves, to tell apart the members of a union that share its bytes.
 type Hint struct {
-	PtrTo Key // the value is a pointer to this type (zero: unknown)
-	IsPtr bool    // the value is used as a pointer
-	Imm   bool    // an immediate is stored: every member in the bytes is written
+	PtrTo Key  // the value is a pointer to this type (zero: unknown)
+	IsPtr bool // the value is used as a pointer
+	Imm   bool // an immediate is stored: every member in the bytes is written
 }
 
 func (h Hint) matches(ts *Types, m *Member) bool {
@@ -66,8 +66,8 @@ func (h Hint) some() bool { return h.PtrTo != (Key{}) || h.IsPtr }
 // Use describes one memory access in a container.
 type Use struct {
 	Off, N  int64 // bytes [off, off+n) of the container
-	Bits      Bits
-	Hint       Hint
+	Bits    Bits
+	Hint    Hint
 	Addr    bool // lea: the address of the member at off
 	Indexed bool // an index register adds an unknown multiple
 	// Copy: the instruction moves bytes between memory and memory
