@@ -6,11 +6,12 @@
 // The method is perf's data-type profiling (tools/perf/util/
 // annotate-data.c, Linux 6.8+) turned into a whole-image pass:
 //
-//   - Scan reads every compilation unit once: the out-of-line functions
-//     with their parameters and locals, those of the copies inlined into
-//     them and of lexical blocks, each with its location list; the
-//     variables at fixed addresses (globals, statics, per-CPU variables
-//     at their offset in .data..percpu); each function's return type.
+//   - A scan (dwscan) reads every compilation unit once: the
+//     out-of-line functions with their parameters and locals, those of
+//     the copies inlined into them and of lexical blocks, each with its
+//     location list; the variables at fixed addresses (globals,
+//     statics, per-CPU variables at their offset in .data..percpu);
+//     each function's return type.
 //   - Tracking runs per function over its basic blocks (x86code's
 //     graph, with the jump label sites as two-way branches). The state
 //     before an instruction is, for each general register and each
@@ -27,8 +28,8 @@
 //   - A memory operand is then resolved to the object it addresses (a
 //     typed base register, a global or per-CPU variable by address, a
 //     struct in the frame) and the offset into it, and the offset to
-//     the chain of named members there, anonymous members collapsed as
-//     the plugin collapses them. A bitfield's member is the one whose
+//     the chain of named members there (members), anonymous members
+//     collapsed as the plugin collapses them. A bitfield's member is the one whose
 //     bits the instruction (or the shr/and/test that follow its load, or
 //     the and/or before the store that writes the unit back) tests or
 //     changes. An anonymous struct is named by its nearest typedef
@@ -55,9 +56,7 @@
 // its initializer, CONFIG_INIT_STACK_ALL_ZERO's zeroing or a copy into
 // it), va_arg's __va_list_tag: no access.
 //
-// Compare measures inference against the plugin (see Score for how an
-// instruction is matched to the plugin's source-level records);
-// BenchmarkInferVsPlugin prints the table on the built kernel and
-// TestDiagnose writes every disagreement with its context, to sort
-// them into classes.
+// Infer analyses an image; Select runs it once per build and keeps its
+// accesses by build-id. Package accessinfer/score measures inference
+// against the plugin's records.
 package accessinfer

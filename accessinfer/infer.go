@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/klasy/klasy/accessinfer/dwscan"
+	"github.com/klasy/klasy/accessinfer/members"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/x86code"
 )
@@ -90,26 +92,26 @@ type Result struct {
 
 // globals finds the variables at fixed addresses.
 type globals struct {
-	normal, percpu []global // by address
+	normal, percpu []dwscan.Global // by address
 }
 
-func (gl *globals) find(a uint64, percpu bool) (global, int64, bool) {
+func (gl *globals) find(a uint64, percpu bool) (dwscan.Global, int64, bool) {
 	t := gl.normal
 	if percpu {
 		t = gl.percpu
 	}
-	i := sort.Search(len(t), func(i int) bool { return t[i].addr > a }) - 1
+	i := sort.Search(len(t), func(i int) bool { return t[i].Addr > a }) - 1
 	for j := i; j >= 0 && j > i-8; j-- {
-		if a >= t[j].addr && a < t[j].addr+uint64(t[j].size) {
-			return t[j], int64(a - t[j].addr), true
+		if a >= t[j].Addr && a < t[j].Addr+uint64(t[j].Size) {
+			return t[j], int64(a - t[j].Addr), true
 		}
 	}
-	return global{}, 0, false
+	return dwscan.Global{}, 0, false
 }
 
 // worker holds what one goroutine reuses.
 type worker struct {
-	ts   *types
+	ts   *members.Types
 	g    *globals
 	rets map[uint64]dwarf.Offset
 	img  *elfimage.Image
@@ -149,26 +151,23 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		}
 		r.SkipChildren()
 	}
-	scans := make([]unitScan, len(cus))
+	scans := make([]dwscan.Unit, len(cus))
 	var wg sync.WaitGroup
 	next := make(chan int)
 	// Each worker's types, read in the scan, serve it in tracking too.
-	tss := make([]*types, nw)
+	tss := make([]*members.Types, nw)
 	for w := range tss {
-		tss[w] = newTypes(d)
+		tss[w] = members.NewTypes(d)
 	}
+	sec := dwscan.Sections{Info: img.Section(".debug_info"), Loc: img.Section(".debug_loc"),
+		Loclists: img.Section(".debug_loclists"), Addr: img.Section(".debug_addr")}
 	for w := 0; w < nw; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: tss[w], info: img.Section(".debug_info")}
-			s.locs.loc = img.Section(".debug_loc")
-			s.locs.loclists = img.Section(".debug_loclists")
-			s.locs.addr = img.Section(".debug_addr")
+			s := dwscan.NewScanner(d, tss[w], sec)
 			for i := range next {
-				scans[i].rets = map[uint64]dwarf.Offset{}
-				s.out = &scans[i]
-				s.scanUnit(cus[i])
+				s.Scan(cus[i], &scans[i])
 			}
 		}()
 	}
@@ -189,33 +188,33 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	}
 	gl := &globals{}
 	rets := map[uint64]dwarf.Offset{}
-	var funcs []*function
+	var funcs []*dwscan.Function
 	seen := map[uint64]bool{}
 	for i := range scans {
-		for _, g := range scans[i].globals {
-			if g.addr >= pcpu[0] && g.addr < pcpu[1] {
+		for _, g := range scans[i].Globals {
+			if g.Addr >= pcpu[0] && g.Addr < pcpu[1] {
 				gl.percpu = append(gl.percpu, g)
 			} else {
 				gl.normal = append(gl.normal, g)
 			}
 		}
-		for a, t := range scans[i].rets {
+		for a, t := range scans[i].Rets {
 			rets[a] = t
 		}
-		for j := range scans[i].funcs {
-			f := &scans[i].funcs[j]
-			if opt.Func != nil && !opt.Func(f.name) {
+		for j := range scans[i].Funcs {
+			f := &scans[i].Funcs[j]
+			if opt.Func != nil && !opt.Func(f.Name) {
 				continue
 			}
-			if seen[f.entry] {
+			if seen[f.Entry] {
 				continue
 			}
-			seen[f.entry] = true
+			seen[f.Entry] = true
 			funcs = append(funcs, f)
 		}
 	}
-	for _, t := range []*[]global{&gl.normal, &gl.percpu} {
-		sort.Slice(*t, func(i, j int) bool { return (*t)[i].addr < (*t)[j].addr })
+	for _, t := range []*[]dwscan.Global{&gl.normal, &gl.percpu} {
+		sort.Slice(*t, func(i, j int) bool { return (*t)[i].Addr < (*t)[j].Addr })
 	}
 	reserved, _ := img.Reserved()
 
@@ -254,9 +253,9 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 }
 
 // function analyses one out-of-line function.
-func (w *worker) function(f *function) (accs []Access, counts [2]int) {
+func (w *worker) function(f *dwscan.Function) (accs []Access, counts [2]int) {
 	var ranges []x86code.Range
-	for _, r := range f.ranges {
+	for _, r := range f.Ranges {
 		code := w.img.ReadText(r[0], r[1]-r[0])
 		if code == nil {
 			return nil, counts // discarded code, or not in the image
@@ -266,7 +265,7 @@ func (w *worker) function(f *function) (accs []Access, counts [2]int) {
 	ft := &w.ft
 	ft.reset(w, f)
 	var patched x86code.PatchedBranches
-	for _, r := range f.ranges {
+	for _, r := range f.Ranges {
 		for a, t := range w.res.JumpsIn(r[0], r[1]) {
 			if patched == nil {
 				patched = x86code.PatchedBranches{}
@@ -284,7 +283,7 @@ func (w *worker) function(f *function) (accs []Access, counts [2]int) {
 		decoded[i] = buf[at:len(buf):len(buf)]
 	}
 	ft.insns = buf
-	ft.g = x86code.FuncGraphDecoded(f.entry, ranges, decoded, patched)
+	ft.g = x86code.FuncGraphDecoded(f.Entry, ranges, decoded, patched)
 	counts[0] = len(ft.insns)
 	ft.buildFacts()
 	return ft.run(&counts[1]), counts
@@ -338,7 +337,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	}
 	entry, _ := g.Block(g.Entry)
 	outs := make([]*state, nb)
-	pats := make([]map[int]bits, nb)
+	pats := make([]map[int]members.Bits, nb)
 	skips := make([]map[int]bool, nb)
 	for _, b := range order {
 		lo, hi := ft.blockInsns(&g.Blocks[b])
@@ -482,13 +481,13 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
 		// outer levels' offsets; past an array the element is unknown.
 		off, known := int64(0), true
 		for d, h := range c {
-			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.name, Struct: h.st.name, Member: h.m.name,
-				Union: h.st.kind == tUnion, Bitfield: h.m.bitSize > 0, BitOffset: h.bitOff, BitSize: h.bitSize,
-				BitTest: h.m.bitSize > 0 && r.test,
+			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.Name, Struct: h.Container.Name, Member: h.Member.Name,
+				Union: h.Container.Kind == members.Union, Bitfield: h.Member.BitSize > 0, BitOffset: h.BitOff, BitSize: h.BitSize,
+				BitTest: h.Member.BitSize > 0 && r.test,
 				Kind:    r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls,
 				ContainerOff: off, ContainerKnown: known})
-			off += h.bitOff / 8
-			if mt := ft.w.ts.get(h.m.typ); mt == nil || mt.kind == tArray {
+			off += h.BitOff / 8
+			if mt := ft.w.ts.Get(h.Member.Type); mt == nil || mt.Kind == members.Array {
 				known = false
 			}
 		}
@@ -507,10 +506,10 @@ func (ft *fnTrack) callsAt(i int) []CallSite {
 	}
 	out := make([]CallSite, 0, len(ks))
 	for _, k := range ks {
-		s := &ft.f.inlines[k]
-		out = append(out, CallSite{Func: s.name, File: s.callFile, Line: s.callLine})
+		s := &ft.f.Inlines[k]
+		out = append(out, CallSite{Func: s.Name, File: s.CallFile, Line: s.CallLine})
 	}
-	sort.SliceStable(out, func(a, b int) bool { return ft.f.inlines[ks[a]].depth > ft.f.inlines[ks[b]].depth })
+	sort.SliceStable(out, func(a, b int) bool { return ft.f.Inlines[ks[a]].Depth > ft.f.Inlines[ks[b]].Depth })
 	return out
 }
 
@@ -523,11 +522,11 @@ func (ft *fnTrack) buildSites() {
 	ft.siteCounts = grow(ft.siteCounts, n)
 	total := 0
 	each := func(fn func(k, i int)) {
-		for k := range ft.f.inlines {
-			s := &ft.f.inlines[k]
-			for ri, r := range s.ranges {
+		for k := range ft.f.Inlines {
+			s := &ft.f.Inlines[k]
+			for ri, r := range s.Ranges {
 				dup := false
-				for _, q := range s.ranges[:ri] {
+				for _, q := range s.Ranges[:ri] {
 					dup = dup || (q[0] <= r[0] && r[1] <= q[1])
 				}
 				if dup {
@@ -556,7 +555,7 @@ func (ft *fnTrack) buildSites() {
 // step applies DWARF's facts at instruction i, looks at its memory
 // operand (calling emit, if not nil, with what it touches) and applies
 // the instruction to s.
-func (ft *fnTrack) step(s *state, i, end int, pats map[int]bits, skip map[int]bool, emit func(memResult)) {
+func (ft *fnTrack) step(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool, emit func(memResult)) {
 	ft.apply(s, i)
 	in := &ft.insns[i]
 	r, hasMem := ft.look(s, i, end, pats, skip)
@@ -713,7 +712,7 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
 			target := uint64(int64(in.End()) + int64(rel))
 			if t, ok := ft.w.rets[target]; ok {
-				if p := ft.w.ts.pointee(ft.w.ts.get(t)); useful(p) {
+				if p := ft.w.ts.Pointee(ft.w.ts.Get(t)); members.Useful(p) {
 					s.regs[0] = val{kind: vPtr, t: p, why: "ret"}
 				}
 			}
@@ -754,12 +753,12 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 // per-CPU variable) there, else the constant.
 func (ft *fnTrack) addrVal(a uint64, percpu bool) val {
 	if g, off, ok := ft.w.g.find(a, percpu); ok {
-		if t := ft.w.ts.get(g.typ); t != nil && (t.kind == tStruct || t.kind == tUnion || t.kind == tArray) {
+		if t := ft.w.ts.Get(g.Type); t != nil && (t.Kind == members.Struct || t.Kind == members.Union || t.Kind == members.Array) {
 			why := "global "
 			if percpu {
 				why = "per-CPU "
 			}
-			return val{kind: vPtr, t: t, k: off, why: why + g.name}
+			return val{kind: vPtr, t: t, k: off, why: why + g.Name}
 		}
 	}
 	return val{kind: vConst, k: int64(a), percpu: percpu}
@@ -771,12 +770,12 @@ func (ft *fnTrack) addrVal(a uint64, percpu bool) val {
 // its bits (and with a mask, or, store back): the bits each load tests
 // and each store changes, relative to the first byte accessed. skip
 // marks the loads that are part of a write.
-func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
-	var pats map[int]bits
+func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) {
+	var pats map[int]members.Bits
 	var skip map[int]bool
-	put := func(i int, b bits) {
+	put := func(i int, b members.Bits) {
 		if pats == nil {
-			pats = map[int]bits{}
+			pats = map[int]members.Bits{}
 		}
 		pats[i] = b
 	}
@@ -797,13 +796,13 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 				m := uint64(imm) & unit
 				switch inst.Op {
 				case x86asm.TEST:
-					put(i, bits{ok: true, mask: m, test: true})
+					put(i, members.Bits{OK: true, Mask: m, Test: true})
 				case x86asm.OR, x86asm.XOR:
-					put(i, bits{ok: true, mask: m})
+					put(i, members.Bits{OK: true, Mask: m})
 				case x86asm.AND:
-					put(i, bits{ok: true, mask: ^m & unit})
+					put(i, members.Bits{OK: true, Mask: ^m & unit})
 				case x86asm.BT, x86asm.BTS, x86asm.BTR, x86asm.BTC:
-					put(i, bits{ok: true, mask: 1 << (uint64(imm) % uint64(width)), test: inst.Op == x86asm.BT})
+					put(i, members.Bits{OK: true, Mask: 1 << (uint64(imm) % uint64(width)), Test: inst.Op == x86asm.BT})
 				}
 				continue
 			}
@@ -834,7 +833,7 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 						}
 						changed &= unit
 						if changed != 0 {
-							put(j, bits{ok: true, mask: changed})
+							put(j, members.Bits{OK: true, Mask: changed})
 							if skip == nil {
 								skip = map[int]bool{}
 							}
@@ -869,10 +868,10 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 					orMask |= uint64(imm) << shift
 					continue
 				case x86asm.TEST:
-					put(i, bits{ok: true, mask: (uint64(imm) << shift) & unit, test: true})
+					put(i, members.Bits{OK: true, Mask: (uint64(imm) << shift) & unit, Test: true})
 					goto done
 				case x86asm.BT:
-					put(i, bits{ok: true, mask: (1 << (uint64(imm) + uint64(shift))) & unit, test: true})
+					put(i, members.Bits{OK: true, Mask: (1 << (uint64(imm) + uint64(shift))) & unit, Test: true})
 					goto done
 				}
 			}
@@ -882,13 +881,13 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]bits, map[int]bool) {
 				if haveAnd && orMask == 0 {
 					// Compared with a constant: a test (p->bf == 3).
 					_, cmpImm := nx.Args[1].(x86asm.Imm)
-					put(i, bits{ok: true, mask: andMask & unit, test: nx.Op == x86asm.CMP && dj == ri && cmpImm})
+					put(i, members.Bits{OK: true, Mask: andMask & unit, Test: nx.Op == x86asm.CMP && dj == ri && cmpImm})
 				}
 				goto done
 			}
 		}
 		if haveAnd && orMask == 0 {
-			put(i, bits{ok: true, mask: andMask & unit})
+			put(i, members.Bits{OK: true, Mask: andMask & unit})
 		}
 	done:
 	}

@@ -7,6 +7,8 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/klasy/klasy/accessinfer/dwscan"
+	"github.com/klasy/klasy/accessinfer/members"
 	"github.com/klasy/klasy/x86code"
 )
 
@@ -23,7 +25,7 @@ const (
 
 type val struct {
 	kind   vkind
-	t      *ctype
+	t      *members.Type
 	k      int64
 	percpu bool   // vConst: a per-CPU offset was added (per_cpu_ptr, this_cpu_ptr)
 	why    string // where the type came from (provenance)
@@ -53,7 +55,7 @@ func (v val) same(o val) bool {
 	if v.kind != vPtr {
 		return true
 	}
-	if v.t.key() != o.t.key() || len(v.alts) != len(o.alts) {
+	if v.t.Key() != o.t.Key() || len(v.alts) != len(o.alts) {
 		return false
 	}
 	for i := range v.alts {
@@ -204,7 +206,7 @@ type fact struct {
 // stackObj is a struct (or array) variable in the function's frame.
 type stackObj struct {
 	off    int64 // entry-relative
-	t      *ctype
+	t      *members.Type
 	name   string
 	ranges [][2]uint64
 }
@@ -212,7 +214,7 @@ type stackObj struct {
 // fnTrack is one function under analysis.
 type fnTrack struct {
 	w      *worker
-	f      *function
+	f      *dwscan.Function
 	insns  []x86code.Insn
 	g      *x86code.Graph
 	facts  [][]int32 // by instruction index: indexes into fs
@@ -241,7 +243,7 @@ func (ft *fnTrack) insnIndex(pc uint64) int {
 
 // buildFacts turns the variables' locations into per-instruction facts.
 // reset readies ft, and the buffers it keeps, for function f.
-func (ft *fnTrack) reset(w *worker, f *function) {
+func (ft *fnTrack) reset(w *worker, f *dwscan.Function) {
 	ft.w, ft.f, ft.g = w, f, nil
 	ft.sitesBuilt = false
 	clear(ft.fs)
@@ -310,67 +312,67 @@ func (ft *fnTrack) buildFacts() {
 			ft.looked = append(ft.looked, lookEntry{acc: acc})
 		}
 	}
-	for vi := range ft.f.vars {
-		v := &ft.f.vars[vi]
-		t := ts.get(v.typ)
+	for vi := range ft.f.Vars {
+		v := &ft.f.Vars[vi]
+		t := ts.Get(v.Type)
 		if t == nil {
 			continue
 		}
 		var pv val
 		obj := false
 		switch {
-		case t.kind == tPtr:
-			p := ts.pointee(t)
-			if !useful(p) {
+		case t.Kind == members.Ptr:
+			p := ts.Pointee(t)
+			if !members.Useful(p) {
 				continue
 			}
-			pv = val{kind: vPtr, t: p, why: "var " + v.name}
-		case t.kind == tStruct || t.kind == tUnion || t.kind == tArray:
+			pv = val{kind: vPtr, t: p, why: "var " + v.Name}
+		case t.Kind == members.Struct || t.Kind == members.Union || t.Kind == members.Array:
 			obj = true
 		default:
 			continue
 		}
-		scope := v.scope
+		scope := v.Scope
 		if scope == nil {
-			scope = ft.f.ranges
+			scope = ft.f.Ranges
 		}
-		for _, p := range v.pieces {
-			w := describe(p.expr)
-			if w.kind == wNone || w.kind == wAddr {
+		for _, p := range v.Pieces {
+			w := dwscan.Describe(p.Expr)
+			if w.Kind == dwscan.LocNone || w.Kind == dwscan.LocAddr {
 				continue
 			}
 			for _, sr := range scope {
-				lo, hi := max(p.lo, sr[0]), min(p.hi, sr[1])
-				if p.lo == 0 && p.hi == everywhere {
+				lo, hi := max(p.Lo, sr[0]), min(p.Hi, sr[1])
+				if p.Lo == 0 && p.Hi == dwscan.Everywhere {
 					lo, hi = sr[0], sr[1]
 				}
 				if lo >= hi {
 					continue
 				}
 				if obj {
-					if w.kind == wFrame && ft.f.cfaFrame {
-						ft.objs = append(ft.objs, stackObj{off: 8 + w.off, t: t, name: v.name, ranges: [][2]uint64{{lo, hi}}})
+					if w.Kind == dwscan.LocFrame && ft.f.CFAFrame {
+						ft.objs = append(ft.objs, stackObj{off: 8 + w.Off, t: t, name: v.Name, ranges: [][2]uint64{{lo, hi}}})
 					}
 					continue
 				}
-				fc := fact{reg: -1, v: pv, depth: v.depth}
-				switch w.kind {
-				case wReg:
-					if w.reg > 15 {
+				fc := fact{reg: -1, v: pv, depth: v.Depth}
+				switch w.Kind {
+				case dwscan.LocReg:
+					if w.Reg > 15 {
 						continue
 					}
-					fc.reg = dwarfToIdx[w.reg]
-				case wRegPlus:
-					if w.reg > 15 {
+					fc.reg = dwarfToIdx[w.Reg]
+				case dwscan.LocRegPlus:
+					if w.Reg > 15 {
 						continue
 					}
-					fc.reg = dwarfToIdx[w.reg]
-					fc.v.k = -w.off
-				case wFrame:
-					if !ft.f.cfaFrame {
+					fc.reg = dwarfToIdx[w.Reg]
+					fc.v.k = -w.Off
+				case dwscan.LocFrame:
+					if !ft.f.CFAFrame {
 						continue
 					}
-					fc.slot = 8 + w.off
+					fc.slot = 8 + w.Off
 				}
 				i, j := ft.insnIndex(lo), ft.insnIndex(hi)
 				if i < j {
@@ -456,7 +458,7 @@ func (ft *fnTrack) prepare(i int) {
 
 // object is what a memory operand addresses, when tracking knows.
 type object struct {
-	t     *ctype
+	t     *members.Type
 	off   int64 // of the access in t
 	why   string
 	reg   int   // DWARF register of the base, -1 if none
@@ -517,7 +519,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if !ok {
 			return object{}, false
 		}
-		return object{t: ft.w.ts.get(g.typ), off: off, why: "per-CPU " + g.name, reg: -1, gname: g.name}, true
+		return object{t: ft.w.ts.Get(g.Type), off: off, why: "per-CPU " + g.Name, reg: -1, gname: g.Name}, true
 	}
 	if m.Segment != 0 {
 		return object{}, false
@@ -527,11 +529,11 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if !ok {
 			return object{}, false
 		}
-		t := ft.w.ts.get(g.typ)
-		if indexed && (t == nil || t.kind != tArray) {
+		t := ft.w.ts.Get(g.Type)
+		if indexed && (t == nil || t.Kind != members.Array) {
 			return object{}, false
 		}
-		return object{t: t, off: off, why: why + g.name, reg: -1, gname: g.name}, true
+		return object{t: t, off: off, why: why + g.Name, reg: -1, gname: g.Name}, true
 	}
 	switch {
 	case m.Base == x86asm.RIP:
@@ -553,7 +555,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		}
 		so := v.k + m.Disp
 		for _, o := range ft.objs {
-			if so >= o.off && so < o.off+o.t.size && pc >= o.ranges[0][0] && pc < o.ranges[0][1] {
+			if so >= o.off && so < o.off+o.t.Size && pc >= o.ranges[0][0] && pc < o.ranges[0][1] {
 				return object{t: o.t, off: so - o.off, why: "stack var " + o.name, reg: idxToDWARF[bi], base: o.off - v.k, frame: true}, true
 			}
 		}
@@ -570,7 +572,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if v.percpu {
 			why = "per-CPU "
 		}
-		return object{t: ft.w.ts.get(g.typ), off: off, why: why + g.name, reg: idxToDWARF[bi], base: int64(g.addr) - v.k}, true
+		return object{t: ft.w.ts.Get(g.Type), off: off, why: why + g.Name, reg: idxToDWARF[bi], base: int64(g.Addr) - v.k}, true
 	}
 	return object{}, false
 }
@@ -579,7 +581,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 type memResult struct {
 	acc    x86code.MemAccess
 	obj    object
-	chains []chain
+	chains []members.Chain
 	loaded val  // the value a load gives its destination
 	test   bool // the bits picked out are tested against a constant
 }
@@ -596,7 +598,7 @@ func isPercpuBase(name string) bool {
 // and the container_of of it, both in scope), each is tried: the
 // members are those of the only typing under which the access falls on
 // a member, or the innermost member all typings agree on.
-func (ft *fnTrack) look(s *state, i, end int, pats map[int]bits, skip map[int]bool) (memResult, bool) {
+func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool) (memResult, bool) {
 	if ft.memAt[i] < 0 {
 		return memResult{}, false
 	}
@@ -649,13 +651,13 @@ type lookEntry struct {
 }
 
 // lookSlow is look without the cache.
-func (ft *fnTrack) lookSlow(s *state, i, end int, acc x86code.MemAccess, pats map[int]bits, skip map[int]bool) memResult {
+func (ft *fnTrack) lookSlow(s *state, i, end int, acc x86code.MemAccess, pats map[int]members.Bits, skip map[int]bool) memResult {
 	r := ft.lookObjs(s, i, end, acc, pats, skip)
-	r.test = pats[i].test
+	r.test = pats[i].Test
 	return r
 }
 
-func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats map[int]bits, skip map[int]bool) memResult {
+func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats map[int]members.Bits, skip map[int]bool) memResult {
 	in := &ft.insns[i]
 	r := memResult{acc: acc}
 	objs := ft.objects(s, acc.Mem, in.End(), in.PC)
@@ -685,7 +687,7 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 				return r
 			}
 			x, y := g.chains[0][len(g.chains[0])-1], best.chains[0][len(best.chains[0])-1]
-			if x.m.name != y.m.name || x.st.key() != y.st.key() || x.bitOff != y.bitOff {
+			if x.Member.Name != y.Member.Name || x.Container.Key() != y.Container.Key() || x.BitOff != y.BitOff {
 				return r
 			}
 			if len(g.chains[0]) < len(best.chains[0]) {
@@ -693,7 +695,7 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 			}
 		}
 		c := best.chains[0]
-		best.chains = []chain{c[len(c)-1:]}
+		best.chains = []members.Chain{c[len(c)-1:]}
 		return best
 	}
 	return r
@@ -701,7 +703,7 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 
 // resolveObj is look for one typing of the base: the members and the
 // value a load gives.
-func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj object, pats map[int]bits, skip map[int]bool) (chains []chain, loaded val) {
+func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj object, pats map[int]members.Bits, skip map[int]bool) (chains []members.Chain, loaded val) {
 	if obj.stack {
 		if acc.Kind == x86code.Load && acc.Bytes == 8 {
 			loaded, _ = s.slot(obj.slot)
@@ -720,15 +722,15 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if acc.Kind == x86code.Addr || n <= 0 {
 		n = 1
 	}
-	a := access{off: obj.off, n: n, addr: acc.Kind == x86code.Addr, indexed: obj.indexed}
+	a := members.Use{Off: obj.off, N: n, Addr: acc.Kind == x86code.Addr, Indexed: obj.indexed}
 	// A pointer loaded from the object.
-	if t.kind == tPtr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
-		if p := ts.pointee(t); useful(p) {
+	if t.Kind == members.Ptr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
+		if p := ts.Pointee(t); members.Useful(p) {
 			loaded = val{kind: vPtr, t: p, why: obj.why}
 		}
 		return nil, loaded
 	}
-	if t.kind != tStruct && t.kind != tUnion && t.kind != tArray {
+	if t.Kind != members.Struct && t.Kind != members.Union && t.Kind != members.Array {
 		return nil, loaded
 	}
 	if obj.frame && acc.Kind == x86code.Store {
@@ -740,7 +742,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		// same: not decided.
 		return nil, loaded
 	}
-	if t.name == "__va_list_tag" {
+	if t.Name == "__va_list_tag" {
 		// va_arg's expansion: the compiler's, no member access in
 		// the source.
 		return nil, loaded
@@ -749,35 +751,35 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		return nil, loaded // the load of a bitfield unit that a later store writes back
 	}
 	if b, ok := pats[i]; ok {
-		a.bm = b
-		a.bm.base += obj.off * 8
+		a.Bits = b
+		a.Bits.Base += obj.off * 8
 	}
-	a.h = ft.hintFor(s, i, end, acc)
+	a.Hint = ft.hintFor(s, i, end, acc)
 	for _, p := range []string{"var ", "stack var ", "global ", "per-CPU "} {
-		a.declared = a.declared || strings.HasPrefix(obj.why, p)
+		a.Declared = a.Declared || strings.HasPrefix(obj.why, p)
 	}
 	if lo, hi, ok := ft.copySpan(i, end, false); ok {
 		// In the object's offsets.
-		a.copy, a.copyLo, a.copyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+		a.Copy, a.CopyLo, a.CopyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
 	if lo, hi, ok := ft.copySpan(i, end, true); ok {
-		a.init, a.initLo, a.initHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
-	a.wrapOK = func(t *ctype) bool { return ft.wrapperParamAt(ft.insns[i].PC, t) }
-	chains = ts.objectAccess(t, a)
+	a.WrapOK = func(t *members.Type) bool { return ft.wrapperParamAt(ft.insns[i].PC, t) }
+	chains = ts.ObjectAccess(t, a)
 	if acc.Kind == x86code.Load && n == 8 && len(chains) == 1 {
 		last := chains[0][len(chains[0])-1]
-		mt := ts.get(last.m.typ)
+		mt := ts.Get(last.Member.Type)
 		switch {
-		case mt != nil && mt.kind == tPtr && last.bitSize == 64:
+		case mt != nil && mt.Kind == members.Ptr && last.BitSize == 64:
 			// The only member the 8 bytes touch is this pointer: the load is it.
-			if p := ts.pointee(mt); useful(p) {
-				loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s", nameOf(last.st), last.m.name)}
+			if p := ts.Pointee(mt); members.Useful(p) {
+				loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s", nameOf(last.Container), last.Member.Name)}
 			}
-		case mt != nil && mt.kind == tArray:
-			if el := ts.get(mt.elem); el != nil && el.kind == tPtr {
-				if p := ts.pointee(el); useful(p) {
-					loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s[]", nameOf(last.st), last.m.name)}
+		case mt != nil && mt.Kind == members.Array:
+			if el := ts.Get(mt.Elem); el != nil && el.Kind == members.Ptr {
+				if p := ts.Pointee(el); members.Useful(p) {
+					loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s[]", nameOf(last.Container), last.Member.Name)}
 				}
 			}
 		}
@@ -785,26 +787,26 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	return chains, loaded
 }
 
-func nameOf(t *ctype) string {
+func nameOf(t *members.Type) string {
 	if t == nil {
 		return "?"
 	}
-	return t.name
+	return t.Name
 }
 
 // hintFor looks at what the block does with the value an access moves.
-func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) hint {
+func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.Hint {
 	in := &ft.insns[i].Inst
-	var h hint
+	var h members.Hint
 	switch acc.Kind {
 	case x86code.Store:
 		switch src := in.Args[1].(type) {
 		case x86asm.Imm:
-			h.imm = true
+			h.Imm = true
 		case x86asm.Reg:
 			if ri, full, ok := regIndex(src); ok && full {
 				if v := s.regs[ri]; v.kind == vPtr && v.k == 0 {
-					h.ptrTo = v.t.key()
+					h.PtrTo = v.t.Key()
 				}
 			}
 		}
@@ -822,7 +824,7 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) hint {
 			for _, k := range ft.facts[i+1] {
 				f := &ft.fs[k]
 				if f.reg == ri && f.v.k == 0 {
-					h.ptrTo = f.v.t.key()
+					h.PtrTo = f.v.t.Key()
 				}
 			}
 		}
@@ -831,7 +833,7 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) hint {
 			nx := &ft.insns[j].Inst
 			if a, ok := x86code.Access(nx); ok && a.Kind != x86code.Addr {
 				if bi, _, ok := regIndex(a.Mem.Base); ok && bi == ri && a.Mem.Segment == 0 {
-					h.isPtr = true
+					h.IsPtr = true
 					break
 				}
 			}
@@ -1065,12 +1067,12 @@ func (ft *fnTrack) blockStart(i int) int {
 
 // wrapperParamAt reports whether an inlined copy holding pc has a
 // parameter of type t or pointer to t.
-func (ft *fnTrack) wrapperParamAt(pc uint64, t *ctype) bool {
+func (ft *fnTrack) wrapperParamAt(pc uint64, t *members.Type) bool {
 	ts := ft.w.ts
-	k := t.key()
-	for _, p := range ft.f.params {
+	k := t.Key()
+	for _, p := range ft.f.Params {
 		in := false
-		for _, r := range p.scope {
+		for _, r := range p.Scope {
 			if pc >= r[0] && pc < r[1] {
 				in = true
 				break
@@ -1079,11 +1081,11 @@ func (ft *fnTrack) wrapperParamAt(pc uint64, t *ctype) bool {
 		if !in {
 			continue
 		}
-		pt := ts.get(p.typ)
-		if pt != nil && pt.kind == tPtr {
-			pt = ts.pointee(pt)
+		pt := ts.Get(p.Type)
+		if pt != nil && pt.Kind == members.Ptr {
+			pt = ts.Pointee(pt)
 		}
-		if pt != nil && pt.key() == k {
+		if pt != nil && pt.Key() == k {
 			return true
 		}
 	}

@@ -3,4 +3,4 @@
 # lab kernel, per struct and in total, and the inference time beside
 # dwarfmap's index build of the same image in the same run.
 BENCH_SETUP += lab-kernel
-BENCH_PKGS  += ./accessinfer/
+BENCH_PKGS  += ./accessinfer/score/

@@ -1,74 +1,103 @@
-package accessinfer
+package dwscan
 
 import (
 	"debug/dwarf"
 	"encoding/binary"
 	"sort"
+
+	"github.com/klasy/klasy/accessinfer/members"
 )
 
-// variable is a parameter or local of a function (or of a copy inlined
+// Variable is a parameter or local of a function (or of a copy inlined
 // into it) with its locations.
-type variable struct {
-	name   string
-	typ    dwarf.Offset // declared type
-	depth  int          // scopes from the function: inlined copies and lexical blocks
-	scope  [][2]uint64  // code of its innermost scope; nil: the whole function
-	pieces []piece
+type Variable struct {
+	Name   string
+	Type   dwarf.Offset // declared type
+	Depth  int          // scopes from the function: inlined copies and lexical blocks
+	Scope  [][2]uint64  // code of its innermost scope; nil: the whole function
+	Pieces []Piece
 }
 
-// inlineSite is a copy of a function inlined into the one scanned.
-type inlineSite struct {
-	name     string
-	ranges   [][2]uint64
-	callFile string
-	callLine int
-	depth    int
+// InlineSite is a copy of a function inlined into the one scanned.
+type InlineSite struct {
+	Name     string
+	Ranges   [][2]uint64
+	CallFile string
+	CallLine int
+	Depth    int
 }
 
-// function is an out-of-line function with what tracking needs.
-type function struct {
-	name     string
-	entry    uint64
-	ranges   [][2]uint64
-	cfaFrame bool // DW_AT_frame_base is DW_OP_call_frame_cfa
-	vars     []variable
-	inlines  []inlineSite
-	params   []scopedType // of the inlined copies
+// Function is an out-of-line function with what tracking needs.
+type Function struct {
+	Name     string
+	Entry    uint64
+	Ranges   [][2]uint64
+	CFAFrame bool // DW_AT_frame_base is DW_OP_call_frame_cfa
+	Vars     []Variable
+	Inlines  []InlineSite
+	Params   []ScopedType // of the inlined copies
 }
 
-// scopedType is a parameter's declared type and the code of the copy
+// ScopedType is a parameter's declared type and the code of the copy
 // it belongs to.
-type scopedType struct {
-	typ   dwarf.Offset
-	scope [][2]uint64
+type ScopedType struct {
+	Type  dwarf.Offset
+	Scope [][2]uint64
 }
 
-// global is a variable at a fixed address: a global, a static (of a
+// Global is a variable at a fixed address: a global, a static (of a
 // file or a function), a per-CPU variable (at its offset in the per-CPU
 // area).
-type global struct {
-	addr uint64
-	size int64
-	typ  dwarf.Offset
-	name string
+type Global struct {
+	Addr uint64
+	Size int64
+	Type dwarf.Offset
+	Name string
 }
 
-// unitScan is what scanning one compilation unit found.
-type unitScan struct {
-	funcs   []function
-	globals []global
-	rets    map[uint64]dwarf.Offset // entry -> declared return type
+// Unit is what scanning one compilation unit found.
+type Unit struct {
+	Funcs   []Function
+	Globals []Global
+	Rets    map[uint64]dwarf.Offset // entry -> declared return type
 }
 
-type scanner struct {
+type Scanner struct {
 	d      *dwarf.Data
 	r, ro  *dwarf.Reader
-	ts     *types
+	ts     *members.Types
 	info   []byte
 	locs   unitLocs
 	files  []string
 	origin map[dwarf.Offset]originInfo
-	out    *unitScan
+	out    *Unit
+}
+
+// Sections are the raw DWARF sections a scan reads besides what
+// debug/dwarf decodes: the unit headers and the location lists.
+type Sections struct {
+	Info     []byte // .debug_info
+	Loc      []byte // .debug_loc (DWARF 2-4)
+	Loclists []byte // .debug_loclists (DWARF 5)
+	Addr     []byte // .debug_addr
+}
+
+// NewScanner returns a scanner of d's units that reads the sizes of
+// globals' types through ts (one goroutine's: neither is safe for
+// concurrent use).
+func NewScanner(d *dwarf.Data, ts *members.Types, sec Sections) *Scanner {
+	s := &Scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: ts, info: sec.Info}
+	s.locs.loc = sec.Loc
+	s.locs.loclists = sec.Loclists
+	s.locs.addr = sec.Addr
+	return s
+}
+
+// Scan scans the compilation unit whose DIE is at off into out.
+func (s *Scanner) Scan(off dwarf.Offset, out *Unit) {
+	out.Rets = map[uint64]dwarf.Offset{}
+	s.out = out
+	s.scanUnit(off)
 }
 
 type originInfo struct {
@@ -78,7 +107,7 @@ type originInfo struct {
 
 // lookupOrigin follows DW_AT_abstract_origin and DW_AT_specification
 // for a name and a type.
-func (s *scanner) lookupOrigin(e *dwarf.Entry) originInfo {
+func (s *Scanner) lookupOrigin(e *dwarf.Entry) originInfo {
 	var oi originInfo
 	oi.name, _ = e.Val(dwarf.AttrName).(string)
 	oi.typ, _ = e.Val(dwarf.AttrType).(dwarf.Offset)
@@ -117,7 +146,7 @@ func (s *scanner) lookupOrigin(e *dwarf.Entry) originInfo {
 }
 
 // scanUnit scans the compilation unit whose DIE is at off.
-func (s *scanner) scanUnit(off dwarf.Offset) {
+func (s *Scanner) scanUnit(off dwarf.Offset) {
 	s.r.Seek(off)
 	cu, err := s.r.Next()
 	if err != nil || cu == nil || cu.Tag != dwarf.TagCompileUnit {
@@ -176,7 +205,7 @@ func (s *scanner) scanUnit(off dwarf.Offset) {
 	}
 }
 
-func (s *scanner) ranges(e *dwarf.Entry) [][2]uint64 {
+func (s *Scanner) ranges(e *dwarf.Entry) [][2]uint64 {
 	rs, err := s.d.Ranges(e)
 	if err != nil {
 		return nil
@@ -191,7 +220,7 @@ func (s *scanner) ranges(e *dwarf.Entry) [][2]uint64 {
 	return out
 }
 
-func (s *scanner) subprogram(e *dwarf.Entry) {
+func (s *Scanner) subprogram(e *dwarf.Entry) {
 	if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); decl {
 		if e.Children {
 			s.r.SkipChildren()
@@ -209,23 +238,23 @@ func (s *scanner) subprogram(e *dwarf.Entry) {
 		return
 	}
 	if oi.typ != 0 {
-		s.out.rets[rs[0][0]] = oi.typ
+		s.out.Rets[rs[0][0]] = oi.typ
 	}
-	f := function{name: oi.name, entry: rs[0][0], ranges: rs}
+	f := Function{Name: oi.name, Entry: rs[0][0], Ranges: rs}
 	if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
-		f.entry = lo
+		f.Entry = lo
 	}
 	fb, _ := e.Val(dwarf.AttrFrameBase).([]byte)
-	f.cfaFrame = len(fb) == 1 && fb[0] == opCallFrameCFA
+	f.CFAFrame = len(fb) == 1 && fb[0] == opCallFrameCFA
 	if e.Children {
 		s.children(&f, 0, nil)
 	}
-	s.out.funcs = append(s.out.funcs, f)
+	s.out.Funcs = append(s.out.Funcs, f)
 }
 
 // children reads the DIEs of a scope up to its end: variables, lexical
 // blocks, inlined copies. f is nil in an abstract instance.
-func (s *scanner) children(f *function, depth int, scope [][2]uint64) {
+func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 	for {
 		e, err := s.r.Next()
 		if err != nil || e == nil || e.Tag == 0 {
@@ -236,7 +265,7 @@ func (s *scanner) children(f *function, depth int, scope [][2]uint64) {
 			if e.Tag == dwarf.TagFormalParameter && f != nil && depth > 0 && len(scope) > 0 {
 				// A parameter of an inlined copy, with a location or not.
 				if oi := s.lookupOrigin(e); oi.typ != 0 {
-					f.params = append(f.params, scopedType{typ: oi.typ, scope: scope})
+					f.Params = append(f.Params, ScopedType{Type: oi.typ, Scope: scope})
 				}
 			}
 			s.variableDIE(e, depth, scope, f)
@@ -257,14 +286,14 @@ func (s *scanner) children(f *function, depth int, scope [][2]uint64) {
 			if f != nil {
 				rs = s.ranges(e)
 				oi := s.lookupOrigin(e)
-				site := inlineSite{name: oi.name, ranges: rs, depth: depth + 1}
+				site := InlineSite{Name: oi.name, Ranges: rs, Depth: depth + 1}
 				if cf, ok := e.Val(dwarf.AttrCallFile).(int64); ok && cf >= 0 && int(cf) < len(s.files) {
-					site.callFile = s.files[cf]
+					site.CallFile = s.files[cf]
 				}
 				if cl, ok := e.Val(dwarf.AttrCallLine).(int64); ok {
-					site.callLine = int(cl)
+					site.CallLine = int(cl)
 				}
-				f.inlines = append(f.inlines, site)
+				f.Inlines = append(f.Inlines, site)
 			}
 			if e.Children {
 				s.children(f, depth+1, rs)
@@ -279,27 +308,27 @@ func (s *scanner) children(f *function, depth int, scope [][2]uint64) {
 
 // variableDIE records a variable: a global if it lives at a fixed
 // address, else (in a function) a local with its locations.
-func (s *scanner) variableDIE(e *dwarf.Entry, depth int, scope [][2]uint64, f *function) {
+func (s *Scanner) variableDIE(e *dwarf.Entry, depth int, scope [][2]uint64, f *Function) {
 	fld := e.AttrField(dwarf.AttrLocation)
 	if fld == nil {
 		return
 	}
-	var pieces []piece
+	var pieces []Piece
 	switch fld.Class {
 	case dwarf.ClassExprLoc, dwarf.ClassBlock:
 		b, _ := fld.Val.([]byte)
-		if w := describe(b); w.kind == wAddr {
+		if w := Describe(b); w.Kind == LocAddr {
 			oi := s.lookupOrigin(e)
-			g := global{addr: w.addr, typ: oi.typ, name: oi.name}
-			if t := s.ts.get(oi.typ); t != nil {
-				g.size = t.size
+			g := Global{Addr: w.addr, Type: oi.typ, Name: oi.name}
+			if t := s.ts.Get(oi.typ); t != nil {
+				g.Size = t.Size
 			}
-			if g.size > 0 {
-				s.out.globals = append(s.out.globals, g)
+			if g.Size > 0 {
+				s.out.Globals = append(s.out.Globals, g)
 			}
 			return
 		}
-		pieces = []piece{{0, everywhere, b}}
+		pieces = []Piece{{0, Everywhere, b}}
 	case dwarf.ClassLocListPtr:
 		off, _ := fld.Val.(int64)
 		pieces = s.locs.list(off)
@@ -316,5 +345,5 @@ func (s *scanner) variableDIE(e *dwarf.Entry, depth int, scope [][2]uint64, f *f
 	if oi.typ == 0 {
 		return
 	}
-	f.vars = append(f.vars, variable{name: oi.name, typ: oi.typ, depth: depth, scope: scope, pieces: pieces})
+	f.Vars = append(f.Vars, Variable{Name: oi.name, Type: oi.typ, Depth: depth, Scope: scope, Pieces: pieces})
 }

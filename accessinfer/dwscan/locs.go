@@ -1,20 +1,20 @@
-package accessinfer
+package dwscan
 
 import (
 	"encoding/binary"
 	"math"
 )
 
-// piece is where a variable lives over the code [lo, hi): expr, a
+// Piece is where a variable lives over the code [lo, hi): expr, a
 // DWARF location expression.
-type piece struct {
-	lo, hi uint64
-	expr   []byte
+type Piece struct {
+	Lo, Hi uint64
+	Expr   []byte
 }
 
-// everywhere marks a location given by a single expression: valid
+// Everywhere marks a location given by a single expression: valid
 // wherever its scope is.
-const everywhere = math.MaxUint64
+const Everywhere = math.MaxUint64
 
 // unitLocs reads the location lists of one compilation unit. Unlike
 // dwarfmap/loc's Lists, which finds the entry at one PC, it lists all
@@ -87,28 +87,28 @@ func (u *unitLocs) loclistx(i uint64) (int64, bool) {
 
 // list returns the entries of the location list at off (nil if it
 // cannot be read: then nothing is known of the variable).
-func (u *unitLocs) list(off int64) []piece {
+func (u *unitLocs) list(off int64) []Piece {
 	if u.version >= 5 {
 		return u.list5(off)
 	}
 	return u.list4(off)
 }
 
-func (u *unitLocs) list5(off int64) []piece {
+func (u *unitLocs) list5(off int64) []Piece {
 	b := u.loclists
 	if off < 0 || off >= int64(len(b)) {
 		return nil
 	}
 	i := int(off)
 	base := u.lowPC
-	var out []piece
+	var out []Piece
 	expr := func(lo, hi uint64) bool {
 		n := int(uleb(b, &i))
 		if n < 0 || i+n > len(b) {
 			return false
 		}
 		if lo < hi {
-			out = append(out, piece{lo, hi, b[i : i+n]})
+			out = append(out, Piece{lo, hi, b[i : i+n]})
 		}
 		i += n
 		return true
@@ -175,14 +175,14 @@ func (u *unitLocs) list5(off int64) []piece {
 	return out
 }
 
-func (u *unitLocs) list4(off int64) []piece {
+func (u *unitLocs) list4(off int64) []Piece {
 	b := u.loc
 	if off < 0 || off >= int64(len(b)) {
 		return nil
 	}
 	i := int(off)
 	base := u.lowPC
-	var out []piece
+	var out []Piece
 	for i+16 <= len(b) {
 		lo := binary.LittleEndian.Uint64(b[i:])
 		hi := binary.LittleEndian.Uint64(b[i+8:])
@@ -203,7 +203,7 @@ func (u *unitLocs) list4(off int64) []piece {
 			return nil
 		}
 		if lo < hi {
-			out = append(out, piece{base + lo, base + hi, b[i : i+n]})
+			out = append(out, Piece{base + lo, base + hi, b[i : i+n]})
 		}
 		i += n
 	}
@@ -225,52 +225,52 @@ const (
 	opImplicitValue = 0x9e
 )
 
-// where is what a location expression says about a variable's value.
-type where struct {
-	kind  uint8 // wNone, wReg, wRegPlus, wFrame, wAddr
-	reg   int   // DWARF register
-	off   int64 // wRegPlus: value = reg + off; wFrame: at frame base + off
+// Where is what a location expression says about a variable's value.
+type Where struct {
+	Kind  uint8 // wNone, wReg, wRegPlus, wFrame, wAddr
+	Reg   int   // DWARF register
+	Off   int64 // wRegPlus: value = reg + off; wFrame: at frame base + off
 	addr  uint64
 	whole bool // the expression describes the whole variable (no DW_OP_piece)
 }
 
 const (
-	wNone    = iota
-	wReg     // the value is in reg
-	wRegPlus // the value is reg + off (DW_OP_bregN off; DW_OP_stack_value)
-	wFrame   // the variable is in memory at the frame base + off
-	wAddr    // the variable is in memory at addr
+	LocNone    = iota
+	LocReg     // the value is in reg
+	LocRegPlus // the value is reg + off (DW_OP_bregN off; DW_OP_stack_value)
+	LocFrame   // the variable is in memory at the frame base + off
+	LocAddr    // the variable is in memory at addr
 )
 
-// describe reads the few expression shapes a compiler uses for a
+// Describe reads the few expression shapes a compiler uses for a
 // variable that lives in one place; anything else (pieces, entry
 // values, computed values) says nothing.
-func describe(e []byte) where {
+func Describe(e []byte) Where {
 	if len(e) == 0 {
-		return where{}
+		return Where{}
 	}
 	c := e[0]
 	i := 1
 	switch {
 	case c >= opReg0 && c <= opReg31 && len(e) == 1:
-		return where{kind: wReg, reg: int(c - opReg0), whole: true}
+		return Where{Kind: LocReg, Reg: int(c - opReg0), whole: true}
 	case c == opRegx:
 		r := uleb(e, &i)
 		if i == len(e) {
-			return where{kind: wReg, reg: int(r), whole: true}
+			return Where{Kind: LocReg, Reg: int(r), whole: true}
 		}
 	case c >= opBreg0 && c <= opBreg31:
 		o := sleb(e, &i)
 		if i+1 == len(e) && e[i] == opStackValue {
-			return where{kind: wRegPlus, reg: int(c - opBreg0), off: o, whole: true}
+			return Where{Kind: LocRegPlus, Reg: int(c - opBreg0), Off: o, whole: true}
 		}
 	case c == opFbreg:
 		o := sleb(e, &i)
 		if i == len(e) {
-			return where{kind: wFrame, off: o, whole: true}
+			return Where{Kind: LocFrame, Off: o, whole: true}
 		}
 	case c == opAddr && len(e) == 9:
-		return where{kind: wAddr, addr: binary.LittleEndian.Uint64(e[1:]), whole: true}
+		return Where{Kind: LocAddr, addr: binary.LittleEndian.Uint64(e[1:]), whole: true}
 	}
-	return where{}
+	return Where{}
 }

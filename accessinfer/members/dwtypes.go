@@ -1,80 +1,81 @@
-package accessinfer
+package members
 
 import (
 	"debug/dwarf"
 )
 
-// tkind is what a type is, as far as tracking needs to know.
-type tkind uint8
+// Kind is what a type is, as far as tracking needs to know.
+type Kind uint8
 
 const (
-	tOther  tkind = iota // base types, enums, functions, void
-	tPtr                 // elem is the pointee (0: void)
-	tStruct              // members
-	tUnion               // members, all at offset 0
-	tArray               // elem, count
+	Other  Kind = iota // base types, enums, functions, void
+	Ptr                // elem is the pointee (0: void)
+	Struct             // members
+	Union              // members, all at offset 0
+	Array              // elem, count
 )
 
-// ctype is a DWARF type with typedefs and qualifiers stripped.
-type ctype struct {
+// Type is a DWARF type with typedefs and qualifiers stripped.
+type Type struct {
 	off     dwarf.Offset // of the stripped DIE
-	kind    tkind
-	name    string // struct/union tag, or the typedef naming an anonymous one (as the plugin names it)
+	Kind    Kind
+	Name    string // struct/union tag, or the typedef naming an anonymous one (as the plugin names it)
 	anon    bool   // no tag (name is a typedef's, or "")
-	size    int64
-	elem    dwarf.Offset // pointee or element type (unstripped); 0 for void
+	Size    int64
+	Elem    dwarf.Offset // pointee or element type (unstripped); 0 for void
 	count   int64        // array elements; 0 when unknown (flexible)
-	members []cmember
+	members []Member
 }
 
-// cmember is a member of a struct or union.
-type cmember struct {
-	name    string // "" for an anonymous member
+// Member is a member of a struct or union.
+type Member struct {
+	Name    string // "" for an anonymous member
 	off     int64  // byte offset (of the storage unit for a bitfield)
 	bitOff  int64  // bit offset from the start of the struct
-	bitSize int64  // 0 unless a bitfield
-	typ     dwarf.Offset
+	BitSize int64  // 0 unless a bitfield
+	Type    dwarf.Offset
 	// size is the member type's size once span has looked it up
 	// (sized says so); the types are a worker's own.
 	size  int64
 	sized bool
 }
 
-// key identifies a type across compilation units, which each have
+// Key identifies a type across compilation units, which each have
 // their own copy of struct sk_buff: the tag and size for a named
 // struct or union, else the DIE offset.
-func (t *ctype) key() typeKey {
+func (t *Type) Key() Key {
 	if t == nil {
-		return typeKey{}
+		return Key{}
 	}
-	if t.name != "" && (t.kind == tStruct || t.kind == tUnion) {
-		return typeKey{name: t.name, size: t.size, kind: t.kind}
+	if t.Name != "" && (t.Kind == Struct || t.Kind == Union) {
+		return Key{name: t.Name, size: t.Size, kind: t.Kind}
 	}
-	return typeKey{off: t.off, kind: t.kind}
+	return Key{off: t.off, kind: t.Kind}
 }
 
-type typeKey struct {
+// Key is a type's identity across units (see Type.Key).
+type Key struct {
 	name string
 	size int64
-	kind tkind
+	kind Kind
 	off  dwarf.Offset
 }
 
-// types reads and caches types of one dwarf.Data (not safe for
+// Types reads and caches the types of one dwarf.Data (not safe for
 // concurrent use: each worker has its own).
-type types struct {
+type Types struct {
 	d     *dwarf.Data
 	r     *dwarf.Reader
-	cache map[dwarf.Offset]*ctype
+	cache map[dwarf.Offset]*Type
 }
 
-func newTypes(d *dwarf.Data) *types {
-	return &types{d: d, r: d.Reader(), cache: map[dwarf.Offset]*ctype{}}
+func NewTypes(d *dwarf.Data) *Types {
+	return &Types{d: d, r: d.Reader(), cache: map[dwarf.Offset]*Type{}}
 }
 
-// get returns the type at off with typedefs and qualifiers stripped;
+// Get returns the type at off with typedefs and qualifiers stripped;
 // nil for void or what cannot be read.
-func (ts *types) get(off dwarf.Offset) *ctype {
+func (ts *Types) Get(off dwarf.Offset) *Type {
 	if off == 0 {
 		return nil
 	}
@@ -86,7 +87,7 @@ func (ts *types) get(off dwarf.Offset) *ctype {
 	return t
 }
 
-func (ts *types) read(off dwarf.Offset, typedef string, depth int) *ctype {
+func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 	if depth > 16 {
 		return nil
 	}
@@ -109,32 +110,32 @@ func (ts *types) read(off dwarf.Offset, typedef string, depth int) *ctype {
 		if next == 0 {
 			return nil
 		}
-		if t, ok := ts.cache[next]; ok && (t == nil || !t.anon || t.name != "") {
+		if t, ok := ts.cache[next]; ok && (t == nil || !t.anon || t.Name != "") {
 			return t
 		}
 		t := ts.read(next, typedef, depth+1)
 		ts.cache[next] = t
 		return t
 	}
-	t := &ctype{off: off}
-	t.size, _ = e.Val(dwarf.AttrByteSize).(int64)
+	t := &Type{off: off}
+	t.Size, _ = e.Val(dwarf.AttrByteSize).(int64)
 	switch e.Tag {
 	case dwarf.TagPointerType:
-		t.kind, t.elem, t.size = tPtr, next, 8
+		t.Kind, t.Elem, t.Size = Ptr, next, 8
 	case dwarf.TagStructType, dwarf.TagClassType, dwarf.TagUnionType:
-		t.kind = tStruct
+		t.Kind = Struct
 		if e.Tag == dwarf.TagUnionType {
-			t.kind = tUnion
+			t.Kind = Union
 		}
-		t.name, _ = e.Val(dwarf.AttrName).(string)
-		if t.name == "" {
-			t.anon, t.name = true, typedef
+		t.Name, _ = e.Val(dwarf.AttrName).(string)
+		if t.Name == "" {
+			t.anon, t.Name = true, typedef
 		}
 		if e.Children {
-			t.members = ts.members(t.size)
+			t.members = ts.members(t.Size)
 		}
 	case dwarf.TagArrayType:
-		t.kind, t.elem = tArray, next
+		t.Kind, t.Elem = Array, next
 		n := int64(1)
 		known := false
 		if e.Children {
@@ -161,33 +162,33 @@ func (ts *types) read(off dwarf.Offset, typedef string, depth int) *ctype {
 		if known {
 			t.count = n
 		}
-		if t.size == 0 && known {
-			if el := ts.get(next); el != nil {
-				t.size = n * el.size
+		if t.Size == 0 && known {
+			if el := ts.Get(next); el != nil {
+				t.Size = n * el.Size
 			}
 		}
 	default:
-		t.kind = tOther
+		t.Kind = Other
 	}
 	return t
 }
 
 // members reads the member DIEs following a struct's DIE.
-func (ts *types) members(size int64) []cmember {
-	var ms []cmember
+func (ts *Types) members(size int64) []Member {
+	var ms []Member
 	for {
 		c, err := ts.r.Next()
 		if err != nil || c == nil || c.Tag == 0 {
 			break
 		}
 		if c.Tag == dwarf.TagMember {
-			m := cmember{}
-			m.name, _ = c.Val(dwarf.AttrName).(string)
-			m.typ, _ = c.Val(dwarf.AttrType).(dwarf.Offset)
+			m := Member{}
+			m.Name, _ = c.Val(dwarf.AttrName).(string)
+			m.Type, _ = c.Val(dwarf.AttrType).(dwarf.Offset)
 			m.off, _ = c.Val(dwarf.AttrDataMemberLoc).(int64)
 			m.bitOff = m.off * 8
 			if bs, ok := c.Val(dwarf.AttrBitSize).(int64); ok {
-				m.bitSize = bs
+				m.BitSize = bs
 				if dbo, ok := c.Val(dwarf.AttrDataBitOffset).(int64); ok {
 					m.bitOff = dbo // DWARF 4+: from the start of the struct
 				} else if bo, ok := c.Val(dwarf.AttrBitOffset).(int64); ok {
@@ -208,13 +209,13 @@ func (ts *types) members(size int64) []cmember {
 }
 
 // span is a member's bytes [lo, hi) from the start of its container.
-func (ts *types) span(m *cmember) (lo, hi int64) {
-	if m.bitSize > 0 {
-		return m.bitOff / 8, (m.bitOff + m.bitSize + 7) / 8
+func (ts *Types) span(m *Member) (lo, hi int64) {
+	if m.BitSize > 0 {
+		return m.bitOff / 8, (m.bitOff + m.BitSize + 7) / 8
 	}
 	if !m.sized {
-		if t := ts.get(m.typ); t != nil {
-			m.size = t.size
+		if t := ts.Get(m.Type); t != nil {
+			m.size = t.Size
 		}
 		m.sized = true
 	}
@@ -222,19 +223,19 @@ func (ts *types) span(m *cmember) (lo, hi int64) {
 }
 
 // strip returns the stripped type of a member or variable type offset.
-func (ts *types) strip(off dwarf.Offset) *ctype { return ts.get(off) }
+func (ts *Types) strip(off dwarf.Offset) *Type { return ts.Get(off) }
 
-// pointee is the type a pointer type points to (nil: not a pointer, or
+// Pointee is the type a pointer type points to (nil: not a pointer, or
 // void *).
-func (ts *types) pointee(t *ctype) *ctype {
-	if t == nil || t.kind != tPtr {
+func (ts *Types) Pointee(t *Type) *Type {
+	if t == nil || t.Kind != Ptr {
 		return nil
 	}
-	return ts.get(t.elem)
+	return ts.Get(t.Elem)
 }
 
-// useful reports whether a pointer to t is worth tracking: accesses
+// Useful reports whether a pointer to t is worth tracking: accesses
 // through it may name members, or load pointers that do.
-func useful(t *ctype) bool {
-	return t != nil && (t.kind == tStruct || t.kind == tUnion || t.kind == tPtr || t.kind == tArray)
+func Useful(t *Type) bool {
+	return t != nil && (t.Kind == Struct || t.Kind == Union || t.Kind == Ptr || t.Kind == Array)
 }

@@ -1,4 +1,4 @@
-package accessinfer
+package score
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/klasy/klasy/accessinfer"
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/x86code"
@@ -122,7 +123,7 @@ type hostVarKey struct {
 // hoisted, sank or merged the load or store (common subexpressions,
 // skb_shinfo(skb)'s skb->head reused, a load scheduled into another
 // line's block).
-func (c *comparer) movedConfirmed(a *Access) bool {
+func (c *comparer) movedConfirmed(a *accessinfer.Access) bool {
 	v, ok := strings.CutPrefix(a.Why, "var ")
 	if !ok {
 		if v, ok = strings.CutPrefix(a.Why, "stack var "); !ok {
@@ -145,7 +146,7 @@ func (c *comparer) movedConfirmed(a *Access) bool {
 // fits is fits for an inferred access: also a load of a bitfield for a
 // write of it (the compiler reads the storage unit to merge the new
 // bits into it).
-func (c *comparer) fits(a *Access, m debugklasy.Mode) bool {
+func (c *comparer) fits(a *accessinfer.Access, m debugklasy.Mode) bool {
 	return fits(m, a.Kind) || (a.Bitfield && a.Kind == x86code.Load && m == debugklasy.Write)
 }
 
@@ -154,7 +155,7 @@ func (c *comparer) fits(a *Access, m debugklasy.Mode) bool {
 // source computed on another line (hwc = &event->hw; hwc->config): a
 // deeper level at the same instruction is confirmed and the plugin
 // records the address of a's member in the same function.
-func (c *comparer) outerConfirmed(a *Access, innerOK bool) bool {
+func (c *comparer) outerConfirmed(a *accessinfer.Access, innerOK bool) bool {
 	if !innerOK {
 		return false
 	}
@@ -188,7 +189,7 @@ func (c *comparer) blockLines(bl [2]uint64) [][2]int {
 
 // linesOf attributes an access's instruction: all its block's lines, or
 // (strict) the rows in force at it and its call sites.
-func (c *comparer) linesOf(a *Access, strict bool) [][2]int {
+func (c *comparer) linesOf(a *accessinfer.Access, strict bool) [][2]int {
 	var out [][2]int
 	if strict {
 		for _, r := range c.b.CodeRows(a.PC, a.PC+1) {
@@ -241,7 +242,7 @@ func newComparer(b *dwarfmap.Batch, t *debugklasy.Table) *comparer {
 
 // confirmed says whether some plugin record agrees with a (see Score),
 // and whether one does by the instruction's own rows and call sites.
-func (c *comparer) confirmed(a *Access) (ok, strictOK bool) {
+func (c *comparer) confirmed(a *accessinfer.Access) (ok, strictOK bool) {
 	for _, strict := range []bool{false, true} {
 		for _, l := range c.linesOf(a, strict) {
 			k := recKey{uint32(l[0]), l[1], a.Struct, a.Member}
@@ -261,7 +262,7 @@ func (c *comparer) confirmed(a *Access) (ok, strictOK bool) {
 
 // confirmAll says which of accs (by PC, as Result has them) the
 // plugin confirms, by all the rules of Score and by the strict ones.
-func (c *comparer) confirmAll(accs []Access) (ok, strict []bool) {
+func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict []bool) {
 	ok, strict = make([]bool, len(accs)), make([]bool, len(accs))
 	for i := range accs {
 		ok[i], strict[i] = c.confirmed(&accs[i])
@@ -291,7 +292,7 @@ func (c *comparer) confirmAll(accs []Access) (ok, strict []bool) {
 
 // Compare measures res against the plugin's table t of the same image,
 // per struct in structs and in total (the last Score).
-func Compare(b *dwarfmap.Batch, res *Result, t *debugklasy.Table, structs []string) []Score {
+func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, structs []string) []Score {
 	c := newComparer(b, t)
 	idx := map[string]int{}
 	scores := make([]Score, len(structs)+1)
@@ -450,7 +451,7 @@ func PrintScores(w io.Writer, scores []Score) {
 }
 
 // sortedStructs is a helper for tests: the structs with the most inferred accesses.
-func sortedStructs(res *Result, n int) []string {
+func sortedStructs(res *accessinfer.Result, n int) []string {
 	by := map[string]int{}
 	for _, a := range res.Accesses {
 		by[a.Struct]++

@@ -1,4 +1,4 @@
-package accessinfer
+package score
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klasy/klasy/accessinfer"
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
@@ -30,7 +31,7 @@ func builtVmlinux(tb testing.TB) string {
 // kernelRun is one measurement on the built kernel.
 type kernelRun struct {
 	scores        []Score
-	res           *Result
+	res           *accessinfer.Result
 	infer, index  time.Duration
 	indexCached   bool
 	compare, read time.Duration
@@ -70,7 +71,7 @@ func runKernel(tb testing.TB, vmlinux string, fresh bool) kernelRun {
 	}
 	defer img.Close()
 	start, cpu = time.Now(), cpuTime()
-	if kr.res, err = Infer(img, Options{}); err != nil {
+	if kr.res, err = accessinfer.Infer(img, accessinfer.Options{}); err != nil {
 		tb.Fatal(err)
 	}
 	kr.infer, kr.inferCPU = time.Since(start), cpuTime()-cpu
@@ -119,7 +120,7 @@ func (kr kernelRun) report(tb testing.TB) {
 // kernel, per struct and in total, with the inference time beside
 // dwarfmap's index build time of the same image in the same run:
 //
-//	go test ./accessinfer -run '^$' -bench InferVsPlugin -benchtime 1x
+//	go test ./accessinfer/score -run '^$' -bench InferVsPlugin -benchtime 1x
 func BenchmarkInferVsPlugin(b *testing.B) {
 	vmlinux := builtVmlinux(b)
 	for i := 0; i < b.N; i++ {
@@ -184,7 +185,7 @@ func TestDebianKernel(t *testing.T) {
 	}
 	defer img.Close()
 	start, cpu = time.Now(), cpuTime()
-	res, err := Infer(img, Options{})
+	res, err := accessinfer.Infer(img, accessinfer.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

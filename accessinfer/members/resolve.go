@@ -1,99 +1,99 @@
-package accessinfer
+package members
 
-// hop is one named member on the way to the bytes an instruction
+// Hop is one named member on the way to the bytes an instruction
 // touches, named as the plugin names it: its named container (anonymous
 // members collapsed into it) and the member's bits in that container.
-type hop struct {
-	st      *ctype
-	m       *cmember
-	bitOff  int64
-	bitSize int64
+type Hop struct {
+	Container *Type
+	Member    *Member
+	BitOff    int64
+	BitSize   int64
 }
 
-// chain is the named members from the container the base points to
+// Chain is the named members from the container the base points to
 // down to the innermost one the access touches (s->inner.x: s's
 // inner, then inner's x), as the plugin records one access per level.
-type chain []hop
+type Chain []Hop
 
-// bits restricts an access to some of its bits (the mask an and, or,
+// Bits restricts an access to some of its bits (the mask an and, or,
 // test or bt applies), relative to bit base of the container.
-type bits struct {
-	ok   bool
-	base int64 // bit offset of mask bit 0 from the container's start
-	mask uint64
-	test bool // the bits are tested (test, bt), not used as a value
+type Bits struct {
+	OK   bool
+	Base int64 // bit offset of mask bit 0 from the container's start
+	Mask uint64
+	Test bool // the bits are tested (test, bt), not used as a value
 }
 
-func (b bits) overlaps(lo, hi int64) bool {
-	if !b.ok {
+func (b Bits) overlaps(lo, hi int64) bool {
+	if !b.OK {
 		return true
 	}
-	for i := max(lo, b.base); i < hi && i < b.base+64; i++ {
-		if b.mask&(1<<uint(i-b.base)) != 0 {
+	for i := max(lo, b.Base); i < hi && i < b.Base+64; i++ {
+		if b.Mask&(1<<uint(i-b.Base)) != 0 {
 			return true
 		}
 	}
 	return false
 }
 
-func (b bits) shift(by int64) bits {
-	b.base -= by
+func (b Bits) shift(by int64) Bits {
+	b.Base -= by
 	return b
 }
 
-// hint is what the instructions around an access say about the value it
+// Hint is what the instructions around an access say about the value it
 // moves, to tell apart the members of a union that share its bytes.
-type hint struct {
-	ptrTo typeKey // the value is a pointer to this type (zero: unknown)
-	isPtr bool    // the value is used as a pointer
-	imm   bool    // an immediate is stored: every member in the bytes is written
+type Hint struct {
+	PtrTo Key  // the value is a pointer to this type (zero: unknown)
+	IsPtr bool // the value is used as a pointer
+	Imm   bool // an immediate is stored: every member in the bytes is written
 }
 
-func (h hint) matches(ts *types, m *cmember) bool {
-	t := ts.get(m.typ)
-	if t == nil || t.kind != tPtr {
+func (h Hint) matches(ts *Types, m *Member) bool {
+	t := ts.Get(m.Type)
+	if t == nil || t.Kind != Ptr {
 		return false
 	}
-	if h.ptrTo != (typeKey{}) {
-		p := ts.pointee(t)
-		return p != nil && p.key() == h.ptrTo
+	if h.PtrTo != (Key{}) {
+		p := ts.Pointee(t)
+		return p != nil && p.Key() == h.PtrTo
 	}
-	return h.isPtr
+	return h.IsPtr
 }
 
-func (h hint) some() bool { return h.ptrTo != (typeKey{}) || h.isPtr }
+func (h Hint) some() bool { return h.PtrTo != (Key{}) || h.IsPtr }
 
-// access describes one memory access in a container.
-type access struct {
-	off, n  int64 // bytes [off, off+n) of the container
-	bm      bits
-	h       hint
-	addr    bool // lea: the address of the member at off
-	indexed bool // an index register adds an unknown multiple
-	// copy: the instruction moves bytes between memory and memory
+// Use describes one memory access in a container.
+type Use struct {
+	Off, N  int64 // bytes [off, off+n) of the container
+	Bits    Bits
+	Hint    Hint
+	Addr    bool // lea: the address of the member at off
+	Indexed bool // an index register adds an unknown multiple
+	// Copy: the instruction moves bytes between memory and memory
 	// through a register (a load whose value is only stored, or the
 	// store of it), and with the moves beside it in its block through
 	// the same base register it copies the bytes [copyLo, copyHi) of
 	// the container. An embedded struct all of whose bytes are copied
 	// is copied whole (p = file->f_path, uid = cred->uid): the plugin
 	// records the member, not the members inside it.
-	copy           bool
-	copyLo, copyHi int64
-	// init: the same with the stores of immediates beside it too
+	Copy           bool
+	CopyLo, CopyHi int64
+	// Init: the same with the stores of immediates beside it too
 	// ([initLo, initHi)): all the bytes of the object written so are
 	// its initializer or a struct assignment (*insn = BPF_MOV64_IMM(..),
 	// *fops = tty_fops), and all read so a struct copy: no member
 	// access in the source.
-	init           bool
-	initLo, initHi int64
-	// declared: the object's type is a variable's as DWARF declares
+	Init           bool
+	InitLo, InitHi int64
+	// Declared: the object's type is a variable's as DWARF declares
 	// it (not a loaded member's pointee, not a return type), so a
 	// struct member at offset 0 is one the source names
 	// (sk->__sk_common of sk->sk_state), not a cast pointer's.
-	declared bool
-	// wrapOK says whether a whole wrapper of one member (kuid_t,
+	Declared bool
+	// WrapOK says whether a whole wrapper of one member (kuid_t,
 	// atomic_t, pte_t) is an access of that member here (nil: no).
-	wrapOK func(t *ctype) bool
+	WrapOK func(t *Type) bool
 }
 
 // walk finds the chains of named members that an access touches in t,
@@ -101,33 +101,33 @@ type access struct {
 // the named container around them. nil: not decided (padding, a union
 // whose member the instructions do not tell, several members where
 // only some may be meant).
-func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth int) []chain {
-	if t == nil || (t.kind != tStruct && t.kind != tUnion) || depth > 8 {
+func (ts *Types) walk(t *Type, a Use, outer *Type, outerBit int64, depth int) []Chain {
+	if t == nil || (t.Kind != Struct && t.Kind != Union) || depth > 8 {
 		return nil
 	}
 	if outer == nil {
 		outer, outerBit = t, 0
 	}
-	var cands []*cmember
+	var cands []*Member
 	for i := range t.members {
 		m := &t.members[i]
 		lo, hi := ts.span(m)
 		if hi <= lo {
 			// A zero-size member: a marker (sk_buff's __cloned_offset[0])
 			// touches nothing; a flexible array, the last member, runs on.
-			if i != len(t.members)-1 || m.bitSize != 0 || a.off < lo {
+			if i != len(t.members)-1 || m.BitSize != 0 || a.Off < lo {
 				continue
 			}
-			hi = a.off + a.n
+			hi = a.Off + a.N
 		}
-		if hi <= a.off || lo >= a.off+a.n {
+		if hi <= a.Off || lo >= a.Off+a.N {
 			continue
 		}
 		mb, me := m.bitOff, m.bitOff+(hi-lo)*8
-		if m.bitSize > 0 {
-			me = m.bitOff + m.bitSize
+		if m.BitSize > 0 {
+			me = m.bitOff + m.BitSize
 		}
-		if !a.bm.overlaps(mb, me) {
+		if !a.Bits.overlaps(mb, me) {
 			continue
 		}
 		cands = append(cands, m)
@@ -138,7 +138,7 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 	if len(cands) == 1 {
 		return ts.one(t, cands[0], a, outer, outerBit, depth)
 	}
-	if t.kind == tUnion {
+	if t.Kind == Union {
 		if m := ts.structGroup(cands); m != nil {
 			// struct_group(): an anonymous struct and named copies of
 			// it; the source names the members through the anonymous
@@ -147,10 +147,10 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 		}
 		// Members sharing the bytes: the one whose type fits what the
 		// instructions do with the value, if exactly one does.
-		if !a.h.some() {
+		if !a.Hint.some() {
 			return nil
 		}
-		var pick []chain
+		var pick []Chain
 		n := 0
 		for _, m := range cands {
 			cs := ts.one(t, m, a, outer, outerBit, depth)
@@ -158,7 +158,7 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 				continue
 			}
 			last := cs[0][len(cs[0])-1]
-			if a.h.matches(ts, last.m) {
+			if a.Hint.matches(ts, last.Member) {
 				pick, n = cs, n+1
 			}
 		}
@@ -171,193 +171,193 @@ func (ts *types) walk(t *ctype, a access, outer *ctype, outerBit int64, depth in
 	// picks them out. An immediate stored over several is most often an
 	// inlined memset or a struct initializer, which the plugin does not
 	// record as member accesses: not decided.
-	if !a.bm.ok {
+	if !a.Bits.OK {
 		return nil
 	}
-	var out []chain
+	var out []Chain
 	for _, m := range cands {
 		lo, hi := ts.span(m)
-		if !a.bm.ok && (lo < a.off || hi > a.off+a.n) {
+		if !a.Bits.OK && (lo < a.Off || hi > a.Off+a.N) {
 			return nil // partly written: not what a compiler does for member stores
 		}
-		if m.name == "" {
-			cs := ts.walk(ts.get(m.typ), a.sub(m.off), outer, outerBit+m.off*8, depth+1)
+		if m.Name == "" {
+			cs := ts.walk(ts.Get(m.Type), a.sub(m.off), outer, outerBit+m.off*8, depth+1)
 			if cs == nil {
 				return nil
 			}
 			out = append(out, cs...)
 			continue
 		}
-		out = append(out, chain{ts.hopOf(outer, m, outerBit, lo, hi)})
+		out = append(out, Chain{ts.hopOf(outer, m, outerBit, lo, hi)})
 	}
 	return out
 }
 
 // copies reports whether the access is part of a copy of all the bytes
 // [lo, hi).
-func (a access) copies(lo, hi int64) bool {
-	return a.copy && a.copyLo <= lo && a.copyHi >= hi
+func (a Use) copies(lo, hi int64) bool {
+	return a.Copy && a.CopyLo <= lo && a.CopyHi >= hi
 }
 
-func (a access) sub(off int64) access {
-	a.off -= off
-	a.copyLo -= off
-	a.copyHi -= off
-	a.initLo -= off
-	a.initHi -= off
-	a.bm = a.bm.shift(off * 8)
+func (a Use) sub(off int64) Use {
+	a.Off -= off
+	a.CopyLo -= off
+	a.CopyHi -= off
+	a.InitLo -= off
+	a.InitHi -= off
+	a.Bits = a.Bits.shift(off * 8)
 	return a
 }
 
-func (ts *types) hopOf(outer *ctype, m *cmember, outerBit, lo, hi int64) hop {
-	h := hop{st: outer, m: m, bitOff: outerBit + m.bitOff, bitSize: m.bitSize}
-	if h.bitSize == 0 {
-		h.bitSize = (hi - lo) * 8
+func (ts *Types) hopOf(outer *Type, m *Member, outerBit, lo, hi int64) Hop {
+	h := Hop{Container: outer, Member: m, BitOff: outerBit + m.bitOff, BitSize: m.BitSize}
+	if h.BitSize == 0 {
+		h.BitSize = (hi - lo) * 8
 	}
 	return h
 }
 
 // one is walk for the single member m the access falls on.
-func (ts *types) one(t *ctype, m *cmember, a access, outer *ctype, outerBit int64, depth int) []chain {
+func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, depth int) []Chain {
 	lo, hi := ts.span(m)
-	mt := ts.get(m.typ)
-	if m.bitSize > 0 || mt == nil {
-		if m.name == "" || a.indexed {
+	mt := ts.Get(m.Type)
+	if m.BitSize > 0 || mt == nil {
+		if m.Name == "" || a.Indexed {
 			return nil
 		}
-		return []chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
+		return []Chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
 	}
 	inner := a.sub(m.off)
-	if a.indexed && mt.kind != tArray && !(m.name == "" && (mt.kind == tStruct || mt.kind == tUnion)) {
+	if a.Indexed && mt.Kind != Array && !(m.Name == "" && (mt.Kind == Struct || mt.Kind == Union)) {
 		// An index register moves the access by an unknown amount: only
 		// an array member says where it stays.
 		return nil
 	}
-	switch mt.kind {
-	case tStruct, tUnion:
-		if m.name == "" {
+	switch mt.Kind {
+	case Struct, Union:
+		if m.Name == "" {
 			return ts.walk(mt, inner, outer, outerBit+m.off*8, depth+1)
 		}
 		h := ts.hopOf(outer, m, outerBit, lo, hi)
-		whole := a.off <= lo && a.off+a.n >= hi
+		whole := a.Off <= lo && a.Off+a.N >= hi
 		copied := a.copies(lo, hi)
-		if whole && !a.addr && !copied && a.wrapOK != nil && a.wrapOK(mt) && ts.single(mt, 0) {
+		if whole && !a.Addr && !copied && a.WrapOK != nil && a.WrapOK(mt) && ts.single(mt, 0) {
 			// A wrapper of one member (atomic_t, refcount_t, kuid_t):
 			// the whole of it is that member where a helper taking the
 			// wrapper (atomic_read(v), __kuid_val(uid)) is inlined;
 			// elsewhere it is copied whole (uid = cred->uid), which the
 			// plugin records as the outer member only.
 			in := inner
-			in.wrapOK = func(*ctype) bool { return true } // the helper's own code, down to the scalar
+			in.WrapOK = func(*Type) bool { return true } // the helper's own code, down to the scalar
 			if cs := ts.walk(mt, in, nil, 0, depth+1); len(cs) == 1 {
-				return []chain{append(chain{h}, cs[0]...)}
+				return []Chain{append(Chain{h}, cs[0]...)}
 			}
 		}
-		if whole || (a.addr && a.off == lo) || a.indexed || copied {
+		if whole || (a.Addr && a.Off == lo) || a.Indexed || copied {
 			// The whole member (a struct copy), or its address, or a
 			// piece of a copy of it: the plugin records the member, not
 			// what is inside.
-			return []chain{{h}}
+			return []Chain{{h}}
 		}
 		cs := ts.walk(mt, inner, nil, 0, depth+1)
 		if len(cs) == 0 {
-			return []chain{{h}}
+			return []Chain{{h}}
 		}
-		out := make([]chain, len(cs))
+		out := make([]Chain, len(cs))
 		for i, c := range cs {
-			out[i] = append(chain{h}, c...)
+			out[i] = append(Chain{h}, c...)
 		}
 		return out
-	case tArray:
-		if m.name == "" {
+	case Array:
+		if m.Name == "" {
 			return nil
 		}
 		h := ts.hopOf(outer, m, outerBit, lo, hi)
-		el := ts.get(mt.elem)
-		if a.indexed || a.copies(lo, hi) || el == nil || el.size <= 0 || (el.kind != tStruct && el.kind != tUnion) {
-			return []chain{{h}}
+		el := ts.Get(mt.Elem)
+		if a.Indexed || a.copies(lo, hi) || el == nil || el.Size <= 0 || (el.Kind != Struct && el.Kind != Union) {
+			return []Chain{{h}}
 		}
 		// An element of an array of structs: where in the element.
-		in := inner.off % el.size
-		if in+inner.n > el.size || (a.addr && in == 0) {
-			return []chain{{h}}
+		in := inner.Off % el.Size
+		if in+inner.N > el.Size || (a.Addr && in == 0) {
+			return []Chain{{h}}
 		}
 		e := inner
-		e.bm = e.bm.shift((inner.off - in) * 8)
-		e.off = in
+		e.Bits = e.Bits.shift((inner.Off - in) * 8)
+		e.Off = in
 		cs := ts.walk(el, e, nil, 0, depth+1)
-		out := []chain{{h}}
+		out := []Chain{{h}}
 		if len(cs) > 0 {
 			out = out[:0]
 			for _, c := range cs {
-				out = append(out, append(chain{h}, c...))
+				out = append(out, append(Chain{h}, c...))
 			}
 		}
 		return out
 	}
-	if m.name == "" {
+	if m.Name == "" {
 		return nil
 	}
-	return []chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
+	return []Chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
 }
 
 // single reports whether t is a struct or union of exactly one member,
 // itself a scalar, a pointer or such a wrapper.
-func (ts *types) single(t *ctype, depth int) bool {
-	if t == nil || (t.kind != tStruct && t.kind != tUnion) || len(t.members) != 1 || depth > 8 {
+func (ts *Types) single(t *Type, depth int) bool {
+	if t == nil || (t.Kind != Struct && t.Kind != Union) || len(t.members) != 1 || depth > 8 {
 		return false
 	}
-	mt := ts.get(t.members[0].typ)
-	if mt == nil || t.members[0].bitSize > 0 {
+	mt := ts.Get(t.members[0].Type)
+	if mt == nil || t.members[0].BitSize > 0 {
 		return false
 	}
-	switch mt.kind {
-	case tStruct, tUnion:
+	switch mt.Kind {
+	case Struct, Union:
 		return ts.single(mt, depth+1)
-	case tArray:
+	case Array:
 		return false
 	}
 	return true
 }
 
-// objectAccess resolves an access to bytes of an object of type t (a
+// ObjectAccess resolves an access to bytes of an object of type t (a
 // struct, a union or an array of them) into chains.
-func (ts *types) objectAccess(t *ctype, a access) []chain {
+func (ts *Types) ObjectAccess(t *Type, a Use) []Chain {
 	if t == nil {
 		return nil
 	}
-	if t.kind == tArray {
-		el := ts.get(t.elem)
-		if el == nil || el.size <= 0 || a.off < 0 {
+	if t.Kind == Array {
+		el := ts.Get(t.Elem)
+		if el == nil || el.Size <= 0 || a.Off < 0 {
 			return nil
 		}
-		in := a.off % el.size
-		if in+a.n > el.size {
+		in := a.Off % el.Size
+		if in+a.N > el.Size {
 			return nil
 		}
-		a = a.sub(a.off - in)
-		a.indexed = false // indexing an array of structs moves by whole elements
+		a = a.sub(a.Off - in)
+		a.Indexed = false // indexing an array of structs moves by whole elements
 		t = el
 	}
-	if a.off < 0 || (t.size > 0 && a.off >= t.size) {
+	if a.Off < 0 || (t.Size > 0 && a.Off >= t.Size) {
 		return nil
 	}
-	if a.init && a.initLo <= 0 && a.initHi >= t.size && t.size > int64(max(a.n, 1)) {
+	if a.Init && a.InitLo <= 0 && a.InitHi >= t.Size && t.Size > int64(max(a.N, 1)) {
 		return nil // the whole object copied or initialized
 	}
-	if a.addr && a.off == 0 {
+	if a.Addr && a.Off == 0 {
 		return nil // the object's own address, or its first member's: not told apart
 	}
 	cs := ts.walk(t, a, nil, 0, 0)
-	if a.declared {
+	if a.Declared {
 		return cs
 	}
 	for i, c := range cs {
 		// A struct member at offset 0 with more below it: the pointer may
 		// be one to that member, cast (current_thread_info() is current;
 		// inet_sk(sk) is sk): the hops below are sure, it is not.
-		for len(c) > 1 && c[0].bitOff == 0 {
-			if mt := ts.get(c[0].m.typ); mt == nil || (mt.kind != tStruct && mt.kind != tUnion) {
+		for len(c) > 1 && c[0].BitOff == 0 {
+			if mt := ts.Get(c[0].Member.Type); mt == nil || (mt.Kind != Struct && mt.Kind != Union) {
 				break
 			}
 			c = c[1:]
@@ -370,10 +370,10 @@ func (ts *types) objectAccess(t *ctype, a access) []chain {
 // structGroup returns, when cands are what struct_group() makes (an
 // anonymous struct and named structs of the same members at the same
 // places), the anonymous one.
-func (ts *types) structGroup(cands []*cmember) *cmember {
-	var anon *cmember
+func (ts *Types) structGroup(cands []*Member) *Member {
+	var anon *Member
 	for _, m := range cands {
-		if m.name == "" {
+		if m.Name == "" {
 			if anon != nil {
 				return nil
 			}
@@ -383,21 +383,21 @@ func (ts *types) structGroup(cands []*cmember) *cmember {
 	if anon == nil {
 		return nil
 	}
-	at := ts.get(anon.typ)
-	if at == nil || at.kind != tStruct {
+	at := ts.Get(anon.Type)
+	if at == nil || at.Kind != Struct {
 		return nil
 	}
 	for _, m := range cands {
 		if m == anon {
 			continue
 		}
-		mt := ts.get(m.typ)
-		if mt == nil || mt.kind != tStruct || mt.size != at.size || len(mt.members) != len(at.members) || m.off != anon.off {
+		mt := ts.Get(m.Type)
+		if mt == nil || mt.Kind != Struct || mt.Size != at.Size || len(mt.members) != len(at.members) || m.off != anon.off {
 			return nil
 		}
 		for i := range mt.members {
 			x, y := &mt.members[i], &at.members[i]
-			if x.name != y.name || x.bitOff != y.bitOff || x.bitSize != y.bitSize {
+			if x.Name != y.Name || x.bitOff != y.bitOff || x.BitSize != y.BitSize {
 				return nil
 			}
 		}

@@ -1,4 +1,4 @@
-package accessinfer
+package score
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/klasy/klasy/accessinfer"
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
@@ -38,7 +39,7 @@ func TestDiagnose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer img.Close()
-	opt := Options{}
+	opt := accessinfer.Options{}
 	if p := os.Getenv("ACCESSINFER_FUNCS"); p != "" {
 		want := map[string]bool{}
 		for _, f := range strings.Split(p, ",") {
@@ -46,7 +47,7 @@ func TestDiagnose(t *testing.T) {
 		}
 		opt.Func = func(n string) bool { return want[n] }
 	}
-	res, err := Infer(img, opt)
+	res, err := accessinfer.Infer(img, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestDiagnose(t *testing.T) {
 	writeDiag(t, b, res, tab, out)
 }
 
-func writeDiag(t testing.TB, b *dwarfmap.Batch, res *Result, tab *debugklasy.Table, out string) {
+func writeDiag(t testing.TB, b *dwarfmap.Batch, res *accessinfer.Result, tab *debugklasy.Table, out string) {
 	c := newComparer(b, tab)
 	type sm struct{ st, mb string }
 	byMember := map[sm][]*debugklasy.Access{}
@@ -216,7 +217,7 @@ func writeDiag(t testing.TB, b *dwarfmap.Batch, res *Result, tab *debugklasy.Tab
 	// instruction but no inferred access, with what inference says of
 	// that instruction.
 	if mf := os.Getenv("ACCESSINFER_MISSED"); mf != "" {
-		byPC := map[uint64][]*Access{}
+		byPC := map[uint64][]*accessinfer.Access{}
 		found := map[recKey]uint8{}
 		for i := range res.Accesses {
 			a := &res.Accesses[i]

@@ -1,0 +1,100 @@
+package score
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klasy/klasy/accessinfer"
+	"github.com/klasy/klasy/debugklasy"
+	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/internal/testenv"
+)
+
+// measure infers the accesses of a plugin-built image and compares them
+// with its .debug_klasy.
+func measure(t testing.TB, path string, structs []string) []Score {
+	t.Helper()
+	x, _, err := dwarfmap.Load(path, dwarfmap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	img, err := elfimage.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	res, err := accessinfer.Infer(img, accessinfer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := debugklasy.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := x.NewBatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Compare(b, res, tab, structs)
+}
+
+// buildWithPlugin compiles accessinfer's fixture src (with main.c)
+// with gcc -O2 -g and the klasy plugin, as accessinfer's own tests
+// build them (infer_test.go's build), or skips without gcc or the
+// plugin.
+func buildWithPlugin(t testing.TB, src string) string {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		testenv.Need(t, "gcc", err)
+	}
+	so, err := filepath.Abs("../../gcc-patches/klasy.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(so); err != nil {
+		testenv.Need(t, "plugin", fmt.Errorf("gcc-patches/klasy.so not built: run make plugin"))
+	}
+	out := filepath.Join(t.TempDir(), "a.out")
+	args := []string{"-O2", "-g", "-no-pie", "-fno-pie", "-Wall", "-Wno-unused-function", "-o", out, "-fplugin=" + so}
+	for _, s := range []string{src, "main.c"} {
+		args = append(args, filepath.Join("..", "testdata", s))
+	}
+	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	return out
+}
+
+// TestAgainstPlugin builds the fixtures with the plugin and measures
+// inference against its records, as the kernel benchmark does.
+func TestAgainstPlugin(t *testing.T) {
+	t.Setenv("KLASY_CACHE", t.TempDir())
+	exe := buildWithPlugin(t, "basic.c")
+	scores := measure(t, exe, []string{"skb", "sock", "counters"})
+	var b strings.Builder
+	PrintScores(&b, scores)
+	t.Logf("\n%s", b.String())
+	tot := scores[len(scores)-1]
+	for _, s := range scores {
+		for _, e := range s.UnconfirmedExamples {
+			t.Logf("unconfirmed: %s", e)
+		}
+		for _, e := range s.MissedRecordExamples {
+			t.Logf("missed: %s", e)
+		}
+	}
+	// The fixture's one store the plugin does not record: the
+	// initializer of a struct on the stack (stack_struct).
+	if tot.Inferred-tot.Confirmed > 1 {
+		t.Errorf("%d inferred accesses the plugin does not record", tot.Inferred-tot.Confirmed)
+	}
+	if tot.Recall < 0.85 {
+		t.Errorf("recall %.2f, want >= 0.85", tot.Recall)
+	}
+}
