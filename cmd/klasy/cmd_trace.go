@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,6 +50,18 @@ func runTrace(s *stdio, args []string) error {
 	if pos := fs.Args(); len(pos) != 0 {
 		return usageError{Msg: fmt.Sprintf("takes no arguments, got %q", pos)}
 	}
+	// A reader of the output gone (trace --follow | head -1): writes fail
+	// with EPIPE, and the records read are put back, instead of the
+	// process dying of SIGPIPE with them.
+	defer catchSIGPIPE()()
+	// The --perfetto file is checked before any record is consumed to be
+	// written there.
+	checkOutput := func() error {
+		if f.perfetto == "" {
+			return nil
+		}
+		return perfetto.Check(f.perfetto)
+	}
 	if f.domains != "" {
 		switch {
 		case f.Lab != "" || f.Vmlinux != "" || f.Headers != "":
@@ -57,6 +70,9 @@ func runTrace(s *stdio, args []string) error {
 			return usageError{Msg: "--follow is not supported with --domains: the timeline is merged once every domain is read"}
 		case f.views.Set():
 			return usageError{Msg: "--group-by, --hist and --lhist are not supported with --domains; --flow gives each flow's path"}
+		}
+		if err := checkOutput(); err != nil {
+			return err
 		}
 		ctx, cancel := signalContext()
 		defer cancel()
@@ -78,6 +94,9 @@ func runTrace(s *stdio, args []string) error {
 	if err != nil {
 		return usageError{Msg: err.Error()}
 	}
+	if err := checkOutput(); err != nil {
+		return err
+	}
 	ctx, cancel := signalContext()
 	defer cancel()
 	src, err := openTraceSource(ctx, s, f.TargetOptions)
@@ -94,6 +113,8 @@ type traceSource interface {
 	Name() string
 	TakeSaved() (rs []records.TraceRecord, done func() error, err error)
 	Drain(ctx context.Context) ([]records.TraceRecord, *records.Status, error)
+	// SaveRecords puts back records read and not written.
+	SaveRecords(rs []records.TraceRecord) error
 	Close() error
 }
 
@@ -116,20 +137,51 @@ var openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptio
 var tracePoll = 200 * time.Millisecond
 
 // traceOne prints one kernel's records, as they come with --follow.
+// Records are consumed only once written out, or put back: each read's
+// are written to standard output at its end, or, with a view or
+// --perfetto, all of them once the trace ends; until then they are
+// unwritten, and when the output fails they are saved for the next
+// klasy trace (notWritten). Saved records taken are removed once
+// written; until then they stay taken, for the next trace once this
+// one's process is gone.
 func traceOne(ctx context.Context, s *stdio, f *traceFlags, view traceview.View, src traceSource) error {
 	p := &traceview.Printer{Out: s.Out, JSON: f.json, Aspect: f.aspect, View: view}
 	if f.perfetto != "" {
-		p.Export = &perfetto.Export{Path: f.perfetto, Target: src.Name()}
+		p.Export = &perfetto.Export{Path: f.perfetto, Target: src.Name(), Note: s.Err}
 	}
+	atEnd := p.View != nil || p.Export != nil
 	saved, done, err := src.TakeSaved()
 	if err != nil {
 		return err
 	}
+	var unwritten []records.TraceRecord // read from the kernel, not written yet
+	written := func() error {
+		unwritten = nil
+		if d := done; d != nil {
+			done = nil
+			return d()
+		}
+		return nil
+	}
 	if err := p.Print(saved); err != nil {
 		return err
 	}
-	if err := done(); err != nil {
-		return err
+	if !atEnd {
+		if err := s.flush(); err != nil {
+			return err
+		}
+		if err := written(); err != nil {
+			return err
+		}
+	}
+	finish := func() error {
+		if err := p.Finish(); err != nil {
+			return notWritten(src, unwritten, err)
+		}
+		if err := s.flush(); err != nil {
+			return notWritten(src, unwritten, err)
+		}
+		return written()
 	}
 	var lost uint64
 	var perCPU []uint64
@@ -140,13 +192,25 @@ func traceOne(ctx context.Context, s *stdio, f *traceFlags, view traceview.View,
 				break
 			}
 			// What was read before is printed all the same.
-			if perr := p.Finish(); perr != nil {
+			if perr := finish(); perr != nil {
 				return perr
 			}
 			return err
 		}
+		for _, r := range rs {
+			if f.aspect == "" || r.Aspect == f.aspect {
+				unwritten = append(unwritten, r)
+			}
+		}
 		if err := p.Print(rs); err != nil {
-			return err
+			return notWritten(src, unwritten, err)
+		}
+		// Records as they come, not when 64 KiB of them are buffered.
+		if err := s.flush(); err != nil {
+			return notWritten(src, unwritten, err)
+		}
+		if !atEnd {
+			unwritten = nil
 		}
 		if st != nil {
 			lost, perCPU = st.TotalLost(), st.Lost
@@ -157,10 +221,6 @@ func traceOne(ctx context.Context, s *stdio, f *traceFlags, view traceview.View,
 			}
 			break
 		}
-		// Records as they come, not when 64 KiB of them are buffered.
-		if err := s.flush(); err != nil {
-			return err
-		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(tracePoll):
@@ -168,7 +228,7 @@ func traceOne(ctx context.Context, s *stdio, f *traceFlags, view traceview.View,
 		}
 		break
 	}
-	if err := p.Finish(); err != nil {
+	if err := finish(); err != nil {
 		return err
 	}
 	if lost > 0 {
@@ -182,6 +242,29 @@ func traceOne(ctx context.Context, s *stdio, f *traceFlags, view traceview.View,
 		}
 	}
 	return nil
+}
+
+// notWritten is klasy trace's error when its output failed (err) with
+// records read from the kernel and not written: it saves them for the
+// next klasy trace, or says they are lost when it cannot.
+func notWritten(src traceSource, rs []records.TraceRecord, err error) error {
+	if len(rs) == 0 {
+		return err
+	}
+	n := readNotWritten(len(rs), "kernel")
+	if serr := src.SaveRecords(rs); serr != nil {
+		return fmt.Errorf("%s: %w; saving them failed too (%v): they are lost", n, err, serr)
+	}
+	return fmt.Errorf("%s: %w; they are saved for the next klasy trace", n, err)
+}
+
+// readNotWritten says n records read from the kernel (or kernels) were
+// not written.
+func readNotWritten(n int, kernel string) string {
+	if n == 1 {
+		return "1 record read from the " + kernel + " was not written"
+	}
+	return fmt.Sprintf("%d records read from the %s were not written", n, kernel)
 }
 
 // traceDomain is one kernel trace --domains reads: its name in the
@@ -228,11 +311,44 @@ var (
 
 // traceDomains reads every domain's records, merges them in host time
 // and prints the timeline, or its flows, and writes the export: what
-// trace --domains does once the domains are open.
-func traceDomains(ctx context.Context, s *stdio, f *traceFlags, ds []traceDomain) error {
+// trace --domains does once the domains are open. Records read from the
+// kernels are put back when they could not be written (notWritten), and
+// the saved ones taken are removed only once all are written.
+func traceDomains(ctx context.Context, s *stdio, f *traceFlags, ds []traceDomain) (err error) {
 	tds := make([]timeline.Domain, len(ds))
 	names := make([]string, len(ds))
 	var lostMsgs []string
+	type read struct {
+		src  traceSource
+		rs   []records.TraceRecord // from the kernel, --aspect's
+		done func() error
+	}
+	var reads []read
+	defer func() {
+		if err == nil {
+			return
+		}
+		var msgs []string
+		n := 0
+		for _, r := range reads {
+			if len(r.rs) == 0 {
+				continue
+			}
+			n += len(r.rs)
+			if serr := r.src.SaveRecords(r.rs); serr != nil {
+				msgs = append(msgs, fmt.Sprintf("%s: %v", r.src.Name(), serr))
+			}
+		}
+		switch {
+		case n == 0:
+		case len(msgs) > 0:
+			err = fmt.Errorf("%s: %w; saving them failed (%s): they are lost",
+				readNotWritten(n, "kernels"), err, strings.Join(msgs, "; "))
+		default:
+			err = fmt.Errorf("%s: %w; they are saved for the next klasy trace",
+				readNotWritten(n, "kernels"), err)
+		}
+	}()
 	for i, d := range ds {
 		names[i] = d.name
 		c, err := timeline.Measure(ctx, clockSamples, hostClock, d.clock)
@@ -247,32 +363,23 @@ func traceDomains(ctx context.Context, s *stdio, f *traceFlags, ds []traceDomain
 		if err != nil {
 			return fmt.Errorf("domain %s: %w", d.name, err)
 		}
-		if err := done(); err != nil {
-			return fmt.Errorf("domain %s: %w", d.name, err)
-		}
 		if st == nil && len(saved) == 0 {
 			fmt.Fprintf(s.Err, "klasy: nothing is woven into domain %s and no records are saved\n", d.name)
 		}
 		if st != nil && st.TotalLost() > 0 {
 			lostMsgs = append(lostMsgs, fmt.Sprintf("%s %d", d.name, st.TotalLost()))
 		}
-		all := append(saved, rs...)
 		if f.aspect != "" {
-			kept := all[:0]
-			for _, r := range all {
-				if r.Aspect == f.aspect {
-					kept = append(kept, r)
-				}
-			}
-			all = kept
+			saved, rs = ofAspect(saved, f.aspect), ofAspect(rs, f.aspect)
 		}
+		reads = append(reads, read{d.src, rs, done})
+		all := append(slices.Clip(saved), rs...)
 		tds[i] = timeline.Domain{Name: d.name, Clock: c, Records: all}
 	}
 	es := timeline.Merge(tds)
 	if err := flowview.Header(s.Out, f.json, tds); err != nil {
 		return err
 	}
-	var err error
 	if f.flow {
 		err = flowview.Flows(s.Out, f.json, timeline.Flows(es))
 	} else {
@@ -281,13 +388,33 @@ func traceDomains(ctx context.Context, s *stdio, f *traceFlags, ds []traceDomain
 	if err != nil {
 		return err
 	}
+	if err := s.flush(); err != nil {
+		return err
+	}
 	if f.perfetto != "" {
-		if err := perfetto.WriteFile(f.perfetto, names, es, timeline.FlowLinks(es)); err != nil {
+		if err := perfetto.WriteFile(f.perfetto, names, es, timeline.FlowLinks(es), s.Err); err != nil {
 			return err
 		}
 	}
+	for _, r := range reads {
+		if err := r.done(); err != nil {
+			return fmt.Errorf("%s: %w", r.src.Name(), err)
+		}
+	}
+	reads = nil
 	if len(lostMsgs) > 0 {
 		fmt.Fprintf(s.Err, "klasy: records lost because a trace buffer was full: %s\n", strings.Join(lostMsgs, ", "))
 	}
 	return nil
+}
+
+// ofAspect is the records of rs of one aspect.
+func ofAspect(rs []records.TraceRecord, aspect string) []records.TraceRecord {
+	var kept []records.TraceRecord
+	for _, r := range rs {
+		if r.Aspect == aspect {
+			kept = append(kept, r)
+		}
+	}
+	return kept
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -24,6 +25,36 @@ func init() {
 			setup: func(t *testing.T, dir string) hostileRun {
 				args := append([]string{"trace", "--follow", "--lab", "nosuch"}, c.args...)
 				return hostileRun{args: args, env: []string{"KLASY_LAB_DIR=" + filepath.Join(dir, "labs")}}
+			},
+		})
+	}
+}
+
+// A --perfetto path that cannot be written is refused before the lab is
+// looked up, let alone a record consumed (issue 21, "output files": it
+// failed once the records were read).
+func init() {
+	for _, c := range []struct {
+		name string
+		path func(dir string) string
+		want string
+	}{
+		{"trace-perfetto-dir", func(dir string) string { return dir }, "is a directory"},
+		{"trace-perfetto-missing-dir", func(dir string) string { return filepath.Join(dir, "missing", "t.json") },
+			"no such file or directory"},
+	} {
+		hostileCases = append(hostileCases, hostileCase{
+			name: c.name, class: "output", want: c.want,
+			setup: func(t *testing.T, dir string) hostileRun {
+				return hostileRun{
+					args: []string{"trace", "--lab", "nosuch", "--perfetto", c.path(dir)},
+					env:  []string{"KLASY_LAB_DIR=" + filepath.Join(dir, "labs")},
+					afterErr: func(t *testing.T, stderr string) {
+						if !strings.HasPrefix(stderr, "klasy: --perfetto: ") {
+							t.Errorf("stderr %q, want it to name --perfetto", stderr)
+						}
+					},
+				}
 			},
 		})
 	}

@@ -86,6 +86,11 @@ func run(s *stdio, args []string) error {
 	out := newOutput(s.Out)
 	err := dispatch(&stdio{In: s.In, Out: out, Err: diagnostics{out, s.Err}}, args)
 	if out.Flush() != nil {
+		// A command's error that says what its lost output was (trace:
+		// the records not written) says it better.
+		if err != nil && errors.Is(err, out.Err()) {
+			return err
+		}
 		return out.Err()
 	}
 	return err

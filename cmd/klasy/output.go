@@ -15,8 +15,9 @@ import (
 // command's error, so no command exits 0 when its output was not written,
 // and no command has a flush of its own to forget.
 type output struct {
-	w   *bufio.Writer
-	err error
+	w    *bufio.Writer
+	err  error
+	werr error // Err's value, the same each time
 }
 
 func newOutput(w io.Writer) *output { return &output{w: bufio.NewWriterSize(w, 64<<10)} }
@@ -39,17 +40,22 @@ func (o *output) Flush() error {
 	return o.err
 }
 
-// Err is the first write error, as "writing output: CAUSE".
+// Err is the first write error, as "writing output: CAUSE": the same
+// error each time, so that a command's error that wraps it (saying
+// what was not written) is told from others.
 func (o *output) Err() error {
 	if o.err == nil {
 		return nil
 	}
-	err := o.err
-	var pe *fs.PathError // "write /dev/stdout: ..." says nothing more
-	if errors.As(err, &pe) {
-		err = pe.Err
+	if o.werr == nil {
+		err := o.err
+		var pe *fs.PathError // "write /dev/stdout: ..." says nothing more
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		o.werr = fmt.Errorf("writing output: %w", err)
 	}
-	return fmt.Errorf("writing output: %w", err)
+	return o.werr
 }
 
 // diagnostics is standard error for a command whose standard output is

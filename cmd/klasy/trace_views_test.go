@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -37,13 +38,23 @@ type fakeSource struct {
 	printed []int // len(out) at each Drain
 	drains  int
 	closed  bool
+	// takes counts TakeSaved calls, dones their done calls; putBack is
+	// what trace saved again, not written.
+	takes, dones int
+	putBack      []records.TraceRecord
 }
 
 func (f *fakeSource) Name() string { return "lab fake" }
 func (f *fakeSource) Close() error { f.closed = true; return nil }
 
 func (f *fakeSource) TakeSaved() ([]records.TraceRecord, func() error, error) {
-	return f.saved, func() error { return nil }, nil
+	f.takes++
+	return f.saved, func() error { f.dones++; return nil }, nil
+}
+
+func (f *fakeSource) SaveRecords(rs []records.TraceRecord) error {
+	f.putBack = append(f.putBack, rs...)
+	return nil
 }
 
 func (f *fakeSource) Drain(ctx context.Context) ([]records.TraceRecord, *records.Status, error) {
@@ -68,8 +79,17 @@ func (f *fakeSource) Drain(ctx context.Context) ([]records.TraceRecord, *records
 // arguments to its output, on src's records.
 func runTraceOn(t *testing.T, src *fakeSource, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	src.out = &out
+	var out bytes.Buffer
+	stderr, err = runTraceTo(t, src, &out, &out, args...)
+	return out.String(), stderr, err
+}
+
+// runTraceTo is runTraceOn with standard output w, which writes what it
+// is given to out.
+func runTraceTo(t *testing.T, src *fakeSource, w io.Writer, out *bytes.Buffer, args ...string) (stderr string, err error) {
+	t.Helper()
+	var errb bytes.Buffer
+	src.out = out
 	opened := false
 	openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptions) (traceSource, error) {
 		opened = true
@@ -81,11 +101,11 @@ func runTraceOn(t *testing.T, src *fakeSource, args ...string) (stdout, stderr s
 	open, poll := openTraceSource, tracePoll
 	tracePoll = time.Millisecond
 	defer func() { openTraceSource, tracePoll = open, poll }()
-	err = run(&stdio{In: strings.NewReader(""), Out: &out, Err: &errb}, append([]string{"trace", "--lab", "fake"}, args...))
+	err = run(&stdio{In: strings.NewReader(""), Out: w, Err: &errb}, append([]string{"trace", "--lab", "fake"}, args...))
 	if opened && !src.closed {
 		t.Errorf("klasy trace %s did not close its session", strings.Join(args, " "))
 	}
-	return out.String(), errb.String(), err
+	return errb.String(), err
 }
 
 const (
