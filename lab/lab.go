@@ -485,6 +485,28 @@ func Get(ctx context.Context, name string) (*Lab, error) {
 	return l, nil
 }
 
+// KernelOf returns the kernel of the lab called name as its record
+// names it, reaching no agent: the image the source-level queries read
+// (klasy lines --lab NAME). A lab whose QEMU is gone still names its
+// kernel until its state is removed.
+func KernelOf(name string) (Kernel, error) {
+	if err := CheckName(name); err != nil {
+		return Kernel{}, err
+	}
+	rec, err := findLab(name)
+	if err != nil {
+		return Kernel{}, fmt.Errorf("%w (start it with: klasy lab up %s)", err, name)
+	}
+	if rec.Kernel.Vmlinux == "" {
+		why := "its lab.json names no vmlinux"
+		if rec.problem != "" {
+			why = rec.problem
+		}
+		return Kernel{}, fmt.Errorf("lab %s: %s; give the image instead", name, why)
+	}
+	return rec.Kernel, nil
+}
+
 // cleanStale removes the state of a lab whose QEMU is gone.
 func cleanStale(name string) {
 	unlock, err := lockRoot()

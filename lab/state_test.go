@@ -126,3 +126,33 @@ func TestFilesAgentSocketFindsQEMU(t *testing.T) {
 		t.Errorf("a chardev on Files.AgentSocket, %q, is not what finds the lab's QEMU, %q", arg, qemuAgentArg(r.dir()))
 	}
 }
+
+// TestKernelOf: the source-level queries' --lab reads the kernel from
+// the lab's record, reaching no agent; no lab, or a record without a
+// vmlinux, is an error that says what to do.
+func TestKernelOf(t *testing.T) {
+	t.Setenv("KLASY_LAB_DIR", t.TempDir())
+	if _, err := KernelOf("nosuch"); err == nil || !strings.Contains(err.Error(), "lab nosuch: no such lab (start it with: klasy lab up nosuch)") {
+		t.Errorf("KernelOf(nosuch) = %v, want no such lab", err)
+	}
+	if _, err := KernelOf("../x"); err == nil {
+		t.Error("KernelOf(../x) took a bad name")
+	}
+	r := record{Name: "a", PID: 1 << 30, Kernel: Kernel{Flavor: Debian, Vmlinux: "/k/vmlinux"}}
+	if err := os.MkdirAll(r.dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.save(); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := KernelOf("a"); err != nil || k.Vmlinux != "/k/vmlinux" {
+		t.Errorf("KernelOf(a) = %+v, %v; want /k/vmlinux", k, err)
+	}
+	r.Kernel.Vmlinux = ""
+	if err := r.save(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := KernelOf("a"); err == nil || !strings.Contains(err.Error(), "lab a: its lab.json names no vmlinux") {
+		t.Errorf("KernelOf(a) without a vmlinux = %v", err)
+	}
+}

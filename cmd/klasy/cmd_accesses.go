@@ -25,13 +25,18 @@ func init() {
 func runAccesses(s *stdio, args []string) error {
 	fs := newFlagSet("accesses")
 	asJSON := fs.Bool("json", false, "")
+	labName := fs.String("lab", "", "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 2 {
-		return usageError{Msg: fmt.Sprintf("want BINARY and 'STRUCT.MEMBER', got %d arguments", fs.NArg())}
+	if *labName == "" && fs.NArg() != 2 {
+		return usageError{Msg: fmt.Sprintf("want BINARY and 'STRUCT.MEMBER', got %d arguments (or name the lab whose vmlinux is BINARY: --lab NAME)", fs.NArg())}
 	}
-	bin, pat := fs.Arg(0), fs.Arg(1)
+	pos, err := imageArgs(*labName, fs.Args(), 2)
+	if err != nil {
+		return err
+	}
+	bin, pat := pos[0], pos[1]
 	p, err := pattern.CompileMember(pat, pattern.CommandLine)
 	if err != nil {
 		return usageError{Msg: err.Error()}

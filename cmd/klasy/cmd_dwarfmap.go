@@ -19,6 +19,7 @@ import (
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/internal/mmapfile"
+	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/pattern"
 )
 
@@ -56,6 +57,7 @@ type queryFlags struct {
 	json, rebuild, noCache bool
 	inlined                bool
 	vmlinux                string
+	lab                    string // --lab NAME: the lab's vmlinux is the IMAGE
 }
 
 // parseQuery parses a dwarfmap command's flags and its npos positional
@@ -70,13 +72,35 @@ func parseQuery(name string, args []string, npos int) (*queryFlags, []string, er
 	fs.BoolVar(&q.rebuild, "rebuild", false, "")
 	fs.BoolVar(&q.noCache, "no-cache", false, "")
 	fs.StringVar(&q.vmlinux, "vmlinux", "", "")
+	fs.StringVar(&q.lab, "lab", "", "")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
-	if fs.NArg() != npos {
-		return nil, nil, usageError{Msg: fmt.Sprintf("want %d arguments, got %d", npos, fs.NArg())}
+	pos, err := imageArgs(q.lab, fs.Args(), npos)
+	return q, pos, err
+}
+
+// imageArgs are a source-level query's npos arguments, IMAGE first: as
+// given, or with --lab NAME the lab's vmlinux (from its record: the lab
+// need not answer) and the rest.
+func imageArgs(labName string, args []string, npos int) ([]string, error) {
+	switch {
+	case labName != "" && len(args) == npos:
+		return nil, usageError{Msg: fmt.Sprintf("--lab %s names the image, and so does %s: give IMAGE or --lab NAME, not both", labName, args[0])}
+	case labName != "" && len(args) != npos-1:
+		return nil, usageError{Msg: fmt.Sprintf("want %d arguments besides --lab NAME, got %d", npos-1, len(args))}
+	case labName == "" && len(args) == npos-1:
+		return nil, usageError{Msg: fmt.Sprintf("want %d arguments, got %d: name the image, as IMAGE or with --lab NAME", npos, len(args))}
+	case labName == "" && len(args) != npos:
+		return nil, usageError{Msg: fmt.Sprintf("want %d arguments, got %d", npos, len(args))}
+	case labName == "":
+		return args, nil
 	}
-	return q, fs.Args(), nil
+	k, err := lab.KernelOf(labName)
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{k.Vmlinux}, args...), nil
 }
 
 // openIndex loads the index of image, printing progress of a build to

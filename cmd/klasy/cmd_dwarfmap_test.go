@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -153,6 +154,56 @@ func TestDwarfmapCommandErrors(t *testing.T) {
 		_, _, err := runKlasy(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("klasy %s: %v, want an error mentioning %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+}
+
+// TestQueryLab: lines, vars, struct, funcs and accesses take --lab NAME
+// for IMAGE, the vmlinux the lab's record names (no agent is reached: a
+// record is written here, no QEMU runs); a lab with no record, or an
+// image given twice or not at all, is a clear error.
+func TestQueryLab(t *testing.T) {
+	t.Setenv("KLASY_CACHE", t.TempDir())
+	t.Setenv("KLASY_LAB_DIR", t.TempDir())
+	img := fixtureImage(t)
+	dir := filepath.Join(os.Getenv("KLASY_LAB_DIR"), "fix")
+	rec, _ := json.Marshal(map[string]any{"name": "fix", "pid": 1 << 30, "kernel": map[string]string{"Flavor": "debian", "Vmlinux": img}})
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "lab.json"), rec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"lines", "process"}, {"vars", "helper+0"}, {"struct", "packet"}, {"funcs", "pro%"},
+	} {
+		want, _, err := runKlasy(t, append([]string{args[0], img}, args[1:]...)...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		got, _, err := runKlasy(t, append([]string{args[0], "--lab", "fix"}, args[1:]...)...)
+		if err != nil || got != want {
+			t.Errorf("klasy %s --lab fix %s: %v\n%s\nwant, as with the image:\n%s", args[0], args[1], err, got, want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lines", "--lab", "nosuch", "process"}, "lab nosuch: no such lab (start it with: klasy lab up nosuch)"},
+		{[]string{"funcs", "--lab", "fix", img, "pro%"}, "--lab fix names the image, and so does " + img + ": give IMAGE or --lab NAME, not both"},
+		{[]string{"struct", "packet"}, "want 2 arguments, got 1: name the image, as IMAGE or with --lab NAME"},
+		{[]string{"vars", "--lab", "fix"}, "want 1 arguments besides --lab NAME, got 0"},
+		{[]string{"lines", "--lab", "../x", "process"}, "lab name"},
+		{[]string{"accesses", "--lab", "nosuch", "sk_buff.len"}, "lab nosuch: no such lab"},
+		{[]string{"accesses", "--lab", "fix", img, "sk_buff.len"}, "not both"},
+		{[]string{"accesses", "sk_buff.len"}, "want BINARY and 'STRUCT.MEMBER', got 1 arguments (or name the lab whose vmlinux is BINARY: --lab NAME)"},
+	} {
+		_, _, err := runKlasy(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("klasy %s: %v, want an error mentioning %q", strings.Join(c.args, " "), err, c.want)
+		} else if usage := strings.Contains(c.want, "want ") || strings.Contains(c.want, "not both"); usage && !strings.Contains(err.Error(), "for usage") {
+			t.Errorf("klasy %s: %v is no usage error", strings.Join(c.args, " "), err)
 		}
 	}
 }

@@ -43,3 +43,30 @@ func TestListShowsMergedAccesses(t *testing.T) {
 		}
 	}
 }
+
+// TestListSyscallNames: klasy list takes a syscall by the name every
+// tracer gives it, __x64_sys_getppid, an ELF alias of __do_sys_getppid
+// that the DWARF does not know, and says which function that is; a
+// misspelt name gets the nearest names.
+func TestListSyscallNames(t *testing.T) {
+	vmlinux := testenv.DebianVmlinux(t)
+	testenv.Need(t, "debian-kernel", nil)
+	dir := t.TempDir()
+	aspect := func(pc string) string {
+		p := filepath.Join(dir, "a.klasy")
+		src := "<aspect><advice><pointcut>" + pc + "</pointcut><before>STORE_DATA(1);</before></advice></aspect>\n"
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	out, errOut, err := runKlasy(t, "list", "--vmlinux", vmlinux, aspect("execution(__x64_sys_getppid)"))
+	if err != nil || !strings.Contains(out, "__do_sys_getppid") ||
+		!strings.Contains(errOut, "klasy: warning: ") || !strings.Contains(errOut, "execution(__x64_sys_getppid): __x64_sys_getppid is __do_sys_getppid") {
+		t.Errorf("list execution(__x64_sys_getppid): %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	_, errOut, err = runKlasy(t, "list", "--vmlinux", vmlinux, aspect("execution(vfs_raed)"))
+	if want := "execution(vfs_raed): no function is called vfs_raed in " + vmlinux + "; did you mean vfs_read?"; err == nil || !strings.Contains(errOut, want) {
+		t.Errorf("list execution(vfs_raed): %v, stderr %q, want %q", err, errOut, want)
+	}
+}

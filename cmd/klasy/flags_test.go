@@ -30,14 +30,14 @@ var cmdSamples = map[string]cmdSample{
 	"check":     {pos: []string{"a.klasy", "-"}, flags: []flagSample{{name: "json"}}},
 	"translate": {pos: []string{"a.klasy"}},
 	"lines": {pos: []string{"vmlinux", "tcp_sendmsg"}, flags: []flagSample{
-		{name: "json"}, {name: "inlined"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}}},
+		{name: "json"}, {name: "inlined"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
 	"vars": {pos: []string{"vmlinux", "f:12"}, flags: []flagSample{
-		{name: "json"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}}},
+		{name: "json"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
 	"struct": {pos: []string{"vmlinux", "sk_buff"}, flags: []flagSample{
-		{name: "json"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}}},
+		{name: "json"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
 	"funcs": {pos: []string{"vmlinux", "tcp_*"}, flags: []flagSample{
-		{name: "json"}, {name: "inlined"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}}},
-	"accesses": {pos: []string{"a.o", "sk_buff.%"}, flags: []flagSample{{name: "json"}}},
+		{name: "json"}, {name: "inlined"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
+	"accesses": {pos: []string{"a.o", "sk_buff.%"}, flags: []flagSample{{name: "json"}, {name: "lab", value: "demo"}}},
 	"agent": {flags: []flagSample{{name: "device", value: "/dev/vport0p1"}, {name: "allow-run"},
 		{name: "listen", value: "127.0.0.1:7070"}, {name: "tls-ca", value: "ca.crt"}, {name: "tls-cert", value: "a.crt"},
 		{name: "tls-key", value: "a.key"}, {name: "log", value: "refused.log"}}},

@@ -397,3 +397,30 @@ __attribute__((section(".exit.text"))) void teardown(void) { counter = 0; }
 		t.Error("SectionAt(0) found a section: the layout starts at ModuleBase")
 	}
 }
+
+// TestFuncSymbols: an alias, as the kernel's __x64_sys_X of __do_sys_X,
+// is a function symbol at its target's address; a module has none.
+func TestFuncSymbols(t *testing.T) {
+	dir := t.TempDir()
+	src := image + "int __x64_scale(struct point *p, int k) __attribute__((alias(\"scale\")));\n"
+	img, err := Open(compile(t, dir, "alias", src, exeFlags...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	syms, err := img.FuncSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if syms["scale"] == 0 || syms["__x64_scale"] != syms["scale"] {
+		t.Errorf("scale at %#x, __x64_scale at %#x: want one nonzero address", syms["scale"], syms["__x64_scale"])
+	}
+	obj, err := Open(compile(t, dir, "obj.o", image, "-c", "-g", "-O2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	if syms, err := obj.FuncSymbols(); syms != nil || err != nil {
+		t.Errorf("a relocatable object: %v, %v; want none", syms, err)
+	}
+}

@@ -90,3 +90,29 @@ func (img *Image) SymbolsAt(addr uint64) (names []string, err error) {
 	}
 	return names, nil
 }
+
+// FuncSymbols returns the function symbols of a linked image by name,
+// with their addresses (the first of a name the table repeats, as a
+// static function's): aliases such as __x64_sys_getppid, which the
+// DWARF knows only as the function at that address (__do_sys_getppid).
+// Nil for a module or an image without a symbol table.
+func (img *Image) FuncSymbols() (addrs map[string]uint64, err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
+	if img.ELF.Type == elf.ET_REL {
+		return nil, nil
+	}
+	syms, err := img.ELF.Symbols()
+	if err != nil {
+		if errors.Is(err, elf.ErrNoSymbols) {
+			return nil, nil
+		}
+		return nil, img.Explain(fmt.Errorf("reading the symbol table: %w", err))
+	}
+	addrs = map[string]uint64{}
+	for _, s := range syms {
+		if _, dup := addrs[s.Name]; elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF && s.Name != "" && !dup {
+			addrs[s.Name] = s.Value
+		}
+	}
+	return addrs, nil
+}

@@ -63,7 +63,7 @@ type ModuleImage struct {
 
 // accessGroup resolves an AND-group of access(...) designators.
 func (r *resolver) accessGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timing joinpoint.Timing) error {
-	ag := &accessGroup{r: r, n: n, pc: pc, timing: timing, params: r.paramsOf(pc)}
+	ag := &accessGroup{r: r, n: n, pc: pc, timing: timing, params: joinpoint.PointcutParams(pc)}
 	var accs []*aspect.Access
 	for _, t := range g {
 		switch {

@@ -50,7 +50,7 @@ func (r *resolver) blockGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timi
 	if timing == joinpoint.After {
 		return r.errAt(pc, refs[0].off, "block(...) selects the entries of basic blocks, which have no after: use <before> advice")
 	}
-	params := r.paramsOf(pc)
+	params := joinpoint.PointcutParams(pc)
 	kernel := r.x
 	defer func() { r.x, r.cur = kernel, nil }()
 	var nameErr error

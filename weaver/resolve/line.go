@@ -11,6 +11,7 @@ import (
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/pattern"
 	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/resolve/funcnames"
 	"github.com/klasy/klasy/weaver/resolve/linecode"
 )
 
@@ -53,6 +54,7 @@ type lineCopy struct {
 func (r *resolver) lineGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timing joinpoint.Timing) error {
 	var ln *aspect.Term
 	var funcs []*pattern.Pattern
+	var within []string // their text
 	var locals []*aspect.LocalVar
 	var args []*aspect.Argument
 	for _, t := range g {
@@ -64,7 +66,7 @@ func (r *resolver) lineGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timin
 			if err != nil {
 				return r.errAt(pc, t.Pos.Offset, "%v", err)
 			}
-			funcs = append(funcs, p)
+			funcs, within = append(funcs, p), append(within, t.WithinFunction.Func.Value)
 		case t.LocalVar != nil:
 			locals = append(locals, t.LocalVar)
 		case t.Argument != nil:
@@ -82,7 +84,7 @@ func (r *resolver) lineGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timin
 	if err != nil || line <= 0 {
 		return r.errAt(pc, ln.Line.Num.Pos.Offset, "line(%s): %q is not a line number", spec, ln.Line.Num.Value)
 	}
-	params := r.paramsOf(pc)
+	params := joinpoint.PointcutParams(pc)
 	var files []string // matched, in any image
 	var copies []*lineCopy
 	for _, im := range r.images() {
@@ -112,7 +114,7 @@ func (r *resolver) lineGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timin
 		}
 	}
 	if len(files) == 0 {
-		return r.errAt(pc, ln.Pos.Offset, "line(%s): no source file %s in the line tables of %s", spec, matchWord(strings.Join(ln.Line.Path.Parts, "")), r.images()[0].Label())
+		return r.errAt(pc, ln.Pos.Offset, "line(%s): no source file %s in the line tables of %s%s", spec, matchWord(strings.Join(ln.Line.Path.Parts, "")), r.images()[0].Label(), funcnames.NearestFileIn(strings.Join(ln.Line.Path.Parts, ""), r.images()))
 	}
 	if len(copies) == 0 {
 		return r.errAt(pc, ln.Pos.Offset, "line(%s): %s", spec, r.noCodeAt(files, line))
@@ -140,7 +142,7 @@ func (r *resolver) lineGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timin
 	}
 	switch {
 	case selected == 0:
-		return r.errAt(pc, ln.Pos.Offset, "line(%s): its code is in %s, none of them selected by within_function(...)", spec, strings.Join(where, ", "))
+		return r.errAt(pc, ln.Pos.Offset, "line(%s): its code is in %s, none of them selected by within_function(...)%s", spec, strings.Join(where, ", "), funcnames.Unselected(r.x, where, within))
 	case len(r.jps) == before:
 		var vs []string
 		for _, lv := range locals {

@@ -19,6 +19,7 @@ import (
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/resolve/funcnames"
 	"github.com/klasy/klasy/weaver/resolve/linecode"
 )
 
@@ -89,7 +90,7 @@ func (r *resolver) replace(n int, pc *aspect.Pointcut, g []*aspect.Term) error {
 	where := "execution(" + name + ")"
 	switch {
 	case !known:
-		return r.errAt(pc, exec.Execution.Pos.Offset, "%s: no function is called %s in %s", where, name, kernel.BuildID)
+		return r.errAt(pc, exec.Execution.Pos.Offset, "%s: %s", where, funcnames.Unknown(kernel, name))
 	case len(bodies) == 0 && len(files) > 0:
 		return r.errAt(pc, exec.Execution.Pos.Offset, "%s: no out-of-line body of %s is selected by within_file(...)", where, name)
 	case len(bodies) == 0:
@@ -124,7 +125,7 @@ func (r *resolver) replace(n int, pc *aspect.Pointcut, g []*aspect.Term) error {
 		jp.Line = l
 	}
 	var skipped string
-	jp.Args, skipped = r.bind(fi.Entry, fi.Name, "", args, r.paramsOf(pc), true, false)
+	jp.Args, skipped = r.bind(fi.Entry, fi.Name, "", args, joinpoint.PointcutParams(pc), true, false)
 	if skipped != "" {
 		return r.errAt(pc, exec.Execution.Pos.Offset, "%s: %s", where, skipped)
 	}

@@ -20,6 +20,7 @@ func TestReplaceResolveErrors(t *testing.T) {
 		{"execution(m_show)", "execution(m_show): 2 functions are called m_show (kernel/module/procfs.c:65, fs/namespace.c:1402): a replacement replaces one; choose it with within_file(FILE)"},
 		{"execution(m_show) AND within_file(fs/nosuch.c)", "execution(m_show): no out-of-line body of m_show is selected by within_file(...)"},
 		{"execution(no_such_function_at_all)", "execution(no_such_function_at_all): no function is called no_such_function_at_all"},
+		{"execution(__x64_sys_getppid)", "no function is called __x64_sys_getppid in " + x.Image().Path + " to the DWARF: the ELF symbol __x64_sys_getppid is an alias of __do_sys_getppid; name __do_sys_getppid"},
 		{"execution(start_thread_common)", "the out-of-line body of start_thread_common at 0xffffffff8103" /* ... */},
 		{"execution(start_thread_common)", "is GCC's clone start_thread_common.constprop.0"},
 		{"execution(xen_timer_resume)", "xen_timer_resume has no ftrace call site at its entry"},

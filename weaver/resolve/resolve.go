@@ -20,6 +20,7 @@ import (
 	"github.com/klasy/klasy/pattern"
 	"github.com/klasy/klasy/weaver/ctxvalue"
 	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/resolve/funcnames"
 	"github.com/klasy/klasy/weaver/resolve/linecode"
 )
 
@@ -225,12 +226,16 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing jo
 	names = slices.Compact(names)
 	if found == 0 {
 		var limits []string
+		var within []string
 		for _, t := range g {
 			if t.WithinFile != nil || t.WithinFunction != nil {
 				limits = append(limits, t.Designator()+"(...)")
 			}
+			if t.WithinFunction != nil {
+				within = append(within, t.WithinFunction.Func.Value)
+			}
 		}
-		return r.errAt(pc, execs[0].Pos.Offset, "execution(%s): no body or inlined copy of %s is selected by %s", execs[0].Func.Value, strings.Join(names, ", "), strings.Join(limits, " AND "))
+		return r.errAt(pc, execs[0].Pos.Offset, "execution(%s): no body or inlined copy of %s is selected by %s%s", execs[0].Func.Value, strings.Join(names, ", "), strings.Join(limits, " AND "), funcnames.Unselected(kernel, nil, within))
 	}
 	return nil
 }
@@ -238,7 +243,7 @@ func (r *resolver) group(n int, pc *aspect.Pointcut, g []*aspect.Term, timing jo
 // executions adds the join points of the functions names in the image
 // being resolved (r.x), and says how many there are.
 func (r *resolver) executions(n int, timing joinpoint.Timing, names []string, files []*aspect.WithinFile, funcs []*aspect.WithinFunction, args []*aspect.Argument) (int, error) {
-	params := r.paramsOf(r.f.Advice[n-1].Pointcut)
+	params := joinpoint.PointcutParams(r.f.Advice[n-1].Pointcut)
 	found := 0
 	for _, name := range names {
 		for _, fi := range r.x.Funcs(name) {
@@ -302,25 +307,22 @@ type funcRef struct {
 	fn         *aspect.Name
 }
 
-// functionsOf returns the names every designator of refs matches; a
-// designator that matches no function is an error at it.
+// functionsOf returns the names every designator of refs matches (an ELF
+// alias, the function at its address: funcnames.Match); a designator
+// that matches no function is an error at it, with the nearest names.
 func (r *resolver) functionsOf(pc *aspect.Pointcut, refs []funcRef) ([]string, error) {
 	var names []string
 	for i, e := range refs {
-		var these []string
 		p, err := e.fn.Pattern()
 		if err != nil {
 			return nil, r.errAt(pc, e.fn.Pos.Offset, "%v", err)
 		}
-		// MatchFuncs sorts by name: static functions of one name are
-		// next to each other.
-		for _, fi := range r.x.MatchFuncs(p) {
-			if len(these) == 0 || these[len(these)-1] != fi.Name {
-				these = append(these, fi.Name)
-			}
+		these, alias := funcnames.Match(r.x, p)
+		if alias != "" {
+			r.warn(pc, e.fn.Pos.Offset, "%s(%s): %s", e.designator, e.fn.Value, alias)
 		}
 		if len(these) == 0 {
-			return nil, r.errAt(pc, e.off, "%s(%s): no function %s in %s", e.designator, e.fn.Value, matchWord(e.fn.Value), r.x.BuildID)
+			return nil, r.errAt(pc, e.off, "%s(%s): %s", e.designator, e.fn.Value, funcnames.Unknown(r.x, e.fn.Value))
 		}
 		if i == 0 {
 			names = these
@@ -340,11 +342,6 @@ func matchWord(p string) string {
 		return "matches " + p
 	}
 	return "is called " + p
-}
-
-// paramsOf lists the advice's parameters (Params).
-func (r *resolver) paramsOf(pc *aspect.Pointcut) []string {
-	return joinpoint.PointcutParams(pc)
 }
 
 // outOfLine is the join point at the entry of an out-of-line body: a
