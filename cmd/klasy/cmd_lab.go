@@ -14,9 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/term"
-
 	"github.com/klasy/klasy/agent/wire"
+	"github.com/klasy/klasy/cmd/klasy/internal/console"
 	"github.com/klasy/klasy/cmd/klasy/internal/labview"
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/lab/xenlab"
@@ -314,95 +313,5 @@ func labConsole(ctx context.Context, s *stdio, args []string) error {
 		return fmt.Errorf("connecting to the console of lab %s: %w", name, err)
 	}
 	defer conn.Close()
-	if in, isFile := s.In.(*os.File); isFile && term.IsTerminal(int(in.Fd())) {
-		old, err := term.MakeRaw(int(in.Fd()))
-		if err != nil {
-			return fmt.Errorf("putting the terminal in raw mode: %w", err)
-		}
-		defer term.Restore(int(in.Fd()), old)
-		fmt.Fprintf(s.Err, "connected to the console of lab %s; Ctrl-] quits\r\n", name)
-		conn.Write([]byte("\n")) // a fresh prompt
-		return interactive(conn, in, flushing{s})
-	}
-	// Not a terminal: send the input, print until a second of quiet.
-	done := make(chan struct{})
-	go func() {
-		io.Copy(conn, s.In)
-		close(done)
-	}()
-	buf := make([]byte, 4096)
-	inputDone := false
-	for {
-		if inputDone {
-			conn.SetReadDeadline(time.Now().Add(time.Second))
-		} else {
-			conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-		}
-		n, err := conn.Read(buf)
-		s.Out.Write(buf[:n])
-		if err := s.flush(); err != nil {
-			return err
-		}
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			if inputDone {
-				return nil
-			}
-			select {
-			case <-done:
-				inputDone = true
-			case <-ctx.Done():
-				return nil
-			default:
-			}
-			continue
-		}
-		if err != nil {
-			return nil
-		}
-	}
-}
-
-// interactive copies between the terminal and the console until Ctrl-]
-// or until QEMU closes the console.
-func interactive(conn net.Conn, in *os.File, out io.Writer) error {
-	errc := make(chan error, 2)
-	go func() {
-		_, err := io.Copy(out, conn)
-		errc <- err
-	}()
-	go func() {
-		buf := make([]byte, 256)
-		for {
-			n, err := in.Read(buf)
-			if i := strings.IndexByte(string(buf[:n]), 0x1d); i >= 0 {
-				conn.Write(buf[:i])
-				errc <- nil
-				return
-			}
-			if _, werr := conn.Write(buf[:n]); werr != nil {
-				errc <- werr
-				return
-			}
-			if err != nil {
-				errc <- nil
-				return
-			}
-		}
-	}()
-	<-errc
-	fmt.Fprint(out, "\r\n")
-	return nil
-}
-
-// flushing writes to s.Out and flushes it at once: the console is
-// interactive.
-type flushing struct{ s *stdio }
-
-func (f flushing) Write(p []byte) (int, error) {
-	n, err := f.s.Out.Write(p)
-	if err == nil {
-		err = f.s.flush()
-	}
-	return n, err
+	return console.Attach(ctx, conn, "lab "+name, s.In, s.Out, s.Err, s.flush)
 }

@@ -17,6 +17,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/klasy/klasy/cmd/klasy/internal/cmdout"
 )
 
 // command is one klasy subcommand.
@@ -83,8 +85,8 @@ func usage(w io.Writer) {
 // output path and reports a write to it that failed as the command's
 // error: no command exits 0 when its output was not written.
 func run(s *stdio, args []string) error {
-	out := newOutput(s.Out)
-	err := dispatch(&stdio{In: s.In, Out: out, Err: diagnostics{out, s.Err}}, args)
+	out := cmdout.New(s.Out)
+	err := dispatch(&stdio{In: s.In, Out: out, Err: cmdout.Diagnostics{Out: out, W: s.Err}}, args)
 	if out.Flush() != nil {
 		// A command's error that says what its lost output was (trace:
 		// the records not written) says it better.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/klasy/klasy/cmd/klasy/internal/cmdout"
 )
 
 func TestRunHelpAndUnknown(t *testing.T) {
@@ -77,8 +79,8 @@ func TestRunReportsLostOutput(t *testing.T) {
 // diagnostics come in the order the command wrote them.
 func TestDiagnosticsFollowOutput(t *testing.T) {
 	var both bytes.Buffer
-	out := newOutput(&both)
-	s := &stdio{Out: out, Err: diagnostics{out, &both}}
+	out := cmdout.New(&both)
+	s := &stdio{Out: out, Err: cmdout.Diagnostics{Out: out, W: &both}}
 	fmt.Fprint(s.Out, "1 ")
 	fmt.Fprint(s.Err, "2 ")
 	fmt.Fprint(s.Out, "3")
