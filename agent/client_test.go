@@ -25,6 +25,13 @@ import (
 // other; both stop at the end of the test and Serve must return cleanly.
 func serve(t *testing.T, opts ServerOptions, clientConn, serverConn io.ReadWriteCloser) *Client {
 	t.Helper()
+	return serveTolerating(t, opts, clientConn, serverConn, nil)
+}
+
+// serveTolerating is serve where Serve may also return an error ok
+// accepts.
+func serveTolerating(t *testing.T, opts ServerOptions, clientConn, serverConn io.ReadWriteCloser, ok func(error) bool) *Client {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var log syncBuffer
 	if opts.Log == nil {
@@ -38,7 +45,7 @@ func serve(t *testing.T, opts ServerOptions, clientConn, serverConn io.ReadWrite
 		cancel()
 		select {
 		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, syscall.EIO) {
+			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, syscall.EIO) && (ok == nil || !ok(err)) {
 				t.Errorf("Serve returned %v", err)
 			}
 		case <-time.After(5 * time.Second):

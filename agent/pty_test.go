@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klasy/klasy/agent/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -129,7 +130,9 @@ func TestCookedPTYDamageIsDetected(t *testing.T) {
 	if tio.Lflag&unix.ICANON == 0 || tio.Iflag&unix.ICRNL == 0 {
 		t.Skip("this pty does not start cooked")
 	}
-	c := serve(t, ServerOptions{}, master, slave)
+	// The cooked line holds back what follows the last newline: when the
+	// client closes, the agent may be in the middle of a frame.
+	c := serveTolerating(t, ServerOptions{}, master, slave, func(err error) bool { return errors.Is(err, wire.ErrTruncatedFrame) })
 	dir := t.TempDir()
 	target := filepath.Join(dir, "must-not-exist")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
