@@ -91,6 +91,10 @@ func runTraceTo(t *testing.T, src *fakeSource, w io.Writer, out *bytes.Buffer, a
 	var errb bytes.Buffer
 	src.out = out
 	opened := false
+	// The real seams are put back after: a lab test later in the same
+	// binary opens real sessions through them.
+	open, poll := openTraceSource, tracePoll
+	defer func() { openTraceSource, tracePoll = open, poll }()
 	openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptions) (traceSource, error) {
 		opened = true
 		if opt.Lab != "fake" {
@@ -98,9 +102,7 @@ func runTraceTo(t *testing.T, src *fakeSource, w io.Writer, out *bytes.Buffer, a
 		}
 		return src, nil
 	}
-	open, poll := openTraceSource, tracePoll
 	tracePoll = time.Millisecond
-	defer func() { openTraceSource, tracePoll = open, poll }()
 	err = run(&stdio{In: strings.NewReader(""), Out: w, Err: &errb}, append([]string{"trace", "--lab", "fake"}, args...))
 	if opened && !src.closed {
 		t.Errorf("klasy trace %s did not close its session", strings.Join(args, " "))
