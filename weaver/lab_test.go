@@ -332,6 +332,32 @@ func TestWeaveInLab(t *testing.T) {
 		g.unweave("openat")
 	})
 
+	step("kprobes disarmed in the whole kernel", func(g *guest) {
+		g.weave("mkdir_ret")
+		status := func() *records.Status {
+			st, err := g.sess.Status(g.ctx)
+			if err != nil || st == nil {
+				g.t.Fatalf("status: %v, %v", st, err)
+			}
+			return st
+		}
+		if status().Disarmed {
+			g.t.Fatal("status says kprobes are disarmed before they were")
+		}
+		g.run("sh", "-c", "echo 0 > /sys/kernel/debug/kprobes/enabled")
+		defer g.run("sh", "-c", "echo 1 > /sys/kernel/debug/kprobes/enabled")
+		pid, _ := g.prog("mkdir", "/tmp/disarmed", "2")
+		if rs := g.recordsOf(pid); len(rs) != 0 || !status().Disarmed {
+			g.t.Errorf("kprobes disarmed: %d records, status disarmed %v; want none and true", len(rs), status().Disarmed)
+		}
+		g.run("sh", "-c", "echo 1 > /sys/kernel/debug/kprobes/enabled")
+		pid, _ = g.prog("mkdir", "/tmp/disarmed", "2")
+		if rs := g.recordsOf(pid); len(rs) != 2 || status().Disarmed {
+			g.t.Errorf("kprobes armed again: %d records, status disarmed %v; want 2 and false", len(rs), status().Disarmed)
+		}
+		g.unweave("mkdir_ret")
+	})
+
 	step("after with an int's retval", func(g *guest) {
 		g.weave("mkdir_ret")
 		pid, _ := g.prog("mkdir", "/tmp/retdir", "3")

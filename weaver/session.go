@@ -217,6 +217,11 @@ func (s *Session) Status(ctx context.Context) (*records.Status, error) {
 	if st.ABI != runtime.ABIVersion {
 		return st, fmt.Errorf("%s runs a klasy runtime of ABI %d, this klasy speaks ABI %d: run 'klasy unweave --all' with the klasy that wove it", s.T.Name(), st.ABI, runtime.ABIVersion)
 	}
+	// Hooks keep their mechanism while kprobes are disarmed globally;
+	// only this file says none runs.
+	if b, err := s.T.ReadFile(ctx, target.KprobesEnabled); err == nil && strings.TrimSpace(string(b)) == "0" {
+		st.Disarmed = true
+	}
 	return st, nil
 }
 

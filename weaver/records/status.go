@@ -19,6 +19,10 @@ type Status struct {
 	Lost     []uint64 // records dropped because the buffer was full, per CPU
 	Flows    []Flow
 	Aspects  []Aspect
+	// Disarmed: kprobes are disarmed in the whole kernel (debugfs
+	// kprobes/enabled is 0), so no hook runs whatever its mechanism.
+	// The session reads it beside the runtime's file.
+	Disarmed bool `json:",omitempty"`
 }
 
 // Flow is the table of one flow (an xflow of the woven aspects): which

@@ -19,6 +19,9 @@ const (
 	NotesPath     = "/sys/kernel/notes"
 	BlacklistPath = "/sys/kernel/debug/kprobes/blacklist"
 	KprobesList   = "/sys/kernel/debug/kprobes/list"
+	// KprobesEnabled is 0 when kprobes are disarmed in the whole kernel
+	// (echo 0 > it): registered probes stay, none runs.
+	KprobesEnabled = "/sys/kernel/debug/kprobes/enabled"
 )
 
 // BuildIDFromNotes finds the GNU build-id in the ELF notes the running

@@ -25,6 +25,9 @@ func Write(w io.Writer, target string, st *records.Status) {
 	}
 	fmt.Fprintf(w, "%s: klasy runtime (abi %d), %s, %d KiB buffer per CPU, %s unread, %d lost (%s)\n",
 		target, st.ABI, human.Plural(st.CPUs, "CPU"), st.BufferKB, human.Plural(int(st.Unread), "record"), st.TotalLost(), strings.Join(lost, ", "))
+	if st.Disarmed {
+		fmt.Fprintf(w, "%s: kprobes are disarmed in this kernel (/sys/kernel/debug/kprobes/enabled is 0): no hook below runs until they are armed again (echo 1 > it)\n", target)
+	}
 	for _, f := range st.Flows {
 		fmt.Fprintf(w, "flow %s: %d of %d entries, %d hits, %d misses, %d evictions, %d freed, %d ambiguous, %d dropped, %d without ID\n",
 			f.Name, f.Entries, f.Limit, f.Hits, f.Misses, f.Evictions, f.Freed, f.Ambiguous, f.Dropped, f.NoID)
@@ -58,12 +61,14 @@ func Write(w io.Writer, target string, st *records.Status) {
 // JSON is klasy status --json: addresses as hex strings, as klasy lines
 // prints them, so that scripts in any language read them exactly.
 type JSON struct {
-	Target   string       `json:"target"`
-	Runtime  bool         `json:"runtime"` // false: nothing of klasy is woven
-	ABI      int          `json:"abi,omitempty"`
-	CPUs     int          `json:"cpus,omitempty"`
-	BufferKB int          `json:"buffer_kb,omitempty"`
-	Unread   uint64       `json:"unread"`
+	Target   string `json:"target"`
+	Runtime  bool   `json:"runtime"` // false: nothing of klasy is woven
+	ABI      int    `json:"abi,omitempty"`
+	CPUs     int    `json:"cpus,omitempty"`
+	BufferKB int    `json:"buffer_kb,omitempty"`
+	Unread   uint64 `json:"unread"`
+	// Disarmed: kprobes are disarmed in the whole kernel; no hook runs.
+	Disarmed bool         `json:"disarmed,omitempty"`
 	Lost     []uint64     `json:"lost_per_cpu"`
 	Flows    []FlowJSON   `json:"flows"`
 	Aspects  []aspectJSON `json:"aspects"`
@@ -119,6 +124,7 @@ func View(target string, st *records.Status) JSON {
 		return v
 	}
 	v.Runtime, v.ABI, v.CPUs, v.BufferKB, v.Unread, v.Lost = true, st.ABI, st.CPUs, st.BufferKB, st.Unread, st.Lost
+	v.Disarmed = st.Disarmed
 	for _, f := range st.Flows {
 		v.Flows = append(v.Flows, FlowJSON(f))
 	}

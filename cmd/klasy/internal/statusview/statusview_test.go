@@ -91,3 +91,32 @@ func TestStatusReplace(t *testing.T) {
 		t.Errorf("klasy status --json shows %d replace hooks on ftrace, want 2: %s", n, js)
 	}
 }
+
+// TestStatusDisarmed: with kprobes disarmed in the whole kernel, klasy
+// status says no hook runs (each still shows its mechanism), in text and
+// in --json.
+func TestStatusDisarmed(t *testing.T) {
+	text, err := os.ReadFile("../../../../weaver/records/testdata/status/flows.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := records.ParseStatus(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, disarmed := range []bool{false, true} {
+		st.Disarmed = disarmed
+		var b bytes.Buffer
+		Write(&b, "lab demo", st)
+		if got := strings.Contains(b.String(), "kprobes are disarmed in this kernel"); got != disarmed {
+			t.Errorf("disarmed %v: text says so %v:\n%s", disarmed, got, b.String())
+		}
+		js, err := json.Marshal(View("lab demo", st))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(js), `"disarmed":true`); got != disarmed {
+			t.Errorf("disarmed %v: JSON says so %v: %s", disarmed, got, js)
+		}
+	}
+}
