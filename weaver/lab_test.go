@@ -335,7 +335,7 @@ func TestWeaveInLab(t *testing.T) {
 	step("kprobes disarmed in the whole kernel", func(g *guest) {
 		g.weave("mkdir_ret")
 		status := func() *records.Status {
-			st, err := g.sess.Status(g.ctx)
+			st, err := g.sess.StatusShown(g.ctx)
 			if err != nil || st == nil {
 				g.t.Fatalf("status: %v, %v", st, err)
 			}

@@ -217,8 +217,18 @@ func (s *Session) Status(ctx context.Context) (*records.Status, error) {
 	if st.ABI != runtime.ABIVersion {
 		return st, fmt.Errorf("%s runs a klasy runtime of ABI %d, this klasy speaks ABI %d: run 'klasy unweave --all' with the klasy that wove it", s.T.Name(), st.ABI, runtime.ABIVersion)
 	}
-	// Hooks keep their mechanism while kprobes are disarmed globally;
-	// only this file says none runs.
+	return st, nil
+}
+
+// StatusShown is Status with what klasy status adds to it: whether
+// kprobes are disarmed in the whole kernel. Hooks keep their mechanism
+// then, and only debugfs says none runs; one more read, which the
+// weaver's own calls of Status (trace's polling, a weave's) do without.
+func (s *Session) StatusShown(ctx context.Context) (*records.Status, error) {
+	st, err := s.Status(ctx)
+	if st == nil || err != nil {
+		return st, err
+	}
 	if b, err := s.T.ReadFile(ctx, target.KprobesEnabled); err == nil && strings.TrimSpace(string(b)) == "0" {
 		st.Disarmed = true
 	}

@@ -41,7 +41,7 @@ func runStatus(s *stdio, args []string) error {
 	defer ts.Close()
 	var sts []multi.DomainStatus
 	if ts.one != nil {
-		st, err := ts.one.Status(ts.ctx)
+		st, err := ts.one.StatusShown(ts.ctx)
 		if err != nil {
 			return err
 		}

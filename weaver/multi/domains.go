@@ -281,11 +281,12 @@ type DomainStatus struct {
 	Status *records.Status
 }
 
-// StatusDomains reads the runtime's status in every domain of ss.
+// StatusDomains reads the runtime's status in every domain of ss, as klasy
+// status shows it (StatusShown).
 func StatusDomains(ctx context.Context, ss []*DomainSession) ([]DomainStatus, error) {
 	out := make([]DomainStatus, len(ss))
 	for i, s := range ss {
-		st, err := s.Status(ctx)
+		st, err := s.StatusShown(ctx)
 		if err != nil {
 			return nil, &DomainError{s.Name(), err}
 		}

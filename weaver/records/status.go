@@ -21,7 +21,7 @@ type Status struct {
 	Aspects  []Aspect
 	// Disarmed: kprobes are disarmed in the whole kernel (debugfs
 	// kprobes/enabled is 0), so no hook runs whatever its mechanism.
-	// The session reads it beside the runtime's file.
+	// Session.StatusShown reads it beside the runtime's file.
 	Disarmed bool `json:",omitempty"`
 }
 
