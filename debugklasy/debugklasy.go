@@ -528,3 +528,18 @@ func (m Mode) Fits(k x86code.MemKind) bool {
 	}
 	return false
 }
+
+// ModeOf is the mode of an instruction's use of memory: a load reads, a
+// store writes, a read-modify-write does both, a lea takes the address
+// (how an access found in the code, not recorded by the plugin, is named).
+func ModeOf(k x86code.MemKind) Mode {
+	switch k {
+	case x86code.Store:
+		return Write
+	case x86code.RMW:
+		return ReadWrite
+	case x86code.Addr:
+		return Addr
+	}
+	return Read
+}

@@ -80,19 +80,11 @@ type recKey struct {
 	st, mb string
 }
 
-// fits says whether an instruction's use of memory fits a plugin mode.
+// fits says whether an instruction's use of memory confirms a plugin
+// record of mode m: as the weaver's exact tier asks (Mode.Fits), and any
+// use for an address taken (the address reaches a helper inlined there).
 func fits(m debugklasy.Mode, k x86code.MemKind) bool {
-	switch m {
-	case debugklasy.Read:
-		return k == x86code.Load || k == x86code.RMW
-	case debugklasy.Write:
-		return k == x86code.Store || k == x86code.RMW
-	case debugklasy.ReadWrite:
-		return k == x86code.RMW || k == x86code.Load || k == x86code.Store
-	case debugklasy.Addr:
-		return true
-	}
-	return false
+	return m == debugklasy.Addr || m.Fits(k)
 }
 
 // comparer caches what attributing instructions to lines needs.
@@ -391,15 +383,12 @@ func (c *comparer) reachable(r *debugklasy.Access) bool {
 
 // reachableAt is reachable with the instruction that makes r reachable.
 func (c *comparer) reachableAt(r *debugklasy.Access) (uint64, bool) {
-	off := int64(r.BitOffset / 8)
-	size := int64((r.BitOffset%8 + r.BitSize + 7) / 8)
-	if !r.Bitfield {
-		size = int64((r.BitSize + 7) / 8)
+	// The member's bytes as the weaver's exact tier matches them; a
+	// layout that is not constant has no displacement to match there.
+	off, size, ok := r.Span()
+	if !ok {
+		return 0, false
 	}
-	if r.BitSize == 0 {
-		size = 1 << 20
-	}
-	size = max(size, 1)
 	k := int64(0)
 	if r.Base.ContainerOf {
 		k = r.Base.Offset
@@ -417,7 +406,7 @@ func (c *comparer) reachableAt(r *debugklasy.Access) (uint64, bool) {
 		}
 		for i := range insns {
 			acc, ok := x86code.Access(&insns[i].Inst)
-			if !ok || !fits(r.Mode, acc.Kind) || (r.Mode == debugklasy.Addr && acc.Kind != x86code.Addr) {
+			if !ok || !r.Mode.Fits(acc.Kind) {
 				continue
 			}
 			if acc.Mem.Base == 0 || acc.Mem.Base == x86asm.RIP {

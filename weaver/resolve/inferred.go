@@ -49,11 +49,6 @@ func matchMember(pats []*pattern.Member, st, mem string) bool {
 	return true
 }
 
-// inferredModes are the plugin's modes of an instruction's use of memory.
-var inferredModes = map[x86code.MemKind]debugklasy.Mode{
-	x86code.Load: debugklasy.Read, x86code.Store: debugklasy.Write, x86code.RMW: debugklasy.ReadWrite, x86code.Addr: debugklasy.Addr,
-}
-
 // inferred adds the join point of inferred access a.
 func (ag *accessGroup) inferred(b *dwarfmap.Batch, im *linecode.Image, a *accessinfer.Access) {
 	file, line := InferredLine(im.X, a)
@@ -75,7 +70,7 @@ func (ag *accessGroup) inferred(b *dwarfmap.Batch, im *linecode.Image, a *access
 		return
 	}
 	ag.selected++
-	mode := inferredModes[a.Kind]
+	mode := debugklasy.ModeOf(a.Kind)
 	jp := &joinpoint.JoinPoint{Advice: ag.n, Timing: ag.timing, Kind: joinpoint.Kprobe, Module: im.Module,
 		Function: inst.Name, File: file, Line: line, Exact: true,
 		Access: &joinpoint.AccessSite{Struct: a.Struct, Member: a.Member, Mode: mode.String(), File: file, Line: line, Inferred: true}}

@@ -15,7 +15,6 @@ import (
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/dwarfmap/dwtype"
-	"github.com/klasy/klasy/x86code"
 )
 
 // Lines prints the code of source lines: file:line, function, addresses.
@@ -293,9 +292,6 @@ type InferredAccessJSON struct {
 	BitSize   int64  `json:"bit_size"`
 }
 
-// inferredModes are the plugin's mode names of an instruction's use.
-var inferredModes = map[x86code.MemKind]string{x86code.Load: "read", x86code.Store: "write", x86code.RMW: "rw", x86code.Addr: "addr"}
-
 // InferredAccesses prints inferred accesses as Accesses prints the
 // plugin's: LOCATION FUNCTION ACCESS MODE, then PC and where the base's
 // type came from.
@@ -311,7 +307,7 @@ func InferredAccesses(w io.Writer, rows []InferredAccess, asJSON bool) error {
 		for i := range rows {
 			a := &rows[i]
 			f, in := fn(a)
-			j := InferredAccessJSON{Struct: a.Struct, Member: a.Member, Mode: inferredModes[a.Kind], File: a.File, Line: a.Line,
+			j := InferredAccessJSON{Struct: a.Struct, Member: a.Member, Mode: debugklasy.ModeOf(a.Kind).String(), File: a.File, Line: a.Line,
 				Function: f, InlinedIn: in, PC: fmt.Sprintf("%#x", a.PC), Base: a.Why, Source: "inferred",
 				Bitfield: a.Bitfield, BitOffset: a.BitOffset, BitSize: a.BitSize}
 			if err := enc.Encode(j); err != nil {
@@ -331,7 +327,7 @@ func InferredAccesses(w io.Writer, rows []InferredAccess, asJSON bool) error {
 		if in != "" {
 			f += " (in " + in + ")"
 		}
-		fmt.Fprintf(tw, "%s:%d\t%s\t%s.%s\t%s\t%#x\t%s\n", a.File, a.Line, f, a.Struct, a.Member, inferredModes[a.Kind], a.PC, a.Why)
+		fmt.Fprintf(tw, "%s:%d\t%s\t%s.%s\t%s\t%#x\t%s\n", a.File, a.Line, f, a.Struct, a.Member, debugklasy.ModeOf(a.Kind), a.PC, a.Why)
 	}
 	return tw.Flush()
 }
