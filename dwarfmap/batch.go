@@ -334,12 +334,7 @@ func (b *Batch) SectionOf(addr uint64) string { return b.x.SectionOf(addr) }
 // the code of the rows at addr), ok false if none.
 func (b *Batch) NextRowAddr(addr uint64) (uint64, bool) {
 	x := b.x
-	at := func(i int) Row {
-		if !x.chunksOK(cachefile.SecByAddr, i, i+1) {
-			return Row{Addr: ^uint64(0)}
-		}
-		return x.row(x.t.ByAddr[i])
-	}
+	at := func(i int) Row { return x.byAddr(i, Row{Addr: ^uint64(0)}) }
 	i := sort.Search(len(x.t.ByAddr), func(i int) bool { return at(i).Addr > addr })
 	if i >= len(x.t.ByAddr) {
 		return 0, false

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/klasy/klasy/dwarfmap/cachefile"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/dwarfmap/table"
 
@@ -155,12 +154,7 @@ func (b *Batch) LinesWithCode(file string) []int {
 // line 0 are left out.
 func (b *Batch) CodeRows(lo, hi uint64) []Row {
 	x := b.x
-	at := func(i int) Row {
-		if !x.chunksOK(cachefile.SecByAddr, i, i+1) {
-			return Row{Flags: RowEndSequence}
-		}
-		return x.row(x.t.ByAddr[i])
-	}
+	at := func(i int) Row { return x.byAddr(i, Row{Flags: RowEndSequence}) }
 	var out []Row
 	i := sort.Search(len(x.t.ByAddr), func(i int) bool { return at(i).Addr >= lo })
 	if i == len(x.t.ByAddr) || at(i).Addr != lo {

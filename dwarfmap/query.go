@@ -215,14 +215,19 @@ func (x *Index) FuncAt(addr uint64) (FuncInfo, bool) {
 	return FuncInfo{}, false
 }
 
+// byAddr is the i-th row in address order, or damaged when the chunk
+// of the cache file that holds it is damaged (the index is rebuilt, and
+// the caller's search goes on with a row that stops it).
+func (x *Index) byAddr(i int, damaged Row) Row {
+	if !x.chunksOK(cachefile.SecByAddr, i, i+1) {
+		return damaged
+	}
+	return x.row(x.t.ByAddr[i])
+}
+
 // rowsIn returns the code rows with addresses in [lo, hi), by address.
 func (x *Index) rowsIn(lo, hi uint64) []uint32 {
-	at := func(i int) Row {
-		if !x.chunksOK(cachefile.SecByAddr, i, i+1) {
-			return Row{}
-		}
-		return x.row(x.t.ByAddr[i])
-	}
+	at := func(i int) Row { return x.byAddr(i, Row{}) }
 	a := sort.Search(len(x.t.ByAddr), func(i int) bool { return at(i).Addr >= lo })
 	b := a
 	for b < len(x.t.ByAddr) && at(b).Addr < hi {

@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"sort"
 
-	"github.com/klasy/klasy/dwarfmap/cachefile"
 	"github.com/klasy/klasy/dwarfmap/dwvar"
 	"github.com/klasy/klasy/dwarfmap/loc"
 	"github.com/klasy/klasy/dwarfmap/table"
@@ -166,12 +165,7 @@ func (x *Index) LineOf(addr uint64) (file string, line int, ok bool) {
 	if err != nil {
 		return "", 0, false
 	}
-	at := func(i int) Row {
-		if !x.chunksOK(cachefile.SecByAddr, i, i+1) {
-			return Row{}
-		}
-		return x.row(x.t.ByAddr[i])
-	}
+	at := func(i int) Row { return x.byAddr(i, Row{}) }
 	i := sort.Search(len(x.t.ByAddr), func(i int) bool { return at(i).Addr > addr }) - 1
 	if i < 0 {
 		return "", 0, false
