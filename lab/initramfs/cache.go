@@ -2,9 +2,12 @@ package initramfs
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/klasy/klasy/internal/atomicfile"
 )
 
 // Reuse reports whether the cached archive path exists, and marks it
@@ -27,20 +30,8 @@ func WriteCached(dir, path, prefix string, a *Archive) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*.cpio")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := a.WriteTo(tmp); err != nil {
-		tmp.Close()
+	if err := atomicfile.Write(path, func(w io.Writer) error { _, err := a.WriteTo(w); return err }); err != nil {
 		return "", fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", err
 	}
 	old, _ := filepath.Glob(filepath.Join(dir, prefix+"*.cpio"))
 	for _, o := range old {
