@@ -71,7 +71,7 @@ func (ag *accessGroup) inferred(b *dwarfmap.Batch, im *linecode.Image, a *access
 	}
 	ag.selected++
 	mode := debugklasy.ModeOf(a.Kind)
-	jp := &joinpoint.JoinPoint{Advice: ag.n, Timing: ag.timing, Kind: joinpoint.Kprobe, Module: im.Module,
+	jp := &joinpoint.JoinPoint{Advice: ag.n, Timing: ag.timing, Kind: joinpoint.Kprobe, Addr: a.PC, Module: im.Module,
 		Function: inst.Name, File: file, Line: line, Exact: true,
 		Access: &joinpoint.AccessSite{Struct: a.Struct, Member: a.Member, Mode: mode.String(), File: file, Line: line, Inferred: true}}
 	if inst.Inlined {
@@ -81,7 +81,6 @@ func (ag *accessGroup) inferred(b *dwarfmap.Batch, im *linecode.Image, a *access
 		jp.Kind = joinpoint.KprobePost
 		if ins := b.Insns(a.PC, a.PC+16); len(ins) > 0 {
 			if acc, ok := x86code.Access(&ins[0].Inst); ok && acc.Branch {
-				jp.Addr = a.PC
 				jp.Skipped = "after a call through the member: the callee runs before the advice could"
 				ag.r.add(jp)
 				return
@@ -96,14 +95,13 @@ func (ag *accessGroup) inferred(b *dwarfmap.Batch, im *linecode.Image, a *access
 		tgt = ctxvalue.RegValue(a.Reg, a.Base+a.ContainerOff)
 	}
 	s := &site{im: im, file: file, line: line, fn: debugklasy.Function{Name: inst.Name}}
-	jp.Addr = a.PC
 	if why := linecode.CheckHookAddr(b, im, a.Func, a.PC); why != "" {
 		jp.Skipped = why
 		ag.r.add(jp)
 		return
 	}
 	if ag.target != nil && tgt == nil {
-		jp.Skipped = fmt.Sprintf("target(%s): the struct's address is not in a register or at a fixed address there", ag.target.Var.Value)
+		jp.Skipped = fmt.Sprintf("target(%s): the struct's address is not a register plus an offset there (a global, a per-CPU variable or an array element: klasy does not compute those for inferred accesses yet)", ag.target.Var.Value)
 		ag.r.add(jp)
 		return
 	}
