@@ -94,14 +94,7 @@ func Write(path string, fn func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriter(tmp)
-	err = fn(w)
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
+	err = fill(tmp, fn)
 	if err == nil {
 		err = os.Rename(tmp.Name(), p)
 	}
@@ -117,8 +110,14 @@ func writeThrough(path string, fn func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
+	return fill(f, fn)
+}
+
+// fill writes what fn writes to f, buffered, and closes f: the first
+// error of the three.
+func fill(f *os.File, fn func(io.Writer) error) error {
 	w := bufio.NewWriter(f)
-	err = fn(w)
+	err := fn(w)
 	if err == nil {
 		err = w.Flush()
 	}

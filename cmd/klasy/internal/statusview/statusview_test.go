@@ -13,14 +13,7 @@ import (
 // TestStatusFlows: klasy status prints each flow table of the status
 // file, in text and in --json, with every count where the runtime put it.
 func TestStatusFlows(t *testing.T) {
-	text, err := os.ReadFile("../../../../weaver/records/testdata/status/flows.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := records.ParseStatus(text)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := parsedStatus(t, "flows")
 	var b bytes.Buffer
 	Write(&b, "lab demo", st)
 	for _, want := range []string{
@@ -64,14 +57,7 @@ func TestStatusFlows(t *testing.T) {
 // TestStatusReplace: klasy status says which hooks replace a function,
 // in text (the HOOK column) and in --json (kind).
 func TestStatusReplace(t *testing.T) {
-	text, err := os.ReadFile("../../../../weaver/records/testdata/status/replace.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := records.ParseStatus(text)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := parsedStatus(t, "replace")
 	var b bytes.Buffer
 	Write(&b, "lab demo", st)
 	for _, want := range []string{
@@ -96,14 +82,7 @@ func TestStatusReplace(t *testing.T) {
 // status says no hook runs (each still shows its mechanism), in text and
 // in --json.
 func TestStatusDisarmed(t *testing.T) {
-	text, err := os.ReadFile("../../../../weaver/records/testdata/status/flows.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := records.ParseStatus(text)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := parsedStatus(t, "flows")
 	for _, disarmed := range []bool{false, true} {
 		st.Disarmed = disarmed
 		var b bytes.Buffer
@@ -119,4 +98,18 @@ func TestStatusDisarmed(t *testing.T) {
 			t.Errorf("disarmed %v: JSON says so %v: %s", disarmed, got, js)
 		}
 	}
+}
+
+// parsedStatus parses weaver/records' status file testdata NAME.txt.
+func parsedStatus(t *testing.T, name string) *records.Status {
+	t.Helper()
+	text, err := os.ReadFile("../../../../weaver/records/testdata/status/" + name + ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := records.ParseStatus(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
