@@ -411,6 +411,18 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		}
 	}
 	var accs []Access
+	// emitting runs block b from its state in and emits its accesses.
+	emitting := func(b int) *state {
+		s := in(b)
+		lo, hi := ft.blockInsns(&g.Blocks[b])
+		for i := lo; i < hi; i++ {
+			ft.step(s, i, hi, pats[b], skips[b], func(r memResult) {
+				*memInsns++
+				ft.emit(&accs, i, r)
+			})
+		}
+		return s
+	}
 	if oneway {
 		uses = make([]int, nb)
 		for _, b := range order {
@@ -419,15 +431,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 			}
 		}
 		for _, b := range order {
-			s := in(b)
-			lo, hi := ft.blockInsns(&g.Blocks[b])
-			for i := lo; i < hi; i++ {
-				ft.step(s, i, hi, pats[b], skips[b], func(r memResult) {
-					*memInsns++
-					ft.emit(&accs, i, r)
-				})
-			}
-			outs[b] = s
+			outs[b] = emitting(b)
 		}
 		sort.SliceStable(accs, func(i, j int) bool { return accs[i].PC < accs[j].PC })
 		return accs
@@ -455,15 +459,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		}
 	}
 	for _, b := range order {
-		s := in(b)
-		lo, hi := ft.blockInsns(&g.Blocks[b])
-		for i := lo; i < hi; i++ {
-			ft.step(s, i, hi, pats[b], skips[b], func(r memResult) {
-				*memInsns++
-				ft.emit(&accs, i, r)
-			})
-		}
-		free = append(free, s)
+		free = append(free, emitting(b))
 	}
 	sort.SliceStable(accs, func(i, j int) bool { return accs[i].PC < accs[j].PC })
 	return accs
