@@ -72,15 +72,9 @@ func (s *FtraceSites) Len() int { return len(s.addrs) }
 // aliases side by side); nil for a module.
 func (img *Image) SymbolsAt(addr uint64) (names []string, err error) {
 	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
-	if img.ELF.Type == elf.ET_REL {
-		return nil, nil
-	}
-	syms, err := img.ELF.Symbols()
+	syms, err := img.linkedSymbols()
 	if err != nil {
-		if errors.Is(err, elf.ErrNoSymbols) {
-			return nil, nil
-		}
-		return nil, img.Explain(fmt.Errorf("reading the symbol table: %w", err))
+		return nil, err
 	}
 	for _, s := range syms {
 		typ := elf.ST_TYPE(s.Info)
@@ -98,15 +92,9 @@ func (img *Image) SymbolsAt(addr uint64) (names []string, err error) {
 // Nil for a module or an image without a symbol table.
 func (img *Image) FuncSymbols() (addrs map[string]uint64, err error) {
 	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
-	if img.ELF.Type == elf.ET_REL {
-		return nil, nil
-	}
-	syms, err := img.ELF.Symbols()
-	if err != nil {
-		if errors.Is(err, elf.ErrNoSymbols) {
-			return nil, nil
-		}
-		return nil, img.Explain(fmt.Errorf("reading the symbol table: %w", err))
+	syms, err := img.linkedSymbols()
+	if err != nil || syms == nil {
+		return nil, err
 	}
 	addrs = map[string]uint64{}
 	for _, s := range syms {
@@ -115,4 +103,20 @@ func (img *Image) FuncSymbols() (addrs map[string]uint64, err error) {
 		}
 	}
 	return addrs, nil
+}
+
+// linkedSymbols reads the symbol table of a linked image; nil, nil for
+// a module (its values are section offsets) or an image without one.
+func (img *Image) linkedSymbols() ([]elf.Symbol, error) {
+	if img.ELF.Type == elf.ET_REL {
+		return nil, nil
+	}
+	syms, err := img.ELF.Symbols()
+	if errors.Is(err, elf.ErrNoSymbols) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, img.Explain(fmt.Errorf("reading the symbol table: %w", err))
+	}
+	return syms, nil
 }
