@@ -765,7 +765,11 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if lo, hi, ok := ft.copySpan(i, end, true); ok {
 		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
-	a.WrapOK = func(t *members.Type) bool { return ft.wrapperParamAt(ft.insns[i].PC, t) }
+	pc := ft.insns[i].PC
+	a.WrapOK = func(t *members.Type) bool { ptr, val := ft.wrapperParamAt(pc, t); return ptr || val }
+	if acc.Kind == x86code.Store {
+		a.Assign = func(t *members.Type) bool { _, val := ft.wrapperParamAt(pc, t); return val }
+	}
 	chains = ts.ObjectAccess(t, a)
 	if acc.Kind == x86code.Load && n == 8 && len(chains) == 1 {
 		last := chains[0][len(chains[0])-1]
@@ -1066,8 +1070,8 @@ func (ft *fnTrack) blockStart(i int) int {
 }
 
 // wrapperParamAt reports whether an inlined copy holding pc has a
-// parameter of type t or pointer to t.
-func (ft *fnTrack) wrapperParamAt(pc uint64, t *members.Type) bool {
+// parameter of pointer to t, and one of type t.
+func (ft *fnTrack) wrapperParamAt(pc uint64, t *members.Type) (ptr, byVal bool) {
 	ts := ft.w.ts
 	k := t.Key()
 	for _, p := range ft.f.Params {
@@ -1083,11 +1087,12 @@ func (ft *fnTrack) wrapperParamAt(pc uint64, t *members.Type) bool {
 		}
 		pt := ts.Get(p.Type)
 		if pt != nil && pt.Kind == members.Ptr {
-			pt = ts.Pointee(pt)
-		}
-		if pt != nil && pt.Key() == k {
-			return true
+			if pt = ts.Pointee(pt); pt != nil && pt.Key() == k {
+				ptr = true
+			}
+		} else if pt != nil && pt.Key() == k {
+			byVal = true
 		}
 	}
-	return false
+	return ptr, byVal
 }
