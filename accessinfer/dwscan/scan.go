@@ -111,37 +111,56 @@ func (s *Scanner) lookupOrigin(e *dwarf.Entry) originInfo {
 	var oi originInfo
 	oi.name, _ = e.Val(dwarf.AttrName).(string)
 	oi.typ, _ = e.Val(dwarf.AttrType).(dwarf.Offset)
-	for hop := 0; hop < 4 && (oi.name == "" || oi.typ == 0); hop++ {
-		o, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
-		if !ok {
-			if o, ok = e.Val(dwarf.AttrSpecification).(dwarf.Offset); !ok {
-				break
-			}
+	if oi.name != "" && oi.typ != 0 {
+		return oi
+	}
+	o, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+	if !ok {
+		if o, ok = e.Val(dwarf.AttrSpecification).(dwarf.Offset); !ok {
+			return oi
 		}
-		if c, ok := s.origin[o]; ok {
+	}
+	c := s.origins(o, 0)
+	if oi.name == "" {
+		oi.name = c.name
+	}
+	if oi.typ == 0 {
+		oi.typ = c.typ
+	}
+	return oi
+}
+
+// origins is the name and type the DIE at o has or its origins give
+// (up to 4 hops), read once per unit: every inlined copy of a function
+// and every parameter of one names the same abstract DIE.
+func (s *Scanner) origins(o dwarf.Offset, hop int) originInfo {
+	if c, ok := s.origin[o]; ok {
+		return c
+	}
+	var oi originInfo
+	s.ro.Seek(o)
+	oe, err := s.ro.Next()
+	if err != nil || oe == nil {
+		return oi
+	}
+	oi.name, _ = oe.Val(dwarf.AttrName).(string)
+	oi.typ, _ = oe.Val(dwarf.AttrType).(dwarf.Offset)
+	if (oi.name == "" || oi.typ == 0) && hop < 3 {
+		next, ok := oe.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+		if !ok {
+			next, ok = oe.Val(dwarf.AttrSpecification).(dwarf.Offset)
+		}
+		if ok {
+			c := s.origins(next, hop+1)
 			if oi.name == "" {
 				oi.name = c.name
 			}
 			if oi.typ == 0 {
 				oi.typ = c.typ
 			}
-			break
 		}
-		s.ro.Seek(o)
-		oe, err := s.ro.Next()
-		if err != nil || oe == nil {
-			break
-		}
-		n, _ := oe.Val(dwarf.AttrName).(string)
-		t, _ := oe.Val(dwarf.AttrType).(dwarf.Offset)
-		if oi.name == "" {
-			oi.name = n
-		}
-		if oi.typ == 0 {
-			oi.typ = t
-		}
-		e = oe
 	}
+	s.origin[o] = oi
 	return oi
 }
 
