@@ -347,7 +347,14 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	// run; at 0 its state is free for another block (recycle).
 	var uses []int
 	free := ft.free // states of the worker's earlier functions, reused
-	defer func() { ft.free = free }()
+	defer func() {
+		for _, o := range outs {
+			if o != nil {
+				free = append(free, o)
+			}
+		}
+		ft.free = free
+	}()
 	newState := func() *state {
 		if n := len(free); n > 0 {
 			s := free[n-1]
