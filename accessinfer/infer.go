@@ -13,6 +13,7 @@ import (
 
 	"github.com/klasy/klasy/accessinfer/dwscan"
 	"github.com/klasy/klasy/accessinfer/members"
+	"github.com/klasy/klasy/dwarfmap/diescan"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/x86code"
 )
@@ -135,22 +136,8 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		nw = runtime.GOMAXPROCS(0)
 	}
 	start := time.Now()
-	// The units, in order.
-	var cus []dwarf.Offset
-	r := d.Reader()
-	for {
-		e, err := r.Next()
-		if err != nil {
-			return nil, fmt.Errorf("%s: reading DWARF: %w", img.Path, err)
-		}
-		if e == nil {
-			break
-		}
-		if e.Tag == dwarf.TagCompileUnit || e.Tag == dwarf.TagPartialUnit {
-			cus = append(cus, e.Offset)
-		}
-		r.SkipChildren()
-	}
+	// The units, in order, from their headers.
+	cus := dwscan.Units(img.Section(".debug_info"))
 	scans := make([]dwscan.Unit, len(cus))
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -160,14 +147,15 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		tss[w] = members.NewTypes(d)
 	}
 	sec := dwscan.Sections{Info: img.Section(".debug_info"), Loc: img.Section(".debug_loc"),
-		Loclists: img.Section(".debug_loclists"), Addr: img.Section(".debug_addr")}
+		Loclists: img.Section(".debug_loclists"), Addr: img.Section(".debug_addr"),
+		DIEs: diescan.NewSections(img.Section)}
 	for w := 0; w < nw; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			s := dwscan.NewScanner(d, tss[w], sec)
 			for i := range next {
-				s.Scan(cus[i], &scans[i])
+				s.Scan(cus[i][0], cus[i][1], &scans[i])
 			}
 		}()
 	}
