@@ -431,9 +431,20 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		sort.SliceStable(accs, func(i, j int) bool { return accs[i].PC < accs[j].PC })
 		return accs
 	}
+	// A block none of whose predecessors' states changed since it ran
+	// would give the same state again: only the others run (the rounds
+	// are those of running every block, to the same states).
+	dirty := make([]bool, nb)
+	for i := range dirty {
+		dirty[i] = true
+	}
 	for round := 0; round < 6; round++ {
 		changed := false
 		for _, b := range order {
+			if !dirty[b] {
+				continue
+			}
+			dirty[b] = false
 			s := in(b)
 			lo, hi := ft.blockInsns(&g.Blocks[b])
 			for i := lo; i < hi; i++ {
@@ -445,6 +456,11 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 				}
 				outs[b] = s
 				changed = true
+				for _, sc := range g.Blocks[b].Succs {
+					if j, ok := g.Block(sc); ok {
+						dirty[j] = true
+					}
+				}
 			} else {
 				free = append(free, s)
 			}
