@@ -827,7 +827,7 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 		}
 		var shift uint
 		var andMask, orMask uint64
-		haveAnd := false
+		haveAnd, merged := false, false
 		for j := i + 1; j < hi && j < i+12; j++ {
 			nx := &ft.insns[j].Inst
 			// Stored back to the same place: a write of the changed bits.
@@ -841,10 +841,18 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 						changed &= unit
 						if changed != 0 {
 							put(j, members.Bits{OK: true, Mask: changed})
-							if skip == nil {
-								skip = map[int]bool{}
+							if merged {
+								// The load is also what the source reads,
+								// for a member that is no bitfield
+								// (p->flags = (p->flags & ~m) | v).
+								put(i, members.Bits{OK: true, Mask: changed})
+							} else {
+								if skip == nil {
+									skip = map[int]bool{}
+								}
+								skip[i] = true
 							}
-							skip[i] = true
+							goto done
 						}
 					}
 				}
@@ -880,6 +888,16 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 				case x86asm.BT:
 					put(i, members.Bits{OK: true, Mask: (1 << (uint64(imm) + uint64(shift))) & unit, Test: true})
 					goto done
+				}
+			}
+			// The and-ed unit or-ed with a register (the new bits, built
+			// apart): a write of the bits the and cleared when the
+			// result is stored back (the check above), not a read of
+			// the bits it kept. The result may be in the other register.
+			if sr, ok := nx.Args[1].(x86asm.Reg); ok && isReg && haveAnd && shift == 0 && (nx.Op == x86asm.OR || nx.Op == x86asm.XOR) {
+				if si, _, ok := regIndex(sr); ok && (si == ri || dj == ri) && dj >= 0 {
+					ri, merged = dj, true
+					continue
 				}
 			}
 			// Any other use of the register ends the pattern: what was
