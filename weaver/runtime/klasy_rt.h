@@ -147,8 +147,9 @@ struct klasy_agg;
  * (from /sys/module/NAME/sections): a hook's, or a static's that its
  * advice reads. kallsyms must name it symbol+offset in module, or the
  * module was reloaded since and the address is stale; the runtime then
- * refuses the whole aspect (-ESTALE) before registering any hook. Data
- * symbols of modules are in kallsyms with CONFIG_KALLSYMS_ALL.
+ * refuses the whole aspect (-ESTALE) before registering any hook. A
+ * static is checked only with CONFIG_KALLSYMS_ALL (kallsyms has no data
+ * symbols without it); the check of its hook, in the same module, stays.
  */
 struct klasy_addr_check {
 	unsigned long addr;
