@@ -6,7 +6,7 @@
  * propagates the constant, so the accesses in stat_bump are to a fixed
  * address of the module's data (target() is the static's address, which
  * klasy relocates). Writing N to /sys/module/klasy_stat/parameters/bump
- * adds N to the value; reading it gives "value bumps".
+ * adds N to the value; reading it gives "value bumps sets".
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -16,9 +16,9 @@
 
 #include "klasy_stat.h"
 
-/* Not zero: in .data, after a word of padding, so its offset is not 0. */
-static unsigned long stat_pad = 1;
 static struct klasy_stat stat_counter = { .value = 100 };
+/* Sets written: another static in .data, which GCC puts before the counter. */
+static unsigned long stat_sets = 1;
 
 static noinline void stat_bump(struct klasy_stat *s, long by)
 {
@@ -34,13 +34,14 @@ static int bump_set(const char *val, const struct kernel_param *kp)
 	if (err)
 		return err;
 	stat_bump(&stat_counter, by);
+	stat_sets++;
 	return 0;
 }
 
 static int bump_get(char *buf, const struct kernel_param *kp)
 {
 	return sysfs_emit(buf, "%ld %lu %lu\n", stat_counter.value,
-			  stat_counter.bumps, stat_pad);
+			  stat_counter.bumps, stat_sets);
 }
 
 static const struct kernel_param_ops bump_ops = {
@@ -48,7 +49,7 @@ static const struct kernel_param_ops bump_ops = {
 	.get = bump_get,
 };
 module_param_cb(bump, &bump_ops, NULL, 0644);
-MODULE_PARM_DESC(bump, "write N to add N to the counter; read: value bumps");
+MODULE_PARM_DESC(bump, "write N to add N to the counter; read: value bumps sets");
 
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("klasy module-address test module");
