@@ -32,6 +32,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/timeline"
 )
 
@@ -158,8 +159,10 @@ func (e *Exporter) service(ctx context.Context, domain string) (*service, error)
 		attribute.String("host.name", domain),
 		attribute.String("klasy.domain", domain))
 	// Blocking: a full queue waits for the backend instead of dropping
-	// spans no one would count.
-	bsp := sdktrace.NewBatchSpanProcessor(&counting{SpanExporter: exp, e: e}, sdktrace.WithBlocking())
+	// spans no one would count. A batch a second at most: trace --follow
+	// shows what happens as it happens.
+	bsp := sdktrace.NewBatchSpanProcessor(&counting{SpanExporter: exp, e: e}, sdktrace.WithBlocking(),
+		sdktrace.WithBatchTimeout(time.Second))
 	p := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(bsp),
 		sdktrace.WithIDGenerator(givenIDs{}), sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	s := &service{provider: p, tracer: p.Tracer("github.com/klasy/klasy")}
@@ -190,11 +193,11 @@ func (e *Exporter) note(n int, err error) {
 	defer e.noteMu.Unlock()
 	msg := err.Error()
 	if msg == e.lastError {
-		fmt.Fprintf(e.opt.Note, "klasy: otlp: %d more spans not sent to %s\n", n, e.endpoint.pretty)
+		fmt.Fprintf(e.opt.Note, "klasy: otlp: %s more not sent to %s\n", human.Plural(n, "span"), e.endpoint.pretty)
 		return
 	}
 	e.lastError = msg
-	fmt.Fprintf(e.opt.Note, "klasy: otlp: %d spans not sent to %s: %v\n", n, e.endpoint.pretty, err)
+	fmt.Fprintf(e.opt.Note, "klasy: otlp: %s not sent to %s: %v\n", human.Plural(n, "span"), e.endpoint.pretty, err)
 }
 
 // Add exports events, in host time order as timeline.Merge gives them;
@@ -354,7 +357,7 @@ func (e *Exporter) Close(ctx context.Context) (Counts, error) {
 // SDK's own error only repeats.
 func flushError(e *Exporter, err error) error {
 	if n := e.failed.Load(); n > 0 {
-		return fmt.Errorf("otlp: %d of %d spans could not be sent to %s", n, n+e.sent.Load(), e.endpoint.pretty)
+		return fmt.Errorf("otlp: %d of %s could not be sent to %s", n, human.Plural(int(n+e.sent.Load()), "span"), e.endpoint.pretty)
 	}
 	if err != nil && !strings.Contains(err.Error(), "already shutdown") {
 		return fmt.Errorf("otlp: %w", err)

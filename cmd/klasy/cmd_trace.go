@@ -132,9 +132,18 @@ var openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptio
 // shortens it).
 var tracePoll = 200 * time.Millisecond
 
+// otlpRetry is how long trace --otlp retries a batch (a test shortens
+// it); 0 is otlpexport's default.
+var otlpRetry time.Duration
+
 // sessionClock reads a session's target's clock.
 func sessionClock(src tracerun.Source) func(context.Context) (int64, error) {
 	return func(ctx context.Context) (int64, error) {
+		if c, ok := src.(interface {
+			Clock(context.Context) (int64, error)
+		}); ok {
+			return c.Clock(ctx)
+		}
 		if ss, ok := src.(sessionSource); ok {
 			if c, ok := ss.T.(target.Clocked); ok {
 				return c.Clock(ctx)
@@ -174,5 +183,5 @@ func (f *traceFlags) output(s *stdio) tracerun.Output {
 // options are the flags as tracerun takes them.
 func (f *traceFlags) options(view traceview.View) tracerun.Options {
 	return tracerun.Options{JSON: f.json, Follow: f.follow, Flow: f.flow, Aspect: f.aspect, Perfetto: f.perfetto,
-		OTLP: f.otlp, View: view, Poll: tracePoll, ClockSamples: clockSamples, HostClock: hostClock}
+		OTLP: f.otlp, OTLPRetry: otlpRetry, View: view, Poll: tracePoll, ClockSamples: clockSamples, HostClock: hostClock}
 }

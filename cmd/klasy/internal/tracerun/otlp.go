@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/otlpexport"
 	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver/records"
@@ -26,7 +27,7 @@ type otlpSink struct {
 // newOTLPSink checks the URL and, for one kernel (clock non-nil),
 // measures that kernel's clock against the host's.
 func newOTLPSink(ctx context.Context, f Options, errw io.Writer, domain string, clock func(context.Context) (int64, error)) (*otlpSink, error) {
-	exp, err := otlpexport.New(otlpexport.Options{URL: f.OTLP, Note: errw})
+	exp, err := otlpexport.New(otlpexport.Options{URL: f.OTLP, Retry: f.OTLPRetry, Note: errw})
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +68,7 @@ func (s *otlpSink) close() error {
 	// still sent (each batch's retries are bounded).
 	c, err := s.exp.Close(context.Background())
 	if err == nil {
-		fmt.Fprintf(s.err, "klasy: otlp: %d spans sent\n", c.Sent)
+		fmt.Fprintf(s.err, "klasy: otlp: %s sent\n", human.Plural(int(c.Sent), "span"))
 	}
 	return err
 }

@@ -38,8 +38,9 @@ type Options struct {
 	HostClock          func() int64   // the host's CLOCK_MONOTONIC
 	// OTLP is the tracing backend records are sent to (--otlp), and
 	// Clock, for one kernel, its CLOCK_MONOTONIC, to date its spans.
-	OTLP  string
-	Clock func(context.Context) (int64, error)
+	OTLP      string
+	OTLPRetry time.Duration // how long a batch is retried; 0: otlpexport's default
+	Clock     func(context.Context) (int64, error)
 }
 
 // Source is where klasy trace reads one kernel's records: a session
