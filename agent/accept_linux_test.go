@@ -21,26 +21,7 @@ import (
 // TestTLSIdleConnectionsClosed: a peer that connects and never completes
 // the handshake is closed after AuthTimeout, unread, and logged.
 func TestTLSIdleConnectionsClosed(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := domainsFile(t, ln.Addr().String())
-	files, err := f.AgentTLS("dom0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := agent.ServerTLSConfig(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := &lockedBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- agent.ServeTLS(ctx, ln, cfg, agent.ServerOptions{Log: log, AuthTimeout: 300 * time.Millisecond})
-	}()
-	defer func() { cancel(); <-done }()
+	f, log, ln := tlsAgent(t, agent.ServerOptions{AuthTimeout: 300 * time.Millisecond})
 	var idle []net.Conn
 	for range 10 {
 		c, err := net.Dial("tcp", ln.Addr().String())
@@ -208,26 +189,7 @@ func agentUnderLimit(t *testing.T) {
 // waiting for the handshake has its further ones closed at once, said in
 // the log once, while another host's controller is still served.
 func TestTLSPerPeerLimit(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := domainsFile(t, ln.Addr().String())
-	files, err := f.AgentTLS("dom0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := agent.ServerTLSConfig(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := &lockedBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- agent.ServeTLS(ctx, ln, cfg, agent.ServerOptions{Log: log, AuthTimeout: time.Minute})
-	}()
-	defer func() { cancel(); <-done }()
+	f, log, ln := tlsAgent(t, agent.ServerOptions{AuthTimeout: time.Minute})
 	// The flooding peer: 127.0.0.2, which Linux routes to lo like all of
 	// 127/8.
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
