@@ -104,7 +104,7 @@ func One(ctx context.Context, s Output, f Options, src Source) error {
 		return err
 	}
 	if otlp != nil {
-		if err := otlp.addRecords(ctx, ofAspect(saved, f.Aspect)); err != nil {
+		if err := otlp.addRecords(ctx, aspectOnly(saved, f.Aspect)); err != nil {
 			return err
 		}
 	}
@@ -158,7 +158,7 @@ func One(ctx context.Context, s Output, f Options, src Source) error {
 			return notWritten(src, unwritten, err)
 		}
 		if otlp != nil {
-			if err := otlp.addRecords(ctx, ofAspect(rs, f.Aspect)); err != nil {
+			if err := otlp.addRecords(ctx, aspectOnly(rs, f.Aspect)); err != nil {
 				return notWritten(src, unwritten, err)
 			}
 		}
@@ -333,6 +333,14 @@ func Domains(ctx context.Context, s Output, f Options, ds []Domain) (err error) 
 		fmt.Fprintf(s.Err, "klasy: records lost because a trace buffer was full: %s\n", strings.Join(lostMsgs, ", "))
 	}
 	return nil
+}
+
+// aspectOnly is rs, or with --aspect only that aspect's records.
+func aspectOnly(rs []records.TraceRecord, aspect string) []records.TraceRecord {
+	if aspect == "" {
+		return rs
+	}
+	return ofAspect(rs, aspect)
 }
 
 // ofAspect is the records of rs of one aspect.
