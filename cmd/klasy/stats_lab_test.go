@@ -249,8 +249,28 @@ func TestStatsInLab(t *testing.T) {
 
 	checkStatsInterval(t, l.Name(), func() int64 { return progPID("getppid-split", "50") })
 
+	// A parameter: examples/tools/readsize.klasy for dd's reads only
+	// (-D COMM), while cat reads too.
+	klasy("weave", "--lab", l.Name(), "-D", `COMM="dd"`, "../../examples/tools/readsize.klasy")
+	exec("sh", "-c", "dd if=/dev/zero of=/dev/null bs=1000 count=37 2>/dev/null; cat /proc/self/stat /proc/self/maps >/dev/null")
+	var rs statsview.MapJSON
+	if err := json.Unmarshal([]byte(klasy("stats", "--lab", l.Name(), "--aspect", "readsize", "--json")), &rs); err != nil {
+		t.Fatal(err)
+	}
+	var sizes []string
+	for _, b := range rs.Buckets {
+		if b.Count > 0 && b.Min != nil {
+			sizes = append(sizes, fmt.Sprintf("[%d]=%d", *b.Min, b.Count))
+		} else if b.Count > 0 {
+			sizes = append(sizes, fmt.Sprintf("[..]=%d", b.Count))
+		}
+	}
+	if strings.Join(sizes, " ") != "[512]=37" {
+		t.Errorf("readsize -D COMM=\"dd\": reads by size %v, want dd's 37 of 1000 bytes only", sizes)
+	}
+
 	woven = false
-	klasy("unweave", "--lab", l.Name(), "agg", "read_latency")
+	klasy("unweave", "--lab", l.Name(), "agg", "read_latency", "readsize")
 	if after := kernelState(); after != before {
 		t.Errorf("after unweave, modules and kprobes:\n%s\nbefore the weaves:\n%s", after, before)
 	}
