@@ -224,7 +224,16 @@ func (s *Session) Status(ctx context.Context) (*records.Status, error) {
 // kprobes are disarmed in the whole kernel. Hooks keep their mechanism
 // then, and only debugfs says none runs; one more read, which the
 // weaver's own calls of Status (trace's polling, a weave's) do without.
+//
+// It also warns, on the session's log, of advice modules whose weave
+// was killed before it finished (Orphans): status does not list them
+// as aspects until they are live, and no weave reported them.
 func (s *Session) StatusShown(ctx context.Context) (*records.Status, error) {
+	if orphans, err := s.Orphans(ctx); err == nil {
+		for _, o := range orphans {
+			fmt.Fprintf(s.log, "klasy: warning: %s\n", o)
+		}
+	}
 	st, err := s.Status(ctx)
 	if st == nil || err != nil {
 		return st, err

@@ -201,19 +201,34 @@ func (p *Prepared) Load(ctx context.Context) error {
 	}
 	defer unlock()
 	start := time.Now()
+	if err := s.settleOrphans(ctx); err != nil {
+		return err
+	}
 	if rep.LoadedRuntime, err = s.ensureRuntime(ctx, rt.ko, len(rep.Flows) > 0); err != nil {
 		return err
 	}
-	if _, err := kmod.Load(ctx, s.T, ko, ""); err != nil {
-		err = s.explainLoad(ctx, m, err)
-		if rep.LoadedRuntime {
+	if err := s.loadAdvice(ctx, m, ko, rep.LoadedRuntime); err != nil {
+		if rep.LoadedRuntime && ctx.Err() == nil {
 			s.unloadRuntimeIfIdle(ctx)
 		}
 		return err
 	}
 	rep.Times.Load = time.Since(start)
 	if err := s.readMechanisms(ctx, rep, m); err != nil {
-		return err
+		if ctx.Err() == nil {
+			return err
+		}
+		// Interrupted once the aspect is live, before it was reported:
+		// unwound, as a weave interrupted earlier is.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unwindTimeout)
+		defer cancel()
+		if uerr := kmod.Unload(uctx, s.T, m.Name); uerr != nil {
+			return fmt.Errorf("interrupted: %s is loaded and could not be unwoven (%v): it is live in %s; 'klasy unweave --all' removes it", m.Name, uerr, s.T.Name())
+		}
+		if rep.LoadedRuntime {
+			s.unloadRuntimeIfIdle(uctx)
+		}
+		return fmt.Errorf("interrupted: %s was loaded and is unwoven again; nothing was woven", m.Name)
 	}
 	return nil
 }
