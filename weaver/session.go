@@ -227,13 +227,15 @@ func (s *Session) Status(ctx context.Context) (*records.Status, error) {
 //
 // It also warns, on the session's log, of advice modules whose weave
 // was killed before it finished (Orphans): status does not list them
-// as aspects until they are live, and no weave reported them.
+// as aspects until they are live, and no weave reported them; and of
+// what the kernel reported since the weaves (Troubles).
 func (s *Session) StatusShown(ctx context.Context) (*records.Status, error) {
 	if orphans, err := s.Orphans(ctx); err == nil {
 		for _, o := range orphans {
 			fmt.Fprintf(s.log, "klasy: warning: %s\n", o)
 		}
 	}
+	s.WarnTroubles(ctx)
 	st, err := s.Status(ctx)
 	if st == nil || err != nil {
 		return st, err

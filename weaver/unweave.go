@@ -63,6 +63,8 @@ func Unweave(ctx context.Context, s *Session, names []string, all bool) (*Unweav
 			remove = append(remove, mod)
 		}
 	}
+	// An oops in advice may leave kprobes' state broken: say so first.
+	s.WarnTroubles(ctx)
 	// A load an interrupted weave left cannot be unloaded until it ends.
 	if err := s.WaitLoaded(ctx, remove); err != nil {
 		return rep, err

@@ -230,6 +230,7 @@ func (p *Prepared) Load(ctx context.Context) error {
 		}
 		return fmt.Errorf("interrupted: %s was loaded and is unwoven again; nothing was woven", m.Name)
 	}
+	s.recordWoven(ctx, m.Name, m.Aspect, ko)
 	return nil
 }
 

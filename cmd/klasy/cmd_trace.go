@@ -130,6 +130,7 @@ var openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptio
 	if err != nil {
 		return nil, err
 	}
+	sess.WarnTroubles(ctx)
 	return sessionSource{sess}, nil
 }
 
