@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/klasy/klasy/internal/interrupt"
@@ -160,7 +158,7 @@ func (s *Session) Orphans(ctx context.Context) ([]Orphan, error) {
 		mod := strings.TrimPrefix(filepath.Base(rec), "weaving-")
 		b, _ := os.ReadFile(rec)
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-		if pid > 0 && alive(pid) {
+		if pid > 0 && processAlive(pid) {
 			recorded[mod] = true // a weave under way
 			continue
 		}
@@ -178,11 +176,6 @@ func (s *Session) Orphans(ctx context.Context) ([]Orphan, error) {
 		}
 	}
 	return out, nil
-}
-
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // WaitLoaded waits while the kernel loads any of mods, saying so once.
