@@ -74,6 +74,8 @@ func Unweave(ctx context.Context, s *Session, names []string, all bool) (*Unweav
 			return rep, fmt.Errorf("removing %s from %s: %w", mod, s.T.Name(), err)
 		}
 		os.Remove(s.weavingRecord(mod))
+		os.Remove(s.wovenPath(mod, ".json"))
+		os.Remove(s.wovenPath(mod, ".ko"))
 		rep.Aspects = append(rep.Aspects, strings.TrimPrefix(mod, "klasy_a_"))
 	}
 	if !loaded[runtime.ModuleName] {
