@@ -41,6 +41,8 @@ func (s *Session) loadAdvice(ctx context.Context, m *gen.Module, ko []byte, load
 	if err := os.WriteFile(rec, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return fmt.Errorf("recording the weave of %s: %w", m.Name, err)
 	}
+	stopProgress := s.loadProgress(ctx, m)
+	defer stopProgress()
 	done := make(chan error, 1)
 	// The load goes on in the kernel whatever ctx does: the request must
 	// too, so that its end is seen.

@@ -50,6 +50,9 @@ type Session struct {
 	// gets when a weave of this session loads it; 0 is the runtime's
 	// default (1024).
 	BufferKB int
+	// MaxJoinPoints and MaxCMiB bound a weave's join points and its
+	// generated C; 0 is DefaultMaxJoinPoints, DefaultMaxCMiB.
+	MaxJoinPoints, MaxCMiB int
 }
 
 // SessionOptions say which target to open and where progress goes.

@@ -132,7 +132,16 @@ func Weave(ctx context.Context, s *Session, f *aspect.File) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rep, WeaveResolved(ctx, s, f, rep)
+	if err := WeaveResolved(ctx, s, f, rep); err != nil {
+		// A bound refuses the whole aspect: its join points' warnings
+		// would only bury that.
+		var be *BoundError
+		if errors.As(err, &be) {
+			return nil, err
+		}
+		return rep, err
+	}
+	return rep, nil
 }
 
 // WeaveResolved weaves the join points of rep, resolved for aspect f:
@@ -166,6 +175,9 @@ func Prepare(ctx context.Context, s *Session, f *aspect.File, rep *Report) (*Pre
 		}
 		return nil, fmt.Errorf("nothing to weave: all %d join points of %s are skipped", len(rep.JoinPoints), path)
 	}
+	if err := s.checkJoinPoints(rep.Woven()); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	ref := s.X.Funcs(gen.KASLRRef)
 	if len(ref) != 1 || ref[0].InlineOnly {
@@ -176,6 +188,9 @@ func Prepare(ctx context.Context, s *Session, f *aspect.File, rep *Report) (*Pre
 		return nil, err
 	}
 	rep.Times.Generate = time.Since(start)
+	if err := s.checkCSize(m); err != nil {
+		return nil, err
+	}
 
 	start = time.Now()
 	rt, err := s.runtimeModule(ctx)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,15 +45,8 @@ func TestWeaveInterruptedDuringLoad(t *testing.T) {
 	ours := func() string { return guest("grep klasy /proc/modules; true") }
 	kprobes := func() int { return strings.Count(guest("cat /sys/kernel/debug/kprobes/list"), "\n") }
 	before := kprobes()
-	env := append(os.Environ(), "KLASY_CACHE="+cachedir.Root())
-	run := func(args ...string) (string, string, error) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = env
-		var out, errb strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		return out.String(), errb.String(), err
-	}
+	env := labKlasyEnv()
+	run := func(args ...string) (string, string, error) { return runKlasyBin(bin, args...) }
 	clean := func(t *testing.T) {
 		t.Helper()
 		if m := ours(); m != "" {
@@ -64,8 +58,11 @@ func TestWeaveInterruptedDuringLoad(t *testing.T) {
 	}
 	// Build (and cache) the advice module once, so that each case's
 	// weave gets to the load at once.
+	// Its load takes tens of seconds: progress is reported meanwhile.
 	if _, stderr, err := run("weave", "--lab", l.Name(), aspect); err != nil {
 		t.Fatalf("weave: %v: %s", err, stderr)
+	} else if !regexp.MustCompile(`klasy: ` + mod + `: \d+ of \d+ hooks registered in lab `).MatchString(stderr) {
+		t.Errorf("weave of ~2,000 hooks reported no progress of the load: %q", stderr)
 	}
 	if _, stderr, err := run("unweave", "--lab", l.Name(), "--all"); err != nil {
 		t.Fatalf("unweave: %v: %s", err, stderr)
@@ -160,4 +157,21 @@ func TestWeaveInterruptedDuringLoad(t *testing.T) {
 		}
 		clean(t)
 	})
+}
+
+// labKlasyEnv is the environment klasy runs in for a lab test: the
+// shared cache, which holds the lab's kernel, image and built runtime.
+func labKlasyEnv() []string { return append(os.Environ(), "KLASY_CACHE="+cachedir.Root()) }
+
+// runKlasyBin runs klasy (bin) to its end, within 5 minutes, and returns
+// what it printed.
+func runKlasyBin(bin string, args ...string) (stdout, stderr string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = labKlasyEnv()
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	return out.String(), errb.String(), err
 }
