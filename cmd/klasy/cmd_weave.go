@@ -30,6 +30,7 @@ func runWeave(s *stdio, args []string) error {
 	fs.IntVar(&bufferKB, "buffer-kb", 0, "")
 	fs.IntVar(&maxJP, "max-join-points", 0, "")
 	fs.IntVar(&maxC, "max-c-mb", 0, "")
+	ps := declareParams(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func runWeave(s *stdio, args []string) error {
 		return usageError{Msg: fmt.Sprintf("--buffer-kb %d: want %d..%d KiB per CPU", bufferKB, runtime.BufferKBMin, runtime.BufferKBMax)}
 	}
 	path := fs.Arg(0)
-	src, err := aspectFile(s, path)
+	src, err := aspectFile(s, path, ps)
 	if err != nil {
 		return err
 	}
