@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,7 @@ func BenchmarkPeers(b *testing.B) {
 			}}
 	}
 	var p *peer
+	calls, _ := strconv.Atoi(benchCalls)
 	bpfConfig := func(mech, kind string) config {
 		fn := benchSite // BTF knows the body
 		if mech == "kprobe" {
@@ -118,9 +120,17 @@ func BenchmarkPeers(b *testing.B) {
 		}
 		return config{name: "BPF " + mech + " " + kind, load: func() (err error) { p, err = bl.startPeer(mech, kind, fn); return err },
 			unload: func() {
+				// Each hit ran the program: the ring buffer holds a
+				// record of each call at least.
 				out := p.stop()
-				if !strings.Contains(out, "detached 1") {
-					b.Errorf("bpfpeer %s %s: %s", mech, kind, out)
+				var n, records int
+				var ns int64
+				i := strings.Index(out, "detached ")
+				if i >= 0 {
+					fmt.Sscanf(out[i:], "detached %d in %d ns records %d", &n, &ns, &records)
+				}
+				if n != 1 || kind == "ringbuf" && records < calls {
+					b.Errorf("bpfpeer %s %s: %q, want 1 detached and %d records or more", mech, kind, out, calls)
 				}
 			}}
 	}
