@@ -565,6 +565,7 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 		g.p("\t%s;", declare(rep.Returns, "ret"))
 	}
 	g.p("")
+	g.enter(rep != nil)
 	g.p("\tklasy_count_hit(h);")
 	g.hitSP()
 	fails := false
@@ -599,6 +600,7 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 		}
 		g.call(jp, args)
 	}
+	g.p("\tklasy_leave(hit);")
 	if rep != nil {
 		g.p("\treturn 1; /* regs->ip is the return stub: the body does not run */")
 	} else {
@@ -606,13 +608,27 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 	}
 	if fails && rep != nil {
 		g.p("fail:")
+		g.p("\tklasy_leave(hit);")
 		g.p("\treturn 0; /* a context value could not be read: no advice, the original body runs */")
 	} else if fails {
 		g.p("fail:")
+		g.p("\tklasy_leave(hit);")
 		g.p("\treturn 0; /* a context value could not be read: no advice */")
 	}
 	g.p("}")
 	return nil
+}
+
+// enter claims the CPU's hit for the handler (klasy_rt.h: klasy_enter):
+// a hit inside another klasy handler on this CPU is counted as missed
+// and runs no advice (a replaced function's own body then runs).
+func (g *cgen) enter(replace bool) {
+	g.p("\tif (unlikely(!klasy_enter(hit, h)))")
+	if replace {
+		g.p("\t\treturn 0; /* the original body runs */")
+	} else {
+		g.p("\t\treturn 0;")
+	}
 }
 
 // hitSP stores the probed context's stack pointer in the hit, for
@@ -716,6 +732,8 @@ func (g *cgen) postHook(i int, h *joinpoint.Hook) error {
 		g.p("\t\treturn;")
 		g.p("\tst->ok = 0;")
 	}
+	g.p("\tif (unlikely(!klasy_enter(hit, h)))")
+	g.p("\t\treturn;")
 	g.p("\tklasy_count_hit(h);")
 	g.hitSP()
 	vi := 0
@@ -731,6 +749,7 @@ func (g *cgen) postHook(i int, h *joinpoint.Hook) error {
 		}
 		g.call(jp, args)
 	}
+	g.p("\tklasy_leave(hit);")
 	g.p("}")
 	return nil
 }
