@@ -50,6 +50,10 @@ type Session struct {
 	// gets when a weave of this session loads it; 0 is the runtime's
 	// default (1024).
 	BufferKB int
+	// KprobesOnly loads the runtime with ftrace_ops=0: entry hooks are
+	// kprobes on ftrace, as before the runtime had its ftrace_ops (make
+	// bench compares the two).
+	KprobesOnly bool
 }
 
 // SessionOptions say which target to open and where progress goes.

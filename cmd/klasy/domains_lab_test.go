@@ -33,7 +33,7 @@ const domAspect = `<aspect>
 </aspect>
 `
 
-// refusedAspect weaves ksys_sync into both domains and do_int3, which
+// refusedAspect weaves ksys_sync into both domains and exc_int3, which
 // the kernel refuses (noinstr), into b only.
 // flowAspect has a flow: its IDs must be made as the runtime's domain.
 const flowAspect = `<aspect>
@@ -52,7 +52,7 @@ const refusedAspect = `<aspect>
     <before>STORE_DATA(1);</before>
   </advice>
   <advice>
-    <pointcut>execution(do_int3) AND within_file(%traps.c@b)</pointcut>
+    <pointcut>execution(exc_int3) AND within_file(%traps.c@b)</pointcut>
     <before>STORE_DATA(2);</before>
   </advice>
 </aspect>
@@ -202,13 +202,13 @@ func TestWeaveDomainsInLabs(t *testing.T) {
 	}
 	wovenA, wovenB := state(la), state(lb)
 
-	// b's kernel refuses do_int3 after a's took ksys_sync: a is rolled
-	// back.
+	// b's kernel refuses exc_int3 (noinstr: no kprobe, no ftrace site)
+	// after a's took ksys_sync: a is rolled back.
 	t.Setenv(weaver.NoPrecheckEnv, "1")
 	_, _, err := klasyErr("weave", "--domains", dfile, refused)
 	t.Logf("weave refused in b: %v", err)
-	if err == nil || !strings.Contains(err.Error(), "domain b: ") || !strings.Contains(err.Error(), "do_int3") || !strings.Contains(err.Error(), "rolled back from domain a") {
-		t.Errorf("weave refused in b: %v, want b's refusal of do_int3 and a rolled back", err)
+	if err == nil || !strings.Contains(err.Error(), "domain b: ") || !strings.Contains(err.Error(), "exc_int3") || !strings.Contains(err.Error(), "rolled back from domain a") {
+		t.Errorf("weave refused in b: %v, want b's refusal of exc_int3 and a rolled back", err)
 	}
 	if a, b := state(la), state(lb); a != wovenA || b != wovenB {
 		t.Errorf("a weave refused in b changed the kernels:\na before %q\na after  %q\nb before %q\nb after  %q", wovenA, a, wovenB, b)
