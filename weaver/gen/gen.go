@@ -754,6 +754,24 @@ func (g *cgen) postHook(i int, h *joinpoint.Hook) error {
 	return nil
 }
 
+// ftraceArgRegs are the DWARF registers ftrace saves without
+// FTRACE_OPS_FL_SAVE_REGS (x86-64 6.1, ftrace_caller): ax, dx, cx, si,
+// di, bp, sp, r8, r9, ip.
+const ftraceArgRegs = 1<<0 | 1<<1 | 1<<2 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<9 | 1<<16
+
+// argsOnly: hook h's context values read only ftraceArgRegs, so on an
+// ftrace_ops its handler needs no full pt_regs.
+func argsOnly(h *joinpoint.Hook) bool {
+	for _, jp := range h.Points {
+		for _, a := range jp.Args {
+			if a.Value != nil && a.Value.Regs()&^ftraceArgRegs != 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // tables writes the hook table, the aspect and the module's init/exit.
 func (g *cgen) tables(opt GenOptions) {
 	for i, h := range g.m.Hooks {
@@ -789,6 +807,8 @@ func (g *cgen) tables(opt GenOptions) {
 			g.p("\t\t.rp.kp.pre_handler = klasy_h%d,", i)
 			if h.Kind == joinpoint.KprobePost {
 				g.p("\t\t.rp.kp.post_handler = klasy_post_h%d,", i)
+			} else if argsOnly(h) {
+				g.p("\t\t.args_only = true,")
 			}
 		}
 		g.p("\t\t.image_addr = %#xUL,", h.Addr)

@@ -130,6 +130,13 @@ struct klasy_hook {
 	unsigned int nadvice;
 	const u16 *advice;		/* advice numbers, in call order */
 	const char *module;		/* the module whose code holds the hook, NULL for the kernel */
+	/*
+	 * The handler reads no saved register but those ftrace saves for a
+	 * function's arguments (ax, cx, dx, si, di, r8, r9, bp, sp, ip):
+	 * on an ftrace_ops the registers other than these are not saved
+	 * (not FTRACE_OPS_FL_SAVE_REGS), and read as garbage.
+	 */
+	bool args_only;
 
 	/* runtime's */
 	struct klasy_aspect *aspect;

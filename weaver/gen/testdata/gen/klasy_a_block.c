@@ -220,6 +220,7 @@ static struct klasy_hook klasy_hooks[7] = {
 	[0] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h0,
+		.args_only = true,
 		.image_addr = 0xffffffff8137d7f5UL,
 		.function = "do_mkdirat",
 		.file = "fs/namei.c",

@@ -56,6 +56,7 @@ static struct klasy_hook klasy_hooks[1] = {
 	[0] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h0,
+		.args_only = true,
 		.image_addr = 0xffffffff813912d0UL,
 		.function = "m_show",
 		.file = "fs/namespace.c",

@@ -125,6 +125,7 @@ static struct klasy_hook klasy_hooks[3] = {
 	[0] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h0,
+		.args_only = true,
 		.image_addr = 0xffffffff813677b0UL,
 		.function = "ksys_pread64",
 		.file = "fs/read_write.c",

@@ -93,6 +93,7 @@ static struct klasy_hook klasy_hooks[2] = {
 	[0] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h0,
+		.args_only = true,
 		.image_addr = 0xffffffff81367550UL,
 		.function = "ksys_read",
 		.file = "fs/read_write.c",

@@ -71,6 +71,7 @@ static struct klasy_hook klasy_hooks[1] = {
 	[0] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h0,
+		.args_only = true,
 		.image_addr = 0xffffffff8138e4b0UL,
 		.function = "setattr_prepare",
 		.file = "fs/attr.c",
