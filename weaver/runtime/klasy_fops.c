@@ -44,6 +44,8 @@ bool klasy_fops_on(void)
 	return IS_ENABLED(CONFIG_DYNAMIC_FTRACE_WITH_REGS) && READ_ONCE(ftrace_ops);
 }
 
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_REGS
+
 /* A candidate: a before hook whose address is a symbol's first byte. */
 static bool klasy_fops_candidate(const struct klasy_hook *h)
 {
@@ -56,8 +58,6 @@ static bool klasy_fops_candidate(const struct klasy_hook *h)
 	sprint_symbol(sym, (unsigned long)h->rp.kp.addr);
 	return strstr(sym, "+0x0/");
 }
-
-#ifdef CONFIG_DYNAMIC_FTRACE_WITH_REGS
 
 /* One ftrace_ops and its hooks. */
 struct klasy_ops_set {
@@ -320,16 +320,14 @@ unsigned int klasy_fops_count(const struct klasy_aspect *a)
 
 #else /* !CONFIG_DYNAMIC_FTRACE_WITH_REGS */
 
-/* A kernel without ftrace's register saving: every hook is a kprobe. */
+/*
+ * A kernel without ftrace's register saving (the built lab kernel has no
+ * ftrace at all): every hook is a kprobe, and status says ftrace_ops=0.
+ */
 int klasy_fops_attach(struct klasy_aspect *a)
 {
-	unsigned int i;
-
 	a->fops = NULL;
 	a->fops_err = 0;
-	for (i = 0; i < a->nhooks; i++)
-		if (klasy_fops_candidate(&a->hooks[i]) && READ_ONCE(ftrace_ops))
-			a->fops_err = -EOPNOTSUPP;
 	return 0;
 }
 
