@@ -110,7 +110,10 @@ func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Modu
 			used[jp.Advice] = true
 		}
 	}
-	g := &cgen{m: m, file: m.Name + ".c"}
+	if err := checkEvents(m.Hooks); err != nil {
+		return nil, err
+	}
+	g := &cgen{m: m, file: m.Name + ".c", events: events(jps)}
 	for i, h := range m.Hooks {
 		if h.Module == "" {
 			continue
@@ -168,6 +171,8 @@ type cgen struct {
 	// retvals are the types of $retval$ in advice that has one: by
 	// advice number (retvalTypes).
 	retvals map[int]string
+	// events are the tracepoints of tracepoint advice, by advice number.
+	events map[int]*joinpoint.Event
 }
 
 // narrowInts are the integer types, as DWARF and dwarfmap.Return.C spell
@@ -277,6 +282,7 @@ func (g *cgen) header(f *aspect.File, opt GenOptions, jps []*joinpoint.JoinPoint
 		}
 		g.p("#include <%s>", h)
 	}
+	g.eventHeaders(jps)
 	if len(opt.Flows) > 0 {
 		g.p("")
 		g.p("/* The flow tables of the aspect's <xflow>s, the runtime's. */")
@@ -371,6 +377,7 @@ func (g *cgen) advice(n int, a *aspect.Advice, path, ret string) error {
 	for _, p := range joinpoint.Params(a) {
 		params = append(params, "void *"+p)
 	}
+	params = append(params, g.eventParams(n)...)
 	replace := a.When == aspect.Replace
 	if replace && ret == "" {
 		return fmt.Errorf("advice %d: <replace> of a function whose return type is not known", n)
@@ -525,6 +532,10 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 	}
 	if h.Kind == joinpoint.KprobePost {
 		return g.postHook(i, h)
+	}
+	if h.Kind == joinpoint.Tracepoint {
+		g.tracepointHook(i, h)
+		return nil
 	}
 	var rep *joinpoint.JoinPoint // the replacement, last in a KprobeReplace hook
 	if h.Kind == joinpoint.KprobeReplace {
@@ -762,6 +773,8 @@ func (g *cgen) tables(opt GenOptions) {
 				g.p("\t\t.rp.entry_handler = klasy_entry_h%d,", i)
 				g.p("\t\t.rp.data_size = sizeof(struct klasy_entry_%d),", i)
 			}
+		} else if h.Kind == joinpoint.Tracepoint {
+			g.tracepointEntry(i, h)
 		} else if h.Kind == joinpoint.KprobeReplace {
 			g.p("\t\t.kind = KLASY_HOOK_REPLACE,")
 			g.p("\t\t.rp.kp.pre_handler = klasy_h%d,", i)

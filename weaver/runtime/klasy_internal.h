@@ -30,4 +30,12 @@ int klasy_agg_alloc(struct klasy_aspect *a);
 void klasy_agg_free(struct klasy_aspect *a);
 void klasy_agg_debugfs(struct dentry *dir);
 
+/*
+ * klasy_tp.c: a tracepoint hook in (which enables it) and out; klasy_tp_sync
+ * waits for the probes of a taken out since the last call.
+ */
+int klasy_tp_register(struct klasy_hook *h);
+void klasy_tp_unregister(struct klasy_hook *h);
+void klasy_tp_sync(struct klasy_aspect *a);
+
 #endif /* _KLASY_INTERNAL_H */

@@ -1,0 +1,116 @@
+package gen
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/klasy/klasy/weaver/joinpoint"
+)
+
+// events are the tracepoints the advice of jps runs on, by advice
+// number: a tracepoint's advice takes the event's arguments.
+func events(jps []*joinpoint.JoinPoint) map[int]*joinpoint.Event {
+	evs := map[int]*joinpoint.Event{}
+	for _, jp := range jps {
+		if jp.Event != nil && jp.Skipped == "" {
+			evs[jp.Advice] = jp.Event
+		}
+	}
+	return evs
+}
+
+// eventHeaders includes the headers that declare the events: they give
+// the types of the events' arguments (struct task_struct).
+func (g *cgen) eventHeaders(jps []*joinpoint.JoinPoint) {
+	seen := map[string]bool{}
+	for _, jp := range jps {
+		if ev := jp.Event; ev != nil && jp.Skipped == "" && !seen[ev.Header] {
+			if len(seen) == 0 {
+				g.p("")
+				g.p("/* The headers of the tracepoints, for their arguments' types. */")
+			}
+			seen[ev.Header] = true
+			g.p("#include <%s>", ev.Header)
+		}
+	}
+	if len(seen) > 0 {
+		g.p("")
+		g.p("/*")
+		g.p(" * What a tracepoint's advice records: not klasy_hit, which a kprobe")
+		g.p(" * handler in an NMI may be filling.")
+		g.p(" */")
+		g.p("static DEFINE_PER_CPU(struct klasy_hit, klasy_tp_hit);")
+	}
+}
+
+// tracepointHook writes hook i's probe: a function with the event's
+// prototype that the runtime registers on the tracepoint, the hook as
+// its data. The kernel calls it with preemption off. It runs the advice
+// in task context only, with interrupts off: advice shares per-CPU
+// state (aggregation maps) with klasy's kprobe handlers, which an
+// interrupt's event could otherwise run in the middle of, and which an
+// interrupt's kprobe could run in the middle of it. What it leaves out
+// it counts as missed.
+func (g *cgen) tracepointHook(i int, h *joinpoint.Hook) {
+	ev := h.Points[0].Event
+	g.p("static void klasy_tp_h%d(void *data, %s)", i, ev.Proto())
+	g.p("{")
+	g.p("\tstruct klasy_hook *h = data;")
+	g.p("\tunsigned long pc = (unsigned long)h->rp.kp.addr;")
+	g.p("\tstruct klasy_hit *hit;")
+	g.p("\tunsigned long flags;")
+	g.p("")
+	g.p("\tif (!in_task()) {")
+	g.p("\t\th->rp.kp.nmissed++;")
+	g.p("\t\treturn;")
+	g.p("\t}")
+	g.p("\tlocal_irq_save(flags);")
+	g.p("\thit = this_cpu_ptr(&klasy_tp_hit);")
+	g.p("\tklasy_count_hit(h);")
+	if AggRoomOf(g.m.file).Timer > 0 {
+		g.p("\thit->sp = current_stack_pointer;")
+	}
+	var names []string
+	for _, p := range ev.Params {
+		names = append(names, p.Name)
+	}
+	for _, jp := range h.Points {
+		g.call(jp, append([]string{"hit", "pc", "0"}, names...))
+	}
+	g.p("\tlocal_irq_restore(flags);")
+	g.p("}")
+}
+
+// eventParams are the C parameters advice n takes for its event's
+// arguments (none for advice at other join points).
+func (g *cgen) eventParams(n int) []string {
+	ev := g.events[n]
+	if ev == nil {
+		return nil
+	}
+	return strings.Split(ev.Proto(), ", ")
+}
+
+// tracepointEntry fills hook i's entry of the hook table.
+func (g *cgen) tracepointEntry(i int, h *joinpoint.Hook) {
+	ev := h.Points[0].Event
+	g.p("\t\t.kind = KLASY_HOOK_TRACEPOINT,")
+	g.p("\t\t.tracepoint = %s,", cString(ev.Name))
+	g.p("\t\t.probe = klasy_tp_h%d,", i)
+}
+
+// checkEvents refuses a hook on an event whose join points disagree on
+// its arguments (one resolve never makes one).
+func checkEvents(hooks []*joinpoint.Hook) error {
+	for _, h := range hooks {
+		if h.Kind != joinpoint.Tracepoint {
+			continue
+		}
+		for _, jp := range h.Points {
+			if jp.Event == nil || jp.Event.Proto() != h.Points[0].Event.Proto() {
+				return fmt.Errorf("tracepoint hook %s: join points without the event's arguments", h.Function)
+			}
+		}
+	}
+	return nil
+}
