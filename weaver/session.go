@@ -20,6 +20,7 @@ import (
 	"github.com/klasy/klasy/weaver/resolve"
 	"github.com/klasy/klasy/weaver/runtime"
 	"github.com/klasy/klasy/weaver/target"
+	"github.com/klasy/klasy/weaver/taskfilter"
 )
 
 // Session is a target with its kernel image indexed and checked: what
@@ -50,6 +51,9 @@ type Session struct {
 	// gets when a weave of this session loads it; 0 is the runtime's
 	// default (1024).
 	BufferKB int
+	// Tasks are the tasks a weave's advice runs for (klasy weave --pid,
+	// --comm, --include-self); its SelfTGID is found at the weave.
+	Tasks taskfilter.Filter
 }
 
 // SessionOptions say which target to open and where progress goes.

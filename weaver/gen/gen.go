@@ -10,6 +10,7 @@ import (
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/taskfilter"
 )
 
 // The advice module is C written from Go rather than from a template:
@@ -94,6 +95,9 @@ type GenOptions struct {
 	// declares each, gets the runtime's table before its hooks go in
 	// and puts it after they are out.
 	Flows []string
+	// Tasks are the tasks the advice runs for: every handler asks
+	// first (taskfilter.Func).
+	Tasks taskfilter.Filter
 }
 
 // Generate writes the advice module of aspect f for its resolved join
@@ -113,7 +117,7 @@ func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Modu
 	if err := checkEvents(m.Hooks); err != nil {
 		return nil, err
 	}
-	g := &cgen{m: m, file: m.Name + ".c", events: events(jps)}
+	g := &cgen{m: m, file: m.Name + ".c", events: events(jps), filtered: !opt.Tasks.Empty()}
 	for i, h := range m.Hooks {
 		if h.Module == "" {
 			continue
@@ -173,6 +177,22 @@ type cgen struct {
 	retvals map[int]string
 	// events are the tracepoints of tracepoint advice, by advice number.
 	events map[int]*joinpoint.Event
+	// filtered: the handlers return at once for tasks opt.Tasks leaves
+	// out.
+	filtered bool
+}
+
+// skip returns from a handler, with ret ("" for a void one), for a
+// task the advice does not run for.
+func (g *cgen) skip(ret string) {
+	if !g.filtered {
+		return
+	}
+	if ret != "" {
+		ret = " " + ret
+	}
+	g.p("	if (%s())", taskfilter.Func)
+	g.p("		return%s;", ret)
 }
 
 // narrowInts are the integer types, as DWARF and dwarfmap.Return.C spell
@@ -283,6 +303,10 @@ func (g *cgen) header(f *aspect.File, opt GenOptions, jps []*joinpoint.JoinPoint
 		g.p("#include <%s>", h)
 	}
 	g.eventHeaders(jps)
+	if c := opt.Tasks.C(); c != "" {
+		g.p("")
+		g.p("%s", c)
+	}
 	if len(opt.Flows) > 0 {
 		g.p("")
 		g.p("/* The flow tables of the aspect's <xflow>s, the runtime's. */")
@@ -515,6 +539,7 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 		g.p("{")
 		g.p("\tstruct klasy_entry_%d *e = (struct klasy_entry_%d *)ri->data;", i, i)
 		g.p("")
+		g.skip("1") // and no return handler
 		reads := false
 		for k, a := range entry {
 			if err := g.value(a, fmt.Sprintf("e->v[%d]", k)); err != nil {
@@ -576,6 +601,7 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 		g.p("\t%s;", declare(rep.Returns, "ret"))
 	}
 	g.p("")
+	g.skip("0")
 	g.p("\tklasy_count_hit(h);")
 	g.hitSP()
 	fails := false
@@ -698,6 +724,7 @@ func (g *cgen) postHook(i int, h *joinpoint.Hook) error {
 		g.p("\tstruct klasy_after *st = this_cpu_ptr(&klasy_after);")
 		g.p("")
 		g.p("\tst->ok = 0;")
+		g.skip("0")
 		for k, a := range vals {
 			if err := g.value(a, fmt.Sprintf("st->v[%d]", k)); err != nil {
 				return fmt.Errorf("hook at %s: %s: %w", h.Function, a.Var, err)
@@ -705,6 +732,8 @@ func (g *cgen) postHook(i int, h *joinpoint.Hook) error {
 			reads = reads || a.Value.Reads()
 		}
 		g.p("\tst->ok = 1;")
+	} else {
+		g.skip("0")
 	}
 	g.p("\treturn 0;")
 	if reads {
@@ -727,6 +756,7 @@ func (g *cgen) postHook(i int, h *joinpoint.Hook) error {
 		g.p("\t\treturn;")
 		g.p("\tst->ok = 0;")
 	}
+	g.skip("")
 	g.p("\tklasy_count_hit(h);")
 	g.hitSP()
 	vi := 0

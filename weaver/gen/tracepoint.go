@@ -64,6 +64,7 @@ func (g *cgen) tracepointHook(i int, h *joinpoint.Hook) {
 	g.p("\t\th->rp.kp.nmissed++;")
 	g.p("\t\treturn;")
 	g.p("\t}")
+	g.skip("")
 	g.p("\tlocal_irq_save(flags);")
 	g.p("\thit = this_cpu_ptr(&klasy_tp_hit);")
 	g.p("\tklasy_count_hit(h);")
