@@ -2,8 +2,10 @@
 // kernel image: each of the kernel's static tracepoints has a function
 // __traceiter_NAME (DEFINE_TRACE) whose DWARF gives the event's
 // arguments (TP_PROTO, after the probe's data pointer) with their C
-// types, and the header that declares it; the subsystem is that header's
-// name, as tracefs groups the events. The advice module registers its
+// types, and the header that declares it; its subsystem (TRACE_SYSTEM,
+// as tracefs groups the events) is read from the image's event
+// structures (system.go), the header's name where it has none. The
+// advice module registers its
 // probe with tracepoint_probe_register at load time (weaver/runtime).
 package tracepoints
 
@@ -37,19 +39,25 @@ func (t Tracepoint) String() string { return t.Subsys + ":" + t.Name }
 func All(x *dwarfmap.Index) []Tracepoint {
 	var out []Tracepoint
 	seen := map[string]bool{}
+	sys := systems(x)
 	for _, fi := range x.MatchFuncs(pattern.MustCompile(iterPrefix+"%", pattern.Pointcut)) {
 		if fi.InlineOnly || seen[fi.Name] {
 			continue
 		}
 		seen[fi.Name] = true
-		out = append(out, Tracepoint{Subsys: subsys(fi.File), Name: strings.TrimPrefix(fi.Name, iterPrefix), Func: fi})
+		t := Tracepoint{Subsys: sys[strings.TrimPrefix(fi.Name, iterPrefix)], Name: strings.TrimPrefix(fi.Name, iterPrefix), Func: fi}
+		if t.Subsys == "" {
+			t.Subsys = subsys(fi.File)
+		}
+		out = append(out, t)
 	}
 	slices.SortFunc(out, func(a, b Tracepoint) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
 
-// subsys is the subsystem of a tracepoint declared in file: the header's
-// name (include/trace/events/sched.h: sched).
+// subsys is the subsystem of a tracepoint declared in file when the
+// image does not say: the header's name (include/trace/events/sched.h:
+// sched), TRACE_SYSTEM's usual value.
 func subsys(file string) string {
 	return strings.TrimSuffix(path.Base(file), path.Ext(file))
 }
