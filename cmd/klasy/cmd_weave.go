@@ -30,6 +30,7 @@ func runWeave(s *stdio, args []string) error {
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.BoolVar(&verbose, "v", false, "")
 	fs.IntVar(&bufferKB, "buffer-kb", 0, "")
+	ps := declareParams(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,7 +47,7 @@ func runWeave(s *stdio, args []string) error {
 		return err
 	}
 	path := fs.Arg(0)
-	src, err := aspectFile(s, path)
+	src, err := aspectFile(s, path, ps)
 	if err != nil {
 		return err
 	}
