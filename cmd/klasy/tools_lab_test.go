@@ -36,7 +36,11 @@ func TestToolsInDebianLab(t *testing.T) {
 	before := guest("sh", "-c", labboot.KernelState)
 
 	t.Run("execsnoop", func(t *testing.T) {
-		t.Log(klasy("weave", "--lab", l.Name(), "-v", "../../examples/tools/execsnoop.klasy"))
+		out := klasy("weave", "--lab", l.Name(), "-v", "../../examples/tools/execsnoop.klasy")
+		t.Log(out)
+		if !strings.Contains(out, "1 join point (ftrace 0, jump 0, int3 0, kretprobe 0, tracepoint 1)") {
+			t.Errorf("weave's report does not count the tracepoint:\n%s", out)
+		}
 		// Each run is an execve the agent makes: klasy_prog's pid, the
 		// same before the exec, and its argument count.
 		runs := [][]string{{"getppid", "1"}, {"cat", "/proc/self/stat"}, {"sleep", "1", "1"}}
@@ -49,7 +53,7 @@ func TestToolsInDebianLab(t *testing.T) {
 			}
 			pids = append(pids, pid)
 		}
-		out := klasy("trace", "--lab", l.Name(), "--json")
+		out = klasy("trace", "--lab", l.Name(), "--json")
 		klasy("unweave", "--lab", l.Name(), "execsnoop")
 		got := map[int][]int64{}
 		for _, r := range decodeTrace(t, out) {
