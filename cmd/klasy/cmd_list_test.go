@@ -101,3 +101,23 @@ func TestListTracepoints(t *testing.T) {
 		}
 	}
 }
+
+// TestTracepointsCommand: klasy tracepoints lists the events a pattern
+// matches with the arguments their advice gets, and says when none does.
+func TestTracepointsCommand(t *testing.T) {
+	vmlinux := testenv.DebianVmlinux(t)
+	testenv.Need(t, "debian-kernel", nil)
+	out, errOut, err := runKlasy(t, "tracepoints", vmlinux, "sched:sched_sw*")
+	want := "sched:sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)"
+	if err != nil || !strings.Contains(out, want) || !strings.Contains(out, "include/trace/events/sched.h:") || strings.Contains(out, "sched_wak") {
+		t.Errorf("tracepoints sched:sched_sw*: %v\nstdout:\n%s\nstderr:\n%s\nwant %s", err, out, errOut, want)
+	}
+	out, _, err = runKlasy(t, "tracepoints", "--json", vmlinux, "%:sys_enter")
+	if err != nil || !strings.Contains(out, `"name":"raw_syscalls:sys_enter"`) || !strings.Contains(out, `"header":"trace/events/syscalls.h"`) {
+		t.Errorf("tracepoints --json %%:sys_enter: %v\n%s", err, out)
+	}
+	_, _, err = runKlasy(t, "tracepoints", vmlinux, "nosuch:%")
+	if err == nil || !strings.Contains(err.Error(), `no tracepoint matches "nosuch:%"`) {
+		t.Errorf("tracepoints nosuch:%%: %v, want no tracepoint matches", err)
+	}
+}

@@ -37,6 +37,8 @@ var cmdSamples = map[string]cmdSample{
 		{name: "json"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
 	"funcs": {pos: []string{"vmlinux", "tcp_*"}, flags: []flagSample{
 		{name: "json"}, {name: "inlined"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
+	"tracepoints": {pos: []string{"vmlinux", "sched:*"}, flags: []flagSample{
+		{name: "json"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
 	"accesses": {pos: []string{"a.o", "sk_buff.%"}, flags: []flagSample{{name: "json"}, {name: "lab", value: "demo"}}},
 	"agent": {flags: []flagSample{{name: "device", value: "/dev/vport0p1"}, {name: "allow-run"},
 		{name: "listen", value: "127.0.0.1:7070"}, {name: "tls-ca", value: "ca.crt"}, {name: "tls-cert", value: "a.crt"},

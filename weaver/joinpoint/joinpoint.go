@@ -182,7 +182,9 @@ type EventParam struct {
 func (e *Event) Proto() string {
 	var ps []string
 	for _, p := range e.Params {
-		if strings.HasSuffix(p.Type, "*") {
+		if i := strings.Index(p.Type, "(*)"); i >= 0 { // a function pointer
+			ps = append(ps, p.Type[:i+2]+p.Name+p.Type[i+2:])
+		} else if strings.HasSuffix(p.Type, "*") {
 			ps = append(ps, p.Type+p.Name)
 		} else {
 			ps = append(ps, p.Type+" "+p.Name)

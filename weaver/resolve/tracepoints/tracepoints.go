@@ -82,7 +82,7 @@ func Find(x *dwarfmap.Index, subsys, name string) (*joinpoint.Event, dwarfmap.Fu
 		if t.String() != want {
 			continue
 		}
-		ev, err := event(x, t)
+		ev, err := Arguments(x, t)
 		return ev, t.Func, err
 	}
 	names := make([]string, len(all))
@@ -98,9 +98,9 @@ func Find(x *dwarfmap.Index, subsys, name string) (*joinpoint.Event, dwarfmap.Fu
 	return nil, dwarfmap.FuncInfo{}, fmt.Errorf("tracepoint(%s): the kernel has no such tracepoint%s", want, suggest.DidYouMean(want, names))
 }
 
-// event reads t's arguments from its __traceiter_ function's DWARF: the
-// parameters after the probe's data pointer.
-func event(x *dwarfmap.Index, t Tracepoint) (*joinpoint.Event, error) {
+// Arguments reads t's arguments from its __traceiter_ function's DWARF:
+// the parameters after the probe's data pointer, and its header.
+func Arguments(x *dwarfmap.Index, t Tracepoint) (*joinpoint.Event, error) {
 	ev := &joinpoint.Event{Subsys: t.Subsys, Name: t.Name, Header: includable(t.Func.File)}
 	if ev.Header == "" {
 		return nil, fmt.Errorf("tracepoint(%s): it is declared in %s, a header outside the kernel's include directories, which an advice module cannot include", t, t.Func.File)
@@ -118,7 +118,9 @@ func event(x *dwarfmap.Index, t Tracepoint) (*joinpoint.Event, error) {
 			first = false // void *__data: the probe's own
 			continue
 		}
-		if v.Type == "" || strings.ContainsAny(v.Type, "()[]") {
+		// Event.Proto spells a name into a function pointer's (*).
+		fnptr := strings.Contains(v.Type, "(*)")
+		if v.Type == "" || strings.Contains(v.Type, "[") || strings.Contains(v.Type, "(") && !fnptr {
 			return nil, fmt.Errorf("tracepoint(%s): argument %s has type %q, which klasy cannot spell in a probe's prototype", t, v.Name, v.Type)
 		}
 		ev.Params = append(ev.Params, joinpoint.EventParam{Type: v.Type, Name: v.Name})
