@@ -300,9 +300,11 @@ func TestWeaveInLab(t *testing.T) {
 		// Draining streams the records file with read(2) through the
 		// agent: every read adds records, and a drain that read until
 		// the buffer is empty would never end. The runtime loads with
-		// the buffer the session asks for.
+		// the buffer the session asks for. The agent's own reads are
+		// left out unless IncludeSelf.
 		g.sess.BufferKB = 2048
-		defer func() { g.sess.BufferKB = 0 }()
+		g.sess.Tasks.IncludeSelf = true
+		defer func() { g.sess.BufferKB, g.sess.Tasks.IncludeSelf = 0, false }()
 		g.weave("readself")
 		if st, err := g.sess.Status(g.ctx); err != nil || st.BufferKB != 2048 {
 			g.t.Errorf("runtime loaded with BufferKB 2048 has status %+v (%v)", st, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/klasy/klasy/weaver/resolve"
 	"github.com/klasy/klasy/weaver/runtime"
 	"github.com/klasy/klasy/weaver/target"
+	"github.com/klasy/klasy/weaver/taskfilter"
 )
 
 // Session is a target with its kernel image indexed and checked: what
@@ -54,6 +55,9 @@ type Session struct {
 	// kprobes on ftrace, as before the runtime had its ftrace_ops (make
 	// bench compares the two).
 	KprobesOnly bool
+	// Tasks are the tasks a weave's advice runs for (klasy weave --pid,
+	// --comm, --include-self); its SelfTGID is found at the weave.
+	Tasks taskfilter.Filter
 	// MaxJoinPoints and MaxCMiB bound a weave's join points and its
 	// generated C; 0 is DefaultMaxJoinPoints, DefaultMaxCMiB.
 	MaxJoinPoints, MaxCMiB int

@@ -26,6 +26,7 @@ import (
 	"github.com/klasy/klasy/weaver/records"
 	"github.com/klasy/klasy/weaver/resolve"
 	"github.com/klasy/klasy/weaver/runtime"
+	"github.com/klasy/klasy/weaver/taskfilter"
 	"github.com/klasy/klasy/xflow"
 )
 
@@ -204,7 +205,19 @@ func Prepare(ctx context.Context, s *Session, f *aspect.File, rep *Report) (*Pre
 	if len(ref) != 1 || ref[0].InlineOnly {
 		return nil, fmt.Errorf("%s has no single function %s to find the KASLR slide by", s.T.Image(), gen.KASLRRef)
 	}
-	m, err := gen.Generate(f, rep.JoinPoints, gen.GenOptions{Path: path, RefAddr: ref[0].Entry, ModuleAddr: s.moduleAddr(ctx), Flows: rep.Flows})
+	tasks := s.Tasks
+	if err := tasks.Check(); err != nil {
+		return nil, err
+	}
+	if !tasks.IncludeSelf {
+		// Left out of every join point: what the target's own agent
+		// does for klasy (klasy trace --follow reading) is not traced.
+		var err error
+		if tasks.SelfTGID, err = taskfilter.Self(ctx, s.T.ReadFile); err != nil {
+			return nil, err
+		}
+	}
+	m, err := gen.Generate(f, rep.JoinPoints, gen.GenOptions{Path: path, RefAddr: ref[0].Entry, ModuleAddr: s.moduleAddr(ctx), Flows: rep.Flows, Tasks: tasks})
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,8 @@ var cmdSamples = map[string]cmdSample{
 		{name: "json"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
 	"funcs": {pos: []string{"vmlinux", "tcp_*"}, flags: []flagSample{
 		{name: "json"}, {name: "inlined"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
+	"tracepoints": {pos: []string{"vmlinux", "sched:*"}, flags: []flagSample{
+		{name: "json"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
 	"accesses": {pos: []string{"a.o", "sk_buff.%"}, flags: []flagSample{{name: "json"}, {name: "lab", value: "demo"}}},
 	"agent": {flags: []flagSample{{name: "device", value: "/dev/vport0p1"}, {name: "allow-run"},
 		{name: "listen", value: "127.0.0.1:7070"}, {name: "tls-ca", value: "ca.crt"}, {name: "tls-cert", value: "a.crt"},
@@ -51,7 +53,8 @@ var cmdSamples = map[string]cmdSample{
 	"lab down":   {pos: []string{"a"}},
 	"weave": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "v"}, {name: "module", value: "m.ko"}, {name: "domains", value: "d.yaml"}, {name: "buffer-kb", value: "2048"},
-		{name: "max-join-points", value: "30000"}, {name: "max-c-mb", value: "128"}, {name: "D", value: "PID=42"}}},
+		{name: "max-join-points", value: "30000"}, {name: "max-c-mb", value: "128"}, {name: "D", value: "PID=42"},
+		{name: "pid", value: "42"}, {name: "comm", value: "dd"}, {name: "include-self"}}},
 	"list": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "module", value: "m.ko"}, {name: "domains", value: "d.yaml"},
 		{name: "D", value: "PID=42"}}},

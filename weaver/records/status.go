@@ -79,6 +79,9 @@ const (
 	KindKprobe    = "kprobe"
 	KindKretprobe = "kretprobe"
 	KindReplace   = "replace" // a <replace>: the function returns at once, on ftrace
+	// KindTracepoint is a probe on a static tracepoint, whose mechanism
+	// is MechTracepoint once registered.
+	KindTracepoint = "tracepoint"
 
 	MechFtrace    = "ftrace"     // an ftrace-based kprobe at a function's entry
 	MechFtraceOps = "ftrace-ops" // at a function's entry, on its aspect's ftrace_ops
@@ -87,6 +90,8 @@ const (
 	MechKretprobe = "kretprobe"  // the return of a function
 	MechDisabled  = "disabled"
 	MechGone      = "gone" // the probed code went away (its module unloaded)
+	// MechTracepoint: registered with tracepoint_probe_register.
+	MechTracepoint = "tracepoint"
 )
 
 // Hook is one hook of an aspect.
@@ -414,8 +419,8 @@ func parseHook(m kvs) (Hook, error) {
 	h.Index, e = m.int("index")
 	fail(e)
 	h.Kind, e = m.str("kind")
-	if !fail(e) && h.Kind != KindKprobe && h.Kind != KindKretprobe && h.Kind != KindReplace {
-		fail(fmt.Errorf("kind=%s: want %s, %s or %s", h.Kind, KindKprobe, KindKretprobe, KindReplace))
+	if !fail(e) && h.Kind != KindKprobe && h.Kind != KindKretprobe && h.Kind != KindReplace && h.Kind != KindTracepoint {
+		fail(fmt.Errorf("kind=%s: want %s, %s, %s or %s", h.Kind, KindKprobe, KindKretprobe, KindReplace, KindTracepoint))
 	}
 	h.Addr, e = m.hex("addr")
 	fail(e)
@@ -424,7 +429,7 @@ func parseHook(m kvs) (Hook, error) {
 	h.Mech, e = m.str("mech")
 	if !fail(e) {
 		switch h.Mech {
-		case MechFtrace, MechFtraceOps, MechJump, MechInt3, MechKretprobe, MechDisabled, MechGone:
+		case MechFtrace, MechFtraceOps, MechJump, MechInt3, MechKretprobe, MechDisabled, MechGone, MechTracepoint:
 		default:
 			fail(fmt.Errorf("unknown mech=%s", h.Mech))
 		}

@@ -240,6 +240,8 @@ static int klasy_check_hook(const struct klasy_hook *h)
 		return h->rp.handler ? 0 : -EINVAL;
 	case KLASY_HOOK_REPLACE:
 		return h->rp.kp.pre_handler && !h->rp.kp.post_handler ? 0 : -EINVAL;
+	case KLASY_HOOK_TRACEPOINT:
+		return h->probe && h->tracepoint ? 0 : -EINVAL;
 	}
 	return -EINVAL;
 }
@@ -313,9 +315,14 @@ static void klasy_disable(struct klasy_aspect *a, unsigned int n)
 {
 	unsigned int i;
 
-	for (i = 0; i < n; i++)
-		if (!a->hooks[i].on_ops)
+	for (i = 0; i < n; i++) {
+		if (a->hooks[i].on_ops)
+			continue;
+		if (a->hooks[i].kind == KLASY_HOOK_TRACEPOINT)
+			klasy_tp_unregister(&a->hooks[i]);
+		else
 			disable_kprobe(&a->hooks[i].rp.kp);
+	}
 }
 
 /*
@@ -325,6 +332,7 @@ static void klasy_disable(struct klasy_aspect *a, unsigned int n)
 static void klasy_unregister_all(struct klasy_aspect *a)
 {
 	klasy_fops_detach(a);
+	klasy_tp_sync(a);
 	if (a->nkps)
 		unregister_kprobes(a->kps, a->nkps);
 	if (a->nrps)
@@ -415,7 +423,8 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 			continue;
 		h->rp.kp.flags = KPROBE_FLAG_DISABLED;
 		err = klasy_check_hook(h);
-		if (!err) {
+		/* A tracepoint's probe goes in where kprobes are enabled. */
+		if (!err && h->kind != KLASY_HOOK_TRACEPOINT) {
 			if (klasy_is_kretprobe(h))
 				err = register_kretprobe(&h->rp);
 			else
@@ -427,7 +436,7 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 		}
 		if (klasy_is_kretprobe(h))
 			a->rps[a->nrps++] = &h->rp;
-		else
+		else if (h->kind != KLASY_HOOK_TRACEPOINT)
 			a->kps[a->nkps++] = &h->rp.kp;
 		if (h->kind == KLASY_HOOK_REPLACE) {
 			WRITE_ONCE(klasy_replaced, true);
@@ -455,7 +464,10 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 			klasy_disable(a, i);
 			goto rollback;
 		}
-		err = enable_kprobe(&h->rp.kp);
+		if (h->kind == KLASY_HOOK_TRACEPOINT)
+			err = klasy_tp_register(h);
+		else
+			err = enable_kprobe(&h->rp.kp);
 		if (err) {
 			klasy_hook_error(a, h, "enabling", err);
 			klasy_disable(a, i);
@@ -764,6 +776,8 @@ static const char *klasy_mech(struct klasy_hook *h)
 
 	if (h->on_ops)
 		return "ftrace-ops";
+	if (h->kind == KLASY_HOOK_TRACEPOINT)
+		return h->tp ? "tracepoint" : "disabled";
 	if (kprobe_gone(kp))
 		return "gone";
 	if (kprobe_disabled(kp))
@@ -792,6 +806,7 @@ static const char *const klasy_hook_kinds[] = {
 	[KLASY_HOOK_KPROBE] = "kprobe",
 	[KLASY_HOOK_KRETPROBE] = "kretprobe",
 	[KLASY_HOOK_REPLACE] = "replace",
+	[KLASY_HOOK_TRACEPOINT] = "tracepoint",
 };
 
 static void klasy_show_hook(struct seq_file *m, struct klasy_aspect *a,

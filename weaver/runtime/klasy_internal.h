@@ -44,4 +44,12 @@ void klasy_fops_disarm(struct klasy_aspect *a);
 void klasy_fops_detach(struct klasy_aspect *a);
 unsigned int klasy_fops_count(const struct klasy_aspect *a);
 
+/*
+ * klasy_tp.c: a tracepoint hook in (which enables it) and out; klasy_tp_sync
+ * waits for the probes of a taken out since the last call.
+ */
+int klasy_tp_register(struct klasy_hook *h);
+void klasy_tp_unregister(struct klasy_hook *h);
+void klasy_tp_sync(struct klasy_aspect *a);
+
 #endif /* _KLASY_INTERNAL_H */

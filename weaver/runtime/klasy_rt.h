@@ -35,7 +35,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 8
+#define KLASY_ABI_VERSION 9
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -110,13 +110,20 @@ enum klasy_hook_kind {
 	KLASY_HOOK_KPROBE = 0,	  /* before: a kprobe at addr */
 	KLASY_HOOK_KRETPROBE = 1, /* after an out-of-line function returns */
 	KLASY_HOOK_REPLACE = 2,	  /* <replace>: the function at addr returns at once */
+	KLASY_HOOK_TRACEPOINT = 3, /* a probe on the tracepoint named tracepoint */
 };
+
+struct tracepoint;
 
 /*
  * One hook. The advice module fills everything above "runtime's"; for a
  * kprobe or a replacement it sets rp.kp.addr and rp.kp.pre_handler (and
  * rp.kp.post_handler for after advice at an instruction), for a kretprobe
  * rp.kp.addr, rp.handler and optionally rp.entry_handler/rp.data_size.
+ * For a tracepoint it sets tracepoint (the event's name, as struct
+ * tracepoint names it) and probe, the function with the event's
+ * prototype, registered with the hook as its data; the kernel counts no
+ * misses for it, so the probe counts in rp.kp.nmissed what it leaves out.
  * The runtime sets rp.kp.flags, and a replacement's rp.kp.post_handler.
  * Strings are shown in status with spaces and control characters as '_',
  * NULL or "" as "-".
@@ -139,8 +146,11 @@ struct klasy_hook {
 	 * (not FTRACE_OPS_FL_SAVE_REGS), and read as garbage.
 	 */
 	bool args_only;
+	const char *tracepoint;		/* KLASY_HOOK_TRACEPOINT: the event */
+	void *probe;			/* KLASY_HOOK_TRACEPOINT: its probe */
 
 	/* runtime's */
+	struct tracepoint *tp;		/* the tracepoint probe is registered on */
 	struct klasy_aspect *aspect;
 	unsigned int index;
 	u64 __percpu *hit;		/* this hook's hit counter */
@@ -229,6 +239,7 @@ struct klasy_aspect {
 	struct kretprobe **rps;		/* the kretprobes, for one batch */
 	unsigned int nkps, nrps;
 	u64 register_ns;		/* time klasy_register_aspect took */
+	bool tp_unregistered;		/* a probe is out: wait for its handlers */
 	struct klasy_agg *agg;		/* the aggregation maps (klasy_agg.c) */
 	struct klasy_fops *fops;	/* its entry hooks' ftrace_ops, or NULL */
 	int fops_err;			/* why its entry hooks are kprobes, or 0 */

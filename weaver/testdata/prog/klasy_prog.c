@@ -31,6 +31,8 @@
  *                                        busy loop (half on CPU 0, half on CPU 1), getsid(2)
  *   klasy_prog mkdir PATH N              mkdir(2) PATH N times: the first may make
  *                                        it, the others fail with EEXIST
+ *   klasy_prog fork N                    fork(2) N children that exit at once,
+ *                                        print "child PID" for each, reap them
  *
  * It prints its pid first, so the test can pick its records.
  */
@@ -47,6 +49,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,7 +101,7 @@ int main(int argc, char **argv)
 	long i, n;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|time-lseek|lseek-ret|tcp-send|tcp-recv|getppid-split|pread-range|sleep|spin|mkdir ...\n");
+		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|time-lseek|lseek-ret|tcp-send|tcp-recv|getppid-split|pread-range|sleep|spin|mkdir|fork ...\n");
 		return 2;
 	}
 	printf("pid %d\n", getpid());
@@ -129,6 +132,22 @@ int main(int argc, char **argv)
 				fprintf(stderr, "klasy_prog: %s exists\n", argv[2]);
 				return 1;
 			}
+		}
+		return 0;
+	}
+	if (strcmp(argv[1], "fork") == 0 && argc == 3) {
+		n = arg(argv[2]);
+		for (i = 0; i < n; i++) {
+			pid_t c = fork();
+
+			if (c < 0) {
+				perror("fork");
+				return 1;
+			}
+			if (c == 0)
+				_exit(0);
+			printf("child %d\n", c);
+			waitpid(c, NULL, 0);
 		}
 		return 0;
 	}
