@@ -8,6 +8,8 @@ import (
 	"github.com/klasy/klasy/cmd/klasy/internal/perfetto"
 	"github.com/klasy/klasy/cmd/klasy/internal/tracerun"
 	"github.com/klasy/klasy/cmd/klasy/internal/traceview"
+	"github.com/klasy/klasy/internal/interrupt"
+	"github.com/klasy/klasy/otlpexport"
 	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/target"
@@ -27,6 +29,7 @@ type traceFlags struct {
 	targetFlags
 	json, follow, flow bool
 	aspect, perfetto   string
+	otlp               string
 	views              traceview.Options
 }
 
@@ -40,6 +43,7 @@ func runTrace(s *stdio, args []string) error {
 	f.views.Declare(fs.FlagSet)
 	fs.StringVar(&f.perfetto, "perfetto", "", "")
 	fs.BoolVar(&f.flow, "flow", false, "")
+	fs.StringVar(&f.otlp, "otlp", "", "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,10 +53,15 @@ func runTrace(s *stdio, args []string) error {
 	// A reader of the output gone (trace --follow | head -1): writes fail
 	// with EPIPE, and the records read are put back, instead of the
 	// process dying of SIGPIPE with them.
-	defer catchSIGPIPE()()
+	defer interrupt.CatchSIGPIPE()()
 	// The --perfetto file is checked before any record is consumed to be
 	// written there.
 	checkOutput := func() error {
+		if f.otlp != "" {
+			if err := otlpexport.CheckURL(f.otlp); err != nil {
+				return err
+			}
+		}
 		if f.perfetto == "" {
 			return nil
 		}
@@ -70,7 +79,7 @@ func runTrace(s *stdio, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
 		}
-		ctx, cancel := signalContext()
+		ctx, cancel := interrupt.Context()
 		defer cancel()
 		ds, err := openTraceDomains(ctx, s, f.domains)
 		if err != nil {
@@ -93,14 +102,16 @@ func runTrace(s *stdio, args []string) error {
 	if err := checkOutput(); err != nil {
 		return err
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := interrupt.Context()
 	defer cancel()
 	src, err := openTraceSource(ctx, s, f.TargetOptions)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	return tracerun.One(ctx, f.output(s), f.options(view), src)
+	opt := f.options(view)
+	opt.Clock = sessionClock(src)
+	return tracerun.One(ctx, f.output(s), opt, src)
 }
 
 // sessionSource is a session on a kernel, as trace reads it.
@@ -115,6 +126,7 @@ var openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptio
 	if err != nil {
 		return nil, err
 	}
+	sess.WarnTroubles(ctx)
 	return sessionSource{sess}, nil
 }
 
@@ -122,9 +134,18 @@ var openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptio
 // shortens it).
 var tracePoll = 200 * time.Millisecond
 
+// otlpRetry is how long trace --otlp retries a batch (a test shortens
+// it); 0 is otlpexport's default.
+var otlpRetry time.Duration
+
 // sessionClock reads a session's target's clock.
 func sessionClock(src tracerun.Source) func(context.Context) (int64, error) {
 	return func(ctx context.Context) (int64, error) {
+		if c, ok := src.(interface {
+			Clock(context.Context) (int64, error)
+		}); ok {
+			return c.Clock(ctx)
+		}
 		if ss, ok := src.(sessionSource); ok {
 			if c, ok := ss.T.(target.Clocked); ok {
 				return c.Clock(ctx)
@@ -164,5 +185,5 @@ func (f *traceFlags) output(s *stdio) tracerun.Output {
 // options are the flags as tracerun takes them.
 func (f *traceFlags) options(view traceview.View) tracerun.Options {
 	return tracerun.Options{JSON: f.json, Follow: f.follow, Flow: f.flow, Aspect: f.aspect, Perfetto: f.perfetto,
-		View: view, Poll: tracePoll, ClockSamples: clockSamples, HostClock: hostClock}
+		OTLP: f.otlp, OTLPRetry: otlpRetry, View: view, Poll: tracePoll, ClockSamples: clockSamples, HostClock: hostClock}
 }

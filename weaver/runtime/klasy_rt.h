@@ -28,10 +28,12 @@
 #include <linux/kprobes.h>
 #include <linux/list.h>
 #include <linux/percpu.h>
+#include <linux/string.h>
+#include <linux/uaccess.h>	/* copy_from_kernel_nofault() for READ_CHECKED */
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 6
+#define KLASY_ABI_VERSION 7
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -142,12 +144,32 @@ struct klasy_agg_room {
 
 struct klasy_agg;
 
+/*
+ * A running address in a module that an advice module was generated for
+ * (from /sys/module/NAME/sections): a hook's, or a static's that its
+ * advice reads. kallsyms must name it symbol+offset in module, or the
+ * module was reloaded since and the address is stale; the runtime then
+ * refuses the whole aspect (-ESTALE) before registering any hook. A
+ * static is checked only with CONFIG_KALLSYMS_ALL (kallsyms has no data
+ * symbols without it); the check of its hook, in the same module, stays.
+ */
+struct klasy_addr_check {
+	unsigned long addr;
+	const char *module;
+	const char *symbol;
+	unsigned long offset;
+	unsigned int hook;	/* the hook it is, or whose advice reads it */
+	bool is_static;		/* a static the advice reads, not the hook */
+};
+
 struct klasy_aspect {
 	const char *name;		/* the aspect's name (file name) */
 	struct module *owner;		/* THIS_MODULE */
 	unsigned int nhooks;
 	struct klasy_hook *hooks;
 	struct klasy_agg_room agg_room;
+	unsigned int nchecks;
+	const struct klasy_addr_check *checks;
 
 	/* runtime's */
 	u32 id;				/* from 1, never reused while loaded */
@@ -170,7 +192,9 @@ struct klasy_aspect {
  * klasy_register_aspect registers every hook of a, all or nothing: on
  * failure nothing stays registered and the error is returned (the
  * kernel's: -EINVAL for a refused address, -EILSEQ for one that is not an
- * instruction boundary, ...), with the failing hook's index in *failed,
+ * instruction boundary, -ESTALE for a module address that kallsyms
+ * names otherwise than a->checks says, ...), with the failing hook's
+ * index in *failed,
  * or a->nhooks when no hook is to blame (-ENOMEM, no or too many hooks).
  * failed may be NULL. Hooks are registered disabled and enabled once all
  * are in. Call it from the advice module's init, and
@@ -238,6 +262,26 @@ static inline void klasy_store(struct klasy_hit *hit, u64 v)
 #define STORE_DATA6(a, b, c, d, e, f) do { STORE_DATA5(a, b, c, d, e); STORE_DATA(f); } while (0)
 #define STORE_DATA7(a, b, c, d, e, f, g) do { STORE_DATA6(a, b, c, d, e, f); STORE_DATA(g); } while (0)
 #define STORE_DATA8(a, b, c, d, e, f, g, h) do { STORE_DATA7(a, b, c, d, e, f, g); STORE_DATA(h); } while (0)
+
+/*
+ * READ_CHECKED(p) is *p read without trusting p: advice runs in a kprobe
+ * handler, where a bad pointer oopses the kernel and leaves kprobes'
+ * per-CPU state behind. A pointer that does not lead to readable kernel
+ * memory (NULL, a user address, an unmapped one) reads as zero. Scalars
+ * and structs alike; ok, if given as READ_CHECKED_OK(p, ok), says which.
+ */
+#define READ_CHECKED_OK(p, ok) ({					\
+	__unqual_scalar_typeof(*(p)) __klasy_v;				\
+	(ok) = !copy_from_kernel_nofault((void *)&__klasy_v, (p),	\
+					 sizeof(__klasy_v));		\
+	if (!(ok))							\
+		memset((void *)&__klasy_v, 0, sizeof(__klasy_v));	\
+	__klasy_v;							\
+})
+#define READ_CHECKED(p) ({						\
+	bool __klasy_ok;						\
+	READ_CHECKED_OK(p, __klasy_ok);					\
+})
 
 /* DO_RDTSC(v) sets v to the time stamp counter. */
 #define DO_RDTSC(v) ((v) = rdtsc())

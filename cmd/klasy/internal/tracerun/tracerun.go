@@ -36,6 +36,11 @@ type Options struct {
 	Poll               time.Duration  // how often --follow reads the buffer
 	ClockSamples       int            // clock exchanges per domain
 	HostClock          func() int64   // the host's CLOCK_MONOTONIC
+	// OTLP is the tracing backend records are sent to (--otlp), and
+	// Clock, for one kernel, its CLOCK_MONOTONIC, to date its spans.
+	OTLP      string
+	OTLPRetry time.Duration // how long a batch is retried; 0: otlpexport's default
+	Clock     func(context.Context) (int64, error)
 }
 
 // Source is where klasy trace reads one kernel's records: a session
@@ -72,7 +77,16 @@ func One(ctx context.Context, s Output, f Options, src Source) error {
 	if f.Perfetto != "" {
 		p.Export = &perfetto.Export{Path: f.Perfetto, Target: src.Name(), Note: s.Err}
 	}
-	atEnd := p.View != nil || p.Export != nil
+	// Without --follow, an export to a backend is written when the trace
+	// ends: what it could not send is kept for the next trace.
+	atEnd := p.View != nil || p.Export != nil || (f.OTLP != "" && !f.Follow)
+	var otlp *otlpSink
+	if f.OTLP != "" {
+		var err error
+		if otlp, err = newOTLPSink(ctx, f, s.Err, src.Name(), f.Clock); err != nil {
+			return err
+		}
+	}
 	saved, done, err := src.TakeSaved()
 	if err != nil {
 		return err
@@ -89,6 +103,11 @@ func One(ctx context.Context, s Output, f Options, src Source) error {
 	if err := p.Print(saved); err != nil {
 		return err
 	}
+	if otlp != nil {
+		if err := otlp.addRecords(ctx, aspectOnly(saved, f.Aspect)); err != nil {
+			return err
+		}
+	}
 	if !atEnd {
 		if err := s.Flush(); err != nil {
 			return err
@@ -100,6 +119,16 @@ func One(ctx context.Context, s Output, f Options, src Source) error {
 	finish := func() error {
 		if err := p.Finish(); err != nil {
 			return notWritten(src, unwritten, err)
+		}
+		if otlp != nil {
+			if err := otlp.close(); err != nil {
+				if f.Follow {
+					// What --follow sent is gone from the kernel: the
+					// spans not sent were said as they failed.
+					return err
+				}
+				return notWritten(src, unwritten, err)
+			}
 		}
 		if err := s.Flush(); err != nil {
 			return notWritten(src, unwritten, err)
@@ -127,6 +156,11 @@ func One(ctx context.Context, s Output, f Options, src Source) error {
 		}
 		if err := p.Print(rs); err != nil {
 			return notWritten(src, unwritten, err)
+		}
+		if otlp != nil {
+			if err := otlp.addRecords(ctx, aspectOnly(rs, f.Aspect)); err != nil {
+				return notWritten(src, unwritten, err)
+			}
 		}
 		// Records as they come, not when 64 KiB of them are buffered.
 		if err := s.Flush(); err != nil {
@@ -272,6 +306,18 @@ func Domains(ctx context.Context, s Output, f Options, ds []Domain) (err error) 
 	if err := s.Flush(); err != nil {
 		return err
 	}
+	if f.OTLP != "" {
+		o, err := newOTLPSink(ctx, f, s.Err, "", nil)
+		if err != nil {
+			return err
+		}
+		if err := o.addEvents(ctx, es); err != nil {
+			return err
+		}
+		if err := o.close(); err != nil {
+			return err
+		}
+	}
 	if f.Perfetto != "" {
 		if err := perfetto.WriteFile(f.Perfetto, names, es, timeline.FlowLinks(es), s.Err); err != nil {
 			return err
@@ -287,6 +333,14 @@ func Domains(ctx context.Context, s Output, f Options, ds []Domain) (err error) 
 		fmt.Fprintf(s.Err, "klasy: records lost because a trace buffer was full: %s\n", strings.Join(lostMsgs, ", "))
 	}
 	return nil
+}
+
+// aspectOnly is rs, or with --aspect only that aspect's records.
+func aspectOnly(rs []records.TraceRecord, aspect string) []records.TraceRecord {
+	if aspect == "" {
+		return rs
+	}
+	return ofAspect(rs, aspect)
 }
 
 // ofAspect is the records of rs of one aspect.
