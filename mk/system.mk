@@ -4,7 +4,7 @@
 #   make system-lab  the lab's root image, once: debootstrap'd bookworm with
 #                    systemd, gcc-12, make and Debian's headers for the lab
 #                    kernel, as an ext4 image under $KLASY_CACHE/system-lab
-#                    (scripts/build-system-lab.sh; about 7 minutes cold,
+#                    (scripts/build-system-lab.sh; 4-7 minutes cold,
 #                    a second warm)
 #   make deb         bin/klasy_VERSION_amd64.deb (scripts/build-deb.sh):
 #                    the static klasy, its man page, bash completion and
