@@ -50,6 +50,10 @@ type Session struct {
 	// gets when a weave of this session loads it; 0 is the runtime's
 	// default (1024).
 	BufferKB int
+	// KprobesOnly loads the runtime with ftrace_ops=0: entry hooks are
+	// kprobes on ftrace, as before the runtime had its ftrace_ops (make
+	// bench compares the two).
+	KprobesOnly bool
 	// MaxJoinPoints and MaxCMiB bound a weave's join points and its
 	// generated C; 0 is DefaultMaxJoinPoints, DefaultMaxCMiB.
 	MaxJoinPoints, MaxCMiB int

@@ -51,6 +51,27 @@ type Report struct {
 	// Flows are the aspect's <xflow> names: the module declares, gets
 	// and puts the runtime's table of each.
 	Flows []string
+	// FtraceOps: the runtime puts entry hooks at ftrace sites on the
+	// aspect's ftrace_ops. OpsErr is the kernel's error when ftrace
+	// refused that ops (its entry hooks are then kprobes), else 0.
+	FtraceOps bool
+	OpsErr    int
+}
+
+// EntryKprobesWhy says why the aspect's entry hooks are kprobes when
+// they could have been on its ftrace_ops (klasy weave -v prints it), ""
+// when none is.
+func (r *Report) EntryKprobesWhy() string {
+	if r.OpsErr != 0 {
+		return fmt.Sprintf("ftrace refused the ftrace_ops: error %d (%v)", r.OpsErr, syscall.Errno(-r.OpsErr))
+	}
+	entry := slices.ContainsFunc(r.JoinPoints, func(jp *joinpoint.JoinPoint) bool {
+		return jp.Skipped == "" && jp.Mechanism == records.MechFtrace && jp.Kind == joinpoint.Kprobe
+	})
+	if entry && !r.FtraceOps {
+		return "the runtime was loaded with ftrace_ops=0"
+	}
+	return ""
 }
 
 // Woven counts the join points not skipped.
@@ -358,11 +379,17 @@ func (s *Session) ensureRuntime(ctx context.Context, ko []byte, flows bool) (loa
 	if s.BufferKB > 0 {
 		params = append(params, fmt.Sprintf("buffer_kb=%d", s.BufferKB))
 	}
+	if s.KprobesOnly {
+		params = append(params, "ftrace_ops=0")
+	}
 	if st, err := s.Status(ctx); err != nil {
 		return false, err
 	} else if st != nil {
 		if s.BufferKB > 0 && st.BufferKB != s.BufferKB {
 			return false, fmt.Errorf("the runtime in %s has a trace buffer of %d KiB per CPU, not %d: the size is set when the runtime loads, so unweave every aspect there first ('klasy status' lists them)", s.T.Name(), st.BufferKB, s.BufferKB)
+		}
+		if s.KprobesOnly && st.FtraceOps {
+			return false, fmt.Errorf("the runtime in %s puts entry hooks on ftrace_ops, and this weave wants kprobes only: unweave every aspect there first ('klasy status' lists them)", s.T.Name())
 		}
 		if flows {
 			return false, s.checkFlowDomain(ctx)
@@ -450,6 +477,7 @@ func (s *Session) readMechanisms(ctx context.Context, rep *Report, m *gen.Module
 		}
 	}
 	rep.Times.Register = asp.Register
+	rep.FtraceOps, rep.OpsErr = st.FtraceOps, asp.OpsErr
 	return nil
 }
 

@@ -28,10 +28,11 @@ var (
 )
 
 // KernelState is a shell command printing what a weave must leave as it
-// found it: the names of the loaded modules, sorted, and the kprobes
-// list. Tests run it in a guest (sh -c) before weaving and after
-// unweaving and compare the outputs.
-const KernelState = "cut -d' ' -f1 /proc/modules | sort; cat /sys/kernel/debug/kprobes/list"
+// found it: the names of the loaded modules, sorted, the kprobes list
+// and the functions ftrace calls out from (an aspect's ftrace_ops; none
+// in a kernel without ftrace). Tests run it in a guest (sh -c) before
+// weaving and after unweaving and compare the outputs.
+const KernelState = "cut -d' ' -f1 /proc/modules | sort; cat /sys/kernel/debug/kprobes/list; cat /sys/kernel/debug/tracing/enabled_functions 2>/dev/null || true"
 
 // moduleRoot is the directory of go.mod, found from this file.
 func moduleRoot() string {

@@ -560,6 +560,7 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 		g.p("\t%s;", declare(rep.Returns, "ret"))
 	}
 	g.p("")
+	g.enter(rep != nil)
 	g.p("\tklasy_count_hit(h);")
 	g.hitSP()
 	fails := false
@@ -594,6 +595,7 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 		}
 		g.call(jp, args)
 	}
+	g.p("\tklasy_leave(hit);")
 	if rep != nil {
 		g.p("\treturn 1; /* regs->ip is the return stub: the body does not run */")
 	} else {
@@ -601,13 +603,27 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 	}
 	if fails && rep != nil {
 		g.p("fail:")
+		g.p("\tklasy_leave(hit);")
 		g.p("\treturn 0; /* a context value could not be read: no advice, the original body runs */")
 	} else if fails {
 		g.p("fail:")
+		g.p("\tklasy_leave(hit);")
 		g.p("\treturn 0; /* a context value could not be read: no advice */")
 	}
 	g.p("}")
 	return nil
+}
+
+// enter claims the CPU's hit for the handler (klasy_rt.h: klasy_enter):
+// a hit inside another klasy handler on this CPU is counted as missed
+// and runs no advice (a replaced function's own body then runs).
+func (g *cgen) enter(replace bool) {
+	g.p("\tif (unlikely(!klasy_enter(hit, h)))")
+	if replace {
+		g.p("\t\treturn 0; /* the original body runs */")
+	} else {
+		g.p("\t\treturn 0;")
+	}
 }
 
 // hitSP stores the probed context's stack pointer in the hit, for
@@ -715,6 +731,8 @@ func (g *cgen) postHook(i int, h *joinpoint.Hook) error {
 		g.p("\t\treturn;")
 		g.p("\tst->ok = 0;")
 	}
+	g.p("\tif (unlikely(!klasy_enter(hit, h)))")
+	g.p("\t\treturn;")
 	g.p("\tklasy_count_hit(h);")
 	g.hitSP()
 	vi := 0
@@ -730,8 +748,27 @@ func (g *cgen) postHook(i int, h *joinpoint.Hook) error {
 		}
 		g.call(jp, args)
 	}
+	g.p("\tklasy_leave(hit);")
 	g.p("}")
 	return nil
+}
+
+// ftraceArgRegs are the DWARF registers ftrace saves without
+// FTRACE_OPS_FL_SAVE_REGS (x86-64 6.1, ftrace_caller): ax, dx, cx, si,
+// di, bp, sp, r8, r9, ip.
+const ftraceArgRegs = 1<<0 | 1<<1 | 1<<2 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<9 | 1<<16
+
+// argsOnly: hook h's context values read only ftraceArgRegs, so on an
+// ftrace_ops its handler needs no full pt_regs.
+func argsOnly(h *joinpoint.Hook) bool {
+	for _, jp := range h.Points {
+		for _, a := range jp.Args {
+			if a.Value != nil && a.Value.Regs()&^ftraceArgRegs != 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // tables writes the hook table, the aspect and the module's init/exit.
@@ -769,6 +806,8 @@ func (g *cgen) tables(opt GenOptions) {
 			g.p("\t\t.rp.kp.pre_handler = klasy_h%d,", i)
 			if h.Kind == joinpoint.KprobePost {
 				g.p("\t\t.rp.kp.post_handler = klasy_post_h%d,", i)
+			} else if argsOnly(h) {
+				g.p("\t\t.args_only = true,")
 			}
 		}
 		g.p("\t\t.image_addr = %#xUL,", h.Addr)

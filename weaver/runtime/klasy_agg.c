@@ -14,8 +14,8 @@
  * tables, sized by the room its advice module asks for (agg_room). A map
  * is carved out of them at the first hit of a macro use, under a lock
  * taken only then; every later hit writes its own CPU's arena with plain
- * stores. That needs no atomic instruction because the kernel runs at
- * most one kprobe handler per CPU at a time (see klasy_hit in klasy_rt.h),
+ * stores. That needs no atomic instruction because at most one klasy
+ * handler runs per CPU at a time (klasy_enter, klasy_hit in klasy_rt.h),
  * so no two updates of one CPU's data overlap. Readers run concurrently
  * and see each counter whole (aligned 64-bit stores), a hit either in or
  * not yet in; a new key is published after its fields.

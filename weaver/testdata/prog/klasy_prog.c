@@ -252,14 +252,19 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		memset(buf, 'k', size);
-		/* The receiver may not listen yet: retry for 30 s. */
+		/*
+		 * The receiver may not listen yet: retry for 30 s. A loaded
+		 * host has also given a reset on connect (the lab's SYN met
+		 * the listener half set up): retried too.
+		 */
 		for (tries = 0; tries < 300; tries++) {
 			s = socket(AF_INET, SOCK_STREAM, 0);
 			if (s < 0 || connect(s, (struct sockaddr *)&sin, sizeof(sin)) == 0)
 				break;
 			close(s);
 			s = -1;
-			if (errno != ECONNREFUSED && errno != EHOSTUNREACH && errno != ETIMEDOUT)
+			if (errno != ECONNREFUSED && errno != ECONNRESET && errno != EHOSTUNREACH &&
+			    errno != ETIMEDOUT)
 				break;
 			usleep(100000);
 		}

@@ -199,13 +199,16 @@ func Mechanisms(rep *weaver.Report) map[string]int {
 func Woven(w io.Writer, rep *weaver.Report, verbose bool) {
 	mech := Mechanisms(rep)
 	skipped := len(rep.JoinPoints) - rep.Woven()
-	fmt.Fprintf(w, "%s: woven into %s: %s (ftrace %d, jump %d, int3 %d, kretprobe %d), %d skipped\n",
-		rep.Aspect, rep.Target, human.Plural(rep.Woven(), "join point"), mech["ftrace"], mech["jump"], mech["int3"], mech["kretprobe"], skipped)
+	fmt.Fprintf(w, "%s: woven into %s: %s (ftrace-ops %d, ftrace %d, jump %d, int3 %d, kretprobe %d), %d skipped\n",
+		rep.Aspect, rep.Target, human.Plural(rep.Woven(), "join point"), mech["ftrace-ops"], mech["ftrace"], mech["jump"], mech["int3"], mech["kretprobe"], skipped)
 	t := rep.Times
 	fmt.Fprintf(w, "  resolve %s, generate %s, build %s, load %s, register %s\n",
 		human.Dur(t.Resolve), human.Dur(t.Generate), human.Dur(t.Build), human.Dur(t.Load), human.Dur(t.Register))
 	Coverage(w, rep)
 	if verbose {
+		if why := rep.EntryKprobesWhy(); why != "" {
+			fmt.Fprintf(w, "  entry hooks are kprobes, not on the aspect's ftrace_ops: %s\n", why)
+		}
 		Table(w, rep)
 	}
 }

@@ -97,12 +97,15 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -113,12 +116,15 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_5(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 5, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -129,12 +135,15 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_5(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 5, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -145,12 +154,15 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_6(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 6, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -161,12 +173,15 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_6(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 6, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -177,12 +192,15 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_3(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 3, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -193,12 +211,15 @@ static int klasy_h6(struct kretprobe_instance *ri, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, regs_return_value(regs));
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -210,6 +231,8 @@ static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	{
@@ -226,6 +249,7 @@ static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -237,6 +261,8 @@ static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	{
@@ -253,6 +279,7 @@ static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -264,6 +291,8 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	{
@@ -282,6 +311,7 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -309,6 +339,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[0] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h0,
+		.args_only = true,
 		.image_addr = 0xffffffff810be3a0UL,
 		.function = "__do_sys_getppid",
 		.file = "kernel/sys.c",
@@ -319,6 +350,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[1] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h1,
+		.args_only = true,
 		.image_addr = 0xffffffff810be8c5UL,
 		.function = "__do_sys_getpgid",
 		.inlined_in = "__x64_sys_getpgid",
@@ -330,6 +362,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[2] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h2,
+		.args_only = true,
 		.image_addr = 0xffffffff810be8e5UL,
 		.function = "__do_sys_getpgid",
 		.inlined_in = "__ia32_sys_getpgid",
@@ -341,6 +374,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[3] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h3,
+		.args_only = true,
 		.image_addr = 0xffffffff810be94bUL,
 		.function = "__do_sys_getsid",
 		.inlined_in = "__x64_sys_getsid",
@@ -352,6 +386,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[4] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h4,
+		.args_only = true,
 		.image_addr = 0xffffffff810be9dbUL,
 		.function = "__do_sys_getsid",
 		.inlined_in = "__ia32_sys_getsid",
@@ -363,6 +398,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[5] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h5,
+		.args_only = true,
 		.image_addr = 0xffffffff811566b0UL,
 		.function = "hrtimer_nanosleep",
 		.file = "kernel/time/hrtimer.c",
@@ -383,6 +419,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[7] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h7,
+		.args_only = true,
 		.image_addr = 0xffffffff813677b0UL,
 		.function = "ksys_pread64",
 		.file = "fs/read_write.c",
