@@ -46,7 +46,7 @@ var cmdSamples = map[string]cmdSample{
 	"lab up": {pos: []string{"a"}, flags: []flagSample{
 		{name: "name", value: "a"}, {name: "kernel", value: "built"}, {name: "mem", value: "256"},
 		{name: "cpus", value: "2"}, {name: "lan"}, {name: "timeout", value: "90s", want: "1m30s"},
-		{name: "xen"}, {name: "domus", value: "2"}, {name: "plugin", value: "klasy.so"}}},
+		{name: "xen"}, {name: "system"}, {name: "domus", value: "2"}, {name: "plugin", value: "klasy.so"}}},
 	"lab exec": {pos: []string{"a", "true"}, flags: []flagSample{{name: "timeout", value: "5s"}, {name: "stdin"},
 		{name: "domain", value: "domU1"}}},
 	"lab status": {pos: []string{"a"}, flags: []flagSample{{name: "json"}}},

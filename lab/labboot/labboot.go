@@ -92,14 +92,25 @@ func Name(suffix string) string { return fmt.Sprintf("t%d-%s", os.Getpid(), suff
 // takes it down when the test ends.
 func Boot(t testing.TB, cfg lab.Config) *lab.Lab {
 	t.Helper()
-	Need(t, cfg.Kernel)
+	k := Need(t, cfg.Kernel)
+	if cfg.System {
+		_, err := lab.FindSystemImage(k)
+		testenv.Need(t, "lab", err)
+	}
 	if cfg.Name == "" {
 		cfg.Name = Name(t.Name())
 	}
 	if cfg.Agent == "" {
 		cfg.Agent = Agent(t)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	wait := 3 * time.Minute
+	if cfg.BootTimeout+time.Minute > wait {
+		wait = cfg.BootTimeout + time.Minute
+	}
+	if cfg.System && wait < 7*time.Minute { // its default boot timeout is 6m
+		wait = 7 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	l, err := lab.Up(ctx, cfg)
 	if err != nil {
