@@ -295,7 +295,7 @@ static struct klasy_map *klasy_new_map(struct klasy_agg *g,
  * klasy_make_map finds or makes the map of use d, at its first hit. It
  * runs in any context a hook fires in (NMI too): it takes a spinning lock
  * that nothing else takes while holding it, never on a CPU where a klasy
- * handler already runs (the kernel does not nest them), and allocates
+ * handler already runs (klasy_enter lets one run per CPU), and allocates
  * nothing. A use that gets no map points to g->failed from then on.
  */
 static noinline struct klasy_map *klasy_make_map(struct klasy_agg *g,

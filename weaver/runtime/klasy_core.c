@@ -281,6 +281,8 @@ static int klasy_check_addrs(const struct klasy_aspect *a,
 		const struct klasy_hook *h;
 
 		if (c->hook >= a->nhooks || !c->module || !c->symbol) {
+			pr_err("aspect %s: address check %u is malformed (hook %u of %u)\n",
+			       a->name, i, c->hook, a->nhooks);
 			err = -EINVAL;
 			break;
 		}

@@ -2,7 +2,7 @@
 //go:build ignore
 
 /*
- * klasy_fops.c - an aspect's entry hooks on one ftrace_ops of its own.
+ * An aspect's entry hooks on one ftrace_ops of its own.
  *
  * A before hook at a function's ftrace call site is, as a kprobe, one
  * ftrace code update to register (enable_kprobe: a walk of every ftrace
@@ -51,8 +51,13 @@ static bool klasy_fops_candidate(const struct klasy_hook *h)
 {
 	char sym[KSYM_SYMBOL_LEN];
 
+	/*
+	 * A module's functions stay kprobes: ftrace keeps an unloaded
+	 * module's addresses in this filter and enables them on whatever
+	 * the next module loads there, where a kprobe is marked gone.
+	 */
 	if (h->kind != KLASY_HOOK_KPROBE || h->rp.kp.post_handler ||
-	    !h->rp.kp.pre_handler)
+	    !h->rp.kp.pre_handler || h->module)
 		return false;
 	/* func+0x0/0x9a [mod]: kallsyms' own test of a function's entry. */
 	sprint_symbol(sym, (unsigned long)h->rp.kp.addr);
@@ -100,6 +105,17 @@ static __always_inline struct klasy_hook *klasy_fops_find(struct klasy_ops_set *
  * ftrace handler drops it uncounted. The trylock also keeps preemption
  * off until the unlock: the advice's per-CPU state stays on this CPU.
  */
+/*
+ * Whether h can go on the ops without SAVE_REGS: its handler reads only
+ * the registers ftrace saves for a function's arguments, and ftrace
+ * hands such an ops a pt_regs at all (DYNAMIC_FTRACE_WITH_ARGS, which
+ * x86-64 has; without it the ops gets no registers).
+ */
+static bool klasy_args_only(const struct klasy_hook *h)
+{
+	return IS_ENABLED(CONFIG_DYNAMIC_FTRACE_WITH_ARGS) && h->args_only;
+}
+
 static void notrace klasy_fops_handler(unsigned long ip, unsigned long parent_ip,
 				       struct ftrace_ops *op,
 				       struct ftrace_regs *fregs)
@@ -111,7 +127,7 @@ static void notrace klasy_fops_handler(unsigned long ip, unsigned long parent_ip
 	 * registers, bp, sp and ip are filled (ftrace_caller); args_only
 	 * hooks read no other.
 	 */
-	struct pt_regs *regs = &fregs->regs;
+	struct pt_regs *regs = ftrace_get_regs(fregs) ?: &fregs->regs;
 	int bit;
 
 	if (unlikely(!h || !READ_ONCE(f->armed)))
@@ -121,7 +137,14 @@ static void notrace klasy_fops_handler(unsigned long ip, unsigned long parent_ip
 		atomic_long_inc(&h->missed);
 		return;
 	}
-	h->rp.kp.pre_handler(&h->rp.kp, regs);
+	/*
+	 * Not FTRACE_OPS_FL_RCU: ftrace calls us from idle paths too, where
+	 * advice's rcu_read_lock (the flow table) would not be waited for.
+	 */
+	if (likely(rcu_is_watching()))
+		h->rp.kp.pre_handler(&h->rp.kp, regs);
+	else
+		atomic_long_inc(&h->missed);
 	ftrace_test_recursion_unlock(bit);
 }
 
@@ -177,7 +200,8 @@ static int klasy_ops_set_register(struct klasy_ops_set *f, unsigned long flags)
 				f->hooks[k++] = f->hooks[i];
 			}
 		}
-		f->n = n = k;
+		n = k;
+		f->n = n;
 		err = 0;
 	}
 	/* An empty filter would trace every function. */
@@ -192,20 +216,40 @@ static int klasy_ops_set_register(struct klasy_ops_set *f, unsigned long flags)
 	return 0;
 }
 
-static void klasy_ops_set_unregister(struct klasy_aspect *a,
+/*
+ * Takes one ops out: false when ftrace could not (it is disabled after
+ * an error of its own), which leaves the ops linked: it must not be freed.
+ */
+static bool klasy_ops_set_unregister(struct klasy_aspect *a,
 				     struct klasy_ops_set *f)
 {
 	unsigned int i;
 	int err;
 
 	if (!f->registered)
-		return;
+		return true;
 	err = unregister_ftrace_function(&f->ops);
-	WARN_ONCE(err, "aspect %s: unregister_ftrace_function: %d\n", a->name, err);
+	if (WARN_ONCE(err, "aspect %s: unregister_ftrace_function: %d\n", a->name, err))
+		return false;
 	ftrace_free_filter(&f->ops);
 	f->registered = false;
 	for (i = 0; i < f->n; i++)
 		f->hooks[i]->on_ops = false;
+	return true;
+}
+
+/* Frees f once both its ops are out; leaks it (said) when one is not. */
+static void klasy_fops_release(struct klasy_aspect *a, struct klasy_fops *f)
+{
+	bool out = true;
+	unsigned int k;
+
+	for (k = 0; k < ARRAY_SIZE(f->set); k++)
+		out &= klasy_ops_set_unregister(a, &f->set[k]);
+	if (out)
+		klasy_fops_free(f);
+	else
+		pr_err("aspect %s: an ftrace_ops still linked is left allocated\n", a->name);
 }
 
 /*
@@ -249,7 +293,7 @@ int klasy_fops_attach(struct klasy_aspect *a)
 	}
 	for (i = 0; i < a->nhooks; i++) {
 		struct klasy_hook *h = &a->hooks[i];
-		struct klasy_ops_set *set = &f->set[h->args_only ? 0 : 1];
+		struct klasy_ops_set *set = &f->set[klasy_args_only(h) ? 0 : 1];
 
 		if (klasy_fops_candidate(h))
 			set->hooks[set->n++] = h;
@@ -259,9 +303,7 @@ int klasy_fops_attach(struct klasy_aspect *a)
 	if (err) {
 		pr_info("aspect %s: ftrace refused an ftrace_ops for its entry hooks (error %d): kprobes instead\n",
 			a->name, err);
-		for (k = 0; k < ARRAY_SIZE(f->set); k++)
-			klasy_ops_set_unregister(a, &f->set[k]);
-		klasy_fops_free(f);
+		klasy_fops_release(a, f);
 		a->fops_err = err;
 		return 0;
 	}
@@ -307,9 +349,7 @@ void klasy_fops_detach(struct klasy_aspect *a)
 
 	if (!a->fops)
 		return;
-	for (k = 0; k < ARRAY_SIZE(a->fops->set); k++)
-		klasy_ops_set_unregister(a, &a->fops->set[k]);
-	klasy_fops_free(a->fops);
+	klasy_fops_release(a, a->fops);
 	a->fops = NULL;
 }
 

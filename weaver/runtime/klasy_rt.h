@@ -321,18 +321,25 @@ static inline void klasy_store(struct klasy_hit *hit, u64 v)
 #define STORE_DATA8(a, b, c, d, e, f, g, h) do { STORE_DATA7(a, b, c, d, e, f, g); STORE_DATA(h); } while (0)
 
 /*
- * READ_CHECKED(p) is *p read without trusting p: advice runs in a kprobe
- * handler, where a bad pointer oopses the kernel and leaves kprobes'
- * per-CPU state behind. A pointer that does not lead to readable kernel
- * memory (NULL, a user address, an unmapped one) reads as zero. Scalars
- * and structs alike; ok, if given as READ_CHECKED_OK(p, ok), says which.
+ * READ_CHECKED(p) is *p read without trusting p: advice runs in a klasy
+ * handler (a kprobe's, an ftrace_ops', a tracepoint's), where a bad
+ * pointer oopses the kernel. A pointer that does not lead to readable
+ * kernel memory (NULL, a user address, an unmapped one) reads as zero;
+ * ok, if given as READ_CHECKED_OK(p, ok), says which (evaluated once).
+ * Only this load is checked: in READ_CHECKED(&a->b->c), a->b is read as
+ * plain C. At most 64 bytes, copied to the stack: a handler may run on
+ * the 4 KiB NMI stack.
  */
 #define READ_CHECKED_OK(p, ok) ({					\
 	__unqual_scalar_typeof(*(p)) __klasy_v;				\
-	(ok) = !copy_from_kernel_nofault((void *)&__klasy_v, (p),	\
-					 sizeof(__klasy_v));		\
-	if (!(ok))							\
+	bool __klasy_read;						\
+	static_assert(sizeof(__klasy_v) <= 64,				\
+		      "READ_CHECKED reads at most 64 bytes");		\
+	__klasy_read = !copy_from_kernel_nofault((void *)&__klasy_v,	\
+						 (p), sizeof(__klasy_v)); \
+	if (!__klasy_read)						\
 		memset((void *)&__klasy_v, 0, sizeof(__klasy_v));	\
+	(ok) = __klasy_read;						\
 	__klasy_v;							\
 })
 #define READ_CHECKED(p) ({						\
