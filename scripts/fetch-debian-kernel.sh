@@ -5,6 +5,7 @@
 #   vmlinux       the DWARF vmlinux from the -dbg package (only this file is
 #                 extracted: 633 MB instead of the package's 5 GB install)
 #   headers       symlink to /usr/src/linux-headers-ABI (kbuild tree for modules)
+#   headers-rt    symlink to the same ABI's PREEMPT_RT headers (-rt-amd64)
 # and points $KLASY_CACHE/debian/current at it. Prints the directory.
 # Re-running is cheap; an interrupted run restarts the step it was in.
 source "$(dirname "$0")/lib.sh"
@@ -77,6 +78,11 @@ fi
 
 need_pkgs "linux-headers-$abi"
 ln -sfn "/usr/src/linux-headers-$abi" "$dir/headers"
+# The same ABI's PREEMPT_RT flavor: the runtime is built against it too
+# (weaver/runtime's TestBuildsOnPreemptRT), since its locks must not sleep there.
+rtabi=${abi%-amd64}-rt-amd64
+need_pkgs "linux-headers-$rtabi"
+ln -sfn "/usr/src/linux-headers-$rtabi" "$dir/headers-rt"
 echo "$abi" >"$dir/abi"
 ln -sfn "$abi" "$KLASY_CACHE/debian/current"
 log "Debian kernel $abi ready in $dir"
