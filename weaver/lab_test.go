@@ -450,6 +450,7 @@ func TestWeaveInLab(t *testing.T) {
 	})
 
 	replaceSteps(g, step)
+	timerSteps(g, step)
 
 	t.Run("image that is not the running kernel", func(t *testing.T) {
 		fixture := filepath.Join(t.TempDir(), "a.out")

@@ -31,7 +31,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 6
+#define KLASY_ABI_VERSION 7
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -65,15 +65,16 @@ struct klasy_record {
 #define KLASY_RECORD_MAX (sizeof(struct klasy_record) + KLASY_MAX_VALUES * sizeof(__u64))
 
 /*
- * What one advice stored during one hit, and sp, the probed context's
- * stack pointer (kernel_stack_pointer(regs)), which the handler sets once
- * per hit for TIMER_START's depth.
+ * What one advice stored during one hit, and sp and regs, the probed
+ * context's stack pointer (kernel_stack_pointer(regs)) and registers,
+ * which the handler sets once per hit for TIMER_START's depth.
  */
 struct klasy_hit {
 	unsigned int n;
 	unsigned int dropped;
 	int flow;
 	unsigned long sp;
+	struct pt_regs *regs;
 	u64 vals[KLASY_MAX_VALUES];
 };
 

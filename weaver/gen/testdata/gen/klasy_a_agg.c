@@ -99,6 +99,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -115,6 +116,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_5(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -131,6 +133,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_5(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -147,6 +150,7 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_6(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -163,6 +167,7 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_6(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -179,6 +184,7 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_3(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -195,6 +201,7 @@ static int klasy_h6(struct kretprobe_instance *ri, struct pt_regs *regs)
 
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, regs_return_value(regs));
 	if (unlikely(hit->n || hit->dropped))
@@ -212,6 +219,7 @@ static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	{
 		u64 s0;
 		s0 = regs->dx;
@@ -239,6 +247,7 @@ static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	{
 		u64 s0;
 		s0 = regs->r12;
@@ -266,6 +275,7 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	{
 		u64 s0, s1;
 		s0 = regs->r13;
