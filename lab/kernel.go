@@ -16,11 +16,15 @@ const (
 	// Built is Debian's linux-source-6.1 compiled with the klasy GCC
 	// plugin and a small lab config, built by `make lab-kernel`.
 	Built = "built"
+	// Debug is Built with lockdep, KASAN and atomic-sleep checks
+	// (scripts/lab-kernel-debug.config), built by `make lab-kernel-debug`:
+	// the runtime's lab tests run on it and fail on any report.
+	Debug = "debug"
 )
 
 // Kernel is one bootable kernel and the files that belong to it.
 type Kernel struct {
-	Flavor  string // Debian or Built
+	Flavor  string // Debian, Built or Debug
 	Release string // uname -r inside the guest, e.g. 6.1.0-56-amd64
 	Image   string // what QEMU's -kernel boots (vmlinuz / bzImage)
 	Vmlinux string // ELF with DWARF (and .debug_klasy for Built)
@@ -44,9 +48,11 @@ func FindKernel(flavor string) (Kernel, error) {
 	case Debian, "":
 		return findDebian(filepath.Join(CacheDir(), "debian", "current"))
 	case Built:
-		return findBuilt(filepath.Join(CacheDir(), "lab-kernel", "current"))
+		return findBuilt(Built, filepath.Join(CacheDir(), "lab-kernel", "current"), "run make lab-kernel")
+	case Debug:
+		return findBuilt(Debug, filepath.Join(CacheDir(), "lab-kernel-debug", "current"), "run make lab-kernel-debug")
 	}
-	return Kernel{}, fmt.Errorf("unknown kernel flavor %q (want %q or %q)", flavor, Debian, Built)
+	return Kernel{}, fmt.Errorf("unknown kernel flavor %q (want %q, %q or %q)", flavor, Debian, Built, Debug)
 }
 
 func findDebian(dir string) (Kernel, error) {
@@ -67,15 +73,14 @@ func findDebian(dir string) (Kernel, error) {
 	return k, k.check(hint)
 }
 
-func findBuilt(dir string) (Kernel, error) {
-	hint := "run make lab-kernel"
+func findBuilt(flavor, dir, hint string) (Kernel, error) {
 	rel, err := os.ReadFile(filepath.Join(dir, "release"))
 	if err != nil {
-		return Kernel{}, fmt.Errorf("no built lab kernel in %s (%s): %w", dir, hint, err)
+		return Kernel{}, fmt.Errorf("no %s lab kernel in %s (%s): %w", flavor, dir, hint, err)
 	}
 	r := strings.TrimSpace(string(rel))
 	k := Kernel{
-		Flavor:     Built,
+		Flavor:     flavor,
 		Release:    r,
 		Image:      filepath.Join(dir, "bzImage"),
 		Vmlinux:    filepath.Join(dir, "vmlinux"),
