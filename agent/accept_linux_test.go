@@ -21,26 +21,7 @@ import (
 // TestTLSIdleConnectionsClosed: a peer that connects and never completes
 // the handshake is closed after AuthTimeout, unread, and logged.
 func TestTLSIdleConnectionsClosed(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := domainsFile(t, ln.Addr().String())
-	files, err := f.AgentTLS("dom0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := agent.ServerTLSConfig(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := &lockedBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- agent.ServeTLS(ctx, ln, cfg, agent.ServerOptions{Log: log, AuthTimeout: 300 * time.Millisecond})
-	}()
-	defer func() { cancel(); <-done }()
+	f, log, ln := tlsAgent(t, agent.ServerOptions{AuthTimeout: 300 * time.Millisecond})
 	var idle []net.Conn
 	for range 10 {
 		c, err := net.Dial("tcp", ln.Addr().String())
@@ -133,8 +114,11 @@ func TestTLSOutOfDescriptors(t *testing.T) {
 	// 200 idle connections: the agent accepts until its 64 descriptors
 	// are gone; the others wait in the listen backlog.
 	var idle []net.Conn
-	for range 200 {
-		c, err := net.Dial("tcp", addr)
+	// From 8 hosts of 127/8, each under MaxPendingPerPeer: what runs
+	// the agent out of descriptors is many peers, not one.
+	for i := range 200 {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%8))}}
+		c, err := d.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,4 +183,44 @@ func agentUnderLimit(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("ServeTLS: %v", err)
 	}
+}
+
+// TestTLSPerPeerLimit: one peer host past MaxPendingPerPeer connections
+// waiting for the handshake has its further ones closed at once, said in
+// the log once, while another host's controller is still served.
+func TestTLSPerPeerLimit(t *testing.T) {
+	f, log, ln := tlsAgent(t, agent.ServerOptions{AuthTimeout: time.Minute})
+	// The flooding peer: 127.0.0.2, which Linux routes to lo like all of
+	// 127/8.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	const extra = 8
+	var conns []net.Conn
+	for range agent.MaxPendingPerPeer + extra {
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	closed := 0
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			closed++
+		}
+	}
+	if closed != extra {
+		t.Errorf("%d of %d connections from one host closed at once, want the %d past %d", closed, len(conns), extra, agent.MaxPendingPerPeer)
+	}
+	waitLog(t, log, "refusing connections from 127.0.0.2", fmt.Sprintf("%d already waiting", agent.MaxPendingPerPeer))
+	if n := strings.Count(log.String(), "refusing connections from"); n != 1 {
+		t.Errorf("the refusal logged %d times, want once:\n%s", n, log.String())
+	}
+	// The controller, from 127.0.0.1, is served.
+	c, err := f.Dial(ctxT(t), "dom0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
 }

@@ -175,6 +175,7 @@ func ServeTLS(ctx context.Context, ln net.Listener, cfg *tls.Config, opts Server
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	retry := acceptRetry{logf: logf, what: "connections"}
+	pending := peerCounts{max: MaxPendingPerPeer}
 	for {
 		raw, err := ln.Accept()
 		if err != nil {
@@ -190,13 +191,25 @@ func ServeTLS(ctx context.Context, ln net.Listener, cfg *tls.Config, opts Server
 			return fmt.Errorf("agent: accepting connections: %w", err)
 		}
 		retry.ok()
+		host := peerHost(raw.RemoteAddr())
+		if n, ok := pending.add(host); !ok {
+			// One peer cannot take every descriptor from the others:
+			// its connections past the limit are closed unread.
+			if n == MaxPendingPerPeer {
+				logf("refusing connections from %s: %d already waiting for the handshake", host, n)
+			}
+			raw.Close()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			peer := raw.RemoteAddr().String()
 			conn := tls.Server(raw, cfg)
 			raw.SetDeadline(time.Now().Add(authTimeout))
-			if err := conn.HandshakeContext(ctx); err != nil {
+			err := conn.HandshakeContext(ctx)
+			pending.done(host)
+			if err != nil {
 				logf("refused a connection from %s: %v", peer, err)
 				conn.Close()
 				return
@@ -208,5 +221,54 @@ func ServeTLS(ctx context.Context, ln net.Listener, cfg *tls.Config, opts Server
 				logf("connection from %s: %v", peer, err)
 			}
 		}()
+	}
+}
+
+// MaxPendingPerPeer bounds the connections one peer host may have
+// waiting for the TLS handshake at once: more are closed at once.
+const MaxPendingPerPeer = 32
+
+// peerHost is the host part of a peer's address.
+func peerHost(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	return a.String()
+}
+
+// peerCounts counts the connections of each peer host, up to max.
+type peerCounts struct {
+	mu  sync.Mutex
+	n   map[string]int
+	max int
+}
+
+// add counts one more connection of host, unless it has max already;
+// it returns the count before and whether it was taken.
+func (p *peerCounts) add(host string) (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == nil {
+		p.n = map[string]int{}
+	}
+	n := p.n[host]
+	if n >= p.max {
+		// Said once per burst: n stays at max until one ends.
+		p.n[host] = p.max + 1
+		return n, false
+	}
+	p.n[host] = n + 1
+	return n, true
+}
+
+// done counts a connection of host as ended.
+func (p *peerCounts) done(host string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n[host] > p.max {
+		p.n[host] = p.max
+	}
+	if p.n[host]--; p.n[host] <= 0 {
+		delete(p.n, host)
 	}
 }

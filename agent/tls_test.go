@@ -69,9 +69,10 @@ domains:
 }
 
 // tlsAgent serves dom0's agent of a new domains file on the loopback
-// through a listener that records what each client sends, and returns
-// the file, the agent's log and the recordings.
-func tlsAgent(t *testing.T, allowRun bool) (*domains.File, *lockedBuffer, *recorder) {
+// with opts (its Log the one returned) through a listener that records
+// what each client sends, and returns the file, the agent's log and the
+// recordings.
+func tlsAgent(t *testing.T, opts agent.ServerOptions) (*domains.File, *lockedBuffer, *recorder) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -90,7 +91,8 @@ func tlsAgent(t *testing.T, allowRun bool) (*domains.File, *lockedBuffer, *recor
 	rec := &recorder{Listener: ln}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- agent.ServeTLS(ctx, rec, cfg, agent.ServerOptions{AllowRun: allowRun, Log: log}) }()
+	opts.Log = log
+	go func() { done <- agent.ServeTLS(ctx, rec, cfg, opts) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
@@ -149,7 +151,7 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func TestTLSController(t *testing.T) {
-	f, log, _ := tlsAgent(t, false)
+	f, log, _ := tlsAgent(t, agent.ServerOptions{})
 	ctx := ctxT(t)
 	c, err := f.Dial(ctx, "dom0")
 	if err != nil {
@@ -183,7 +185,7 @@ func TestTLSController(t *testing.T) {
 // refused before its request is read; the agent logs it with the peer's
 // address, and the file the request would have written does not appear.
 func TestTLSRefused(t *testing.T) {
-	f, log, _ := tlsAgent(t, true)
+	f, log, _ := tlsAgent(t, agent.ServerOptions{AllowRun: true})
 	other := domainsFile(t, "127.0.0.1:1")
 	dom0, _ := f.Domain("dom0")
 	load := func(cert, key string) []tls.Certificate {
@@ -267,7 +269,7 @@ func TestTLSRefused(t *testing.T) {
 // connection, run nothing: the handshake they hold was for another
 // connection's keys.
 func TestTLSReplay(t *testing.T) {
-	f, log, rec := tlsAgent(t, true)
+	f, log, rec := tlsAgent(t, agent.ServerOptions{AllowRun: true})
 	ctx := ctxT(t)
 	c, err := f.Dial(ctx, "dom0")
 	if err != nil {

@@ -36,6 +36,12 @@ const bumpParam = "/sys/module/klasy_counter/parameters/bump"
 // counterModule builds testdata/counter with the plugin against the
 // lab kernel's tree and writes the .ko into dir.
 func counterModule(t *testing.T, k lab.Kernel, dir string) (string, []byte) {
+	return pluginModule(t, k, dir, "counter", "klasy_counter")
+}
+
+// pluginModule builds the module name from testdata/src with the plugin
+// against the lab kernel's tree and writes the .ko into dir.
+func pluginModule(t *testing.T, k lab.Kernel, dir, src, name string) (string, []byte) {
 	t.Helper()
 	so, err := filepath.Abs("../gcc-patches/klasy.so")
 	if err != nil {
@@ -46,14 +52,14 @@ func counterModule(t *testing.T, k lab.Kernel, dir string) (string, []byte) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	res, err := kbuild.Build(ctx, k.BuildDir, os.DirFS("testdata/counter"), kbuild.Options{CFLAGS: []string{"-fplugin=" + so}})
+	res, err := kbuild.Build(ctx, k.BuildDir, os.DirFS(filepath.Join("testdata", src)), kbuild.Options{CFLAGS: []string{"-fplugin=" + so}})
 	if err != nil {
-		t.Fatalf("building klasy_counter with the plugin against %s: %v", k.BuildDir, err)
+		t.Fatalf("building %s with the plugin against %s: %v", name, k.BuildDir, err)
 	}
-	if len(res.Modules) != 1 || res.Modules[0].Name != "klasy_counter" {
+	if len(res.Modules) != 1 || res.Modules[0].Name != name {
 		t.Fatalf("kbuild made %+v", res.Modules)
 	}
-	ko := filepath.Join(dir, "klasy_counter.ko")
+	ko := filepath.Join(dir, name+".ko")
 	if err := os.WriteFile(ko, res.Modules[0].Image, 0o644); err != nil {
 		t.Fatal(err)
 	}

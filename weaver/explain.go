@@ -19,17 +19,37 @@ import (
 // hookError matches the runtime's line for a hook the kernel refused.
 var hookError = regexp.MustCompile(`klasy_runtime: aspect (\S+): .*hook (\d+) .*error (-?\d+)`)
 
+// reloaded matches the runtime's line for a module address that moved
+// since generation (klasy_check_addrs).
+var reloaded = regexp.MustCompile(`klasy_runtime: aspect (\S+): module (\S+) was reloaded since the aspect was generated: hook (\d+) \(\S*\) (is at|reads) (\S+) at (0x[0-9a-f]+), kallsyms has (.*) there; weave again`)
+
 // explainLoad turns a failed load of the advice module into an error
 // naming the join point the kernel refused, from the runtime's message.
 func (s *Session) explainLoad(ctx context.Context, m *gen.Module, err error) error {
 	log, lerr := s.T.KernelLog(ctx)
 	if lerr == nil {
-		var last []string
+		var last, moved []string
 		sc := bufio.NewScanner(bytes.NewReader(log))
 		for sc.Scan() {
-			if g := hookError.FindStringSubmatch(sc.Text()); g != nil && g[1] == m.Aspect {
-				last = g
+			if g := reloaded.FindStringSubmatch(sc.Text()); g != nil && g[1] == m.Aspect {
+				last, moved = nil, g
+			} else if g := hookError.FindStringSubmatch(sc.Text()); g != nil && g[1] == m.Aspect {
+				last, moved = g, nil
 			}
+		}
+		if moved != nil {
+			i, _ := strconv.Atoi(moved[3])
+			where := "hook " + moved[3]
+			if i >= 0 && i < len(m.Hooks) {
+				h := m.Hooks[i]
+				where = (&joinpoint.JoinPoint{Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line}).Where()
+			}
+			what := "the hook at " + where + " was generated for"
+			if moved[4] == "reads" {
+				what = "the advice at " + where + " reads a static of it, generated for"
+			}
+			return fmt.Errorf("module %s was reloaded in %s since the aspect was generated: %s %s [%s] at %s, where kallsyms now has %s; weave again; nothing was woven",
+				moved[2], s.T.Name(), what, moved[5], moved[2], moved[6], moved[7])
 		}
 		if last != nil {
 			i, _ := strconv.Atoi(last[2])

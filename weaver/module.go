@@ -13,6 +13,7 @@ import (
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/kmod"
+	"github.com/klasy/klasy/weaver/gen"
 	"github.com/klasy/klasy/weaver/joinpoint"
 	"github.com/klasy/klasy/weaver/resolve"
 	"github.com/klasy/klasy/weaver/target"
@@ -178,14 +179,25 @@ func (s *Session) moduleRefusal(m *loadedModule) joinpoint.Refusal {
 	}
 }
 
-// moduleAddr is GenOptions.ModuleAddr for the session's modules.
-func (s *Session) moduleAddr(ctx context.Context) func(string, uint64) (uint64, error) {
-	return func(name string, addr uint64) (uint64, error) {
+// moduleAddr is GenOptions.ModuleAddr for the session's modules: the
+// running address from the section addresses read now, and the symbol
+// kallsyms must show there, which the runtime checks at load time.
+func (s *Session) moduleAddr(ctx context.Context) func(string, uint64) (gen.ModuleLoc, error) {
+	return func(name string, addr uint64) (gen.ModuleLoc, error) {
 		for _, m := range s.loaded {
-			if m.Name == name {
-				return s.runningAddr(ctx, m, addr)
+			if m.Name != name {
+				continue
 			}
+			a, err := s.runningAddr(ctx, m, addr)
+			if err != nil {
+				return gen.ModuleLoc{}, err
+			}
+			sym, off, err := m.X.Image().ModuleSymbolAt(addr)
+			if err != nil {
+				return gen.ModuleLoc{}, fmt.Errorf("--module %s: %w", m.Path, err)
+			}
+			return gen.ModuleLoc{Addr: a, Symbol: sym, Offset: off}, nil
 		}
-		return 0, fmt.Errorf("module %s is not among the loaded modules of this session", name)
+		return gen.ModuleLoc{}, fmt.Errorf("module %s is not among the loaded modules of this session", name)
 	}
 }

@@ -5,26 +5,54 @@ import (
 	"fmt"
 
 	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/aspect/params"
 	"github.com/klasy/klasy/domains"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/resolve"
 )
 
-// aspectFile reads the aspect a weaver command is given. Its name is
-// the aspect's: standard input has none.
-func aspectFile(s *stdio, arg string) ([]byte, error) {
+// aspectFile reads the aspect a weaver command is given, with its
+// parameters (ps, -D) in place. Its name is the aspect's: standard input
+// has none.
+func aspectFile(s *stdio, arg string, ps params.Set) ([]byte, error) {
 	if arg == "-" {
 		return nil, usageError{Msg: "the aspect's name comes from its file name: give a FILE, not -"}
 	}
 	_, src, err := readAspect(s, arg)
-	return src, err
+	if err != nil {
+		return nil, err
+	}
+	src, err = expandAspect(s, arg, src, ps)
+	if err != nil {
+		return nil, weaveError(s, err)
+	}
+	return src, nil
+}
+
+// declareParams declares -D NAME=VALUE, the values of the aspect's
+// ${NAME}s, on a command that reads an aspect.
+func declareParams(fs *flagSet) params.Set {
+	ps := params.Set{}
+	fs.Var(ps, "D", "")
+	return ps
+}
+
+// expandAspect puts the values of ps in place of the aspect's ${NAME}s;
+// the aspect's diagnostics after it get their columns as written.
+func expandAspect(s *stdio, name string, src []byte, ps params.Set) ([]byte, error) {
+	out, e, diags := params.Expand(name, src, ps)
+	if len(diags) > 0 {
+		return nil, &resolve.DiagnosticsError{Diags: diags}
+	}
+	s.params = e
+	return out, nil
 }
 
 // weaveError prints aspect diagnostics as FILE:LINE:COL lines.
 func weaveError(s *stdio, err error) error {
 	var de *resolve.DiagnosticsError
 	if errors.As(err, &de) {
-		for _, d := range de.Diags {
+		for _, d := range s.params.Fix(de.Diags) {
 			fmt.Fprintln(s.Err, d.String())
 		}
 		return exitError{1}

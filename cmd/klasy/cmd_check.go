@@ -7,6 +7,7 @@ import (
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/internal/boundedread"
+	"github.com/klasy/klasy/weaver/resolve"
 )
 
 var checkHelp = helpText("check")
@@ -23,6 +24,7 @@ func init() {
 func runCheck(s *stdio, args []string) error {
 	fs := newFlagSet("check")
 	jsonOut := fs.Bool("json", false, "")
+	ps := declareParams(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -39,7 +41,14 @@ func runCheck(s *stdio, args []string) error {
 			failed = true
 			continue
 		}
-		_, diags := aspect.Load(name, src)
+		s.params = nil // each file's own
+		src, err = expandAspect(s, name, src, ps)
+		var diags aspect.Diagnostics
+		if err == nil {
+			_, diags = aspect.Load(name, src)
+		} else {
+			diags = err.(*resolve.DiagnosticsError).Diags
+		}
 		if len(diags) > 0 {
 			failed = true
 		}
@@ -76,7 +85,7 @@ func readAspect(s *stdio, arg string) (string, []byte, error) {
 // printDiagnostics writes diagnostics to stderr as text, or to stdout
 // as JSON lines for scripts.
 func printDiagnostics(s *stdio, diags aspect.Diagnostics, jsonOut bool) {
-	for _, d := range diags {
+	for _, d := range s.params.Fix(diags) {
 		if !jsonOut {
 			fmt.Fprintln(s.Err, d)
 			continue

@@ -27,6 +27,7 @@ func runList(s *stdio, args []string) error {
 	fs := newFlagSet("list")
 	t.declare(fs, true, true)
 	fs.BoolVar(&asJSON, "json", false, "")
+	ps := declareParams(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -34,7 +35,7 @@ func runList(s *stdio, args []string) error {
 		return usageError{Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", fs.NArg())}
 	}
 	path := fs.Arg(0)
-	src, err := aspectFile(s, path)
+	src, err := aspectFile(s, path, ps)
 	if err != nil {
 		return err
 	}

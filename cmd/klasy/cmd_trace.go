@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/klasy/klasy/cmd/klasy/internal/flowview"
 	"github.com/klasy/klasy/cmd/klasy/internal/perfetto"
+	"github.com/klasy/klasy/cmd/klasy/internal/tracerun"
 	"github.com/klasy/klasy/cmd/klasy/internal/traceview"
+	"github.com/klasy/klasy/otlpexport"
 	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver"
-	"github.com/klasy/klasy/weaver/records"
 	"github.com/klasy/klasy/weaver/target"
 )
 
@@ -31,6 +28,7 @@ type traceFlags struct {
 	targetFlags
 	json, follow, flow bool
 	aspect, perfetto   string
+	otlp               string
 	views              traceview.Options
 }
 
@@ -44,6 +42,7 @@ func runTrace(s *stdio, args []string) error {
 	f.views.Declare(fs.FlagSet)
 	fs.StringVar(&f.perfetto, "perfetto", "", "")
 	fs.BoolVar(&f.flow, "flow", false, "")
+	fs.StringVar(&f.otlp, "otlp", "", "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,6 +56,11 @@ func runTrace(s *stdio, args []string) error {
 	// The --perfetto file is checked before any record is consumed to be
 	// written there.
 	checkOutput := func() error {
+		if f.otlp != "" {
+			if err := otlpexport.CheckURL(f.otlp); err != nil {
+				return err
+			}
+		}
 		if f.perfetto == "" {
 			return nil
 		}
@@ -82,10 +86,10 @@ func runTrace(s *stdio, args []string) error {
 		}
 		defer func() {
 			for _, d := range ds {
-				d.src.Close()
+				d.Src.Close()
 			}
 		}()
-		return traceDomains(ctx, s, &f, ds)
+		return tracerun.Domains(ctx, f.output(s), f.options(nil), ds)
 	}
 	if f.flow {
 		return usageError{Msg: "--flow follows flows across kernels: give --domains FILE"}
@@ -104,27 +108,19 @@ func runTrace(s *stdio, args []string) error {
 		return err
 	}
 	defer src.Close()
-	return traceOne(ctx, s, &f, view, src)
+	opt := f.options(view)
+	opt.Clock = sessionClock(src)
+	return tracerun.One(ctx, f.output(s), opt, src)
 }
 
-// traceSource is where klasy trace reads one kernel's records: a
-// session on it.
-type traceSource interface {
-	Name() string
-	TakeSaved() (rs []records.TraceRecord, done func() error, err error)
-	Drain(ctx context.Context) ([]records.TraceRecord, *records.Status, error)
-	// SaveRecords puts back records read and not written.
-	SaveRecords(rs []records.TraceRecord) error
-	Close() error
-}
-
+// sessionSource is a session on a kernel, as trace reads it.
 type sessionSource struct{ *weaver.Session }
 
 func (s sessionSource) Name() string { return s.T.Name() }
 
 // openTraceSource opens klasy trace's target; a test gives its own
 // records instead.
-var openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptions) (traceSource, error) {
+var openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptions) (tracerun.Source, error) {
 	sess, _, err := openSessions(ctx, s, &targetFlags{TargetOptions: opt}, false, nil)
 	if err != nil {
 		return nil, err
@@ -136,148 +132,18 @@ var openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptio
 // shortens it).
 var tracePoll = 200 * time.Millisecond
 
-// traceOne prints one kernel's records, as they come with --follow.
-// Records are consumed only once written out, or put back: each read's
-// are written to standard output at its end, or, with a view or
-// --perfetto, all of them once the trace ends; until then they are
-// unwritten, and when the output fails they are saved for the next
-// klasy trace (notWritten). Saved records taken are removed once
-// written; until then they stay taken, for the next trace once this
-// one's process is gone.
-func traceOne(ctx context.Context, s *stdio, f *traceFlags, view traceview.View, src traceSource) error {
-	p := &traceview.Printer{Out: s.Out, JSON: f.json, Aspect: f.aspect, View: view}
-	if f.perfetto != "" {
-		p.Export = &perfetto.Export{Path: f.perfetto, Target: src.Name(), Note: s.Err}
-	}
-	atEnd := p.View != nil || p.Export != nil
-	saved, done, err := src.TakeSaved()
-	if err != nil {
-		return err
-	}
-	var unwritten []records.TraceRecord // read from the kernel, not written yet
-	written := func() error {
-		unwritten = nil
-		if d := done; d != nil {
-			done = nil
-			return d()
-		}
-		return nil
-	}
-	if err := p.Print(saved); err != nil {
-		return err
-	}
-	if !atEnd {
-		if err := s.flush(); err != nil {
-			return err
-		}
-		if err := written(); err != nil {
-			return err
-		}
-	}
-	finish := func() error {
-		if err := p.Finish(); err != nil {
-			return notWritten(src, unwritten, err)
-		}
-		if err := s.flush(); err != nil {
-			return notWritten(src, unwritten, err)
-		}
-		return written()
-	}
-	var lost uint64
-	var perCPU []uint64
-	for {
-		rs, st, err := src.Drain(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			// What was read before is printed all the same.
-			if perr := finish(); perr != nil {
-				return perr
-			}
-			return err
-		}
-		for _, r := range rs {
-			if f.aspect == "" || r.Aspect == f.aspect {
-				unwritten = append(unwritten, r)
-			}
-		}
-		if err := p.Print(rs); err != nil {
-			return notWritten(src, unwritten, err)
-		}
-		// Records as they come, not when 64 KiB of them are buffered.
-		if err := s.flush(); err != nil {
-			return notWritten(src, unwritten, err)
-		}
-		if !atEnd {
-			unwritten = nil
-		}
-		if st != nil {
-			lost, perCPU = st.TotalLost(), st.Lost
-		}
-		if !f.follow {
-			if st == nil && len(saved) == 0 {
-				fmt.Fprintf(s.Err, "klasy: nothing is woven into %s and no records are saved\n", src.Name())
-			}
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(tracePoll):
-			continue
-		}
-		break
-	}
-	if err := finish(); err != nil {
-		return err
-	}
-	if lost > 0 {
-		var parts []string
-		for i, l := range perCPU {
-			parts = append(parts, fmt.Sprintf("cpu%d %d", i, l))
-		}
-		fmt.Fprintf(s.Err, "klasy: %d records lost because the trace buffer was full (%s)\n", lost, strings.Join(parts, ", "))
-		if f.json {
-			return json.NewEncoder(s.Out).Encode(map[string]any{"lost": lost, "lost_per_cpu": perCPU})
-		}
-	}
-	return nil
-}
-
-// notWritten is klasy trace's error when its output failed (err) with
-// records read from the kernel and not written: it saves them for the
-// next klasy trace, or says they are lost when it cannot.
-func notWritten(src traceSource, rs []records.TraceRecord, err error) error {
-	if len(rs) == 0 {
-		return err
-	}
-	n := readNotWritten(len(rs), "kernel")
-	if serr := src.SaveRecords(rs); serr != nil {
-		return fmt.Errorf("%s: %w; saving them failed too (%v): they are lost", n, err, serr)
-	}
-	return fmt.Errorf("%s: %w; they are saved for the next klasy trace", n, err)
-}
-
-// readNotWritten says n records read from the kernel (or kernels) were
-// not written.
-func readNotWritten(n int, kernel string) string {
-	if n == 1 {
-		return "1 record read from the " + kernel + " was not written"
-	}
-	return fmt.Sprintf("%d records read from the %s were not written", n, kernel)
-}
-
-// traceDomain is one kernel trace --domains reads: its name in the
-// domains file, its records and its clock.
-type traceDomain struct {
-	name  string
-	src   traceSource
-	clock func(context.Context) (int64, error) // the guest's CLOCK_MONOTONIC
-}
+// otlpRetry is how long trace --otlp retries a batch (a test shortens
+// it); 0 is otlpexport's default.
+var otlpRetry time.Duration
 
 // sessionClock reads a session's target's clock.
-func sessionClock(src traceSource) func(context.Context) (int64, error) {
+func sessionClock(src tracerun.Source) func(context.Context) (int64, error) {
 	return func(ctx context.Context) (int64, error) {
+		if c, ok := src.(interface {
+			Clock(context.Context) (int64, error)
+		}); ok {
+			return c.Clock(ctx)
+		}
 		if ss, ok := src.(sessionSource); ok {
 			if c, ok := ss.T.(target.Clocked); ok {
 				return c.Clock(ctx)
@@ -289,15 +155,15 @@ func sessionClock(src traceSource) func(context.Context) (int64, error) {
 
 // openTraceDomains opens a session on each domain of a domains file; a
 // test gives its own.
-var openTraceDomains = func(ctx context.Context, s *stdio, file string) ([]traceDomain, error) {
+var openTraceDomains = func(ctx context.Context, s *stdio, file string) ([]tracerun.Domain, error) {
 	_, ss, err := openSessions(ctx, s, &targetFlags{domains: file}, false, nil)
 	if err != nil {
 		return nil, err
 	}
-	ds := make([]traceDomain, len(ss))
+	ds := make([]tracerun.Domain, len(ss))
 	for i, d := range ss {
 		src := sessionSource{d.Session}
-		ds[i] = traceDomain{name: d.Name(), src: src, clock: sessionClock(src)}
+		ds[i] = tracerun.Domain{Name: d.Name(), Src: src, Clock: sessionClock(src)}
 	}
 	return ds, nil
 }
@@ -309,112 +175,13 @@ var (
 	hostClock    = timeline.HostNow
 )
 
-// traceDomains reads every domain's records, merges them in host time
-// and prints the timeline, or its flows, and writes the export: what
-// trace --domains does once the domains are open. Records read from the
-// kernels are put back when they could not be written (notWritten), and
-// the saved ones taken are removed only once all are written.
-func traceDomains(ctx context.Context, s *stdio, f *traceFlags, ds []traceDomain) (err error) {
-	tds := make([]timeline.Domain, len(ds))
-	names := make([]string, len(ds))
-	var lostMsgs []string
-	type read struct {
-		src  traceSource
-		rs   []records.TraceRecord // from the kernel, --aspect's
-		done func() error
-	}
-	var reads []read
-	defer func() {
-		if err == nil {
-			return
-		}
-		var msgs []string
-		n := 0
-		for _, r := range reads {
-			if len(r.rs) == 0 {
-				continue
-			}
-			n += len(r.rs)
-			if serr := r.src.SaveRecords(r.rs); serr != nil {
-				msgs = append(msgs, fmt.Sprintf("%s: %v", r.src.Name(), serr))
-			}
-		}
-		switch {
-		case n == 0:
-		case len(msgs) > 0:
-			err = fmt.Errorf("%s: %w; saving them failed (%s): they are lost",
-				readNotWritten(n, "kernels"), err, strings.Join(msgs, "; "))
-		default:
-			err = fmt.Errorf("%s: %w; they are saved for the next klasy trace",
-				readNotWritten(n, "kernels"), err)
-		}
-	}()
-	for i, d := range ds {
-		names[i] = d.name
-		c, err := timeline.Measure(ctx, clockSamples, hostClock, d.clock)
-		if err != nil {
-			return fmt.Errorf("domain %s: %w", d.name, err)
-		}
-		saved, done, err := d.src.TakeSaved()
-		if err != nil {
-			return fmt.Errorf("domain %s: %w", d.name, err)
-		}
-		rs, st, err := d.src.Drain(ctx)
-		if err != nil {
-			return fmt.Errorf("domain %s: %w", d.name, err)
-		}
-		if st == nil && len(saved) == 0 {
-			fmt.Fprintf(s.Err, "klasy: nothing is woven into domain %s and no records are saved\n", d.name)
-		}
-		if st != nil && st.TotalLost() > 0 {
-			lostMsgs = append(lostMsgs, fmt.Sprintf("%s %d", d.name, st.TotalLost()))
-		}
-		if f.aspect != "" {
-			saved, rs = ofAspect(saved, f.aspect), ofAspect(rs, f.aspect)
-		}
-		reads = append(reads, read{d.src, rs, done})
-		all := append(slices.Clip(saved), rs...)
-		tds[i] = timeline.Domain{Name: d.name, Clock: c, Records: all}
-	}
-	es := timeline.Merge(tds)
-	if err := flowview.Header(s.Out, f.json, tds); err != nil {
-		return err
-	}
-	if f.flow {
-		err = flowview.Flows(s.Out, f.json, timeline.Flows(es))
-	} else {
-		err = flowview.Timeline(s.Out, f.json, es)
-	}
-	if err != nil {
-		return err
-	}
-	if err := s.flush(); err != nil {
-		return err
-	}
-	if f.perfetto != "" {
-		if err := perfetto.WriteFile(f.perfetto, names, es, timeline.FlowLinks(es), s.Err); err != nil {
-			return err
-		}
-	}
-	for _, r := range reads {
-		if err := r.done(); err != nil {
-			return fmt.Errorf("%s: %w", r.src.Name(), err)
-		}
-	}
-	reads = nil
-	if len(lostMsgs) > 0 {
-		fmt.Fprintf(s.Err, "klasy: records lost because a trace buffer was full: %s\n", strings.Join(lostMsgs, ", "))
-	}
-	return nil
+// output is where trace prints.
+func (f *traceFlags) output(s *stdio) tracerun.Output {
+	return tracerun.Output{Out: s.Out, Err: s.Err, Flush: s.flush}
 }
 
-// ofAspect is the records of rs of one aspect.
-func ofAspect(rs []records.TraceRecord, aspect string) []records.TraceRecord {
-	var kept []records.TraceRecord
-	for _, r := range rs {
-		if r.Aspect == aspect {
-			kept = append(kept, r)
-		}
-	}
-	return kept
+// options are the flags as tracerun takes them.
+func (f *traceFlags) options(view traceview.View) tracerun.Options {
+	return tracerun.Options{JSON: f.json, Follow: f.follow, Flow: f.flow, Aspect: f.aspect, Perfetto: f.perfetto,
+		OTLP: f.otlp, OTLPRetry: otlpRetry, View: view, Poll: tracePoll, ClockSamples: clockSamples, HostClock: hostClock}
 }

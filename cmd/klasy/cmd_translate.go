@@ -18,6 +18,7 @@ func init() {
 
 func runTranslate(s *stdio, args []string) error {
 	fs := newFlagSet("translate")
+	ps := declareParams(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -28,6 +29,9 @@ func runTranslate(s *stdio, args []string) error {
 	name, src, err := readAspect(s, files[0])
 	if err != nil {
 		return err
+	}
+	if src, err = expandAspect(s, name, src, ps); err != nil {
+		return weaveError(s, err)
 	}
 	f, diags := aspect.Load(name, src)
 	if len(diags) > 0 {

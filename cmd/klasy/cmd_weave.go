@@ -28,6 +28,7 @@ func runWeave(s *stdio, args []string) error {
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.BoolVar(&verbose, "v", false, "")
 	fs.IntVar(&bufferKB, "buffer-kb", 0, "")
+	ps := declareParams(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,7 +41,7 @@ func runWeave(s *stdio, args []string) error {
 		return usageError{Msg: fmt.Sprintf("--buffer-kb %d: want %d..%d KiB per CPU", bufferKB, runtime.BufferKBMin, runtime.BufferKBMax)}
 	}
 	path := fs.Arg(0)
-	src, err := aspectFile(s, path)
+	src, err := aspectFile(s, path, ps)
 	if err != nil {
 		return err
 	}

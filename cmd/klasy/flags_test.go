@@ -27,8 +27,8 @@ type flagSample struct{ name, value, want string }
 // TestFlagConvention fails for a command without one, or with a flag the
 // entry does not give.
 var cmdSamples = map[string]cmdSample{
-	"check":     {pos: []string{"a.klasy", "-"}, flags: []flagSample{{name: "json"}}},
-	"translate": {pos: []string{"a.klasy"}},
+	"check":     {pos: []string{"a.klasy", "-"}, flags: []flagSample{{name: "json"}, {name: "D", value: "PID=42"}}},
+	"translate": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "D", value: "PID=42"}}},
 	"lines": {pos: []string{"vmlinux", "tcp_sendmsg"}, flags: []flagSample{
 		{name: "json"}, {name: "inlined"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
 	"vars": {pos: []string{"vmlinux", "f:12"}, flags: []flagSample{
@@ -50,9 +50,11 @@ var cmdSamples = map[string]cmdSample{
 	"lab status": {pos: []string{"a"}, flags: []flagSample{{name: "json"}}},
 	"lab down":   {pos: []string{"a"}},
 	"weave": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
-		{name: "headers", value: "h"}, {name: "json"}, {name: "v"}, {name: "module", value: "m.ko"}, {name: "domains", value: "d.yaml"}, {name: "buffer-kb", value: "2048"}}},
+		{name: "headers", value: "h"}, {name: "json"}, {name: "v"}, {name: "module", value: "m.ko"}, {name: "domains", value: "d.yaml"}, {name: "buffer-kb", value: "2048"},
+		{name: "D", value: "PID=42"}}},
 	"list": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
-		{name: "headers", value: "h"}, {name: "json"}, {name: "module", value: "m.ko"}, {name: "domains", value: "d.yaml"}}},
+		{name: "headers", value: "h"}, {name: "json"}, {name: "module", value: "m.ko"}, {name: "domains", value: "d.yaml"},
+		{name: "D", value: "PID=42"}}},
 	"unweave": {pos: []string{"a.klasy", "b"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "all"}, {name: "domains", value: "d.yaml"}}},
 	"status": {flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
@@ -60,10 +62,11 @@ var cmdSamples = map[string]cmdSample{
 	"trace": {flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "follow"}, {name: "aspect", value: "a"},
 		{name: "group-by", value: "2"}, {name: "group-gap", value: "10ms"}, {name: "hist", value: "1"}, {name: "lhist", value: "1,0,100,10"},
-		{name: "perfetto", value: "t.json"}, {name: "domains", value: "d.yaml"}, {name: "flow"}}},
+		{name: "perfetto", value: "t.json"}, {name: "domains", value: "d.yaml"}, {name: "flow"},
+		{name: "otlp", value: "http://localhost:4318"}}},
 	"lab console": {pos: []string{"a"}},
 	"stats": {flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
-		{name: "headers", value: "h"}, {name: "json"}, {name: "aspect", value: "a"}}},
+		{name: "headers", value: "h"}, {name: "json"}, {name: "aspect", value: "a"}, {name: "interval", value: "2s"}}},
 	"cover": {pos: []string{"do_mkdirat", "mkdir"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "module", value: "m.ko"}, {name: "for", value: "1s"},
 		{name: "source", value: "src"}}},

@@ -18,6 +18,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/klasy/klasy/aspect/params"
+
 	"github.com/klasy/klasy/cmd/klasy/internal/cmdout"
 )
 
@@ -39,6 +41,9 @@ type stdio struct {
 	In  io.Reader
 	Out io.Writer
 	Err io.Writer
+	// params is what -D replaced in the aspect read: diagnostics of it
+	// are put back at the columns as written.
+	params *params.Expansion
 }
 
 // exitError makes run return a specific exit status without printing

@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/klasy/klasy/cmd/klasy/internal/statsview"
 	"github.com/klasy/klasy/lab"
@@ -245,9 +247,84 @@ func TestStatsInLab(t *testing.T) {
 		t.Errorf("@read: %+v", r)
 	}
 
+	checkStatsInterval(t, l.Name(), func() int64 { return progPID("getppid-split", "50") })
+
+	// A parameter: examples/tools/readsize.klasy for dd's reads only
+	// (-D COMM), while cat reads too.
+	klasy("weave", "--lab", l.Name(), "-D", `COMM="dd"`, "../../examples/tools/readsize.klasy")
+	exec("sh", "-c", "dd if=/dev/zero of=/dev/null bs=1000 count=37 2>/dev/null; cat /proc/self/stat /proc/self/maps >/dev/null")
+	var rs statsview.MapJSON
+	if err := json.Unmarshal([]byte(klasy("stats", "--lab", l.Name(), "--aspect", "readsize", "--json")), &rs); err != nil {
+		t.Fatal(err)
+	}
+	var sizes []string
+	for _, b := range rs.Buckets {
+		if b.Count > 0 && b.Min != nil {
+			sizes = append(sizes, fmt.Sprintf("[%d]=%d", *b.Min, b.Count))
+		} else if b.Count > 0 {
+			sizes = append(sizes, fmt.Sprintf("[..]=%d", b.Count))
+		}
+	}
+	if strings.Join(sizes, " ") != "[512]=37" {
+		t.Errorf("readsize -D COMM=\"dd\": reads by size %v, want dd's 37 of 1000 bytes only", sizes)
+	}
+
 	woven = false
-	klasy("unweave", "--lab", l.Name(), "agg", "read_latency")
+	klasy("unweave", "--lab", l.Name(), "agg", "read_latency", "readsize")
 	if after := kernelState(); after != before {
 		t.Errorf("after unweave, modules and kprobes:\n%s\nbefore the weaves:\n%s", after, before)
 	}
+}
+
+// checkStatsInterval runs klasy stats --interval until a round shows the
+// getppid calls of a klasy_prog run started after its first round, then
+// interrupts it as Ctrl-C would: each round under its time, the totals
+// growing.
+func checkStatsInterval(t *testing.T, labName string, calls func() int64) {
+	t.Helper()
+	out := &syncBuffer{}
+	var errb bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(&stdio{In: strings.NewReader(""), Out: out, Err: &errb},
+			[]string{"stats", "--lab", labName, "--aspect", "agg", "--json", "--interval", "300ms"})
+	}()
+	rounds := func() []map[string]statsview.MapJSON {
+		var rs []map[string]statsview.MapJSON
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			if strings.HasPrefix(line, `{"time":`) {
+				rs = append(rs, map[string]statsview.MapJSON{})
+				continue
+			}
+			var m statsview.MapJSON
+			if json.Unmarshal([]byte(line), &m) == nil && len(rs) > 0 {
+				rs[len(rs)-1][m.Map] = m
+			}
+		}
+		return rs
+	}
+	waitFor := func(what string, ok func([]map[string]statsview.MapJSON) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); !ok(rounds()); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("klasy stats --interval: no %s in 60 s:\n%s\n%s", what, out.String(), errb.String())
+			}
+		}
+	}
+	waitFor("first round", func(rs []map[string]statsview.MapJSON) bool { return len(rs) >= 2 })
+	pid := calls()
+	counted := func(m statsview.MapJSON) bool {
+		return slices.ContainsFunc(m.Keys, func(k statsview.KeyJSON) bool { return k.Key == pid && k.Count == 50 })
+	}
+	waitFor("round with the new calls", func(rs []map[string]statsview.MapJSON) bool { return counted(rs[len(rs)-1]["calls"]) })
+	// Its handler is installed (it printed rounds): Ctrl-C ends it.
+	syscall.Kill(os.Getpid(), syscall.SIGINT)
+	if err := <-done; err != nil {
+		t.Fatalf("klasy stats --interval: %v\n%s", err, errb.String())
+	}
+	rs := rounds()
+	if counted(rs[0]["calls"]) {
+		t.Errorf("the first round already counted calls made after it")
+	}
+	t.Logf("klasy stats --interval 300ms: %d rounds until Ctrl-C", len(rs))
 }

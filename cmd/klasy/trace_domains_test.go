@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/tracerun"
 	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver/records"
 )
@@ -18,7 +19,7 @@ import (
 // record of no flow and one of another flow between. The host clock
 // ticks 10 ns per read and each guest answers 5 ns after the host's
 // first read: each offset is estimated exactly, ± 5 ns.
-func fakeDomains(t *testing.T) []traceDomain {
+func fakeDomains(t *testing.T) []tracerun.Domain {
 	var host int64 = 100
 	hostClock = func() int64 { host += 10; return host }
 	t.Cleanup(func() { hostClock = timeline.HostNow })
@@ -31,14 +32,14 @@ func fakeDomains(t *testing.T) []traceDomain {
 	}
 	const u0, d0 = 5_000_000 + 1_000_000, 1_000_000 + 1_000_000 // each clock's reading at host time 1 ms
 	st := &records.Status{Lost: []uint64{0}}
-	return []traceDomain{
-		{name: "U", clock: clock(5_000_000), src: &fakeSource{
+	return []tracerun.Domain{
+		{Name: "U", Clock: clock(5_000_000), Src: &fakeSource{
 			saved: []records.TraceRecord{r(u0, 0, 17, "alloc_skb_from_cache", "net/core/skbuff.c", 234)},
 			batches: [][]records.TraceRecord{{
 				r(u0+3_400, 1, 17, "tcp_sendmsg", "net/ipv4/tcp.c", 726), r(u0+3_500, 1, 0, "unrelated", "fs/x.c", 1),
 				r(u0+130_800, 0, 17, "network_start_xmit", "drivers/net/xen-netfront.c", 963)}},
 			status: st, out: &bytes.Buffer{}}},
-		{name: "0", clock: clock(1_000_000), src: &fakeSource{
+		{Name: "0", Clock: clock(1_000_000), Src: &fakeSource{
 			batches: [][]records.TraceRecord{{
 				r(d0+882_500, 0, 17, "netbk_fill_frags", "drivers/net/xen-netback/netback.c", 1058),
 				r(d0+890_000, 1, 18, "netif_rx", "net/core/dev.c", 1543),
@@ -53,7 +54,7 @@ func runTraceDomainsOn(t *testing.T, args ...string) (stdout, stderr string, err
 	t.Helper()
 	ds := fakeDomains(t)
 	open := openTraceDomains
-	openTraceDomains = func(ctx context.Context, s *stdio, file string) ([]traceDomain, error) {
+	openTraceDomains = func(ctx context.Context, s *stdio, file string) ([]tracerun.Domain, error) {
 		if file != "xen.yaml" {
 			t.Errorf("trace opened domains file %q, want xen.yaml", file)
 		}
@@ -63,8 +64,8 @@ func runTraceDomainsOn(t *testing.T, args ...string) (stdout, stderr string, err
 	var out, errb bytes.Buffer
 	err = run(&stdio{In: strings.NewReader(""), Out: &out, Err: &errb}, append([]string{"trace", "--domains", "xen.yaml"}, args...))
 	for _, d := range ds {
-		if !d.src.(*fakeSource).closed {
-			t.Errorf("domain %s's session not closed", d.name)
+		if !d.Src.(*fakeSource).closed {
+			t.Errorf("domain %s's session not closed", d.Name)
 		}
 	}
 	return out.String(), errb.String(), err

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/tracerun"
 	"github.com/klasy/klasy/weaver/records"
 )
 
@@ -169,7 +170,7 @@ func TestTracePerfettoCheckedFirst(t *testing.T) {
 	// --domains too.
 	ds := fakeDomains(t)
 	open := openTraceDomains
-	openTraceDomains = func(ctx context.Context, s *stdio, file string) ([]traceDomain, error) { return ds, nil }
+	openTraceDomains = func(ctx context.Context, s *stdio, file string) ([]tracerun.Domain, error) { return ds, nil }
 	defer func() { openTraceDomains = open }()
 	var out, errb bytes.Buffer
 	err := run(&stdio{In: strings.NewReader(""), Out: &out, Err: &errb}, []string{"trace", "--domains", "xen.yaml", "--perfetto", dir})
@@ -177,8 +178,8 @@ func TestTracePerfettoCheckedFirst(t *testing.T) {
 		t.Errorf("trace --domains --perfetto DIR: %v, want is a directory", err)
 	}
 	for _, d := range ds {
-		if f := d.src.(*fakeSource); f.takes > 0 || f.drains > 0 {
-			t.Errorf("trace --domains --perfetto DIR read domain %s before failing", d.name)
+		if f := d.Src.(*fakeSource); f.takes > 0 || f.drains > 0 {
+			t.Errorf("trace --domains --perfetto DIR read domain %s before failing", d.Name)
 		}
 	}
 }
@@ -249,7 +250,7 @@ func TestTraceDomainsExportFailsRecordsPutBack(t *testing.T) {
 	full := devLink(t, "/dev/full")
 	ds := fakeDomains(t)
 	open := openTraceDomains
-	openTraceDomains = func(ctx context.Context, s *stdio, file string) ([]traceDomain, error) { return ds, nil }
+	openTraceDomains = func(ctx context.Context, s *stdio, file string) ([]tracerun.Domain, error) { return ds, nil }
 	defer func() { openTraceDomains = open }()
 	var out, errb bytes.Buffer
 	err := run(&stdio{In: strings.NewReader(""), Out: &out, Err: &errb}, []string{"trace", "--domains", "xen.yaml", "--perfetto", full})
@@ -258,9 +259,9 @@ func TestTraceDomainsExportFailsRecordsPutBack(t *testing.T) {
 		t.Fatalf("trace --domains --perfetto LINK-TO-/dev/full: %v, want 6 records not written, no space left on device", err)
 	}
 	for _, d := range ds {
-		f := d.src.(*fakeSource)
+		f := d.Src.(*fakeSource)
 		if len(f.putBack) != 3 || f.dones != 0 {
-			t.Errorf("domain %s: put back %d records, saved removed %d times; want 3 and 0", d.name, len(f.putBack), f.dones)
+			t.Errorf("domain %s: put back %d records, saved removed %d times; want 3 and 0", d.Name, len(f.putBack), f.dones)
 		}
 	}
 }

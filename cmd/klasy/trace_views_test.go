@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/tracerun"
 	"github.com/klasy/klasy/internal/golden"
 	"github.com/klasy/klasy/weaver/records"
 	"github.com/klasy/klasy/weaver/target"
@@ -95,7 +96,7 @@ func runTraceTo(t *testing.T, src *fakeSource, w io.Writer, out *bytes.Buffer, a
 	// binary opens real sessions through them.
 	open, poll := openTraceSource, tracePoll
 	defer func() { openTraceSource, tracePoll = open, poll }()
-	openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptions) (traceSource, error) {
+	openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptions) (tracerun.Source, error) {
 		opened = true
 		if opt.Lab != "fake" {
 			t.Errorf("trace opened lab %q, want fake", opt.Lab)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/klasy/klasy/cmd/klasy/internal/flowview"
 	"github.com/klasy/klasy/cmd/klasy/internal/statusview"
+	"github.com/klasy/klasy/internal/jaegertest"
 	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/lab/labboot"
@@ -123,6 +124,9 @@ func TestXenNetflow(t *testing.T) {
 		t.Skip("boots a Xen lab")
 	}
 	name, dfile, klasy := xenLab(t, "xnf")
+	// The flows also go to a real tracing backend (issue 24): one trace
+	// each, a hop per domain.
+	jaeger := jaegertest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	domU := func(args ...string) string {
@@ -171,7 +175,7 @@ func TestXenNetflow(t *testing.T) {
 	xenSendDatagrams(t, domU, 5)
 
 	perfetto := filepath.Join(t.TempDir(), "netflow.json")
-	out := klasy("trace", "--domains", dfile, "--flow", "--perfetto", perfetto)
+	out := klasy("trace", "--domains", dfile, "--flow", "--perfetto", perfetto, "--otlp", jaeger.OTLPHTTP)
 	checkXenFlowTables(t, klasy("status", "--domains", dfile, "--json"), lost)
 
 	// The flags as the drivers read them around the ring, while flows
@@ -235,6 +239,64 @@ func TestXenNetflow(t *testing.T) {
 	}
 	t.Logf("%d flows, %d from Domain U's udp_send_skb to Domain 0's __dev_queue_xmit; %d rows of domU1 after dom0's, within the clocks' bound", len(fps), crossed, swapped)
 	checkPerfetto(t, perfetto)
+	checkJaegerFlows(t, jaeger, fps)
+}
+
+// checkJaegerFlows checks, through Jaeger's query API, that each flow
+// trace --flow printed is one trace there: a hop per run of its rows in
+// one domain, in the order printed, each the child of the one before,
+// with an event per row.
+func checkJaegerFlows(t *testing.T, j *jaegertest.Jaeger, fps []flowPath) {
+	t.Helper()
+	want := map[int32]flowPath{}
+	for _, fp := range fps {
+		var id int32
+		if _, err := fmt.Sscanf(fp.head, "flow %d", &id); err != nil {
+			t.Fatalf("flow header %q: %v", fp.head, err)
+		}
+		want[id] = fp
+	}
+	ts, err := j.Wait("domU1", 1000, 30*time.Second, func(ts []jaegertest.Trace) bool {
+		for id := range want {
+			if _, ok := flowTrace(ts, id); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for id, fp := range want {
+		if fp.domains != "domU1, dom0" {
+			continue
+		}
+		tr, ok := flowTrace(ts, id)
+		if !ok {
+			t.Errorf("%s: no trace in Jaeger", fp.head)
+			continue
+		}
+		var hops []string
+		for i, r := range fp.rows {
+			if i == 0 || r.domain != fp.rows[i-1].domain {
+				hops = append(hops, r.domain)
+			}
+		}
+		checkHops(t, tr, hops...)
+		events := 0
+		for _, s := range tr.Spans {
+			events += s.Events
+		}
+		if events != len(fp.rows) {
+			t.Errorf("%s: %d span events in Jaeger, want a row each (%d)", fp.head, events, len(fp.rows))
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Errorf("no flow from domU1 to dom0 to look for in Jaeger")
+	}
+	t.Logf("%d flows from domU1 to dom0, each one trace in Jaeger with its hops in order", checked)
 }
 
 // xenInstallUDPProg copies testdata/udp_prog.c, built static, into

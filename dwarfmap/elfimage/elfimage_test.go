@@ -424,3 +424,53 @@ func TestFuncSymbols(t *testing.T) {
 		t.Errorf("a relocatable object: %v, %v; want none", syms, err)
 	}
 }
+
+// TestModuleSymbolAt: an address of a module is named as kallsyms will
+// name it once loaded, symbol+offset, for code and for a static's
+// member alike; a linked image is not a module.
+func TestModuleSymbolAt(t *testing.T) {
+	dir := t.TempDir()
+	src := `static long pad = 1;
+static struct { long a, b; } st = { 2, 3 };
+long get(long x) { st.b += x; return st.a + pad++; }
+`
+	obj, err := Open(compile(t, dir, "mod.o", src, "-O2", "-g", "-c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	syms, err := obj.ELF.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]uint64{} // each symbol's address as laid out
+	for _, s := range syms {
+		if s.Name != "" && s.Section != elf.SHN_UNDEF && int(s.Section) < len(obj.ELF.Sections) {
+			at[s.Name] = obj.ELF.Sections[s.Section].Addr + s.Value
+		}
+	}
+	for _, tt := range []struct {
+		sym string
+		off uint64
+	}{{"st", 8}, {"st", 0}, {"pad", 0}, {"get", 1}} {
+		a, ok := at[tt.sym]
+		if !ok {
+			t.Fatalf("no symbol %s in %v", tt.sym, at)
+		}
+		name, off, err := obj.ModuleSymbolAt(a + tt.off)
+		if err != nil || name != tt.sym || off != tt.off {
+			t.Errorf("ModuleSymbolAt(%s+%d) = %s+%d, %v", tt.sym, tt.off, name, off, err)
+		}
+	}
+	if _, _, err := obj.ModuleSymbolAt(0); err == nil {
+		t.Error("ModuleSymbolAt(0): no error, want one (in no section)")
+	}
+	exe, err := Open(compile(t, dir, "exe", image, exeFlags...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exe.Close()
+	if _, _, err := exe.ModuleSymbolAt(0x401000); err == nil || !strings.Contains(err.Error(), "not a module") {
+		t.Errorf("a linked image: %v, want not a module", err)
+	}
+}

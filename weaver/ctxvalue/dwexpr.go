@@ -31,9 +31,10 @@ type LocContext struct {
 	// AtEntry: the hook is at the entry of the out-of-line function the
 	// variable belongs to, where DW_OP_entry_value(X) is X itself.
 	AtEntry bool
-	// Module: the variable is a Module's, whose static addresses are
-	// those of the .ko as elfimage lays it out, not of the loaded code.
-	Module bool
+	// Module is the module the variable is in ("" for the kernel): its
+	// static addresses are those of the .ko as elfimage lays it out, to
+	// be relocated to where the module is loaded (PushModAddr).
+	Module string
 }
 
 // CompileLocation turns a variable's DWARF location at a hook into a
@@ -113,8 +114,9 @@ func (lc *LocContext) compile(v *Value, expr []byte, depth int) error {
 		case c >= op.DW_OP_const1u && c <= op.DW_OP_consts:
 			push(PushConst, 0, constValue(o))
 		case c == op.DW_OP_addr:
-			if lc.Module {
-				return fmt.Errorf("it is a static variable of a module, whose address klasy does not relocate yet")
+			if lc.Module != "" {
+				v.Ops = append(v.Ops, ValueOp{Kind: PushModAddr, Arg: int64(o.U), Module: lc.Module})
+				continue
 			}
 			push(PushAddr, 0, int64(o.U))
 		case c == op.DW_OP_plus_uconst:

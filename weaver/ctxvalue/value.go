@@ -2,6 +2,7 @@ package ctxvalue
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -40,15 +41,24 @@ const (
 	// PushAddr pushes Arg, an address in the kernel image, plus the
 	// running kernel's KASLR slide (klasy_slide in the advice module).
 	PushAddr
+	// PushModAddr is Arg, an address of module Module's .ko as
+	// elfimage lays it out: a static variable of the module. Where it is
+	// depends on the module's load, so it has no C until Relocate has
+	// made it a PushLoaded.
+	PushModAddr
+	// PushLoaded pushes Arg, a running address of module Module: a
+	// relocated PushModAddr, right for the load it was relocated for.
+	PushLoaded
 )
 
 // ValueOp is one step; Reg, Arg and Size are used by the ops above that
 // name them.
 type ValueOp struct {
-	Kind ValueOpKind
-	Reg  int
-	Arg  int64
-	Size int
+	Kind   ValueOpKind
+	Reg    int
+	Arg    int64
+	Size   int
+	Module string // PushModAddr's and PushLoaded's module
 }
 
 // Reads reports whether computing v reads memory, which can fault.
@@ -100,7 +110,7 @@ func (v *Value) Check() error {
 				return fmt.Errorf("DWARF register %d is not among the saved registers", op.Reg)
 			}
 			depth++
-		case PushConst, PushAddr:
+		case PushConst, PushAddr, PushModAddr, PushLoaded:
 			depth++
 		case AddConst, Neg, Not:
 			if depth < 1 {
@@ -163,6 +173,11 @@ func (v *Value) C(w *strings.Builder, indent, dst, regs, prefix, fail string) er
 		case PushAddr:
 			emit("%s = (u64)%#xULL + klasy_slide;", slot(sp), uint64(op.Arg))
 			sp++
+		case PushModAddr:
+			return fmt.Errorf("%#x of module %s is not relocated to where the module is loaded", uint64(op.Arg), op.Module)
+		case PushLoaded:
+			emit("%s = (u64)%#xULL; /* in %s as loaded */", slot(sp), uint64(op.Arg), op.Module)
+			sp++
 		case AddConst:
 			emit("%s += (u64)%dLL;", slot(sp-1), op.Arg)
 		case Neg:
@@ -212,6 +227,10 @@ func (v *Value) String() string {
 			parts = append(parts, fmt.Sprint(op.Arg))
 		case PushAddr:
 			parts = append(parts, fmt.Sprintf("%#x+slide", uint64(op.Arg)))
+		case PushModAddr:
+			parts = append(parts, fmt.Sprintf("%s:%#x", op.Module, uint64(op.Arg)))
+		case PushLoaded:
+			parts = append(parts, fmt.Sprintf("%#x[%s]", uint64(op.Arg), op.Module))
 		case AddConst:
 			parts = append(parts, fmt.Sprintf("%+d", op.Arg))
 		case Deref:
@@ -251,4 +270,34 @@ func (v *Value) Regs() uint32 {
 		}
 	}
 	return m
+}
+
+// ModuleAddrs are the addresses of module statics v pushes (PushModAddr),
+// in order.
+func (v *Value) ModuleAddrs() []ValueOp {
+	var ops []ValueOp
+	for _, op := range v.Ops {
+		if op.Kind == PushModAddr {
+			ops = append(ops, op)
+		}
+	}
+	return ops
+}
+
+// Relocate returns v with each PushModAddr made a PushLoaded at the
+// running address loaded gives it; v itself is not changed.
+func (v *Value) Relocate(loaded func(module string, addr uint64) (uint64, error)) (*Value, error) {
+	out := *v
+	out.Ops = slices.Clone(v.Ops)
+	for i, op := range out.Ops {
+		if op.Kind != PushModAddr {
+			continue
+		}
+		a, err := loaded(op.Module, uint64(op.Arg))
+		if err != nil {
+			return nil, err
+		}
+		out.Ops[i] = ValueOp{Kind: PushLoaded, Arg: int64(a), Module: op.Module}
+	}
+	return &out, nil
 }

@@ -169,3 +169,42 @@ static int copy_from_kernel_nofault(void *dst, const void *src, size_t n)
 		}
 	}
 }
+
+// TestModuleStatic: a module's static (DW_OP_addr of its .ko) is where
+// the module was loaded, so it has no C until relocated; relocated, it
+// is the running address, and the value it came from is unchanged.
+func TestModuleStatic(t *testing.T) {
+	addr := cat(opb(op.DW_OP_addr), []byte{0, 0x20, 1, 0, 0, 0, 0, 0}) // 0x12000
+	v, err := CompileLocation(LocContext{VL: dwarfmap.VarLoc{Expr: cat(addr, opb(op.DW_OP_stack_value)), Size: 8}, Module: "klasy_stat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.String(); got != "klasy_stat:0x12000:8" {
+		t.Errorf("the static's value: %s", got)
+	}
+	var b strings.Builder
+	if err := v.C(&b, "\t", "out", "regs", "s", "fail"); err == nil || !strings.Contains(err.Error(), "not relocated") {
+		t.Errorf("C before relocation: %v", err)
+	}
+	r, err := v.Relocate(func(module string, a uint64) (uint64, error) {
+		if module != "klasy_stat" || a != 0x12000 {
+			t.Errorf("relocating %s:%#x", module, a)
+		}
+		return 0xffffffffc0204010, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	if err := r.C(&b, "\t", "out", "regs", "s", "fail"); err != nil || !strings.Contains(b.String(), "s0 = (u64)0xffffffffc0204010ULL;") {
+		t.Errorf("C after relocation: %v\n%s", err, b.String())
+	}
+	if v.String() != "klasy_stat:0x12000:8" || len(v.ModuleAddrs()) != 1 || len(r.ModuleAddrs()) != 0 {
+		t.Errorf("relocating changed the value: %s, relocated %s", v, r)
+	}
+	// The kernel's own static is its image address plus the slide.
+	k, err := CompileLocation(LocContext{VL: dwarfmap.VarLoc{Expr: cat(addr, opb(op.DW_OP_stack_value)), Size: 8}})
+	if err != nil || k.String() != "0x12000+slide:8" {
+		t.Errorf("a kernel static: %v, %v", k, err)
+	}
+}

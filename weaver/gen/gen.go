@@ -9,6 +9,7 @@ import (
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/kbuild"
+	"github.com/klasy/klasy/weaver/ctxvalue"
 	"github.com/klasy/klasy/weaver/joinpoint"
 )
 
@@ -87,9 +88,10 @@ type GenOptions struct {
 	Path string
 	// RefAddr is KASLRRef's link-time address in the image.
 	RefAddr uint64
-	// ModuleAddr gives the running address of an address of a module's
-	// .ko (nil: no hook may be in a module).
-	ModuleAddr func(module string, addr uint64) (uint64, error)
+	// ModuleAddr gives where an address of a module's .ko is in the
+	// running kernel, and the symbol kallsyms names there (nil: no hook
+	// or static may be in a module).
+	ModuleAddr func(module string, addr uint64) (ModuleLoc, error)
 	// Flows are the flows the (translated) advice names: the module
 	// declares each, gets the runtime's table before its hooks go in
 	// and puts it after they are out.
@@ -111,21 +113,8 @@ func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Modu
 		}
 	}
 	g := &cgen{m: m, file: m.Name + ".c"}
-	for i, h := range m.Hooks {
-		if h.Module == "" {
-			continue
-		}
-		if opt.ModuleAddr == nil {
-			return nil, fmt.Errorf("hook at %s: in module %s, whose load address is not known", h.Function, h.Module)
-		}
-		if g.modAddrs == nil {
-			g.modAddrs = make([]uint64, len(m.Hooks))
-		}
-		a, err := opt.ModuleAddr(h.Module, h.Addr)
-		if err != nil {
-			return nil, err
-		}
-		g.modAddrs[i] = a
+	if err := g.relocate(opt); err != nil {
+		return nil, err
 	}
 	g.header(f, opt, jps)
 	returns := map[int]string{} // the <replace> advice's return types
@@ -165,6 +154,12 @@ type cgen struct {
 	// modAddrs are the running addresses of hooks in modules, by hook
 	// index (nil when no hook is in a module).
 	modAddrs []uint64
+	// relocated are the context values that read a module's static, at
+	// its running address (by the resolver's value).
+	relocated map[*ctxvalue.Value]*ctxvalue.Value
+	// checks are what the runtime compares with kallsyms before it
+	// registers a hook: each module address this module was generated for.
+	checks []addrCheck
 	// retvals are the types of $retval$ in advice that has one: by
 	// advice number (retvalTypes).
 	retvals map[int]string
@@ -645,7 +640,11 @@ func (g *cgen) replaceCall(jp *joinpoint.JoinPoint, args []string) {
 func (g *cgen) value(a joinpoint.Arg, dst string) error {
 	var b strings.Builder
 	b.WriteString("\t{\n")
-	if err := a.Value.C(&b, "\t\t", dst, "regs", "s", "fail"); err != nil {
+	v := a.Value
+	if r := g.relocated[v]; r != nil {
+		v = r
+	}
+	if err := v.C(&b, "\t\t", dst, "regs", "s", "fail"); err != nil {
 		return err
 	}
 	b.WriteString("\t}")
@@ -788,6 +787,7 @@ func (g *cgen) tables(opt GenOptions) {
 		g.p("\t},")
 	}
 	g.p("};")
+	g.checkTable()
 	g.p("")
 	g.p("static struct klasy_aspect klasy_aspect = {")
 	g.p("\t.name = %s,", cString(g.m.Aspect))
@@ -795,6 +795,10 @@ func (g *cgen) tables(opt GenOptions) {
 	g.p("\t.nhooks = ARRAY_SIZE(klasy_hooks),")
 	g.p("\t.hooks = klasy_hooks,")
 	g.aggRoom()
+	if len(g.checks) > 0 {
+		g.p("\t.nchecks = ARRAY_SIZE(klasy_checks),")
+		g.p("\t.checks = klasy_checks,")
+	}
 	g.p("};")
 	g.p("")
 	g.p("/* %s's address in the image this module was generated for. */", KASLRRef)

@@ -25,7 +25,7 @@ func (ag *accessGroup) bind(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, 
 	if len(ag.params) == 0 {
 		return nil, "", true
 	}
-	module := s.im.Module != ""
+	module := s.im.Module
 	out := make([]joinpoint.Arg, len(ag.params))
 	for i, p := range ag.params {
 		out[i] = joinpoint.Arg{Param: p}
@@ -72,7 +72,7 @@ func (ag *accessGroup) bind(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, 
 // variable of that name in scope there (of scope if one is). inScope is
 // false when no v is in scope: the join point is not selected there. A
 // value that cannot be computed says why.
-func localVarValue(b *dwarfmap.Batch, addr uint64, lv *aspect.LocalVar, scope string, module bool) (v *ctxvalue.Value, skip string, inScope bool) {
+func localVarValue(b *dwarfmap.Batch, addr uint64, lv *aspect.LocalVar, scope string, module string) (v *ctxvalue.Value, skip string, inScope bool) {
 	vl, ok, err := varAt(b, addr, lv.Local.Value, scope)
 	if err != nil {
 		return nil, fmt.Sprintf("local_var(%s, %s): reading the variables there: %v", lv.Local.Value, lv.Var.Value, err), true
@@ -93,7 +93,7 @@ func localVarValue(b *dwarfmap.Batch, addr uint64, lv *aspect.LocalVar, scope st
 // so the value must hold there and through the line's code up to (or
 // from) the hook: a register it reads that the line's code writes makes
 // it unknown.
-func (ag *accessGroup) targetAt(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, addr uint64, span hookSpan, module bool) (*ctxvalue.Value, error) {
+func (ag *accessGroup) targetAt(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, addr uint64, span hookSpan, module string) (*ctxvalue.Value, error) {
 	base, err := ag.baseOf(b, inst, a, addr)
 	if err != nil {
 		return nil, err
@@ -252,7 +252,7 @@ func isCopy(inst *x86asm.Inst, dst, src int) bool {
 }
 
 // program turns a symbolic base into a Value computed at addr.
-func (ag *accessGroup) program(b *dwarfmap.Batch, inst dwarfmap.Instance, sv baseexpr.SVal, addr uint64, module bool) (*ctxvalue.Value, error) {
+func (ag *accessGroup) program(b *dwarfmap.Batch, inst dwarfmap.Instance, sv baseexpr.SVal, addr uint64, module string) (*ctxvalue.Value, error) {
 	var v *ctxvalue.Value
 	switch sv.Kind {
 	case baseexpr.SVVar, baseexpr.SVVarAddr:

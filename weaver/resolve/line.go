@@ -271,7 +271,7 @@ func (r *resolver) bindAt(b *dwarfmap.Batch, im *linecode.Image, addr uint64, sc
 	if len(params) == 0 {
 		return nil, "", true
 	}
-	module := im.Module != ""
+	module := im.Module
 	var locs []dwarfmap.VarLoc
 	if len(args) > 0 {
 		var err error

@@ -459,7 +459,7 @@ func (r *resolver) bind(addr uint64, scope, inlineName string, args []*aspect.Ar
 		}
 		out[i].Var = arg.Param.Value
 		out[i].AtEntry = kret
-		v, skip := argumentValue(locs, arg, scope, atEntry, r.module() != "")
+		v, skip := argumentValue(locs, arg, scope, atEntry, r.module())
 		if skip != "" {
 			return nil, skip
 		}
@@ -483,7 +483,7 @@ func argumentFor(args []*aspect.Argument, p string) *aspect.Argument {
 // argumentValue computes argument(v, x) from the variables locs in scope
 // at a hook: the parameter v of scope ("f", or "inline f" for an inlined
 // copy), or says why it cannot.
-func argumentValue(locs []dwarfmap.VarLoc, arg *aspect.Argument, scope string, atEntry, module bool) (*ctxvalue.Value, string) {
+func argumentValue(locs []dwarfmap.VarLoc, arg *aspect.Argument, scope string, atEntry bool, module string) (*ctxvalue.Value, string) {
 	vl, ok := pickVar(locs, arg.Param.Value, scope)
 	if !ok {
 		return nil, fmt.Sprintf("argument(%s, %s): %s has no parameter %s", arg.Param.Value, arg.Var.Value, strings.TrimPrefix(scope, "inline "), arg.Param.Value)

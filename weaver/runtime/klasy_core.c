@@ -28,6 +28,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/debugfs.h>
+#include <linux/kallsyms.h>
 #include <linux/kprobes.h>
 #include <linux/linkage.h>
 #include <linux/list.h>
@@ -243,6 +244,70 @@ static int klasy_check_hook(const struct klasy_hook *h)
 	return -EINVAL;
 }
 
+/* Whether sym ends in " [mod]", as sprint_symbol ends a module's symbol. */
+static bool klasy_in_module(const char *sym, const char *mod)
+{
+	size_t n = strlen(sym), m = strlen(mod);
+
+	return n > m + 3 && !strncmp(sym + n - m - 3, " [", 2) &&
+	       !strncmp(sym + n - m - 1, mod, m) && sym[n - 1] == ']';
+}
+
+/*
+ * klasy_check_addrs compares kallsyms' name for each module address of a
+ * with the one it had when the advice module was generated: a module
+ * reloaded since then is elsewhere, and its old addresses are freed or
+ * another module's. -ESTALE, naming the hook, if one differs.
+ */
+static int klasy_check_addrs(const struct klasy_aspect *a,
+			     unsigned int *failed)
+{
+	char *got, *want;
+	unsigned int i;
+	int err = 0;
+
+	if (!a->nchecks)
+		return 0;
+	got = kmalloc(KSYM_SYMBOL_LEN, GFP_KERNEL);
+	want = kmalloc(KSYM_SYMBOL_LEN, GFP_KERNEL);
+	if (!got || !want) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < a->nchecks; i++) {
+		const struct klasy_addr_check *c = &a->checks[i];
+		const struct klasy_hook *h;
+
+		if (c->hook >= a->nhooks || !c->module || !c->symbol) {
+			err = -EINVAL;
+			break;
+		}
+		/*
+		 * Without KALLSYMS_ALL kallsyms has no data symbols; the check
+		 * of the hook reading the static covers its module's reload.
+		 */
+		if (c->is_static && !IS_ENABLED(CONFIG_KALLSYMS_ALL))
+			continue;
+		/* "symbol+0xoff/0xsize [module]": the size is kallsyms' guess. */
+		sprint_symbol(got, c->addr);
+		snprintf(want, KSYM_SYMBOL_LEN, "%s+%#lx/", c->symbol, c->offset);
+		if (str_has_prefix(got, want) && klasy_in_module(got, c->module))
+			continue;
+		h = &a->hooks[c->hook];
+		pr_err("aspect %s: module %s was reloaded since the aspect was generated: hook %u (%s) %s %s+%#lx at 0x%lx, kallsyms has %s there; weave again: error %d\n",
+		       a->name, c->module, c->hook, h->function ? h->function : "?",
+		       c->is_static ? "reads" : "is at", c->symbol, c->offset,
+		       c->addr, got, -ESTALE);
+		*failed = c->hook;
+		err = -ESTALE;
+		break;
+	}
+out:
+	kfree(got);
+	kfree(want);
+	return err;
+}
+
 /* Disables the first n hooks of a (those enabled), in order. */
 static void klasy_disable(struct klasy_aspect *a, unsigned int n)
 {
@@ -296,6 +361,9 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 		       KLASY_MAX_HOOKS);
 		return -EINVAL;
 	}
+	err = klasy_check_addrs(a, failed);
+	if (err)
+		return err;
 
 	a->nchunks = DIV_ROUND_UP(a->nhooks, KLASY_HITS_PER_CHUNK);
 	a->hits = kcalloc(a->nchunks, sizeof(*a->hits), GFP_KERNEL);

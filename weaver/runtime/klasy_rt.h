@@ -143,12 +143,32 @@ struct klasy_agg_room {
 
 struct klasy_agg;
 
+/*
+ * A running address in a module that an advice module was generated for
+ * (from /sys/module/NAME/sections): a hook's, or a static's that its
+ * advice reads. kallsyms must name it symbol+offset in module, or the
+ * module was reloaded since and the address is stale; the runtime then
+ * refuses the whole aspect (-ESTALE) before registering any hook. A
+ * static is checked only with CONFIG_KALLSYMS_ALL (kallsyms has no data
+ * symbols without it); the check of its hook, in the same module, stays.
+ */
+struct klasy_addr_check {
+	unsigned long addr;
+	const char *module;
+	const char *symbol;
+	unsigned long offset;
+	unsigned int hook;	/* the hook it is, or whose advice reads it */
+	bool is_static;		/* a static the advice reads, not the hook */
+};
+
 struct klasy_aspect {
 	const char *name;		/* the aspect's name (file name) */
 	struct module *owner;		/* THIS_MODULE */
 	unsigned int nhooks;
 	struct klasy_hook *hooks;
 	struct klasy_agg_room agg_room;
+	unsigned int nchecks;
+	const struct klasy_addr_check *checks;
 
 	/* runtime's */
 	u32 id;				/* from 1, never reused while loaded */
@@ -171,7 +191,9 @@ struct klasy_aspect {
  * klasy_register_aspect registers every hook of a, all or nothing: on
  * failure nothing stays registered and the error is returned (the
  * kernel's: -EINVAL for a refused address, -EILSEQ for one that is not an
- * instruction boundary, ...), with the failing hook's index in *failed,
+ * instruction boundary, -ESTALE for a module address that kallsyms
+ * names otherwise than a->checks says, ...), with the failing hook's
+ * index in *failed,
  * or a->nhooks when no hook is to blame (-ENOMEM, no or too many hooks).
  * failed may be NULL. Hooks are registered disabled and enabled once all
  * are in. Call it from the advice module's init, and
