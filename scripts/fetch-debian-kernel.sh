@@ -7,6 +7,9 @@
 #   headers       symlink to /usr/src/linux-headers-ABI (kbuild tree for modules)
 #   headers-rt    symlink to the same ABI's PREEMPT_RT headers (-rt-amd64)
 # and points $KLASY_CACHE/debian/current at it. Prints the directory.
+# KLASY_DEBIAN_FLAVOR=rt fetches the same ABI's PREEMPT_RT kernel
+# (ABI-rt: linux-image-6.1.0-N-rt-amd64) into $KLASY_CACHE/debian-rt/
+# instead, the lab flavor debian-rt.
 # Re-running is cheap; an interrupted run restarts the step it was in.
 source "$(dirname "$0")/lib.sh"
 
@@ -37,7 +40,12 @@ if ! have_abi "$abi"; then
 	fi
 fi
 
-dir=$KLASY_CACHE/debian/$abi
+top=debian
+if [ "${KLASY_DEBIAN_FLAVOR:-}" = rt ]; then
+	abi=${abi%-amd64}-rt-amd64
+	top=debian-rt
+fi
+dir=$KLASY_CACHE/$top/$abi
 debs=$KLASY_CACHE/debs
 mkdir -p "$dir" "$debs/partial"
 
@@ -78,12 +86,14 @@ fi
 
 need_pkgs "linux-headers-$abi"
 ln -sfn "/usr/src/linux-headers-$abi" "$dir/headers"
-# The same ABI's PREEMPT_RT flavor: the runtime is built against it too
-# (weaver/runtime's TestBuildsOnPreemptRT), since its locks must not sleep there.
-rtabi=${abi%-amd64}-rt-amd64
-need_pkgs "linux-headers-$rtabi"
-ln -sfn "/usr/src/linux-headers-$rtabi" "$dir/headers-rt"
+if [ "$top" = debian ]; then
+	# The same ABI's PREEMPT_RT headers: the runtime is built against them
+	# too (weaver/runtime's TestBuildsOnPreemptRT): its locks must not sleep there.
+	rtabi=${abi%-amd64}-rt-amd64
+	need_pkgs "linux-headers-$rtabi"
+	ln -sfn "/usr/src/linux-headers-$rtabi" "$dir/headers-rt"
+fi
 echo "$abi" >"$dir/abi"
-ln -sfn "$abi" "$KLASY_CACHE/debian/current"
+ln -sfn "$abi" "$KLASY_CACHE/$top/current"
 log "Debian kernel $abi ready in $dir"
 echo "$dir"

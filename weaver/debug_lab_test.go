@@ -30,10 +30,17 @@ func splats(log string) []string { return splat.FindAllString(log, -1) }
 // checks print, in dmesg or on the console: a lock taken in the wrong
 // context, an allocation that may sleep, a use after free in the
 // runtime, a generated module or the free hook.
-func TestDebugKernelClean(t *testing.T) {
-	_, err := lab.FindKernel(lab.Debug)
-	testenv.Need(t, "debug-kernel", err)
-	l := labboot.Boot(t, lab.Config{Name: labboot.Name("debug"), Kernel: lab.Debug, CPUs: 2, MemMB: 1024})
+func TestDebugKernelClean(t *testing.T) { kernelClean(t, lab.Debug, "debug-kernel") }
+
+// TestRTKernelClean (issue 20 #6) is the same on Debian's PREEMPT_RT
+// kernel (make test-rt), which has no lockdep but runs the runtime's
+// locks and allocations where PREEMPT_RT forbids sleeping.
+func TestRTKernelClean(t *testing.T) { kernelClean(t, lab.DebianRT, "debian-rt") }
+
+func kernelClean(t *testing.T, flavor, feature string) {
+	_, err := lab.FindKernel(flavor)
+	testenv.Need(t, feature, err)
+	l := labboot.Boot(t, lab.Config{Name: labboot.Name(flavor), Kernel: flavor, CPUs: 2, MemMB: 1024})
 	labboot.Install(t, l, prog, labboot.StaticProgram(t, "testdata/prog/klasy_prog.c"))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()

@@ -27,11 +27,12 @@ import (
 // only where KLASY_TEST_REQUIRE names the feature; where
 // KLASY_TEST_REQUIRE is set without naming it (make test), it skips even
 // when the feature is there; run by hand, it runs when it is there.
-var optIn = map[string]string{"xen-lab": "make test-xen", "debug-kernel": "make test-debug"}
+var optIn = map[string]string{"xen-lab": "make test-xen", "debug-kernel": "make test-debug", "debian-rt": "make test-rt"}
 
 // Required reports whether KLASY_TEST_REQUIRE (a comma-separated list,
 // or "all") names feature. "all" names every feature but the opt-in
-// ones (xen-lab, debug-kernel), which only their own name requires.
+// ones (xen-lab, debug-kernel, debian-rt), which only their own name
+// requires.
 func Required(feature string) bool {
 	for _, f := range strings.Split(os.Getenv("KLASY_TEST_REQUIRE"), ",") {
 		f = strings.TrimSpace(f)
