@@ -13,6 +13,7 @@ import (
 
 	"github.com/klasy/klasy/accessinfer/dwscan"
 	"github.com/klasy/klasy/accessinfer/members"
+	"github.com/klasy/klasy/dwarfmap/diescan"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/x86code"
 )
@@ -135,22 +136,8 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		nw = runtime.GOMAXPROCS(0)
 	}
 	start := time.Now()
-	// The units, in order.
-	var cus []dwarf.Offset
-	r := d.Reader()
-	for {
-		e, err := r.Next()
-		if err != nil {
-			return nil, fmt.Errorf("%s: reading DWARF: %w", img.Path, err)
-		}
-		if e == nil {
-			break
-		}
-		if e.Tag == dwarf.TagCompileUnit || e.Tag == dwarf.TagPartialUnit {
-			cus = append(cus, e.Offset)
-		}
-		r.SkipChildren()
-	}
+	// The units, in order, from their headers.
+	cus := dwscan.Units(img.Section(".debug_info"))
 	scans := make([]dwscan.Unit, len(cus))
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -160,14 +147,15 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		tss[w] = members.NewTypes(d)
 	}
 	sec := dwscan.Sections{Info: img.Section(".debug_info"), Loc: img.Section(".debug_loc"),
-		Loclists: img.Section(".debug_loclists"), Addr: img.Section(".debug_addr")}
+		Loclists: img.Section(".debug_loclists"), Addr: img.Section(".debug_addr"),
+		DIEs: diescan.NewSections(img.Section)}
 	for w := 0; w < nw; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			s := dwscan.NewScanner(d, tss[w], sec)
 			for i := range next {
-				s.Scan(cus[i], &scans[i])
+				s.Scan(cus[i][0], cus[i][1], &scans[i])
 			}
 		}()
 	}
@@ -347,7 +335,14 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	// run; at 0 its state is free for another block (recycle).
 	var uses []int
 	free := ft.free // states of the worker's earlier functions, reused
-	defer func() { ft.free = free }()
+	defer func() {
+		for _, o := range outs {
+			if o != nil {
+				free = append(free, o)
+			}
+		}
+		ft.free = free
+	}()
 	newState := func() *state {
 		if n := len(free); n > 0 {
 			s := free[n-1]
@@ -436,9 +431,20 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		sort.SliceStable(accs, func(i, j int) bool { return accs[i].PC < accs[j].PC })
 		return accs
 	}
+	// A block none of whose predecessors' states changed since it ran
+	// would give the same state again: only the others run (the rounds
+	// are those of running every block, to the same states).
+	dirty := make([]bool, nb)
+	for i := range dirty {
+		dirty[i] = true
+	}
 	for round := 0; round < 6; round++ {
 		changed := false
 		for _, b := range order {
+			if !dirty[b] {
+				continue
+			}
+			dirty[b] = false
 			s := in(b)
 			lo, hi := ft.blockInsns(&g.Blocks[b])
 			for i := lo; i < hi; i++ {
@@ -450,6 +456,11 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 				}
 				outs[b] = s
 				changed = true
+				for _, sc := range g.Blocks[b].Succs {
+					if j, ok := g.Block(sc); ok {
+						dirty[j] = true
+					}
+				}
 			} else {
 				free = append(free, s)
 			}
@@ -816,7 +827,7 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 		}
 		var shift uint
 		var andMask, orMask uint64
-		haveAnd := false
+		haveAnd, merged := false, false
 		for j := i + 1; j < hi && j < i+12; j++ {
 			nx := &ft.insns[j].Inst
 			// Stored back to the same place: a write of the changed bits.
@@ -830,10 +841,18 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 						changed &= unit
 						if changed != 0 {
 							put(j, members.Bits{OK: true, Mask: changed})
-							if skip == nil {
-								skip = map[int]bool{}
+							if merged {
+								// The load is also what the source reads,
+								// for a member that is no bitfield
+								// (p->flags = (p->flags & ~m) | v).
+								put(i, members.Bits{OK: true, Mask: changed})
+							} else {
+								if skip == nil {
+									skip = map[int]bool{}
+								}
+								skip[i] = true
 							}
-							skip[i] = true
+							goto done
 						}
 					}
 				}
@@ -869,6 +888,16 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 				case x86asm.BT:
 					put(i, members.Bits{OK: true, Mask: (1 << (uint64(imm) + uint64(shift))) & unit, Test: true})
 					goto done
+				}
+			}
+			// The and-ed unit or-ed with a register (the new bits, built
+			// apart): a write of the bits the and cleared when the
+			// result is stored back (the check above), not a read of
+			// the bits it kept. The result may be in the other register.
+			if sr, ok := nx.Args[1].(x86asm.Reg); ok && isReg && haveAnd && shift == 0 && (nx.Op == x86asm.OR || nx.Op == x86asm.XOR) {
+				if si, _, ok := regIndex(sr); ok && (si == ri || dj == ri) && dj >= 0 {
+					ri, merged = dj, true
+					continue
 				}
 			}
 			// Any other use of the register ends the pattern: what was

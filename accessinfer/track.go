@@ -1,6 +1,7 @@
 package accessinfer
 
 import (
+	"debug/dwarf"
 	"fmt"
 	"sort"
 	"strings"
@@ -235,6 +236,10 @@ type fnTrack struct {
 	memAt  []int32
 	looked []lookEntry
 	objs   []stackObj
+	// named are the struct types the function names through a pointer
+	// (its variables', its inlined copies' parameters'), worked out at
+	// the first access that asks.
+	named map[members.Key]bool
 }
 
 func (ft *fnTrack) insnIndex(pc uint64) int {
@@ -246,6 +251,7 @@ func (ft *fnTrack) insnIndex(pc uint64) int {
 func (ft *fnTrack) reset(w *worker, f *dwscan.Function) {
 	ft.w, ft.f, ft.g = w, f, nil
 	ft.sitesBuilt = false
+	ft.named = nil
 	clear(ft.fs)
 	ft.fs = ft.fs[:0]
 	ft.spans = ft.spans[:0]
@@ -765,8 +771,12 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if lo, hi, ok := ft.copySpan(i, end, true); ok {
 		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
-	a.WrapOK = func(t *members.Type) bool { return ft.wrapperParamAt(ft.insns[i].PC, t) }
-	chains = ts.ObjectAccess(t, a)
+	pc := ft.insns[i].PC
+	a.WrapOK = func(t *members.Type) bool { ptr, val := ft.wrapperParamAt(pc, t); return ptr || val }
+	if acc.Kind == x86code.Store {
+		a.Assign = func(t *members.Type) bool { _, val := ft.wrapperParamAt(pc, t); return val }
+	}
+	chains = ft.trimHierarchy(ts.ObjectAccess(t, a))
 	if acc.Kind == x86code.Load && n == 8 && len(chains) == 1 {
 		last := chains[0][len(chains[0])-1]
 		mt := ts.Get(last.Member.Type)
@@ -785,6 +795,48 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		}
 	}
 	return chains, loaded
+}
+
+// trimHierarchy drops the outer levels of a chain that starts down a
+// class hierarchy, structs of several members each embedding the next
+// at offset 0, two levels deep or more (tcp_sock, inet_connection_sock,
+// inet_sock, sock; not wrappers as kref, refcount_t, atomic_t), above the innermost of them the function has a pointer to:
+// the source casts between these pointers (tcp_sk(sk), inet_sk(sk)),
+// and with tp and sk both in the function, tp->inet_conn.icsk_inet.sk.
+// __sk_common.skc_state at offset 0 of a tcp_sock is most often
+// sk->sk_state: the register's typing does not tell which pointer the
+// source went through, and the levels above sock are not decided.
+func (ft *fnTrack) trimHierarchy(cs []members.Chain) []members.Chain {
+	for i, c := range cs {
+		k := 0
+		for j := 1; j < len(c) && c[j-1].BitOff == 0 && c[j-1].Container.NumMembers() >= 3; j++ {
+			if j >= 2 && c[j].Container.NumMembers() >= 3 && ft.namesType(c[j].Container) {
+				k = j
+			}
+		}
+		cs[i] = c[k:]
+	}
+	return cs
+}
+
+// namesType says whether the function has a pointer to t.
+func (ft *fnTrack) namesType(t *members.Type) bool {
+	if ft.named == nil {
+		ts := ft.w.ts
+		ft.named = map[members.Key]bool{}
+		add := func(off dwarf.Offset) {
+			if p := ts.Pointee(ts.Get(off)); p != nil && (p.Kind == members.Struct || p.Kind == members.Union) {
+				ft.named[p.Key()] = true
+			}
+		}
+		for i := range ft.f.Vars {
+			add(ft.f.Vars[i].Type)
+		}
+		for i := range ft.f.Params {
+			add(ft.f.Params[i].Type)
+		}
+	}
+	return ft.named[t.Key()]
 }
 
 func nameOf(t *members.Type) string {
@@ -1066,8 +1118,8 @@ func (ft *fnTrack) blockStart(i int) int {
 }
 
 // wrapperParamAt reports whether an inlined copy holding pc has a
-// parameter of type t or pointer to t.
-func (ft *fnTrack) wrapperParamAt(pc uint64, t *members.Type) bool {
+// parameter of pointer to t, and one of type t.
+func (ft *fnTrack) wrapperParamAt(pc uint64, t *members.Type) (ptr, byVal bool) {
 	ts := ft.w.ts
 	k := t.Key()
 	for _, p := range ft.f.Params {
@@ -1083,11 +1135,12 @@ func (ft *fnTrack) wrapperParamAt(pc uint64, t *members.Type) bool {
 		}
 		pt := ts.Get(p.Type)
 		if pt != nil && pt.Kind == members.Ptr {
-			pt = ts.Pointee(pt)
-		}
-		if pt != nil && pt.Key() == k {
-			return true
+			if pt = ts.Pointee(pt); pt != nil && pt.Key() == k {
+				ptr = true
+			}
+		} else if pt != nil && pt.Key() == k {
+			byVal = true
 		}
 	}
-	return false
+	return ptr, byVal
 }

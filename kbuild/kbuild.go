@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -227,12 +228,18 @@ func workDir(opts Options) (string, func(), error) {
 		}
 		return dir, func() {}, nil
 	}
-	dir, err := os.MkdirTemp("", "klasy-kbuild-")
+	RemoveStale()
+	dir, err := os.MkdirTemp("", tempPrefix)
 	if err != nil {
 		return "", nil, fmt.Errorf("kbuild: %w", err)
 	}
+	if err := writeOwner(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("kbuild: %w", err)
+	}
 	if opts.Keep {
-		return dir, func() {}, nil
+		// Kept for the caller: no longer a build's, nor stale when we end.
+		return dir, func() { os.Remove(filepath.Join(dir, ownerFile)) }, nil
 	}
 	return dir, func() { os.RemoveAll(dir) }, nil
 }
@@ -273,7 +280,12 @@ func runMake(ctx context.Context, kdir, workDir string, opts Options, args []str
 	cmd.Env = append(environ(), "LANG=C")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Killed with klasy (kill -9 too): make's compilers then run on in
+	// its group until the next build's RemoveStale. The signal goes when
+	// the thread that started make ends, so keep to that thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()

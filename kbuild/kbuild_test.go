@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -405,5 +406,54 @@ func TestBuildBadInput(t *testing.T) {
 	}
 	if _, err := kbuild.BuildTargets(ctx, k.BuildDir, []string{"x.o"}, kbuild.Options{Keep: true}); err == nil {
 		t.Error("BuildTargets accepted Keep, which it cannot honour")
+	}
+}
+
+// TestBuildOwnerKilled kills (kill -9) a process in the middle of a build
+// whose Kbuild stalls in a shell under make (a child of this test binary,
+// as klasy would be): it has no chance to clean up. The next build
+// leaves no process of the killed one running and no directory of it.
+func TestBuildOwnerKilled(t *testing.T) {
+	k := debianTree(t)
+	if os.Getenv("KLASY_KBUILD_OWNER") == "1" {
+		kbuild.Build(context.Background(), k.BuildDir, os.DirFS(testdata("stall")), kbuild.Options{})
+		os.Exit(0)
+	}
+	tmp := t.TempDir()
+	owner := exec.Command(os.Args[0], "-test.run=^TestBuildOwnerKilled$")
+	owner.Env = append(os.Environ(), "KLASY_KBUILD_OWNER=1", "TMPDIR="+tmp)
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var dir string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if dirs, _ := filepath.Glob(filepath.Join(tmp, "klasy-kbuild-*")); len(dirs) == 1 && len(procsWith("cd "+dirs[0]+" && sleep")) > 0 {
+			dir = dirs[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			owner.Process.Kill()
+			owner.Wait()
+			t.Fatal("the stalling build's shell never started")
+		}
+	}
+	owner.Process.Kill()
+	owner.Wait()
+
+	t.Setenv("TMPDIR", tmp)
+	if _, err := build(t, k.BuildDir, "hello", kbuild.Options{}); err != nil {
+		t.Fatalf("the next build: %+v", err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		left := procsWith(dir)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the killed build still running after the next build: %v", left)
+		}
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(tmp, "klasy-kbuild-*")); len(dirs) > 0 {
+		t.Errorf("build directories left after the next build: %q", dirs)
 	}
 }

@@ -405,7 +405,7 @@ func freeSlot() (int, error) {
 		return 0, err
 	}
 	for _, s := range sts {
-		if s.State == "running" {
+		if s.State != "stale" {
 			used[s.rec.Slot] = true
 		}
 	}
@@ -524,7 +524,7 @@ func cleanStale(name string) {
 // Status describes one lab for `klasy lab status`.
 type Status struct {
 	Name  string `json:"name"`
-	State string `json:"state"` // "running" or "stale" (QEMU gone)
+	State string `json:"state"` // "running", "hung" (Problem says why) or "stale" (QEMU gone)
 	PID   int    `json:"pid"`
 	// MuxPID is the lab's mux process, which owns the agent's socket
 	// and shares it among clients; 0 when none runs.
@@ -585,12 +585,17 @@ func List() ([]Status, error) {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		st := "stale"
+		st, problem := "stale", rec.problem
 		if rec.alive() {
 			st = "running"
+			if problem == "" && rec.Xen == nil {
+				if why := rec.hungReason(); why != "" {
+					st, problem = "hung", why
+				}
+			}
 		}
 		s := Status{
-			Name: rec.Name, State: st, PID: rec.PID, MuxPID: muxPID(rec.dir()), Problem: rec.problem,
+			Name: rec.Name, State: st, PID: rec.PID, MuxPID: muxPID(rec.dir()), Problem: problem,
 			Kernel: rec.Kernel.Flavor, Release: rec.Kernel.Release,
 			MemMB: rec.MemMB, CPUs: rec.CPUs, Addr: rec.Addr, LANAddr: rec.LANAddr, Started: rec.Started,
 			ConsoleLog: rec.consoleLog(), AgentSock: rec.clientSocket(), Dir: rec.dir(), rec: rec,

@@ -50,6 +50,9 @@ type Session struct {
 	// gets when a weave of this session loads it; 0 is the runtime's
 	// default (1024).
 	BufferKB int
+	// MaxJoinPoints and MaxCMiB bound a weave's join points and its
+	// generated C; 0 is DefaultMaxJoinPoints, DefaultMaxCMiB.
+	MaxJoinPoints, MaxCMiB int
 }
 
 // SessionOptions say which target to open and where progress goes.
@@ -224,7 +227,18 @@ func (s *Session) Status(ctx context.Context) (*records.Status, error) {
 // kprobes are disarmed in the whole kernel. Hooks keep their mechanism
 // then, and only debugfs says none runs; one more read, which the
 // weaver's own calls of Status (trace's polling, a weave's) do without.
+//
+// It also warns, on the session's log, of advice modules whose weave
+// was killed before it finished (Orphans): status does not list them
+// as aspects until they are live, and no weave reported them; and of
+// what the kernel reported since the weaves (Troubles).
 func (s *Session) StatusShown(ctx context.Context) (*records.Status, error) {
+	if orphans, err := s.Orphans(ctx); err == nil {
+		for _, o := range orphans {
+			fmt.Fprintf(s.log, "klasy: warning: %s\n", o)
+		}
+	}
+	s.WarnTroubles(ctx)
 	st, err := s.Status(ctx)
 	if st == nil || err != nil {
 		return st, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -62,10 +63,19 @@ func Unweave(ctx context.Context, s *Session, names []string, all bool) (*Unweav
 			remove = append(remove, mod)
 		}
 	}
+	// An oops in advice may leave kprobes' state broken: say so first.
+	s.WarnTroubles(ctx)
+	// A load an interrupted weave left cannot be unloaded until it ends.
+	if err := s.WaitLoaded(ctx, remove); err != nil {
+		return rep, err
+	}
 	for _, mod := range remove {
 		if err := kmod.Unload(ctx, s.T, mod); err != nil {
 			return rep, fmt.Errorf("removing %s from %s: %w", mod, s.T.Name(), err)
 		}
+		os.Remove(s.weavingRecord(mod))
+		os.Remove(s.wovenPath(mod, ".json"))
+		os.Remove(s.wovenPath(mod, ".ko"))
 		rep.Aspects = append(rep.Aspects, strings.TrimPrefix(mod, "klasy_a_"))
 	}
 	if !loaded[runtime.ModuleName] {

@@ -132,7 +132,16 @@ func Weave(ctx context.Context, s *Session, f *aspect.File) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rep, WeaveResolved(ctx, s, f, rep)
+	if err := WeaveResolved(ctx, s, f, rep); err != nil {
+		// A bound refuses the whole aspect: its join points' warnings
+		// would only bury that.
+		var be *BoundError
+		if errors.As(err, &be) {
+			return nil, err
+		}
+		return rep, err
+	}
+	return rep, nil
 }
 
 // WeaveResolved weaves the join points of rep, resolved for aspect f:
@@ -166,6 +175,9 @@ func Prepare(ctx context.Context, s *Session, f *aspect.File, rep *Report) (*Pre
 		}
 		return nil, fmt.Errorf("nothing to weave: all %d join points of %s are skipped", len(rep.JoinPoints), path)
 	}
+	if err := s.checkJoinPoints(rep.Woven()); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	ref := s.X.Funcs(gen.KASLRRef)
 	if len(ref) != 1 || ref[0].InlineOnly {
@@ -176,6 +188,9 @@ func Prepare(ctx context.Context, s *Session, f *aspect.File, rep *Report) (*Pre
 		return nil, err
 	}
 	rep.Times.Generate = time.Since(start)
+	if err := s.checkCSize(m); err != nil {
+		return nil, err
+	}
 
 	start = time.Now()
 	rt, err := s.runtimeModule(ctx)
@@ -201,20 +216,36 @@ func (p *Prepared) Load(ctx context.Context) error {
 	}
 	defer unlock()
 	start := time.Now()
+	if err := s.settleOrphans(ctx); err != nil {
+		return err
+	}
 	if rep.LoadedRuntime, err = s.ensureRuntime(ctx, rt.ko, len(rep.Flows) > 0); err != nil {
 		return err
 	}
-	if _, err := kmod.Load(ctx, s.T, ko, ""); err != nil {
-		err = s.explainLoad(ctx, m, err)
-		if rep.LoadedRuntime {
+	if err := s.loadAdvice(ctx, m, ko, rep.LoadedRuntime); err != nil {
+		if rep.LoadedRuntime && ctx.Err() == nil {
 			s.unloadRuntimeIfIdle(ctx)
 		}
 		return err
 	}
 	rep.Times.Load = time.Since(start)
 	if err := s.readMechanisms(ctx, rep, m); err != nil {
-		return err
+		if ctx.Err() == nil {
+			return err
+		}
+		// Interrupted once the aspect is live, before it was reported:
+		// unwound, as a weave interrupted earlier is.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unwindTimeout)
+		defer cancel()
+		if uerr := kmod.Unload(uctx, s.T, m.Name); uerr != nil {
+			return fmt.Errorf("interrupted: %s is loaded and could not be unwoven (%v): it is live in %s; 'klasy unweave --all' removes it", m.Name, uerr, s.T.Name())
+		}
+		if rep.LoadedRuntime {
+			s.unloadRuntimeIfIdle(uctx)
+		}
+		return fmt.Errorf("interrupted: %s was loaded and is unwoven again; nothing was woven", m.Name)
 	}
+	s.recordWoven(ctx, m.Name, m.Aspect, ko)
 	return nil
 }
 

@@ -117,6 +117,7 @@ func FuncGraphDecoded(entry uint64, ranges []Range, decoded [][]Insn, patched Pa
 			}
 		}
 	}
+	g.Blocks = make([]GraphBlock, 0, len(leaders)+1) // one per leader, and one past a byte that did not decode, mostly
 	for _, r := range rs {
 		var cur *GraphBlock
 		for i := range r.insns {

@@ -20,9 +20,13 @@ import (
 // each instruction, or with inst nil for a byte that does not decode,
 // until fn returns false.
 func sweep(code []byte, base uint64, fn func(pc uint64, inst *x86asm.Inst) bool) {
+	// One Inst for the whole sweep: fn gets a pointer to it, which
+	// would move a fresh one to the heap for every instruction.
+	var inst x86asm.Inst
 	for off := 0; off < len(code); {
 		pc := base + uint64(off)
-		inst, err := x86asm.Decode(code[off:], 64)
+		var err error
+		inst, err = x86asm.Decode(code[off:], 64)
 		if err != nil || inst.Len == 0 {
 			if !fn(pc, nil) {
 				return

@@ -1,5 +1,6 @@
 // Package dwscan reads what accessinfer's tracking needs from one
-// compilation unit's DWARF, in one pass over its DIEs: the out-of-line
+// compilation unit's DWARF, in one pass over its DIEs (with dwarfmap's
+// diescan, which decodes only the attributes asked for): the out-of-line
 // functions with their ranges and parameters and locals, those of the
 // copies inlined into them and of lexical blocks, each with its
 // location list (DWARF 2-4 .debug_loc and DWARF 5 .debug_loclists);

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/klasy/klasy/accessinfer/members"
+	"github.com/klasy/klasy/dwarfmap/diescan"
 )
 
 // Variable is a parameter or local of a function (or of a copy inlined
@@ -64,12 +65,16 @@ type Unit struct {
 
 type Scanner struct {
 	d      *dwarf.Data
-	r, ro  *dwarf.Reader
+	r      *dwarf.Reader // the unit DIE, for its line table and bases
 	ts     *members.Types
-	info   []byte
+	secs   *diescan.Sections
+	abbrev diescan.Abbrevs
+	u, uo  *diescan.Unit // the scan, and the reads of origins
+	e      diescan.DIE
 	locs   unitLocs
 	files  []string
 	origin map[dwarf.Offset]originInfo
+	names  map[string]string
 	out    *Unit
 }
 
@@ -80,24 +85,50 @@ type Sections struct {
 	Loc      []byte // .debug_loc (DWARF 2-4)
 	Loclists []byte // .debug_loclists (DWARF 5)
 	Addr     []byte // .debug_addr
+	// The DIEs are read with dwarfmap's scanner (diescan), which
+	// decodes only the attributes asked for: debug/dwarf's Reader
+	// decoded all of them into interface values, half the scan's time.
+	DIEs *diescan.Sections
 }
 
 // NewScanner returns a scanner of d's units that reads the sizes of
 // globals' types through ts (one goroutine's: neither is safe for
 // concurrent use).
 func NewScanner(d *dwarf.Data, ts *members.Types, sec Sections) *Scanner {
-	s := &Scanner{d: d, r: d.Reader(), ro: d.Reader(), ts: ts, info: sec.Info}
+	s := &Scanner{d: d, r: d.Reader(), ts: ts, secs: sec.DIEs, abbrev: diescan.Abbrevs{}, names: map[string]string{}}
 	s.locs.loc = sec.Loc
 	s.locs.loclists = sec.Loclists
 	s.locs.addr = sec.Addr
 	return s
 }
 
-// Scan scans the compilation unit whose DIE is at off into out.
-func (s *Scanner) Scan(off dwarf.Offset, out *Unit) {
+// Units returns the bytes [start, end) of each unit in .debug_info.
+func Units(info []byte) [][2]uint64 {
+	var out [][2]uint64
+	for at := uint64(0); at+4 <= uint64(len(info)); {
+		n, hdr := uint64(binary.LittleEndian.Uint32(info[at:])), uint64(4)
+		if n == 0xffffffff {
+			if at+12 > uint64(len(info)) {
+				break
+			}
+			n, hdr = binary.LittleEndian.Uint64(info[at+4:]), 12
+		}
+		end := at + hdr + n
+		if n == 0 || end > uint64(len(info)) || end <= at {
+			break
+		}
+		out = append(out, [2]uint64{at, end})
+		at = end
+	}
+	return out
+}
+
+// Scan scans the compilation unit at [start, end) of .debug_info into
+// out.
+func (s *Scanner) Scan(start, end uint64, out *Unit) {
 	out.Rets = map[uint64]dwarf.Offset{}
 	s.out = out
-	s.scanUnit(off)
+	s.scanUnit(start, end)
 }
 
 type originInfo struct {
@@ -105,65 +136,102 @@ type originInfo struct {
 	typ  dwarf.Offset
 }
 
+// str returns b as a string, one copy per distinct name.
+func (s *Scanner) str(b []byte) string {
+	if v, ok := s.names[string(b)]; ok {
+		return v
+	}
+	v := string(b)
+	s.names[v] = v
+	return v
+}
+
 // lookupOrigin follows DW_AT_abstract_origin and DW_AT_specification
 // for a name and a type.
-func (s *Scanner) lookupOrigin(e *dwarf.Entry) originInfo {
+func (s *Scanner) lookupOrigin(e *diescan.DIE) originInfo {
 	var oi originInfo
-	oi.name, _ = e.Val(dwarf.AttrName).(string)
-	oi.typ, _ = e.Val(dwarf.AttrType).(dwarf.Offset)
-	for hop := 0; hop < 4 && (oi.name == "" || oi.typ == 0); hop++ {
-		o, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
-		if !ok {
-			if o, ok = e.Val(dwarf.AttrSpecification).(dwarf.Offset); !ok {
-				break
-			}
+	oi.name = s.str(e.Name)
+	oi.typ = dwarf.Offset(e.Type)
+	if oi.name != "" && oi.typ != 0 {
+		return oi
+	}
+	o := e.Origin
+	if o == 0 {
+		if o = e.Spec; o == 0 {
+			return oi
 		}
-		if c, ok := s.origin[o]; ok {
+	}
+	c := s.origins(dwarf.Offset(o), 0)
+	if oi.name == "" {
+		oi.name = c.name
+	}
+	if oi.typ == 0 {
+		oi.typ = c.typ
+	}
+	return oi
+}
+
+// origins is the name and type the DIE at o has or its origins give
+// (up to 4 hops), read once per unit: every inlined copy of a function
+// and every parameter of one names the same abstract DIE.
+func (s *Scanner) origins(o dwarf.Offset, hop int) originInfo {
+	if c, ok := s.origin[o]; ok {
+		return c
+	}
+	var oi originInfo
+	if uint64(o) < s.uo.Start() || uint64(o) >= s.uo.End() {
+		return oi // in another unit (DW_FORM_ref_addr): not read
+	}
+	var oe diescan.DIE
+	s.uo.Seek(uint64(o))
+	if !s.uo.Next(&oe) {
+		return oi
+	}
+	oi.name = s.str(oe.Name)
+	oi.typ = dwarf.Offset(oe.Type)
+	if (oi.name == "" || oi.typ == 0) && hop < 3 {
+		next := oe.Origin
+		if next == 0 {
+			next = oe.Spec
+		}
+		if next != 0 {
+			c := s.origins(dwarf.Offset(next), hop+1)
 			if oi.name == "" {
 				oi.name = c.name
 			}
 			if oi.typ == 0 {
 				oi.typ = c.typ
 			}
-			break
 		}
-		s.ro.Seek(o)
-		oe, err := s.ro.Next()
-		if err != nil || oe == nil {
-			break
-		}
-		n, _ := oe.Val(dwarf.AttrName).(string)
-		t, _ := oe.Val(dwarf.AttrType).(dwarf.Offset)
-		if oi.name == "" {
-			oi.name = n
-		}
-		if oi.typ == 0 {
-			oi.typ = t
-		}
-		e = oe
 	}
+	s.origin[o] = oi
 	return oi
 }
 
-// scanUnit scans the compilation unit whose DIE is at off.
-func (s *Scanner) scanUnit(off dwarf.Offset) {
-	s.r.Seek(off)
-	cu, err := s.r.Next()
-	if err != nil || cu == nil || cu.Tag != dwarf.TagCompileUnit {
+// scanUnit scans the compilation unit at [start, end).
+func (s *Scanner) scanUnit(start, end uint64) {
+	u, err := diescan.NewUnit(s.secs, start, end, s.abbrev)
+	if err != nil {
 		return
 	}
-	s.locs.version = 4
-	// The unit header starts 11 (DWARF 2-4) or 12 (5) bytes before
-	// its DIE; its version follows the 4-byte length.
-	for _, h := range []int{12, 11} {
-		if o := int(off) - h; o >= 0 && o+6 <= len(s.info) {
-			if v := int(binary.LittleEndian.Uint16(s.info[o+4:])); (v == 5 && h == 12) || (v < 5 && v >= 2 && h == 11) {
-				s.locs.version = v
-				break
-			}
-		}
+	uo, _ := diescan.NewUnit(s.secs, start, end, s.abbrev)
+	u.WantVariables()
+	uo.WantVariables()
+	s.u, s.uo = u, uo
+	var cud diescan.DIE
+	if !u.UnitDIE(&cud) || cud.Tag != dwarf.TagCompileUnit {
+		return
 	}
-	s.locs.lowPC, _ = cu.Val(dwarf.AttrLowpc).(uint64)
+	uo.UnitDIE(&diescan.DIE{})
+	// The line table's files and the location lists' bases, from
+	// debug/dwarf's reading of the unit DIE.
+	s.r.Seek(dwarf.Offset(cud.Off))
+	cu, err := s.r.Next()
+	if err != nil || cu == nil {
+		return
+	}
+	s.locs.version = u.Version()
+	s.locs.lowPC = cud.Low
 	if v, ok := cu.Val(dwarf.AttrAddrBase).(int64); ok {
 		s.locs.addrBase = uint64(v)
 	} else {
@@ -181,12 +249,12 @@ func (s *Scanner) scanUnit(off dwarf.Offset) {
 		}
 	}
 	s.origin = map[dwarf.Offset]originInfo{}
-	if !cu.Children {
+	if !cud.Children {
 		return
 	}
+	e := &s.e
 	for {
-		e, err := s.r.Next()
-		if err != nil || e == nil || e.Tag == 0 {
+		if !u.Next(e) || e.Tag == 0 {
 			return
 		}
 		switch e.Tag {
@@ -194,19 +262,35 @@ func (s *Scanner) scanUnit(off dwarf.Offset) {
 			s.subprogram(e)
 		case dwarf.TagVariable:
 			s.variableDIE(e, 0, nil, nil)
-			if e.Children {
-				s.r.SkipChildren()
-			}
+			s.skipChildren(e)
 		default:
-			if e.Children {
-				s.r.SkipChildren()
-			}
+			s.skipChildren(e)
 		}
 	}
 }
 
-func (s *Scanner) ranges(e *dwarf.Entry) [][2]uint64 {
-	rs, err := s.d.Ranges(e)
+// skipChildren moves the scan past the children of e, just read.
+func (s *Scanner) skipChildren(e *diescan.DIE) {
+	if !e.Children || s.u.SkipChildren(e) {
+		return
+	}
+	var c diescan.DIE
+	for depth := 1; depth > 0; {
+		if !s.u.Next(&c) {
+			if s.u.Err() != nil {
+				return
+			}
+			depth--
+			continue
+		}
+		if c.Children && !s.u.SkipChildren(&c) {
+			depth++
+		}
+	}
+}
+
+func (s *Scanner) ranges(e *diescan.DIE) [][2]uint64 {
+	rs, err := s.u.Ranges(e)
 	if err != nil {
 		return nil
 	}
@@ -220,11 +304,9 @@ func (s *Scanner) ranges(e *dwarf.Entry) [][2]uint64 {
 	return out
 }
 
-func (s *Scanner) subprogram(e *dwarf.Entry) {
-	if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); decl {
-		if e.Children {
-			s.r.SkipChildren()
-		}
+func (s *Scanner) subprogram(e *diescan.DIE) {
+	if e.Decl {
+		s.skipChildren(e)
 		return
 	}
 	oi := s.lookupOrigin(e)
@@ -241,10 +323,10 @@ func (s *Scanner) subprogram(e *dwarf.Entry) {
 		s.out.Rets[rs[0][0]] = oi.typ
 	}
 	f := Function{Name: oi.name, Entry: rs[0][0], Ranges: rs}
-	if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok {
-		f.Entry = lo
+	if e.HasLow {
+		f.Entry = e.Low
 	}
-	fb, _ := e.Val(dwarf.AttrFrameBase).([]byte)
+	fb := e.FrameBase
 	f.CFAFrame = len(fb) == 1 && fb[0] == opCallFrameCFA
 	if e.Children {
 		s.children(&f, 0, nil)
@@ -255,9 +337,10 @@ func (s *Scanner) subprogram(e *dwarf.Entry) {
 // children reads the DIEs of a scope up to its end: variables, lexical
 // blocks, inlined copies. f is nil in an abstract instance.
 func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
+	var de diescan.DIE
+	e := &de
 	for {
-		e, err := s.r.Next()
-		if err != nil || e == nil || e.Tag == 0 {
+		if !s.u.Next(e) || e.Tag == 0 {
 			return
 		}
 		switch e.Tag {
@@ -269,9 +352,7 @@ func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 				}
 			}
 			s.variableDIE(e, depth, scope, f)
-			if e.Children {
-				s.r.SkipChildren()
-			}
+			s.skipChildren(e)
 		case dwarf.TagLexDwarfBlock:
 			if !e.Children {
 				continue
@@ -287,36 +368,28 @@ func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 				rs = s.ranges(e)
 				oi := s.lookupOrigin(e)
 				site := InlineSite{Name: oi.name, Ranges: rs, Depth: depth + 1}
-				if cf, ok := e.Val(dwarf.AttrCallFile).(int64); ok && cf >= 0 && int(cf) < len(s.files) {
+				if cf := e.CallFile; cf >= 0 && int(cf) < len(s.files) {
 					site.CallFile = s.files[cf]
 				}
-				if cl, ok := e.Val(dwarf.AttrCallLine).(int64); ok {
-					site.CallLine = int(cl)
-				}
+				site.CallLine = int(e.CallLine)
 				f.Inlines = append(f.Inlines, site)
 			}
 			if e.Children {
 				s.children(f, depth+1, rs)
 			}
 		default:
-			if e.Children {
-				s.r.SkipChildren()
-			}
+			s.skipChildren(e)
 		}
 	}
 }
 
 // variableDIE records a variable: a global if it lives at a fixed
 // address, else (in a function) a local with its locations.
-func (s *Scanner) variableDIE(e *dwarf.Entry, depth int, scope [][2]uint64, f *Function) {
-	fld := e.AttrField(dwarf.AttrLocation)
-	if fld == nil {
-		return
-	}
+func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *Function) {
 	var pieces []Piece
-	switch fld.Class {
-	case dwarf.ClassExprLoc, dwarf.ClassBlock:
-		b, _ := fld.Val.([]byte)
+	switch {
+	case e.Loc != nil:
+		b := e.Loc
 		if w := Describe(b); w.Kind == LocAddr {
 			oi := s.lookupOrigin(e)
 			g := Global{Addr: w.addr, Type: oi.typ, Name: oi.name}
@@ -329,14 +402,14 @@ func (s *Scanner) variableDIE(e *dwarf.Entry, depth int, scope [][2]uint64, f *F
 			return
 		}
 		pieces = []Piece{{0, Everywhere, b}}
-	case dwarf.ClassLocListPtr:
-		off, _ := fld.Val.(int64)
-		pieces = s.locs.list(off)
-	case dwarf.ClassLocList:
-		i, _ := fld.Val.(int64)
-		if off, ok := s.locs.loclistx(uint64(i)); ok {
+	case e.HasLocList && e.LocListx:
+		if off, ok := s.locs.loclistx(e.LocList); ok {
 			pieces = s.locs.list(off)
 		}
+	case e.HasLocList:
+		pieces = s.locs.list(int64(e.LocList))
+	default:
+		return
 	}
 	if f == nil || len(pieces) == 0 {
 		return

@@ -53,6 +53,9 @@ func (t *Type) Key() Key {
 	return Key{off: t.off, kind: t.Kind}
 }
 
+// NumMembers is how many members a struct or union has.
+func (t *Type) NumMembers() int { return len(t.members) }
+
 // Key is a type's identity across units (see Type.Key).
 type Key struct {
 	name string

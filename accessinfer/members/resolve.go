@@ -94,7 +94,15 @@ type Use struct {
 	// WrapOK says whether a whole wrapper of one member (kuid_t,
 	// atomic_t, pte_t) is an access of that member here (nil: no).
 	WrapOK func(t *Type) bool
+	// Assign says whether a store of the whole of a one-member wrapper
+	// t is an assignment of a t value here (nil: no): a helper taking
+	// one is inlined there (native_set_pte(ptep, pte) does *ptep = pte,
+	// a struct assignment the plugin records no member of; atomic_set(v,
+	// i) stores v->counter).
+	Assign func(t *Type) bool
 }
+
+func (a Use) assigns(t *Type) bool { return a.Assign != nil && a.Assign(t) }
 
 // walk finds the chains of named members that an access touches in t,
 // a struct or union. outer and outerBit collapse anonymous members into
@@ -241,7 +249,7 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 		h := ts.hopOf(outer, m, outerBit, lo, hi)
 		whole := a.Off <= lo && a.Off+a.N >= hi
 		copied := a.copies(lo, hi)
-		if whole && !a.Addr && !copied && a.WrapOK != nil && a.WrapOK(mt) && ts.single(mt, 0) {
+		if whole && !a.Addr && !copied && a.WrapOK != nil && a.WrapOK(mt) && !a.assigns(mt) && ts.single(mt, 0) {
 			// A wrapper of one member (atomic_t, refcount_t, kuid_t):
 			// the whole of it is that member where a helper taking the
 			// wrapper (atomic_read(v), __kuid_val(uid)) is inlined;
@@ -347,6 +355,9 @@ func (ts *Types) ObjectAccess(t *Type, a Use) []Chain {
 	}
 	if a.Addr && a.Off == 0 {
 		return nil // the object's own address, or its first member's: not told apart
+	}
+	if a.Off == 0 && a.N >= t.Size && ts.single(t, 0) && a.assigns(t) {
+		return nil
 	}
 	cs := ts.walk(t, a, nil, 0, 0)
 	if a.Declared {

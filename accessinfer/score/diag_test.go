@@ -147,7 +147,7 @@ func writeDiag(t testing.TB, b *dwarfmap.Batch, res *accessinfer.Result, tab *de
 			if is := b.Insns(a.PC, a.PC+15); len(is) > 0 {
 				ins = x86asm.GNUSyntax(is[0].Inst, is[0].PC, nil)
 			}
-			fmt.Fprintf(tw, "%#x\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%v\t%v\t%v\t%v\t%v\t%d\t%v\t%s\t%v\n", a.PC, a.Func, a.Struct, a.Member, a.Kind, a.Depth, maxd, a.Why, conf[i], strict, innerOK, hostAddr, hostAny, len(a.Calls), a.Bitfield, ins, a.BitTest)
+			fmt.Fprintf(tw, "%#x\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%v\t%v\t%v\t%v\t%v\t%d\t%v\t%s\t%v\t%d\t%d\n", a.PC, a.Func, a.Struct, a.Member, a.Kind, a.Depth, maxd, a.Why, conf[i], strict, innerOK, hostAddr, hostAny, len(a.Calls), a.Bitfield, ins, a.BitTest, a.BitOffset, a.ContainerOff)
 		}
 		tw.Flush()
 		tf.Close()

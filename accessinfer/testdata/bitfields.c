@@ -34,3 +34,11 @@ noinline int flag_z3(struct flags *p)
 {
 	return p->z == 3; /* want: flags.z:load */
 }
+
+/* A bitfield set from a value: GCC clears its bits in the loaded unit
+ * (and), ors the new bits in from another register and stores the unit
+ * back. The bits the and keeps (x, y) are not read. */
+noinline void set_z(struct flags *p, unsigned v)
+{
+	p->z = v; /* want: flags.z:store */ /* want-any: flags.z:load */
+}

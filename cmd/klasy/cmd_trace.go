@@ -8,6 +8,7 @@ import (
 	"github.com/klasy/klasy/cmd/klasy/internal/perfetto"
 	"github.com/klasy/klasy/cmd/klasy/internal/tracerun"
 	"github.com/klasy/klasy/cmd/klasy/internal/traceview"
+	"github.com/klasy/klasy/internal/interrupt"
 	"github.com/klasy/klasy/otlpexport"
 	"github.com/klasy/klasy/timeline"
 	"github.com/klasy/klasy/weaver"
@@ -52,7 +53,7 @@ func runTrace(s *stdio, args []string) error {
 	// A reader of the output gone (trace --follow | head -1): writes fail
 	// with EPIPE, and the records read are put back, instead of the
 	// process dying of SIGPIPE with them.
-	defer catchSIGPIPE()()
+	defer interrupt.CatchSIGPIPE()()
 	// The --perfetto file is checked before any record is consumed to be
 	// written there.
 	checkOutput := func() error {
@@ -78,7 +79,7 @@ func runTrace(s *stdio, args []string) error {
 		if err := checkOutput(); err != nil {
 			return err
 		}
-		ctx, cancel := signalContext()
+		ctx, cancel := interrupt.Context()
 		defer cancel()
 		ds, err := openTraceDomains(ctx, s, f.domains)
 		if err != nil {
@@ -101,7 +102,7 @@ func runTrace(s *stdio, args []string) error {
 	if err := checkOutput(); err != nil {
 		return err
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := interrupt.Context()
 	defer cancel()
 	src, err := openTraceSource(ctx, s, f.TargetOptions)
 	if err != nil {
@@ -125,6 +126,7 @@ var openTraceSource = func(ctx context.Context, s *stdio, opt target.TargetOptio
 	if err != nil {
 		return nil, err
 	}
+	sess.WarnTroubles(ctx)
 	return sessionSource{sess}, nil
 }
 

@@ -22,15 +22,20 @@ func init() {
 func runWeave(s *stdio, args []string) error {
 	var t targetFlags
 	var asJSON, verbose bool
-	var bufferKB int
+	var bufferKB, maxJP, maxC int
 	fs := newFlagSet("weave")
 	t.declare(fs, true, true)
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.BoolVar(&verbose, "v", false, "")
 	fs.IntVar(&bufferKB, "buffer-kb", 0, "")
+	fs.IntVar(&maxJP, "max-join-points", 0, "")
+	fs.IntVar(&maxC, "max-c-mb", 0, "")
 	ps := declareParams(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.Given("max-join-points") && maxJP < 1 || fs.Given("max-c-mb") && maxC < 1 {
+		return usageError{Msg: "--max-join-points and --max-c-mb take a number of at least 1"}
 	}
 	if fs.NArg() != 1 {
 		return usageError{Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", fs.NArg())}
@@ -62,7 +67,7 @@ func runWeave(s *stdio, args []string) error {
 		}
 		defer ts.Close()
 		for _, d := range ts.domains {
-			d.BufferKB = bufferKB
+			d.BufferKB, d.MaxJoinPoints, d.MaxCMiB = bufferKB, maxJP, maxC
 		}
 		reps, err = multi.WeaveDomains(ts.ctx, ts.domains, af)
 		if werr := weaveReported(s, reps, err); werr != nil {
@@ -78,7 +83,7 @@ func runWeave(s *stdio, args []string) error {
 			return err
 		}
 		defer ts.Close()
-		ts.one.BufferKB = bufferKB
+		ts.one.BufferKB, ts.one.MaxJoinPoints, ts.one.MaxCMiB = bufferKB, maxJP, maxC
 		rep, err := weaver.Weave(ts.ctx, ts.one, af)
 		reps = []multi.DomainReport{{Report: rep}}
 		if werr := weaveReported(s, reps, err); werr != nil {

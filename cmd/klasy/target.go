@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/klasy/klasy/domains"
+	"github.com/klasy/klasy/internal/interrupt"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/multi"
 	"github.com/klasy/klasy/weaver/target"
@@ -60,7 +61,7 @@ type targets struct {
 // command loaded it already (to check the aspect against it first); else
 // --domains is loaded here. The caller closes the targets.
 func openTargets(s *stdio, t *targetFlags, index bool, file *domains.File) (*targets, error) {
-	ctx, cancel := signalContext()
+	ctx, cancel := interrupt.Context()
 	one, ds, err := openSessions(ctx, s, t, index, file)
 	if err != nil {
 		cancel()

@@ -2,7 +2,9 @@
 // build. debug/dwarf's Reader decodes every attribute of every DIE into
 // interface values (17.9 M DIEs and 4 GB of garbage for Debian's
 // vmlinux, 4 s of CPU); the index needs a dozen attributes of a few tags:
-// compile units, functions, inlined copies, structs, unions and typedefs.
+// compile units, functions, inlined copies, structs, unions and typedefs
+// (and, for accessinfer's scan, WantVariables: variables, parameters,
+// lexical blocks and their locations).
 // The scanner skips the other attributes by form, lets its caller jump
 // over subtrees with DW_AT_sibling, and returns names as slices of the
 // string sections. It reads DWARF 2 to 5, little-endian.
@@ -161,6 +163,19 @@ type Unit struct {
 	lowPC    uint64
 	abbrevs  []abbrev
 	r        bytereader.Reader
+	vars     bool // WantVariables
+}
+
+// WantVariables has Next decode the DIEs of variables, parameters and
+// lexical blocks too, and the attributes of locations (DIE.Loc).
+func (s *Unit) WantVariables() { s.vars = true }
+
+// Start and End are the unit's bytes in .debug_info.
+func (s *Unit) Start() uint64 { return s.start }
+func (s *Unit) End() uint64   { return s.end }
+
+func varTag(t dwarf.Tag) bool {
+	return t == dwarf.TagVariable || t == dwarf.TagFormalParameter || t == dwarf.TagLexDwarfBlock
 }
 
 // val is one attribute value: an integer, or bytes (strings, blocks).
@@ -290,6 +305,14 @@ type DIE struct {
 	CallLine   int64
 	ByteSize   int64
 	CompDir    []byte
+	// With Unit.WantVariables: variables', parameters' and lexical
+	// blocks' DIEs are decoded too, with DW_AT_location (Loc, an
+	// expression; or a location list: LocList, an offset, or with
+	// LocListx an index) and functions' DW_AT_frame_base.
+	Loc                  []byte
+	LocList              uint64
+	HasLocList, LocListx bool
+	FrameBase            []byte
 
 	high                uint64
 	hasHigh, highIsOff  bool
@@ -338,7 +361,7 @@ func (s *Unit) Next(d *DIE) bool {
 	}
 	a := &s.abbrevs[code]
 	d.Tag, d.Children = a.tag, a.children
-	want := wanted(a.tag)
+	want := wanted(a.tag) || (s.vars && varTag(a.tag))
 	for _, at := range a.attrs {
 		if !want && at.attr != dwarf.AttrSibling {
 			s.skipAttr(at.form)
@@ -388,6 +411,17 @@ func (s *Unit) Next(d *DIE) bool {
 			d.ByteSize = int64(v.u)
 		case dwarf.AttrCompDir:
 			d.CompDir = v.b
+		case dwarf.AttrLocation:
+			switch at.form {
+			case formExprloc, formBlock, formBlock1, formBlock2, formBlock4:
+				d.Loc = v.b
+			case formLoclistx:
+				d.LocList, d.HasLocList, d.LocListx = v.u, true, true
+			case formSecOffset, formData4, formData8:
+				d.LocList, d.HasLocList = v.u, true
+			}
+		case dwarf.AttrFrameBase:
+			d.FrameBase = v.b
 		case dwarf.AttrStrOffsetsBase:
 			d.strOffs, d.hasBases[0] = v.u, true
 		case dwarf.AttrAddrBase:

@@ -190,3 +190,92 @@ func TestMalformed(t *testing.T) {
 		t.Errorf("bad abbreviation code: %v", s.Err())
 	}
 }
+
+// TestVariablesMatchDebugDwarf checks, with WantVariables, the
+// locations of every variable and parameter (an expression or a
+// location list) and the frame bases of functions against debug/dwarf,
+// as accessinfer's scan reads them.
+func TestVariablesMatchDebugDwarf(t *testing.T) {
+	for _, flags := range [][]string{{"-O2", "-gdwarf-5"}, {"-O2", "-gdwarf-4"}, {"-O0", "-gdwarf-5"}} {
+		t.Run(strings.Join(flags, " "), func(t *testing.T) {
+			img := compile(t, flags...)
+			d, err := img.DWARF()
+			if err != nil {
+				t.Fatal(err)
+			}
+			secs := NewSections(img.Section)
+			seen := map[string]int{}
+			for _, u := range units(t, secs.Info) {
+				s, err := NewUnit(secs, u[0], u[1], Abbrevs{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.WantVariables()
+				var die DIE
+				if !s.UnitDIE(&die) {
+					t.Fatalf("unit at %#x: no unit DIE: %v", u[0], s.Err())
+				}
+				for depth := 1; depth > 0; {
+					if !s.Next(&die) {
+						if s.Err() != nil {
+							t.Fatalf("DIE at %#x: %v", die.Off, s.Err())
+						}
+						depth--
+						continue
+					}
+					if die.Children {
+						depth++
+					}
+					r := d.Reader()
+					r.Seek(dwarf.Offset(die.Off))
+					e, err := r.Next()
+					if err != nil || e == nil {
+						t.Fatalf("debug/dwarf has no DIE at %#x: %v", die.Off, err)
+					}
+					where := fmt.Sprintf("%v at %#x", e.Tag, e.Offset)
+					switch e.Tag {
+					case dwarf.TagVariable, dwarf.TagFormalParameter:
+						got, want := "none", "none"
+						switch {
+						case die.Loc != nil:
+							got = fmt.Sprintf("expr %x", die.Loc)
+						case die.HasLocList:
+							got = fmt.Sprintf("list %v %#x", die.LocListx, die.LocList)
+						}
+						if f := e.AttrField(dwarf.AttrLocation); f != nil {
+							switch f.Class {
+							case dwarf.ClassExprLoc, dwarf.ClassBlock:
+								want = fmt.Sprintf("expr %x", f.Val)
+								seen["expr"]++
+							case dwarf.ClassLocListPtr:
+								want = fmt.Sprintf("list false %#x", f.Val)
+								seen["list"]++
+							case dwarf.ClassLocList:
+								want = fmt.Sprintf("list true %#x", f.Val)
+								seen["list"]++
+							}
+						}
+						if got != want {
+							t.Errorf("%s: location %s, debug/dwarf %s", where, got, want)
+						}
+					case dwarf.TagSubprogram:
+						fb, _ := e.Val(dwarf.AttrFrameBase).([]byte)
+						if !slices.Equal(fb, die.FrameBase) {
+							t.Errorf("%s: frame base %x, debug/dwarf %x", where, die.FrameBase, fb)
+						}
+					case dwarf.TagLexDwarfBlock:
+						gr, err1 := s.Ranges(&die)
+						wr, err2 := d.Ranges(e)
+						if err1 != nil || err2 != nil || !slices.Equal(gr, wr) {
+							t.Errorf("%s: ranges %x (%v), debug/dwarf %x (%v)", where, gr, err1, wr, err2)
+						}
+						seen["block"]++
+					}
+				}
+			}
+			if seen["expr"] == 0 || (flags[0] == "-O2" && seen["list"] == 0) {
+				t.Errorf("locations read: %v", seen)
+			}
+		})
+	}
+}

@@ -28,6 +28,8 @@
 #include <linux/kprobes.h>
 #include <linux/list.h>
 #include <linux/percpu.h>
+#include <linux/string.h>
+#include <linux/uaccess.h>	/* copy_from_kernel_nofault() for READ_CHECKED */
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
@@ -261,6 +263,26 @@ static inline void klasy_store(struct klasy_hit *hit, u64 v)
 #define STORE_DATA6(a, b, c, d, e, f) do { STORE_DATA5(a, b, c, d, e); STORE_DATA(f); } while (0)
 #define STORE_DATA7(a, b, c, d, e, f, g) do { STORE_DATA6(a, b, c, d, e, f); STORE_DATA(g); } while (0)
 #define STORE_DATA8(a, b, c, d, e, f, g, h) do { STORE_DATA7(a, b, c, d, e, f, g); STORE_DATA(h); } while (0)
+
+/*
+ * READ_CHECKED(p) is *p read without trusting p: advice runs in a kprobe
+ * handler, where a bad pointer oopses the kernel and leaves kprobes'
+ * per-CPU state behind. A pointer that does not lead to readable kernel
+ * memory (NULL, a user address, an unmapped one) reads as zero. Scalars
+ * and structs alike; ok, if given as READ_CHECKED_OK(p, ok), says which.
+ */
+#define READ_CHECKED_OK(p, ok) ({					\
+	__unqual_scalar_typeof(*(p)) __klasy_v;				\
+	(ok) = !copy_from_kernel_nofault((void *)&__klasy_v, (p),	\
+					 sizeof(__klasy_v));		\
+	if (!(ok))							\
+		memset((void *)&__klasy_v, 0, sizeof(__klasy_v));	\
+	__klasy_v;							\
+})
+#define READ_CHECKED(p) ({						\
+	bool __klasy_ok;						\
+	READ_CHECKED_OK(p, __klasy_ok);					\
+})
 
 /* DO_RDTSC(v) sets v to the time stamp counter. */
 #define DO_RDTSC(v) ((v) = rdtsc())

@@ -38,6 +38,8 @@ func Table(out, errw io.Writer, sts []lab.Status) {
 		switch {
 		case st.State == "running" && st.Problem != "":
 			fmt.Fprintf(errw, "lab %s: %s; its QEMU runs as pid %d: klasy lab down %s stops it\n", st.Name, st.Problem, st.PID, st.Name)
+		case st.State == "hung":
+			fmt.Fprintf(errw, "lab %s: hung: %s; klasy lab down %s stops it\n", st.Name, st.Problem, st.Name)
 		case st.State == "stale":
 			fmt.Fprintf(errw, "lab %s: QEMU is gone; klasy lab down %s removes its state\n", st.Name, st.Name)
 		}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/klasy/klasy/internal/cachedir"
+	"github.com/klasy/klasy/lab"
+	"github.com/klasy/klasy/lab/labboot"
+)
+
+// Signals while an aspect's module loads (issue 21, "signals during
+// load"): init_module registers its 2,000 hooks for tens of seconds under
+// QEMU and no signal stops it. The real klasy binary is signalled the
+// moment the kernel lists the module as Loading; once klasy (and, after
+// kill -9, the next klasy) has exited, the kernel must be what klasy said:
+// no module of klasy and the kprobes of before.
+func TestWeaveInterruptedDuringLoad(t *testing.T) {
+	l := labboot.Boot(t, lab.Config{Name: labboot.Name("sigload"), Kernel: lab.Debian})
+	bin := klasyBinary(t)
+	dir := t.TempDir()
+	aspect := filepath.Join(dir, "many_blocks.klasy")
+	// Every basic block of fs/namei.c: about 2,000 kprobes.
+	src := "<aspect>\n  <advice>\n    <pointcut>block(%) AND within_file(fs/namei.c)</pointcut>\n    <before></before>\n  </advice>\n</aspect>\n"
+	if err := os.WriteFile(aspect, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const mod = "klasy_a_many_blocks"
+	guest := func(cmd string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		res, err := l.Client().Run(ctx, []string{"sh", "-c", cmd}, nil)
+		if err != nil {
+			t.Fatalf("lab: %s: %v", cmd, err)
+		}
+		return string(res.Stdout)
+	}
+	ours := func() string { return guest("grep klasy /proc/modules; true") }
+	kprobes := func() int { return strings.Count(guest("cat /sys/kernel/debug/kprobes/list"), "\n") }
+	before := kprobes()
+	env := labKlasyEnv()
+	run := func(args ...string) (string, string, error) { return runKlasyBin(bin, args...) }
+	clean := func(t *testing.T) {
+		t.Helper()
+		if m := ours(); m != "" {
+			t.Errorf("modules of klasy left in the kernel: %q", m)
+		}
+		if n := kprobes(); n != before {
+			t.Errorf("%d kprobes registered, %d before the weave", n, before)
+		}
+	}
+	// Build (and cache) the advice module once, so that each case's
+	// weave gets to the load at once.
+	// Its load takes tens of seconds: progress is reported meanwhile.
+	if _, stderr, err := run("weave", "--lab", l.Name(), aspect); err != nil {
+		t.Fatalf("weave: %v: %s", err, stderr)
+	} else if !regexp.MustCompile(`klasy: ` + mod + `: \d+ of \d+ hooks registered in lab `).MatchString(stderr) {
+		t.Errorf("weave of ~2,000 hooks reported no progress of the load: %q", stderr)
+	}
+	if _, stderr, err := run("unweave", "--lab", l.Name(), "--all"); err != nil {
+		t.Fatalf("unweave: %v: %s", err, stderr)
+	}
+	clean(t)
+
+	// weaveUntilLoading starts a weave and returns once the kernel lists
+	// its module as Loading.
+	weaveUntilLoading := func(t *testing.T) (*exec.Cmd, *syncBuffer) {
+		cmd := exec.Command(bin, "weave", "--lab", l.Name(), aspect)
+		cmd.Env = env
+		stderr := &syncBuffer{}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			if guest("grep '^"+mod+" .*Loading' /proc/modules; true") != "" {
+				return cmd, stderr
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("%s never showed as Loading; stderr: %s", mod, stderr.String())
+			}
+		}
+	}
+	wait := func(t *testing.T, cmd *exec.Cmd, d time.Duration) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("interrupted weave: exit 0")
+			}
+		case <-time.After(d):
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("interrupted weave still running after %v", d)
+		}
+	}
+
+	t.Run("SIGINT", func(t *testing.T) {
+		cmd, stderr := weaveUntilLoading(t)
+		cmd.Process.Signal(os.Interrupt)
+		wait(t, cmd, 10*time.Minute)
+		msg := stderr.String()
+		for _, want := range []string{"waiting for the load to end", "finished loading and was unwoven again; nothing was woven"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("stderr = %q, want it to say %q", msg, want)
+			}
+		}
+		clean(t)
+	})
+
+	t.Run("SIGTERM-twice", func(t *testing.T) {
+		cmd, stderr := weaveUntilLoading(t)
+		cmd.Process.Signal(syscall.SIGTERM)
+		for deadline := time.Now().Add(time.Minute); !strings.Contains(stderr.String(), "waiting for the load"); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no word of waiting after SIGTERM: %q", stderr.String())
+			}
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		wait(t, cmd, 30*time.Second)
+		msg := stderr.String()
+		// What it leaves: the module still loading (or, if the load
+		// ended meanwhile, live), and how to remove it.
+		if !strings.Contains(msg, "stopped waiting: "+mod) || !strings.Contains(msg, "unweave --all") {
+			t.Errorf("stderr = %q, want the module's state and 'unweave --all'", msg)
+		}
+		if _, stderr, err := run("unweave", "--lab", l.Name(), "--all"); err != nil {
+			t.Fatalf("unweave --all after the abandoned wait: %v: %s", err, stderr)
+		}
+		clean(t)
+	})
+
+	t.Run("SIGKILL", func(t *testing.T) {
+		cmd, _ := weaveUntilLoading(t)
+		cmd.Process.Kill()
+		cmd.Wait()
+		_, stderr, err := run("status", "--lab", l.Name())
+		if err != nil {
+			t.Fatalf("status after kill -9: %v: %s", err, stderr)
+		}
+		if !strings.Contains(stderr, mod+" is still loading") && !strings.Contains(stderr, mod+" is live, from a weave") {
+			t.Errorf("status after kill -9 during the load: stderr %q, want it to name %s and its state", stderr, mod)
+		}
+		if _, stderr, err := run("unweave", "--lab", l.Name(), "--all"); err != nil {
+			t.Fatalf("unweave --all after kill -9: %v: %s", err, stderr)
+		}
+		clean(t)
+	})
+}
+
+// labKlasyEnv is the environment klasy runs in for a lab test: the
+// shared cache, which holds the lab's kernel, image and built runtime.
+func labKlasyEnv() []string { return append(os.Environ(), "KLASY_CACHE="+cachedir.Root()) }
+
+// runKlasyBin runs klasy (bin) to its end, within 5 minutes, and returns
+// what it printed.
+func runKlasyBin(bin string, args ...string) (stdout, stderr string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = labKlasyEnv()
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	return out.String(), errb.String(), err
+}
