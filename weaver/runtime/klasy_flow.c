@@ -114,7 +114,12 @@ static struct klasy_flow_bucket *klasy_id_bucket(struct klasy_flow *f, u32 id)
 	return &f->ids[klasy_id_key(id) & ((1U << f->bits) - 1)];
 }
 
-static struct klasy_flow_bucket *klasy_buckets(unsigned int bits)
+/*
+ * The object buckets' locks and the ID buckets' are two lockdep classes
+ * (one raw_spin_lock_init each): an ID bucket is locked inside an object
+ * bucket's lock, never the other way round.
+ */
+static struct klasy_flow_bucket *klasy_buckets(unsigned int bits, bool ids)
 {
 	struct klasy_flow_bucket *b;
 	unsigned int i;
@@ -123,7 +128,10 @@ static struct klasy_flow_bucket *klasy_buckets(unsigned int bits)
 	if (!b)
 		return NULL;
 	for (i = 0; i < 1U << bits; i++) {
-		raw_spin_lock_init(&b[i].lock);
+		if (ids)
+			raw_spin_lock_init(&b[i].lock);
+		else
+			raw_spin_lock_init(&b[i].lock);
 		INIT_HLIST_HEAD(&b[i].head);
 	}
 	return b;
@@ -253,8 +261,8 @@ int klasy_flow_init(struct klasy_flow *f, const char *name, unsigned int bits)
 	    strscpy(f->name, name, sizeof(f->name)) < 0)
 		return -EINVAL;
 	f->bits = bits;
-	f->objs = klasy_buckets(bits);
-	f->ids = klasy_buckets(bits);
+	f->objs = klasy_buckets(bits, false);
+	f->ids = klasy_buckets(bits, true);
 	f->stats = alloc_percpu(struct klasy_flow_stats);
 	if (!f->objs || !f->ids || !f->stats || klasy_pools_init(f)) {
 		klasy_flow_destroy(f);
@@ -310,13 +318,17 @@ static void klasy_leave(unsigned long flags)
 	local_irq_restore(flags);
 }
 
-/* Takes l: spinning, or by trying a bounded number of times (try). */
-static bool klasy_lock(raw_spinlock_t *l, bool try)
+/*
+ * Takes l: spinning, or by trying a bounded number of times (try). A
+ * second lock of one class (two ID buckets, in index order) is taken as
+ * lockdep's subclass 1.
+ */
+static bool klasy_lock(raw_spinlock_t *l, bool try, int subclass)
 {
 	int i;
 
 	if (!try) {
-		raw_spin_lock(l);
+		raw_spin_lock_nested(l, subclass);
 		return true;
 	}
 	for (i = 0; i < KLASY_FLOW_NMI_TRIES; i++) {
@@ -339,9 +351,9 @@ static bool klasy_lock_ids(struct klasy_flow_bucket *a,
 		b = NULL;
 	if (b && b < a)
 		swap(a, b);
-	if (!klasy_lock(&a->lock, try))
+	if (!klasy_lock(&a->lock, try, 0))
 		return false;
-	if (b && !klasy_lock(&b->lock, try)) {
+	if (b && !klasy_lock(&b->lock, try, SINGLE_DEPTH_NESTING)) {
 		raw_spin_unlock(&a->lock);
 		return false;
 	}
@@ -407,7 +419,7 @@ static struct klasy_flow_entry *klasy_unlink(struct klasy_flow *f,
 	if (!e)
 		return NULL;
 	try = klasy_enter(&flags);
-	if (!klasy_lock(&b->lock, try))
+	if (!klasy_lock(&b->lock, try, 0))
 		goto drop;
 	e = klasy_find(b, obj);
 	if (e) {
@@ -472,7 +484,7 @@ void klasy_flow_register(struct klasy_flow *f, const void *obj, int id)
 	ib = klasy_id_bucket(f, e->id);
 
 	try = klasy_enter(&flags);
-	if (!klasy_lock(&b->lock, try))
+	if (!klasy_lock(&b->lock, try, 0))
 		goto drop;
 	hlist_for_each_entry(cur, &b->head, node) {
 		if (cur->obj == obj)

@@ -133,6 +133,8 @@ typedef pthread_spinlock_t raw_spinlock_t;
 void klasy_user_on_lock(void);
 #define raw_spin_lock_init(l) pthread_spin_init((l), PTHREAD_PROCESS_PRIVATE)
 #define raw_spin_lock(l) (klasy_user_on_lock(), pthread_spin_lock(l))
+#define SINGLE_DEPTH_NESTING 1
+#define raw_spin_lock_nested(l, subclass) raw_spin_lock(l)
 #define raw_spin_unlock(l) pthread_spin_unlock(l)
 #define raw_spin_trylock(l) (klasy_user_on_lock(), pthread_spin_trylock(l) == 0)
 #define local_irq_save(flags) ((flags) = 0)
