@@ -85,6 +85,9 @@ func (c *checker) checkBody(a *Advice) {
 			if t.Block != nil {
 				c.errf(at(a.Pointcut, t.Pos.Offset), "block(...) selects the entries of basic blocks, which have no after: use <before> advice (after a line's code: line(FILE:LINE))")
 			}
+			if t.Tracepoint != nil {
+				c.errf(at(a.Pointcut, t.Pos.Offset), "tracepoint(...) is an event, which has no after: use <before> advice")
+			}
 		}
 	}
 	for _, s := range Specials(a.Body.S) {

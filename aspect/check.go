@@ -196,6 +196,9 @@ func (c *checker) lexical(pc *Pointcut, t *Term) {
 		}
 	case t.Block != nil:
 		c.name(pc, t.Block.Func, "function", self, true)
+	case t.Tracepoint != nil:
+		c.name(pc, t.Tracepoint.Subsys, "tracepoint subsystem", "tracepoint(sched:sched_switch)", false)
+		c.name(pc, t.Tracepoint.Event, "tracepoint", "tracepoint(sched:sched_switch)", false)
 	case t.WithinFunction != nil:
 		c.name(pc, t.WithinFunction.Func, "function", self, true)
 		if d := t.WithinFunction.Domain; d != nil {
@@ -274,9 +277,11 @@ func (c *checker) pointcut(pc *Pointcut, r *Rule) {
 
 // group checks one AND-group: the designators that must hold together.
 func (c *checker) group(pc *Pointcut, g []*Term, r *Rule) {
-	var access, execution, lines, blocks []*Term
+	var access, execution, lines, blocks, tps []*Term
 	for _, t := range g {
 		switch {
+		case t.Tracepoint != nil:
+			tps = append(tps, t)
 		case t.Access != nil:
 			access = append(access, t)
 		case t.Execution != nil:
@@ -289,14 +294,14 @@ func (c *checker) group(pc *Pointcut, g []*Term, r *Rule) {
 	}
 	pos := func(t *Term) int { return at(pc, t.Pos.Offset) }
 	var selectors [][]*Term // the kinds of join points the group selects
-	for _, k := range [][]*Term{access, execution, lines, blocks} {
+	for _, k := range [][]*Term{access, execution, lines, blocks, tps} {
 		if len(k) > 0 {
 			selectors = append(selectors, k)
 		}
 	}
 	switch {
 	case len(selectors) == 0:
-		c.errf(pos(g[0]), "%s: every AND-group of a pointcut needs an access(...), an execution(...), a line(...) or a block(...) to select join points, e.g. access(sk_buff.data) AND %s", alternative(g), g[0].Designator()+"(...)")
+		c.errf(pos(g[0]), "%s: every AND-group of a pointcut needs an access(...), an execution(...), a line(...), a block(...) or a tracepoint(...) to select join points, e.g. access(sk_buff.data) AND %s", alternative(g), g[0].Designator()+"(...)")
 		return
 	case len(access) > 0 && len(execution) > 0:
 		c.errf(pos(execution[0]), "access and execution cannot be joined by AND: no join point is both a member access and a function execution; join them with OR or write two <advice>")
@@ -339,6 +344,17 @@ func (c *checker) group(pc *Pointcut, g []*Term, r *Rule) {
 			if t.Line == nil && t.WithinFunction == nil && t.LocalVar == nil && t.Argument == nil && t.Unknown == nil {
 				c.errf(pos(t), "%s cannot be combined with line: line is joined by AND only with within_function(...), local_var(...) and argument(...)%s", t.Designator(), combineHint(t, "line"))
 			}
+		}
+	case len(tps) > 0:
+		// The advice's parameters are the event's arguments: nothing
+		// else binds or narrows a tracepoint.
+		for _, t := range g {
+			if t.Tracepoint == nil && t.Unknown == nil {
+				c.errf(pos(t), "%s cannot be combined with tracepoint: a tracepoint(...) stands alone in its AND-group, and its advice reads the event's arguments by their names (next->pid)", t.Designator())
+			}
+		}
+		if len(tps) > 1 {
+			c.errf(pos(tps[1]), "tracepoint(...) cannot be joined by AND with another tracepoint(...): an event is one tracepoint; join them with OR or write two <advice>")
 		}
 	case len(blocks) > 0:
 		for _, t := range g {
@@ -402,10 +418,11 @@ func (c *checker) group(pc *Pointcut, g []*Term, r *Rule) {
 // kindOf names the kind of join point each selecting designator
 // selects, for messages.
 var kindOf = map[string]string{
-	"access":    "a member access",
-	"execution": "a function's execution",
-	"line":      "a source line's code",
-	"block":     "a basic block's entry",
+	"access":     "a member access",
+	"execution":  "a function's execution",
+	"line":       "a source line's code",
+	"block":      "a basic block's entry",
+	"tracepoint": "a tracepoint's event",
 }
 
 // combineHint says what to write instead of a designator that cannot go

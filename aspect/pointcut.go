@@ -11,6 +11,7 @@ package aspect
 //	           | within_file(PATH[@DOMAIN]) | within_function(FUNC[@DOMAIN])
 //	           | target(VAR) | local_var(LOCAL, VAR) | argument(PARAM, VAR)
 //	           | xflow(FLOW, VAR[, ID]) | line(PATH:N) | block(FUNC)
+//	           | tracepoint(SUBSYS:NAME)
 //
 // Patterns use % as the wildcard. The parser only knows shapes; what may
 // be combined with what is checked in check.go.
@@ -64,6 +65,7 @@ type Term struct {
 	Xflow          *XflowPC        `parser:"| 'xflow' '(' @@ ')'"`
 	Line           *LinePC         `parser:"| 'line' '(' @@ ')'"`
 	Block          *Block          `parser:"| 'block' '(' @@ ')'"`
+	Tracepoint     *TracepointPC   `parser:"| 'tracepoint' '(' @@ ')'"`
 	Group          *Or             `parser:"| '(' @@ ')'"`
 	Unknown        *Unknown        `parser:"| @@"`
 }
@@ -110,6 +112,16 @@ type LinePC struct {
 type Block struct {
 	Pos  lexer.Position
 	Func *Name `parser:"@@"`
+}
+
+// TracepointPC selects one of the kernel's static tracepoints by its
+// subsystem and event name, as tracefs names them:
+// tracepoint(sched:sched_switch). Its advice gets the event's arguments
+// (TP_PROTO) by their names.
+type TracepointPC struct {
+	Pos    lexer.Position
+	Subsys *Name `parser:"@@ ':'"`
+	Event  *Name `parser:"@@"`
 }
 
 // Path is a file name pattern such as net/ipv4/ip_%.c. Its tokens are
@@ -264,6 +276,7 @@ var Designators = []struct{ Name, Usage string }{
 	{"xflow", "xflow(FLOW, VAR[, ID]), e.g. xflow(netflow, skb, id)"},
 	{"line", "line(FILE:LINE), e.g. line(fs/namei.c:3820) or line(%/namei.c:3820)"},
 	{"block", "block(FUNCTION), e.g. block(path_openat)"},
+	{"tracepoint", "tracepoint(SUBSYS:NAME), e.g. tracepoint(sched:sched_switch)"},
 }
 
 func designatorUsage(name string) string {
@@ -327,7 +340,7 @@ func parsePointcut(text string) (*Expr, *pointcutError) {
 
 // grammarExpect matches participle's "(expected ...)" when it names a
 // grammar type rather than tokens.
-var grammarExpect = regexp.MustCompile(`\(expected [^)]*\b(?:Or|And|Term|Execution|Access|WithinFile|WithinFunction|Target|LocalVar|Argument|XflowPC|LinePC|Block|Unknown|Name|Path)\b.*$`)
+var grammarExpect = regexp.MustCompile(`\(expected [^)]*\b(?:Or|And|Term|Execution|Access|WithinFile|WithinFunction|Target|LocalVar|Argument|XflowPC|LinePC|Block|TracepointPC|Unknown|Name|Path)\b.*$`)
 
 // explainParseError rewrites participle's message so that it says what
 // would be accepted at that place.
@@ -470,6 +483,8 @@ func (t *Term) Designator() string {
 		return "line"
 	case t.Block != nil:
 		return "block"
+	case t.Tracepoint != nil:
+		return "tracepoint"
 	case t.Unknown != nil:
 		return t.Unknown.Name
 	}
@@ -544,6 +559,8 @@ func (t *Term) write(b *strings.Builder) {
 		b.WriteString("line(" + strings.Join(t.Line.Path.Parts, "") + ":" + t.Line.Num.Value + ")")
 	case t.Block != nil:
 		b.WriteString("block(" + t.Block.Func.Value + ")")
+	case t.Tracepoint != nil:
+		b.WriteString("tracepoint(" + t.Tracepoint.Subsys.Value + ":" + t.Tracepoint.Event.Value + ")")
 	case t.Unknown != nil:
 		b.WriteString(t.Unknown.Name + "(" + strings.Join(t.Unknown.Args, " ") + ")")
 	}

@@ -25,6 +25,11 @@
 // shared LAN, eth1; then `klasy agent --device PORT --allow-run` serves
 // the host and a shell runs on the console (ttyS0).
 //
+// A Debian system lab (Config.System, system.go) boots the same kernel
+// into a debootstrap'd Debian root with systemd, Debian's headers and the
+// -dbg vmlinux shared from the host; the busybox initramfs is only its
+// first stage, and the agent runs as a systemd service.
+//
 // A Xen lab (Config.Xen, a *xenlab.Config: package lab/xenlab builds and
 // boots it, through Launch) boots Xen with a Domain 0 and Domain U guests
 // instead; its agents are on the network, one per domain, reached over

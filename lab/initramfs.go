@@ -23,6 +23,12 @@ var guestInittab []byte
 //go:embed guest/agent
 var guestAgent []byte
 
+//go:embed guest/sysinit
+var guestSysinit []byte
+
+//go:embed guest/sys-agent
+var guestSysAgent []byte
+
 // bootModules are the kernel modules the guest loads at boot, besides
 // their dependencies: the PCI virtio transport, virtio networking and
 // e1000. A kernel that has them built in needs none of them.
@@ -42,6 +48,10 @@ type guestInputs struct {
 	agent   string // static klasy binary, runs `klasy agent` in the guest
 	busybox string // static busybox
 	modules []string
+	// system: the first stage of a Debian system lab (system.go), which
+	// mounts the root image and starts its systemd, instead of busybox
+	// init.
+	system bool
 }
 
 // AgentBinary finds the static klasy binary that runs the agent in the
@@ -67,6 +77,10 @@ func AgentBinary() (string, error) {
 // so a new klasy binary, init script, busybox or module set gives a new
 // archive and identical inputs give identical bytes.
 func Initramfs(k Kernel, agent string) (string, error) {
+	return buildInitramfs(k, agent, false)
+}
+
+func buildInitramfs(k Kernel, agent string, system bool) (string, error) {
 	bb, err := initramfs.FindBusybox()
 	if err != nil {
 		return "", err
@@ -74,20 +88,27 @@ func Initramfs(k Kernel, agent string) (string, error) {
 	if err := initramfs.CheckStatic(agent); err != nil {
 		return "", err
 	}
-	mods, err := initramfs.ResolveModules(k.ModulesDir, bootModules)
+	boot := bootModules[:len(bootModules):len(bootModules)]
+	if system {
+		boot = append(boot, systemModules...)
+	}
+	mods, err := initramfs.ResolveModules(k.ModulesDir, boot)
 	if err != nil {
 		return "", err
 	}
-	if all, err := initramfs.ResolveModules(k.ModulesDir, append(bootModules[:len(bootModules):len(bootModules)], agentPortModule)); err == nil {
+	if all, err := initramfs.ResolveModules(k.ModulesDir, append(boot, agentPortModule)); err == nil {
 		mods = all
 	}
-	in := guestInputs{kernel: k, agent: agent, busybox: bb, modules: mods}
+	in := guestInputs{kernel: k, agent: agent, busybox: bb, modules: mods, system: system}
 	key, err := in.key()
 	if err != nil {
 		return "", err
 	}
 	dir := filepath.Join(CacheDir(), "lab", "initramfs")
 	prefix := k.Flavor + "-" + k.Release + "-"
+	if system {
+		prefix += "system-"
+	}
 	path := filepath.Join(dir, prefix+key[:16]+".cpio")
 	if initramfs.Reuse(path) {
 		return path, nil
@@ -105,6 +126,11 @@ func (in guestInputs) key() (string, error) {
 	h.Write(guestRcS)
 	h.Write(guestInittab)
 	h.Write(guestAgent)
+	if in.system {
+		h.Write([]byte("\x00system\x00"))
+		h.Write(guestSysinit)
+		h.Write(guestSysAgent)
+	}
 	files := []string{in.agent, in.busybox}
 	for _, m := range in.modules {
 		files = append(files, filepath.Join(in.kernel.ModulesDir, m))
@@ -141,7 +167,12 @@ func (in guestInputs) archive() (*initramfs.Archive, error) {
 	if err := initramfs.AddApplets(a, in.busybox, "/bin/busybox"); err != nil {
 		return nil, err
 	}
-	a.Symlink("init", "/bin/busybox")
+	if in.system {
+		a.File("init", 0o755, guestSysinit)
+		a.File("etc/klasy/sys-agent", 0o755, guestSysAgent)
+	} else {
+		a.Symlink("init", "/bin/busybox")
+	}
 
 	agent, err := os.ReadFile(in.agent)
 	if err != nil {

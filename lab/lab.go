@@ -47,6 +47,11 @@ type Config struct {
 	// inside the guest gives the same figure run after run, whatever the
 	// host's load. Slower, and for benchmarks only.
 	ICount bool
+	// System boots a Debian system lab (system.go): a debootstrap'd
+	// bookworm root with systemd and Debian's headers, the kernel's -dbg
+	// vmlinux shared from the host; default memory 2048 MB, boot timeout
+	// 6 minutes. Debian's kernel only.
+	System bool
 }
 
 // Lab is a running lab.
@@ -115,11 +120,17 @@ func (c *Config) defaults() {
 	if c.Kernel == "" {
 		c.Kernel = Debian
 	}
+	if c.MemMB == 0 && c.System {
+		c.MemMB = 2048
+	}
 	if c.MemMB == 0 && c.Xen == nil { // a Xen lab's depends on its domains
 		c.MemMB = 512
 	}
 	if c.CPUs == 0 {
 		c.CPUs = 1
+	}
+	if c.BootTimeout == 0 && c.System {
+		c.BootTimeout = 6 * time.Minute
 	}
 	if c.BootTimeout == 0 {
 		c.BootTimeout = 180 * time.Second
@@ -171,17 +182,29 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	progress := func(format string, a ...any) {
 		fmt.Fprintf(cfg.Progress, "lab %s: %s\n", cfg.Name, fmt.Sprintf(format, a...))
 	}
-	initrd, err := Initramfs(k, cfg.Agent)
+	what := fmt.Sprintf("%s kernel %s, %d MB, %d CPU(s)", k.Flavor, k.Release, cfg.MemMB, cfg.CPUs)
+	sysImage := ""
+	if cfg.System {
+		if sysImage, err = FindSystemImage(k); err != nil {
+			return nil, err
+		}
+		what += ", Debian system " + sysImage
+	}
+	initrd, err := buildInitramfs(k, cfg.Agent, cfg.System)
 	if err != nil {
 		return nil, fmt.Errorf("building the guest initramfs: %w", err)
 	}
 
 	rec := record{
 		Name: cfg.Name, Kernel: k, MemMB: cfg.MemMB, CPUs: cfg.CPUs, ICount: cfg.ICount,
-		Addr: "10.0.2.15/24", Initramfs: initrd,
+		Addr: "10.0.2.15/24", Initramfs: initrd, System: sysImage,
 	}
-	l, fail, err := launch(cfg, qemu, rec, "", record.qemuArgs,
-		fmt.Sprintf("%s kernel %s, %d MB, %d CPU(s)", k.Flavor, k.Release, cfg.MemMB, cfg.CPUs))
+	if cfg.System {
+		if rec.SystemPort, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	l, fail, err := launch(cfg, qemu, rec, "", record.qemuArgs, what)
 	if err != nil {
 		return nil, err
 	}
@@ -443,13 +466,16 @@ func (r record) qemuArgs() []string {
 		// QEMU's own record of its pid, kept apart from lab.json: it
 		// finds QEMU even when lab.json is damaged (findLab).
 		"-pidfile", r.qemuPidfile(),
-		"-netdev", "user,id=net0",
+		"-netdev", "user,id=net0" + r.systemForward(),
 		"-device", "virtio-net-pci,netdev=net0,mac=" + mac(0),
 	}
 	if r.LANAddr != "" {
 		args = append(args,
 			"-netdev", "socket,id=lan,mcast="+lanGroup,
 			"-device", "e1000,netdev=lan,mac="+mac(1))
+	}
+	if r.System != "" {
+		args = append(args, r.systemArgs()...)
 	}
 	if r.ICount {
 		// shift=0: one instruction is one nanosecond of guest time;

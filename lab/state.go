@@ -58,6 +58,12 @@ type record struct {
 	Mux bool `json:"mux,omitempty"`
 	// ICount: the guest's clock counts instructions (Config.ICount).
 	ICount bool `json:"icount,omitempty"`
+	// System is the root image of a Debian system lab (system.go).
+	System string `json:"system,omitempty"`
+	// SystemPort is the host's port (127.0.0.1) forwarded to the system
+	// lab guest's TCP port 7070, where an installed klasy agent service
+	// listens (system.go).
+	SystemPort int `json:"system_port,omitempty"`
 	// Xen is set for a Xen lab: QEMU boots Xen, Kernel is every
 	// domain's, and the agents are on the network (domains.go).
 	Xen *XenRecord `json:"xen,omitempty"`

@@ -81,7 +81,7 @@ func TestAccessInLab(t *testing.T) {
 	defer sess.Close()
 	g := &guest{t: t, l: l, ctx: ctx, sess: sess}
 	labboot.Install(t, l, prog, labboot.StaticProgram(t, "testdata/prog/klasy_prog.c"))
-	g.modules, g.kprobes = g.kernelState()
+	g.modules, g.kprobes, g.ftrace = g.kernelState()
 
 	t.Run("kernel file position", func(t *testing.T) {
 		g := *g

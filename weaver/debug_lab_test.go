@@ -55,7 +55,7 @@ func kernelClean(t *testing.T, flavor, feature string) {
 	if s := splats(g.run("dmesg")); len(s) > 0 {
 		t.Fatalf("the debug kernel reported before any weave (not klasy's doing; fix the config):\n%s", strings.Join(s, "\n"))
 	}
-	g.modules, g.kprobes = g.kernelState()
+	g.modules, g.kprobes, g.ftrace = g.kernelState()
 	defer func() {
 		dmesg := g.run("dmesg")
 		console, err := os.ReadFile(l.ConsoleLog())

@@ -89,7 +89,9 @@ func (s *Session) replaceRefused(ctx context.Context, m *gen.Module, h *joinpoin
 					continue
 				}
 				for _, oh := range a.Hooks {
-					if oh.Image != h.Addr || oh.Module != h.Module {
+					// A hook on an ftrace_ops is no kprobe: ftrace runs it
+					// beside the replacement.
+					if oh.Image != h.Addr || oh.Module != h.Module || oh.Mech == records.MechFtraceOps {
 						continue
 					}
 					if oh.Kind == records.KindReplace {

@@ -43,9 +43,9 @@ type guest struct {
 	l    *lab.Lab
 	ctx  context.Context
 	sess *weaver.Session
-	// before are the kernel's modules and kprobes before any weave: every
-	// test leaves them so.
-	modules, kprobes string
+	// before are the kernel's modules, kprobes and ftrace users before
+	// any weave: every test leaves them so.
+	modules, kprobes, ftrace string
 }
 
 func (g *guest) run(argv ...string) string {
@@ -69,7 +69,7 @@ func (g *guest) prog(args ...string) (int, string) {
 	return pid, rest
 }
 
-func (g *guest) kernelState() (modules, kprobes string) {
+func (g *guest) kernelState() (modules, kprobes, ftrace string) {
 	g.t.Helper()
 	ms, err := g.l.Client().Modules(g.ctx)
 	if err != nil {
@@ -80,13 +80,22 @@ func (g *guest) kernelState() (modules, kprobes string) {
 		names = append(names, m.Name)
 	}
 	slices.Sort(names)
-	return strings.Join(names, " "), g.run("cat", target.KprobesList)
+	// A kernel without ftrace (the built one) has no enabled_functions.
+	ftrace = g.run("sh", "-c", "cat "+enabledFunctions+" 2>/dev/null || true")
+	return strings.Join(names, " "), g.run("cat", target.KprobesList), ftrace
 }
+
+// enabledFunctions lists the functions ftrace calls out from, with how
+// many ftrace_ops each.
+const enabledFunctions = "/sys/kernel/debug/tracing/enabled_functions"
 
 // checkClean fails if modules or kprobes differ from before any weave.
 func (g *guest) checkClean() {
 	g.t.Helper()
-	m, k := g.kernelState()
+	m, k, f := g.kernelState()
+	if f != g.ftrace {
+		g.t.Errorf("ftrace's enabled functions now:\n%s\nbefore the weaves:\n%s", f, g.ftrace)
+	}
 	if m != g.modules {
 		g.t.Errorf("modules now %q, before the weaves %q", m, g.modules)
 	}
@@ -155,7 +164,7 @@ func TestWeaveInLab(t *testing.T) {
 	}
 	defer sess.Close()
 	g := &guest{t: t, l: l, ctx: ctx, sess: sess}
-	g.modules, g.kprobes = g.kernelState()
+	g.modules, g.kprobes, g.ftrace = g.kernelState()
 	if !sess.SlideKnown {
 		t.Errorf("KASLR slide not found from the kprobe blacklist")
 	}
@@ -291,9 +300,11 @@ func TestWeaveInLab(t *testing.T) {
 		// Draining streams the records file with read(2) through the
 		// agent: every read adds records, and a drain that read until
 		// the buffer is empty would never end. The runtime loads with
-		// the buffer the session asks for.
+		// the buffer the session asks for. The agent's own reads are
+		// left out unless IncludeSelf.
 		g.sess.BufferKB = 2048
-		defer func() { g.sess.BufferKB = 0 }()
+		g.sess.Tasks.IncludeSelf = true
+		defer func() { g.sess.BufferKB, g.sess.Tasks.IncludeSelf = 0, false }()
 		g.weave("readself")
 		if st, err := g.sess.Status(g.ctx); err != nil || st.BufferKB != 2048 {
 			g.t.Errorf("runtime loaded with BufferKB 2048 has status %+v (%v)", st, err)
@@ -419,10 +430,12 @@ func TestWeaveInLab(t *testing.T) {
 
 	step("refused in the middle of a batch", func(g *guest) {
 		g.t.Setenv(weaver.NoPrecheckEnv, "1")
-		src := "<aspect>\n  <advice>\n    <pointcut>execution(ksys_pread64) OR execution(do_int3)</pointcut>\n    <before>STORE_DATA(1);</before>\n  </advice>\n</aspect>\n"
+		src := "<aspect>\n  <advice>\n    <pointcut>execution(ksys_pread64) OR execution(exc_int3)</pointcut>\n    <before>STORE_DATA(1);</before>\n  </advice>\n</aspect>\n"
 		rep, err := weaver.Weave(g.ctx, g.sess, mustAspect("refused.klasy", []byte(src)))
-		if err == nil || !strings.Contains(err.Error(), "do_int3") || !strings.Contains(err.Error(), "nothing was woven") {
-			g.t.Fatalf("weave: %v, want the kernel's refusal of do_int3", err)
+		// exc_int3 is noinstr: no ftrace site and no kprobe, so the
+		// aspect's ftrace_ops (ksys_pread64's entry) goes too.
+		if err == nil || !strings.Contains(err.Error(), "exc_int3") || !strings.Contains(err.Error(), "nothing was woven") {
+			g.t.Fatalf("weave: %v, want the kernel's refusal of exc_int3", err)
 		}
 		if rep == nil || rep.Woven() < 2 {
 			g.t.Errorf("the batch should have held several hooks, got %+v", rep)
@@ -451,6 +464,7 @@ func TestWeaveInLab(t *testing.T) {
 
 	replaceSteps(g, step)
 	timerSteps(g, step)
+	ftraceOpsSteps(g, step)
 
 	t.Run("image that is not the running kernel", func(t *testing.T) {
 		fixture := filepath.Join(t.TempDir(), "a.out")

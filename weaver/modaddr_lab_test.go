@@ -46,7 +46,7 @@ func TestModuleAddressesInLab(t *testing.T) {
 		return sess
 	}
 	g := &guest{t: t, l: l, ctx: ctx, sess: open(t)}
-	g.modules, g.kprobes = g.kernelState()
+	g.modules, g.kprobes, g.ftrace = g.kernelState()
 
 	// bumps adds each of by to the counter and checks what the advice
 	// read through target() before and after each addition, from the
@@ -148,7 +148,7 @@ func TestModuleAddressesInLab(t *testing.T) {
 			t.Fatalf("klasy_stat reloaded at the same address %s: the test needs it moved", now)
 		}
 		t.Logf("klasy_stat's .text moved from %s to %s", old, now)
-		g.modules, g.kprobes = g.kernelState()
+		g.modules, g.kprobes, g.ftrace = g.kernelState()
 		err = p.Load(ctx)
 		if err == nil {
 			t.Fatal("the advice module generated for the old load of klasy_stat was loaded")

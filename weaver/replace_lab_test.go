@@ -143,7 +143,12 @@ func replaceSteps(g *guest, step func(string, func(*guest))) {
 		g.unweave("lseek")
 	})
 
-	step("replace/behind another aspect's hook is refused, in front of it woven", func(g *guest) {
+	step("replace/behind another aspect's kprobe is refused, in front of it woven", func(g *guest) {
+		// The other aspect's entry hook a kprobe on ftrace, as every
+		// entry hook was before the runtime had its ftrace_ops: kprobes
+		// would run the replacement first and it ends the chain.
+		g.sess.KprobesOnly = true
+		defer func() { g.sess.KprobesOnly = false }()
 		if _, err := g.weaveSrc("lseektrace", lseekTrace); err != nil {
 			g.t.Fatal(err)
 		}
@@ -165,6 +170,32 @@ func replaceSteps(g *guest, step func(string, func(*guest))) {
 		}
 		// The replacement leaves first: the other probe goes on, on the
 		// original function.
+		g.unweave("nullify")
+		pid, rets, _ = g.lseekRet(11, 0, 1)
+		g.allAre("after the nullify left", rets, "11")
+		if rs := g.recordsOf(pid); len(rs) != 1 || !slices.Equal(rs[0].Values, []int64{11}) {
+			g.t.Errorf("lseektrace after the nullify left recorded %+v, want [11]", rs)
+		}
+		g.unweave("lseektrace")
+	})
+
+	step("replace/beside another aspect's entry hook on its ftrace_ops, both run", func(g *guest) {
+		// ftrace calls every ftrace_ops at the site, the IPMODIFY one of
+		// the replacement's kprobe among them, before the function
+		// returns through the stub: the other aspect's advice runs
+		// whichever came first.
+		if _, err := g.weaveSrc("lseektrace", lseekTrace); err != nil {
+			g.t.Fatal(err)
+		}
+		if hs := g.hooksOf("lseektrace"); len(hs) != 1 || hs[0].Mech != records.MechFtraceOps {
+			g.t.Fatalf("lseektrace's hooks %+v, want its entry on the ftrace_ops", hs)
+		}
+		g.weave("nullify")
+		pid, rets, _ := g.lseekRet(9, 0, 2)
+		g.allAre("nullified", rets, "0")
+		if rs := g.recordsOf(pid); len(rs) != 2 || !slices.Equal(rs[0].Values, []int64{9}) {
+			g.t.Errorf("lseektrace woven before the nullify recorded %+v, want [9] twice", rs)
+		}
 		g.unweave("nullify")
 		pid, rets, _ = g.lseekRet(11, 0, 1)
 		g.allAre("after the nullify left", rets, "11")

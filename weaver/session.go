@@ -20,6 +20,7 @@ import (
 	"github.com/klasy/klasy/weaver/resolve"
 	"github.com/klasy/klasy/weaver/runtime"
 	"github.com/klasy/klasy/weaver/target"
+	"github.com/klasy/klasy/weaver/taskfilter"
 )
 
 // Session is a target with its kernel image indexed and checked: what
@@ -50,6 +51,13 @@ type Session struct {
 	// gets when a weave of this session loads it; 0 is the runtime's
 	// default (1024).
 	BufferKB int
+	// KprobesOnly loads the runtime with ftrace_ops=0: entry hooks are
+	// kprobes on ftrace, as before the runtime had its ftrace_ops (make
+	// bench compares the two).
+	KprobesOnly bool
+	// Tasks are the tasks a weave's advice runs for (klasy weave --pid,
+	// --comm, --include-self); its SelfTGID is found at the weave.
+	Tasks taskfilter.Filter
 	// MaxJoinPoints and MaxCMiB bound a weave's join points and its
 	// generated C; 0 is DefaultMaxJoinPoints, DefaultMaxCMiB.
 	MaxJoinPoints, MaxCMiB int

@@ -26,6 +26,7 @@ import (
 	"github.com/klasy/klasy/weaver/records"
 	"github.com/klasy/klasy/weaver/resolve"
 	"github.com/klasy/klasy/weaver/runtime"
+	"github.com/klasy/klasy/weaver/taskfilter"
 	"github.com/klasy/klasy/xflow"
 )
 
@@ -51,6 +52,27 @@ type Report struct {
 	// Flows are the aspect's <xflow> names: the module declares, gets
 	// and puts the runtime's table of each.
 	Flows []string
+	// FtraceOps: the runtime puts entry hooks at ftrace sites on the
+	// aspect's ftrace_ops. OpsErr is the kernel's error when ftrace
+	// refused that ops (its entry hooks are then kprobes), else 0.
+	FtraceOps bool
+	OpsErr    int
+}
+
+// EntryKprobesWhy says why the aspect's entry hooks are kprobes when
+// they could have been on its ftrace_ops (klasy weave -v prints it), ""
+// when none is.
+func (r *Report) EntryKprobesWhy() string {
+	if r.OpsErr != 0 {
+		return fmt.Sprintf("ftrace refused the ftrace_ops: error %d (%v)", r.OpsErr, syscall.Errno(-r.OpsErr))
+	}
+	entry := slices.ContainsFunc(r.JoinPoints, func(jp *joinpoint.JoinPoint) bool {
+		return jp.Skipped == "" && jp.Mechanism == records.MechFtrace && jp.Kind == joinpoint.Kprobe
+	})
+	if entry && !r.FtraceOps {
+		return "the runtime was loaded with ftrace_ops=0"
+	}
+	return ""
 }
 
 // Woven counts the join points not skipped.
@@ -183,7 +205,19 @@ func Prepare(ctx context.Context, s *Session, f *aspect.File, rep *Report) (*Pre
 	if len(ref) != 1 || ref[0].InlineOnly {
 		return nil, fmt.Errorf("%s has no single function %s to find the KASLR slide by", s.T.Image(), gen.KASLRRef)
 	}
-	m, err := gen.Generate(f, rep.JoinPoints, gen.GenOptions{Path: path, RefAddr: ref[0].Entry, ModuleAddr: s.moduleAddr(ctx), Flows: rep.Flows})
+	tasks := s.Tasks
+	if err := tasks.Check(); err != nil {
+		return nil, err
+	}
+	if !tasks.IncludeSelf {
+		// Left out of every join point: what the target's own agent
+		// does for klasy (klasy trace --follow reading) is not traced.
+		var err error
+		if tasks.SelfTGID, err = taskfilter.Self(ctx, s.T.ReadFile); err != nil {
+			return nil, err
+		}
+	}
+	m, err := gen.Generate(f, rep.JoinPoints, gen.GenOptions{Path: path, RefAddr: ref[0].Entry, ModuleAddr: s.moduleAddr(ctx), Flows: rep.Flows, Tasks: tasks})
 	if err != nil {
 		return nil, err
 	}
@@ -358,11 +392,17 @@ func (s *Session) ensureRuntime(ctx context.Context, ko []byte, flows bool) (loa
 	if s.BufferKB > 0 {
 		params = append(params, fmt.Sprintf("buffer_kb=%d", s.BufferKB))
 	}
+	if s.KprobesOnly {
+		params = append(params, "ftrace_ops=0")
+	}
 	if st, err := s.Status(ctx); err != nil {
 		return false, err
 	} else if st != nil {
 		if s.BufferKB > 0 && st.BufferKB != s.BufferKB {
 			return false, fmt.Errorf("the runtime in %s has a trace buffer of %d KiB per CPU, not %d: the size is set when the runtime loads, so unweave every aspect there first ('klasy status' lists them)", s.T.Name(), st.BufferKB, s.BufferKB)
+		}
+		if s.KprobesOnly && st.FtraceOps {
+			return false, fmt.Errorf("the runtime in %s puts entry hooks on ftrace_ops, and this weave wants kprobes only: unweave every aspect there first ('klasy status' lists them)", s.T.Name())
 		}
 		if flows {
 			return false, s.checkFlowDomain(ctx)
@@ -450,6 +490,7 @@ func (s *Session) readMechanisms(ctx context.Context, rep *Report, m *gen.Module
 		}
 	}
 	rep.Times.Register = asp.Register
+	rep.FtraceOps, rep.OpsErr = st.FtraceOps, asp.OpsErr
 	return nil
 }
 

@@ -108,7 +108,7 @@ func runCover(s *stdio, args []string) error {
 	mech := jpview.Mechanisms(rep)
 	t := rep.Times
 	fmt.Fprintf(s.Err, "klasy: cover: woven: resolve %s, generate %s, build %s, load %s; %s (ftrace %d, jump %d, int3 %d) registered in %s (%s per hook)",
-		human.Dur(t.Resolve), human.Dur(t.Generate), human.Dur(t.Build), human.Dur(t.Load), human.Plural(woven, "hook"), mech["ftrace"], mech["jump"], mech["int3"],
+		human.Dur(t.Resolve), human.Dur(t.Generate), human.Dur(t.Build), human.Dur(t.Load), human.Plural(woven, "hook"), mech["ftrace-ops"]+mech["ftrace"], mech["jump"], mech["int3"],
 		human.DurPrecise(t.Register), human.DurPrecise(t.Register/time.Duration(woven)))
 	if n := len(rep.JoinPoints) - woven; n > 0 {
 		fmt.Fprintf(s.Err, "; %d blocks not hooked (%s)", n, strings.Join(reasons, "; "))

@@ -76,6 +76,7 @@ func labUp(ctx context.Context, s *stdio, args []string) error {
 	fs.BoolVar(&cfg.LAN, "lan", false, "join the labs' shared LAN (eth1)")
 	fs.DurationVar(&cfg.BootTimeout, "timeout", 3*time.Minute, "how long to wait for the agent")
 	xen := fs.Bool("xen", false, "boot a Xen lab")
+	fs.BoolVar(&cfg.System, "system", false, "boot a Debian system lab: systemd, gcc, headers, the -dbg vmlinux (make system-lab)")
 	var xc xenlab.Config
 	fs.IntVar(&xc.DomUs, "domus", 1, "Domain U guests of a Xen lab")
 	fs.StringVar(&xc.Plugin, "plugin", "", "the klasy GCC plugin the Xen drivers are built with")
@@ -103,6 +104,15 @@ func labUp(ctx context.Context, s *stdio, args []string) error {
 	} else if set["domus"] || set["plugin"] {
 		return usageError{Msg: "--domus and --plugin go with --xen"}
 	}
+	if cfg.System && (*xen || cfg.Kernel != lab.Debian) {
+		return usageError{Msg: "--system boots Debian's kernel, without --xen"}
+	}
+	if cfg.System && !set["mem"] {
+		cfg.MemMB = 0 // the system lab's default
+	}
+	if cfg.System && !set["timeout"] {
+		cfg.BootTimeout = 0
+	}
 	switch {
 	case fs.NArg() > 1:
 		return usageError{Msg: fmt.Sprintf("unexpected argument %q (up takes one lab name)", fs.Arg(1))}
@@ -117,7 +127,7 @@ func labUp(ctx context.Context, s *stdio, args []string) error {
 		return usageError{Msg: fmt.Sprintf("--kernel %q: want debian, debian-rt, built or debug", cfg.Kernel)}
 	}
 	// lab.Config takes 0 for the default: the range is checked here.
-	if (cfg.MemMB < 128 && cfg.Xen == nil) || cfg.MemMB > 65536 {
+	if (cfg.MemMB < 128 && cfg.Xen == nil && !(cfg.System && cfg.MemMB == 0)) || cfg.MemMB > 65536 {
 		return usageError{Msg: fmt.Sprintf("--mem %d: want 128..65536 (MB)", cfg.MemMB)}
 	}
 	if cfg.CPUs < 1 || cfg.CPUs > 64 {

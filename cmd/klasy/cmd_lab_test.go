@@ -34,6 +34,8 @@ func TestLabUsageErrors(t *testing.T) {
 		{[]string{"lab", "up", "--name", "../x"}, "bad lab name"},
 		{[]string{"lab", "up", "../x"}, "bad lab name"},
 		{[]string{"lab", "up", "--mem", "lots"}, "invalid value"},
+		{[]string{"lab", "up", "--system", "--xen", "a"}, "--system boots Debian's kernel, without --xen"},
+		{[]string{"lab", "up", "--system", "--kernel", "built", "a"}, "--system boots Debian's kernel"},
 		{[]string{"lab", "exec"}, "needs a lab name and a command"},
 		{[]string{"lab", "exec", "a"}, "needs a command after the lab name"},
 		{[]string{"lab", "exec", "a", "--"}, "needs a command after the lab name"},

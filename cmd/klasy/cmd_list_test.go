@@ -70,3 +70,54 @@ func TestListSyscallNames(t *testing.T) {
 		t.Errorf("list execution(vfs_raed): %v, stderr %q, want %q", err, errOut, want)
 	}
 }
+
+// TestListTracepoints: klasy list resolves tracepoint(SUBSYS:NAME) by
+// the subsystem tracefs gives it (TRACE_SYSTEM, raw_syscalls for
+// sys_enter, declared in syscalls.h), and a wrong name or subsystem gets
+// the right one.
+func TestListTracepoints(t *testing.T) {
+	vmlinux := testenv.DebianVmlinux(t)
+	testenv.Need(t, "debian-kernel", nil)
+	dir := t.TempDir()
+	aspect := func(pc, body string) string {
+		p := filepath.Join(dir, "a.klasy")
+		src := "<aspect><advice><pointcut>" + pc + "</pointcut><before>" + body + "</before></advice></aspect>\n"
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	out, errOut, err := runKlasy(t, "list", "--vmlinux", vmlinux, aspect("tracepoint(raw_syscalls:sys_enter)", "STORE_DATA(id);"))
+	if err != nil || !strings.Contains(out, "raw_syscalls:sys_enter") || !strings.Contains(out, "include/trace/events/syscalls.h") || !strings.Contains(out, "tracepoint") {
+		t.Errorf("list tracepoint(raw_syscalls:sys_enter): %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	for _, c := range []struct{ pc, want string }{
+		{"tracepoint(syscalls:sys_enter)", "sys_enter is in subsystem raw_syscalls: write tracepoint(raw_syscalls:sys_enter)"},
+		{"tracepoint(sched:sched_swich)", "tracepoint(sched:sched_swich): the kernel has no such tracepoint; did you mean sched:sched_switch"},
+	} {
+		_, errOut, err := runKlasy(t, "list", "--vmlinux", vmlinux, aspect(c.pc, "STORE_DATA(1);"))
+		if err == nil || !strings.Contains(errOut, c.want) {
+			t.Errorf("list %s: %v, stderr %q, want %q", c.pc, err, errOut, c.want)
+		}
+	}
+}
+
+// TestTracepointsCommand: klasy tracepoints lists the events a pattern
+// matches with the arguments their advice gets, and says when none does.
+func TestTracepointsCommand(t *testing.T) {
+	vmlinux := testenv.DebianVmlinux(t)
+	testenv.Need(t, "debian-kernel", nil)
+	out, errOut, err := runKlasy(t, "tracepoints", vmlinux, "sched:sched_sw*")
+	want := "sched:sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)"
+	if err != nil || !strings.Contains(out, want) || !strings.Contains(out, "include/trace/events/sched.h:") || strings.Contains(out, "sched_wak") {
+		t.Errorf("tracepoints sched:sched_sw*: %v\nstdout:\n%s\nstderr:\n%s\nwant %s", err, out, errOut, want)
+	}
+	out, _, err = runKlasy(t, "tracepoints", "--json", vmlinux, "%:sys_enter")
+	if err != nil || !strings.Contains(out, `"name":"raw_syscalls:sys_enter"`) || !strings.Contains(out, `"header":"trace/events/syscalls.h"`) {
+		t.Errorf("tracepoints --json %%:sys_enter: %v\n%s", err, out)
+	}
+	_, _, err = runKlasy(t, "tracepoints", vmlinux, "nosuch:%")
+	if err == nil || !strings.Contains(err.Error(), `no tracepoint matches "nosuch:%"`) {
+		t.Errorf("tracepoints nosuch:%%: %v, want no tracepoint matches", err)
+	}
+}

@@ -23,8 +23,10 @@ func runWeave(s *stdio, args []string) error {
 	var t targetFlags
 	var asJSON, verbose bool
 	var bufferKB, maxJP, maxC int
+	var tf taskFlags
 	fs := newFlagSet("weave")
 	t.declare(fs, true, true)
+	tf.declare(fs)
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.BoolVar(&verbose, "v", false, "")
 	fs.IntVar(&bufferKB, "buffer-kb", 0, "")
@@ -44,6 +46,10 @@ func runWeave(s *stdio, args []string) error {
 	// range when it is.
 	if fs.Given("buffer-kb") && (bufferKB < runtime.BufferKBMin || bufferKB > runtime.BufferKBMax) {
 		return usageError{Msg: fmt.Sprintf("--buffer-kb %d: want %d..%d KiB per CPU", bufferKB, runtime.BufferKBMin, runtime.BufferKBMax)}
+	}
+	tasks, err := tf.filter(fs)
+	if err != nil {
+		return err
 	}
 	path := fs.Arg(0)
 	src, err := aspectFile(s, path, ps)
@@ -67,7 +73,7 @@ func runWeave(s *stdio, args []string) error {
 		}
 		defer ts.Close()
 		for _, d := range ts.domains {
-			d.BufferKB, d.MaxJoinPoints, d.MaxCMiB = bufferKB, maxJP, maxC
+			d.BufferKB, d.MaxJoinPoints, d.MaxCMiB, d.Tasks = bufferKB, maxJP, maxC, tasks
 		}
 		reps, err = multi.WeaveDomains(ts.ctx, ts.domains, af)
 		if werr := weaveReported(s, reps, err); werr != nil {
@@ -83,7 +89,7 @@ func runWeave(s *stdio, args []string) error {
 			return err
 		}
 		defer ts.Close()
-		ts.one.BufferKB, ts.one.MaxJoinPoints, ts.one.MaxCMiB = bufferKB, maxJP, maxC
+		ts.one.BufferKB, ts.one.MaxJoinPoints, ts.one.MaxCMiB, ts.one.Tasks = bufferKB, maxJP, maxC, tasks
 		rep, err := weaver.Weave(ts.ctx, ts.one, af)
 		reps = []multi.DomainReport{{Report: rep}}
 		if werr := weaveReported(s, reps, err); werr != nil {

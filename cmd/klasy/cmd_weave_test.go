@@ -15,3 +15,24 @@ func TestWeaveBufferUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestWeaveTaskFilterUsage: a filter no task can match is refused before
+// any kernel is looked at.
+func TestWeaveTaskFilterUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--pid", "0"}, "--pid: want a process id from 1 up"},
+		{[]string{"--pid", "-3"}, "--pid: want a process id from 1 up"},
+		{[]string{"--comm", ""}, "--comm: want a command name"},
+		{[]string{"--comm", "systemd-journald"}, `give its first 15 bytes ("systemd-journal")`},
+	} {
+		var out, errb bytes.Buffer
+		args := append(append([]string{"weave", "--lab", "none"}, tc.args...), "a.klasy")
+		err := run(&stdio{In: strings.NewReader(""), Out: &out, Err: &errb}, args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("weave %q = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}

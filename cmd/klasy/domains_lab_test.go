@@ -33,7 +33,7 @@ const domAspect = `<aspect>
 </aspect>
 `
 
-// refusedAspect weaves ksys_sync into both domains and do_int3, which
+// refusedAspect weaves ksys_sync into both domains and exc_int3, which
 // the kernel refuses (noinstr), into b only.
 // flowAspect has a flow: its IDs must be made as the runtime's domain.
 const flowAspect = `<aspect>
@@ -52,7 +52,7 @@ const refusedAspect = `<aspect>
     <before>STORE_DATA(1);</before>
   </advice>
   <advice>
-    <pointcut>execution(do_int3) AND within_file(%traps.c@b)</pointcut>
+    <pointcut>execution(exc_int3) AND within_file(%traps.c@b)</pointcut>
     <before>STORE_DATA(2);</before>
   </advice>
 </aspect>
@@ -133,18 +133,19 @@ func TestWeaveDomainsInLabs(t *testing.T) {
 	if now := state(la); now != wovenKernel {
 		t.Errorf("the refused flow weave changed lab a:\n%s\nbefore it:\n%s", now, wovenKernel)
 	}
-	// Each kernel's kprobes: its own functions, not the other's.
+	// Each kernel's hooks: its own functions, not the other's (entries
+	// on the aspect's ftrace_ops, in ftrace's enabled functions).
 	for _, c := range []struct {
 		l        *lab.Lab
 		has, not []string
 	}{
-		{la, []string{"ksys_pread64+0x0", "ksys_lseek+0x0"}, []string{"ksys_write"}},
-		{lb, []string{"ksys_write+0x0", "ksys_lseek+0x0"}, []string{"ksys_pread64"}},
+		{la, []string{"\nksys_pread64 (", "\nksys_lseek ("}, []string{"ksys_write"}},
+		{lb, []string{"\nksys_write (", "\nksys_lseek ("}, []string{"ksys_pread64"}},
 	} {
-		kp := exec(c.l, "cat", "/sys/kernel/debug/kprobes/list")
+		kp := exec(c.l, "sh", "-c", "cat /sys/kernel/debug/kprobes/list; echo; cat /sys/kernel/debug/tracing/enabled_functions")
 		for _, h := range c.has {
 			if !strings.Contains(kp, h) {
-				t.Errorf("lab %s's kprobes lack %s:\n%s", c.l.Name(), h, kp)
+				t.Errorf("lab %s's kprobes and ftrace's enabled functions lack %q:\n%s", c.l.Name(), h, kp)
 			}
 		}
 		for _, n := range c.not {
@@ -202,13 +203,13 @@ func TestWeaveDomainsInLabs(t *testing.T) {
 	}
 	wovenA, wovenB := state(la), state(lb)
 
-	// b's kernel refuses do_int3 after a's took ksys_sync: a is rolled
-	// back.
+	// b's kernel refuses exc_int3 (noinstr: no kprobe, no ftrace site)
+	// after a's took ksys_sync: a is rolled back.
 	t.Setenv(weaver.NoPrecheckEnv, "1")
 	_, _, err := klasyErr("weave", "--domains", dfile, refused)
 	t.Logf("weave refused in b: %v", err)
-	if err == nil || !strings.Contains(err.Error(), "domain b: ") || !strings.Contains(err.Error(), "do_int3") || !strings.Contains(err.Error(), "rolled back from domain a") {
-		t.Errorf("weave refused in b: %v, want b's refusal of do_int3 and a rolled back", err)
+	if err == nil || !strings.Contains(err.Error(), "domain b: ") || !strings.Contains(err.Error(), "exc_int3") || !strings.Contains(err.Error(), "rolled back from domain a") {
+		t.Errorf("weave refused in b: %v, want b's refusal of exc_int3 and a rolled back", err)
 	}
 	if a, b := state(la), state(lb); a != wovenA || b != wovenB {
 		t.Errorf("a weave refused in b changed the kernels:\na before %q\na after  %q\nb before %q\nb after  %q", wovenA, a, wovenB, b)

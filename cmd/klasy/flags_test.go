@@ -37,6 +37,8 @@ var cmdSamples = map[string]cmdSample{
 		{name: "json"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
 	"funcs": {pos: []string{"vmlinux", "tcp_*"}, flags: []flagSample{
 		{name: "json"}, {name: "inlined"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
+	"tracepoints": {pos: []string{"vmlinux", "sched:*"}, flags: []flagSample{
+		{name: "json"}, {name: "rebuild"}, {name: "no-cache"}, {name: "vmlinux", value: "vm"}, {name: "lab", value: "demo"}}},
 	"accesses": {pos: []string{"a.o", "sk_buff.%"}, flags: []flagSample{{name: "json"}, {name: "lab", value: "demo"}}},
 	"agent": {flags: []flagSample{{name: "device", value: "/dev/vport0p1"}, {name: "allow-run"},
 		{name: "listen", value: "127.0.0.1:7070"}, {name: "tls-ca", value: "ca.crt"}, {name: "tls-cert", value: "a.crt"},
@@ -44,14 +46,15 @@ var cmdSamples = map[string]cmdSample{
 	"lab up": {pos: []string{"a"}, flags: []flagSample{
 		{name: "name", value: "a"}, {name: "kernel", value: "built"}, {name: "mem", value: "256"},
 		{name: "cpus", value: "2"}, {name: "lan"}, {name: "timeout", value: "90s", want: "1m30s"},
-		{name: "xen"}, {name: "domus", value: "2"}, {name: "plugin", value: "klasy.so"}}},
+		{name: "xen"}, {name: "system"}, {name: "domus", value: "2"}, {name: "plugin", value: "klasy.so"}}},
 	"lab exec": {pos: []string{"a", "true"}, flags: []flagSample{{name: "timeout", value: "5s"}, {name: "stdin"},
 		{name: "domain", value: "domU1"}}},
 	"lab status": {pos: []string{"a"}, flags: []flagSample{{name: "json"}}},
 	"lab down":   {pos: []string{"a"}},
 	"weave": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "v"}, {name: "module", value: "m.ko"}, {name: "domains", value: "d.yaml"}, {name: "buffer-kb", value: "2048"},
-		{name: "max-join-points", value: "30000"}, {name: "max-c-mb", value: "128"}, {name: "D", value: "PID=42"}}},
+		{name: "max-join-points", value: "30000"}, {name: "max-c-mb", value: "128"}, {name: "D", value: "PID=42"},
+		{name: "pid", value: "42"}, {name: "comm", value: "dd"}, {name: "include-self"}}},
 	"list": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "module", value: "m.ko"}, {name: "domains", value: "d.yaml"},
 		{name: "D", value: "PID=42"}}},

@@ -103,6 +103,10 @@ func TestStatsInLab(t *testing.T) {
 	progPID("sleep", "50", "4")
 	progPID("spin", "40", "3")
 	dd := exec("sh", "-c", "dd if=/dev/zero of=/dev/null bs=4k count=200 2>/dev/null & echo $!; wait")
+	// A read that fails, for read_latency's @errors: read(2) of a
+	// directory, EISDIR (klasy's agent, whose reads failed too, is left
+	// out of the join points).
+	exec("sh", "-c", "cat / 2>/dev/null; true")
 
 	out, stderr := klasyErr("stats", "--lab", l.Name(), "--aspect", "agg", "--json")
 	maps := map[string]statsview.MapJSON{}
@@ -242,6 +246,9 @@ func TestStatsInLab(t *testing.T) {
 	}
 	if in4K < 200 {
 		t.Errorf("@read_size: %d reads in [4K, 8K), want dd's 200 or more", in4K)
+	}
+	if !slices.ContainsFunc(ex["errors"].Keys, func(k statsview.KeyJSON) bool { return k.Key == int64(syscall.EISDIR) }) {
+		t.Errorf("@errors: %+v, want EISDIR (%d) of cat's read of a directory", ex["errors"].Keys, syscall.EISDIR)
 	}
 	if r := ex["read"]; r.Count == nil || *r.Count < 200 || r.CPU.TotalNS > r.Wall.TotalNS {
 		t.Errorf("@read: %+v", r)

@@ -28,10 +28,11 @@ var (
 )
 
 // KernelState is a shell command printing what a weave must leave as it
-// found it: the names of the loaded modules, sorted, and the kprobes
-// list. Tests run it in a guest (sh -c) before weaving and after
-// unweaving and compare the outputs.
-const KernelState = "cut -d' ' -f1 /proc/modules | sort; cat /sys/kernel/debug/kprobes/list"
+// found it: the names of the loaded modules, sorted, the kprobes list
+// and the functions ftrace calls out from (an aspect's ftrace_ops; none
+// in a kernel without ftrace). Tests run it in a guest (sh -c) before
+// weaving and after unweaving and compare the outputs.
+const KernelState = "cut -d' ' -f1 /proc/modules | sort; cat /sys/kernel/debug/kprobes/list; cat /sys/kernel/debug/tracing/enabled_functions 2>/dev/null || true"
 
 // moduleRoot is the directory of go.mod, found from this file.
 func moduleRoot() string {
@@ -91,14 +92,25 @@ func Name(suffix string) string { return fmt.Sprintf("t%d-%s", os.Getpid(), suff
 // takes it down when the test ends.
 func Boot(t testing.TB, cfg lab.Config) *lab.Lab {
 	t.Helper()
-	Need(t, cfg.Kernel)
+	k := Need(t, cfg.Kernel)
+	if cfg.System {
+		_, err := lab.FindSystemImage(k)
+		testenv.Need(t, "lab", err)
+	}
 	if cfg.Name == "" {
 		cfg.Name = Name(t.Name())
 	}
 	if cfg.Agent == "" {
 		cfg.Agent = Agent(t)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	wait := 3 * time.Minute
+	if cfg.BootTimeout+time.Minute > wait {
+		wait = cfg.BootTimeout + time.Minute
+	}
+	if cfg.System && wait < 7*time.Minute { // its default boot timeout is 6m
+		wait = 7 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	l, err := lab.Up(ctx, cfg)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/klasy/klasy/kbuild"
 	"github.com/klasy/klasy/weaver/ctxvalue"
 	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/taskfilter"
 )
 
 // The advice module is C written from Go rather than from a template:
@@ -96,6 +97,9 @@ type GenOptions struct {
 	// declares each, gets the runtime's table before its hooks go in
 	// and puts it after they are out.
 	Flows []string
+	// Tasks are the tasks the advice runs for: every handler asks
+	// first (taskfilter.Func).
+	Tasks taskfilter.Filter
 }
 
 // Generate writes the advice module of aspect f for its resolved join
@@ -112,7 +116,10 @@ func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Modu
 			used[jp.Advice] = true
 		}
 	}
-	g := &cgen{m: m, file: m.Name + ".c"}
+	if err := checkEvents(m.Hooks); err != nil {
+		return nil, err
+	}
+	g := &cgen{m: m, file: m.Name + ".c", events: events(jps), filtered: !opt.Tasks.Empty()}
 	if err := g.relocate(opt); err != nil {
 		return nil, err
 	}
@@ -163,6 +170,24 @@ type cgen struct {
 	// retvals are the types of $retval$ in advice that has one: by
 	// advice number (retvalTypes).
 	retvals map[int]string
+	// events are the tracepoints of tracepoint advice, by advice number.
+	events map[int]*joinpoint.Event
+	// filtered: the handlers return at once for tasks opt.Tasks leaves
+	// out.
+	filtered bool
+}
+
+// skip returns from a handler, with ret ("" for a void one), for a
+// task the advice does not run for.
+func (g *cgen) skip(ret string) {
+	if !g.filtered {
+		return
+	}
+	if ret != "" {
+		ret = " " + ret
+	}
+	g.p("	if (%s())", taskfilter.Func)
+	g.p("		return%s;", ret)
 }
 
 // narrowInts are the integer types, as DWARF and dwarfmap.Return.C spell
@@ -272,6 +297,11 @@ func (g *cgen) header(f *aspect.File, opt GenOptions, jps []*joinpoint.JoinPoint
 		}
 		g.p("#include <%s>", h)
 	}
+	g.eventHeaders(jps)
+	if c := opt.Tasks.C(); c != "" {
+		g.p("")
+		g.p("%s", c)
+	}
 	if len(opt.Flows) > 0 {
 		g.p("")
 		g.p("/* The flow tables of the aspect's <xflow>s, the runtime's. */")
@@ -366,6 +396,7 @@ func (g *cgen) advice(n int, a *aspect.Advice, path, ret string) error {
 	for _, p := range joinpoint.Params(a) {
 		params = append(params, "void *"+p)
 	}
+	params = append(params, g.eventParams(n)...)
 	replace := a.When == aspect.Replace
 	if replace && ret == "" {
 		return fmt.Errorf("advice %d: <replace> of a function whose return type is not known", n)
@@ -503,6 +534,7 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 		g.p("{")
 		g.p("\tstruct klasy_entry_%d *e = (struct klasy_entry_%d *)ri->data;", i, i)
 		g.p("")
+		g.skip("1") // and no return handler
 		reads := false
 		for k, a := range entry {
 			if err := g.value(a, fmt.Sprintf("e->v[%d]", k)); err != nil {
@@ -520,6 +552,10 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 	}
 	if h.Kind == joinpoint.KprobePost {
 		return g.postHook(i, h)
+	}
+	if h.Kind == joinpoint.Tracepoint {
+		g.tracepointHook(i, h)
+		return nil
 	}
 	var rep *joinpoint.JoinPoint // the replacement, last in a KprobeReplace hook
 	if h.Kind == joinpoint.KprobeReplace {
@@ -560,6 +596,8 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 		g.p("\t%s;", declare(rep.Returns, "ret"))
 	}
 	g.p("")
+	g.skip("0")
+	g.enter(rep != nil)
 	g.p("\tklasy_count_hit(h);")
 	g.hitSP()
 	fails := false
@@ -594,6 +632,7 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 		}
 		g.call(jp, args)
 	}
+	g.p("\tklasy_leave(hit);")
 	if rep != nil {
 		g.p("\treturn 1; /* regs->ip is the return stub: the body does not run */")
 	} else {
@@ -601,13 +640,27 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 	}
 	if fails && rep != nil {
 		g.p("fail:")
+		g.p("\tklasy_leave(hit);")
 		g.p("\treturn 0; /* a context value could not be read: no advice, the original body runs */")
 	} else if fails {
 		g.p("fail:")
+		g.p("\tklasy_leave(hit);")
 		g.p("\treturn 0; /* a context value could not be read: no advice */")
 	}
 	g.p("}")
 	return nil
+}
+
+// enter claims the CPU's hit for the handler (klasy_rt.h: klasy_enter):
+// a hit inside another klasy handler on this CPU is counted as missed
+// and runs no advice (a replaced function's own body then runs).
+func (g *cgen) enter(replace bool) {
+	g.p("\tif (unlikely(!klasy_enter(hit, h)))")
+	if replace {
+		g.p("\t\treturn 0; /* the original body runs */")
+	} else {
+		g.p("\t\treturn 0;")
+	}
 }
 
 // hitSP stores the probed context's stack pointer and registers in the
@@ -687,6 +740,7 @@ func (g *cgen) postHook(i int, h *joinpoint.Hook) error {
 		g.p("\tstruct klasy_after *st = this_cpu_ptr(&klasy_after);")
 		g.p("")
 		g.p("\tst->ok = 0;")
+		g.skip("0")
 		for k, a := range vals {
 			if err := g.value(a, fmt.Sprintf("st->v[%d]", k)); err != nil {
 				return fmt.Errorf("hook at %s: %s: %w", h.Function, a.Var, err)
@@ -694,6 +748,8 @@ func (g *cgen) postHook(i int, h *joinpoint.Hook) error {
 			reads = reads || a.Value.Reads()
 		}
 		g.p("\tst->ok = 1;")
+	} else {
+		g.skip("0")
 	}
 	g.p("\treturn 0;")
 	if reads {
@@ -716,6 +772,9 @@ func (g *cgen) postHook(i int, h *joinpoint.Hook) error {
 		g.p("\t\treturn;")
 		g.p("\tst->ok = 0;")
 	}
+	g.skip("")
+	g.p("\tif (unlikely(!klasy_enter(hit, h)))")
+	g.p("\t\treturn;")
 	g.p("\tklasy_count_hit(h);")
 	g.hitSP()
 	vi := 0
@@ -731,8 +790,27 @@ func (g *cgen) postHook(i int, h *joinpoint.Hook) error {
 		}
 		g.call(jp, args)
 	}
+	g.p("\tklasy_leave(hit);")
 	g.p("}")
 	return nil
+}
+
+// ftraceArgRegs are the DWARF registers ftrace saves without
+// FTRACE_OPS_FL_SAVE_REGS (x86-64 6.1, ftrace_caller): ax, dx, cx, si,
+// di, bp, sp, r8, r9, ip.
+const ftraceArgRegs = 1<<0 | 1<<1 | 1<<2 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<9 | 1<<16
+
+// argsOnly: hook h's context values read only ftraceArgRegs, so on an
+// ftrace_ops its handler needs no full pt_regs.
+func argsOnly(h *joinpoint.Hook) bool {
+	for _, jp := range h.Points {
+		for _, a := range jp.Args {
+			if a.Value != nil && a.Value.Regs()&^ftraceArgRegs != 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // tables writes the hook table, the aspect and the module's init/exit.
@@ -762,6 +840,8 @@ func (g *cgen) tables(opt GenOptions) {
 				g.p("\t\t.rp.entry_handler = klasy_entry_h%d,", i)
 				g.p("\t\t.rp.data_size = sizeof(struct klasy_entry_%d),", i)
 			}
+		} else if h.Kind == joinpoint.Tracepoint {
+			g.tracepointEntry(i, h)
 		} else if h.Kind == joinpoint.KprobeReplace {
 			g.p("\t\t.kind = KLASY_HOOK_REPLACE,")
 			g.p("\t\t.rp.kp.pre_handler = klasy_h%d,", i)
@@ -770,6 +850,8 @@ func (g *cgen) tables(opt GenOptions) {
 			g.p("\t\t.rp.kp.pre_handler = klasy_h%d,", i)
 			if h.Kind == joinpoint.KprobePost {
 				g.p("\t\t.rp.kp.post_handler = klasy_post_h%d,", i)
+			} else if argsOnly(h) {
+				g.p("\t\t.args_only = true,")
 			}
 		}
 		g.p("\t\t.image_addr = %#xUL,", h.Addr)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/weaver/ctxvalue"
@@ -49,6 +50,10 @@ const (
 	// the return value and returns to the caller, so that the body never
 	// runs (weaver/runtime: KLASY_HOOK_REPLACE).
 	KprobeReplace
+	// Tracepoint is a probe on one of the kernel's static tracepoints,
+	// registered with tracepoint_probe_register: the advice runs with
+	// the event's arguments (weaver/runtime: KLASY_HOOK_TRACEPOINT).
+	Tracepoint
 )
 
 func (k HookKind) String() string {
@@ -59,6 +64,8 @@ func (k HookKind) String() string {
 		return "kprobe-post"
 	case KprobeReplace:
 		return "replace"
+	case Tracepoint:
+		return "tracepoint"
 	}
 	return "kprobe"
 }
@@ -116,6 +123,9 @@ type JoinPoint struct {
 	// Mechanism is how the kernel placed the hook once woven: ftrace,
 	// jump, int3 or kretprobe (records.Mech*).
 	Mechanism string
+	// Event is the tracepoint of a tracepoint(...) join point (nil for
+	// the others); Addr is then its struct tracepoint's address.
+	Event *Event
 	// Returns is the C type a <replace> advice returns: the function's
 	// return type from its DWARF, spelled so that it needs no header
 	// ("void", "long int", "struct sock *").
@@ -151,6 +161,36 @@ type Arg struct {
 	// ByValue passes the value itself as the void * (target(x): the
 	// struct's address), not its address.
 	ByValue bool
+}
+
+// Event is one of the kernel's static tracepoints.
+type Event struct {
+	Subsys, Name string
+	// Header is the header declaring it, as #include names it
+	// (trace/events/sched.h).
+	Header string
+	// Params are its arguments (TP_PROTO), in order.
+	Params []EventParam
+}
+
+// EventParam is one argument of a tracepoint: its C type and name.
+type EventParam struct {
+	Type, Name string
+}
+
+// Proto spells the arguments as a C parameter list.
+func (e *Event) Proto() string {
+	var ps []string
+	for _, p := range e.Params {
+		if i := strings.Index(p.Type, "(*)"); i >= 0 { // a function pointer
+			ps = append(ps, p.Type[:i+2]+p.Name+p.Type[i+2:])
+		} else if strings.HasSuffix(p.Type, "*") {
+			ps = append(ps, p.Type+p.Name)
+		} else {
+			ps = append(ps, p.Type+" "+p.Name)
+		}
+	}
+	return strings.Join(ps, ", ")
 }
 
 // AccessSite is a struct member access as the plugin recorded it.

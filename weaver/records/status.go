@@ -15,10 +15,14 @@ type Status struct {
 	ABI      int
 	CPUs     int
 	BufferKB int
-	Unread   uint64   // records in the buffer not read yet
-	Lost     []uint64 // records dropped because the buffer was full, per CPU
-	Flows    []Flow
-	Aspects  []Aspect
+	// FtraceOps: the runtime puts entry hooks at ftrace sites on an
+	// ftrace_ops of their aspect (the kernel has it, and the runtime's
+	// ftrace_ops parameter is 1).
+	FtraceOps bool
+	Unread    uint64   // records in the buffer not read yet
+	Lost      []uint64 // records dropped because the buffer was full, per CPU
+	Flows     []Flow
+	Aspects   []Aspect
 	// Disarmed: kprobes are disarmed in the whole kernel (debugfs
 	// kprobes/enabled is 0), so no hook runs whatever its mechanism.
 	// Session.StatusShown reads it beside the runtime's file.
@@ -63,6 +67,11 @@ type Aspect struct {
 	Hooks  []Hook
 	// Register is how long registering its hooks took in the kernel.
 	Register time.Duration
+	// Ops is how many of its hooks are on its ftrace_ops (MechFtraceOps);
+	// OpsErr is the kernel's error (negative) when ftrace refused that
+	// ops and its entry hooks are kprobes instead, else 0.
+	Ops    int
+	OpsErr int
 }
 
 // Hook kinds and mechanisms as status shows them.
@@ -70,13 +79,19 @@ const (
 	KindKprobe    = "kprobe"
 	KindKretprobe = "kretprobe"
 	KindReplace   = "replace" // a <replace>: the function returns at once, on ftrace
+	// KindTracepoint is a probe on a static tracepoint, whose mechanism
+	// is MechTracepoint once registered.
+	KindTracepoint = "tracepoint"
 
-	MechFtrace    = "ftrace"    // an ftrace-based kprobe at a function's entry
-	MechJump      = "jump"      // a jump-optimized kprobe
-	MechInt3      = "int3"      // a breakpoint
-	MechKretprobe = "kretprobe" // the return of a function
+	MechFtrace    = "ftrace"     // an ftrace-based kprobe at a function's entry
+	MechFtraceOps = "ftrace-ops" // at a function's entry, on its aspect's ftrace_ops
+	MechJump      = "jump"       // a jump-optimized kprobe
+	MechInt3      = "int3"       // a breakpoint
+	MechKretprobe = "kretprobe"  // the return of a function
 	MechDisabled  = "disabled"
 	MechGone      = "gone" // the probed code went away (its module unloaded)
+	// MechTracepoint: registered with tracepoint_probe_register.
+	MechTracepoint = "tracepoint"
 )
 
 // Hook is one hook of an aspect.
@@ -88,7 +103,7 @@ type Hook struct {
 	Image     uint64 // in the image (vmlinux), before KASLR
 	Mech      string // one of the Mech constants, read when status was
 	Hits      uint64
-	Missed    uint64 // handlers the kernel skipped (a hook hit inside a handler)
+	Missed    uint64 // handlers not run (a hook hit inside a handler, or refused by ftrace's recursion lock)
 	Advice    []int  // advice numbers in call order
 	Function  string
 	InlinedIn string // "" unless the hook is in an inlined copy
@@ -301,6 +316,11 @@ func (s *Status) parseRuntime(m kvs) error {
 	if s.BufferKB, err = m.int("buffer_kb"); err != nil {
 		return err
 	}
+	ops, err := m.uint("ftrace_ops", 1)
+	if err != nil {
+		return err
+	}
+	s.FtraceOps = ops == 1
 	if s.Unread, err = m.uint("unread", 64); err != nil {
 		return err
 	}
@@ -356,7 +376,30 @@ func parseAspect(m kvs) (Aspect, int, error) {
 	}
 	us, err := m.uint("register_us", 64)
 	a.Register = time.Duration(us) * time.Microsecond
+	if err != nil {
+		return a, n, err
+	}
+	if a.Ops, err = m.int("ops"); err != nil {
+		return a, n, err
+	}
+	if a.Ops > n {
+		return a, n, fmt.Errorf("ops=%d above hooks=%d", a.Ops, n)
+	}
+	a.OpsErr, err = m.errno("ops_err")
 	return a, n, err
+}
+
+// errno parses 0 or a negative kernel error number.
+func (m kvs) errno(k string) (int, error) {
+	v, err := m.str(k)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n > 0 {
+		return 0, fmt.Errorf("%s=%s: not 0 or a negative error number", k, v)
+	}
+	return int(n), nil
 }
 
 func parseHook(m kvs) (Hook, error) {
@@ -376,8 +419,8 @@ func parseHook(m kvs) (Hook, error) {
 	h.Index, e = m.int("index")
 	fail(e)
 	h.Kind, e = m.str("kind")
-	if !fail(e) && h.Kind != KindKprobe && h.Kind != KindKretprobe && h.Kind != KindReplace {
-		fail(fmt.Errorf("kind=%s: want %s, %s or %s", h.Kind, KindKprobe, KindKretprobe, KindReplace))
+	if !fail(e) && h.Kind != KindKprobe && h.Kind != KindKretprobe && h.Kind != KindReplace && h.Kind != KindTracepoint {
+		fail(fmt.Errorf("kind=%s: want %s, %s, %s or %s", h.Kind, KindKprobe, KindKretprobe, KindReplace, KindTracepoint))
 	}
 	h.Addr, e = m.hex("addr")
 	fail(e)
@@ -386,7 +429,7 @@ func parseHook(m kvs) (Hook, error) {
 	h.Mech, e = m.str("mech")
 	if !fail(e) {
 		switch h.Mech {
-		case MechFtrace, MechJump, MechInt3, MechKretprobe, MechDisabled, MechGone:
+		case MechFtrace, MechFtraceOps, MechJump, MechInt3, MechKretprobe, MechDisabled, MechGone, MechTracepoint:
 		default:
 			fail(fmt.Errorf("unknown mech=%s", h.Mech))
 		}

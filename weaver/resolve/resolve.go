@@ -2,8 +2,8 @@
 // kernel image and the modules built with the plugin, touching no kernel:
 // execution (resolve.go), access from the plugin's records (access.go,
 // accessctx.go) or, in an image built without it, from accessinfer
-// (inferred.go), line, block and the function a <replace> takes
-// (replace.go); in a domains weave only the AND-groups of the domain
+// (inferred.go), line, block, tracepoint (package tracepoints) and the
+// function a <replace> takes (replace.go); in a domains weave only the AND-groups of the domain
 // (aspect.DomainGroups). What cannot be woven keeps its place with the
 // reason (JoinPoint.Skipped).
 package resolve
@@ -22,6 +22,7 @@ import (
 	"github.com/klasy/klasy/weaver/joinpoint"
 	"github.com/klasy/klasy/weaver/resolve/funcnames"
 	"github.com/klasy/klasy/weaver/resolve/linecode"
+	"github.com/klasy/klasy/weaver/resolve/tracepoints"
 )
 
 // ResolveOptions are what resolving needs beyond the aspect and image.
@@ -144,6 +145,13 @@ func (r *resolver) advice(n int, a *aspect.Advice) error {
 			err = r.lineGroup(n, pc, g, timing)
 		case slices.ContainsFunc(g, func(t *aspect.Term) bool { return t.Block != nil }):
 			err = r.blockGroup(n, pc, g, timing)
+		case slices.ContainsFunc(g, func(t *aspect.Term) bool { return t.Tracepoint != nil }):
+			jp, off, terr := tracepoints.JoinPoint(r.x, n, g, len(groups))
+			if err = terr; err == nil {
+				r.add(jp)
+			} else {
+				err = r.errAt(pc, off, "%v", terr)
+			}
 		default:
 			err = r.group(n, pc, g, timing)
 		}

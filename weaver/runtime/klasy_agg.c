@@ -14,8 +14,8 @@
  * tables, sized by the room its advice module asks for (agg_room). A map
  * is carved out of them at the first hit of a macro use, under a lock
  * taken only then; every later hit writes its own CPU's arena with plain
- * stores. That needs no atomic instruction because the kernel runs at
- * most one kprobe handler per CPU at a time (see klasy_hit in klasy_rt.h),
+ * stores. That needs no atomic instruction because at most one klasy
+ * handler runs per CPU at a time (klasy_enter, klasy_hit in klasy_rt.h),
  * so no two updates of one CPU's data overlap. Readers run concurrently
  * and see each counter whole (aligned 64-bit stores), a hit either in or
  * not yet in; a new key is published after its fields.
@@ -297,7 +297,7 @@ static struct klasy_map *klasy_new_map(struct klasy_agg *g,
  * klasy_make_map finds or makes the map of use d, at its first hit. It
  * runs in any context a hook fires in (NMI too): it takes a spinning lock
  * that nothing else takes while holding it, never on a CPU where a klasy
- * handler already runs (the kernel does not nest them), and allocates
+ * handler already runs (klasy_enter lets one run per CPU), and allocates
  * nothing. A use that gets no map points to g->failed from then on.
  */
 static noinline struct klasy_map *klasy_make_map(struct klasy_agg *g,

@@ -240,6 +240,8 @@ static int klasy_check_hook(const struct klasy_hook *h)
 		return h->rp.handler ? 0 : -EINVAL;
 	case KLASY_HOOK_REPLACE:
 		return h->rp.kp.pre_handler && !h->rp.kp.post_handler ? 0 : -EINVAL;
+	case KLASY_HOOK_TRACEPOINT:
+		return h->probe && h->tracepoint ? 0 : -EINVAL;
 	}
 	return -EINVAL;
 }
@@ -279,6 +281,8 @@ static int klasy_check_addrs(const struct klasy_aspect *a,
 		const struct klasy_hook *h;
 
 		if (c->hook >= a->nhooks || !c->module || !c->symbol) {
+			pr_err("aspect %s: address check %u is malformed (hook %u of %u)\n",
+			       a->name, i, c->hook, a->nhooks);
 			err = -EINVAL;
 			break;
 		}
@@ -308,13 +312,19 @@ out:
 	return err;
 }
 
-/* Disables the first n hooks of a (those enabled), in order. */
+/* Disables the kprobes among the first n hooks of a (those enabled). */
 static void klasy_disable(struct klasy_aspect *a, unsigned int n)
 {
 	unsigned int i;
 
-	for (i = 0; i < n; i++)
-		disable_kprobe(&a->hooks[i].rp.kp);
+	for (i = 0; i < n; i++) {
+		if (a->hooks[i].on_ops)
+			continue;
+		if (a->hooks[i].kind == KLASY_HOOK_TRACEPOINT)
+			klasy_tp_unregister(&a->hooks[i]);
+		else
+			disable_kprobe(&a->hooks[i].rp.kp);
+	}
 }
 
 /*
@@ -323,6 +333,8 @@ static void klasy_disable(struct klasy_aspect *a, unsigned int n)
  */
 static void klasy_unregister_all(struct klasy_aspect *a)
 {
+	klasy_fops_detach(a);
+	klasy_tp_sync(a);
 	if (a->nkps)
 		unregister_kprobes(a->kps, a->nkps);
 	if (a->nrps)
@@ -388,21 +400,33 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 				  i % KLASY_HITS_PER_CHUNK;
 	a->nkps = 0;
 	a->nrps = 0;
+	for (i = 0; i < a->nhooks; i++) {
+		a->hooks[i].aspect = a;
+		a->hooks[i].index = i;
+		a->hooks[i].on_ops = false;
+		atomic_long_set(&a->hooks[i].missed, 0);
+	}
 	err = klasy_agg_alloc(a);
+	if (!err)
+		err = klasy_fops_attach(a);
 	if (err) {
 		klasy_free(a);
 		return err;
 	}
 
-	/* Every hook in, disabled: no advice runs before all are in. */
+	/*
+	 * Every hook in, disabled: no advice runs before all are in. The
+	 * entry hooks on the ftrace_ops are in already, unarmed.
+	 */
 	for (i = 0; i < a->nhooks; i++) {
 		struct klasy_hook *h = &a->hooks[i];
 
-		h->aspect = a;
-		h->index = i;
+		if (h->on_ops)
+			continue;
 		h->rp.kp.flags = KPROBE_FLAG_DISABLED;
 		err = klasy_check_hook(h);
-		if (!err) {
+		/* A tracepoint's probe goes in where kprobes are enabled. */
+		if (!err && h->kind != KLASY_HOOK_TRACEPOINT) {
 			if (klasy_is_kretprobe(h))
 				err = register_kretprobe(&h->rp);
 			else
@@ -414,7 +438,7 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 		}
 		if (klasy_is_kretprobe(h))
 			a->rps[a->nrps++] = &h->rp;
-		else
+		else if (h->kind != KLASY_HOOK_TRACEPOINT)
 			a->kps[a->nkps++] = &h->rp.kp;
 		if (h->kind == KLASY_HOOK_REPLACE) {
 			WRITE_ONCE(klasy_replaced, true);
@@ -434,13 +458,18 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 		struct klasy_hook *h = &a->hooks[i];
 
 		err = 0;
+		if (h->on_ops)
+			continue;
 		if (h->kind == KLASY_HOOK_REPLACE)
 			err = klasy_check_replace(a, h);	/* still alone? */
 		if (err) {
 			klasy_disable(a, i);
 			goto rollback;
 		}
-		err = enable_kprobe(&h->rp.kp);
+		if (h->kind == KLASY_HOOK_TRACEPOINT)
+			err = klasy_tp_register(h);
+		else
+			err = enable_kprobe(&h->rp.kp);
 		if (err) {
 			klasy_hook_error(a, h, "enabling", err);
 			klasy_disable(a, i);
@@ -448,12 +477,15 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 		}
 	}
 
+	klasy_fops_arm(a);
+
 	a->register_ns = ktime_get_ns() - start;
 	mutex_lock(&klasy_aspects_mutex);
 	list_add_tail(&a->node, &klasy_aspects);
 	mutex_unlock(&klasy_aspects_mutex);
-	pr_info("aspect %s (id %u, module %s): %u hooks\n", a->name, a->id,
-		a->owner ? module_name(a->owner) : "-", a->nhooks);
+	pr_info("aspect %s (id %u, module %s): %u hooks, %u on ftrace_ops\n",
+		a->name, a->id, a->owner ? module_name(a->owner) : "-",
+		a->nhooks, klasy_fops_count(a));
 	return 0;
 
 rollback:
@@ -466,16 +498,21 @@ EXPORT_SYMBOL_GPL(klasy_register_aspect);
 
 void klasy_unregister_aspect(struct klasy_aspect *a)
 {
+	u64 start = ktime_get_ns();
+
 	if (WARN_ON_ONCE(!a->hits))
 		return;
 	mutex_lock(&klasy_aspects_mutex);
 	list_del(&a->node);
 	mutex_unlock(&klasy_aspects_mutex);
 
+	klasy_fops_disarm(a);
 	klasy_disable(a, a->nhooks);
 	/* Returns once no handler of a runs anywhere. */
 	klasy_unregister_all(a);
-	pr_info("aspect %s (id %u) unregistered\n", a->name, a->id);
+	/* make bench reads the time: the detach's half of a weave's cost. */
+	pr_info("aspect %s (id %u) unregistered in %llu us\n", a->name, a->id,
+		div_u64(ktime_get_ns() - start, NSEC_PER_USEC));
 	klasy_free(a);
 }
 EXPORT_SYMBOL_GPL(klasy_unregister_aspect);
@@ -505,13 +542,13 @@ void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit)
 	 * order. A record is placed when it is reserved: it is stamped after
 	 * the reservation. No other klasy record can come between the two on
 	 * this CPU, and interrupts need not be off for that. klasy_emit runs
-	 * only from the handlers of klasy's kprobes and kretprobes, and
-	 * kprobes runs no handler while one runs on the CPU: a handler runs
-	 * with the per-CPU current_kprobe set (kretprobes' return handlers
-	 * too), and every entry checks kprobe_running() first and counts a
-	 * hit inside a handler as missed (6.1: kprobe_int3_handler through
-	 * reenter_kprobe, kprobe_ftrace_handler, optimized_callback), for an
-	 * IRQ's or an NMI's hit alike.
+	 * only from klasy's handlers, between klasy_enter and klasy_leave
+	 * (klasy_rt.h), which let one run per CPU at a time, and count a hit
+	 * inside one as missed, for an IRQ's or an NMI's hit alike. (Among
+	 * kprobes the kernel does so too: a handler runs with the per-CPU
+	 * current_kprobe set, and every entry checks kprobe_running() first;
+	 * the flag covers the hooks on the ftrace_ops, which kprobes does not
+	 * see.)
 	 */
 	ev = ring_buffer_lock_reserve(klasy_rb, klasy_record_size(n));
 	now = ktime_get_mono_fast_ns();
@@ -739,6 +776,10 @@ static const char *klasy_mech(struct klasy_hook *h)
 	struct kprobe *kp = &h->rp.kp, *p;
 	bool optimized = false;
 
+	if (h->on_ops)
+		return "ftrace-ops";
+	if (h->kind == KLASY_HOOK_TRACEPOINT)
+		return h->tp ? "tracepoint" : "disabled";
 	if (kprobe_gone(kp))
 		return "gone";
 	if (kprobe_disabled(kp))
@@ -767,12 +808,13 @@ static const char *const klasy_hook_kinds[] = {
 	[KLASY_HOOK_KPROBE] = "kprobe",
 	[KLASY_HOOK_KRETPROBE] = "kretprobe",
 	[KLASY_HOOK_REPLACE] = "replace",
+	[KLASY_HOOK_TRACEPOINT] = "tracepoint",
 };
 
 static void klasy_show_hook(struct seq_file *m, struct klasy_aspect *a,
 			    struct klasy_hook *h)
 {
-	unsigned long missed = h->rp.kp.nmissed;
+	unsigned long missed = h->rp.kp.nmissed + atomic_long_read(&h->missed);
 	u64 hits = 0;
 	unsigned int i;
 	int cpu;
@@ -808,8 +850,8 @@ static int status_show(struct seq_file *m, void *v)
 	unsigned int i;
 	int cpu;
 
-	seq_printf(m, "runtime abi=%d cpus=%u buffer_kb=%u unread=%lu lost=",
-		   KLASY_ABI_VERSION, nr_cpu_ids, buffer_kb,
+	seq_printf(m, "runtime abi=%d cpus=%u buffer_kb=%u ftrace_ops=%d unread=%lu lost=",
+		   KLASY_ABI_VERSION, nr_cpu_ids, buffer_kb, klasy_fops_on(),
 		   ring_buffer_entries(klasy_rb));
 	for (cpu = 0; cpu < nr_cpu_ids; cpu++)
 		seq_printf(m, "%s%lu", cpu ? "," : "",
@@ -823,8 +865,9 @@ static int status_show(struct seq_file *m, void *v)
 		klasy_put_token(m, a->name);
 		seq_puts(m, " module=");
 		klasy_put_token(m, a->owner ? module_name(a->owner) : NULL);
-		seq_printf(m, " hooks=%u register_us=%llu\n", a->nhooks,
-		   div_u64(a->register_ns, NSEC_PER_USEC));
+		seq_printf(m, " hooks=%u register_us=%llu ops=%u ops_err=%d\n",
+			   a->nhooks, div_u64(a->register_ns, NSEC_PER_USEC),
+			   klasy_fops_count(a), a->fops_err);
 		for (i = 0; i < a->nhooks; i++)
 			klasy_show_hook(m, a, &a->hooks[i]);
 	}

@@ -302,7 +302,7 @@ static DEFINE_PER_CPU(unsigned int, klasy_flow_depth);
  * be tried: in NMI, or nested in another section on this CPU, whose lock
  * this CPU may hold and would wait for forever.
  */
-static bool klasy_enter(unsigned long *flags)
+static bool klasy_flow_enter(unsigned long *flags)
 {
 	bool try;
 
@@ -312,7 +312,7 @@ static bool klasy_enter(unsigned long *flags)
 	return try;
 }
 
-static void klasy_leave(unsigned long flags)
+static void klasy_flow_leave(unsigned long flags)
 {
 	__this_cpu_dec(klasy_flow_depth);
 	local_irq_restore(flags);
@@ -418,7 +418,7 @@ static struct klasy_flow_entry *klasy_unlink(struct klasy_flow *f,
 	rcu_read_unlock();
 	if (!e)
 		return NULL;
-	try = klasy_enter(&flags);
+	try = klasy_flow_enter(&flags);
 	if (!klasy_lock(&b->lock, try, 0))
 		goto drop;
 	e = klasy_find(b, obj);
@@ -434,11 +434,11 @@ static struct klasy_flow_entry *klasy_unlink(struct klasy_flow *f,
 		klasy_unlock_ids(ib, NULL);
 	}
 	raw_spin_unlock(&b->lock);
-	klasy_leave(flags);
+	klasy_flow_leave(flags);
 	return e;
 
 drop:
-	klasy_leave(flags);
+	klasy_flow_leave(flags);
 	this_cpu_inc(f->stats->dropped);
 	return NULL;
 }
@@ -483,7 +483,7 @@ void klasy_flow_register(struct klasy_flow *f, const void *obj, int id)
 	e->id = (u32)id;
 	ib = klasy_id_bucket(f, e->id);
 
-	try = klasy_enter(&flags);
+	try = klasy_flow_enter(&flags);
 	if (!klasy_lock(&b->lock, try, 0))
 		goto drop;
 	hlist_for_each_entry(cur, &b->head, node) {
@@ -494,7 +494,7 @@ void klasy_flow_register(struct klasy_flow *f, const void *obj, int id)
 	if (old && old->id == e->id) {
 		/* It carries that ID already. */
 		raw_spin_unlock(&b->lock);
-		klasy_leave(flags);
+		klasy_flow_leave(flags);
 		klasy_entry_unused(f, e);
 		return;
 	}
@@ -525,13 +525,13 @@ void klasy_flow_register(struct klasy_flow *f, const void *obj, int id)
 	hlist_add_head_rcu(&e->id_node, &ib->head);
 	klasy_unlock_ids(ib, ob);
 	raw_spin_unlock(&b->lock);
-	klasy_leave(flags);
+	klasy_flow_leave(flags);
 	if (old)
 		klasy_entry_free(f, old);
 	return;
 
 drop:
-	klasy_leave(flags);
+	klasy_flow_leave(flags);
 	klasy_entry_unused(f, e);
 	this_cpu_inc(f->stats->dropped);
 }

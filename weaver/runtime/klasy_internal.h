@@ -30,4 +30,26 @@ int klasy_agg_alloc(struct klasy_aspect *a);
 void klasy_agg_free(struct klasy_aspect *a);
 void klasy_agg_debugfs(struct dentry *dir);
 
+/*
+ * klasy_fops.c: an aspect's entry hooks on one ftrace_ops. attach picks
+ * them (marking them on_ops) and registers the ops unarmed, before any
+ * kprobe of the aspect; arm lets their advice run once every hook is in;
+ * detach unregisters it (waiting for running handlers). klasy_fops_on:
+ * the kernel has it and the ftrace_ops parameter is on.
+ */
+bool klasy_fops_on(void);
+int klasy_fops_attach(struct klasy_aspect *a);
+void klasy_fops_arm(struct klasy_aspect *a);
+void klasy_fops_disarm(struct klasy_aspect *a);
+void klasy_fops_detach(struct klasy_aspect *a);
+unsigned int klasy_fops_count(const struct klasy_aspect *a);
+
+/*
+ * klasy_tp.c: a tracepoint hook in (which enables it) and out; klasy_tp_sync
+ * waits for the probes of a taken out since the last call.
+ */
+int klasy_tp_register(struct klasy_hook *h);
+void klasy_tp_unregister(struct klasy_hook *h);
+void klasy_tp_sync(struct klasy_aspect *a);
+
 #endif /* _KLASY_INTERNAL_H */

@@ -25,6 +25,8 @@
 #define _KLASY_RT_H
 
 #include <linux/types.h>
+#include <linux/atomic.h>
+#include <linux/compiler.h>
 #include <linux/kprobes.h>
 #include <linux/list.h>
 #include <linux/percpu.h>
@@ -33,7 +35,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 8
+#define KLASY_ABI_VERSION 10
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -75,6 +77,7 @@ struct klasy_hit {
 	unsigned int n;
 	unsigned int dropped;
 	int flow;
+	unsigned int busy;	/* a klasy handler runs on this CPU: klasy_enter */
 	unsigned long sp;
 	struct pt_regs *regs;
 	u64 vals[KLASY_MAX_VALUES];
@@ -89,12 +92,18 @@ static inline void klasy_hit_begin(struct klasy_hit *hit)
 }
 
 /*
- * The hit being recorded on this CPU. One per CPU is enough: the kernel
- * runs at most one kprobe handler per CPU at a time (a probe hit while
- * current_kprobe is set, from an interrupt or NMI too, is counted in
- * nmissed and its handler not run; kretprobe handlers likewise). Keeping
- * it off the handler's stack spares every hit the zeroing of a 152-byte
- * local (CONFIG_INIT_STACK_ALL_ZERO) and a stack canary check.
+ * The hit being recorded on this CPU. One per CPU is enough: at most one
+ * klasy handler runs per CPU at a time. The kernel runs at most one
+ * kprobe handler per CPU (a probe hit while current_kprobe is set, from
+ * an interrupt or NMI too, is counted in nmissed and its handler not
+ * run; kretprobe handlers likewise), but entry hooks on the runtime's
+ * ftrace_ops are not kprobes: an interrupt or NMI may hit one inside a
+ * kprobe handler, or a kprobe inside one. So every handler that touches
+ * the hit or the aggregation maps starts with klasy_enter and ends with
+ * klasy_leave, and a hit that finds another handler running is counted
+ * as missed, as kprobes counts it. Keeping the hit off the handler's
+ * stack spares every hit the zeroing of a 152-byte local
+ * (CONFIG_INIT_STACK_ALL_ZERO) and a stack canary check.
  */
 DECLARE_PER_CPU(struct klasy_hit, klasy_hit);
 
@@ -102,13 +111,20 @@ enum klasy_hook_kind {
 	KLASY_HOOK_KPROBE = 0,	  /* before: a kprobe at addr */
 	KLASY_HOOK_KRETPROBE = 1, /* after an out-of-line function returns */
 	KLASY_HOOK_REPLACE = 2,	  /* <replace>: the function at addr returns at once */
+	KLASY_HOOK_TRACEPOINT = 3, /* a probe on the tracepoint named tracepoint */
 };
+
+struct tracepoint;
 
 /*
  * One hook. The advice module fills everything above "runtime's"; for a
  * kprobe or a replacement it sets rp.kp.addr and rp.kp.pre_handler (and
  * rp.kp.post_handler for after advice at an instruction), for a kretprobe
  * rp.kp.addr, rp.handler and optionally rp.entry_handler/rp.data_size.
+ * For a tracepoint it sets tracepoint (the event's name, as struct
+ * tracepoint names it) and probe, the function with the event's
+ * prototype, registered with the hook as its data; the kernel counts no
+ * misses for it, so the probe counts in rp.kp.nmissed what it leaves out.
  * The runtime sets rp.kp.flags, and a replacement's rp.kp.post_handler.
  * Strings are shown in status with spaces and control characters as '_',
  * NULL or "" as "-".
@@ -124,12 +140,49 @@ struct klasy_hook {
 	unsigned int nadvice;
 	const u16 *advice;		/* advice numbers, in call order */
 	const char *module;		/* the module whose code holds the hook, NULL for the kernel */
+	/*
+	 * The handler reads no saved register but those ftrace saves for a
+	 * function's arguments (ax, cx, dx, si, di, r8, r9, bp, sp, ip):
+	 * on an ftrace_ops the registers other than these are not saved
+	 * (not FTRACE_OPS_FL_SAVE_REGS), and read as garbage.
+	 */
+	bool args_only;
+	const char *tracepoint;		/* KLASY_HOOK_TRACEPOINT: the event */
+	void *probe;			/* KLASY_HOOK_TRACEPOINT: its probe */
 
 	/* runtime's */
+	struct tracepoint *tp;		/* the tracepoint probe is registered on */
 	struct klasy_aspect *aspect;
 	unsigned int index;
 	u64 __percpu *hit;		/* this hook's hit counter */
+	atomic_long_t missed;		/* hits klasy_enter or ftrace refused */
+	bool on_ops;			/* on the aspect's ftrace_ops, not a kprobe */
 };
+
+/*
+ * klasy_enter claims this CPU's hit for h's handler: false (the hit
+ * counted as missed) when another klasy handler runs on the CPU, which
+ * this one interrupted. An interrupt between the test and the set runs
+ * its handler to the end before this one goes on, so a plain per-CPU
+ * flag is enough.
+ */
+static __always_inline bool klasy_enter(struct klasy_hit *hit,
+					struct klasy_hook *h)
+{
+	if (unlikely(READ_ONCE(hit->busy))) {
+		atomic_long_inc(&h->missed);
+		return false;
+	}
+	WRITE_ONCE(hit->busy, 1);
+	barrier();
+	return true;
+}
+
+static __always_inline void klasy_leave(struct klasy_hit *hit)
+{
+	barrier();
+	WRITE_ONCE(hit->busy, 0);
+}
 
 /*
  * The room an aspect's aggregation maps take, by kind: maps of each kind
@@ -144,6 +197,7 @@ struct klasy_agg_room {
 };
 
 struct klasy_agg;
+struct klasy_fops;
 
 /*
  * A running address in a module that an advice module was generated for
@@ -186,7 +240,10 @@ struct klasy_aspect {
 	struct kretprobe **rps;		/* the kretprobes, for one batch */
 	unsigned int nkps, nrps;
 	u64 register_ns;		/* time klasy_register_aspect took */
+	bool tp_unregistered;		/* a probe is out: wait for its handlers */
 	struct klasy_agg *agg;		/* the aggregation maps (klasy_agg.c) */
+	struct klasy_fops *fops;	/* its entry hooks' ftrace_ops, or NULL */
+	int fops_err;			/* why its entry hooks are kprobes, or 0 */
 };
 
 /*
@@ -265,18 +322,25 @@ static inline void klasy_store(struct klasy_hit *hit, u64 v)
 #define STORE_DATA8(a, b, c, d, e, f, g, h) do { STORE_DATA7(a, b, c, d, e, f, g); STORE_DATA(h); } while (0)
 
 /*
- * READ_CHECKED(p) is *p read without trusting p: advice runs in a kprobe
- * handler, where a bad pointer oopses the kernel and leaves kprobes'
- * per-CPU state behind. A pointer that does not lead to readable kernel
- * memory (NULL, a user address, an unmapped one) reads as zero. Scalars
- * and structs alike; ok, if given as READ_CHECKED_OK(p, ok), says which.
+ * READ_CHECKED(p) is *p read without trusting p: advice runs in a klasy
+ * handler (a kprobe's, an ftrace_ops', a tracepoint's), where a bad
+ * pointer oopses the kernel. A pointer that does not lead to readable
+ * kernel memory (NULL, a user address, an unmapped one) reads as zero;
+ * ok, if given as READ_CHECKED_OK(p, ok), says which (evaluated once).
+ * Only this load is checked: in READ_CHECKED(&a->b->c), a->b is read as
+ * plain C. At most 64 bytes, copied to the stack: a handler may run on
+ * the 4 KiB NMI stack.
  */
 #define READ_CHECKED_OK(p, ok) ({					\
 	__unqual_scalar_typeof(*(p)) __klasy_v;				\
-	(ok) = !copy_from_kernel_nofault((void *)&__klasy_v, (p),	\
-					 sizeof(__klasy_v));		\
-	if (!(ok))							\
+	bool __klasy_read;						\
+	static_assert(sizeof(__klasy_v) <= 64,				\
+		      "READ_CHECKED reads at most 64 bytes");		\
+	__klasy_read = !copy_from_kernel_nofault((void *)&__klasy_v,	\
+						 (p), sizeof(__klasy_v)); \
+	if (!__klasy_read)						\
 		memset((void *)&__klasy_v, 0, sizeof(__klasy_v));	\
+	(ok) = __klasy_read;						\
 	__klasy_v;							\
 })
 #define READ_CHECKED(p) ({						\

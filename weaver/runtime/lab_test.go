@@ -242,7 +242,9 @@ func (g guest) kallsyms(name string) uint64 {
 }
 
 // blacklisted returns the start and name of a function the kernel
-// refuses to probe.
+// refuses to probe, with kprobes and with ftrace alike: exc_int3, in
+// .noinstr.text (do_int3, only NOKPROBE, has an ftrace site, and an
+// entry hook there goes on the aspect's ftrace_ops).
 func (g guest) blacklisted() (uint64, string) {
 	g.t.Helper()
 	sc := bufio.NewScanner(strings.NewReader(g.read("/sys/kernel/debug/kprobes/blacklist")))
@@ -251,11 +253,11 @@ func (g guest) blacklisted() (uint64, string) {
 		rng, name, ok := strings.Cut(sc.Text(), "\t")
 		start, _, _ := strings.Cut(rng, "-")
 		a, err := strconv.ParseUint(strings.TrimPrefix(start, "0x"), 16, 64)
-		if ok && err == nil && name == "do_int3" {
+		if ok && err == nil && name == "exc_int3" {
 			return a, name
 		}
 	}
-	g.t.Fatal("do_int3 is not in /sys/kernel/debug/kprobes/blacklist")
+	g.t.Fatal("exc_int3 is not in /sys/kernel/debug/kprobes/blacklist")
 	return 0, ""
 }
 
@@ -347,6 +349,8 @@ func runtimeInLab(t *testing.T, k lab.Kernel) {
 		t.Fatal(err)
 	}
 	const kprobesList = "/sys/kernel/debug/kprobes/list"
+	const enabledFunctions = "/sys/kernel/debug/tracing/enabled_functions"
+	efBefore := g.read(enabledFunctions)
 	listBefore := g.read(kprobesList)
 	if ms := g.klasyModules(); len(ms) != 0 {
 		t.Fatalf("klasy modules before the test: %v", ms)
@@ -376,7 +380,7 @@ func runtimeInLab(t *testing.T, k lab.Kernel) {
 				index, h, kind, mech, entry, image, advice, probed)
 		}
 	}
-	wantHook(a.Hooks[0], 0, records.KindKprobe, records.MechFtrace, []int{1})
+	wantHook(a.Hooks[0], 0, records.KindKprobe, records.MechFtraceOps, []int{1})
 	wantHook(a.Hooks[1], 1, records.KindKretprobe, records.MechKretprobe, []int{2, 3})
 
 	const n = 1000
@@ -460,7 +464,7 @@ func runtimeInLab(t *testing.T, k lab.Kernel) {
 	// mech in status is what the kernel's kprobes list shows: a jump
 	// (optimized, asynchronously) and a breakpoint inside the function.
 	g.mustLoad(advKo, fmt.Sprintf("%s mid=%#x,%#x", advParams, entry+uint64(jumpOff), entry+uint64(int3Off)))
-	wantMech := []string{records.MechFtrace, records.MechJump, records.MechInt3, records.MechKretprobe}
+	wantMech := []string{records.MechFtraceOps, records.MechJump, records.MechInt3, records.MechKretprobe}
 	var mechs []string
 	mechStart := time.Now()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
@@ -477,16 +481,29 @@ func runtimeInLab(t *testing.T, k lab.Kernel) {
 	}
 	list := g.read(kprobesList)
 	t.Logf("hooks at +0, +%#x, +%#x, return: %v after %.1fs; kprobes list:\n%s", jumpOff, int3Off, mechs, time.Since(mechStart).Seconds(), list)
-	for i, want := range map[uint64]string{entry: "[FTRACE]", entry + uint64(jumpOff): "[OPTIMIZED]", entry + uint64(int3Off): ""} {
+	// The entry hook is no kprobe: it is on the aspect's ftrace_ops,
+	// which ftrace lists at the function with the runtime's handler.
+	for i, want := range map[uint64]string{entry: "none", entry + uint64(jumpOff): "[OPTIMIZED]", entry + uint64(int3Off): ""} {
 		var line string
 		for _, l := range strings.Split(list, "\n") {
 			if strings.HasPrefix(l, fmt.Sprintf("%016x  k ", i)) {
 				line = l
 			}
 		}
+		if want == "none" {
+			if line != "" {
+				t.Errorf("kprobes list line for the entry hook at 0x%x: %q, want none", i, line)
+			}
+			continue
+		}
 		if line == "" || strings.Contains(line, "[") != (want != "") || !strings.Contains(line, want) {
 			t.Errorf("kprobes list line for 0x%x: %q, want one with %q", i, line, want)
 		}
+	}
+	if ef := g.read(enabledFunctions); !strings.Contains(ef, "__do_sys_getppid (2) R") {
+		// Two ftrace_ops with registers there: the aspect's, and
+		// kprobes' for the kretprobe.
+		t.Errorf("ftrace's enabled_functions lacks getppid's two users:\n%s", ef)
 	}
 	g.loop(100, 1)
 	for i, h := range g.status().Aspects[0].Hooks {
@@ -501,6 +518,9 @@ func runtimeInLab(t *testing.T, k lab.Kernel) {
 	}
 	if got := g.read(kprobesList); got != listBefore {
 		t.Errorf("kprobes after unloading the advice module:\n%s\nbefore:\n%s", got, listBefore)
+	}
+	if got := g.read(enabledFunctions); got != efBefore {
+		t.Errorf("ftrace's enabled functions after unloading the advice module:\n%s\nbefore:\n%s", got, efBefore)
 	}
 
 	// Flows: the advice module's init plays a scenario on "labinit" and
@@ -555,6 +575,9 @@ func runtimeInLab(t *testing.T, k lab.Kernel) {
 		}
 		if got := g.read(kprobesList); got != listBefore {
 			t.Errorf("kprobes after a refused aspect (%s):\n%s\nbefore:\n%s", tt.what, got, listBefore)
+		}
+		if got := g.read(enabledFunctions); got != efBefore {
+			t.Errorf("ftrace's enabled functions after a refused aspect (%s):\n%s\nbefore:\n%s", tt.what, got, efBefore)
 		}
 		want := fmt.Sprintf("klasy_runtime: aspect getppid: registering hook 1 (%s at 0x%x, image 0x%x): error %d",
 			tt.function, tt.addr, tt.image, -int(tt.errno))

@@ -7,7 +7,8 @@ package runtime
 
 import "embed"
 
-// Sources holds the runtime's C files (klasy_core.c, klasy_agg.c and
+// Sources holds the runtime's C files (klasy_core.c, klasy_tp.c for
+// tracepoint hooks, klasy_agg.c and
 // klasy_internal.h for aggregation, klasy_flow*.[ch] for the flow
 // tables, linked by Kbuild), klasy_rt.h and Kbuild: build them with
 // kbuild.Build. Advice modules include klasy_rt.h and build with the
@@ -23,7 +24,7 @@ const (
 	// Header is the ABI header advice modules include.
 	Header = "klasy_rt.h"
 	// ABIVersion is KLASY_ABI_VERSION in klasy_rt.h, shown in status as abi=N.
-	ABIVersion = 8
+	ABIVersion = 10
 
 	// DebugfsDir is the runtime's directory in the guest's debugfs.
 	DebugfsDir = "/sys/kernel/debug/klasy"

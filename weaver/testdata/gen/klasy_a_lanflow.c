@@ -102,6 +102,8 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -117,6 +119,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -128,6 +131,8 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -143,6 +148,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -154,6 +160,8 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -164,6 +172,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -175,6 +184,8 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -185,6 +196,7 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -196,6 +208,8 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -206,6 +220,7 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -217,6 +232,8 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -227,6 +244,7 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -238,6 +256,8 @@ static int klasy_h6(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -248,6 +268,7 @@ static int klasy_h6(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -259,6 +280,8 @@ static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a1_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -278,6 +301,7 @@ static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a1_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -289,6 +313,8 @@ static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -299,6 +325,7 @@ static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -310,6 +337,8 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -320,6 +349,7 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -331,6 +361,8 @@ static int klasy_h10(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -341,6 +373,7 @@ static int klasy_h10(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -352,6 +385,8 @@ static int klasy_h11(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -362,6 +397,7 @@ static int klasy_h11(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -373,6 +409,8 @@ static int klasy_h12(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -383,6 +421,7 @@ static int klasy_h12(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -394,6 +433,8 @@ static int klasy_h13(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -404,6 +445,7 @@ static int klasy_h13(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_4(hit, pc, 0, (void *)(unsigned long)a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -415,6 +457,8 @@ static int klasy_h14(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -430,6 +474,7 @@ static int klasy_h14(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_3(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 3, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -467,6 +512,7 @@ static struct klasy_hook klasy_hooks[15] = {
 	[0] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h0,
+		.args_only = true,
 		.image_addr = 0xffffffff815cf23cUL,
 		.function = "__ip_local_out",
 		.inlined_in = "ip_local_out",
@@ -478,6 +524,7 @@ static struct klasy_hook klasy_hooks[15] = {
 	[1] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h1,
+		.args_only = true,
 		.image_addr = 0xffffffff815d096fUL,
 		.function = "__ip_local_out",
 		.file = "/root/.cache/klasy/linux-source-6.1/src/net/ipv4/ip_output.c",
@@ -488,6 +535,7 @@ static struct klasy_hook klasy_hooks[15] = {
 	[2] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h2,
+		.args_only = true,
 		.image_addr = 0xffffffff8160440fUL,
 		.function = "udp_send_skb",
 		.file = "/root/.cache/klasy/linux-source-6.1/src/net/ipv4/udp.c",
@@ -553,6 +601,7 @@ static struct klasy_hook klasy_hooks[15] = {
 	[8] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h8,
+		.args_only = true,
 		.image_addr = 0xffffffff81606ee0UL,
 		.function = "__udp_lib_checksum_complete",
 		.inlined_in = "udp_recvmsg",

@@ -34,6 +34,8 @@
  *                                        busy loop (half on CPU 0, half on CPU 1), getsid(2)
  *   klasy_prog mkdir PATH N              mkdir(2) PATH N times: the first may make
  *                                        it, the others fail with EEXIST
+ *   klasy_prog fork N                    fork(2) N children that exit at once,
+ *                                        print "child PID" for each, reap them
  *
  * It prints its pid first, so the test can pick its records.
  */
@@ -175,7 +177,7 @@ int main(int argc, char **argv)
 	long i, n;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|time-lseek|lseek-ret|tcp-send|tcp-recv|getppid-split|pread-range|sleep|sleepers|spin|mkdir ...\n");
+		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|time-lseek|lseek-ret|tcp-send|tcp-recv|getppid-split|pread-range|sleep|sleepers|spin|mkdir|fork ...\n");
 		return 2;
 	}
 	printf("pid %d\n", getpid());
@@ -206,6 +208,22 @@ int main(int argc, char **argv)
 				fprintf(stderr, "klasy_prog: %s exists\n", argv[2]);
 				return 1;
 			}
+		}
+		return 0;
+	}
+	if (strcmp(argv[1], "fork") == 0 && argc == 3) {
+		n = arg(argv[2]);
+		for (i = 0; i < n; i++) {
+			pid_t c = fork();
+
+			if (c < 0) {
+				perror("fork");
+				return 1;
+			}
+			if (c == 0)
+				_exit(0);
+			printf("child %d\n", c);
+			waitpid(c, NULL, 0);
 		}
 		return 0;
 	}
@@ -329,14 +347,19 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		memset(buf, 'k', size);
-		/* The receiver may not listen yet: retry for 30 s. */
+		/*
+		 * The receiver may not listen yet: retry for 30 s. A loaded
+		 * host has also given a reset on connect (the lab's SYN met
+		 * the listener half set up): retried too.
+		 */
 		for (tries = 0; tries < 300; tries++) {
 			s = socket(AF_INET, SOCK_STREAM, 0);
 			if (s < 0 || connect(s, (struct sockaddr *)&sin, sizeof(sin)) == 0)
 				break;
 			close(s);
 			s = -1;
-			if (errno != ECONNREFUSED && errno != EHOSTUNREACH && errno != ETIMEDOUT)
+			if (errno != ECONNREFUSED && errno != ECONNRESET && errno != EHOSTUNREACH &&
+			    errno != ETIMEDOUT)
 				break;
 			usleep(100000);
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/weaver"
 	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/records"
 )
 
 // Warnings prints what resolving noticed, at the aspect's FILE:LINE:COL.
@@ -199,13 +200,20 @@ func Mechanisms(rep *weaver.Report) map[string]int {
 func Woven(w io.Writer, rep *weaver.Report, verbose bool) {
 	mech := Mechanisms(rep)
 	skipped := len(rep.JoinPoints) - rep.Woven()
-	fmt.Fprintf(w, "%s: woven into %s: %s (ftrace %d, jump %d, int3 %d, kretprobe %d), %d skipped\n",
-		rep.Aspect, rep.Target, human.Plural(rep.Woven(), "join point"), mech["ftrace"], mech["jump"], mech["int3"], mech["kretprobe"], skipped)
+	tp := ""
+	if n := mech[records.MechTracepoint]; n > 0 {
+		tp = fmt.Sprintf(", tracepoint %d", n)
+	}
+	fmt.Fprintf(w, "%s: woven into %s: %s (ftrace-ops %d, ftrace %d, jump %d, int3 %d, kretprobe %d%s), %d skipped\n",
+		rep.Aspect, rep.Target, human.Plural(rep.Woven(), "join point"), mech["ftrace-ops"], mech["ftrace"], mech["jump"], mech["int3"], mech["kretprobe"], tp, skipped)
 	t := rep.Times
 	fmt.Fprintf(w, "  resolve %s, generate %s, build %s, load %s, register %s\n",
 		human.Dur(t.Resolve), human.Dur(t.Generate), human.Dur(t.Build), human.Dur(t.Load), human.Dur(t.Register))
 	Coverage(w, rep)
 	if verbose {
+		if why := rep.EntryKprobesWhy(); why != "" {
+			fmt.Fprintf(w, "  entry hooks are kprobes, not on the aspect's ftrace_ops: %s\n", why)
+		}
 		Table(w, rep)
 	}
 }

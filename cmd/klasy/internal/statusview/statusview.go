@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/klasy/klasy/internal/human"
@@ -33,7 +34,14 @@ func Write(w io.Writer, target string, st *records.Status) {
 			f.Name, f.Entries, f.Limit, f.Hits, f.Misses, f.Evictions, f.Freed, f.Ambiguous, f.Dropped, f.NoID)
 	}
 	for _, a := range st.Aspects {
-		fmt.Fprintf(w, "aspect %s (module %s): %s\n", a.Name, a.Module, human.Plural(len(a.Hooks), "hook"))
+		ops := ""
+		if a.Ops > 0 {
+			ops = fmt.Sprintf(", %d on its ftrace_ops", a.Ops)
+		}
+		if a.OpsErr != 0 {
+			ops += fmt.Sprintf(", entry hooks are kprobes: ftrace refused the ftrace_ops (error %d, %v)", a.OpsErr, syscall.Errno(-a.OpsErr))
+		}
+		fmt.Fprintf(w, "aspect %s (module %s): %s%s\n", a.Name, a.Module, human.Plural(len(a.Hooks), "hook"), ops)
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  HITS\tMISSED\tHOOK\tADVICE\tFUNCTION\tFILE:LINE\tPC")
 		for _, h := range a.Hooks {
@@ -99,6 +107,8 @@ type aspectJSON struct {
 	Name       string     `json:"name"`
 	Module     string     `json:"module"`
 	RegisterUS int64      `json:"register_us"`
+	FtraceOps  int        `json:"ftrace_ops"`        // hooks on the aspect's ftrace_ops
+	OpsErr     int        `json:"ops_err,omitempty"` // ftrace refused them: the kernel's error
 	Hooks      []hookJSON `json:"hooks"`
 }
 
@@ -129,7 +139,7 @@ func View(target string, st *records.Status) JSON {
 		v.Flows = append(v.Flows, FlowJSON(f))
 	}
 	for _, a := range st.Aspects {
-		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), Hooks: []hookJSON{}}
+		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), FtraceOps: a.Ops, OpsErr: a.OpsErr, Hooks: []hookJSON{}}
 		for _, h := range a.Hooks {
 			aj.Hooks = append(aj.Hooks, hookJSON{Kind: h.Kind, Mechanism: h.Mech, Addr: fmt.Sprintf("%#x", h.Addr), PC: fmt.Sprintf("%#x", h.Image),
 				Hits: h.Hits, Missed: h.Missed, Advice: h.Advice, Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line, Module: h.Module})

@@ -97,6 +97,8 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	hit->regs = regs;
@@ -104,6 +106,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -114,6 +117,8 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	hit->regs = regs;
@@ -121,6 +126,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_5(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 5, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -131,6 +137,8 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	hit->regs = regs;
@@ -138,6 +146,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_5(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 5, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -148,6 +157,8 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	hit->regs = regs;
@@ -155,6 +166,7 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_6(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 6, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -165,6 +177,8 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	hit->regs = regs;
@@ -172,6 +186,7 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_6(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 6, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -182,6 +197,8 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	hit->regs = regs;
@@ -189,6 +206,7 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_3(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 3, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -199,6 +217,8 @@ static int klasy_h6(struct kretprobe_instance *ri, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	hit->regs = regs;
@@ -206,6 +226,7 @@ static int klasy_h6(struct kretprobe_instance *ri, struct pt_regs *regs)
 	klasy_advice_4(hit, pc, regs_return_value(regs));
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 4, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -217,6 +238,8 @@ static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	hit->regs = regs;
@@ -234,6 +257,7 @@ static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -245,6 +269,8 @@ static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	hit->regs = regs;
@@ -262,6 +288,7 @@ static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -273,6 +300,8 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	hit->regs = regs;
@@ -292,6 +321,7 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_2(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -319,6 +349,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[0] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h0,
+		.args_only = true,
 		.image_addr = 0xffffffff810be3a0UL,
 		.function = "__do_sys_getppid",
 		.file = "kernel/sys.c",
@@ -329,6 +360,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[1] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h1,
+		.args_only = true,
 		.image_addr = 0xffffffff810be8c5UL,
 		.function = "__do_sys_getpgid",
 		.inlined_in = "__x64_sys_getpgid",
@@ -340,6 +372,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[2] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h2,
+		.args_only = true,
 		.image_addr = 0xffffffff810be8e5UL,
 		.function = "__do_sys_getpgid",
 		.inlined_in = "__ia32_sys_getpgid",
@@ -351,6 +384,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[3] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h3,
+		.args_only = true,
 		.image_addr = 0xffffffff810be94bUL,
 		.function = "__do_sys_getsid",
 		.inlined_in = "__x64_sys_getsid",
@@ -362,6 +396,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[4] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h4,
+		.args_only = true,
 		.image_addr = 0xffffffff810be9dbUL,
 		.function = "__do_sys_getsid",
 		.inlined_in = "__ia32_sys_getsid",
@@ -373,6 +408,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[5] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h5,
+		.args_only = true,
 		.image_addr = 0xffffffff811566b0UL,
 		.function = "hrtimer_nanosleep",
 		.file = "kernel/time/hrtimer.c",
@@ -393,6 +429,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[7] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h7,
+		.args_only = true,
 		.image_addr = 0xffffffff813677b0UL,
 		.function = "ksys_pread64",
 		.file = "fs/read_write.c",

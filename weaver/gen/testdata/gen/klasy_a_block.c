@@ -42,6 +42,8 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -52,6 +54,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -63,6 +66,8 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -73,6 +78,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -84,6 +90,8 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -94,6 +102,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -105,6 +114,8 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -115,6 +126,7 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -126,6 +138,8 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -136,6 +150,7 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -147,6 +162,8 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -157,6 +174,7 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -168,6 +186,8 @@ static int klasy_h6(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -178,6 +198,7 @@ static int klasy_h6(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -199,6 +220,7 @@ static struct klasy_hook klasy_hooks[7] = {
 	[0] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h0,
+		.args_only = true,
 		.image_addr = 0xffffffff8137d7f5UL,
 		.function = "do_mkdirat",
 		.file = "fs/namei.c",

@@ -43,6 +43,8 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0; /* the original body runs */
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -54,6 +56,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
 	klasy_replace_return(regs, 0);
+	klasy_leave(hit);
 	return 1; /* regs->ip is the return stub: the body does not run */
 }
 

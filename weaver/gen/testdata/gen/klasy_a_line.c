@@ -53,6 +53,8 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -68,6 +70,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -79,6 +82,8 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -94,6 +99,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -105,6 +111,8 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0, s1;
@@ -122,6 +130,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -132,11 +141,14 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	klasy_hit_begin(hit);
 	klasy_advice_2(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -147,11 +159,14 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	klasy_hit_begin(hit);
 	klasy_advice_3(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 3, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -201,6 +216,7 @@ static struct klasy_hook klasy_hooks[5] = {
 	[3] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h3,
+		.args_only = true,
 		.image_addr = 0xffffffff8137d852UL,
 		.function = "do_mkdirat",
 		.file = "include/linux/err.h",
@@ -211,6 +227,7 @@ static struct klasy_hook klasy_hooks[5] = {
 	[4] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h4,
+		.args_only = true,
 		.image_addr = 0xffffffff8137d934UL,
 		.function = "do_mkdirat",
 		.file = "fs/namei.c",

@@ -56,6 +56,8 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	u64 a0_0, a1_0, a1_1, a1_2;
 	long int ret;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0; /* the original body runs */
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -86,6 +88,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
 	klasy_replace_return(regs, (unsigned long)ret);
+	klasy_leave(hit);
 	return 1; /* regs->ip is the return stub: the body does not run */
 }
 
@@ -96,11 +99,14 @@ static int klasy_h1(struct kretprobe_instance *ri, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	klasy_hit_begin(hit);
 	klasy_advice_3(hit, pc, regs_return_value(regs));
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 3, hit);
+	klasy_leave(hit);
 	return 0;
 }
 

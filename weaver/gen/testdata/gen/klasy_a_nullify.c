@@ -38,12 +38,15 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	long int ret;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0; /* the original body runs */
 	klasy_count_hit(h);
 	klasy_hit_begin(hit);
 	ret = klasy_advice_1(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
 	klasy_replace_return(regs, (unsigned long)ret);
+	klasy_leave(hit);
 	return 1; /* regs->ip is the return stub: the body does not run */
 }
 

@@ -50,11 +50,14 @@ static int klasy_h0(struct kretprobe_instance *ri, struct pt_regs *regs)
 	struct klasy_entry_0 *e = (struct klasy_entry_0 *)ri->data;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, regs_return_value(regs), &e->v[0]);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 

@@ -34,6 +34,8 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -49,6 +51,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -60,6 +63,8 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -75,6 +80,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -86,6 +92,8 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0, s1;
@@ -103,6 +111,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -116,6 +125,7 @@ static struct klasy_hook klasy_hooks[3] = {
 	[0] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h0,
+		.args_only = true,
 		.image_addr = 0xffffffff813677b0UL,
 		.function = "ksys_pread64",
 		.file = "fs/read_write.c",

@@ -49,6 +49,8 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	hit->regs = regs;
@@ -61,6 +63,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -71,6 +74,8 @@ static int klasy_h1(struct kretprobe_instance *ri, struct pt_regs *regs)
 	unsigned long pc = (unsigned long)h->rp.kp.addr;
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
 	hit->regs = regs;
@@ -78,6 +83,7 @@ static int klasy_h1(struct kretprobe_instance *ri, struct pt_regs *regs)
 	klasy_advice_2(hit, pc, regs_return_value(regs));
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 2, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -89,6 +95,7 @@ static struct klasy_hook klasy_hooks[2] = {
 	[0] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h0,
+		.args_only = true,
 		.image_addr = 0xffffffff81367550UL,
 		.function = "ksys_read",
 		.file = "fs/read_write.c",

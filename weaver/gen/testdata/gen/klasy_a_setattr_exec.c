@@ -44,6 +44,8 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
 	u64 a0_0, a0_1;
 
+	if (unlikely(!klasy_enter(hit, h)))
+		return 0;
 	klasy_count_hit(h);
 	{
 		u64 s0;
@@ -59,6 +61,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	klasy_advice_1(hit, pc, 0, &a0_0, &a0_1);
 	if (unlikely(hit->n || hit->dropped))
 		klasy_emit(h, 1, hit);
+	klasy_leave(hit);
 	return 0;
 }
 
@@ -68,6 +71,7 @@ static struct klasy_hook klasy_hooks[1] = {
 	[0] = {
 		.kind = KLASY_HOOK_KPROBE,
 		.rp.kp.pre_handler = klasy_h0,
+		.args_only = true,
 		.image_addr = 0xffffffff8138e4b0UL,
 		.function = "setattr_prepare",
 		.file = "fs/attr.c",
