@@ -345,8 +345,6 @@ void klasy_fops_disarm(struct klasy_aspect *a)
  */
 void klasy_fops_detach(struct klasy_aspect *a)
 {
-	unsigned int k;
-
 	if (!a->fops)
 		return;
 	klasy_fops_release(a, a->fops);
