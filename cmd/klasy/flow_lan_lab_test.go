@@ -13,6 +13,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"github.com/klasy/klasy/cmd/klasy/internal/statusview"
+	"github.com/klasy/klasy/internal/jaegertest"
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/lab/labboot"
 )
@@ -199,6 +202,33 @@ func TestFlowAcrossTwoLabs(t *testing.T) {
 	if after := state(); after != unwoven {
 		t.Errorf("after unweave, modules and kprobes:\n%q\nbefore:\n%q", after, unwoven)
 	}
+
+	// The same datagrams with one weave of both labs (--domains: one ID
+	// space) exported to a tracing backend (issue 24): each flow from A
+	// to B is one trace in Jaeger, a hop in each lab, in order.
+	jaeger := jaegertest.Start(t)
+	dfile := filepath.Join(t.TempDir(), "labs.yaml")
+	if err := os.WriteFile(dfile, []byte("domains:\n  - name: a\n    lab: "+a.Name()+"\n  - name: b\n    lab: "+b.Name()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	klasy("weave", "--domains", dfile, aspect)
+	domainsWoven := true
+	defer func() {
+		if domainsWoven {
+			klasy("unweave", "--domains", dfile, "netflow_lan")
+		}
+	}()
+	klasy("trace", "--domains", dfile) // what came before
+	guest(b, "sh", "-c", fmt.Sprintf("/tmp/udp_prog recv 9002 %d 60 >/tmp/recv2.out 2>&1 </dev/null &", flows))
+	time.Sleep(time.Second)
+	guest(a, "/tmp/udp_prog", "send", bAddr, "9002", fmt.Sprint(flows), "200")
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(guest(b, "cat", "/tmp/recv2.out"), "got") && time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+	}
+	out := klasy("trace", "--domains", dfile, "--flow", "--otlp", jaeger.OTLPHTTP)
+	checkJaegerFlows(t, jaeger, parseFlowPaths(out), "a", "b")
+	domainsWoven = false
+	klasy("unweave", "--domains", dfile, "netflow_lan")
 }
 
 func slicesContainsFile(rs []flowRecord, file string) bool {

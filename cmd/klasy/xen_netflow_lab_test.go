@@ -239,14 +239,14 @@ func TestXenNetflow(t *testing.T) {
 	}
 	t.Logf("%d flows, %d from Domain U's udp_send_skb to Domain 0's __dev_queue_xmit; %d rows of domU1 after dom0's, within the clocks' bound", len(fps), crossed, swapped)
 	checkPerfetto(t, perfetto)
-	checkJaegerFlows(t, jaeger, fps)
+	checkJaegerFlows(t, jaeger, fps, "domU1", "dom0")
 }
 
 // checkJaegerFlows checks, through Jaeger's query API, that each flow
-// trace --flow printed is one trace there: a hop per run of its rows in
-// one domain, in the order printed, each the child of the one before,
-// with an event per row.
-func checkJaegerFlows(t *testing.T, j *jaegertest.Jaeger, fps []flowPath) {
+// trace --flow printed from domain from to domain to is one trace there:
+// a hop per run of its rows in one domain, in the order printed, each
+// the child of the one before, with an event per row.
+func checkJaegerFlows(t *testing.T, j *jaegertest.Jaeger, fps []flowPath, from, to string) {
 	t.Helper()
 	want := map[int32]flowPath{}
 	for _, fp := range fps {
@@ -256,7 +256,7 @@ func checkJaegerFlows(t *testing.T, j *jaegertest.Jaeger, fps []flowPath) {
 		}
 		want[id] = fp
 	}
-	ts, err := j.Wait("domU1", 1000, 30*time.Second, func(ts []jaegertest.Trace) bool {
+	ts, err := j.Wait(from, 1000, 30*time.Second, func(ts []jaegertest.Trace) bool {
 		for id := range want {
 			if _, ok := flowTrace(ts, id); !ok {
 				return false
@@ -269,7 +269,7 @@ func checkJaegerFlows(t *testing.T, j *jaegertest.Jaeger, fps []flowPath) {
 	}
 	checked := 0
 	for id, fp := range want {
-		if fp.domains != "domU1, dom0" {
+		if fp.domains != from+", "+to {
 			continue
 		}
 		tr, ok := flowTrace(ts, id)
@@ -294,9 +294,9 @@ func checkJaegerFlows(t *testing.T, j *jaegertest.Jaeger, fps []flowPath) {
 		checked++
 	}
 	if checked == 0 {
-		t.Errorf("no flow from domU1 to dom0 to look for in Jaeger")
+		t.Errorf("no flow from %s to %s to look for in Jaeger", from, to)
 	}
-	t.Logf("%d flows from domU1 to dom0, each one trace in Jaeger with its hops in order", checked)
+	t.Logf("%d flows from %s to %s, each one trace in Jaeger with its hops in order", checked, from, to)
 }
 
 // xenInstallUDPProg copies testdata/udp_prog.c, built static, into
