@@ -7,7 +7,10 @@
 #                     bin/klasy
 #   make lab-kernel   the `built` flavor: linux-source-6.1 + the klasy GCC
 #                     plugin, cached by source/config/plugin (6-15 min cold)
-.PHONY: lab-setup lab-guest lab-kernel
+#   make lab-kernel-debug
+#                     the `debug` flavor: the built kernel with lockdep,
+#                     KASAN and atomic-sleep checks, cached the same way
+.PHONY: lab-setup lab-guest lab-kernel lab-kernel-debug
 lab-setup: debian-kernel
 	./scripts/lab-setup.sh
 
@@ -18,6 +21,9 @@ lab-guest:
 
 lab-kernel: lab-setup plugin-deps
 	./scripts/build-lab-kernel.sh >/dev/null
+
+lab-kernel-debug: lab-setup plugin-deps
+	KLASY_LAB_FLAVOR=debug ./scripts/build-lab-kernel.sh >/dev/null
 
 TEST_SETUP += lab-setup
 DEMO_SETUP += lab-setup lab-guest

@@ -17,3 +17,14 @@ BENCH_PKGS  += ./weaver/...
 # `built` lab kernel: make test builds it when it is missing (6-7 min cold
 # on 2 idle cores, 13 min while the machine is busy; then cached).
 TEST_SETUP += lab-kernel
+
+# The runtime's weave, flow and aggregation run clean in the `debug` lab
+# kernel (the built one with lockdep, KASAN and atomic-sleep checks:
+# weaver/debug_lab_test.go). Not in make test: its cold build took 80.5
+# minutes (4,830 s, with the plugin) on this 2-core machine under a load
+# of 8 to 16, which alone would take make test past its hour. make
+# test-debug builds it (then cached) and runs the test, 37 s warm; make
+# test skips it, saying so (the opt-in feature debug-kernel).
+.PHONY: test-debug
+test-debug: lab-kernel-debug weaver-deps
+	KLASY_TEST_REQUIRE=all,debug-kernel $(GO) test -count=1 -timeout 30m -run 'TestDebugKernelClean|TestSplats' ./weaver/

@@ -12,10 +12,25 @@
 #
 # KLASY_LAB_PLUGIN=auto (default) uses the plugin when gcc-patches/ has
 # one, =1 requires it, =0 builds without it.
+#
+# KLASY_LAB_FLAVOR=debug builds the `debug` flavor instead: the same
+# kernel plus scripts/lab-kernel-debug.config (lockdep, KASAN, atomic-sleep
+# checks), into $KLASY_CACHE/lab-kernel-debug/ so that neither flavor's
+# clean-up removes the other's build.
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")/.." && pwd)
 jobs=${KLASY_JOBS:-2}
 want_plugin=${KLASY_LAB_PLUGIN:-auto}
+flavor=${KLASY_LAB_FLAVOR:-built}
+fragments=("$here/scripts/lab-kernel.config")
+case $flavor in
+built) top=$KLASY_CACHE/lab-kernel ;;
+debug)
+	top=$KLASY_CACHE/lab-kernel-debug
+	fragments+=("$here/scripts/lab-kernel-debug.config")
+	;;
+*) die "KLASY_LAB_FLAVOR=$flavor: want built or debug" ;;
+esac
 
 need_pkgs linux-source-6.1 xz-utils make gcc g++ gcc-12-plugin-dev bc flex bison libelf-dev libssl-dev
 
@@ -53,12 +68,12 @@ else
 fi
 
 # 3. The config, made in a scratch directory to compute the key.
-top=$KLASY_CACHE/lab-kernel
 mkdir -p "$top"
 cfgdir=$(mktemp -d "$top/.config.XXXXXX")
 trap 'rm -rf "$cfgdir"' EXIT
 make -s -C "$src" O="$cfgdir" x86_64_defconfig >&2
 args=()
+for fragment in "${fragments[@]}"; do
 while read -r line; do
 	line=${line%%#*}
 	line=$(echo "$line" | tr -d '[:space:]')
@@ -68,16 +83,24 @@ while read -r line; do
 	-*) args+=(-d "${line#-}") ;;
 	*=*) args+=(--set-val "${line%%=*}" "${line#*=}") ;;
 	esac
-done <"$here/scripts/lab-kernel.config"
+done <"$fragment"
+done
 "$src/scripts/config" --file "$cfgdir/.config" "${args[@]}"
 make -s -C "$src" O="$cfgdir" olddefconfig >&2
-for o in KPROBES OPTPROBES DEBUG_INFO_DWARF5 RANDOMIZE_BASE VIRTIO_NET E1000 DEBUG_FS MODULE_UNLOAD ACPI; do
-	grep -q "^CONFIG_$o=y" "$cfgdir/.config" || die "lab kernel config lacks CONFIG_$o=y after olddefconfig"
+want=(KPROBES OPTPROBES DEBUG_INFO_DWARF5 RANDOMIZE_BASE VIRTIO_NET E1000 DEBUG_FS MODULE_UNLOAD ACPI)
+[ "$flavor" = debug ] && want+=(PROVE_LOCKING KASAN KASAN_GENERIC KASAN_INLINE DEBUG_ATOMIC_SLEEP)
+for o in "${want[@]}"; do
+	grep -q "^CONFIG_$o=y" "$cfgdir/.config" || die "$flavor lab kernel config lacks CONFIG_$o=y after olddefconfig"
 done
+# The recipe's version stands for the build steps below: change it when
+# they change. (It is what the key used to hash, this script's sha256 at
+# the time, so that editing the flavor handling above does not rebuild an
+# unchanged `built` kernel, shared by every checkout.)
+recipe="4e758ea7e5b13ae98be3e5b67019d46a6fff01b52301d27143fb8357090bea4d  -"
 key=$( {
 	echo "$srcver"
 	echo "plugin $plugin_hash"
-	sha256sum <"$0"
+	echo "$recipe"
 	grep -v '^#' "$cfgdir/.config"
 } | sha256sum | cut -c1-16)
 out=$top/$key

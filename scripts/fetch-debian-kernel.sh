@@ -5,7 +5,11 @@
 #   vmlinux       the DWARF vmlinux from the -dbg package (only this file is
 #                 extracted: 633 MB instead of the package's 5 GB install)
 #   headers       symlink to /usr/src/linux-headers-ABI (kbuild tree for modules)
+#   headers-rt    symlink to the same ABI's PREEMPT_RT headers (-rt-amd64)
 # and points $KLASY_CACHE/debian/current at it. Prints the directory.
+# KLASY_DEBIAN_FLAVOR=rt fetches the same ABI's PREEMPT_RT kernel
+# (ABI-rt: linux-image-6.1.0-N-rt-amd64) into $KLASY_CACHE/debian-rt/
+# instead, the lab flavor debian-rt.
 # Re-running is cheap; an interrupted run restarts the step it was in.
 source "$(dirname "$0")/lib.sh"
 
@@ -36,7 +40,12 @@ if ! have_abi "$abi"; then
 	fi
 fi
 
-dir=$KLASY_CACHE/debian/$abi
+top=debian
+if [ "${KLASY_DEBIAN_FLAVOR:-}" = rt ]; then
+	abi=${abi%-amd64}-rt-amd64
+	top=debian-rt
+fi
+dir=$KLASY_CACHE/$top/$abi
 debs=$KLASY_CACHE/debs
 mkdir -p "$dir" "$debs/partial"
 
@@ -77,7 +86,14 @@ fi
 
 need_pkgs "linux-headers-$abi"
 ln -sfn "/usr/src/linux-headers-$abi" "$dir/headers"
+if [ "$top" = debian ]; then
+	# The same ABI's PREEMPT_RT headers: the runtime is built against them
+	# too (weaver/runtime's TestBuildsOnPreemptRT): its locks must not sleep there.
+	rtabi=${abi%-amd64}-rt-amd64
+	need_pkgs "linux-headers-$rtabi"
+	ln -sfn "/usr/src/linux-headers-$rtabi" "$dir/headers-rt"
+fi
 echo "$abi" >"$dir/abi"
-ln -sfn "$abi" "$KLASY_CACHE/debian/current"
+ln -sfn "$abi" "$KLASY_CACHE/$top/current"
 log "Debian kernel $abi ready in $dir"
 echo "$dir"

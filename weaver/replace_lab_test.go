@@ -285,6 +285,50 @@ func replaceSteps(g *guest, step func(string, func(*guest))) {
 		}
 	})
 
+	// Issue 20 #10: a kprobe that another tool adds at the function and
+	// removes again (perf probe, kprobe_events, BPF) neither stops a
+	// later replacement nor one in place: kprobes keeps the aggregate it
+	// made, with the replacement its only child.
+	step("replace/beside a transient kprobe_events probe", func(g *guest) {
+		transient := func(enable bool) {
+			g.t.Helper()
+			script := `d=/sys/kernel/tracing; [ -e $d/kprobe_events ] || d=/sys/kernel/debug/tracing
+echo 'p:klasy_transient ksys_lseek' >> $d/kprobe_events`
+			if enable {
+				script += `
+echo 1 > $d/events/kprobes/klasy_transient/enable
+/tmp/klasy_prog lseek-ret /proc/self/stat 5 0 3 >/dev/null
+echo 0 > $d/events/kprobes/klasy_transient/enable`
+			}
+			script += `
+echo '-:klasy_transient' >> $d/kprobe_events
+! grep -q klasy_transient $d/kprobe_events`
+			g.run("sh", "-ec", script)
+		}
+		transient(true)
+		g.weave("nullify")
+		_, rets, _ := g.lseekRet(21, 0, 2)
+		g.allAre("nullified after a transient probe came and went", rets, "0")
+		// Now while the replacement is in place: the probe joins it under
+		// an aggregate and leaves it there alone.
+		transient(false)
+		transient(true)
+		_, rets, _ = g.lseekRet(22, 0, 2)
+		g.allAre("nullified with a transient probe gone beside it", rets, "0")
+		if hs := g.hooksOf("nullify"); len(hs) != 1 || hs[0].Mech != records.MechFtrace || hs[0].Hits < 2 {
+			g.t.Errorf("status of the replacement after the transient probes: %+v, want it on ftrace with its hits", hs)
+		}
+		g.unweave("nullify")
+		_, rets, _ = g.lseekRet(23, 0, 1)
+		g.allAre("after unweave", rets, "23")
+		// The aggregate went with its last kprobe: a new replacement is
+		// alone again.
+		g.weave("nullify")
+		_, rets, _ = g.lseekRet(24, 0, 1)
+		g.allAre("woven again", rets, "0")
+		g.unweave("nullify")
+	})
+
 	step("replace/the kernel warned of nothing", func(g *guest) {
 		// Kprobes and ftrace say in the log when their state goes wrong
 		// ("Failed to disarm kprobe-ftrace", a WARNING with a trace).

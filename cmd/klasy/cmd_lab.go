@@ -70,7 +70,7 @@ func labUp(ctx context.Context, s *stdio, args []string) error {
 	fs := newFlagSet("lab up")
 	var cfg lab.Config
 	fs.StringVar(&cfg.Name, "name", "", "lab name (the positional NAME, for older scripts)")
-	fs.StringVar(&cfg.Kernel, "kernel", lab.Debian, "kernel flavor: debian or built")
+	fs.StringVar(&cfg.Kernel, "kernel", lab.Debian, "kernel flavor: debian, debian-rt (PREEMPT_RT), built, or debug (built + lockdep, KASAN)")
 	fs.IntVar(&cfg.MemMB, "mem", 512, "guest memory in MB")
 	fs.IntVar(&cfg.CPUs, "cpus", 1, "guest CPUs")
 	fs.BoolVar(&cfg.LAN, "lan", false, "join the labs' shared LAN (eth1)")
@@ -123,8 +123,8 @@ func labUp(ctx context.Context, s *stdio, args []string) error {
 	case cfg.Name == "":
 		cfg.Name = "default"
 	}
-	if cfg.Kernel != lab.Debian && cfg.Kernel != lab.Built {
-		return usageError{Msg: fmt.Sprintf("--kernel %q: want debian or built", cfg.Kernel)}
+	if cfg.Kernel != lab.Debian && cfg.Kernel != lab.DebianRT && cfg.Kernel != lab.Built && cfg.Kernel != lab.Debug {
+		return usageError{Msg: fmt.Sprintf("--kernel %q: want debian, debian-rt, built or debug", cfg.Kernel)}
 	}
 	// lab.Config takes 0 for the default: the range is checked here.
 	if (cfg.MemMB < 128 && cfg.Xen == nil && !(cfg.System && cfg.MemMB == 0)) || cfg.MemMB > 65536 {

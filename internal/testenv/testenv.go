@@ -21,20 +21,22 @@ import (
 
 // optIn are the features "all" does not name: set-up that make test
 // does not do, and tests it does not run, because they are slow or large
-// (the Xen lab's tests take about 7 minutes of two cores), run by a
-// target of their own (make test-xen). A test needing one is required
+// (the Xen lab's tests take about 7 minutes of two cores; the debug lab
+// kernel's cold build over an hour on a busy machine), run by a target
+// of their own (make test-xen, make test-debug). A test needing one is required
 // only where KLASY_TEST_REQUIRE names the feature; where
 // KLASY_TEST_REQUIRE is set without naming it (make test), it skips even
 // when the feature is there; run by hand, it runs when it is there.
-var optIn = map[string]bool{"xen-lab": true}
+var optIn = map[string]string{"xen-lab": "make test-xen", "debug-kernel": "make test-debug", "debian-rt": "make test-rt"}
 
 // Required reports whether KLASY_TEST_REQUIRE (a comma-separated list,
 // or "all") names feature. "all" names every feature but the opt-in
-// ones (xen-lab), which only their own name requires.
+// ones (xen-lab, debug-kernel, debian-rt), which only their own name
+// requires.
 func Required(feature string) bool {
 	for _, f := range strings.Split(os.Getenv("KLASY_TEST_REQUIRE"), ",") {
 		f = strings.TrimSpace(f)
-		if (f == "all" && !optIn[feature]) || f == feature {
+		if (f == "all" && optIn[feature] == "") || f == feature {
 			return true
 		}
 	}
@@ -55,8 +57,8 @@ func Need(t testing.TB, feature string, err error) {
 	if testing.Short() && !hostTools[feature] {
 		t.Skipf("%s: needs set-up, not run under -short (make check)", feature)
 	}
-	if optIn[feature] && os.Getenv("KLASY_TEST_REQUIRE") != "" && !Required(feature) {
-		t.Skipf("%s: slow, not run where KLASY_TEST_REQUIRE=%s does not name it (make test); make test-xen runs it", feature, os.Getenv("KLASY_TEST_REQUIRE"))
+	if optIn[feature] != "" && os.Getenv("KLASY_TEST_REQUIRE") != "" && !Required(feature) {
+		t.Skipf("%s: slow, not run where KLASY_TEST_REQUIRE=%s does not name it (make test); %s runs it", feature, os.Getenv("KLASY_TEST_REQUIRE"), optIn[feature])
 	}
 	if err == nil {
 		return

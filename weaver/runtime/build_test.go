@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"debug/elf"
 	"fmt"
 	"io/fs"
 	"os"
@@ -156,4 +157,53 @@ func TestBuildsWithoutWarnings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBuildsOnPreemptRT (issue 20 #6): the runtime builds with W=1 and no
+// warning against Debian's PREEMPT_RT headers of the lab kernel's ABI,
+// and takes no lock that sleeps there: its locks are taken in kprobe
+// handlers, with interrupts off and in NMI, where an rt_mutex-based
+// spinlock_t (rt_spin_lock) is invalid.
+func TestBuildsOnPreemptRT(t *testing.T) {
+	k := debianKernel(t)
+	rt := lab.Kernel{Flavor: "debian-rt", Release: k.Release, BuildDir: filepath.Join(filepath.Dir(k.BuildDir), "headers-rt")}
+	conf, err := os.ReadFile(filepath.Join(rt.BuildDir, "include", "config", "auto.conf"))
+	testenv.Need(t, "debian-kernel", err)
+	if !strings.Contains(string(conf), "\nCONFIG_PREEMPT_RT=y\n") {
+		t.Fatalf("%s is not a PREEMPT_RT tree", rt.BuildDir)
+	}
+	dir := buildRuntime(t, rt)
+	syms, err := undefinedSymbols(filepath.Join(dir, "klasy_runtime.ko"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sleeping []string
+	for _, s := range syms {
+		if strings.HasPrefix(s, "rt_spin_") || strings.HasPrefix(s, "rt_read_") || strings.HasPrefix(s, "rt_write_") {
+			sleeping = append(sleeping, s)
+		}
+	}
+	if len(sleeping) > 0 {
+		t.Errorf("klasy_runtime.ko takes locks that sleep on PREEMPT_RT: %v", sleeping)
+	}
+}
+
+// undefinedSymbols lists the symbols an ELF object imports.
+func undefinedSymbols(path string) ([]string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		return nil, err
+	}
+	var u []string
+	for _, s := range syms {
+		if s.Section == elf.SHN_UNDEF && s.Name != "" {
+			u = append(u, s.Name)
+		}
+	}
+	return u, nil
 }

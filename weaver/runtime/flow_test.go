@@ -7,6 +7,7 @@ package runtime_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/internal/testenv"
@@ -182,10 +184,22 @@ func flowHarness(t testing.TB, variant, src string, names []string, flowC []byte
 
 func runHarness(t testing.TB, bin, stdin string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	return runHarnessFor(t, 10*time.Minute, bin, stdin, args...)
+}
+
+// runHarnessFor runs the harness and kills it after d: a table that waits
+// for itself fails instead of hanging the tests.
+func runHarnessFor(t testing.TB, d time.Duration, bin, stdin string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Env = append(os.Environ(), "TSAN_OPTIONS=halt_on_error=1 exitcode=66", "ASAN_OPTIONS=detect_leaks=0")
 	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		return string(out), fmt.Errorf("killed after %v (deadlocked?): %w", d, ctx.Err())
+	}
 	return string(out), err
 }
 
@@ -293,6 +307,13 @@ func TestFlowTableSemantics(t *testing.T) {
 			"use netflow", "get a $x",
 			"free a",
 			"stats entries=0 freed=1", "use other", "stats entries=0 freed=1")},
+		// Issue 20 #6: a handler may not allocate on PREEMPT_RT, so
+		// outside NMI too a register takes from the CPU's pool, which an
+		// irq_work refills below half, once interrupts are on.
+		{"outside NMI: register takes its entry from the pool, refilled below half", lines(append(append(
+			[]string{"flow netflow 6", "pool 64", "new a x", "pool 63", "get a $x"},
+			numbered("new n%d v%d", 31)...),
+			"pool 32", "new b y", "pool 64", "stats entries=33 dropped=0")...)},
 		// NMI context (an int3 kprobe's handler): entries from the
 		// CPU's pool of 64, refilled by an irq_work when the NMI is over.
 		{"in NMI: register, lookup, move, copy and remove work", lines(
@@ -390,6 +411,60 @@ func TestFlowTableSemantics(t *testing.T) {
 	}
 }
 
+// reentryScripts are issue 20 #7: the free hook (a tracepoint, outside
+// kprobe context, so kprobes' own nesting guard is not set) holds bucket
+// locks with interrupts off; a hook on a function it calls there, such as
+// _raw_spin_lock, whose advice registers or removes in the same table must
+// neither wait for a lock its CPU holds nor lose the outer operation.
+var reentryScripts = []struct{ name, script string }{
+	{"advice on the lock inside the free hook registers the freed object", lines(
+		"flow netflow", "new a x",
+		"onlock 2 reg a 7", // at the ID bucket's lock, the object's held
+		"free a",
+		"stats entries=0 freed=1 dropped=1", "get a 0",
+		"new a y", "get a $y", "stats entries=1 dropped=1")},
+	{"advice on the lock inside a register removes the same object", lines(
+		"flow netflow", "new a x",
+		"onlock 2 rm a", "reg a 9",
+		"get a 9", "stats entries=1 dropped=1")},
+	{"advice at the section's first lock, none held yet, is done", lines(
+		"flow netflow", "new a x",
+		"onlock 1 reg b 5", "free a",
+		"get b 5", "stats entries=1 freed=1 dropped=0")},
+}
+
+// TestFlowTableReentered runs reentryScripts; a table that waits for a
+// lock its own CPU holds is killed and fails.
+func TestFlowTableReentered(t *testing.T) {
+	bin := flowHarness(t, "asan", "", nil, nil)
+	for _, tt := range reentryScripts {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := runHarnessFor(t, 30*time.Second, bin, tt.script, "script")
+			if err != nil || !strings.HasPrefix(out, "ok ") {
+				t.Errorf("%v\n%s\nscript:\n%s", err, out, tt.script)
+			}
+		})
+	}
+}
+
+// TestFlowTableReenteredCatchesADeadlock: without the per-CPU depth, the
+// first re-entry script deadlocks, so TestFlowTableReentered can fail.
+func TestFlowTableReenteredCatchesADeadlock(t *testing.T) {
+	src, err := fs.ReadFile(runtime.Sources, "klasy_flow.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := "try = in_nmi() || __this_cpu_read(klasy_flow_depth);"
+	if !bytes.Contains(src, []byte(from)) {
+		t.Fatalf("klasy_flow.c no longer has what this test changes:\n%s", from)
+	}
+	bin := flowHarness(t, "O2", "", nil, bytes.Replace(src, []byte(from), []byte("try = in_nmi();"), 1))
+	out, err := runHarnessFor(t, 5*time.Second, bin, reentryScripts[0].script, "script")
+	if err == nil || !strings.Contains(err.Error(), "deadlocked") {
+		t.Errorf("want a deadlock, got %v\n%s", err, out)
+	}
+}
+
 // numbered formats f with 0..n-1 (each %d gets i).
 func numbered(f string, n int) []string {
 	var l []string
@@ -464,7 +539,7 @@ func TestFlowTableConcurrentCatchesARace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lockIDs := "static bool klasy_lock_ids(struct klasy_flow_bucket *a,\n\t\t\t   struct klasy_flow_bucket *b, bool nmi)\n{\n"
+	lockIDs := "static bool klasy_lock_ids(struct klasy_flow_bucket *a,\n\t\t\t   struct klasy_flow_bucket *b, bool try)\n{\n"
 	unlockIDs := "static void klasy_unlock_ids(struct klasy_flow_bucket *a,\n\t\t\t     struct klasy_flow_bucket *b)\n{\n"
 	for _, tt := range []struct {
 		name     string

@@ -39,6 +39,7 @@
 #include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/timekeeping.h>
+#include <asm/unwind.h>
 
 #include "klasy_internal.h"
 
@@ -89,6 +90,7 @@ struct klasy_tslot {
 	u64 birth;		/* its start_time: tells a reused task_struct */
 	u64 wall0, cpu0;	/* at the outermost START */
 	unsigned long sp;	/* the probed SP at the outermost START */
+	unsigned int frames;	/* its frames (klasy_frames) */
 	unsigned int depth;	/* STARTs not stopped yet */
 };
 
@@ -467,6 +469,29 @@ static bool klasy_on_task_stack(unsigned long sp)
 	return object_is_on_stack((void *)sp);
 }
 
+/* Frames klasy_frames counts at most: bounded work, in NMI too. */
+#define KLASY_TIMER_FRAMES_MAX 128
+
+/*
+ * The probed context's frames up to its entry into the kernel (a syscall,
+ * an exception), by the kernel's unwinder (ORC). Not the stack pointer:
+ * the kernel moves each syscall's frames down by a random offset of up to
+ * 1 KiB (RANDOMIZE_KSTACK_OFFSET, on by default in Debian), so the same
+ * call in a later syscall is as often deeper on the stack as not, while
+ * its frames are as many.
+ */
+static unsigned int klasy_frames(struct pt_regs *regs)
+{
+	struct unwind_state state;
+	unsigned int n = 0;
+
+	for (unwind_start(&state, current, regs, NULL);
+	     !unwind_done(&state) && n < KLASY_TIMER_FRAMES_MAX;
+	     unwind_next_frame(&state))
+		n++;
+	return n;
+}
+
 /*
  * The slot of the current task in timer m's table, or NULL. With claim,
  * a free slot becomes the task's; when none of its slots is free, the one
@@ -513,10 +538,12 @@ static struct klasy_tslot *klasy_tslot(struct klasy_map *m, bool claim,
 void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 {
 	/* The probed context's, which kprobes' handler paths do not move. */
-	unsigned long sp = this_cpu_ptr(&klasy_hit)->sp;
+	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
+	unsigned long sp = hit->sp;
 	struct klasy_map *m = klasy_map_of(a, d);
 	struct klasy_tslot *s;
 	struct klasy_timer *t;
+	unsigned int frames;
 	bool stolen = false;
 
 	if (unlikely(!m))
@@ -538,11 +565,11 @@ void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 	 * instances; an error path past a line's STOP). Without this, that
 	 * task's depth never went back to 0 and none of its later pairs was
 	 * timed. Such a START starts afresh, and the STOP that never came is
-	 * counted as orphaned. The depth is the probed context's stack
-	 * pointer, which the generated handler puts in the hit: kprobes'
-	 * handler paths (int3, jump-optimized, ftrace) run at depths of their
-	 * own, the probed context's is the same on each, so any START deeper
-	 * than the outermost is inside it.
+	 * counted as orphaned. The depth is the probed context's frames
+	 * (klasy_frames, from the registers the generated handler puts in
+	 * the hit): kprobes' handler paths (int3, jump-optimized, ftrace) run
+	 * at depths of their own, the probed context's is the same on each,
+	 * so any START deeper than the outermost is inside it.
 	 *
 	 * Depths compare only on the task's own stack: a hook in an
 	 * interrupt or a softirq runs on the CPU's IRQ stack with current
@@ -551,9 +578,10 @@ void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 	 * pointer is not on the task's stack (object_is_on_stack is
 	 * arithmetic on current's stack page: safe in NMI too).
 	 */
+	frames = klasy_on_task_stack(sp) ? klasy_frames(hit->regs) : 0;
 	if (!stolen && s->depth && s->birth == current->start_time) {
 		if (!klasy_on_task_stack(s->sp) || !klasy_on_task_stack(sp) ||
-		    sp < s->sp) {
+		    frames > s->frames) {
 			s->depth++;
 			t->nested++;
 			return;
@@ -563,6 +591,7 @@ void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 	/* A new slot, one an exited task left with its task_struct, or taken. */
 	s->birth = current->start_time;
 	s->sp = sp;
+	s->frames = frames;
 	s->depth = 1;
 	s->cpu0 = klasy_task_cpu_ns();
 	s->wall0 = ktime_get_mono_fast_ns();

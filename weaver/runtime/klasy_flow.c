@@ -114,7 +114,12 @@ static struct klasy_flow_bucket *klasy_id_bucket(struct klasy_flow *f, u32 id)
 	return &f->ids[klasy_id_key(id) & ((1U << f->bits) - 1)];
 }
 
-static struct klasy_flow_bucket *klasy_buckets(unsigned int bits)
+/*
+ * The object buckets' locks and the ID buckets' are two lockdep classes
+ * (one raw_spin_lock_init each): an ID bucket is locked inside an object
+ * bucket's lock, never the other way round.
+ */
+static struct klasy_flow_bucket *klasy_buckets(unsigned int bits, bool ids)
 {
 	struct klasy_flow_bucket *b;
 	unsigned int i;
@@ -123,16 +128,20 @@ static struct klasy_flow_bucket *klasy_buckets(unsigned int bits)
 	if (!b)
 		return NULL;
 	for (i = 0; i < 1U << bits; i++) {
-		spin_lock_init(&b[i].lock);
+		if (ids)
+			raw_spin_lock_init(&b[i].lock);
+		else
+			raw_spin_lock_init(&b[i].lock);
 		INIT_HLIST_HEAD(&b[i].head);
 	}
 	return b;
 }
 
 /*
- * The pools of NMI context (klasy_flow.h, Contexts). The irq_work runs
- * on the CPU that queued it, once the NMI is over: it hands the entries
- * unlinked in NMI to kfree_rcu and fills the pool up again.
+ * The pools (klasy_flow.h, Contexts). The irq_work runs on the CPU that
+ * queued it, once interrupts are on again (an NMI over; on PREEMPT_RT in
+ * the CPU's irq_work thread): it hands the unlinked entries to kfree_rcu
+ * and fills the pool up again, where allocating is allowed.
  */
 static void klasy_pool_work(struct irq_work *w)
 {
@@ -198,16 +207,15 @@ static void klasy_pools_destroy(struct klasy_flow *f)
 	f->pool = NULL;
 }
 
-/* A new entry: from kmalloc, or in NMI from the CPU's pool. */
-static struct klasy_flow_entry *klasy_entry_alloc(struct klasy_flow *f,
-						  bool nmi)
+/*
+ * A new entry, from the CPU's pool in every context: a handler may not
+ * allocate on PREEMPT_RT (the slab's locks sleep there) nor in NMI.
+ */
+static struct klasy_flow_entry *klasy_entry_alloc(struct klasy_flow *f)
 {
 	struct klasy_flow_pool *p;
 	struct llist_node *n;
 
-	if (!nmi)
-		return kmalloc(sizeof(struct klasy_flow_entry),
-			       GFP_ATOMIC | __GFP_NOWARN);
 	p = this_cpu_ptr(f->pool);
 	n = llist_del_first(&p->free);	/* the CPU's only consumer */
 	if (n)
@@ -217,28 +225,28 @@ static struct klasy_flow_entry *klasy_entry_alloc(struct klasy_flow *f,
 	return n ? llist_entry(n, struct klasy_flow_entry, lnode) : NULL;
 }
 
-/* An entry no reader has seen goes back where it came from. */
+/* An entry no reader has seen goes back to the pool. */
 static void klasy_entry_unused(struct klasy_flow *f,
-			       struct klasy_flow_entry *e, bool nmi)
+			       struct klasy_flow_entry *e)
 {
 	struct klasy_flow_pool *p;
 
-	if (!nmi) {
-		kfree(e);
-		return;
-	}
 	p = this_cpu_ptr(f->pool);
 	llist_add(&e->lnode, &p->free);
 	atomic_inc(&p->n);
 }
 
-/* An unlinked entry is freed after a grace period. */
-static void klasy_entry_free(struct klasy_flow *f, struct klasy_flow_entry *e,
-			     bool nmi)
+/*
+ * An unlinked entry is freed after a grace period: kfree_rcu (given an
+ * rcu_head it neither allocates nor sleeps, PREEMPT_RT included), called
+ * once out of the locked section; in NMI, where it may not run, through
+ * the CPU's dead list and the irq_work.
+ */
+static void klasy_entry_free(struct klasy_flow *f, struct klasy_flow_entry *e)
 {
 	struct klasy_flow_pool *p;
 
-	if (!nmi) {
+	if (!in_nmi()) {
 		kfree_rcu(e, rcu);
 		return;
 	}
@@ -253,8 +261,8 @@ int klasy_flow_init(struct klasy_flow *f, const char *name, unsigned int bits)
 	    strscpy(f->name, name, sizeof(f->name)) < 0)
 		return -EINVAL;
 	f->bits = bits;
-	f->objs = klasy_buckets(bits);
-	f->ids = klasy_buckets(bits);
+	f->objs = klasy_buckets(bits, false);
+	f->ids = klasy_buckets(bits, true);
 	f->stats = alloc_percpu(struct klasy_flow_stats);
 	if (!f->objs || !f->ids || !f->stats || klasy_pools_init(f)) {
 		klasy_flow_destroy(f);
@@ -282,17 +290,49 @@ void klasy_flow_destroy(struct klasy_flow *f)
 	f->stats = NULL;
 }
 
-/* Takes l: spinning, or in NMI by trying a bounded number of times. */
-static bool klasy_lock(spinlock_t *l, bool nmi)
+/*
+ * How deep this CPU is inside the table's locked sections: see Contexts
+ * (re-entry) in klasy_flow.h. Interrupts are off while it is non-zero, so
+ * only an NMI or a hook on a function the section calls can see it set.
+ */
+static DEFINE_PER_CPU(unsigned int, klasy_flow_depth);
+
+/*
+ * Enters a locked section with interrupts off; true if its locks may only
+ * be tried: in NMI, or nested in another section on this CPU, whose lock
+ * this CPU may hold and would wait for forever.
+ */
+static bool klasy_flow_enter(unsigned long *flags)
+{
+	bool try;
+
+	local_irq_save(*flags);
+	try = in_nmi() || __this_cpu_read(klasy_flow_depth);
+	__this_cpu_inc(klasy_flow_depth);
+	return try;
+}
+
+static void klasy_flow_leave(unsigned long flags)
+{
+	__this_cpu_dec(klasy_flow_depth);
+	local_irq_restore(flags);
+}
+
+/*
+ * Takes l: spinning, or by trying a bounded number of times (try). A
+ * second lock of one class (two ID buckets, in index order) is taken as
+ * lockdep's subclass 1.
+ */
+static bool klasy_lock(raw_spinlock_t *l, bool try, int subclass)
 {
 	int i;
 
-	if (!nmi) {
-		spin_lock(l);
+	if (!try) {
+		raw_spin_lock_nested(l, subclass);
 		return true;
 	}
 	for (i = 0; i < KLASY_FLOW_NMI_TRIES; i++) {
-		if (spin_trylock(l))
+		if (raw_spin_trylock(l))
 			return true;
 		cpu_relax();
 	}
@@ -305,16 +345,16 @@ static bool klasy_lock(spinlock_t *l, bool nmi)
  * for each other.
  */
 static bool klasy_lock_ids(struct klasy_flow_bucket *a,
-			   struct klasy_flow_bucket *b, bool nmi)
+			   struct klasy_flow_bucket *b, bool try)
 {
 	if (b == a)
 		b = NULL;
 	if (b && b < a)
 		swap(a, b);
-	if (!klasy_lock(&a->lock, nmi))
+	if (!klasy_lock(&a->lock, try, 0))
 		return false;
-	if (b && !klasy_lock(&b->lock, nmi)) {
-		spin_unlock(&a->lock);
+	if (b && !klasy_lock(&b->lock, try, SINGLE_DEPTH_NESTING)) {
+		raw_spin_unlock(&a->lock);
 		return false;
 	}
 	return true;
@@ -324,8 +364,8 @@ static void klasy_unlock_ids(struct klasy_flow_bucket *a,
 			     struct klasy_flow_bucket *b)
 {
 	if (b && b != a)
-		spin_unlock(&b->lock);
-	spin_unlock(&a->lock);
+		raw_spin_unlock(&b->lock);
+	raw_spin_unlock(&a->lock);
 }
 
 /* The entry of obj, under rcu_read_lock() or its bucket's lock. */
@@ -361,30 +401,31 @@ EXPORT_SYMBOL_GPL(klasy_flow_lookup);
 
 /*
  * Takes obj's entry out of both indexes and returns it (the caller frees
- * it after a grace period), or NULL: it had none, or in NMI a lock was
- * taken (counted as dropped). Objects without an entry, the common case
- * of <quit> and of the free hook, cost one lookup and no lock.
+ * it after a grace period), or NULL: it had none, or a lock it could only
+ * try was taken (counted as dropped). Objects without an entry, the
+ * common case of <quit> and of the free hook, cost one lookup and no lock.
  */
 static struct klasy_flow_entry *klasy_unlink(struct klasy_flow *f,
-					     const void *obj, bool nmi)
+					     const void *obj)
 {
 	struct klasy_flow_bucket *b = klasy_obj_bucket(f, obj), *ib;
 	struct klasy_flow_entry *e;
 	unsigned long flags;
+	bool try;
 
 	rcu_read_lock();
 	e = klasy_find(b, obj);
 	rcu_read_unlock();
 	if (!e)
 		return NULL;
-	local_irq_save(flags);
-	if (!klasy_lock(&b->lock, nmi))
+	try = klasy_flow_enter(&flags);
+	if (!klasy_lock(&b->lock, try, 0))
 		goto drop;
 	e = klasy_find(b, obj);
 	if (e) {
 		ib = klasy_id_bucket(f, e->id);
-		if (!klasy_lock_ids(ib, NULL, nmi)) {
-			spin_unlock(&b->lock);
+		if (!klasy_lock_ids(ib, NULL, try)) {
+			raw_spin_unlock(&b->lock);
 			goto drop;
 		}
 		hlist_del_rcu(&e->node);
@@ -392,35 +433,33 @@ static struct klasy_flow_entry *klasy_unlink(struct klasy_flow *f,
 		hlist_del_rcu(&e->id_node);
 		klasy_unlock_ids(ib, NULL);
 	}
-	spin_unlock(&b->lock);
-	local_irq_restore(flags);
+	raw_spin_unlock(&b->lock);
+	klasy_flow_leave(flags);
 	return e;
 
 drop:
-	local_irq_restore(flags);
+	klasy_flow_leave(flags);
 	this_cpu_inc(f->stats->dropped);
 	return NULL;
 }
 
 void klasy_flow_remove(struct klasy_flow *f, const void *obj)
 {
-	bool nmi = in_nmi();
-	struct klasy_flow_entry *e = klasy_unlink(f, obj, nmi);
+	struct klasy_flow_entry *e = klasy_unlink(f, obj);
 
 	if (e)
-		klasy_entry_free(f, e, nmi);
+		klasy_entry_free(f, e);
 }
 EXPORT_SYMBOL_GPL(klasy_flow_remove);
 
 bool klasy_flow_forget(struct klasy_flow *f, const void *obj)
 {
-	bool nmi = in_nmi();
-	struct klasy_flow_entry *e = klasy_unlink(f, obj, nmi);
+	struct klasy_flow_entry *e = klasy_unlink(f, obj);
 
 	if (!e)
 		return false;
 	this_cpu_inc(f->stats->freed);
-	klasy_entry_free(f, e, nmi);
+	klasy_entry_free(f, e);
 	return true;
 }
 
@@ -428,14 +467,14 @@ void klasy_flow_register(struct klasy_flow *f, const void *obj, int id)
 {
 	struct klasy_flow_bucket *b = klasy_obj_bucket(f, obj), *ib, *ob = NULL;
 	struct klasy_flow_entry *e, *cur, *old = NULL, *last = NULL;
-	bool nmi = in_nmi(), evict = false;
+	bool try, evict = false;
 	unsigned long flags;
 
 	if (!id) {
 		klasy_flow_remove(f, obj);
 		return;
 	}
-	e = klasy_entry_alloc(f, nmi);
+	e = klasy_entry_alloc(f);
 	if (unlikely(!e)) {
 		this_cpu_inc(f->stats->dropped);
 		return;
@@ -444,8 +483,8 @@ void klasy_flow_register(struct klasy_flow *f, const void *obj, int id)
 	e->id = (u32)id;
 	ib = klasy_id_bucket(f, e->id);
 
-	local_irq_save(flags);
-	if (!klasy_lock(&b->lock, nmi))
+	try = klasy_flow_enter(&flags);
+	if (!klasy_lock(&b->lock, try, 0))
 		goto drop;
 	hlist_for_each_entry(cur, &b->head, node) {
 		if (cur->obj == obj)
@@ -454,9 +493,9 @@ void klasy_flow_register(struct klasy_flow *f, const void *obj, int id)
 	}
 	if (old && old->id == e->id) {
 		/* It carries that ID already. */
-		spin_unlock(&b->lock);
-		local_irq_restore(flags);
-		klasy_entry_unused(f, e, nmi);
+		raw_spin_unlock(&b->lock);
+		klasy_flow_leave(flags);
+		klasy_entry_unused(f, e);
 		return;
 	}
 	if (!old && b->n >= KLASY_FLOW_BUCKET_MAX) {
@@ -465,8 +504,8 @@ void klasy_flow_register(struct klasy_flow *f, const void *obj, int id)
 	}
 	if (old)
 		ob = klasy_id_bucket(f, old->id);
-	if (!klasy_lock_ids(ib, ob, nmi)) {
-		spin_unlock(&b->lock);
+	if (!klasy_lock_ids(ib, ob, try)) {
+		raw_spin_unlock(&b->lock);
 		goto drop;
 	}
 	if (old && !evict) {
@@ -485,15 +524,15 @@ void klasy_flow_register(struct klasy_flow *f, const void *obj, int id)
 		hlist_del_rcu(&old->id_node);
 	hlist_add_head_rcu(&e->id_node, &ib->head);
 	klasy_unlock_ids(ib, ob);
-	spin_unlock(&b->lock);
-	local_irq_restore(flags);
+	raw_spin_unlock(&b->lock);
+	klasy_flow_leave(flags);
 	if (old)
-		klasy_entry_free(f, old, nmi);
+		klasy_entry_free(f, old);
 	return;
 
 drop:
-	local_irq_restore(flags);
-	klasy_entry_unused(f, e, nmi);
+	klasy_flow_leave(flags);
+	klasy_entry_unused(f, e);
 	this_cpu_inc(f->stats->dropped);
 }
 EXPORT_SYMBOL_GPL(klasy_flow_register);

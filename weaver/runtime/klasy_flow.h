@@ -4,7 +4,8 @@
  * <xflow> of an aspect), which object carries which flow ID.
  *
  * Structure. A table is two fixed arrays of 2^bits buckets (the runtime's
- * flow_bits), each bucket a spinlock and an RCU hlist, as the kernel's
+ * flow_bits), each bucket a raw spinlock (taken in handlers and with
+ * interrupts off: it must not sleep on PREEMPT_RT) and an RCU hlist, as the kernel's
  * own hashtables are built: entries by the object's address (hash_ptr),
  * and the same entries by their ID turned right by the domain bits (the
  * counter's low bits: a domain's IDs spread over every bucket, however
@@ -60,24 +61,34 @@
  * Register and remove run in any context too, NMI included: since 5.8,
  * x86 runs the handler of a kprobe that is not jump-optimized (an int3)
  * inside irqentry_nmi_enter(), so in_nmi() is true there, and neither
- * kmalloc, kfree_rcu nor a spinning lock is allowed. Under in_nmi() the
- * table uses the kernel's NMI-safe machinery, as the BPF ring buffer and
- * BPF's memory allocator do:
- *   - entries come from a per-CPU pool of each table: an llist of
- *     KLASY_FLOW_POOL preallocated entries; llist_add is safe anywhere and
- *     llist_del_first with one consumer, which the CPU's own NMI-context
+ * kmalloc, kfree_rcu nor a spinning lock is allowed; and on PREEMPT_RT no
+ * handler may allocate (the slab's locks sleep there). So the table uses
+ * the kernel's NMI-safe machinery, as the BPF ring buffer and BPF's
+ * memory allocator do:
+ *   - entries come from a per-CPU pool of each table, in every context:
+ *     an llist of KLASY_FLOW_POOL preallocated entries; llist_add is safe
+ *     anywhere and llist_del_first with one consumer, which the CPU's own
  *     register is (kprobe handlers never nest on a CPU: a probe hit inside
- *     a handler is counted missed by kprobes, and outside NMI the table
- *     uses kmalloc). Below half full, an irq_work (irq_work_queue is
- *     NMI-safe) refills the pool with GFP_ATOMIC once the NMI is over.
- *   - locks are only tried: spin_trylock, KLASY_FLOW_NMI_TRIES times.
- *   - an entry unlinked in NMI goes on the CPU's dead llist; the irq_work
- *     hands it to kfree_rcu.
+ *     a handler is counted missed by kprobes). Below half full, an
+ *     irq_work (irq_work_queue is NMI-safe) refills the pool with
+ *     GFP_ATOMIC once interrupts are on again (on PREEMPT_RT in the CPU's
+ *     irq_work thread, where the slab may be used).
+ *   - in NMI locks are only tried: raw_spin_trylock, KLASY_FLOW_NMI_TRIES
+ *     times; and an entry unlinked there goes on the CPU's dead llist,
+ *     which the irq_work hands to kfree_rcu (elsewhere kfree_rcu, after
+ *     the locks are released).
+ * Re-entry. The free hook is a tracepoint: it runs outside kprobe
+ * context, where kprobes' nesting guard (current_kprobe, not exported to
+ * modules) is not set, so a klasy hook on a function it calls with a
+ * bucket lock held, such as _raw_spin_lock, runs its advice there. A
+ * per-CPU depth marks the table's locked sections (interrupts off): an
+ * operation that starts inside one on the same CPU only tries its locks,
+ * as in NMI, and never waits for one its own CPU holds.
  * Counted as dropped (status: dropped=), the operation not done: a
- * register or remove in NMI that finds the pool empty or a lock taken
- * (by the CPU it interrupted, or too long by another), and a register
- * anywhere that kmalloc fails. The free hook's removal is the same
- * operation and is counted the same way.
+ * register that finds the pool empty, and a register or remove in NMI or
+ * nested as above that finds a lock taken (by the CPU it interrupted, or
+ * too long by another). The free hook's removal is the same operation
+ * and is counted the same way.
  *
  * This header and klasy_flow.c are compiled into klasy_runtime.ko and,
  * without __KERNEL__, into the user-space harness of the Go tests and
@@ -148,7 +159,7 @@ struct klasy_flow_pool {
 };
 
 struct klasy_flow_bucket {
-	spinlock_t lock;
+	raw_spinlock_t lock;
 	unsigned int n;			/* entries (objs only) */
 	struct hlist_head head;
 };

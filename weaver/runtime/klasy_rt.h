@@ -35,7 +35,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 9
+#define KLASY_ABI_VERSION 10
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -69,9 +69,9 @@ struct klasy_record {
 #define KLASY_RECORD_MAX (sizeof(struct klasy_record) + KLASY_MAX_VALUES * sizeof(__u64))
 
 /*
- * What one advice stored during one hit, and sp, the probed context's
- * stack pointer (kernel_stack_pointer(regs)), which the handler sets once
- * per hit for TIMER_START's depth.
+ * What one advice stored during one hit, and sp and regs, the probed
+ * context's stack pointer (kernel_stack_pointer(regs)) and registers,
+ * which the handler sets once per hit for TIMER_START's depth.
  */
 struct klasy_hit {
 	unsigned int n;
@@ -79,6 +79,7 @@ struct klasy_hit {
 	int flow;
 	unsigned int busy;	/* a klasy handler runs on this CPU: klasy_enter */
 	unsigned long sp;
+	struct pt_regs *regs;
 	u64 vals[KLASY_MAX_VALUES];
 };
 

@@ -268,8 +268,18 @@ func (g guest) blacklisted() (uint64, string) {
 // without quit), an aspect refused in the middle leaving nothing behind,
 // a flooded tiny buffer counting lost records and still reading whole
 // ones, and unloading leaving no kprobe and no klasy module.
-func TestRuntimeInLab(t *testing.T) {
-	k := debianKernel(t)
+func TestRuntimeInLab(t *testing.T) { runtimeInLab(t, debianKernel(t)) }
+
+// TestRuntimeInRTLab (issue 20 #6) is the same on Debian's PREEMPT_RT
+// kernel of the same ABI, where a lock that sleeps or an allocation in a
+// handler is invalid: make test-rt.
+func TestRuntimeInRTLab(t *testing.T) {
+	k, err := lab.FindKernel(lab.DebianRT)
+	testenv.Need(t, "debian-rt", err)
+	runtimeInLab(t, k)
+}
+
+func runtimeInLab(t *testing.T, k lab.Kernel) {
 	_, err := exec.LookPath("qemu-system-x86_64")
 	testenv.Need(t, "lab", err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -289,7 +299,7 @@ func TestRuntimeInLab(t *testing.T) {
 	}
 	up := make(chan upResult, 1)
 	go func() {
-		l, err := lab.Up(ctx, lab.Config{Name: fmt.Sprintf("t%d-runtime", os.Getpid()), Kernel: lab.Debian, Agent: agentBin, CPUs: 2})
+		l, err := lab.Up(ctx, lab.Config{Name: fmt.Sprintf("t%d-runtime", os.Getpid()), Kernel: k.Flavor, Agent: agentBin, CPUs: 2})
 		up <- upResult{l, err}
 	}()
 	var l *lab.Lab

@@ -239,6 +239,16 @@ func TestTimersInUserSpace(t *testing.T) {
 			"sp 0x12ff8", "start", "wait 100", "stop", // a call deeper
 			"sp 0x13000", "stop",
 			"timer count=1 wall_sum=200 nested=1 orphaned=0")},
+		// Issue 20 #1, seen in the lab: the kernel moves each syscall's
+		// frames down by a random offset (RANDOMIZE_KSTACK_OFFSET), so
+		// the same call in the task's next syscall may run lower on the
+		// stack, and was counted as nested: the depth is its frames.
+		{"a later syscall's START, lower by the random stack offset, is not nested", lines(
+			"sp 0x13000", "start", "wait 1000", // its kretprobe missed: no stop
+			"kstack 0x200", "sp 0x12e00", "start", "wait 100", "stop", // the next syscall
+			"kstack 0x3f0", "sp 0x12c10", "start", "wait 10",
+			"sp 0x12c08", "start", "stop", "stop", // a call deeper in it is nested
+			"timer count=2 wall_sum=110 nested=1 orphaned=1")},
 		// Issue 20 #1 review, #3: a task that exits while timed left its
 		// slot taken for good; in a full table, a timing older than a
 		// minute gives its slot up, counted as orphaned.

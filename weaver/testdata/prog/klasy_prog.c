@@ -27,6 +27,9 @@
  *   klasy_prog pread-range FILE COUNT POS N
  *                                        on CPU 0, pread(2) at POS, POS+1, ... POS+N-1
  *   klasy_prog sleep MS N                nanosleep(2) MS milliseconds, N times
+ *   klasy_prog sleepers K MS1 N MS2      K child processes nanosleep(2) MS1 ms at
+ *                                        once, then one child at a time N times
+ *                                        MS2 ms; prints "child PID" for each
  *   klasy_prog spin MS N                 N times: getpgid(2), MS milliseconds of
  *                                        busy loop (half on CPU 0, half on CPU 1), getsid(2)
  *   klasy_prog mkdir PATH N              mkdir(2) PATH N times: the first may make
@@ -39,6 +42,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +87,78 @@ static void spin(double ms)
 		;
 }
 
+static void sleep_ms(long ms)
+{
+	struct timespec t = { .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000 };
+
+	if (nanosleep(&t, NULL) < 0) {
+		perror("nanosleep");
+		exit(1);
+	}
+}
+
+static void pipe_or_exit(int fd[2])
+{
+	if (pipe(fd) < 0) {
+		perror("pipe");
+		exit(1);
+	}
+}
+
+static void xfer(int fd, bool out)
+{
+	char c = 0;
+
+	if ((out ? write(fd, &c, 1) : read(fd, &c, 1)) != 1) {
+		perror(out ? "write" : "read");
+		exit(1);
+	}
+}
+
+/*
+ * sleepers: more tasks in nanosleep at once than a kretprobe has
+ * instances (so some returns are missed), then each task's later sleeps
+ * one task at a time (so none is).
+ */
+static int sleepers(long k, long ms1, long n, long ms2)
+{
+	int done[2], go[64][2];
+	long i, j;
+	pid_t pid;
+
+	if (k < 1 || k > 64)
+		return 2;
+	pipe_or_exit(done);
+	for (i = 0; i < k; i++) {
+		pipe_or_exit(go[i]);
+		pid = fork();
+		if (pid < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (pid == 0) {
+			sleep_ms(ms1);
+			xfer(done[1], true);
+			xfer(go[i][0], false);
+			for (j = 0; j < n; j++)
+				sleep_ms(ms2);
+			xfer(done[1], true);
+			_exit(0);
+		}
+		printf("child %d\n", pid);
+	}
+	fflush(stdout);
+	for (i = 0; i < k; i++)
+		xfer(done[0], false);
+	for (i = 0; i < k; i++) {
+		xfer(go[i][1], true);
+		xfer(done[0], false);
+	}
+	while (wait(NULL) > 0)
+		;
+	return 0;
+}
+
 static long arg(const char *s)
 {
 	char *end;
@@ -101,7 +177,7 @@ int main(int argc, char **argv)
 	long i, n;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|time-lseek|lseek-ret|tcp-send|tcp-recv|getppid-split|pread-range|sleep|spin|mkdir|fork ...\n");
+		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|time-lseek|lseek-ret|tcp-send|tcp-recv|getppid-split|pread-range|sleep|sleepers|spin|mkdir|fork ...\n");
 		return 2;
 	}
 	printf("pid %d\n", getpid());
@@ -366,6 +442,8 @@ int main(int argc, char **argv)
 			}
 		return 0;
 	}
+	if (strcmp(argv[1], "sleepers") == 0 && argc == 6)
+		return sleepers(arg(argv[2]), arg(argv[3]), arg(argv[4]), arg(argv[5]));
 	if (strcmp(argv[1], "spin") == 0 && argc == 4) {
 		long ms = arg(argv[2]);
 

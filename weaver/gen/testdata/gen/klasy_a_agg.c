@@ -101,6 +101,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_1(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -120,6 +121,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_5(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -139,6 +141,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_5(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -158,6 +161,7 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_6(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -177,6 +181,7 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_6(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -196,6 +201,7 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_3(hit, pc, 0);
 	if (unlikely(hit->n || hit->dropped))
@@ -215,6 +221,7 @@ static int klasy_h6(struct kretprobe_instance *ri, struct pt_regs *regs)
 		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_4(hit, pc, regs_return_value(regs));
 	if (unlikely(hit->n || hit->dropped))
@@ -235,6 +242,7 @@ static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	{
 		u64 s0;
 		s0 = regs->dx;
@@ -265,6 +273,7 @@ static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	{
 		u64 s0;
 		s0 = regs->r12;
@@ -295,6 +304,7 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	{
 		u64 s0, s1;
 		s0 = regs->r13;

@@ -53,6 +53,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	{
 		u64 s0;
 		s0 = regs->dx;
@@ -77,6 +78,7 @@ static int klasy_h1(struct kretprobe_instance *ri, struct pt_regs *regs)
 		return 0;
 	klasy_count_hit(h);
 	hit->sp = kernel_stack_pointer(regs);
+	hit->regs = regs;
 	klasy_hit_begin(hit);
 	klasy_advice_2(hit, pc, regs_return_value(regs));
 	if (unlikely(hit->n || hit->dropped))

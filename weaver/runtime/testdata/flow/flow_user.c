@@ -70,9 +70,14 @@ __thread bool klasy_user_in_nmi;
 static pthread_mutex_t klasy_user_irq_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct irq_work *klasy_user_irq_works;
 
+/* Works this thread queued since it last ran them: a fast path. */
+static __thread int klasy_user_irq_queued;
+
 bool irq_work_queue(struct irq_work *w)
 {
 	bool queued = false;
+
+	klasy_user_irq_queued++;
 
 	pthread_mutex_lock(&klasy_user_irq_lock);
 	if (!w->pending) {
@@ -124,5 +129,8 @@ void irq_work_sync(struct irq_work *w)
 
 void klasy_user_irq_work_run(void)
 {
+	if (!klasy_user_irq_queued)
+		return;
+	klasy_user_irq_queued = 0;
 	klasy_user_irq_run(klasy_user_irq_take(NULL));
 }

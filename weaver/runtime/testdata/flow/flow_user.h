@@ -3,7 +3,7 @@
  * flow_user.h - the kernel primitives klasy_flow.c uses, in user space,
  * so that the same source runs in the harness of flow_test.go:
  *
- *   spinlock_t        a pthread spinlock; irqsave saves nothing
+ *   raw_spinlock_t    a pthread spinlock; irqsave saves nothing
  *   hlist + RCU       the kernel's algorithms (include/linux/list.h,
  *                     rculist.h), every store a reader may see a C11
  *                     atomic store, rcu_dereference an acquire load
@@ -18,8 +18,9 @@
  *   llist             include/linux/llist.h's algorithms on __atomic
  *   irq_work          queued on the thread that queues it, run by
  *                     klasy_user_irq_work_run() on that thread, which the
- *                     harness calls when the thread leaves "NMI", as the
- *                     kernel runs it once the NMI returns
+ *                     harness calls when the thread leaves "NMI" and
+ *                     after each operation outside it, as the kernel
+ *                     runs it once interrupts are on again
  *
  * ThreadSanitizer understands all of it.
  */
@@ -123,12 +124,19 @@ void klasy_user_after_inc(void);
 	({ long long __v = __atomic_add_fetch(&(v)->counter, 1, __ATOMIC_SEQ_CST); \
 	   klasy_user_after_inc(); __v; })
 
-/* Locks. */
-typedef pthread_spinlock_t spinlock_t;
-#define spin_lock_init(l) pthread_spin_init((l), PTHREAD_PROCESS_PRIVATE)
-#define spin_lock(l) pthread_spin_lock(l)
-#define spin_unlock(l) pthread_spin_unlock(l)
-#define spin_trylock(l) (pthread_spin_trylock(l) == 0)
+/*
+ * Locks. Before each lock or try the harness may run something on this
+ * thread (klasy_user_on_lock: a hook on the kernel's _raw_spin_lock, whose
+ * advice runs there, inside whatever section the caller is in).
+ */
+typedef pthread_spinlock_t raw_spinlock_t;
+void klasy_user_on_lock(void);
+#define raw_spin_lock_init(l) pthread_spin_init((l), PTHREAD_PROCESS_PRIVATE)
+#define raw_spin_lock(l) (klasy_user_on_lock(), pthread_spin_lock(l))
+#define SINGLE_DEPTH_NESTING 1
+#define raw_spin_lock_nested(l, subclass) raw_spin_lock(l)
+#define raw_spin_unlock(l) pthread_spin_unlock(l)
+#define raw_spin_trylock(l) (klasy_user_on_lock(), pthread_spin_trylock(l) == 0)
 #define local_irq_save(flags) ((flags) = 0)
 #define local_irq_restore(flags) ((void)(flags))
 
@@ -279,6 +287,10 @@ struct list_head {
 };
 
 /* Per-CPU data: one copy per thread. */
+#define DEFINE_PER_CPU(type, name) __thread type name
+#define __this_cpu_read(x) (x)
+#define __this_cpu_inc(x) ((x)++)
+#define __this_cpu_dec(x) ((x)--)
 #define KLASY_USER_CPUS 64
 #define KLASY_USER_PCPU_STRIDE 128
 int klasy_user_cpu(void);

@@ -42,6 +42,12 @@
  *                      once an NMI returns
  *   pool N             check this thread's pool of the current table holds
  *                      N entries (counted on its list, and its count)
+ *   onlock N reg OBJ VAL | onlock N rm OBJ
+ *                      at the Nth bucket lock taken or tried from now on
+ *                      (1: the next), right before it, register or remove
+ *                      in the current table, once: advice of a hook on
+ *                      the kernel's _raw_spin_lock, run inside whatever
+ *                      the table is doing
  *
  * A failed check prints "line N: ..." and exits 1.
  */
@@ -262,6 +268,23 @@ static void call(char **args, int nargs)
 	a->fn(v);
 }
 
+/* onlock: what runs at which lock (0: nothing). */
+static int onlock_left;
+static bool onlock_reg;
+static void *onlock_obj;
+static u32 onlock_val;
+static struct klasy_flow *onlock_flow;
+
+void klasy_user_on_lock(void)
+{
+	if (!onlock_left || --onlock_left)
+		return;
+	if (onlock_reg)
+		klasy_flow_register(onlock_flow, onlock_obj, (int)onlock_val);
+	else
+		klasy_flow_remove(onlock_flow, onlock_obj);
+}
+
 static void need(struct klasy_flow *f)
 {
 	if (!f)
@@ -446,12 +469,24 @@ static int script(void)
 			if (got != want || (u32)atomic_read(&p->n) != want)
 				fail("pool holds %u entries and counts %d, want %u", got,
 				     atomic_read(&p->n), want);
+		} else if (!strcmp(op, "onlock")) {
+			need(cur);
+			onlock_reg = args[2] && !strcmp(args[2], "reg");
+			if (!args[3] || (!onlock_reg && (!args[2] || strcmp(args[2], "rm"))) ||
+			    (onlock_reg && !args[4]))
+				fail("onlock N reg OBJ VAL | onlock N rm OBJ");
+			onlock_obj = obj(args[3]);
+			onlock_val = onlock_reg ? val(args[4]) : 0;
+			onlock_flow = cur;
+			onlock_left = (int)val(args[1]);
 		} else if (!strcmp(op, "print")) {
 			for (i = 0; i < nflows; i++)
 				print_flow(flows[i]);
 		} else {
 			fail("unknown operation %s", op);
 		}
+		if (!klasy_user_in_nmi)
+			klasy_user_irq_work_run();
 		/* One thread: no lookup is running between two lines. */
 		klasy_user_quiescent();
 	}
@@ -533,6 +568,8 @@ static bool stress_op(struct stress_thread *st)
 			nmi_end();
 			nmi_begin(st);
 		}
+	} else {
+		klasy_user_irq_work_run();
 	}
 	return dropped;
 }
@@ -759,8 +796,10 @@ static void *bench_run(void *arg)
 				break;
 			case REG_CHANGE:
 			case REG_SAME:
-				for (i = 0; i < bench_ops; i++)
+				for (i = 0; i < bench_ops; i++) {
 					klasy_flow_register(f, addr(t, i), same ? 1 + t : 1 + i + t * bench_ops);
+					klasy_user_irq_work_run();	/* the pool's refill */
+				}
 				break;
 			case GET_CHANGE:
 			case GET_SAME:

@@ -13,6 +13,10 @@
  *                      hook's handler puts in the hit (klasy_hit.sp); the
  *                      task's stack is [0x10000, 0x14000), any other an
  *                      IRQ stack
+ *   kstack N           the kernel entry's random stack offset (0 at
+ *                      first): its frames are N bytes lower, as many.
+ *                      The unwinder's stand-in counts a frame per 8 bytes
+ *                      from the stack's top down to sp, less N
  *   start              TIMER_START
  *   crowd N            N other tasks, each new, TIMER_START once
  *   stop               TIMER_STOP
@@ -50,6 +54,14 @@ static void *klasy_here(struct klasy_agg *g, const struct klasy_map *m)
 
 /* The hit of the handler running (klasy_rt.h: one per CPU). */
 static struct klasy_hit klasy_hit;
+
+/* klasy_agg.c's klasy_frames, the kernel's unwinder: see kstack. */
+static u64 kstack;
+
+static unsigned int klasy_frames(struct pt_regs *regs)
+{
+	return (0x10000 + THREAD_SIZE - kstack - klasy_hit.sp) / 8;
+}
 
 #include "agg_funcs.c"
 
@@ -159,6 +171,8 @@ int main(void)
 			klasy_user_current = &tasks[n];
 		} else if (!strcmp(args[0], "sp")) {
 			klasy_hit.sp = num(args[1]);
+		} else if (!strcmp(args[0], "kstack")) {
+			kstack = num(args[1]);
 		} else if (!strcmp(args[0], "start")) {
 			klasy_timer_start(&aspect, &desc);
 		} else if (!strcmp(args[0], "crowd")) {

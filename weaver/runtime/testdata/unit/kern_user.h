@@ -93,6 +93,7 @@ u64 sched_clock_cpu(int cpu);
 struct sched_entity {
 	u64 exec_start, sum_exec_runtime;
 };
+struct pt_regs;
 struct task_struct {
 	u64 start_time;
 	struct sched_entity se;
