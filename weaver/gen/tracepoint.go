@@ -54,7 +54,9 @@ func (g *cgen) tracepointHook(i int, h *joinpoint.Hook) {
 	g.p("\t\treturn;")
 	g.p("\tklasy_count_hit(h);")
 	if AggRoomOf(g.m.file).Timer > 0 {
+		// No probed registers: TIMER_START's depth unwinds from here.
 		g.p("\thit->sp = current_stack_pointer;")
+		g.p("\thit->regs = NULL;")
 	}
 	var names []string
 	for _, p := range ev.Params {
