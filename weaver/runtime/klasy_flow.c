@@ -237,20 +237,18 @@ static void klasy_entry_unused(struct klasy_flow *f,
 }
 
 /*
- * An unlinked entry is freed after a grace period: kfree_rcu (given an
- * rcu_head it neither allocates nor sleeps, PREEMPT_RT included), called
- * once out of the locked section; in NMI, where it may not run, through
- * the CPU's dead list and the irq_work.
+ * An unlinked entry goes on the CPU's dead list, whose irq_work hands it
+ * to kfree_rcu, in every context: kfree_rcu takes the CPU's kvfree_rcu
+ * lock and may queue work or start a timer, and a handler can run where
+ * its CPU holds one of those locks (an optimized kprobe or an ftrace_ops
+ * hook on the timer or workqueue code, a tracepoint such as
+ * timer:timer_start fired under the timer base's lock): it would spin on
+ * it forever. llist_add and irq_work_queue take no lock.
  */
 static void klasy_entry_free(struct klasy_flow *f, struct klasy_flow_entry *e)
 {
-	struct klasy_flow_pool *p;
+	struct klasy_flow_pool *p = this_cpu_ptr(f->pool);
 
-	if (!in_nmi()) {
-		kfree_rcu(e, rcu);
-		return;
-	}
-	p = this_cpu_ptr(f->pool);
 	llist_add(&e->lnode, &p->dead);
 	irq_work_queue(&p->work);
 }

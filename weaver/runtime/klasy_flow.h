@@ -68,15 +68,17 @@
  *   - entries come from a per-CPU pool of each table, in every context:
  *     an llist of KLASY_FLOW_POOL preallocated entries; llist_add is safe
  *     anywhere and llist_del_first with one consumer, which the CPU's own
- *     register is (kprobe handlers never nest on a CPU: a probe hit inside
- *     a handler is counted missed by kprobes). Below half full, an
- *     irq_work (irq_work_queue is NMI-safe) refills the pool with
+ *     register is (klasy's handlers never nest on a CPU: klasy_enter
+ *     counts one that would as missed; nothing outside it takes from the
+ *     pool). Below half full, an irq_work (irq_work_queue is NMI-safe)
+ *     refills the pool with
  *     GFP_ATOMIC once interrupts are on again (on PREEMPT_RT in the CPU's
  *     irq_work thread, where the slab may be used).
  *   - in NMI locks are only tried: raw_spin_trylock, KLASY_FLOW_NMI_TRIES
- *     times; and an entry unlinked there goes on the CPU's dead llist,
- *     which the irq_work hands to kfree_rcu (elsewhere kfree_rcu, after
- *     the locks are released).
+ *     times; and an unlinked entry goes, in every context, on the CPU's
+ *     dead llist, which the irq_work hands to kfree_rcu: kfree_rcu takes
+ *     a lock of its own and may queue work or start a timer, which a
+ *     handler's CPU may be holding the locks of.
  * Re-entry. The free hook is a tracepoint: it runs outside kprobe
  * context, where kprobes' nesting guard (current_kprobe, not exported to
  * modules) is not set, so a klasy hook on a function it calls with a
@@ -154,7 +156,7 @@ struct klasy_flow_entry {
 struct klasy_flow_pool {
 	struct llist_head free;		/* ready: NMI context takes them */
 	atomic_t n;			/* about how many are in free */
-	struct llist_head dead;		/* unlinked in NMI: to kfree_rcu */
+	struct llist_head dead;		/* unlinked: to kfree_rcu, by work */
 	struct irq_work work;		/* refills free, drains dead */
 };
 

@@ -367,9 +367,10 @@ static inline void klasy_store(struct klasy_hit *hit, u64 v)
  *   err = KLASY_FLOW_GET(netflow);     0 or -EINVAL, -ENOMEM
  *   KLASY_FLOW_PUT(netflow);
  *
- * The functions run in any context (task, softirq, hardirq); lookups
- * take no lock. In NMI context register and remove are dropped (and
- * counted): they allocate and lock.
+ * The functions run in any context (task, softirq, hardirq, NMI);
+ * lookups take no lock. In NMI, and nested in the table's own locked
+ * section, register and remove only try their locks and are counted
+ * dropped when they cannot have them (klasy_flow.h).
  *
  * The section between the two klasy_flow_abi lines is plain C: the
  * user-space harness that tests and measures klasy_flow.c compiles it.
