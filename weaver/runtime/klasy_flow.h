@@ -71,9 +71,9 @@
  *     register is (klasy's handlers never nest on a CPU: klasy_enter
  *     counts one that would as missed; nothing outside it takes from the
  *     pool). Below half full, an irq_work (irq_work_queue is NMI-safe)
- *     refills the pool with
- *     GFP_ATOMIC once interrupts are on again (on PREEMPT_RT in the CPU's
- *     irq_work thread, where the slab may be used).
+ *     refills the pool with GFP_ATOMIC once interrupts are on again (on
+ *     PREEMPT_RT in the CPU's irq_work thread, where the slab may be
+ *     used).
  *   - in NMI locks are only tried: raw_spin_trylock, KLASY_FLOW_NMI_TRIES
  *     times; and an unlinked entry goes, in every context, on the CPU's
  *     dead llist, which the irq_work hands to kfree_rcu: kfree_rcu takes
