@@ -38,7 +38,7 @@ func TestToolsInDebianLab(t *testing.T) {
 	t.Run("execsnoop", func(t *testing.T) {
 		out := klasy("weave", "--lab", l.Name(), "-v", "../../examples/tools/execsnoop.klasy")
 		t.Log(out)
-		if !strings.Contains(out, "1 join point (ftrace 0, jump 0, int3 0, kretprobe 0, tracepoint 1)") {
+		if !strings.Contains(out, "1 join point (ftrace-ops 0, ftrace 0, jump 0, int3 0, kretprobe 0, tracepoint 1)") {
 			t.Errorf("weave's report does not count the tracepoint:\n%s", out)
 		}
 		// Each run is an execve the agent makes: klasy_prog's pid, the
