@@ -70,7 +70,7 @@ func Unweave(ctx context.Context, s *Session, names []string, all bool) (*Unweav
 		return rep, err
 	}
 	for _, mod := range remove {
-		if err := kmod.Unload(ctx, s.T, mod); err != nil {
+		if err := unloadSettling(ctx, s.T, mod); err != nil {
 			return rep, fmt.Errorf("removing %s from %s: %w", mod, s.T.Name(), err)
 		}
 		os.Remove(s.weavingRecord(mod))
@@ -130,4 +130,23 @@ func (s *Session) saveUnread(ctx context.Context, prev *records.Status, rep *Unw
 		return 0, nil
 	}
 	return len(st.Aspects), nil
+}
+
+// unloadSettling unloads mod, trying again for a few seconds while the
+// kernel says it is in use: a module that has just finished loading (an
+// interrupted weave's, waited for) was seen held by one reference for a
+// moment in the lab.
+func unloadSettling(ctx context.Context, t target.Target, mod string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := kmod.Unload(ctx, t, mod)
+		if err == nil || !errors.Is(err, kmod.ErrInUse) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
