@@ -221,17 +221,24 @@ func runStruct(s *stdio, args []string) (err error) {
 	return nil
 }
 
-func runFuncs(s *stdio, args []string) (err error) {
-	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
-	q, pos, err := parseQuery("funcs", args, 2)
+// openPatternQuery parses a query command's IMAGE PATTERN arguments and
+// opens the image's index: funcs and tracepoints take the same two.
+func openPatternQuery(s *stdio, cmd string, args []string) (*queryFlags, *pattern.Pattern, *dwarfmap.Index, error) {
+	q, pos, err := parseQuery(cmd, args, 2)
 	if err != nil {
-		return err
+		return q, nil, nil, err
 	}
 	p, err := pattern.Compile(pos[1], pattern.CommandLine)
 	if err != nil {
-		return usageError{Msg: err.Error()}
+		return q, nil, nil, usageError{Msg: err.Error()}
 	}
 	x, err := openIndex(s, q, pos[0])
+	return q, p, x, err
+}
+
+func runFuncs(s *stdio, args []string) (err error) {
+	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
+	q, p, x, err := openPatternQuery(s, "funcs", args)
 	if err != nil {
 		return err
 	}
@@ -241,10 +248,10 @@ func runFuncs(s *stdio, args []string) (err error) {
 		return err
 	}
 	if len(fs) == 0 {
-		return fmt.Errorf("no function matches %q", pos[1])
+		return fmt.Errorf("no function matches %q", p.String())
 	}
 	if q.inlined {
-		return queryview.Inlines(s.Out, x, fs, pos[1], q.json)
+		return queryview.Inlines(s.Out, x, fs, p.String(), q.json)
 	}
 	return queryview.Funcs(s.Out, fs, q.json)
 }

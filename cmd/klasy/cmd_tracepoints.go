@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/klasy/klasy/internal/mmapfile"
-	"github.com/klasy/klasy/pattern"
 	"github.com/klasy/klasy/weaver/joinpoint"
 	"github.com/klasy/klasy/weaver/resolve/tracepoints"
 )
@@ -33,15 +32,7 @@ type tracepointJSON struct {
 
 func runTracepoints(s *stdio, args []string) (err error) {
 	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
-	q, pos, err := parseQuery("tracepoints", args, 2)
-	if err != nil {
-		return err
-	}
-	p, err := pattern.Compile(pos[1], pattern.CommandLine)
-	if err != nil {
-		return usageError{Msg: err.Error()}
-	}
-	x, err := openIndex(s, q, pos[0])
+	q, p, x, err := openPatternQuery(s, "tracepoints", args)
 	if err != nil {
 		return err
 	}
@@ -73,7 +64,7 @@ func runTracepoints(s *stdio, args []string) (err error) {
 		return err
 	}
 	if n == 0 {
-		return fmt.Errorf("no tracepoint matches %q (SUBSYS:NAME, e.g. 'sched:sched_%%')", pos[1])
+		return fmt.Errorf("no tracepoint matches %q (SUBSYS:NAME, e.g. 'sched:sched_%%')", p.String())
 	}
 	return tw.Flush()
 }
