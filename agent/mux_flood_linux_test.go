@@ -232,7 +232,7 @@ func TestMuxOutOfDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fresh.Close()
-	pctx, cancel := context.WithTimeout(ctx, muxHelloTimeout+20*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := fresh.Ping(pctx); err != nil {
 		t.Fatalf("a new client during the flood: %v; the mux's log:\n%s", err, log.String())
