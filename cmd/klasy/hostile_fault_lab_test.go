@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,5 +104,61 @@ func TestHungLabStatus(t *testing.T) {
 	t.Logf("lab status: %s%s", stdout, stderr)
 	if !strings.Contains(stderr, "soft lockup") && !strings.Contains(stderr, "stall") {
 		t.Errorf("lab status stderr %q: want the kernel's soft lockup or RCU stall report as the reason", stderr)
+	}
+}
+
+// TestTraceDomainsFaultReported: trace --domains says what trace on one
+// kernel says of a faulting advice, after the domain it happened in: an
+// aspect woven into two labs by one weave oopses in one of them only
+// (the command that runs its join point runs there), and trace of both
+// names that domain, the taint and the advice's aspect line, and nothing
+// of the other.
+func TestTraceDomainsFaultReported(t *testing.T) {
+	labs := make([]*lab.Lab, 2)
+	var wg sync.WaitGroup
+	for i, name := range []string{"fdsick", "fdwell"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			labs[i] = labboot.Boot(t, lab.Config{Name: labboot.Name(name), Kernel: lab.Debian})
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	bin := klasyBinary(t)
+	dir := t.TempDir()
+	// TestFaultingAdviceReported's unchecked read of NULL.
+	null := filepath.Join(dir, "nullref.klasy")
+	src := "<aspect>\n  <advice>\n    <pointcut>execution(ksys_sync)</pointcut>\n    <before>\n      int x = 1;\n\n      x += *(volatile int *)0;\n      STORE_DATA(x);\n    </before>\n  </advice>\n</aspect>\n"
+	if err := os.WriteFile(null, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dfile := filepath.Join(dir, "labs.yaml")
+	text := "domains:\n  - {name: sick, lab: " + labs[0].Name() + "}\n  - {name: well, lab: " + labs[1].Name() + "}\n"
+	if err := os.WriteFile(dfile, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := runKlasyBin(bin, "weave", "--domains", dfile, null); err != nil {
+		t.Fatalf("weave --domains: %v: %s", err, stderr)
+	}
+	runKlasyBin(bin, "lab", "exec", labs[0].Name(), "--", "sync")
+	_, stderr, err := runKlasyBin(bin, "trace", "--domains", dfile)
+	if err != nil {
+		t.Fatalf("trace --domains after an oops in one domain: %v: %s", err, stderr)
+	}
+	t.Logf("klasy trace --domains: %s", stderr)
+	for _, want := range []string{
+		"warning: domain sick: lab " + labs[0].Name() + " is tainted D (died: an oops or BUG)",
+		"warning: domain sick: lab " + labs[0].Name() + " reported \"BUG: kernel NULL pointer dereference",
+		"in advice of aspect nullref at " + null + ":7",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("trace --domains stderr %q, want %q", stderr, want)
+		}
+	}
+	if strings.Contains(stderr, "domain well:") {
+		t.Errorf("trace --domains warns of the domain whose kernel is well: %q", stderr)
 	}
 }
