@@ -239,7 +239,10 @@ func workDir(opts Options) (string, func(), error) {
 	}
 	if opts.Keep {
 		// Kept for the caller: no longer a build's, nor stale when we end.
-		return dir, func() { os.Remove(filepath.Join(dir, ownerFile)) }, nil
+		return dir, func() {
+			os.WriteFile(filepath.Join(dir, keptFile), nil, 0o644)
+			os.Remove(filepath.Join(dir, ownerFile))
+		}, nil
 	}
 	return dir, func() { os.RemoveAll(dir) }, nil
 }
