@@ -360,7 +360,15 @@ func (s *Session) buildAdvice(ctx context.Context, m *gen.Module, symvers []byte
 		return nil, err
 	}
 	files[runtime.Header] = &fstest.MapFile{Data: hdr, Mode: 0o644}
-	res, err := kbuild.Build(ctx, s.T.Headers(), files, kbuild.Options{ExtraSymbols: [][]byte{symvers}})
+	var res *kbuild.Result
+	err = s.buildBounded(ctx, m, func(ctx context.Context) (err error) {
+		res, err = kbuild.Build(ctx, s.T.Headers(), files, kbuild.Options{ExtraSymbols: [][]byte{symvers}})
+		return err
+	})
+	var bound *BoundError
+	if errors.As(err, &bound) {
+		return nil, err
+	}
 	if err != nil {
 		var be *kbuild.BuildError
 		if errors.As(err, &be) {

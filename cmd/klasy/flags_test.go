@@ -53,7 +53,7 @@ var cmdSamples = map[string]cmdSample{
 	"lab down":   {pos: []string{"a"}},
 	"weave": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "v"}, {name: "module", value: "m.ko"}, {name: "domains", value: "d.yaml"}, {name: "buffer-kb", value: "2048"},
-		{name: "max-join-points", value: "30000"}, {name: "max-c-mb", value: "128"}, {name: "D", value: "PID=42"},
+		{name: "max-join-points", value: "30000"}, {name: "max-c-mb", value: "128"}, {name: "max-build-time", value: "30m0s"}, {name: "D", value: "PID=42"},
 		{name: "pid", value: "42"}, {name: "comm", value: "dd"}, {name: "include-self"}}},
 	"list": {pos: []string{"a.klasy"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "module", value: "m.ko"}, {name: "domains", value: "d.yaml"},
