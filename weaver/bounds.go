@@ -28,8 +28,10 @@ const (
 	DefaultMaxBuild = 20 * time.Minute
 	// progressHooks is the size of a weave whose load reports progress.
 	progressHooks = 1000
-	progressEvery = 10 * time.Second
 )
+
+// progressEvery is how often a large load reports (a test shortens it).
+var progressEvery = 10 * time.Second
 
 // BoundError is a weave refused by a bound: the refusal is all there is
 // to say of it.
