@@ -20,7 +20,22 @@ const aggMaxMaps = 64
 
 // aggMacro matches a use of an aggregation macro and, for the _AS forms
 // and timers, the name it gives.
-var aggMacro = regexp.MustCompile(`\b(COUNT|SUM|MINIMUM|MAXIMUM|HIST|LHIST|TIMER_START|TIMER_STOP)(_AS)?\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)?`)
+var aggMacro = regexp.MustCompile(`\b(COUNT_STACK|COUNT|SUM|MINIMUM|MAXIMUM|HIST|LHIST|TIMER_START|TIMER_STOP)(_AS)?\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)?`)
+
+// stackMacro matches a use of the macros that save the probed context's
+// kernel stack (klasy_rt.h: STACK_ID), which unwind from the hit's
+// registers.
+var stackMacro = regexp.MustCompile(`\b(STACK_ID|STORE_STACK|COUNT_STACK)\s*\(`)
+
+// UsesStacks says whether the advice of f saves kernel stacks.
+func UsesStacks(f *aspect.File) bool {
+	for _, a := range f.Advice {
+		if stackMacro.MatchString(cCode(a.Body.S)) {
+			return true
+		}
+	}
+	return false
+}
 
 // AggRoom is the room an aspect's aggregation maps need, by kind: what
 // the advice module asks the runtime for (struct klasy_agg_room).
@@ -46,6 +61,9 @@ func AggRoomOf(f *aspect.File) AggRoom {
 			switch macro {
 			case "COUNT", "SUM", "MINIMUM", "MAXIMUM":
 				kind = &r.Keyed
+			case "COUNT_STACK":
+				kind = &r.Keyed
+				as = true // named, as a timer
 			case "HIST":
 				kind = &r.Hist
 			case "LHIST":

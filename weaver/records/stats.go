@@ -65,7 +65,13 @@ type Use struct {
 	Advice int    // 1-based in the aspect file; 0 outside an advice body
 	File   string
 	Line   int
+	// Key is what the keys of a keyed map are: "" integers, KeyKStack
+	// stack ids (COUNT_STACK), whose frames are in the Stacks file.
+	Key string `json:",omitempty"`
 }
+
+// KeyKStack is the key of COUNT_STACK's maps: kernel stack ids.
+const KeyKStack = "kstack"
 
 // Label is how klasy stats names a map: its name, or its macro and line
 // ("count:12").
@@ -295,8 +301,36 @@ func parseUse(m kvs) (Use, error) {
 	if u.File, err = m.name("file"); err != nil {
 		return u, err
 	}
-	u.Line, err = m.int("line")
-	return u, err
+	if u.Line, err = m.int("line"); err != nil {
+		return u, err
+	}
+	if m["key"] != nil {
+		u.Key, _ = m.str("key")
+		if u.Key != KeyKStack || u.Kind != KindCount {
+			return u, fmt.Errorf("key=%s on a %s map: only a count's keys may be kstack", u.Key, u.Kind)
+		}
+	}
+	return u, nil
+}
+
+// HasStacks says whether a map of s is keyed by kernel stacks
+// (COUNT_STACK); false for nil.
+func (s *Stats) HasStacks() bool {
+	for _, a := range s.aspects() {
+		for _, m := range a.Maps {
+			if m.Key == KeyKStack {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *Stats) aspects() []AspectStats {
+	if s == nil {
+		return nil
+	}
+	return s.Aspects
 }
 
 // Keyed says whether the map is a keyed one (count, sum, min, max).

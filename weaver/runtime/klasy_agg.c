@@ -238,7 +238,7 @@ static bool klasy_fits(const struct klasy_map *m,
 {
 	const struct klasy_map_desc *md = m->desc;
 
-	if (m->kind != d->kind)
+	if (m->kind != d->kind || md->keykind != d->keykind)
 		return false;
 	return m->kind != KLASY_AGG_LHIST ||
 	       (md->lo == d->lo && md->hi == d->hi && md->step == d->step);
@@ -680,6 +680,9 @@ static void klasy_show_use(struct seq_file *sf, const struct klasy_map_desc *d)
 	seq_printf(sf, " advice=%u file=", klasy_advice_of(d));
 	klasy_put_token(sf, d->file);
 	seq_printf(sf, " line=%u", d->line);
+	/* Only stacks say: the line of an integer-keyed map is as it was. */
+	if (d->keykind == KLASY_KEY_KSTACK)
+		seq_puts(sf, " key=kstack");
 }
 
 static int klasy_kentry_cmp(const void *a, const void *b)

@@ -911,10 +911,17 @@ static int __init klasy_runtime_init(void)
 	debugfs_create_file("status", 0444, klasy_dir, NULL, &status_fops);
 	klasy_agg_debugfs(klasy_dir);
 	klasy_flows_debugfs(klasy_dir);
+	err = klasy_stack_init(klasy_dir);
+	if (err) {
+		pr_err("no memory for the table of stacks\n");
+		goto free_dir;
+	}
 	pr_info("ABI %d, %u KiB trace buffer per CPU\n", KLASY_ABI_VERSION,
 		buffer_kb);
 	return 0;
 
+free_dir:
+	debugfs_remove(klasy_dir);
 free_rb:
 	ring_buffer_free(klasy_rb);
 free:
@@ -933,6 +940,7 @@ static void __exit klasy_runtime_exit(void)
 		synchronize_rcu_tasks();
 	klasy_flows_exit();
 	debugfs_remove(klasy_dir);
+	klasy_stack_exit();
 	ring_buffer_free(klasy_rb);
 	kfree(klasy_heads);
 	kfree(klasy_bounce);

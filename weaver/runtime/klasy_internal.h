@@ -30,6 +30,10 @@ int klasy_agg_alloc(struct klasy_aspect *a);
 void klasy_agg_free(struct klasy_aspect *a);
 void klasy_agg_debugfs(struct dentry *dir);
 
+/* klasy_stack.c: the table of stacks and its file in dir. */
+int klasy_stack_init(struct dentry *dir);
+void klasy_stack_exit(void);
+
 /*
  * klasy_fops.c: an aspect's entry hooks on one ftrace_ops. attach picks
  * them (marking them on_ops) and registers the ops unarmed, before any

@@ -17,6 +17,7 @@
  *   /sys/kernel/debug/klasy/stats    read: the aspects' aggregations
  *                                    (COUNT, HIST, TIMER_START... below)
  *   /sys/kernel/debug/klasy/flow_ids read: what get_new_flowid() counted
+ *   /sys/kernel/debug/klasy/stacks   read: the kernel stacks STACK_ID() saved
  *
  * The Go side reads both (weaver/records); a test compiles this header
  * and checks the record layout against the Go decoder through DWARF.
@@ -35,7 +36,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 10
+#define KLASY_ABI_VERSION 11
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -505,6 +506,7 @@ struct klasy_map_desc {
 	const char *file;	/* __FILE__: the aspect's, by #line */
 	const char *func;	/* __func__: klasy_advice_N */
 	unsigned int line;	/* __LINE__: the aspect's */
+	u8 keykind;		/* what keys are: KLASY_KEY_INT, KLASY_KEY_KSTACK */
 	s64 lo, hi, step;	/* LHIST */
 	struct klasy_map *map;	/* runtime's */
 };
@@ -563,5 +565,33 @@ void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d);
 #define LHIST_AS(name, v, lo, hi, step)	__KLASY_LHIST(#name, v, lo, hi, step)
 #define TIMER_START(name)		__KLASY_TIMER(klasy_timer_start, #name)
 #define TIMER_STOP(name)		__KLASY_TIMER(klasy_timer_stop, #name)
+
+/*
+ * Kernel stacks (klasy_stack.c), as BPF's STACK_TRACE map and bpftrace's
+ * kstack: STACK_ID() saves the probed context's kernel stack (at most
+ * KLASY_STACK_DEPTH return addresses, innermost first: from the hit's
+ * registers where the hook has them, else from the advice, klasy's own
+ * frames dropped by the host) into the runtime's table of stacks and is
+ * its id, a 64-bit hash of the frames. An id names the same stack for
+ * as long as the runtime is loaded; a stack the full table could not
+ * keep is counted (stacks file, full=N) and its id, still apart from
+ * other stacks', prints without frames. COUNT_STACK(name) counts hits
+ * per stack (bpftrace's @name[kstack] = count()): klasy stats prints
+ * each stack's frames, symbolized, then its count, or with --folded
+ * "root;...;leaf count" for flame graph tools.
+ */
+#define KLASY_STACK_DEPTH 32
+
+/* Kinds of keys, as the typed values of a record number them. */
+#define KLASY_KEY_INT 0
+#define KLASY_KEY_KSTACK 3
+
+u64 klasy_stack_id(void);
+
+#define STACK_ID() klasy_stack_id()
+#define COUNT_STACK(name) do {						\
+	__KLASY_DESC(KLASY_AGG_COUNT, #name, .keykind = KLASY_KEY_KSTACK); \
+	klasy_agg_keyed(KLASY_THIS_ASPECT, &__klasy_desc, klasy_stack_id(), 1); \
+} while (0)
 
 #endif /* _KLASY_RT_H */
