@@ -16,12 +16,18 @@ import (
 
 	"github.com/klasy/klasy/cmd/klasy/internal/hist"
 	"github.com/klasy/klasy/internal/human"
+	"github.com/klasy/klasy/weaver/kstack"
 	"github.com/klasy/klasy/weaver/records"
 )
 
+// Stacks gives the frames of a kernel stack id (the keys of
+// COUNT_STACK's maps); ok false when the kernel did not keep them.
+type Stacks func(id uint64) (fs []kstack.Frame, ok bool)
+
 // Print prints stats (nil: no runtime) of target, or of the one aspect
-// named, to out, and warnings of uses that count nothing to errw.
-func Print(out, errw io.Writer, target string, stats *records.Stats, only string, asJSON bool) error {
+// named, to out, and warnings of uses that count nothing to errw; the
+// keys of COUNT_STACK's maps as the frames stacks gives.
+func Print(out, errw io.Writer, target string, stats *records.Stats, only string, asJSON bool, stacks Stacks) error {
 	if stats == nil {
 		if only != "" {
 			return fmt.Errorf("aspect %s is not woven into %s: nothing of klasy is", only, target)
@@ -51,7 +57,7 @@ func Print(out, errw io.Writer, target string, stats *records.Stats, only string
 		warnFails(errw, a)
 		if asJSON {
 			for _, m := range a.Maps {
-				if err := enc.Encode(mapView(a.Name, m)); err != nil {
+				if err := enc.Encode(mapView(a.Name, m, stacks)); err != nil {
 					return err
 				}
 			}
@@ -60,7 +66,7 @@ func Print(out, errw io.Writer, target string, stats *records.Stats, only string
 		if i > 0 {
 			fmt.Fprintln(out)
 		}
-		printAspectStats(out, a)
+		printAspectStats(out, a, stacks)
 	}
 	return nil
 }
@@ -120,7 +126,7 @@ func warnFails(w io.Writer, a records.AspectStats) {
 	}
 }
 
-func printAspectStats(w io.Writer, a records.AspectStats) {
+func printAspectStats(w io.Writer, a records.AspectStats, stacks Stacks) {
 	if len(a.Maps) == 0 {
 		fmt.Fprintf(w, "aspect %s: no map yet (none of its aggregation macros has run)\n", a.Name)
 		return
@@ -129,6 +135,8 @@ func printAspectStats(w io.Writer, a records.AspectStats) {
 	for _, m := range a.Maps {
 		fmt.Fprintln(w)
 		switch {
+		case m.Key == records.KeyKStack:
+			printStacks(w, m, stacks)
 		case m.Keyed():
 			printKeyed(w, m)
 		case m.Timer != nil:
@@ -225,6 +233,8 @@ type MapJSON struct {
 	Advice int    `json:"advice,omitempty"`
 	File   string `json:"file"`
 	Line   int    `json:"line"`
+	// Key is "kstack" for COUNT_STACK's maps: each key has its stack.
+	Key string `json:"key_kind,omitempty"`
 	// count, sum, min, max
 	Keys    []KeyJSON `json:"keys,omitempty"`
 	Dropped *uint64   `json:"dropped,omitempty"`
@@ -247,6 +257,9 @@ type KeyJSON struct {
 	Key   int64  `json:"key"`
 	Count uint64 `json:"count"`
 	Value int64  `json:"value"`
+	// Stack is a kstack key's frames, innermost first (empty when the
+	// kernel did not keep them).
+	Stack []kstack.Frame `json:"stack,omitempty"`
 }
 
 type timesJSON struct {
@@ -257,13 +270,17 @@ type timesJSON struct {
 	Buckets []hist.BucketJSON `json:"buckets"`
 }
 
-func mapView(aspect string, m records.Map) MapJSON {
-	v := MapJSON{Aspect: aspect, Map: m.Label(), Kind: m.Kind, Advice: m.Advice, File: m.File, Line: m.Line}
+func mapView(aspect string, m records.Map, stacks Stacks) MapJSON {
+	v := MapJSON{Aspect: aspect, Map: m.Label(), Kind: m.Kind, Advice: m.Advice, File: m.File, Line: m.Line, Key: m.Key}
 	switch {
 	case m.Keyed():
 		v.Keys = []KeyJSON{}
 		for _, k := range sortedKeys(m) {
-			v.Keys = append(v.Keys, KeyJSON{Key: int64(k.Key), Count: k.N, Value: k.Value})
+			kj := KeyJSON{Key: int64(k.Key), Count: k.N, Value: k.Value}
+			if m.Key == records.KeyKStack {
+				kj.Stack, _ = framesOf(stacks, k.Key)
+			}
+			v.Keys = append(v.Keys, kj)
 		}
 		v.Dropped = &m.Dropped
 	case m.Timer != nil:

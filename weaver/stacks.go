@@ -1,0 +1,42 @@
+package weaver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/klasy/klasy/weaver/kstack"
+	"github.com/klasy/klasy/weaver/records"
+	"github.com/klasy/klasy/weaver/runtime"
+)
+
+// KStacks reads the kernel stacks advice saved (STACK_ID) and a
+// symbolizer for them. A session opened without its image (stats,
+// trace) indexes it here and works out the KASLR slide; when it cannot,
+// the frames stay addresses and a warning says why.
+func (s *Session) KStacks(ctx context.Context) (*kstack.Table, error) {
+	b, err := s.T.ReadFile(ctx, runtime.StacksPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s in %s: %w", runtime.StacksPath, s.T.Name(), err)
+	}
+	st, err := records.ParseStacks(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s in %s: %w", runtime.StacksPath, s.T.Name(), err)
+	}
+	if s.X == nil {
+		err = s.index()
+		if err == nil {
+			err = s.checkBuild(ctx)
+		}
+		if err == nil {
+			err = s.readBlacklist(ctx)
+		}
+		if err != nil {
+			s.X = nil
+			fmt.Fprintf(s.log, "klasy: warning: kernel stacks are not symbolized: %v\n", err)
+		}
+	}
+	if s.X == nil || !s.SlideKnown {
+		return &kstack.Table{Stacks: st, Sym: kstack.New(nil, 0)}, nil
+	}
+	return &kstack.Table{Stacks: st, Sym: kstack.New(s.X, s.Slide)}, nil
+}
