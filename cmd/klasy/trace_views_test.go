@@ -208,7 +208,7 @@ func quantaRecords() []records.TraceRecord {
 			at += 1000
 			q := lo + int64(k)*(hi-lo)/int64(row.count)
 			rs = append(rs, records.TraceRecord{Aspect: "process_switch", Advice: 1, TimeNS: at, CPU: k % 2, PID: 100 + k%7, Comm: "java",
-				Function: "__schedule", File: "kernel/sched/stats.h", Line: 267, Values: records.Ints(q, int64(100 + k%7))})
+				Function: "__schedule", File: "kernel/sched/stats.h", Line: 267, Values: records.Ints(q, int64(100+k%7))})
 		}
 	}
 	for _, v := range []int64{-3, -1, 0, 0, 1, 5, 7, 1 << 40, math.MaxInt64} {
