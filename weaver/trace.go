@@ -172,6 +172,7 @@ func (s *Session) TakeSaved() (rs []records.TraceRecord, done func() error, err 
 			} else if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", p, err)
 			}
+			r.MarkTruncated()
 			rs = append(rs, r)
 		}
 	}

@@ -5,7 +5,11 @@ package main
 // the test's own program did.
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,6 +73,48 @@ func TestToolsInDebianLab(t *testing.T) {
 		}
 		if len(got) != len(pids) {
 			t.Errorf("execs of klasy_prog traced: %v, the test ran %v", got, pids)
+		}
+	})
+	t.Run("opensnoop", func(t *testing.T) {
+		klasy("weave", "--lab", l.Name(), "../../examples/tools/opensnoop.klasy")
+		defer klasy("unweave", "--lab", l.Name(), "opensnoop")
+		// Paths that do not exist (open-missing opens each n times and
+		// checks ENOENT), one longer than the 64 bytes a string keeps.
+		short := "/tmp/klasy_opensnoop_a"
+		long := "/tmp/" + strings.Repeat("klasy_long_name_", 6)
+		guest(prog, "open-missing", short, "2")
+		text := klasy("trace", "--lab", l.Name())
+		guest(prog, "open-missing", long, "1")
+		guest(prog, "open-missing", short, "1")
+		js := klasy("trace", "--lab", l.Name(), "--json")
+
+		// trace: the command and the path, quoted.
+		if n := strings.Count(text, `"klasy_prog" "`+short+`"`); n != 2 {
+			t.Errorf("trace shows %d opens of %s by klasy_prog, the program made 2:\n%s", n, short, text)
+		}
+		// --json: strings as JSON strings; the long path cut at 64
+		// bytes and numbered in truncated.
+		var got []string
+		sc := bufio.NewScanner(strings.NewReader(js))
+		for sc.Scan() {
+			var r struct {
+				Comm      string `json:"comm"`
+				Values    []any  `json:"values"`
+				Truncated []int  `json:"truncated"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("%v: %s", err, sc.Text())
+			}
+			if r.Comm == "klasy_prog" {
+				got = append(got, fmt.Sprintf("%q %v", r.Values, r.Truncated))
+			}
+		}
+		want := []string{
+			fmt.Sprintf("%q %v", []any{"klasy_prog", long[:64]}, []int{2}),
+			fmt.Sprintf("%q %v", []any{"klasy_prog", short}, []int(nil)),
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("trace --json of klasy_prog's opens:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	})
 	if now := guest("sh", "-c", labboot.KernelState); now != before {

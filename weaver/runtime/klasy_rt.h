@@ -63,9 +63,29 @@ struct klasy_record {
 	__u8 dropped;	/* values past KLASY_MAX_VALUES, saturating at 255 */
 	char comm[16];
 	__s32 flow;	/* the flow ID the advice ran for (xflow), 0 for none */
-	__u32 reserved;	/* 0: keeps vals 8-byte aligned */
+	__u32 typed;	/* bit i: vals[i] starts a typed blob (below) */
 	__u64 vals[];
 };
+
+/*
+ * A typed blob in vals: bit i of typed set means vals[i] is
+ * (u64)kind << 32 | byte_length, followed by DIV_ROUND_UP(byte_length, 8)
+ * values holding the bytes (the last one zero-padded). Bits are set only
+ * on blob starts. A reader that does not know a kind shows its bytes raw.
+ *
+ * A string (STORE_STR, STORE_USTR) holds its bytes with the terminating
+ * NUL when the whole string fit in KLASY_STR_MAX bytes; a longer one
+ * holds its first KLASY_STR_MAX (or as many as the record had room for)
+ * without a NUL: truncated. A string whose address could not be read
+ * has byte_length 0.
+ */
+enum klasy_val_kind {
+	KLASY_VAL_KSTR = 1,	/* a string in kernel memory */
+	KLASY_VAL_USTR = 2,	/* a string in user memory */
+	KLASY_VAL_KSTACK = 3,	/* a kernel stack id (reserved) */
+};
+
+#define KLASY_STR_MAX 64	/* bytes of a string kept, NUL included */
 
 #define KLASY_RECORD_MAX (sizeof(struct klasy_record) + KLASY_MAX_VALUES * sizeof(__u64))
 
@@ -79,6 +99,7 @@ struct klasy_hit {
 	unsigned int dropped;
 	int flow;
 	unsigned int busy;	/* a klasy handler runs on this CPU: klasy_enter */
+	u32 typed;		/* the record's typed bitmap */
 	unsigned long sp;
 	struct pt_regs *regs;
 	u64 vals[KLASY_MAX_VALUES];
@@ -90,6 +111,7 @@ static inline void klasy_hit_begin(struct klasy_hit *hit)
 	hit->n = 0;
 	hit->dropped = 0;
 	hit->flow = 0;
+	hit->typed = 0;
 }
 
 /*
@@ -310,7 +332,42 @@ static inline void klasy_store(struct klasy_hit *hit, u64 v)
 		hit->dropped++;
 }
 
+/*
+ * klasy_store_blob reserves a typed blob of len bytes (see struct
+ * klasy_record) and returns where its bytes go, its last value zeroed;
+ * NULL, one value counted as dropped, when the hit has no room for it.
+ */
+static inline void *klasy_store_blob(struct klasy_hit *hit, u32 kind, u32 len)
+{
+	unsigned int slots = 1 + DIV_ROUND_UP(len, 8);
+
+	if (unlikely(hit->n + slots > KLASY_MAX_VALUES)) {
+		hit->dropped++;
+		return NULL;
+	}
+	hit->typed |= 1U << hit->n;
+	hit->vals[hit->n] = (u64)kind << 32 | len;
+	hit->vals[hit->n + slots - 1] = 0;
+	hit->n += slots;
+	return &hit->vals[hit->n - slots + 1];
+}
+
+/*
+ * klasy_store_str stores the string at p, in kernel memory
+ * (KLASY_VAL_KSTR) or user memory (KLASY_VAL_USTR), as a typed blob,
+ * without faulting: see struct klasy_record for its form.
+ */
+void klasy_store_str(struct klasy_hit *hit, u32 kind, const void *p);
+
 #define STORE_DATA(x) klasy_store(__klasy_hit, (u64)(x))
+/*
+ * STORE_STR(p) records the NUL-terminated string at kernel address p,
+ * STORE_USTR(p) the one at user address p (a syscall's argument): at
+ * most KLASY_STR_MAX bytes, a longer one marked truncated. An address
+ * that cannot be read is recorded as such, never faulting.
+ */
+#define STORE_STR(p) klasy_store_str(__klasy_hit, KLASY_VAL_KSTR, (const void *)(p))
+#define STORE_USTR(p) klasy_store_str(__klasy_hit, KLASY_VAL_USTR, (const void *)(p))
 /* KLASY_SET_FLOW(id) stamps this hit's record with a flow ID (xflow). */
 #define KLASY_SET_FLOW(id) (__klasy_hit->flow = (id))
 #define STORE_DATA1(a) STORE_DATA(a)

@@ -89,7 +89,7 @@ func (p *Printer) Finish() error {
 func Line(r records.TraceRecord) string {
 	vals := make([]string, len(r.Values))
 	for i, v := range r.Values {
-		vals[i] = human.Value(v)
+		vals[i] = v.String()
 	}
 	extra := ""
 	if r.Flow != 0 {
@@ -123,10 +123,17 @@ func newValuePicker(opt string, index int, errw io.Writer) valuePicker {
 }
 
 func (p *valuePicker) value(r records.TraceRecord) (int64, bool) {
-	if p.index <= len(r.Values) {
-		return r.Values[p.index-1], true
-	}
 	k := aspectAdvice{r.Aspect, r.Advice}
+	if p.index <= len(r.Values) {
+		if v, ok := r.Values[p.index-1].Integer(); ok {
+			return v, true
+		}
+		if !p.warned[k] {
+			p.warned[k] = true
+			fmt.Fprintf(p.errw, "klasy: warning: %s: value %d of %s is not an integer; its records are left out\n", p.opt, p.index, k)
+		}
+		return 0, false
+	}
 	if !p.warned[k] {
 		p.warned[k] = true
 		fmt.Fprintf(p.errw, "klasy: warning: %s: a record of %s has %s; its records with fewer than %d are left out\n",
