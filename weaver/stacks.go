@@ -40,3 +40,22 @@ func (s *Session) KStacks(ctx context.Context) (*kstack.Table, error) {
 	}
 	return &kstack.Table{Stacks: st, Sym: kstack.New(s.X, s.Slide)}, nil
 }
+
+// fillStacks symbolizes the kernel stacks rs recorded (STORE_STACK)
+// now, while the kernel's table holds them: records saved for a later
+// trace keep their frames.
+func (s *Session) fillStacks(ctx context.Context, rs []records.TraceRecord) error {
+	vs := records.KStacks(rs)
+	if len(vs) == 0 {
+		return nil
+	}
+	tab, err := s.KStacks(ctx)
+	if err != nil {
+		return err
+	}
+	for _, v := range vs {
+		fs, ok := tab.Frames(v.KStack)
+		v.Frames, v.Unkept = fs, !ok
+	}
+	return nil
+}

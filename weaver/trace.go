@@ -61,6 +61,9 @@ func (s *Session) drain(ctx context.Context, prev *records.Status) ([]records.Tr
 		}
 		out = append(out, records.Symbolize(st, r))
 	}
+	if err := s.fillStacks(ctx, out); err != nil {
+		return nil, st, err
+	}
 	return out, st, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,6 +117,87 @@ func TestToolsInDebianLab(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("trace --json of klasy_prog's opens:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+	t.Run("kstack", func(t *testing.T) {
+		// COUNT_STACK where openat(2) leads (kstack.klasy), and beside
+		// it STORE_STACK there, both for klasy_prog only: the program's
+		// opens come through one syscall path, one stack counted as
+		// often as it opened, the same frames in trace.
+		rec := filepath.Join(t.TempDir(), "kstack_rec.klasy")
+		if err := os.WriteFile(rec, []byte("<aspect><advice><pointcut>execution(do_sys_openat2)</pointcut>"+
+			"<before>STORE_STACK();</before></advice></aspect>\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		klasy("weave", "--lab", l.Name(), "--comm", "klasy_prog", "-D", "FUNC=do_sys_openat2", "../../examples/tools/kstack.klasy")
+		defer klasy("unweave", "--lab", l.Name(), "kstack")
+		klasy("weave", "--lab", l.Name(), "--comm", "klasy_prog", rec)
+		defer klasy("unweave", "--lab", l.Name(), "kstack_rec")
+		const opens = 7
+		guest(prog, "open-missing", "/tmp/klasy_kstack_missing", strconv.Itoa(opens))
+		stats := klasy("stats", "--lab", l.Name(), "--aspect", "kstack")
+		folded := klasy("stats", "--lab", l.Name(), "--aspect", "kstack", "--folded")
+		trace := klasy("trace", "--lab", l.Name(), "--aspect", "kstack_rec")
+		t.Logf("stats:\n%s\nfolded:\n%s\ntrace:\n%s", stats, folded, trace)
+
+		// stats: one stack, as bpftrace prints @[kstack]: the frames
+		// from the function up to the syscall entry, then the count.
+		var frames []string
+		blocks := strings.Split(stats, "@stacks[\n")[1:]
+		if len(blocks) != 1 {
+			t.Fatalf("stats show %d stacks, klasy_prog opened through one path", len(blocks))
+		}
+		block, count, _ := strings.Cut(blocks[0], "]: ")
+		if strings.TrimSpace(count) != strconv.Itoa(opens) {
+			t.Errorf("the stack is counted %q times, klasy_prog opened %d times", strings.TrimSpace(count), opens)
+		}
+		for _, f := range strings.Split(strings.TrimSuffix(block, "\n"), "\n") {
+			frames = append(frames, strings.TrimPrefix(f, "    "))
+		}
+		var funcs []string
+		for _, f := range frames {
+			funcs = append(funcs, strings.SplitN(strings.SplitN(f, "+", 2)[0], " ", 2)[0])
+		}
+		path := []string{"do_sys_openat2", "__x64_sys_openat", "do_syscall_64", "entry_SYSCALL_64_after_hwframe"}
+		at := -1
+		for _, p := range path {
+			i := slices.Index(funcs, p)
+			if i <= at {
+				t.Fatalf("stack frames %q: want %q in this order, innermost first", funcs, path)
+			}
+			at = i
+		}
+		if funcs[0] != path[0] || funcs[len(funcs)-1] != path[len(path)-1] {
+			t.Errorf("stack %q: want it from %s (no klasy frame above it) to %s", funcs, path[0], path[len(path)-1])
+		}
+		if !strings.Contains(frames[0], "fs/open.c:") {
+			t.Errorf("frame %q: want do_sys_openat2's file:line", frames[0])
+		}
+		// --folded: root first, the same functions, then the count.
+		rev := slices.Clone(funcs)
+		slices.Reverse(rev)
+		if want := strings.Join(rev, ";") + " " + strconv.Itoa(opens) + "\n"; folded != want {
+			t.Errorf("stats --folded:\n%s\nwant\n%s", folded, want)
+		}
+		// trace: each open's record, its stack under it, as stats has it.
+		var recs int
+		lines := strings.Split(strings.TrimSuffix(trace, "\n"), "\n")
+		for i := 0; i < len(lines); i++ {
+			if !strings.Contains(lines[i], " klasy_prog kstack_rec#1 ") {
+				continue
+			}
+			recs++
+			var got []string
+			for i+1 < len(lines) && strings.HasPrefix(lines[i+1], "\t") {
+				i++
+				got = append(got, strings.TrimPrefix(lines[i], "\t"))
+			}
+			if !slices.Equal(got, frames) {
+				t.Errorf("trace's stack under %q:\n%s\nwant the stats' frames:\n%s", lines[i-len(got)], strings.Join(got, "\n"), strings.Join(frames, "\n"))
+			}
+		}
+		if recs != opens {
+			t.Errorf("trace has %d records of klasy_prog's opens, it opened %d times", recs, opens)
 		}
 	})
 	if now := guest("sh", "-c", labboot.KernelState); now != before {

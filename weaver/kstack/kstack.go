@@ -17,17 +17,9 @@ import (
 	"github.com/klasy/klasy/weaver/records"
 )
 
-// Frame is one frame of a symbolized stack, innermost first.
-type Frame struct {
-	Addr   uint64 `json:"addr"`             // running address
-	Func   string `json:"func,omitempty"`   // "" when no function of the image holds it
-	Offset uint64 `json:"offset,omitempty"` // from Func's entry, for an out-of-line frame
-	File   string `json:"file,omitempty"`
-	Line   int    `json:"line,omitempty"`
-	// Inlined: Func's code is inlined at this address into the next
-	// frame's function (same Addr).
-	Inlined bool `json:"inlined,omitempty"`
-}
+// Frame is one frame of a symbolized stack (records.Frame: records
+// keep the frames of the stacks they hold).
+type Frame = records.Frame
 
 // Symbolizer turns running addresses of one kernel into frames.
 type Symbolizer struct {
@@ -127,26 +119,6 @@ func (s *Symbolizer) lookup(a uint64, ret bool) []Frame {
 	}
 	out.File, out.Line = file, line
 	return append(fs, out)
-}
-
-// Name is the frame as bpftrace names it: "func+off", "func" for an
-// inlined one, the address in hex when no function holds it.
-func (f Frame) Name() string {
-	switch {
-	case f.Func == "":
-		return fmt.Sprintf("0x%x", f.Addr)
-	case f.Inlined:
-		return f.Func
-	}
-	return fmt.Sprintf("%s+%d", f.Func, f.Offset)
-}
-
-// Where is the frame's source line, "" when unknown.
-func (f Frame) Where() string {
-	if f.File == "" {
-		return ""
-	}
-	return fmt.Sprintf("%s:%d", f.File, f.Line)
 }
 
 // Lines are the frames as bpftrace prints a kstack, one per line after

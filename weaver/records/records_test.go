@@ -181,10 +181,12 @@ func TestDecodeTyped(t *testing.T) {
 	r.AppendString(KindKString, "dd")
 	r.AppendString(KindUString, strings.Repeat("/tmp/a", 20))
 	r.Typed |= 1 << len(r.Values)
-	r.Values = append(r.Values, KindKStack<<32|8, 0x1122)
+	r.Values = append(r.Values, 9<<32|8, 0x1122) // a kind this klasy does not know
+	r.Typed |= 1 << len(r.Values)
+	r.Values = append(r.Values, KindKStack<<32|8, 0xfedcba9876543210)
 	b := Append(nil, r)
-	if got := hex.EncodeToString(b[offTyped : offTyped+4]); got != "0a100000" {
-		t.Errorf("typed bitmap %s, want 0a100000 (values 1, 3, 12)", got)
+	if got := hex.EncodeToString(b[offTyped : offTyped+4]); got != "0a500000" {
+		t.Errorf("typed bitmap %s, want 0a500000 (values 1, 3, 12, 14)", got)
 	}
 	if got := hex.EncodeToString(b[offVals+8 : offVals+24]); got != "0300000001000000"+"6464000000000000" {
 		t.Errorf("kernel string blob %s, want length 3 kind 1, then dd NUL", got)
@@ -199,7 +201,7 @@ func TestDecodeTyped(t *testing.T) {
 		text = append(text, v.String())
 	}
 	long := strings.Repeat("/tmp/a", 20)[:StrMax]
-	want := []string{"42", `"dd"`, strconv.Quote(long) + "...", "kind3:0x2211000000000000"}
+	want := []string{"42", `"dd"`, strconv.Quote(long) + "...", "kind9:0x2211000000000000", "kstack:0xfedcba9876543210"}
 	if !reflect.DeepEqual(text, want) {
 		t.Errorf("values %q, want %q", text, want)
 	}
@@ -210,7 +212,7 @@ func TestDecodeTyped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantJS := `"values":[42,"dd","` + long + `",{"kind":3,"hex":"2211000000000000"}],"truncated":[3]`
+	wantJS := `"values":[42,"dd","` + long + `",{"kind":9,"hex":"2211000000000000"},{"kstack":"18364758544493064720"}],"truncated":[3]`
 	if !strings.Contains(string(js), wantJS) {
 		t.Errorf("JSON %s\nwant it to hold %s", js, wantJS)
 	}

@@ -16,7 +16,7 @@ import (
 const (
 	KindKString = 1 // a string read from kernel memory (STORE_STR)
 	KindUString = 2 // a string read from user memory (STORE_USTR)
-	KindKStack  = 3 // a kernel stack id (reserved)
+	KindKStack  = 3 // a kernel stack id (STORE_STACK): 8 bytes
 )
 
 // StrMax is KLASY_STR_MAX: the bytes of a string a record keeps, its
@@ -35,6 +35,12 @@ type Value struct {
 	Bad bool
 	// Raw holds a blob of a kind this klasy does not know, as stored.
 	Raw []byte
+	// KStack is a kernel stack's id (KindKStack), and Frames its frames,
+	// innermost first, symbolized when the record was drained; Unkept:
+	// the kernel's table had no room for them.
+	KStack uint64
+	Frames []Frame
+	Unkept bool
 }
 
 // Ints makes integer values.
@@ -67,6 +73,9 @@ func (v Value) String() string {
 			s += "..."
 		}
 		return s
+	case v.Kind == KindKStack:
+		// The frames follow the record's line (klasy trace).
+		return fmt.Sprintf("kstack:%#x", v.KStack)
 	}
 	return fmt.Sprintf("kind%d:0x%x", v.Kind, v.Raw)
 }
@@ -82,6 +91,8 @@ func (v Value) MarshalJSON() ([]byte, error) {
 		return []byte("null"), nil
 	case v.IsString():
 		return json.Marshal(v.Str)
+	case v.Kind == KindKStack:
+		return json.Marshal(kstackJSON{ID: strconv.FormatUint(v.KStack, 10), Frames: v.Frames, Unkept: v.Unkept})
 	}
 	return json.Marshal(struct {
 		Kind uint32 `json:"kind"`
@@ -104,8 +115,14 @@ func (v *Value) UnmarshalJSON(b []byte) error {
 		var o struct {
 			Kind uint32 `json:"kind"`
 			Hex  string `json:"hex"`
+			kstackJSON
 		}
 		if err := json.Unmarshal(b, &o); err != nil {
+			return err
+		}
+		if o.ID != "" {
+			id, err := strconv.ParseUint(o.ID, 10, 64)
+			*v = Value{Kind: KindKStack, KStack: id, Frames: o.Frames, Unkept: o.Unkept}
 			return err
 		}
 		raw, err := hex.DecodeString(o.Hex)
@@ -155,6 +172,11 @@ func (r Record) Items() ([]Value, error) {
 			default:
 				v.Str = string(b[:end])
 			}
+		case KindKStack:
+			if size != 8 {
+				return nil, fmt.Errorf("value %d: a kernel stack id of %d bytes, want 8", i, size)
+			}
+			v.KStack = binary.LittleEndian.Uint64(b)
 		default:
 			v.Raw = b
 		}
@@ -196,6 +218,27 @@ func (tr TraceRecord) Ints() []int64 {
 	out := make([]int64, len(tr.Values))
 	for i, v := range tr.Values {
 		out[i] = v.Int
+	}
+	return out
+}
+
+// kstackJSON is a kernel stack value in JSON: its id as a string
+// (a 64-bit hash, beyond JSON's exact integers) and its frames.
+type kstackJSON struct {
+	ID     string  `json:"kstack,omitempty"`
+	Frames []Frame `json:"frames,omitempty"`
+	Unkept bool    `json:"unkept,omitempty"`
+}
+
+// KStacks returns the kernel stack values of rs, to fill their frames.
+func KStacks(rs []TraceRecord) []*Value {
+	var out []*Value
+	for i := range rs {
+		for j := range rs[i].Values {
+			if rs[i].Values[j].Kind == KindKStack {
+				out = append(out, &rs[i].Values[j])
+			}
+		}
 	}
 	return out
 }

@@ -82,7 +82,7 @@ struct klasy_record {
 enum klasy_val_kind {
 	KLASY_VAL_KSTR = 1,	/* a string in kernel memory */
 	KLASY_VAL_USTR = 2,	/* a string in user memory */
-	KLASY_VAL_KSTACK = 3,	/* a kernel stack id (reserved) */
+	KLASY_VAL_KSTACK = 3,	/* a kernel stack id: 8 bytes (STORE_STACK) */
 };
 
 #define KLASY_STR_MAX 64	/* bytes of a string kept, NUL included */
@@ -641,11 +641,25 @@ void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d);
 
 /* Kinds of keys, as the typed values of a record number them. */
 #define KLASY_KEY_INT 0
-#define KLASY_KEY_KSTACK 3
+#define KLASY_KEY_KSTACK KLASY_VAL_KSTACK
 
 u64 klasy_stack_id(void);
 
 #define STACK_ID() klasy_stack_id()
+
+/*
+ * STORE_STACK() records the stack's id in the hit's record, a typed
+ * value (KLASY_VAL_KSTACK); klasy trace prints its frames.
+ */
+static inline void klasy_store_stack(struct klasy_hit *hit)
+{
+	u64 *p = klasy_store_blob(hit, KLASY_VAL_KSTACK, sizeof(u64));
+
+	if (p)
+		*p = klasy_stack_id();
+}
+
+#define STORE_STACK() klasy_store_stack(__klasy_hit)
 #define COUNT_STACK(name) do {						\
 	__KLASY_DESC(KLASY_AGG_COUNT, #name, .keykind = KLASY_KEY_KSTACK); \
 	klasy_agg_keyed(KLASY_THIS_ASPECT, &__klasy_desc, klasy_stack_id(), 1); \

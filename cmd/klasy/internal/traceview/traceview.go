@@ -16,6 +16,7 @@ import (
 	"github.com/klasy/klasy/cmd/klasy/internal/perfetto"
 	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/timeline"
+	"github.com/klasy/klasy/weaver/kstack"
 	"github.com/klasy/klasy/weaver/records"
 )
 
@@ -58,8 +59,23 @@ func (p *Printer) Print(rs []records.TraceRecord) error {
 			continue
 		}
 		fmt.Fprintf(p.Out, "[%5d.%06d] %s\n", r.TimeNS/1e9, r.TimeNS%1e9/1e3, Line(r))
+		printStacks(p.Out, r)
 	}
 	return nil
+}
+
+// printStacks prints the frames of r's kernel stacks (STORE_STACK)
+// under its line, as bpftrace prints a kstack: one per line, indented.
+func printStacks(w io.Writer, r records.TraceRecord) {
+	for _, v := range r.Values {
+		switch {
+		case v.Kind != records.KindKStack:
+		case v.Unkept:
+			fmt.Fprintf(w, "\t[stack %#x not kept: the stack table was full]\n", v.KStack)
+		default:
+			io.WriteString(w, kstack.Lines(v.Frames, "\t"))
+		}
+	}
 }
 
 // Finish prints the view and writes the export, once the trace has
