@@ -46,10 +46,11 @@ var machinery = []string{
 // Stack symbolizes addrs (innermost first, as the runtime saved them)
 // and drops klasy's frames from the top: addresses outside the image
 // (the advice module, ftrace's and kprobes' trampolines) and the
-// kernel's functions that call handlers.
+// kernel's functions that call handlers. Without an image nothing is
+// known to be klasy's: every address stays.
 func (s *Symbolizer) Stack(addrs []uint64) []Frame {
 	var out []Frame
-	top := true
+	top := s.X != nil
 	for i, a := range addrs {
 		fs := s.frames(a, i > 0)
 		if top && (fs[0].Func == "" || isMachinery(fs[len(fs)-1].Func)) {
