@@ -10,7 +10,11 @@
 package kstack
 
 import (
+	"cmp"
+	"debug/elf"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/klasy/klasy/dwarfmap"
@@ -27,6 +31,7 @@ type Symbolizer struct {
 	Slide uint64          // running address minus image address
 	b     *dwarfmap.Batch
 	cache map[uint64][]Frame
+	syms  []elf.Symbol // the image's code symbols by address, once needed
 }
 
 // New is a symbolizer over x (nil: frames are bare addresses).
@@ -99,6 +104,11 @@ func (s *Symbolizer) lookup(a uint64, ret bool) []Frame {
 	}
 	fi, ok := s.X.FuncAt(at)
 	if !ok {
+		// Assembly has no DWARF function (entry_SYSCALL_64's labels):
+		// the ELF symbol at or before it, as kallsyms names it.
+		if name, off, ok := s.symbolAt(img, at); ok {
+			return []Frame{{Addr: a, Func: name, Offset: off}}
+		}
 		return bare
 	}
 	out := Frame{Addr: a, Func: fi.Name}
@@ -112,8 +122,12 @@ func (s *Symbolizer) lookup(a uint64, ret bool) []Frame {
 	var fs []Frame
 	if s.b != nil {
 		// Innermost first: each copy's line is where it was, the next
-		// one out is at the copy's call.
-		for _, c := range s.b.CopiesAt(at) {
+		// one out is at the copy's call. The copies at an address nest,
+		// and a nested DIE comes after its parent: by size (CopiesAt's
+		// order) copies of one size would go in either order.
+		cs := s.b.CopiesAt(at)
+		slices.SortStableFunc(cs, func(x, y dwarfmap.Instance) int { return cmp.Compare(y.DIE, x.DIE) })
+		for _, c := range cs {
 			fs = append(fs, Frame{Addr: a, Func: c.Name, File: file, Line: line, Inlined: true})
 			file, line = c.CallFile, c.CallLine
 		}
@@ -172,4 +186,41 @@ func (t *Table) Frames(id uint64) (fs []Frame, ok bool) {
 		return nil, false
 	}
 	return t.Sym.Stack(addrs), true
+}
+
+// symbolAt names image address img (looked up at at) by the image's ELF
+// symbols: the last code symbol at or before it, in a section of code.
+func (s *Symbolizer) symbolAt(img, at uint64) (string, uint64, bool) {
+	if s.syms == nil {
+		s.syms = codeSymbols(s.X.Image().ELF)
+	}
+	i := sort.Search(len(s.syms), func(i int) bool { return s.syms[i].Value > at }) - 1
+	if i < 0 {
+		return "", 0, false
+	}
+	sym := s.syms[i]
+	if sym.Size > 0 && at >= sym.Value+sym.Size {
+		return "", 0, false
+	}
+	return sym.Name, img - sym.Value, true
+}
+
+// codeSymbols are f's function and untyped symbols in sections of code,
+// by address (empty, not nil, when it has none).
+func codeSymbols(f *elf.File) []elf.Symbol {
+	out := []elf.Symbol{}
+	syms, err := f.Symbols()
+	if err != nil || f.Type == elf.ET_REL {
+		return out
+	}
+	for _, sym := range syms {
+		typ := elf.ST_TYPE(sym.Info)
+		if sym.Name == "" || (typ != elf.STT_FUNC && typ != elf.STT_NOTYPE) || int(sym.Section) >= len(f.Sections) ||
+			sym.Section == elf.SHN_UNDEF || f.Sections[sym.Section].Flags&elf.SHF_EXECINSTR == 0 {
+			continue
+		}
+		out = append(out, sym)
+	}
+	slices.SortStableFunc(out, func(x, y elf.Symbol) int { return cmp.Compare(x.Value, y.Value) })
+	return out
 }
