@@ -97,6 +97,7 @@ u64 klasy_stack_id(void)
 	i = id & (KLASY_STACKS - 1);
 	for (p = 0; p < KLASY_STACK_PROBES; p++) {
 		s = &klasy_stacks[(i + p) & (KLASY_STACKS - 1)];
+		/* Pairs with the release below: an id seen, its frames are. */
 		if (smp_load_acquire(&s->id) == id) {
 			/* A 64-bit hash of other frames: look on. */
 			if (s->nr == nr && !memcmp(s->ip, ip, nr * sizeof(*ip)))
@@ -108,6 +109,7 @@ u64 klasy_stack_id(void)
 			continue;
 		memcpy(s->ip, ip, nr * sizeof(*ip));
 		s->nr = nr;
+		/* Readers that see the id see the frames. */
 		smp_store_release(&s->id, id);
 		atomic_inc(&klasy_stacks_used);
 		return id;
@@ -135,6 +137,7 @@ static int klasy_stacks_show(struct seq_file *sf, void *unused)
 	for (i = 0; klasy_stacks && i < KLASY_STACKS; i++) {
 		struct klasy_stack *s = &klasy_stacks[i];
 
+		/* Pairs with klasy_stack_id's release: the frames are whole. */
 		id = smp_load_acquire(&s->id);
 		if (!id)
 			continue;
