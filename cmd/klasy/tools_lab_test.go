@@ -125,7 +125,10 @@ func TestToolsInDebianLab(t *testing.T) {
 		// opens come through one syscall path, one stack counted as
 		// often as it opened, the same frames in trace.
 		rec := filepath.Join(t.TempDir(), "kstack_rec.klasy")
+		// Its second advice, on a tracepoint, has no probed registers:
+		// the stack is unwound from the advice, klasy's frames dropped.
 		if err := os.WriteFile(rec, []byte("<aspect><advice><pointcut>execution(do_sys_openat2)</pointcut>"+
+			"<before>STORE_STACK();</before></advice>\n<advice><pointcut>tracepoint(sched:sched_process_exec)</pointcut>"+
 			"<before>STORE_STACK();</before></advice></aspect>\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -198,6 +201,29 @@ func TestToolsInDebianLab(t *testing.T) {
 		}
 		if recs != opens {
 			t.Errorf("trace has %d records of klasy_prog's opens, it opened %d times", recs, opens)
+		}
+		// The exec of klasy_prog: from the function that raised the
+		// event (no __traceiter_, no klasy frame) to the syscall entry.
+		execs := 0
+		for i, line := range lines {
+			if !strings.Contains(line, " klasy_prog kstack_rec#2 ") {
+				continue
+			}
+			execs++
+			var fs []string
+			for _, f := range lines[i+1:] {
+				if !strings.HasPrefix(f, "\t") {
+					break
+				}
+				fs = append(fs, strings.SplitN(strings.SplitN(strings.TrimPrefix(f, "\t"), "+", 2)[0], " ", 2)[0])
+			}
+			if len(fs) == 0 || strings.HasPrefix(fs[0], "__traceiter_") || strings.HasPrefix(fs[0], "0x") ||
+				!slices.Contains(fs, "__x64_sys_execve") || fs[len(fs)-1] != "entry_SYSCALL_64_after_hwframe" {
+				t.Errorf("the exec's stack %q: want it from the exec's code through __x64_sys_execve to entry_SYSCALL_64_after_hwframe", fs)
+			}
+		}
+		if execs != 1 {
+			t.Errorf("trace has %d records of klasy_prog's exec, the agent ran it once", execs)
 		}
 	})
 	if now := guest("sh", "-c", labboot.KernelState); now != before {

@@ -194,6 +194,10 @@ func (s *Symbolizer) symbolAt(img, at uint64) (string, uint64, bool) {
 	if s.syms == nil {
 		s.syms = codeSymbols(s.X.Image().ELF)
 	}
+	// A module's address, past the image's code, is no symbol's.
+	if !inCode(s.X.Image().ELF, at) {
+		return "", 0, false
+	}
 	i := sort.Search(len(s.syms), func(i int) bool { return s.syms[i].Value > at }) - 1
 	if i < 0 {
 		return "", 0, false
@@ -223,4 +227,14 @@ func codeSymbols(f *elf.File) []elf.Symbol {
 	}
 	slices.SortStableFunc(out, func(x, y elf.Symbol) int { return cmp.Compare(x.Value, y.Value) })
 	return out
+}
+
+// inCode says whether addr is in one of f's sections of code.
+func inCode(f *elf.File, addr uint64) bool {
+	for _, sec := range f.Sections {
+		if sec.Flags&elf.SHF_EXECINSTR != 0 && sec.Flags&elf.SHF_ALLOC != 0 && addr >= sec.Addr && addr < sec.Addr+sec.Size {
+			return true
+		}
+	}
+	return false
 }
