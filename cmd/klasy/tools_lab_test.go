@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/statsview"
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/lab/labboot"
 )
@@ -25,7 +26,7 @@ func TestToolsInDebianLab(t *testing.T) {
 		t.Skip("boots a lab")
 	}
 	const prog = "/tmp/klasy_prog"
-	l := labboot.Boot(t, lab.Config{Name: labboot.Name("tools"), Kernel: lab.Debian})
+	l := labboot.Boot(t, lab.Config{Name: labboot.Name("tools"), Kernel: lab.Debian, CPUs: 2})
 	labboot.Install(t, l, prog, labboot.StaticProgram(t, "../../weaver/testdata/prog/klasy_prog.c"))
 	klasy := func(args ...string) string {
 		t.Helper()
@@ -224,6 +225,64 @@ func TestToolsInDebianLab(t *testing.T) {
 		}
 		if execs != 1 {
 			t.Errorf("trace has %d records of klasy_prog's exec, the agent ran it once", execs)
+		}
+	})
+	t.Run("readsize_by_comm", func(t *testing.T) {
+		klasy("weave", "--lab", l.Name(), "../../examples/tools/readsize_by_comm.klasy")
+		defer klasy("unweave", "--lab", l.Name(), "readsize_by_comm")
+		// dd reads 37 times 1000 bytes, busybox (dd by another name) 11
+		// times 100 bytes: two commands, each its histogram.
+		ddPID := strings.TrimSpace(guest("sh", "-c", "dd if=/dev/zero of=/dev/null bs=1000 count=37 2>/dev/null & echo $!; wait"))
+		bbPID := strings.TrimSpace(guest("sh", "-c", "busybox dd if=/dev/zero of=/dev/null bs=100 count=11 2>/dev/null & echo $!; wait"))
+		js := klasy("stats", "--lab", l.Name(), "--aspect", "readsize_by_comm", "--json")
+		text := klasy("stats", "--lab", l.Name(), "--aspect", "readsize_by_comm")
+		t.Log(text)
+		maps := map[string]statsview.MapJSON{}
+		for _, line := range strings.Split(strings.TrimSpace(js), "\n") {
+			var m statsview.MapJSON
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("%v: %s", err, line)
+			}
+			maps[m.Map] = m
+		}
+		key := func(k statsview.TupleKeyJSON) string {
+			var parts []string
+			for _, v := range k.Key {
+				parts = append(parts, v.String())
+			}
+			return strings.Join(parts, " ")
+		}
+		hists := map[string]string{}
+		for _, k := range maps["read_size"].By {
+			var bs []string
+			for _, b := range k.Buckets {
+				if b.Count > 0 && b.Min != nil {
+					bs = append(bs, fmt.Sprintf("[%d]=%d", *b.Min, b.Count))
+				}
+			}
+			hists[key(k)] = strings.Join(bs, " ")
+		}
+		if got := hists[`"dd"`]; got != "[512]=37" {
+			t.Errorf("@read_size[dd]: %q, want dd's 37 reads of 1000 bytes; all: %v", got, hists)
+		}
+		if got := hists[`"busybox"`]; got != "[64]=11" {
+			t.Errorf("@read_size[busybox]: %q, want its 11 reads of 100 bytes; all: %v", got, hists)
+		}
+		counts := map[string]int64{}
+		for _, k := range maps["reads"].By {
+			if k.Value != nil {
+				counts[key(k)] = *k.Value
+			}
+		}
+		for k, want := range map[string]int64{`"dd" ` + ddPID: 37, `"busybox" ` + bbPID: 11} {
+			if counts[k] != want {
+				t.Errorf("@reads[%s]: %d, want %d; all: %v", k, counts[k], want, counts)
+			}
+		}
+		for _, want := range []string{"@reads[dd, " + ddPID + "]: 37\n", "@reads[busybox, " + bbPID + "]: 11\n", "@read_size[dd]: 37 values\n"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("klasy stats does not print %q as bpftrace would:\n%s", want, text)
+			}
 		}
 	})
 	if now := guest("sh", "-c", labboot.KernelState); now != before {

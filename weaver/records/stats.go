@@ -97,8 +97,14 @@ type Map struct {
 	// Lo, Hi, Step are an lhist's bounds.
 	Lo, Hi, Step int64  `json:",omitempty"`
 	Timer        *Timer `json:",omitempty"`
+	// By: a _BY map (COUNT_BY, HIST_BY...), whose keys are TKeys, each
+	// with its own buckets for a histogram; Dropped counts updates that
+	// found no room for their key.
+	By    bool       `json:",omitempty"`
+	TKeys []TupleKey `json:",omitempty"`
 
 	keys int // as the map's line says
+	nb   int // a _BY histogram's buckets per key
 }
 
 // KeyValue is one key of a keyed map: N updates; Value the sum, least
@@ -212,6 +218,8 @@ func ParseStats(text []byte) (*Stats, error) {
 			m = &a.Maps[len(a.Maps)-1]
 		case "key":
 			err = m.parseKey(kv)
+		case "tkey":
+			err = m.parseTKey(kv)
 		case "b", "w", "c":
 			err = m.parseBucket(kind, kv)
 		case "fail":
@@ -351,6 +359,9 @@ func parseMap(kv kvs) (Map, error) {
 	if m.Use, err = parseUse(kv); err != nil {
 		return m, err
 	}
+	if _, by := kv["by"]; by {
+		return m, m.parseByMap(kv)
+	}
 	switch {
 	case m.Keyed():
 		if m.keys, err = kv.int("keys"); err != nil {
@@ -386,42 +397,65 @@ func parseMap(kv kvs) (Map, error) {
 		t.Wall.Buckets, t.CPU.Buckets = make([]uint64, nb), make([]uint64, nb)
 	default: // hist, lhist
 		if m.Kind == KindLHist {
-			if m.Lo, err = kv.sint("lo"); err != nil {
-				return m, err
-			}
-			if m.Hi, err = kv.sint("hi"); err != nil {
-				return m, err
-			}
-			if m.Step, err = kv.sint("step"); err != nil {
+			if err = m.parseBounds(kv); err != nil {
 				return m, err
 			}
 		}
 		if m.Count, err = kv.uint("count", 64); err != nil {
 			return m, err
 		}
-		nb, err := kv.int("buckets")
+		nb, err := m.parseNBuckets(kv)
 		if err != nil {
 			return m, err
-		}
-		want := HistBuckets
-		if m.Kind == KindLHist {
-			want = -1
-			span := uint64(m.Hi) - uint64(m.Lo)
-			if m.Step > 0 && m.Hi > m.Lo && span%uint64(m.Step) == 0 && span/uint64(m.Step) <= LHistMax {
-				want = int(span/uint64(m.Step)) + 2
-			}
-		}
-		if nb != want {
-			return m, fmt.Errorf("buckets=%d, want %d for a %s", nb, want, m.Kind)
 		}
 		m.Buckets = make([]uint64, nb)
 	}
 	return m, err
 }
 
+// parseBounds reads an lhist's lo=, hi=, step=.
+func (m *Map) parseBounds(kv kvs) error {
+	var err error
+	if m.Lo, err = kv.sint("lo"); err != nil {
+		return err
+	}
+	if m.Hi, err = kv.sint("hi"); err != nil {
+		return err
+	}
+	m.Step, err = kv.sint("step")
+	return err
+}
+
+// parseNBuckets reads a histogram's buckets=, which its kind and bounds
+// decide.
+func (m *Map) parseNBuckets(kv kvs) (int, error) {
+	nb, err := kv.int("buckets")
+	if err != nil {
+		return 0, err
+	}
+	want := HistBuckets
+	if m.Kind == KindLHist {
+		want = -1
+		span := uint64(m.Hi) - uint64(m.Lo)
+		if m.Step > 0 && m.Hi > m.Lo && span%uint64(m.Step) == 0 && span/uint64(m.Step) <= LHistMax {
+			want = int(span/uint64(m.Step)) + 2
+		}
+	}
+	if nb != want {
+		return 0, fmt.Errorf("buckets=%d, want %d for a %s", nb, want, m.Kind)
+	}
+	return nb, nil
+}
+
 // check is done when the lines of m have all been read: a keyed map has
 // as many keys as its line said, in increasing order.
 func (m *Map) check() error {
+	if m != nil && m.By {
+		if len(m.TKeys) != m.keys {
+			return fmt.Errorf("map %d has %d tkey lines, its line says keys=%d", m.Index, len(m.TKeys), m.keys)
+		}
+		return nil
+	}
 	if m == nil || !m.Keyed() {
 		return nil
 	}
@@ -437,7 +471,7 @@ func (m *Map) check() error {
 }
 
 func (m *Map) parseKey(kv kvs) error {
-	if m == nil || !m.Keyed() {
+	if m == nil || !m.Keyed() || m.By {
 		return fmt.Errorf("a key outside a count, sum, min or max map")
 	}
 	var k KeyValue
@@ -465,6 +499,9 @@ func (m *Map) parseBucket(tag string, kv kvs) error {
 	var bs []uint64
 	switch {
 	case m == nil:
+	case tag == "b" && m.By && len(m.TKeys) > 0:
+		bs = m.TKeys[len(m.TKeys)-1].Buckets
+	case tag == "b" && m.By:
 	case tag == "b" && (m.Kind == KindHist || m.Kind == KindLHist):
 		bs = m.Buckets
 	case tag == "w" && m.Timer != nil:

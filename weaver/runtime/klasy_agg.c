@@ -25,6 +25,7 @@
 #include <linux/bitops.h>
 #include <linux/debugfs.h>
 #include <linux/hash.h>
+#include <linux/jhash.h>
 #include <linux/kernel.h>
 #include <linux/math64.h>
 #include <linux/mm.h>
@@ -56,6 +57,24 @@ struct klasy_keyed {
 	unsigned int used;	/* slots taken */
 	unsigned int maxprobe;	/* the longest probe an insert needed */
 	struct klasy_kentry e[KLASY_AGG_KEYS];
+};
+
+/*
+ * One key of a _BY map on one CPU: followed, in a histogram, by its
+ * buckets (the map's nbuckets).
+ */
+struct klasy_tentry {
+	u64 n;		/* updates of key; 0: the slot is free */
+	s64 val;	/* SUM: the sum; MINIMUM, MAXIMUM: the least, greatest */
+	struct klasy_key key;
+	u64 b[];
+};
+
+/* A _BY map on one CPU: as struct klasy_keyed, nkeys entries of esize. */
+struct klasy_tmap {
+	u64 dropped;		/* updates of a key that found no free slot */
+	unsigned int used, maxprobe;
+	u8 e[];
 };
 
 /* A histogram on one CPU. */
@@ -103,6 +122,7 @@ struct klasy_tslot {
 struct klasy_map {
 	const struct klasy_map_desc *desc;	/* its first use */
 	u8 kind;
+	bool by;				/* a _BY map: struct klasy_tmap */
 	unsigned int nbuckets;			/* HIST, LHIST */
 	size_t off;				/* in each CPU's arena */
 	struct klasy_tslot *tasks;		/* TIMER: KLASY_AGG_TASKS */
@@ -133,8 +153,25 @@ struct klasy_agg {
 	struct klasy_map failed;	/* what a use without a map points to */
 };
 
-static size_t klasy_map_size(u8 kind, unsigned int nbuckets)
+/* Keys per CPU of a _BY map of kind. */
+static unsigned int klasy_by_keys(u8 kind)
 {
+	return kind == KLASY_AGG_HIST || kind == KLASY_AGG_LHIST ?
+	       KLASY_AGG_HIST_BY_KEYS : KLASY_AGG_BY_KEYS;
+}
+
+static size_t klasy_tentry_size(u8 kind, unsigned int nbuckets)
+{
+	return struct_size((struct klasy_tentry *)NULL, b,
+			   kind == KLASY_AGG_HIST || kind == KLASY_AGG_LHIST ?
+			   nbuckets : 0);
+}
+
+static size_t klasy_map_size(u8 kind, unsigned int nbuckets, bool by)
+{
+	if (by)
+		return sizeof(struct klasy_tmap) + klasy_by_keys(kind) *
+		       klasy_tentry_size(kind, nbuckets);
 	switch (kind) {
 	case KLASY_AGG_COUNT:
 	case KLASY_AGG_SUM:
@@ -172,7 +209,8 @@ void klasy_agg_free(struct klasy_aspect *a)
 int klasy_agg_alloc(struct klasy_aspect *a)
 {
 	const struct klasy_agg_room *r = &a->agg_room;
-	unsigned int maxmaps = r->keyed + r->hist + r->lhist + r->timer;
+	unsigned int maxmaps = r->keyed + r->hist + r->lhist + r->timer +
+			       r->by + r->hist_by + r->lhist_by;
 	struct klasy_agg *g;
 	int cpu;
 
@@ -193,10 +231,13 @@ int klasy_agg_alloc(struct klasy_aspect *a)
 		return 0;
 
 	g->maxmaps = maxmaps;
-	g->size = r->keyed * klasy_map_size(KLASY_AGG_COUNT, 0) +
-		  r->hist * klasy_map_size(KLASY_AGG_HIST, KLASY_AGG_HIST_BUCKETS) +
-		  r->lhist * klasy_map_size(KLASY_AGG_LHIST, KLASY_AGG_LHIST_MAX + 2) +
-		  r->timer * klasy_map_size(KLASY_AGG_TIMER, 0);
+	g->size = r->keyed * klasy_map_size(KLASY_AGG_COUNT, 0, false) +
+		  r->hist * klasy_map_size(KLASY_AGG_HIST, KLASY_AGG_HIST_BUCKETS, false) +
+		  r->lhist * klasy_map_size(KLASY_AGG_LHIST, KLASY_AGG_LHIST_MAX + 2, false) +
+		  r->timer * klasy_map_size(KLASY_AGG_TIMER, 0, false) +
+		  r->by * klasy_map_size(KLASY_AGG_COUNT, 0, true) +
+		  r->hist_by * klasy_map_size(KLASY_AGG_HIST, KLASY_AGG_HIST_BUCKETS, true) +
+		  r->lhist_by * klasy_map_size(KLASY_AGG_LHIST, KLASY_AGG_LHIST_MAX + 2, true);
 	g->maps = kcalloc(maxmaps, sizeof(*g->maps), GFP_KERNEL);
 	g->cpu = kcalloc(nr_cpu_ids, sizeof(*g->cpu), GFP_KERNEL);
 	if (!g->maps || !g->cpu)
@@ -238,7 +279,7 @@ static bool klasy_fits(const struct klasy_map *m,
 {
 	const struct klasy_map_desc *md = m->desc;
 
-	if (m->kind != d->kind || md->keykind != d->keykind)
+	if (m->kind != d->kind || md->by != d->by || md->keykind != d->keykind)
 		return false;
 	return m->kind != KLASY_AGG_LHIST ||
 	       (md->lo == d->lo && md->hi == d->hi && md->step == d->step);
@@ -273,9 +314,10 @@ static struct klasy_map *klasy_new_map(struct klasy_agg *g,
 	size_t size;
 
 	if (d->kind < KLASY_AGG_COUNT || d->kind > KLASY_AGG_TIMER ||
-	    ((d->kind == KLASY_AGG_HIST || d->kind == KLASY_AGG_LHIST) && !nb))
+	    ((d->kind == KLASY_AGG_HIST || d->kind == KLASY_AGG_LHIST) && !nb) ||
+	    (d->by && d->kind == KLASY_AGG_TIMER))
 		return NULL;
-	size = klasy_map_size(d->kind, nb);
+	size = klasy_map_size(d->kind, nb, d->by);
 	if (g->nmaps >= g->maxmaps || size > g->size - g->used)
 		return NULL;
 	if (d->kind == KLASY_AGG_TIMER && g->usedtimers >= g->ntimers)
@@ -283,6 +325,7 @@ static struct klasy_map *klasy_new_map(struct klasy_agg *g,
 	m = &g->maps[g->nmaps];
 	m->desc = d;
 	m->kind = d->kind;
+	m->by = d->by;
 	m->nbuckets = nb;
 	m->off = g->used;
 	g->used += size;
@@ -353,7 +396,7 @@ static __always_inline struct klasy_map *klasy_map_of(struct klasy_aspect *a,
 
 	if (unlikely(!m))
 		m = klasy_make_map(a->agg, d);
-	if (likely(m->kind == d->kind))
+	if (likely(m->kind == d->kind && m->by == d->by))
 		return m;
 	this_cpu_inc(*a->agg->unclaimed);
 	return NULL;
@@ -420,6 +463,19 @@ static unsigned int klasy_log2_bucket(s64 v)
 	return v < 0 ? 0 : fls64(v) + 1;
 }
 
+/* The bucket of v in histogram m. */
+static unsigned int klasy_bucket(const struct klasy_map *m,
+				 const struct klasy_map_desc *d, s64 v)
+{
+	if (d->kind == KLASY_AGG_HIST)
+		return klasy_log2_bucket(v);
+	if (v < d->lo)
+		return 0;
+	if (v >= d->hi)
+		return m->nbuckets - 1;
+	return div64_u64((u64)v - (u64)d->lo, d->step) + 1;
+}
+
 void klasy_agg_hist(struct klasy_aspect *a, struct klasy_map_desc *d, s64 v)
 {
 	struct klasy_map *m = klasy_map_of(a, d);
@@ -429,18 +485,114 @@ void klasy_agg_hist(struct klasy_aspect *a, struct klasy_map_desc *d, s64 v)
 	if (unlikely(!m))
 		return;
 	h = klasy_here(a->agg, m);
-	if (d->kind == KLASY_AGG_HIST)
-		b = klasy_log2_bucket(v);
-	else if (v < d->lo)
-		b = 0;
-	else if (v >= d->hi)
-		b = m->nbuckets - 1;
-	else
-		b = div64_u64((u64)v - (u64)d->lo, d->step) + 1;
+	b = klasy_bucket(m, d, v);
 	WRITE_ONCE(h->b[b], h->b[b] + 1);
 	WRITE_ONCE(h->count, h->count + 1);
 }
 EXPORT_SYMBOL_GPL(klasy_agg_hist);
+
+void klasy_key_add(struct klasy_key *k, u32 kind, u64 v)
+{
+	char buf[KLASY_STR_MAX + 1];
+	long room, got;
+
+	if (k->nw >= KLASY_KEY_WORDS) {
+		k->nw = KLASY_KEY_WORDS + 1;	/* no room: not counted */
+		return;
+	}
+	if (!kind) {
+		k->w[k->nw++] = v;
+		return;
+	}
+	room = ((long)KLASY_KEY_WORDS - (long)k->nw - 1) * 8;
+	if (room <= 0) {
+		k->nw = KLASY_KEY_WORDS + 1;
+		return;
+	}
+	got = klasy_read_str(buf, kind, (const void *)(unsigned long)v,
+			     min_t(long, KLASY_STR_MAX, room));
+	k->typed |= 1U << k->nw;
+	k->w[k->nw] = (u64)kind << 32 | got;
+	/* The key was zeroed: the last word's padding stays 0. */
+	memcpy(&k->w[k->nw + 1], buf, got);
+	k->nw += 1 + DIV_ROUND_UP(got, 8);
+}
+EXPORT_SYMBOL_GPL(klasy_key_add);
+
+static bool klasy_key_eq(const struct klasy_key *x, const struct klasy_key *y)
+{
+	return x->nw == y->nw && x->typed == y->typed &&
+	       !memcmp(x->w, y->w, x->nw * sizeof(x->w[0]));
+}
+
+static struct klasy_tentry *klasy_tentry_at(struct klasy_tmap *t,
+					    size_t esize, unsigned int i)
+{
+	return (struct klasy_tentry *)(t->e + i * esize);
+}
+
+void klasy_agg_by(struct klasy_aspect *a, struct klasy_map_desc *d,
+		  const struct klasy_key *k, s64 v)
+{
+	struct klasy_map *m = klasy_map_of(a, d);
+	bool hist = d->kind == KLASY_AGG_HIST || d->kind == KLASY_AGG_LHIST;
+	unsigned int nkeys, i, p, b = 0;
+	struct klasy_tentry *e;
+	struct klasy_tmap *t;
+	size_t esize;
+
+	if (unlikely(!m))
+		return;
+	t = klasy_here(a->agg, m);
+	if (unlikely(k->nw > KLASY_KEY_WORDS)) {
+		t->dropped++;
+		return;
+	}
+	nkeys = klasy_by_keys(m->kind);
+	esize = klasy_tentry_size(m->kind, m->nbuckets);
+	if (hist)
+		b = klasy_bucket(m, d, v);
+	i = jhash2((const u32 *)k->w, k->nw * 2, k->typed) & (nkeys - 1);
+	for (p = 0; p < nkeys; p++, i = (i + 1) & (nkeys - 1)) {
+		e = klasy_tentry_at(t, esize, i);
+		if (!e->n) {
+			e->key = *k;
+			e->val = v;
+			if (hist)
+				e->b[b] = 1;
+			/* A reader that sees n sees the key. */
+			smp_store_release(&e->n, 1);
+			t->used++;
+			t->maxprobe = max(t->maxprobe, p);
+			return;
+		}
+		if (klasy_key_eq(&e->key, k)) {
+			switch (d->kind) {
+			case KLASY_AGG_SUM:
+				WRITE_ONCE(e->val, e->val + v);
+				break;
+			case KLASY_AGG_MIN:
+				if (v < e->val)
+					WRITE_ONCE(e->val, v);
+				break;
+			case KLASY_AGG_MAX:
+				if (v > e->val)
+					WRITE_ONCE(e->val, v);
+				break;
+			case KLASY_AGG_HIST:
+			case KLASY_AGG_LHIST:
+				WRITE_ONCE(e->b[b], e->b[b] + 1);
+				break;
+			}
+			WRITE_ONCE(e->n, e->n + 1);
+			return;
+		}
+		if (p >= t->maxprobe && t->used == nkeys)
+			break;
+	}
+	t->dropped++;
+}
+EXPORT_SYMBOL_GPL(klasy_agg_by);
 
 /*
  * The current task's time on a CPU, in ns: the scheduler's
@@ -748,6 +900,103 @@ static int klasy_show_keyed(struct seq_file *sf, struct klasy_agg *g,
 	return 0;
 }
 
+static int klasy_key_cmp(const void *a, const void *b)
+{
+	const struct klasy_tentry *x = *(const struct klasy_tentry **)a;
+	const struct klasy_tentry *y = *(const struct klasy_tentry **)b;
+
+	if (x->key.nw != y->key.nw)
+		return x->key.nw < y->key.nw ? -1 : 1;
+	if (x->key.typed != y->key.typed)
+		return x->key.typed < y->key.typed ? -1 : 1;
+	return memcmp(x->key.w, y->key.w, x->key.nw * sizeof(x->key.w[0]));
+}
+
+/*
+ * A _BY map: the keys of all CPUs merged, in key order, each as a tkey
+ * line (t= its typed bitmap in hex, w= its words in hex), a histogram's
+ * followed by its buckets.
+ */
+static int klasy_show_by(struct seq_file *sf, struct klasy_agg *g,
+			 struct klasy_map *m)
+{
+	bool hist = m->kind == KLASY_AGG_HIST || m->kind == KLASY_AGG_LHIST;
+	unsigned int nkeys = klasy_by_keys(m->kind), i, j, w, bk;
+	size_t esize = klasy_tentry_size(m->kind, m->nbuckets);
+	struct klasy_tentry **all;
+	size_t n = 0, keys = 0;
+	u64 dropped = 0, *sum = NULL;
+	int cpu;
+
+	all = kvmalloc_array(array_size(num_possible_cpus(), nkeys),
+			     sizeof(*all), GFP_KERNEL);
+	if (hist)
+		sum = kvmalloc_array(m->nbuckets, sizeof(*sum), GFP_KERNEL);
+	if (!all || (hist && !sum)) {
+		kvfree(all);
+		kvfree(sum);
+		return -ENOMEM;
+	}
+	for_each_possible_cpu(cpu) {
+		struct klasy_tmap *t = g->cpu[cpu] + m->off;
+
+		dropped += READ_ONCE(t->dropped);
+		for (i = 0; i < nkeys; i++) {
+			struct klasy_tentry *e = klasy_tentry_at(t, esize, i);
+
+			/* Pairs with klasy_agg_by's release: the key is there. */
+			if (smp_load_acquire(&e->n))
+				all[n++] = e;
+		}
+	}
+	sort(all, n, sizeof(*all), klasy_key_cmp, NULL);
+	for (i = 0; i < n; i = j)
+		for (keys++, j = i + 1; j < n && !klasy_key_cmp(&all[i], &all[j]);)
+			j++;
+	if (m->kind == KLASY_AGG_LHIST)
+		seq_printf(sf, " lo=%lld hi=%lld step=%lld", m->desc->lo,
+			   m->desc->hi, m->desc->step);
+	seq_printf(sf, " by=1 keys=%zu dropped=%llu", keys, dropped);
+	if (hist)
+		seq_printf(sf, " buckets=%u", m->nbuckets);
+	seq_putc(sf, '\n');
+	for (i = 0; i < n; i = j) {
+		u64 cnt = 0;
+		s64 v = 0;
+
+		if (hist)
+			memset(sum, 0, m->nbuckets * sizeof(*sum));
+		for (j = i; j < n && !klasy_key_cmp(&all[i], &all[j]); j++) {
+			struct klasy_tentry *e = all[j];
+			s64 ev = READ_ONCE(e->val);
+
+			if (j == i)
+				v = ev;
+			else if (m->kind == KLASY_AGG_SUM)
+				v += ev;
+			else if (m->kind == KLASY_AGG_MIN)
+				v = min(v, ev);
+			else if (m->kind == KLASY_AGG_MAX)
+				v = max(v, ev);
+			cnt += READ_ONCE(e->n);
+			for (bk = 0; hist && bk < m->nbuckets; bk++)
+				sum[bk] += READ_ONCE(e->b[bk]);
+		}
+		if (hist)
+			v = 0;
+		seq_printf(sf, "tkey t=0x%x w=", all[i]->key.typed);
+		for (w = 0; w < all[i]->key.nw; w++)
+			seq_printf(sf, "%s%llx", w ? "," : "", all[i]->key.w[w]);
+		seq_printf(sf, " n=%llu v=%lld\n", cnt, v);
+		for (bk = 0; hist && bk < m->nbuckets; bk++)
+			if (sum[bk])
+				seq_printf(sf, "b i=%u n=%llu\n", bk, sum[bk]);
+	}
+	kvfree(sum);
+	kvfree(all);
+	return 0;
+}
+
 /* Buckets of b (at off in each CPU's arena) summed over CPUs, as TAG lines. */
 static void klasy_show_buckets(struct seq_file *sf, struct klasy_agg *g,
 			       size_t off, unsigned int nb, const char *tag)
@@ -840,6 +1089,12 @@ static int klasy_show_aspect(struct seq_file *sf, struct klasy_aspect *a)
 
 		seq_printf(sf, "map index=%u", i);
 		klasy_show_use(sf, m->desc);
+		if (m->by) {
+			err = klasy_show_by(sf, g, m);
+			if (err)
+				return err;
+			continue;
+		}
 		switch (m->kind) {
 		case KLASY_AGG_HIST:
 		case KLASY_AGG_LHIST:

@@ -608,11 +608,20 @@ static long klasy_str_read(char *dst, const void *p, long n, bool user)
 	return n;
 }
 
+long klasy_read_str(char *buf, u32 kind, const void *p, long cap)
+{
+	/* cap + 1 bytes: a string that fills them is truncated. */
+	long got = klasy_str_read(buf, p, cap + 1, kind == KLASY_VAL_USTR);
+
+	if (got < 0)
+		return 0;
+	return min(got, cap);
+}
+
 void klasy_store_str(struct klasy_hit *hit, u32 kind, const void *p)
 {
-	/* One more byte than is kept: a string that fills it is truncated. */
 	char buf[KLASY_STR_MAX + 1];
-	long room, cap, got;
+	long room, got;
 	void *dst;
 
 	room = ((long)KLASY_MAX_VALUES - (long)hit->n - 1) * 8;
@@ -620,12 +629,7 @@ void klasy_store_str(struct klasy_hit *hit, u32 kind, const void *p)
 		hit->dropped++;
 		return;
 	}
-	cap = min_t(long, KLASY_STR_MAX, room);
-	got = klasy_str_read(buf, p, cap + 1, kind == KLASY_VAL_USTR);
-	if (got < 0)
-		got = 0;
-	else if (got > cap)
-		got = cap;
+	got = klasy_read_str(buf, kind, p, min_t(long, KLASY_STR_MAX, room));
 	dst = klasy_store_blob(hit, kind, got);
 	if (dst)
 		memcpy(dst, buf, got);

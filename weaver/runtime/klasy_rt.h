@@ -217,6 +217,9 @@ struct klasy_agg_room {
 	u16 hist;	/* HIST */
 	u16 lhist;	/* LHIST */
 	u16 timer;	/* TIMER_START/TIMER_STOP names */
+	u16 by;		/* COUNT_BY, SUM_BY, MINIMUM_BY, MAXIMUM_BY */
+	u16 hist_by;	/* HIST_BY */
+	u16 lhist_by;	/* LHIST_BY */
 };
 
 struct klasy_agg;
@@ -505,6 +508,22 @@ void klasy_flow_no_id(struct klasy_flow *flow);
  * MAXIMUM.) Keys and values are 64-bit: a key is any integer or pointer
  * (current->pid, an skb), a value is signed.
  *
+ * Keys of several values, strings among them (bpftrace's @[comm, pid]):
+ *
+ *   COUNT_BY(name, k...)                    hits per key
+ *   SUM_BY(name, k..., v), MINIMUM_BY(name, k..., v), MAXIMUM_BY(...)
+ *   HIST_BY(name, k..., v)                  a histogram per key
+ *   LHIST_BY(name, k..., v, lo, hi, step)   a linear one per key
+ *
+ * k... is one to four values, each an integer or KEY_STR(p) (the string
+ * at kernel address p, as STORE_STR) or KEY_USTR(p) (user address). A
+ * key is stored in KLASY_KEY_WORDS u64s, encoded as a record's values
+ * (an integer one, a string a typed blob of its bytes): a string is cut
+ * (and shown marked) to what the key has room for, a key that has no
+ * room for its next value is not counted (dropped). Such a map holds
+ * KLASY_AGG_BY_KEYS keys per CPU, KLASY_AGG_HIST_BY_KEYS for
+ * histograms; updates of further keys are counted as dropped.
+ *
  * Naming: a map is named by its macro and line ("count:12" for a COUNT on
  * the aspect's line 12): two of one kind on one line are one map. The _AS
  * forms name it: COUNT_AS(name, key), SUM_AS(name, key, v),
@@ -550,6 +569,21 @@ enum klasy_agg_kind {
 #define KLASY_AGG_TASK_BITS 10
 #define KLASY_AGG_TASKS (1 << KLASY_AGG_TASK_BITS)	/* tasks in one timer at once */
 #define KLASY_AGG_MAX_MAPS 64		/* maps per aspect */
+#define KLASY_KEY_WORDS 8		/* a _BY key: 64 bytes */
+#define KLASY_KEY_VALUES 4		/* values in a _BY key */
+#define KLASY_AGG_BY_KEYS 256		/* keys per _BY map and CPU */
+#define KLASY_AGG_HIST_BY_KEYS 64	/* keys per HIST_BY, LHIST_BY map and CPU */
+
+/*
+ * A _BY map's key: nw words, typed marking the ones that start a string
+ * (as in struct klasy_record); the macros zero it first, so that equal
+ * keys are equal bytes. nw past KLASY_KEY_WORDS: a value found no room.
+ */
+struct klasy_key {
+	u32 typed;
+	u32 nw;
+	u64 w[KLASY_KEY_WORDS];
+};
 
 struct klasy_map;
 
@@ -565,11 +599,15 @@ struct klasy_map_desc {
 	unsigned int line;	/* __LINE__: the aspect's */
 	u8 keykind;		/* what keys are: KLASY_KEY_INT, KLASY_KEY_KSTACK */
 	s64 lo, hi, step;	/* LHIST */
+	u8 by;			/* a _BY form: keys are struct klasy_key */
 	struct klasy_map *map;	/* runtime's */
 };
 
 void klasy_agg_keyed(struct klasy_aspect *a, struct klasy_map_desc *d, u64 key, s64 v);
 void klasy_agg_hist(struct klasy_aspect *a, struct klasy_map_desc *d, s64 v);
+void klasy_agg_by(struct klasy_aspect *a, struct klasy_map_desc *d,
+		  const struct klasy_key *k, s64 v);
+void klasy_key_add(struct klasy_key *k, u32 kind, u64 v);
 void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d);
 void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d);
 
@@ -664,5 +702,83 @@ static inline void klasy_store_stack(struct klasy_hit *hit)
 	__KLASY_DESC(KLASY_AGG_COUNT, #name, .keykind = KLASY_KEY_KSTACK); \
 	klasy_agg_keyed(KLASY_THIS_ASPECT, &__klasy_desc, klasy_stack_id(), 1); \
 } while (0)
+
+/*
+ * The _BY forms. KEY_STR and KEY_USTR make a pointer of a type of their
+ * own, which _Generic tells from an integer; the argument counting
+ * macros split "keys..., value" (C has no way to take a variadic
+ * macro's last argument but by counting).
+ */
+struct klasy_kstr;
+struct klasy_ustr;
+#define KEY_STR(p)	((const struct klasy_kstr *)(unsigned long)(p))
+#define KEY_USTR(p)	((const struct klasy_ustr *)(unsigned long)(p))
+
+#define __KLASY_CAT_(a, b) a##b
+#define __KLASY_CAT(a, b) __KLASY_CAT_(a, b)
+#define __KLASY_CALL(m, ...) m(__VA_ARGS__)
+#define __KLASY_NARGS(...) \
+	__KLASY_NARGS_(__VA_ARGS__, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define __KLASY_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, n, ...) n
+
+#define __KLASY_KADD(k, x) _Generic((x),				\
+	const struct klasy_kstr *:					\
+		klasy_key_add(k, KLASY_VAL_KSTR, (u64)(unsigned long)(x)), \
+	const struct klasy_ustr *:					\
+		klasy_key_add(k, KLASY_VAL_USTR, (u64)(unsigned long)(x)), \
+	default: klasy_key_add(k, 0, (u64)(x)))
+#define __KLASY_KEYS1(k, a) __KLASY_KADD(k, a)
+#define __KLASY_KEYS2(k, a, b) (__KLASY_KEYS1(k, a), __KLASY_KADD(k, b))
+#define __KLASY_KEYS3(k, a, b, c) (__KLASY_KEYS2(k, a, b), __KLASY_KADD(k, c))
+#define __KLASY_KEYS4(k, a, b, c, d) (__KLASY_KEYS3(k, a, b, c), __KLASY_KADD(k, d))
+
+/* "keys..., v" as "v, keys...", and "keys..., v, lo, hi, step" likewise. */
+#define __KLASY_V2(a, v) v, a
+#define __KLASY_V3(a, b, v) v, a, b
+#define __KLASY_V4(a, b, c, v) v, a, b, c
+#define __KLASY_V5(a, b, c, d, v) v, a, b, c, d
+#define __KLASY_VFIRST(...) \
+	__KLASY_CAT(__KLASY_V, __KLASY_NARGS(__VA_ARGS__))(__VA_ARGS__)
+#define __KLASY_L5(a, v, l, h, s) v, l, h, s, a
+#define __KLASY_L6(a, b, v, l, h, s) v, l, h, s, a, b
+#define __KLASY_L7(a, b, c, v, l, h, s) v, l, h, s, a, b, c
+#define __KLASY_L8(a, b, c, d, v, l, h, s) v, l, h, s, a, b, c, d
+#define __KLASY_LFIRST(...) \
+	__KLASY_CAT(__KLASY_L, __KLASY_NARGS(__VA_ARGS__))(__VA_ARGS__)
+
+#define __KLASY_BY_UPDATE(v, ...) do {					\
+	struct klasy_key __klasy_key = {};				\
+	s64 __klasy_v = (s64)(v);					\
+	__KLASY_CAT(__KLASY_KEYS, __KLASY_NARGS(__VA_ARGS__))(&__klasy_key, __VA_ARGS__); \
+	klasy_agg_by(KLASY_THIS_ASPECT, &__klasy_desc, &__klasy_key, __klasy_v); \
+} while (0)
+
+#define __KLASY_BY(k, nm, v, ...) do {					\
+	__KLASY_DESC(k, nm, .by = 1);					\
+	__KLASY_BY_UPDATE(v, __VA_ARGS__);				\
+} while (0)
+
+#define __KLASY_LBY(nm, v, l, h, s, ...) do {				\
+	_Static_assert((s) > 0, "LHIST_BY: step must be above 0");	\
+	_Static_assert((h) > (l), "LHIST_BY: hi must be above lo");	\
+	_Static_assert(((h) - (l)) % (s) == 0,				\
+		       "LHIST_BY: hi - lo must be a multiple of step");	\
+	_Static_assert(((h) - (l)) / (s) <= KLASY_AGG_LHIST_MAX,	\
+		       "LHIST_BY: at most 1000 buckets");		\
+	__KLASY_DESC(KLASY_AGG_LHIST, nm, .lo = (l), .hi = (h), .step = (s), .by = 1); \
+	__KLASY_BY_UPDATE(v, __VA_ARGS__);				\
+} while (0)
+
+#define COUNT_BY(name, ...) __KLASY_BY(KLASY_AGG_COUNT, #name, 1, __VA_ARGS__)
+#define SUM_BY(name, ...) \
+	__KLASY_CALL(__KLASY_BY, KLASY_AGG_SUM, #name, __KLASY_VFIRST(__VA_ARGS__))
+#define MINIMUM_BY(name, ...) \
+	__KLASY_CALL(__KLASY_BY, KLASY_AGG_MIN, #name, __KLASY_VFIRST(__VA_ARGS__))
+#define MAXIMUM_BY(name, ...) \
+	__KLASY_CALL(__KLASY_BY, KLASY_AGG_MAX, #name, __KLASY_VFIRST(__VA_ARGS__))
+#define HIST_BY(name, ...) \
+	__KLASY_CALL(__KLASY_BY, KLASY_AGG_HIST, #name, __KLASY_VFIRST(__VA_ARGS__))
+#define LHIST_BY(name, ...) \
+	__KLASY_CALL(__KLASY_LBY, #name, __KLASY_LFIRST(__VA_ARGS__))
 
 #endif /* _KLASY_RT_H */

@@ -137,6 +137,8 @@ func printAspectStats(w io.Writer, a records.AspectStats, stacks Stacks) {
 		switch {
 		case m.Key == records.KeyKStack:
 			printStacks(w, m, stacks)
+		case m.By:
+			printBy(w, m)
 		case m.Keyed():
 			printKeyed(w, m)
 		case m.Timer != nil:
@@ -166,6 +168,41 @@ func printKeyed(w io.Writer, m records.Map) {
 	tw.Flush()
 	if m.Dropped > 0 {
 		fmt.Fprintf(w, "  %s dropped: no room for their key (at most %d keys per map on each CPU)\n", human.Plural(int(m.Dropped), "update"), records.AggKeys)
+	}
+}
+
+// byKeys are a _BY map's keys as bpftrace prints a map's: by value,
+// least first, then by key; a histogram's by count.
+func byKeys(m records.Map) []records.TupleKey {
+	ks := slices.Clone(m.TKeys)
+	slices.SortStableFunc(ks, func(a, b records.TupleKey) int {
+		if len(a.Buckets) > 0 {
+			return cmp.Compare(a.N, b.N)
+		}
+		return cmp.Compare(a.Value, b.Value)
+	})
+	return ks
+}
+
+// printBy prints a _BY map as bpftrace prints a map with a key:
+// "@name[dd, 1234]: 5", a histogram under "@name[dd]:".
+func printBy(w io.Writer, m records.Map) {
+	what := macroNames[m.Kind] + "_BY"
+	if m.Kind == records.KindLHist {
+		what += fmt.Sprintf(" from %d to %d by %d", m.Lo, m.Hi, m.Step)
+	}
+	fmt.Fprintf(w, "@%s: %s (%s), %s\n", m.Label(), what, where(m.Use), human.Plural(len(m.TKeys), "key"))
+	for _, k := range byKeys(m) {
+		if len(k.Buckets) == 0 {
+			fmt.Fprintf(w, "@%s[%s]: %d\n", m.Label(), records.KeyString(k.Key), k.Value)
+			continue
+		}
+		fmt.Fprintf(w, "@%s[%s]: %s\n", m.Label(), records.KeyString(k.Key), human.Plural(int(k.N), "value"))
+		hist.Draw(w, "", hist.Rows(k.Buckets, linear(m)))
+	}
+	if m.Dropped > 0 {
+		fmt.Fprintf(w, "  %s dropped: no room for their key (at most %d keys per map on each CPU, %d bytes a key)\n",
+			human.Plural(int(m.Dropped), "update"), records.ByKeysOf(m.Kind), 8*records.KeyWords)
 	}
 }
 
@@ -236,8 +273,10 @@ type MapJSON struct {
 	// Key is "kstack" for COUNT_STACK's maps: each key has its stack.
 	Key string `json:"key_kind,omitempty"`
 	// count, sum, min, max
-	Keys    []KeyJSON `json:"keys,omitempty"`
-	Dropped *uint64   `json:"dropped,omitempty"`
+	Keys []KeyJSON `json:"keys,omitempty"`
+	// the _BY forms
+	By      []TupleKeyJSON `json:"by,omitempty"`
+	Dropped *uint64        `json:"dropped,omitempty"`
 	// hist, lhist; count is also a timer's
 	Count   *uint64           `json:"count,omitempty"`
 	Linear  *hist.LinearJSON  `json:"lhist,omitempty"`
@@ -262,6 +301,18 @@ type KeyJSON struct {
 	Stack []kstack.Frame `json:"stack,omitempty"`
 }
 
+// TupleKeyJSON is one key of a _BY map in MapJSON: its values (numbers,
+// strings), the count of updates, the value (count, sum, min, max) or
+// the buckets (hist, lhist). Truncated numbers the key's strings (from
+// 1) that were cut.
+type TupleKeyJSON struct {
+	Key       []records.Value   `json:"key"`
+	Truncated []int             `json:"truncated,omitempty"`
+	Count     uint64            `json:"count"`
+	Value     *int64            `json:"value,omitempty"`
+	Buckets   []hist.BucketJSON `json:"buckets,omitempty"`
+}
+
 type timesJSON struct {
 	TotalNS uint64            `json:"total_ns"`
 	AvgNS   uint64            `json:"avg_ns"`
@@ -273,6 +324,26 @@ type timesJSON struct {
 func mapView(aspect string, m records.Map, stacks Stacks) MapJSON {
 	v := MapJSON{Aspect: aspect, Map: m.Label(), Kind: m.Kind, Advice: m.Advice, File: m.File, Line: m.Line, Key: m.Key}
 	switch {
+	case m.By:
+		v.By = []TupleKeyJSON{}
+		for _, k := range byKeys(m) {
+			kj := TupleKeyJSON{Key: k.Key, Count: k.N}
+			for i, x := range k.Key {
+				if x.Truncated {
+					kj.Truncated = append(kj.Truncated, i+1)
+				}
+			}
+			if len(k.Buckets) > 0 {
+				kj.Buckets = hist.BucketsJSON(hist.Rows(k.Buckets, linear(m)))
+			} else {
+				kj.Value = &k.Value
+			}
+			v.By = append(v.By, kj)
+		}
+		v.Dropped = &m.Dropped
+		if l := linear(m); l != nil {
+			v.Linear = l.JSON()
+		}
 	case m.Keyed():
 		v.Keys = []KeyJSON{}
 		for _, k := range sortedKeys(m) {

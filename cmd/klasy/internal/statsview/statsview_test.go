@@ -38,6 +38,8 @@ func TestStatsPrintGolden(t *testing.T) {
 	}{
 		{"agg", "agg", "", false},
 		{"agg.json", "agg", "", true},
+		{"by", "by", "", false},
+		{"by.json", "by", "", true},
 		{"two-aspects", "two-aspects", "", false},
 		{"two-aspects.json", "two-aspects", "", true},
 		{"one-aspect", "two-aspects", "busy_one", false},
