@@ -49,13 +49,20 @@ func (s *Session) fillStacks(ctx context.Context, rs []records.TraceRecord) erro
 	if len(vs) == 0 {
 		return nil
 	}
+	_, err := s.FillStacks(ctx, vs)
+	return err
+}
+
+// FillStacks reads the kernel's stacks (KStacks) and gives each of vs,
+// kernel stack values, its frames, or marks it unkept.
+func (s *Session) FillStacks(ctx context.Context, vs []*records.Value) (*kstack.Table, error) {
 	tab, err := s.KStacks(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, v := range vs {
 		fs, ok := tab.Frames(v.KStack)
 		v.Frames, v.Unkept = fs, !ok
 	}
-	return nil
+	return tab, nil
 }

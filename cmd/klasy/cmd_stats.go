@@ -62,7 +62,7 @@ func runStats(s *stdio, args []string) error {
 		}
 		var stacks statsview.Stacks
 		if stats.HasStacks() {
-			tab, err := sess.KStacks(ctx)
+			tab, err := sess.FillStacks(ctx, stats.KStackValues())
 			if err != nil {
 				return err
 			}

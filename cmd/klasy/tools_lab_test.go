@@ -128,8 +128,10 @@ func TestToolsInDebianLab(t *testing.T) {
 		rec := filepath.Join(t.TempDir(), "kstack_rec.klasy")
 		// Its second advice, on a tracepoint, has no probed registers:
 		// the stack is unwound from the advice, klasy's frames dropped.
+		// Its first advice also counts by command and stack, as
+		// bpftrace's @[comm, kstack] = count().
 		if err := os.WriteFile(rec, []byte("<aspect><advice><pointcut>execution(do_sys_openat2)</pointcut>"+
-			"<before>STORE_STACK();</before></advice>\n<advice><pointcut>tracepoint(sched:sched_process_exec)</pointcut>"+
+			"<before>STORE_STACK(); COUNT_BY(by_comm, KEY_STR(current->comm), KEY_KSTACK());</before></advice>\n<advice><pointcut>tracepoint(sched:sched_process_exec)</pointcut>"+
 			"<before>STORE_STACK();</before></advice></aspect>\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +144,9 @@ func TestToolsInDebianLab(t *testing.T) {
 		stats := klasy("stats", "--lab", l.Name(), "--aspect", "kstack")
 		folded := klasy("stats", "--lab", l.Name(), "--aspect", "kstack", "--folded")
 		trace := klasy("trace", "--lab", l.Name(), "--aspect", "kstack_rec")
-		t.Logf("stats:\n%s\nfolded:\n%s\ntrace:\n%s", stats, folded, trace)
+		byComm := klasy("stats", "--lab", l.Name(), "--aspect", "kstack_rec")
+		byFolded := klasy("stats", "--lab", l.Name(), "--aspect", "kstack_rec", "--folded")
+		t.Logf("stats:\n%s\nfolded:\n%s\ntrace:\n%s\nby comm:\n%s\n%s", stats, folded, trace, byComm, byFolded)
 
 		// stats: one stack, as bpftrace prints @[kstack]: the frames
 		// from the function up to the syscall entry, then the count.
@@ -182,6 +186,14 @@ func TestToolsInDebianLab(t *testing.T) {
 		slices.Reverse(rev)
 		if want := strings.Join(rev, ";") + " " + strconv.Itoa(opens) + "\n"; folded != want {
 			t.Errorf("stats --folded:\n%s\nwant\n%s", folded, want)
+		}
+		// The command and the stack as one key: the same frames, the
+		// same count, and folded with the command as the root.
+		if want := "@by_comm[klasy_prog, \n    " + strings.Join(frames, "\n    ") + "\n]: " + strconv.Itoa(opens) + "\n"; !strings.Contains(byComm, want) {
+			t.Errorf("stats of kstack_rec:\n%s\nwant it to hold\n%s", byComm, want)
+		}
+		if want := "klasy_prog;" + folded; byFolded != want {
+			t.Errorf("stats --folded of kstack_rec:\n%s\nwant\n%s", byFolded, want)
 		}
 		// trace: each open's record, its stack under it, as stats has it.
 		var recs int

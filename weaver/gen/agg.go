@@ -26,7 +26,7 @@ var aggMacro = regexp.MustCompile(`\b(COUNT_STACK|COUNT|SUM|MINIMUM|MAXIMUM|HIST
 // stackMacro matches a use of the macros that save the probed context's
 // kernel stack (klasy_rt.h: STACK_ID), which unwind from the hit's
 // registers.
-var stackMacro = regexp.MustCompile(`\b(STACK_ID|STORE_STACK|COUNT_STACK)\s*\(`)
+var stackMacro = regexp.MustCompile(`\b(STACK_ID|STORE_STACK|COUNT_STACK|KEY_KSTACK)\s*\(`)
 
 // UsesStacks says whether the advice of f saves kernel stacks.
 func UsesStacks(f *aspect.File) bool {

@@ -322,16 +322,41 @@ func parseUse(m kvs) (Use, error) {
 }
 
 // HasStacks says whether a map of s is keyed by kernel stacks
-// (COUNT_STACK); false for nil.
+// (COUNT_STACK, KEY_KSTACK in a _BY key); false for nil.
 func (s *Stats) HasStacks() bool {
 	for _, a := range s.aspects() {
 		for _, m := range a.Maps {
-			if m.Key == KeyKStack {
+			if m.Key == KeyKStack || len(m.KStackValues()) > 0 {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// KStackValues are the kernel stacks among the values of m's _BY keys,
+// to fill their frames.
+func (m *Map) KStackValues() []*Value {
+	var out []*Value
+	for i := range m.TKeys {
+		for j := range m.TKeys[i].Key {
+			if m.TKeys[i].Key[j].Kind == KindKStack {
+				out = append(out, &m.TKeys[i].Key[j])
+			}
+		}
+	}
+	return out
+}
+
+// KStackValues are the kernel stacks among the _BY keys of s's maps.
+func (s *Stats) KStackValues() []*Value {
+	var out []*Value
+	for i := range s.aspects() {
+		for j := range s.Aspects[i].Maps {
+			out = append(out, s.Aspects[i].Maps[j].KStackValues()...)
+		}
+	}
+	return out
 }
 
 func (s *Stats) aspects() []AspectStats {

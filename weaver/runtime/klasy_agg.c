@@ -504,6 +504,17 @@ void klasy_key_add(struct klasy_key *k, u32 kind, u64 v)
 		k->w[k->nw++] = v;
 		return;
 	}
+	if (kind == KLASY_VAL_KSTACK) {	/* the id, as STORE_STACK keeps it */
+		if (k->nw + 2 > KLASY_KEY_WORDS) {
+			k->nw = KLASY_KEY_WORDS + 1;
+			return;
+		}
+		k->typed |= 1U << k->nw;
+		k->w[k->nw] = (u64)kind << 32 | sizeof(v);
+		k->w[k->nw + 1] = v;
+		k->nw += 2;
+		return;
+	}
 	room = ((long)KLASY_KEY_WORDS - (long)k->nw - 1) * 8;
 	if (room <= 0) {
 		k->nw = KLASY_KEY_WORDS + 1;

@@ -516,7 +516,8 @@ void klasy_flow_no_id(struct klasy_flow *flow);
  *   LHIST_BY(name, k..., v, lo, hi, step)   a linear one per key
  *
  * k... is one to four values, each an integer or KEY_STR(p) (the string
- * at kernel address p, as STORE_STR) or KEY_USTR(p) (user address). A
+ * at kernel address p, as STORE_STR) or KEY_USTR(p) (user address) or
+ * KEY_KSTACK() (the probed context's kernel stack, as STACK_ID). A
  * key is stored in KLASY_KEY_WORDS u64s, encoded as a record's values
  * (an integer one, a string a typed blob of its bytes): a string is cut
  * (and shown marked) to what the key has room for, a key that has no
@@ -711,8 +712,10 @@ static inline void klasy_store_stack(struct klasy_hit *hit)
  */
 struct klasy_kstr;
 struct klasy_ustr;
+struct klasy_kstack;
 #define KEY_STR(p)	((const struct klasy_kstr *)(unsigned long)(p))
 #define KEY_USTR(p)	((const struct klasy_ustr *)(unsigned long)(p))
+#define KEY_KSTACK()	((const struct klasy_kstack *)(unsigned long)klasy_stack_id())
 
 #define __KLASY_CAT_(a, b) a##b
 #define __KLASY_CAT(a, b) __KLASY_CAT_(a, b)
@@ -726,6 +729,8 @@ struct klasy_ustr;
 		klasy_key_add(k, KLASY_VAL_KSTR, (u64)(unsigned long)(x)), \
 	const struct klasy_ustr *:					\
 		klasy_key_add(k, KLASY_VAL_USTR, (u64)(unsigned long)(x)), \
+	const struct klasy_kstack *:					\
+		klasy_key_add(k, KLASY_VAL_KSTACK, (u64)(unsigned long)(x)), \
 	default: klasy_key_add(k, 0, (u64)(x)))
 #define __KLASY_KEYS1(k, a) __KLASY_KADD(k, a)
 #define __KLASY_KEYS2(k, a, b) (__KLASY_KEYS1(k, a), __KLASY_KADD(k, b))

@@ -67,7 +67,43 @@ func TestFolded(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
 	}
 	err := Folded(&out, "lab fake", statsOf(t, "agg"), "", fakeStacks)
-	if err == nil || !strings.Contains(err.Error(), "--folded prints COUNT_STACK maps, and lab fake has none") {
+	if err == nil || !strings.Contains(err.Error(), "--folded prints maps of kernel stacks (COUNT_STACK, KEY_KSTACK), and lab fake has none") {
 		t.Errorf("--folded without a COUNT_STACK map: %v", err)
+	}
+}
+
+// A COUNT_BY key of a string and a kernel stack (KEY_KSTACK): bpftrace's
+// @[comm, kstack], the stack's frames in the key, and --folded with the
+// command as the root frame.
+func TestStackInByKey(t *testing.T) {
+	st, err := records.ParseStats([]byte("stats abi=11 cpus=2\naspect id=1 name=k maps=1 room=1 unclaimed=0 failed=0\n" +
+		"map index=0 kind=count name=by_comm advice=1 file=k.klasy line=3 by=1 keys=2 dropped=0\n" +
+		"tkey t=0x5 w=100000003,6464,300000008,1 n=4 v=0\n" +
+		"tkey t=0x5 w=100000003,6464,300000008,3 n=2 v=0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.HasStacks() {
+		t.Fatal("a _BY key's stack not seen")
+	}
+	for _, v := range st.KStackValues() {
+		fs, ok := fakeStacks(v.KStack)
+		v.Frames, v.Unkept = fs, !ok
+	}
+	var out bytes.Buffer
+	if err := Print(&out, &bytes.Buffer{}, "lab fake", st, "", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "@by_comm[dd, \n    [stack 0x3 not kept: the stack table was full]\n]: 2\n" +
+		"@by_comm[dd, \n    leaf+5 fs/open.c:1300\n    entry+99\n]: 4\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("got\n%s\nwant it to hold\n%s", out.String(), want)
+	}
+	out.Reset()
+	if err := Folded(&out, "lab fake", st, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := "dd;entry;leaf 4\ndd;[stack_0x3_not_kept:_the_stack_table_was_full] 2\n"; out.String() != want {
+		t.Errorf("--folded:\n%s\nwant\n%s", out.String(), want)
 	}
 }

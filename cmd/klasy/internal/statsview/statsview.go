@@ -194,10 +194,10 @@ func printBy(w io.Writer, m records.Map) {
 	fmt.Fprintf(w, "@%s: %s (%s), %s\n", m.Label(), what, where(m.Use), human.Plural(len(m.TKeys), "key"))
 	for _, k := range byKeys(m) {
 		if len(k.Buckets) == 0 {
-			fmt.Fprintf(w, "@%s[%s]: %d\n", m.Label(), records.KeyString(k.Key), k.Value)
+			fmt.Fprintf(w, "@%s[%s]: %d\n", m.Label(), keyText(k.Key), k.Value)
 			continue
 		}
-		fmt.Fprintf(w, "@%s[%s]: %s\n", m.Label(), records.KeyString(k.Key), human.Plural(int(k.N), "value"))
+		fmt.Fprintf(w, "@%s[%s]: %s\n", m.Label(), keyText(k.Key), human.Plural(int(k.N), "value"))
 		hist.Draw(w, "", hist.Rows(k.Buckets, linear(m)))
 	}
 	if m.Dropped > 0 {
