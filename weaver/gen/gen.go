@@ -666,7 +666,7 @@ func (g *cgen) enter(replace bool) {
 // hitSP stores the probed context's stack pointer and registers in the
 // hit, for TIMER_START's depth (klasy_agg.c), when the aspect has timers.
 func (g *cgen) hitSP() {
-	if AggRoomOf(g.m.file).Timer > 0 {
+	if AggRoomOf(g.m.file).timers() > 0 {
 		g.p("\thit->sp = kernel_stack_pointer(regs);")
 		g.p("\thit->regs = regs;")
 	}
