@@ -291,7 +291,19 @@ func TestToolsInDebianLab(t *testing.T) {
 				t.Errorf("@reads[%s]: %d, want %d; all: %v", k, counts[k], want, counts)
 			}
 		}
-		for _, want := range []string{"@reads[dd, " + ddPID + "]: 37\n", "@reads[busybox, " + bbPID + "]: 11\n", "@read_size[dd]: 37 values\n"} {
+		// The keyed timer: each read of dd and busybox a start-stop
+		// pair under its command, on-CPU within wall time.
+		pairs := map[string]string{}
+		for _, k := range maps["read_time"].By {
+			if k.Wall == nil || k.CPU == nil || k.Wall.TotalNS == 0 || k.CPU.TotalNS > k.Wall.TotalNS {
+				t.Errorf("@read_time[%s]: times %+v %+v", key(k), k.Wall, k.CPU)
+			}
+			pairs[key(k)] = fmt.Sprint(k.Count)
+		}
+		if pairs[`"dd"`] != "37" || pairs[`"busybox"`] != "11" {
+			t.Errorf("@read_time: start-stop pairs %v, want dd's 37 and busybox's 11", pairs)
+		}
+		for _, want := range []string{"@read_time[dd]: 37 start-stop pairs\n", "@reads[dd, " + ddPID + "]: 37\n", "@reads[busybox, " + bbPID + "]: 11\n", "@read_size[dd]: 37 values\n"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("klasy stats does not print %q as bpftrace would:\n%s", want, text)
 			}

@@ -42,13 +42,17 @@ func UsesStacks(f *aspect.File) bool {
 // the advice module asks the runtime for (struct klasy_agg_room).
 type AggRoom struct {
 	Keyed, Hist, LHist, Timer int
-	// The _BY forms: keyed, HIST_BY, LHIST_BY.
-	By, HistBy, LHistBy int
+	// The _BY forms: keyed, HIST_BY, LHIST_BY, TIMER_START_BY names.
+	By, HistBy, LHistBy, TimerBy int
 }
 
 func (r AggRoom) total() int {
-	return r.Keyed + r.Hist + r.LHist + r.Timer + r.By + r.HistBy + r.LHistBy
+	return r.Keyed + r.Hist + r.LHist + r.Timer + r.By + r.HistBy + r.LHistBy + r.TimerBy
 }
+
+// timers counts the timers, keyed or not: their STARTs need the
+// probed context's stack (hit->sp, hit->regs).
+func (r AggRoom) timers() int { return r.Timer + r.TimerBy }
 
 // AggRoomOf counts the maps the advice of f may make: one per use of a
 // macro named by its line, one per name of the _AS forms and timers.
@@ -74,7 +78,7 @@ func AggRoomOf(f *aspect.File) AggRoom {
 			case "LHIST":
 				kind = pick(by, &r.LHistBy, &r.LHist)
 			default:
-				kind = &r.Timer
+				kind = pick(by, &r.TimerBy, &r.Timer)
 				as = true // a timer is always named
 			}
 			if as && name != "" {
@@ -90,7 +94,7 @@ func AggRoomOf(f *aspect.File) AggRoom {
 	}
 	// Keep the first kinds' room when there is too much.
 	over := r.total() - aggMaxMaps
-	for _, k := range []*int{&r.LHistBy, &r.HistBy, &r.By, &r.Timer, &r.LHist, &r.Hist, &r.Keyed} {
+	for _, k := range []*int{&r.TimerBy, &r.LHistBy, &r.HistBy, &r.By, &r.Timer, &r.LHist, &r.Hist, &r.Keyed} {
 		if over <= 0 {
 			break
 		}
@@ -111,7 +115,7 @@ func (r AggRoom) C() string {
 	for _, f := range []struct {
 		name string
 		n    int
-	}{{"by", r.By}, {"hist_by", r.HistBy}, {"lhist_by", r.LHistBy}} {
+	}{{"by", r.By}, {"hist_by", r.HistBy}, {"lhist_by", r.LHistBy}, {"timer_by", r.TimerBy}} {
 		if f.n > 0 {
 			by += fmt.Sprintf(", .%s = %d", f.name, f.n)
 		}

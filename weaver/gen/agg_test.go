@@ -49,6 +49,8 @@ func TestAggRoomOf(t *testing.T) {
 		{"capped at the runtime's 64, the first kinds kept", []string{many}, AggRoom{Keyed: 64}},
 		{"the _BY forms, one map per name", []string{"COUNT_BY(c, KEY_STR(current->comm));\nSUM_BY(s, 1, 2);\nHIST_BY(h, 1, 2);", "HIST_BY(h, 3, 4);\nLHIST_BY(l, 1, 2, 0, 10, 1);"},
 			AggRoom{By: 2, HistBy: 1, LHistBy: 1}},
+		{"a keyed timer is one map per name", []string{"TIMER_START_BY(t, current->pid);", "TIMER_STOP_BY(t);\nTIMER_STOP(u);"},
+			AggRoom{Timer: 1, TimerBy: 1}},
 	}
 	for _, tt := range tests {
 		if got := AggRoomOf(aggAspect(t, tt.bodies...)); got != tt.want {

@@ -53,7 +53,7 @@ func (g *cgen) tracepointHook(i int, h *joinpoint.Hook) {
 	g.p("\tif (unlikely(!klasy_enter(hit, h)))")
 	g.p("\t\treturn;")
 	g.p("\tklasy_count_hit(h);")
-	if AggRoomOf(g.m.file).Timer > 0 || UsesStacks(g.m.file) {
+	if AggRoomOf(g.m.file).timers() > 0 || UsesStacks(g.m.file) {
 		// No probed registers: TIMER_START's depth and STACK_ID unwind
 		// from here.
 		g.p("\thit->sp = current_stack_pointer;")

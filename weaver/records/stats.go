@@ -524,9 +524,17 @@ func (m *Map) parseBucket(tag string, kv kvs) error {
 	var bs []uint64
 	switch {
 	case m == nil:
-	case tag == "b" && m.By && len(m.TKeys) > 0:
-		bs = m.TKeys[len(m.TKeys)-1].Buckets
-	case tag == "b" && m.By:
+	case m.By && len(m.TKeys) > 0:
+		k := m.TKeys[len(m.TKeys)-1]
+		switch {
+		case tag == "b":
+			bs = k.Buckets
+		case tag == "w" && k.Timer != nil:
+			bs = k.Timer.Wall.Buckets
+		case tag == "c" && k.Timer != nil:
+			bs = k.Timer.CPU.Buckets
+		}
+	case m.By:
 	case tag == "b" && (m.Kind == KindHist || m.Kind == KindLHist):
 		bs = m.Buckets
 	case tag == "w" && m.Timer != nil:

@@ -25,11 +25,13 @@ type TupleKey struct {
 	N       uint64
 	Value   int64    `json:",omitempty"`
 	Buckets []uint64 `json:",omitempty"`
+	// Timer is a keyed timer's times under this key (Count, Wall, CPU).
+	Timer *Timer `json:",omitempty"`
 }
 
 // ByKeysOf is the keys per CPU of a _BY map of kind.
 func ByKeysOf(kind string) int {
-	if kind == KindHist || kind == KindLHist {
+	if kind == KindHist || kind == KindLHist || kind == KindTimer {
 		return HistByKeys
 	}
 	return ByKeys
@@ -38,9 +40,6 @@ func ByKeysOf(kind string) int {
 // parseByMap reads the rest of a _BY map's line: an lhist's bounds,
 // keys=, dropped=, a histogram's buckets=.
 func (m *Map) parseByMap(kv kvs) error {
-	if m.Kind == KindTimer {
-		return fmt.Errorf("a timer with by=")
-	}
 	by, err := kv.int("by")
 	if err != nil {
 		return err
@@ -64,8 +63,56 @@ func (m *Map) parseByMap(kv kvs) error {
 	if hist {
 		m.nb, err = m.parseNBuckets(kv)
 	}
+	if m.Kind == KindTimer {
+		err = m.parseTimerCounts(kv)
+	}
 	m.TKeys = []TupleKey{}
 	return err
+}
+
+// parseTimerCounts reads what a keyed timer counts without a key: STOPs
+// without a START, STARTs that found no slot, nested and orphaned
+// STARTs, the tasks inside it; and its buckets=. (Its dropped= counts
+// STOPs whose key found no room.)
+func (m *Map) parseTimerCounts(kv kvs) error {
+	t := &Timer{}
+	m.Timer = t
+	var err error
+	for _, f := range []struct {
+		key string
+		v   *uint64
+	}{{"no_start", &t.NoStart}, {"starts_dropped", &t.Dropped}, {"nested", &t.Nested}, {"orphaned", &t.Orphaned}} {
+		if *f.v, err = kv.uint(f.key, 64); err != nil {
+			return err
+		}
+	}
+	if t.Inside, err = kv.int("inside"); err != nil {
+		return err
+	}
+	nb, err := kv.int("buckets")
+	if err == nil && nb != HistBuckets {
+		err = fmt.Errorf("buckets=%d, a timer has %d", nb, HistBuckets)
+	}
+	return err
+}
+
+// parseKeyTimes reads a keyed timer's times under one key.
+func parseKeyTimes(kv kvs, n uint64) (*Timer, error) {
+	t := &Timer{Count: n}
+	for _, f := range []struct {
+		key string
+		v   *uint64
+	}{
+		{"wall_sum", &t.Wall.Sum}, {"wall_min", &t.Wall.Min}, {"wall_max", &t.Wall.Max},
+		{"cpu_sum", &t.CPU.Sum}, {"cpu_min", &t.CPU.Min}, {"cpu_max", &t.CPU.Max},
+	} {
+		var err error
+		if *f.v, err = kv.uint(f.key, 64); err != nil {
+			return nil, err
+		}
+	}
+	t.Wall.Buckets, t.CPU.Buckets = make([]uint64, HistBuckets), make([]uint64, HistBuckets)
+	return t, nil
 }
 
 // parseTKey reads a tkey line: t= the key's typed bitmap, w= its words
@@ -112,6 +159,11 @@ func (m *Map) parseTKey(kv kvs) error {
 	}
 	if m.nb > 0 {
 		k.Buckets = make([]uint64, m.nb)
+	}
+	if m.Kind == KindTimer {
+		if k.Timer, err = parseKeyTimes(kv, k.N); err != nil {
+			return err
+		}
 	}
 	m.TKeys = append(m.TKeys, k)
 	return nil

@@ -126,6 +126,7 @@ struct klasy_map {
 	unsigned int nbuckets;			/* HIST, LHIST */
 	size_t off;				/* in each CPU's arena */
 	struct klasy_tslot *tasks;		/* TIMER: KLASY_AGG_TASKS */
+	struct klasy_key *tkeys;		/* TIMER_BY: the tasks' keys */
 };
 
 /* A use no map could be made for, listed in the stats. */
@@ -146,6 +147,8 @@ struct klasy_agg {
 	void **cpu;			/* nr_cpu_ids arenas */
 	struct klasy_tslot *tasks;	/* the timers' task tables */
 	unsigned int ntimers, usedtimers;
+	struct klasy_key *tkeys;	/* the keyed timers' task keys */
+	unsigned int ntkeys, usedtkeys;
 	u64 __percpu *unclaimed;	/* hits of uses without a map */
 	unsigned int nfailed;		/* uses without a map */
 	unsigned int nfails;		/* listed: published with a release */
@@ -156,21 +159,36 @@ struct klasy_agg {
 /* Keys per CPU of a _BY map of kind. */
 static unsigned int klasy_by_keys(u8 kind)
 {
-	return kind == KLASY_AGG_HIST || kind == KLASY_AGG_LHIST ?
+	return kind == KLASY_AGG_HIST || kind == KLASY_AGG_LHIST ||
+	       kind == KLASY_AGG_TIMER ?
 	       KLASY_AGG_HIST_BY_KEYS : KLASY_AGG_BY_KEYS;
 }
 
+/* A _BY entry: a histogram's buckets or a timer's times after it. */
 static size_t klasy_tentry_size(u8 kind, unsigned int nbuckets)
 {
+	if (kind == KLASY_AGG_TIMER)
+		return sizeof(struct klasy_tentry) + sizeof(struct klasy_timer);
 	return struct_size((struct klasy_tentry *)NULL, b,
 			   kind == KLASY_AGG_HIST || kind == KLASY_AGG_LHIST ?
 			   nbuckets : 0);
 }
 
+/*
+ * In a keyed timer's data, its struct klasy_timer (the counts that have
+ * no key: STOPs without a START, STARTs without a slot...) comes first,
+ * its struct klasy_tmap after it.
+ */
+static size_t klasy_tmap_off(const struct klasy_map *m)
+{
+	return m->kind == KLASY_AGG_TIMER ? sizeof(struct klasy_timer) : 0;
+}
+
 static size_t klasy_map_size(u8 kind, unsigned int nbuckets, bool by)
 {
 	if (by)
-		return sizeof(struct klasy_tmap) + klasy_by_keys(kind) *
+		return (kind == KLASY_AGG_TIMER ? sizeof(struct klasy_timer) : 0) +
+		       sizeof(struct klasy_tmap) + klasy_by_keys(kind) *
 		       klasy_tentry_size(kind, nbuckets);
 	switch (kind) {
 	case KLASY_AGG_COUNT:
@@ -201,6 +219,7 @@ void klasy_agg_free(struct klasy_aspect *a)
 	}
 	kfree(g->maps);
 	kvfree(g->tasks);
+	kvfree(g->tkeys);
 	free_percpu(g->unclaimed);
 	kfree(g);
 	a->agg = NULL;
@@ -210,7 +229,7 @@ int klasy_agg_alloc(struct klasy_aspect *a)
 {
 	const struct klasy_agg_room *r = &a->agg_room;
 	unsigned int maxmaps = r->keyed + r->hist + r->lhist + r->timer +
-			       r->by + r->hist_by + r->lhist_by;
+			       r->by + r->hist_by + r->lhist_by + r->timer_by;
 	struct klasy_agg *g;
 	int cpu;
 
@@ -237,7 +256,8 @@ int klasy_agg_alloc(struct klasy_aspect *a)
 		  r->timer * klasy_map_size(KLASY_AGG_TIMER, 0, false) +
 		  r->by * klasy_map_size(KLASY_AGG_COUNT, 0, true) +
 		  r->hist_by * klasy_map_size(KLASY_AGG_HIST, KLASY_AGG_HIST_BUCKETS, true) +
-		  r->lhist_by * klasy_map_size(KLASY_AGG_LHIST, KLASY_AGG_LHIST_MAX + 2, true);
+		  r->lhist_by * klasy_map_size(KLASY_AGG_LHIST, KLASY_AGG_LHIST_MAX + 2, true) +
+		  r->timer_by * klasy_map_size(KLASY_AGG_TIMER, 0, true);
 	g->maps = kcalloc(maxmaps, sizeof(*g->maps), GFP_KERNEL);
 	g->cpu = kcalloc(nr_cpu_ids, sizeof(*g->cpu), GFP_KERNEL);
 	if (!g->maps || !g->cpu)
@@ -247,11 +267,18 @@ int klasy_agg_alloc(struct klasy_aspect *a)
 		if (!g->cpu[cpu])
 			goto nomem;
 	}
-	if (r->timer) {
-		g->ntimers = r->timer;
-		g->tasks = kvcalloc(array_size(r->timer, KLASY_AGG_TASKS),
+	if (r->timer + r->timer_by) {
+		g->ntimers = r->timer + r->timer_by;
+		g->tasks = kvcalloc(array_size(g->ntimers, KLASY_AGG_TASKS),
 				    sizeof(*g->tasks), GFP_KERNEL);
 		if (!g->tasks)
+			goto nomem;
+	}
+	if (r->timer_by) {
+		g->ntkeys = r->timer_by;
+		g->tkeys = kvcalloc(array_size(r->timer_by, KLASY_AGG_TASKS),
+				    sizeof(*g->tkeys), GFP_KERNEL);
+		if (!g->tkeys)
 			goto nomem;
 	}
 	return 0;
@@ -314,13 +341,15 @@ static struct klasy_map *klasy_new_map(struct klasy_agg *g,
 	size_t size;
 
 	if (d->kind < KLASY_AGG_COUNT || d->kind > KLASY_AGG_TIMER ||
-	    ((d->kind == KLASY_AGG_HIST || d->kind == KLASY_AGG_LHIST) && !nb) ||
-	    (d->by && d->kind == KLASY_AGG_TIMER))
+	    ((d->kind == KLASY_AGG_HIST || d->kind == KLASY_AGG_LHIST) && !nb))
 		return NULL;
 	size = klasy_map_size(d->kind, nb, d->by);
 	if (g->nmaps >= g->maxmaps || size > g->size - g->used)
 		return NULL;
 	if (d->kind == KLASY_AGG_TIMER && g->usedtimers >= g->ntimers)
+		return NULL;
+	if (d->kind == KLASY_AGG_TIMER && d->by &&
+	    g->usedtkeys >= g->ntkeys)
 		return NULL;
 	m = &g->maps[g->nmaps];
 	m->desc = d;
@@ -331,6 +360,8 @@ static struct klasy_map *klasy_new_map(struct klasy_agg *g,
 	g->used += size;
 	if (d->kind == KLASY_AGG_TIMER)
 		m->tasks = g->tasks + (size_t)g->usedtimers++ * KLASY_AGG_TASKS;
+	if (d->kind == KLASY_AGG_TIMER && d->by)
+		m->tkeys = g->tkeys + (size_t)g->usedtkeys++ * KLASY_AGG_TASKS;
 	/* The arenas are zeroed: the map starts empty on every CPU. */
 	smp_store_release(&g->nmaps, g->nmaps + 1);
 	return m;
@@ -409,6 +440,24 @@ static __always_inline void *klasy_here(struct klasy_agg *g,
 	return g->cpu[raw_smp_processor_id()] + m->off;
 }
 
+/* Folds v into a keyed map's value: SUM adds, MINIMUM and MAXIMUM keep. */
+static __always_inline void klasy_fold(u8 kind, s64 *val, s64 v)
+{
+	switch (kind) {
+	case KLASY_AGG_SUM:
+		WRITE_ONCE(*val, *val + v);
+		break;
+	case KLASY_AGG_MIN:
+		if (v < *val)
+			WRITE_ONCE(*val, v);
+		break;
+	case KLASY_AGG_MAX:
+		if (v > *val)
+			WRITE_ONCE(*val, v);
+		break;
+	}
+}
+
 void klasy_agg_keyed(struct klasy_aspect *a, struct klasy_map_desc *d,
 		     u64 key, s64 v)
 {
@@ -433,19 +482,7 @@ void klasy_agg_keyed(struct klasy_aspect *a, struct klasy_map_desc *d,
 			return;
 		}
 		if (e->key == key) {
-			switch (d->kind) {
-			case KLASY_AGG_SUM:
-				WRITE_ONCE(e->val, e->val + v);
-				break;
-			case KLASY_AGG_MIN:
-				if (v < e->val)
-					WRITE_ONCE(e->val, v);
-				break;
-			case KLASY_AGG_MAX:
-				if (v > e->val)
-					WRITE_ONCE(e->val, v);
-				break;
-			}
+			klasy_fold(d->kind, &e->val, v);
 			WRITE_ONCE(e->n, e->n + 1);
 			return;
 		}
@@ -542,15 +579,50 @@ static struct klasy_tentry *klasy_tentry_at(struct klasy_tmap *t,
 	return (struct klasy_tentry *)(t->e + i * esize);
 }
 
+/*
+ * The entry of key k in t, a _BY map's data on this CPU: *fresh says it
+ * is new, its key set and the rest zero (the arena is zeroed and entries
+ * never removed), for the caller to fill and publish by setting n with a
+ * release. NULL when t has no room for a new key.
+ */
+static struct klasy_tentry *klasy_tfind(struct klasy_tmap *t,
+					const struct klasy_map *m,
+					const struct klasy_key *k, bool *fresh)
+{
+	unsigned int nkeys = klasy_by_keys(m->kind), i, p;
+	size_t esize = klasy_tentry_size(m->kind, m->nbuckets);
+	struct klasy_tentry *e;
+
+	i = jhash2((const u32 *)k->w, k->nw * 2, k->typed) & (nkeys - 1);
+	for (p = 0; p < nkeys; p++, i = (i + 1) & (nkeys - 1)) {
+		e = klasy_tentry_at(t, esize, i);
+		if (!e->n) {
+			e->key = *k;
+			t->used++;
+			t->maxprobe = max(t->maxprobe, p);
+			*fresh = true;
+			return e;
+		}
+		if (klasy_key_eq(&e->key, k)) {
+			*fresh = false;
+			return e;
+		}
+		/* Every key is within maxprobe of its hash: k is new. */
+		if (p >= t->maxprobe && t->used == nkeys)
+			break;
+	}
+	return NULL;
+}
+
 void klasy_agg_by(struct klasy_aspect *a, struct klasy_map_desc *d,
 		  const struct klasy_key *k, s64 v)
 {
 	struct klasy_map *m = klasy_map_of(a, d);
 	bool hist = d->kind == KLASY_AGG_HIST || d->kind == KLASY_AGG_LHIST;
-	unsigned int nkeys, i, p, b = 0;
 	struct klasy_tentry *e;
 	struct klasy_tmap *t;
-	size_t esize;
+	unsigned int b = 0;
+	bool fresh;
 
 	if (unlikely(!m))
 		return;
@@ -559,49 +631,26 @@ void klasy_agg_by(struct klasy_aspect *a, struct klasy_map_desc *d,
 		t->dropped++;
 		return;
 	}
-	nkeys = klasy_by_keys(m->kind);
-	esize = klasy_tentry_size(m->kind, m->nbuckets);
+	e = klasy_tfind(t, m, k, &fresh);
+	if (!e) {
+		t->dropped++;
+		return;
+	}
 	if (hist)
 		b = klasy_bucket(m, d, v);
-	i = jhash2((const u32 *)k->w, k->nw * 2, k->typed) & (nkeys - 1);
-	for (p = 0; p < nkeys; p++, i = (i + 1) & (nkeys - 1)) {
-		e = klasy_tentry_at(t, esize, i);
-		if (!e->n) {
-			e->key = *k;
-			e->val = v;
-			if (hist)
-				e->b[b] = 1;
-			/* A reader that sees n sees the key. */
-			smp_store_release(&e->n, 1);
-			t->used++;
-			t->maxprobe = max(t->maxprobe, p);
-			return;
-		}
-		if (klasy_key_eq(&e->key, k)) {
-			switch (d->kind) {
-			case KLASY_AGG_SUM:
-				WRITE_ONCE(e->val, e->val + v);
-				break;
-			case KLASY_AGG_MIN:
-				if (v < e->val)
-					WRITE_ONCE(e->val, v);
-				break;
-			case KLASY_AGG_MAX:
-				if (v > e->val)
-					WRITE_ONCE(e->val, v);
-				break;
-			case KLASY_AGG_HIST:
-			case KLASY_AGG_LHIST:
-				WRITE_ONCE(e->b[b], e->b[b] + 1);
-				break;
-			}
-			WRITE_ONCE(e->n, e->n + 1);
-			return;
-		}
-		if (p >= t->maxprobe && t->used == nkeys)
-			break;
+	if (fresh) {
+		e->val = v;
+		if (hist)
+			e->b[b] = 1;
+		/* A reader that sees n sees the key. */
+		smp_store_release(&e->n, 1);
+		return;
 	}
-	t->dropped++;
+	if (hist)
+		WRITE_ONCE(e->b[b], e->b[b] + 1);
+	else
+		klasy_fold(d->kind, &e->val, v);
+	WRITE_ONCE(e->n, e->n + 1);
 }
 EXPORT_SYMBOL_GPL(klasy_agg_by);
 
@@ -698,7 +747,9 @@ static struct klasy_tslot *klasy_tslot(struct klasy_map *m, bool claim,
 	return oldest;
 }
 
-void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
+static void __klasy_timer_start(struct klasy_aspect *a,
+				struct klasy_map_desc *d,
+				const struct klasy_key *k)
 {
 	/* The probed context's, which kprobes' handler paths do not move. */
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
@@ -758,8 +809,23 @@ void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 	s->depth = 1;
 	s->cpu0 = klasy_task_cpu_ns();
 	s->wall0 = ktime_get_mono_fast_ns();
+	/* Only this task writes or reads its slot's key. */
+	if (m->by)
+		m->tkeys[s - m->tasks] = *k;
+}
+
+void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
+{
+	__klasy_timer_start(a, d, NULL);
 }
 EXPORT_SYMBOL_GPL(klasy_timer_start);
+
+void klasy_timer_start_by(struct klasy_aspect *a, struct klasy_map_desc *d,
+			  const struct klasy_key *k)
+{
+	__klasy_timer_start(a, d, k);
+}
+EXPORT_SYMBOL_GPL(klasy_timer_start_by);
 
 static void klasy_time(u64 v, u64 *sum, u64 *min, u64 *max, u64 *b, bool first)
 {
@@ -771,9 +837,37 @@ static void klasy_time(u64 v, u64 *sum, u64 *min, u64 *max, u64 *b, bool first)
 	b[klasy_log2_bucket(min_t(u64, v, S64_MAX))]++;
 }
 
+/* A keyed timer's STOP: the times under the START's key. */
+static void klasy_timer_stop_by(struct klasy_aspect *a, struct klasy_map *m,
+				const struct klasy_key *k, u64 wall, u64 cpu)
+{
+	struct klasy_tmap *t = klasy_here(a->agg, m) + klasy_tmap_off(m);
+	struct klasy_tentry *e = NULL;
+	struct klasy_timer *te;
+	bool fresh;
+
+	if (k->nw <= KLASY_KEY_WORDS)
+		e = klasy_tfind(t, m, k, &fresh);
+	if (!e) {
+		t->dropped++;
+		return;
+	}
+	te = (struct klasy_timer *)e->b;
+	klasy_time(wall, &te->wall_sum, &te->wall_min, &te->wall_max,
+		   te->wall_b, !te->count);
+	klasy_time(cpu, &te->cpu_sum, &te->cpu_min, &te->cpu_max, te->cpu_b,
+		   !te->count);
+	WRITE_ONCE(te->count, te->count + 1);
+	if (fresh)
+		smp_store_release(&e->n, 1);
+	else
+		WRITE_ONCE(e->n, e->n + 1);
+}
+
 void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d)
 {
 	struct klasy_map *m = klasy_map_of(a, d);
+	struct klasy_key key = {};
 	struct klasy_tslot *s;
 	struct klasy_timer *t;
 	u64 wall, cpu;
@@ -792,11 +886,17 @@ void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d)
 		return;
 	wall = ktime_get_mono_fast_ns() - s->wall0;
 	cpu = klasy_task_cpu_ns() - s->cpu0;
+	if (m->by)	/* before the slot is free for another task */
+		key = m->tkeys[s - m->tasks];
 	smp_store_release(&s->task, 0);
 	/* Two clocks: the task cannot have run longer than the wall time. */
 	if ((s64)cpu < 0)
 		cpu = 0;
 	cpu = min(cpu, wall);
+	if (m->by) {
+		klasy_timer_stop_by(a, m, &key, wall, cpu);
+		return;
+	}
 	klasy_time(wall, &t->wall_sum, &t->wall_min, &t->wall_max, t->wall_b,
 		   !t->count);
 	klasy_time(cpu, &t->cpu_sum, &t->cpu_min, &t->cpu_max, t->cpu_b,
@@ -923,6 +1023,75 @@ static int klasy_key_cmp(const void *a, const void *b)
 	return memcmp(x->key.w, y->key.w, x->key.nw * sizeof(x->key.w[0]));
 }
 
+/* A timer's counts of tm into sum, its times when it has any. */
+static void klasy_timer_add(struct klasy_timer *sum, const struct klasy_timer *tm)
+{
+	u64 n = READ_ONCE(tm->count);
+	unsigned int i;
+
+	sum->no_start += READ_ONCE(tm->no_start);
+	sum->dropped += READ_ONCE(tm->dropped);
+	sum->nested += READ_ONCE(tm->nested);
+	sum->orphaned += READ_ONCE(tm->orphaned);
+	if (!n)
+		return;
+	sum->wall_min = !sum->count ? tm->wall_min : min(sum->wall_min, tm->wall_min);
+	sum->cpu_min = !sum->count ? tm->cpu_min : min(sum->cpu_min, tm->cpu_min);
+	sum->wall_max = max(sum->wall_max, tm->wall_max);
+	sum->cpu_max = max(sum->cpu_max, tm->cpu_max);
+	sum->count += n;
+	sum->wall_sum += READ_ONCE(tm->wall_sum);
+	sum->cpu_sum += READ_ONCE(tm->cpu_sum);
+	for (i = 0; i < KLASY_AGG_HIST_BUCKETS; i++) {
+		sum->wall_b[i] += READ_ONCE(tm->wall_b[i]);
+		sum->cpu_b[i] += READ_ONCE(tm->cpu_b[i]);
+	}
+}
+
+/* The tasks inside timer m now. */
+static unsigned int klasy_timer_inside(const struct klasy_map *m)
+{
+	unsigned int i, inside = 0;
+
+	for (i = 0; i < KLASY_AGG_TASKS; i++)
+		inside += !!READ_ONCE(m->tasks[i].task);
+	return inside;
+}
+
+/* A keyed timer's counts that have no key, on its map line. */
+static void klasy_show_timer_counts(struct seq_file *sf, struct klasy_agg *g,
+				    struct klasy_map *m)
+{
+	struct klasy_timer sum = {};
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		klasy_timer_add(&sum, g->cpu[cpu] + m->off);
+	seq_printf(sf, " no_start=%llu starts_dropped=%llu nested=%llu orphaned=%llu inside=%u buckets=%u",
+		   sum.no_start, sum.dropped, sum.nested, sum.orphaned,
+		   klasy_timer_inside(m), KLASY_AGG_HIST_BUCKETS);
+}
+
+/* The rest of a keyed timer's tkey line: its n entries merged. */
+static void klasy_show_timer_key(struct seq_file *sf, struct klasy_tentry **e,
+				 size_t n)
+{
+	struct klasy_timer sum = {};
+	unsigned int i;
+
+	while (n--)
+		klasy_timer_add(&sum, (struct klasy_timer *)e[n]->b);
+	seq_printf(sf, " wall_sum=%llu wall_min=%llu wall_max=%llu cpu_sum=%llu cpu_min=%llu cpu_max=%llu\n",
+		   sum.wall_sum, sum.wall_min, sum.wall_max, sum.cpu_sum,
+		   sum.cpu_min, sum.cpu_max);
+	for (i = 0; i < KLASY_AGG_HIST_BUCKETS; i++)
+		if (sum.wall_b[i])
+			seq_printf(sf, "w i=%u n=%llu\n", i, sum.wall_b[i]);
+	for (i = 0; i < KLASY_AGG_HIST_BUCKETS; i++)
+		if (sum.cpu_b[i])
+			seq_printf(sf, "c i=%u n=%llu\n", i, sum.cpu_b[i]);
+}
+
 /*
  * A _BY map: the keys of all CPUs merged, in key order, each as a tkey
  * line (t= its typed bitmap in hex, w= its words in hex), a histogram's
@@ -949,7 +1118,7 @@ static int klasy_show_by(struct seq_file *sf, struct klasy_agg *g,
 		return -ENOMEM;
 	}
 	for_each_possible_cpu(cpu) {
-		struct klasy_tmap *t = g->cpu[cpu] + m->off;
+		struct klasy_tmap *t = g->cpu[cpu] + m->off + klasy_tmap_off(m);
 
 		dropped += READ_ONCE(t->dropped);
 		for (i = 0; i < nkeys; i++) {
@@ -970,6 +1139,8 @@ static int klasy_show_by(struct seq_file *sf, struct klasy_agg *g,
 	seq_printf(sf, " by=1 keys=%zu dropped=%llu", keys, dropped);
 	if (hist)
 		seq_printf(sf, " buckets=%u", m->nbuckets);
+	if (m->kind == KLASY_AGG_TIMER)
+		klasy_show_timer_counts(sf, g, m);
 	seq_putc(sf, '\n');
 	for (i = 0; i < n; i = j) {
 		u64 cnt = 0;
@@ -998,7 +1169,12 @@ static int klasy_show_by(struct seq_file *sf, struct klasy_agg *g,
 		seq_printf(sf, "tkey t=0x%x w=", all[i]->key.typed);
 		for (w = 0; w < all[i]->key.nw; w++)
 			seq_printf(sf, "%s%llx", w ? "," : "", all[i]->key.w[w]);
-		seq_printf(sf, " n=%llu v=%lld\n", cnt, v);
+		seq_printf(sf, " n=%llu v=%lld", cnt, v);
+		if (m->kind == KLASY_AGG_TIMER) {
+			klasy_show_timer_key(sf, all + i, j - i);
+			continue;
+		}
+		seq_putc(sf, '\n');
 		for (bk = 0; hist && bk < m->nbuckets; bk++)
 			if (sum[bk])
 				seq_printf(sf, "b i=%u n=%llu\n", bk, sum[bk]);

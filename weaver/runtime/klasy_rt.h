@@ -220,6 +220,7 @@ struct klasy_agg_room {
 	u16 by;		/* COUNT_BY, SUM_BY, MINIMUM_BY, MAXIMUM_BY */
 	u16 hist_by;	/* HIST_BY */
 	u16 lhist_by;	/* LHIST_BY */
+	u16 timer_by;	/* TIMER_START_BY/TIMER_STOP_BY names */
 };
 
 struct klasy_agg;
@@ -514,6 +515,11 @@ void klasy_flow_no_id(struct klasy_flow *flow);
  *   SUM_BY(name, k..., v), MINIMUM_BY(name, k..., v), MAXIMUM_BY(...)
  *   HIST_BY(name, k..., v)                  a histogram per key
  *   LHIST_BY(name, k..., v, lo, hi, step)   a linear one per key
+ *   TIMER_START_BY(name, k...)              starts timer name for the
+ *                                           current task, keeping k...
+ *   TIMER_STOP_BY(name)                     stops it: its times are
+ *                                           aggregated under the START's
+ *                                           key (per key: as TIMER's)
  *
  * k... is one to four values, each an integer or KEY_STR(p) (the string
  * at kernel address p, as STORE_STR) or KEY_USTR(p) (user address) or
@@ -521,7 +527,9 @@ void klasy_flow_no_id(struct klasy_flow *flow);
  * key is stored in KLASY_KEY_WORDS u64s, encoded as a record's values
  * (an integer one, a string a typed blob of its bytes): a string is cut
  * (and shown marked) to what the key has room for, a key that has no
- * room for its next value is not counted (dropped). Such a map holds
+ * room for its next value is not counted (dropped). A keyed timer's
+ * START and STOP pair up per task as TIMER_START and TIMER_STOP do; its
+ * task table holds the key with each task's timing. Such a map holds
  * KLASY_AGG_BY_KEYS keys per CPU, KLASY_AGG_HIST_BY_KEYS for
  * histograms; updates of further keys are counted as dropped.
  *
@@ -610,6 +618,8 @@ void klasy_agg_by(struct klasy_aspect *a, struct klasy_map_desc *d,
 		  const struct klasy_key *k, s64 v);
 void klasy_key_add(struct klasy_key *k, u32 kind, u64 v);
 void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d);
+void klasy_timer_start_by(struct klasy_aspect *a, struct klasy_map_desc *d,
+			  const struct klasy_key *k);
 void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d);
 
 /* The aspect of the generated module the macro is expanded in. */
@@ -785,5 +795,15 @@ struct klasy_kstack;
 	__KLASY_CALL(__KLASY_BY, KLASY_AGG_HIST, #name, __KLASY_VFIRST(__VA_ARGS__))
 #define LHIST_BY(name, ...) \
 	__KLASY_CALL(__KLASY_LBY, #name, __KLASY_LFIRST(__VA_ARGS__))
+#define TIMER_START_BY(name, ...) do {					\
+	__KLASY_DESC(KLASY_AGG_TIMER, #name, .by = 1);			\
+	struct klasy_key __klasy_key = {};				\
+	__KLASY_CAT(__KLASY_KEYS, __KLASY_NARGS(__VA_ARGS__))(&__klasy_key, __VA_ARGS__); \
+	klasy_timer_start_by(KLASY_THIS_ASPECT, &__klasy_desc, &__klasy_key); \
+} while (0)
+#define TIMER_STOP_BY(name) do {					\
+	__KLASY_DESC(KLASY_AGG_TIMER, #name, .by = 1);			\
+	klasy_timer_stop(KLASY_THIS_ASPECT, &__klasy_desc);		\
+} while (0)
 
 #endif /* _KLASY_RT_H */

@@ -176,7 +176,7 @@ func printKeyed(w io.Writer, m records.Map) {
 func byKeys(m records.Map) []records.TupleKey {
 	ks := slices.Clone(m.TKeys)
 	slices.SortStableFunc(ks, func(a, b records.TupleKey) int {
-		if len(a.Buckets) > 0 {
+		if len(a.Buckets) > 0 || a.Timer != nil {
 			return cmp.Compare(a.N, b.N)
 		}
 		return cmp.Compare(a.Value, b.Value)
@@ -191,8 +191,16 @@ func printBy(w io.Writer, m records.Map) {
 	if m.Kind == records.KindLHist {
 		what += fmt.Sprintf(" from %d to %d by %d", m.Lo, m.Hi, m.Step)
 	}
+	if m.Kind == records.KindTimer {
+		what = "TIMER_START_BY"
+	}
 	fmt.Fprintf(w, "@%s: %s (%s), %s\n", m.Label(), what, where(m.Use), human.Plural(len(m.TKeys), "key"))
 	for _, k := range byKeys(m) {
+		if k.Timer != nil {
+			fmt.Fprintf(w, "@%s[%s]: %s\n", m.Label(), keyText(k.Key), human.Plural(int(k.N), "start-stop pair"))
+			printTimes(w, k.Timer)
+			continue
+		}
 		if len(k.Buckets) == 0 {
 			fmt.Fprintf(w, "@%s[%s]: %d\n", m.Label(), keyText(k.Key), k.Value)
 			continue
@@ -203,6 +211,9 @@ func printBy(w io.Writer, m records.Map) {
 	if m.Dropped > 0 {
 		fmt.Fprintf(w, "  %s dropped: no room for their key (at most %d keys per map on each CPU, %d bytes a key)\n",
 			human.Plural(int(m.Dropped), "update"), records.ByKeysOf(m.Kind), 8*records.KeyWords)
+	}
+	if m.Timer != nil {
+		printTimerNotes(w, m.Timer)
 	}
 }
 
@@ -226,6 +237,12 @@ func printHistMap(w io.Writer, m records.Map) {
 func printTimer(w io.Writer, m records.Map) {
 	t := m.Timer
 	fmt.Fprintf(w, "@%s: TIMER (%s), %s\n", m.Label(), where(m.Use), human.Plural(int(t.Count), "start-stop pair"))
+	printTimes(w, t)
+	printTimerNotes(w, t)
+}
+
+// printTimes prints a timer's times: a table, then its histograms.
+func printTimes(w io.Writer, t *records.Timer) {
 	if t.Count > 0 {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "\tCOUNT\tTOTAL\tAVERAGE\tLEAST\tGREATEST\t")
@@ -241,6 +258,10 @@ func printTimer(w io.Writer, m records.Map) {
 		fmt.Fprintln(w, "  on-CPU time, ns:")
 		hist.Draw(w, "  ", hist.Rows(t.CPU.Buckets, nil))
 	}
+}
+
+// printTimerNotes says what a timer counted and did not time.
+func printTimerNotes(w io.Writer, t *records.Timer) {
 	var notes []string
 	if t.NoStart > 0 {
 		notes = append(notes, human.Plural(int(t.NoStart), "stop")+" without a start in the same task")
@@ -284,6 +305,9 @@ type MapJSON struct {
 	// timer
 	NoStart *uint64 `json:"no_start,omitempty"`
 	Nested  *uint64 `json:"nested,omitempty"`
+	// StartsDropped: a keyed timer's STARTs that found no task slot
+	// (its dropped counts STOPs whose key found no room).
+	StartsDropped *uint64 `json:"starts_dropped,omitempty"`
 	// Orphaned are starts whose stop never came.
 	Orphaned *uint64    `json:"orphaned,omitempty"`
 	Inside   *int       `json:"inside,omitempty"`
@@ -311,6 +335,9 @@ type TupleKeyJSON struct {
 	Count     uint64            `json:"count"`
 	Value     *int64            `json:"value,omitempty"`
 	Buckets   []hist.BucketJSON `json:"buckets,omitempty"`
+	// a keyed timer's times under the key
+	Wall *timesJSON `json:"wall,omitempty"`
+	CPU  *timesJSON `json:"cpu,omitempty"`
 }
 
 type timesJSON struct {
@@ -319,6 +346,15 @@ type timesJSON struct {
 	MinNS   uint64            `json:"min_ns"`
 	MaxNS   uint64            `json:"max_ns"`
 	Buckets []hist.BucketJSON `json:"buckets"`
+}
+
+// timesOf is one clock's times of timer t.
+func timesOf(t *records.Timer, x records.Times) *timesJSON {
+	tj := &timesJSON{TotalNS: x.Sum, MinNS: x.Min, MaxNS: x.Max, Buckets: hist.BucketsJSON(hist.Rows(x.Buckets, nil))}
+	if t.Count > 0 {
+		tj.AvgNS = x.Sum / t.Count
+	}
+	return tj
 }
 
 func mapView(aspect string, m records.Map, stacks Stacks) MapJSON {
@@ -333,14 +369,20 @@ func mapView(aspect string, m records.Map, stacks Stacks) MapJSON {
 					kj.Truncated = append(kj.Truncated, i+1)
 				}
 			}
-			if len(k.Buckets) > 0 {
+			switch {
+			case k.Timer != nil:
+				kj.Wall, kj.CPU = timesOf(k.Timer, k.Timer.Wall), timesOf(k.Timer, k.Timer.CPU)
+			case len(k.Buckets) > 0:
 				kj.Buckets = hist.BucketsJSON(hist.Rows(k.Buckets, linear(m)))
-			} else {
+			default:
 				kj.Value = &k.Value
 			}
 			v.By = append(v.By, kj)
 		}
 		v.Dropped = &m.Dropped
+		if t := m.Timer; t != nil {
+			v.NoStart, v.StartsDropped, v.Nested, v.Orphaned, v.Inside = &t.NoStart, &t.Dropped, &t.Nested, &t.Orphaned, &t.Inside
+		}
 		if l := linear(m); l != nil {
 			v.Linear = l.JSON()
 		}
@@ -356,13 +398,7 @@ func mapView(aspect string, m records.Map, stacks Stacks) MapJSON {
 		v.Dropped = &m.Dropped
 	case m.Timer != nil:
 		t := m.Timer
-		times := func(x records.Times) *timesJSON {
-			tj := &timesJSON{TotalNS: x.Sum, MinNS: x.Min, MaxNS: x.Max, Buckets: hist.BucketsJSON(hist.Rows(x.Buckets, nil))}
-			if t.Count > 0 {
-				tj.AvgNS = x.Sum / t.Count
-			}
-			return tj
-		}
+		times := func(x records.Times) *timesJSON { return timesOf(t, x) }
 		v.Count, v.NoStart, v.Dropped, v.Nested, v.Inside = &t.Count, &t.NoStart, &t.Dropped, &t.Nested, &t.Inside
 		v.Orphaned = &t.Orphaned
 		v.Wall, v.CPU = times(t.Wall), times(t.CPU)
