@@ -61,6 +61,8 @@ type Session struct {
 	// MaxJoinPoints and MaxCMiB bound a weave's join points and its
 	// generated C; 0 is DefaultMaxJoinPoints, DefaultMaxCMiB.
 	MaxJoinPoints, MaxCMiB int
+	// noSymbols is why KStacks could not read the image, once it tried.
+	noSymbols error
 }
 
 // SessionOptions say which target to open and where progress goes.

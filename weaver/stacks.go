@@ -22,7 +22,7 @@ func (s *Session) KStacks(ctx context.Context) (*kstack.Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s in %s: %w", runtime.StacksPath, s.T.Name(), err)
 	}
-	if s.X == nil {
+	if s.X == nil && s.noSymbols == nil {
 		err = s.index()
 		if err == nil {
 			err = s.checkBuild(ctx)
@@ -31,7 +31,12 @@ func (s *Session) KStacks(ctx context.Context) (*kstack.Table, error) {
 			err = s.readBlacklist(ctx)
 		}
 		if err != nil {
-			s.X = nil
+			if s.X != nil {
+				s.X.Close()
+				s.X = nil
+			}
+			// Said once: trace --follow comes back every poll.
+			s.noSymbols = err
 			fmt.Fprintf(s.log, "klasy: warning: kernel stacks are not symbolized: %v\n", err)
 		}
 	}
