@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,6 +91,11 @@ func TestToolsInDebianLab(t *testing.T) {
 		guest(prog, "open-missing", short, "1")
 		js := klasy("trace", "--lab", l.Name(), "--json")
 
+		for _, line := range strings.Split(text, "\n") {
+			if strings.Contains(line, " klasy_prog opensnoop#1 ") {
+				t.Log(line)
+			}
+		}
 		// trace: the command and the path, quoted.
 		if n := strings.Count(text, `"klasy_prog" "`+short+`"`); n != 2 {
 			t.Errorf("trace shows %d opens of %s by klasy_prog, the program made 2:\n%s", n, short, text)
@@ -116,6 +123,38 @@ func TestToolsInDebianLab(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("trace --json of klasy_prog's opens:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+	// STORE_STR and STORE_USTR of what they cannot read never fault: a
+	// NULL, a non-canonical address, a user address as a kernel string
+	// and a kernel one as a user string each record "unreadable".
+	t.Run("unreadable strings", func(t *testing.T) {
+		src := filepath.Join(t.TempDir(), "badstr.klasy")
+		if err := os.WriteFile(src, []byte(`<aspect><advice>
+  <pointcut>execution(do_sys_openat2) AND argument(filename, fp)</pointcut>
+  <before>
+    STORE_STR(NULL);
+    STORE_STR(0xdead000000000000UL);
+    STORE_STR(*(const char **)fp);
+    STORE_USTR(current->comm);
+    STORE_DATA(7);
+  </before>
+</advice></aspect>
+`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		klasy("weave", "--lab", l.Name(), src)
+		defer klasy("unweave", "--lab", l.Name(), "badstr")
+		guest(prog, "open-missing", "/tmp/klasy_badstr", "1")
+		text := klasy("trace", "--lab", l.Name())
+		var got []string
+		for _, line := range strings.Split(text, "\n") {
+			if strings.Contains(line, " klasy_prog badstr#1 ") {
+				got = append(got, line[strings.Index(line, "0x"):])
+			}
+		}
+		if len(got) != 1 || !strings.HasSuffix(got[0], " (unreadable) (unreadable) (unreadable) (unreadable) 7") {
+			t.Errorf("klasy_prog's open recorded %q, want four (unreadable) strings, then 7:\n%s", got, text)
 		}
 	})
 	t.Run("readsize_by_comm", func(t *testing.T) {
