@@ -78,6 +78,54 @@ func TestToolsInDebianLab(t *testing.T) {
 			t.Errorf("execs of klasy_prog traced: %v, the test ran %v", got, pids)
 		}
 	})
+	t.Run("syscount", func(t *testing.T) {
+		klasy("weave", "--lab", l.Name(), "--comm", "klasy_prog", "../../examples/tools/syscount.klasy")
+		guest(prog, "getppid", "50")
+		guest(prog, "mkdir", "/tmp/klasy_syscount", "20")
+		out := klasy("stats", "--lab", l.Name(), "--aspect", "syscount", "--json")
+		klasy("unweave", "--lab", l.Name(), "syscount")
+		var m statsview.MapJSON
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		counts := map[int64]uint64{}
+		for _, k := range m.Keys {
+			counts[k.Key] = k.Count
+		}
+		// x86-64's numbers: getppid 110, mkdir 83.
+		if counts[110] != 50 || counts[83] != 20 {
+			t.Errorf("@syscalls of klasy_prog: getppid %d, mkdir %d; want 50 and 20 (all: %v)", counts[110], counts[83], counts)
+		}
+	})
+
+	t.Run("killsnoop", func(t *testing.T) {
+		klasy("weave", "--lab", l.Name(), "../../examples/tools/killsnoop.klasy")
+		// A sleeper killed with SIGTERM, then a signal 0 to a pid that
+		// does not exist: two kill(2) calls of two busybox processes.
+		out := guest("sh", "-c", "sleep 30 & p=$!; busybox kill -TERM $p; busybox kill -0 99999; echo $p")
+		sleeper, err := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil {
+			t.Fatalf("the guest printed %q", out)
+		}
+		out = klasy("trace", "--lab", l.Name(), "--json")
+		klasy("unweave", "--lab", l.Name(), "killsnoop")
+		byPID := map[int][][]int64{}
+		for _, r := range decodeTrace(t, out) {
+			if r.Comm == "busybox" {
+				byPID[r.PID] = append(byPID[r.PID], r.Values)
+			}
+		}
+		var got []string
+		for _, rs := range byPID {
+			got = append(got, fmt.Sprint(rs))
+		}
+		slices.Sort(got)
+		want := []string{fmt.Sprintf("[[%d 15] [0]]", sleeper), "[[99999 0] [-3]]"}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("kill(2) calls of busybox, [tpid sig] then [result] by caller: %v, want %v", got, want)
+		}
+	})
 	t.Run("opensnoop", func(t *testing.T) {
 		klasy("weave", "--lab", l.Name(), "../../examples/tools/opensnoop.klasy")
 		defer klasy("unweave", "--lab", l.Name(), "opensnoop")
@@ -91,6 +139,11 @@ func TestToolsInDebianLab(t *testing.T) {
 		guest(prog, "open-missing", short, "1")
 		js := klasy("trace", "--lab", l.Name(), "--json")
 
+		for _, line := range strings.Split(text, "\n") {
+			if strings.Contains(line, " klasy_prog opensnoop#1 ") {
+				t.Log(line)
+			}
+		}
 		// trace: the command and the path, quoted.
 		if n := strings.Count(text, `"klasy_prog" "`+short+`"`); n != 2 {
 			t.Errorf("trace shows %d opens of %s by klasy_prog, the program made 2:\n%s", n, short, text)
@@ -118,6 +171,108 @@ func TestToolsInDebianLab(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("trace --json of klasy_prog's opens:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+	// STORE_STR and STORE_USTR of what they cannot read never fault: a
+	// NULL, a non-canonical address, a user address as a kernel string
+	// and a kernel one as a user string each record "unreadable".
+	t.Run("unreadable strings", func(t *testing.T) {
+		src := filepath.Join(t.TempDir(), "badstr.klasy")
+		if err := os.WriteFile(src, []byte(`<aspect><advice>
+  <pointcut>execution(do_sys_openat2) AND argument(filename, fp)</pointcut>
+  <before>
+    STORE_STR(NULL);
+    STORE_STR(0xdead000000000000UL);
+    STORE_STR(*(const char **)fp);
+    STORE_USTR(current->comm);
+    STORE_DATA(7);
+  </before>
+</advice></aspect>
+`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		klasy("weave", "--lab", l.Name(), src)
+		defer klasy("unweave", "--lab", l.Name(), "badstr")
+		guest(prog, "open-missing", "/tmp/klasy_badstr", "1")
+		text := klasy("trace", "--lab", l.Name())
+		var got []string
+		for _, line := range strings.Split(text, "\n") {
+			if strings.Contains(line, " klasy_prog badstr#1 ") {
+				got = append(got, line[strings.Index(line, "0x"):])
+			}
+		}
+		if len(got) != 1 || !strings.HasSuffix(got[0], " (unreadable) (unreadable) (unreadable) (unreadable) 7") {
+			t.Errorf("klasy_prog's open recorded %q, want four (unreadable) strings, then 7:\n%s", got, text)
+		}
+	})
+	t.Run("readsize_by_comm", func(t *testing.T) {
+		klasy("weave", "--lab", l.Name(), "../../examples/tools/readsize_by_comm.klasy")
+		defer klasy("unweave", "--lab", l.Name(), "readsize_by_comm")
+		// dd reads 37 times 1000 bytes, busybox (dd by another name) 11
+		// times 100 bytes: two commands, each its histogram.
+		ddPID := strings.TrimSpace(guest("sh", "-c", "dd if=/dev/zero of=/dev/null bs=1000 count=37 2>/dev/null & echo $!; wait"))
+		bbPID := strings.TrimSpace(guest("sh", "-c", "busybox dd if=/dev/zero of=/dev/null bs=100 count=11 2>/dev/null & echo $!; wait"))
+		js := klasy("stats", "--lab", l.Name(), "--aspect", "readsize_by_comm", "--json")
+		text := klasy("stats", "--lab", l.Name(), "--aspect", "readsize_by_comm")
+		t.Log(text)
+		maps := map[string]statsview.MapJSON{}
+		for _, line := range strings.Split(strings.TrimSpace(js), "\n") {
+			var m statsview.MapJSON
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("%v: %s", err, line)
+			}
+			maps[m.Map] = m
+		}
+		key := func(k statsview.TupleKeyJSON) string {
+			var parts []string
+			for _, v := range k.Key {
+				parts = append(parts, v.String())
+			}
+			return strings.Join(parts, " ")
+		}
+		hists := map[string]string{}
+		for _, k := range maps["read_size"].By {
+			var bs []string
+			for _, b := range k.Buckets {
+				if b.Count > 0 && b.Min != nil {
+					bs = append(bs, fmt.Sprintf("[%d]=%d", *b.Min, b.Count))
+				}
+			}
+			hists[key(k)] = strings.Join(bs, " ")
+		}
+		if got := hists[`"dd"`]; got != "[512]=37" {
+			t.Errorf("@read_size[dd]: %q, want dd's 37 reads of 1000 bytes; all: %v", got, hists)
+		}
+		if got := hists[`"busybox"`]; got != "[64]=11" {
+			t.Errorf("@read_size[busybox]: %q, want its 11 reads of 100 bytes; all: %v", got, hists)
+		}
+		counts := map[string]int64{}
+		for _, k := range maps["reads"].By {
+			if k.Value != nil {
+				counts[key(k)] = *k.Value
+			}
+		}
+		for k, want := range map[string]int64{`"dd" ` + ddPID: 37, `"busybox" ` + bbPID: 11} {
+			if counts[k] != want {
+				t.Errorf("@reads[%s]: %d, want %d; all: %v", k, counts[k], want, counts)
+			}
+		}
+		// The keyed timer: each read of dd and busybox a start-stop
+		// pair under its command, on-CPU within wall time.
+		pairs := map[string]string{}
+		for _, k := range maps["read_time"].By {
+			if k.Wall == nil || k.CPU == nil || k.Wall.TotalNS == 0 || k.CPU.TotalNS > k.Wall.TotalNS {
+				t.Errorf("@read_time[%s]: times %+v %+v", key(k), k.Wall, k.CPU)
+			}
+			pairs[key(k)] = fmt.Sprint(k.Count)
+		}
+		if pairs[`"dd"`] != "37" || pairs[`"busybox"`] != "11" {
+			t.Errorf("@read_time: start-stop pairs %v, want dd's 37 and busybox's 11", pairs)
+		}
+		for _, want := range []string{"@read_time[dd]: 37 start-stop pairs\n", "@reads[dd, " + ddPID + "]: 37\n", "@reads[busybox, " + bbPID + "]: 11\n", "@read_size[dd]: 37 values\n"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("klasy stats does not print %q as bpftrace would:\n%s", want, text)
+			}
 		}
 	})
 	t.Run("kstack", func(t *testing.T) {
@@ -237,124 +392,6 @@ func TestToolsInDebianLab(t *testing.T) {
 		}
 		if execs != 1 {
 			t.Errorf("trace has %d records of klasy_prog's exec, the agent ran it once", execs)
-		}
-	})
-	t.Run("readsize_by_comm", func(t *testing.T) {
-		klasy("weave", "--lab", l.Name(), "../../examples/tools/readsize_by_comm.klasy")
-		defer klasy("unweave", "--lab", l.Name(), "readsize_by_comm")
-		// dd reads 37 times 1000 bytes, busybox (dd by another name) 11
-		// times 100 bytes: two commands, each its histogram.
-		ddPID := strings.TrimSpace(guest("sh", "-c", "dd if=/dev/zero of=/dev/null bs=1000 count=37 2>/dev/null & echo $!; wait"))
-		bbPID := strings.TrimSpace(guest("sh", "-c", "busybox dd if=/dev/zero of=/dev/null bs=100 count=11 2>/dev/null & echo $!; wait"))
-		js := klasy("stats", "--lab", l.Name(), "--aspect", "readsize_by_comm", "--json")
-		text := klasy("stats", "--lab", l.Name(), "--aspect", "readsize_by_comm")
-		t.Log(text)
-		maps := map[string]statsview.MapJSON{}
-		for _, line := range strings.Split(strings.TrimSpace(js), "\n") {
-			var m statsview.MapJSON
-			if err := json.Unmarshal([]byte(line), &m); err != nil {
-				t.Fatalf("%v: %s", err, line)
-			}
-			maps[m.Map] = m
-		}
-		key := func(k statsview.TupleKeyJSON) string {
-			var parts []string
-			for _, v := range k.Key {
-				parts = append(parts, v.String())
-			}
-			return strings.Join(parts, " ")
-		}
-		hists := map[string]string{}
-		for _, k := range maps["read_size"].By {
-			var bs []string
-			for _, b := range k.Buckets {
-				if b.Count > 0 && b.Min != nil {
-					bs = append(bs, fmt.Sprintf("[%d]=%d", *b.Min, b.Count))
-				}
-			}
-			hists[key(k)] = strings.Join(bs, " ")
-		}
-		if got := hists[`"dd"`]; got != "[512]=37" {
-			t.Errorf("@read_size[dd]: %q, want dd's 37 reads of 1000 bytes; all: %v", got, hists)
-		}
-		if got := hists[`"busybox"`]; got != "[64]=11" {
-			t.Errorf("@read_size[busybox]: %q, want its 11 reads of 100 bytes; all: %v", got, hists)
-		}
-		counts := map[string]int64{}
-		for _, k := range maps["reads"].By {
-			if k.Value != nil {
-				counts[key(k)] = *k.Value
-			}
-		}
-		for k, want := range map[string]int64{`"dd" ` + ddPID: 37, `"busybox" ` + bbPID: 11} {
-			if counts[k] != want {
-				t.Errorf("@reads[%s]: %d, want %d; all: %v", k, counts[k], want, counts)
-			}
-		}
-		// The keyed timer: each read of dd and busybox a start-stop
-		// pair under its command, on-CPU within wall time.
-		pairs := map[string]string{}
-		for _, k := range maps["read_time"].By {
-			if k.Wall == nil || k.CPU == nil || k.Wall.TotalNS == 0 || k.CPU.TotalNS > k.Wall.TotalNS {
-				t.Errorf("@read_time[%s]: times %+v %+v", key(k), k.Wall, k.CPU)
-			}
-			pairs[key(k)] = fmt.Sprint(k.Count)
-		}
-		if pairs[`"dd"`] != "37" || pairs[`"busybox"`] != "11" {
-			t.Errorf("@read_time: start-stop pairs %v, want dd's 37 and busybox's 11", pairs)
-		}
-		for _, want := range []string{"@read_time[dd]: 37 start-stop pairs\n", "@reads[dd, " + ddPID + "]: 37\n", "@reads[busybox, " + bbPID + "]: 11\n", "@read_size[dd]: 37 values\n"} {
-			if !strings.Contains(text, want) {
-				t.Errorf("klasy stats does not print %q as bpftrace would:\n%s", want, text)
-			}
-		}
-	})
-	t.Run("syscount", func(t *testing.T) {
-		klasy("weave", "--lab", l.Name(), "--comm", "klasy_prog", "../../examples/tools/syscount.klasy")
-		guest(prog, "getppid", "50")
-		guest(prog, "mkdir", "/tmp/klasy_syscount", "20")
-		out := klasy("stats", "--lab", l.Name(), "--aspect", "syscount", "--json")
-		klasy("unweave", "--lab", l.Name(), "syscount")
-		var m statsview.MapJSON
-		if err := json.Unmarshal([]byte(out), &m); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-		counts := map[int64]uint64{}
-		for _, k := range m.Keys {
-			counts[k.Key] = k.Count
-		}
-		// x86-64's numbers: getppid 110, mkdir 83.
-		if counts[110] != 50 || counts[83] != 20 {
-			t.Errorf("@syscalls of klasy_prog: getppid %d, mkdir %d; want 50 and 20 (all: %v)", counts[110], counts[83], counts)
-		}
-	})
-
-	t.Run("killsnoop", func(t *testing.T) {
-		klasy("weave", "--lab", l.Name(), "../../examples/tools/killsnoop.klasy")
-		// A sleeper killed with SIGTERM, then a signal 0 to a pid that
-		// does not exist: two kill(2) calls of two busybox processes.
-		out := guest("sh", "-c", "sleep 30 & p=$!; busybox kill -TERM $p; busybox kill -0 99999; echo $p")
-		sleeper, err := strconv.Atoi(strings.TrimSpace(out))
-		if err != nil {
-			t.Fatalf("the guest printed %q", out)
-		}
-		out = klasy("trace", "--lab", l.Name(), "--json")
-		klasy("unweave", "--lab", l.Name(), "killsnoop")
-		byPID := map[int][][]int64{}
-		for _, r := range decodeTrace(t, out) {
-			if r.Comm == "busybox" {
-				byPID[r.PID] = append(byPID[r.PID], r.Values)
-			}
-		}
-		var got []string
-		for _, rs := range byPID {
-			got = append(got, fmt.Sprint(rs))
-		}
-		slices.Sort(got)
-		want := []string{fmt.Sprintf("[[%d 15] [0]]", sleeper), "[[99999 0] [-3]]"}
-		slices.Sort(want)
-		if !slices.Equal(got, want) {
-			t.Errorf("kill(2) calls of busybox, [tpid sig] then [result] by caller: %v, want %v", got, want)
 		}
 	})
 	if now := guest("sh", "-c", labboot.KernelState); now != before {

@@ -571,7 +571,7 @@ void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit)
 	memcpy(r->comm, current->comm, sizeof(r->comm));
 	r->comm[sizeof(r->comm) - 1] = '\0';
 	r->flow = hit->flow;
-	r->typed = hit->typed & (u32)GENMASK_ULL(n - 1, 0);
+	r->typed = hit->typed & (u32)((1ULL << n) - 1);	/* n <= 16 */
 	memcpy(r->vals, hit->vals, n * sizeof(r->vals[0]));
 	ring_buffer_unlock_commit(klasy_rb, ev);
 }

@@ -350,8 +350,9 @@ static inline void *klasy_store_blob(struct klasy_hit *hit, u32 kind, u32 len)
 		return NULL;
 	}
 	hit->typed |= 1U << hit->n;
-	hit->vals[hit->n] = (u64)kind << 32 | len;
+	/* The padding first: a 0-byte blob is its header alone. */
 	hit->vals[hit->n + slots - 1] = 0;
+	hit->vals[hit->n] = (u64)kind << 32 | len;
 	hit->n += slots;
 	return &hit->vals[hit->n - slots + 1];
 }

@@ -51,7 +51,6 @@ typedef s32 __s32;
 #define max(a, b) ((a) > (b) ? (a) : (b))
 #define min_t(t, a, b) ((t)(a) < (t)(b) ? (t)(a) : (t)(b))
 #define U8_MAX 255
-#define GENMASK_ULL(h, l) ((~0ULL >> (63 - (h))) & ~((1ULL << (l)) - 1))
 #define S64_MAX INT64_MAX
 #define EXPORT_SYMBOL_GPL(sym)
 #define noinline __attribute__((noinline))
