@@ -63,6 +63,8 @@ type Session struct {
 	MaxJoinPoints, MaxCMiB int
 	// MaxBuild bounds the advice module's build; 0 is DefaultMaxBuild.
 	MaxBuild time.Duration
+	// noSymbols is why KStacks could not read the image, once it tried.
+	noSymbols error
 }
 
 // SessionOptions say which target to open and where progress goes.

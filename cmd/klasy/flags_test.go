@@ -69,7 +69,7 @@ var cmdSamples = map[string]cmdSample{
 		{name: "otlp", value: "http://localhost:4318"}}},
 	"lab console": {pos: []string{"a"}},
 	"stats": {flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
-		{name: "headers", value: "h"}, {name: "json"}, {name: "aspect", value: "a"}, {name: "interval", value: "2s"}}},
+		{name: "headers", value: "h"}, {name: "json"}, {name: "folded"}, {name: "aspect", value: "a"}, {name: "interval", value: "2s"}}},
 	"cover": {pos: []string{"do_mkdirat", "mkdir"}, flags: []flagSample{{name: "lab", value: "demo"}, {name: "vmlinux", value: "vm"},
 		{name: "headers", value: "h"}, {name: "json"}, {name: "module", value: "m.ko"}, {name: "for", value: "1s"},
 		{name: "source", value: "src"}}},

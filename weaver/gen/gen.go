@@ -664,9 +664,10 @@ func (g *cgen) enter(replace bool) {
 }
 
 // hitSP stores the probed context's stack pointer and registers in the
-// hit, for TIMER_START's depth (klasy_agg.c), when the aspect has timers.
+// hit, for TIMER_START's depth (klasy_agg.c) and STACK_ID's unwinding
+// (klasy_stack.c), when the aspect has timers or saves stacks.
 func (g *cgen) hitSP() {
-	if AggRoomOf(g.m.file).Timer > 0 {
+	if AggRoomOf(g.m.file).timers() > 0 || UsesStacks(g.m.file) {
 		g.p("\thit->sp = kernel_stack_pointer(regs);")
 		g.p("\thit->regs = regs;")
 	}
