@@ -464,6 +464,7 @@ func TestWeaveInLab(t *testing.T) {
 
 	replaceSteps(g, step)
 	timerSteps(g, step)
+	percallSteps(g, step)
 	ftraceOpsSteps(g, step)
 
 	t.Run("image that is not the running kernel", func(t *testing.T) {

@@ -355,7 +355,7 @@ func matchWord(p string) string {
 // outOfLine is the join point at the entry of an out-of-line body: a
 // kprobe there for before advice, a kretprobe for after.
 func (r *resolver) outOfLine(n int, timing joinpoint.Timing, fi dwarfmap.FuncInfo, args []*aspect.Argument, params []string) *joinpoint.JoinPoint {
-	jp := &joinpoint.JoinPoint{Advice: n, Timing: timing, Kind: joinpoint.Kprobe, Addr: fi.Entry, Function: fi.Name, File: fi.File, Line: fi.Line, Module: r.module()}
+	jp := &joinpoint.JoinPoint{Advice: n, Timing: timing, Kind: joinpoint.Kprobe, Addr: fi.Entry, Function: fi.Name, File: fi.File, Line: fi.Line, Module: r.module(), Entry: timing == joinpoint.Before}
 	if timing == joinpoint.After {
 		jp.Kind = joinpoint.Kretprobe
 		// $retval$ takes the function's type: an int's upper half of rax
