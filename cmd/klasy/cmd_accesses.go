@@ -10,7 +10,7 @@ import (
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/pattern"
-	"github.com/klasy/klasy/weaver/resolve"
+	"github.com/klasy/klasy/weaver/resolve/accessjp"
 )
 
 func init() {
@@ -89,7 +89,7 @@ func inferredAccesses(s *stdio, bin, pat string, p *pattern.Member, asJSON bool,
 	}
 	var rows []queryview.InferredAccess
 	for _, a := range accs {
-		file, line := resolve.InferredLine(x, &a)
+		file, line := accessjp.InferredLine(x, &a)
 		rows = append(rows, queryview.InferredAccess{Access: a, File: file, Line: line})
 	}
 	if err := queryview.InferredAccesses(s.Out, rows, asJSON); err != nil {
