@@ -870,6 +870,9 @@ func (g *cgen) tables(opt GenOptions) {
 		}
 		g.p("\t\t.file = %s,", cString(h.File))
 		g.p("\t\t.line = %d,", h.Line)
+		if k := accessKinds(h); k != "" {
+			g.p("\t\t.access = %s,", cString(k))
+		}
 		g.p("\t\t.nadvice = ARRAY_SIZE(klasy_advice_of_%d),", i)
 		g.p("\t\t.advice = klasy_advice_of_%d,", i)
 		g.p("\t},")

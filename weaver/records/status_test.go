@@ -54,8 +54,8 @@ func TestParseStatusErrors(t *testing.T) {
 	const asp = "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0\n"
 	hook := func(kv string) string {
 		f := map[string]string{}
-		order := strings.Fields("aspect index kind addr image mech hits missed advice function inlined_in file line module")
-		for _, p := range strings.Fields("aspect=2 index=0 kind=kprobe addr=0x10 image=0x20 mech=int3 hits=1 missed=0 advice=1 function=f inlined_in=- file=f.c line=3 module=-") {
+		order := strings.Fields("aspect index kind addr image mech hits missed advice function inlined_in file line module access")
+		for _, p := range strings.Fields("aspect=2 index=0 kind=kprobe addr=0x10 image=0x20 mech=int3 hits=1 missed=0 advice=1 function=f inlined_in=- file=f.c line=3 module=- access=-") {
 			k, v, _ := strings.Cut(p, "=")
 			f[k] = v
 		}

@@ -6,18 +6,21 @@ import (
 
 // TraceRecord is one record symbolized: what klasy trace prints.
 type TraceRecord struct {
-	Aspect    string  `json:"aspect"`
-	Advice    int     `json:"advice"`
-	TimeNS    uint64  `json:"time_ns"`
-	CPU       int     `json:"cpu"`
-	PID       int     `json:"pid"`
-	Comm      string  `json:"comm"`
-	PC        string  `json:"pc"` // the join point's image address, 0x...
-	Function  string  `json:"function"`
-	InlinedIn string  `json:"inlined_in,omitempty"`
-	File      string  `json:"file"`
-	Line      int     `json:"line"`
-	Values    []int64 `json:"values"`
+	Aspect    string `json:"aspect"`
+	Advice    int    `json:"advice"`
+	TimeNS    uint64 `json:"time_ns"`
+	CPU       int    `json:"cpu"`
+	PID       int    `json:"pid"`
+	Comm      string `json:"comm"`
+	PC        string `json:"pc"` // the join point's image address, 0x...
+	Function  string `json:"function"`
+	InlinedIn string `json:"inlined_in,omitempty"`
+	File      string `json:"file"`
+	Line      int    `json:"line"`
+	// Access is the member access kind of an access join point (read,
+	// write, rw, addr), "" for other join points.
+	Access string  `json:"access,omitempty"`
+	Values []int64 `json:"values"`
 	// Flow is the flow ID the advice ran for (xflow), 0 for none.
 	Flow int32 `json:"flow,omitempty"`
 	// Dropped counts values the advice stored past the record's room.
@@ -53,6 +56,7 @@ func Symbolize(st *Status, r Record) TraceRecord {
 		tr.Aspect = a.Name
 		tr.PC = fmt.Sprintf("%#x", h.Image)
 		tr.Function, tr.InlinedIn, tr.File, tr.Line = h.Function, h.InlinedIn, h.File, h.Line
+		tr.Access = h.Access
 	case a != nil:
 		tr.Aspect = a.Name
 		tr.Function = fmt.Sprintf("(hook %d)", r.Hook)

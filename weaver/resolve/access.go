@@ -34,11 +34,10 @@ type ModuleImage struct {
 // accessGroup resolves an AND-group of access(...) designators.
 func (r *resolver) accessGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timing joinpoint.Timing) error {
 	ag := &accessGroup{r: r, Group: &accessjp.Group{N: n, Timing: timing, Params: joinpoint.PointcutParams(pc), Add: r.add, Lines: r.lines}}
-	var accs []*aspect.Access
 	for _, t := range g {
 		switch {
 		case t.Access != nil:
-			accs = append(accs, t.Access)
+			ag.accs = append(ag.accs, t.Access)
 		case t.WithinFile != nil:
 			p, err := pattern.Compile(strings.Join(t.WithinFile.Path.Parts, ""), pattern.Pointcut)
 			if err != nil {
@@ -61,6 +60,7 @@ func (r *resolver) accessGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, tim
 			return r.errAt(pc, t.Pos.Offset, "%s cannot be woven at access join points", t.Designator())
 		}
 	}
+	accs := ag.accs
 	var pats []*pattern.Member
 	for _, a := range accs {
 		p, err := pattern.CompileMember(a.Struct.Value+"."+a.Member.Value, pattern.Pointcut)
@@ -81,7 +81,9 @@ func (r *resolver) accessGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, tim
 			return fmt.Errorf("reading the member accesses of %s: %w", im.Label(), err)
 		}
 		for _, a := range as {
-			recs = append(recs, accessjp.Rec{Im: im, A: a})
+			if ag.kinds(a.Mode) {
+				recs = append(recs, accessjp.Rec{Im: im, A: a})
+			}
 		}
 	}
 	before := len(r.jps)
@@ -187,7 +189,8 @@ func (r *resolver) checkMember(pc *aspect.Pointcut, a *aspect.Access) error {
 // accessGroup is an AND-group of access(...) being resolved: the
 // placement is accessjp's.
 type accessGroup struct {
-	r *resolver
+	r    *resolver
+	accs []*aspect.Access
 	*accessjp.Group
 }
 
@@ -202,10 +205,25 @@ func (ag *accessGroup) inferredGroup(im *linecode.Image, pats []*pattern.Member)
 	if err != nil {
 		return 0, err
 	}
+	n := 0
 	for i := range accs {
-		ag.Inferred(b, im, &accs[i])
+		if ag.kinds(debugklasy.ModeOf(accs[i].Kind)) {
+			ag.Inferred(b, im, &accs[i])
+			n++
+		}
 	}
-	return len(accs), nil
+	return n, nil
+}
+
+// kinds reports whether the group's access(S.M, KIND) terms select an
+// access of mode m.
+func (ag *accessGroup) kinds(m debugklasy.Mode) bool {
+	for _, a := range ag.accs {
+		if !a.Selects(m.String()) {
+			return false
+		}
+	}
+	return true
 }
 
 func matchMember(pats []*pattern.Member, st, mem string) bool {

@@ -142,6 +142,7 @@ struct klasy_hook {
 	unsigned int nadvice;
 	const u16 *advice;		/* advice numbers, in call order */
 	const char *module;		/* the module whose code holds the hook, NULL for the kernel */
+	const char *access;		/* access join points: read, write, rw or addr, else NULL */
 	/*
 	 * The handler reads no saved register but those ftrace saves for a
 	 * function's arguments (ax, cx, dx, si, di, r8, r9, bp, sp, ip):
