@@ -116,6 +116,9 @@ func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Modu
 			used[jp.Advice] = true
 		}
 	}
+	if err := checkTimers(f, jps); err != nil {
+		return nil, err
+	}
 	if err := checkEvents(m.Hooks); err != nil {
 		return nil, err
 	}
