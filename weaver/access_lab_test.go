@@ -156,6 +156,13 @@ func TestAccessInLab(t *testing.T) {
 		g.checkClean()
 	})
 
+	t.Run("kernel file position, writes only", func(t *testing.T) {
+		g := *g
+		g.t = t
+		writesOnly(&g)
+		g.checkClean()
+	})
+
 	t.Run("module counter", func(t *testing.T) {
 		g := *g
 		g.t = t

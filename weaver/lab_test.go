@@ -464,6 +464,8 @@ func TestWeaveInLab(t *testing.T) {
 
 	replaceSteps(g, step)
 	timerSteps(g, step)
+	percallSteps(g, step)
+	step("access/writes only, inferred", writesOnly)
 	ftraceOpsSteps(g, step)
 
 	t.Run("image that is not the running kernel", func(t *testing.T) {

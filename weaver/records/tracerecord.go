@@ -6,18 +6,21 @@ import (
 
 // TraceRecord is one record symbolized: what klasy trace prints.
 type TraceRecord struct {
-	Aspect    string  `json:"aspect"`
-	Advice    int     `json:"advice"`
-	TimeNS    uint64  `json:"time_ns"`
-	CPU       int     `json:"cpu"`
-	PID       int     `json:"pid"`
-	Comm      string  `json:"comm"`
-	PC        string  `json:"pc"` // the join point's image address, 0x...
-	Function  string  `json:"function"`
-	InlinedIn string  `json:"inlined_in,omitempty"`
-	File      string  `json:"file"`
-	Line      int     `json:"line"`
-	Values    []Value `json:"values"`
+	Aspect    string `json:"aspect"`
+	Advice    int    `json:"advice"`
+	TimeNS    uint64 `json:"time_ns"`
+	CPU       int    `json:"cpu"`
+	PID       int    `json:"pid"`
+	Comm      string `json:"comm"`
+	PC        string `json:"pc"` // the join point's image address, 0x...
+	Function  string `json:"function"`
+	InlinedIn string `json:"inlined_in,omitempty"`
+	File      string `json:"file"`
+	Line      int    `json:"line"`
+	// Access is the member access kind of an access join point (read,
+	// write, rw, addr), "" for other join points.
+	Access string  `json:"access,omitempty"`
+	Values []Value `json:"values"`
 	// Truncated numbers the string values (from 1) that were longer than
 	// the record kept.
 	Truncated []int `json:"truncated,omitempty"`

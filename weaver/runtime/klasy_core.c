@@ -902,6 +902,8 @@ static void klasy_show_hook(struct seq_file *m, struct klasy_aspect *a,
 	klasy_put_token(m, h->file);
 	seq_printf(m, " line=%u module=", h->line);
 	klasy_put_token(m, h->module);
+	seq_puts(m, " access=");
+	klasy_put_token(m, h->access);
 	seq_putc(m, '\n');
 }
 

@@ -36,7 +36,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 12
+#define KLASY_ABI_VERSION 13
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -92,7 +92,8 @@ enum klasy_val_kind {
 /*
  * What one advice stored during one hit, and sp and regs, the probed
  * context's stack pointer (kernel_stack_pointer(regs)) and registers,
- * which the handler sets once per hit for TIMER_START's depth.
+ * which the handler sets once per hit for TIMER_START's depth, and cfa,
+ * the call whose per-call variables CALL_SET/CALL_GET use (0: none).
  */
 struct klasy_hit {
 	unsigned int n;
@@ -102,6 +103,7 @@ struct klasy_hit {
 	u32 typed;		/* the record's typed bitmap */
 	unsigned long sp;
 	struct pt_regs *regs;
+	unsigned long cfa;
 	u64 vals[KLASY_MAX_VALUES];
 };
 
@@ -163,6 +165,7 @@ struct klasy_hook {
 	unsigned int nadvice;
 	const u16 *advice;		/* advice numbers, in call order */
 	const char *module;		/* the module whose code holds the hook, NULL for the kernel */
+	const char *access;		/* access join points: read, write, rw or addr, else NULL */
 	/*
 	 * The handler reads no saved register but those ftrace saves for a
 	 * function's arguments (ax, cx, dx, si, di, r8, r9, bp, sp, ip):
@@ -203,6 +206,7 @@ static __always_inline bool klasy_enter(struct klasy_hit *hit,
 
 static __always_inline void klasy_leave(struct klasy_hit *hit)
 {
+	hit->cfa = 0;	/* a call's only for the handler that set it */
 	barrier();
 	WRITE_ONCE(hit->busy, 0);
 }
@@ -806,5 +810,57 @@ struct klasy_kstack;
 	__KLASY_DESC(KLASY_AGG_TIMER, #name, .by = 1);			\
 	klasy_timer_stop(KLASY_THIS_ASPECT, &__klasy_desc);		\
 } while (0)
+
+/*
+ * Per-call variables (bpftrace's @start[tid]): CALL_SET(name, v) in the
+ * before advice at the entry of a function (execution(f)) keeps v for
+ * that call, and CALL_GET(name) in its after advice (on the call's
+ * return) reads it back; name is an identifier, values are u64, at most
+ * KLASY_CALL_VARS names per aspect. A call is known by its frame: the
+ * CFA, the stack pointer before the call pushed its return address (the
+ * probed SP + 8 at the entry, the probed SP on return). So a recursive
+ * or nested call, deeper on the stack, has values of its own and never
+ * sees the outer call's, and CALL_GET of a name the call did not set is
+ * 0. At other hooks (an inlined copy, a line, an access) and off the
+ * task's stack (an interrupt), CALL_SET keeps nothing and CALL_GET is 0.
+ *
+ * The entry hook opens the call's frame (klasy_call_begin) and drops the
+ * task's frames at its CFA or below: those calls have returned, so a
+ * return a kretprobe missed leaves nothing past the task's next call at
+ * that depth or above (TIMER_START's rule). The return hook closes the
+ * frame after the advice. Bounds: KLASY_CALL_DEPTH open calls per task
+ * (a new one drops the oldest), KLASY_AGG_TASKS tasks (a task whose
+ * newest call is older than a minute gives its slot up, as in a timer).
+ */
+#define KLASY_CALL_VARS 8
+#define KLASY_CALL_DEPTH 8
+
+struct klasy_call_frame {
+	unsigned long cfa;
+	u64 t0;				/* when it was opened */
+	u32 set;			/* bit i: variable i was set */
+	u64 v[KLASY_CALL_VARS];
+};
+
+struct klasy_call_task {
+	unsigned long task;		/* its task_struct; 0: free */
+	u64 birth;			/* its start_time */
+	unsigned int n;			/* open frames */
+	struct klasy_call_frame f[KLASY_CALL_DEPTH];
+};
+
+/* An aspect's per-call variables: static in its advice module. */
+struct klasy_calls {
+	struct klasy_call_task t[KLASY_AGG_TASKS];
+};
+
+unsigned long klasy_call_begin(struct klasy_calls *c, unsigned long cfa);
+void klasy_call_end(struct klasy_calls *c, unsigned long cfa);
+void klasy_call_set(struct klasy_calls *c, unsigned int var, u64 v);
+u64 klasy_call_get(struct klasy_calls *c, unsigned int var);
+
+/* __klasy_call_NAME: the generated module numbers the aspect's names. */
+#define CALL_SET(name, v)	klasy_call_set(&klasy_calls, __klasy_call_##name, (u64)(v))
+#define CALL_GET(name)		klasy_call_get(&klasy_calls, __klasy_call_##name)
 
 #endif /* _KLASY_RT_H */

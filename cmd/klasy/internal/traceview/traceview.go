@@ -101,7 +101,7 @@ func (p *Printer) Finish() error {
 }
 
 // Line prints a record as klasy trace does after its time: cpu pid comm
-// aspect#advice function file:line pc values.
+// aspect#advice function file:line (access kind) pc values.
 func Line(r records.TraceRecord) string {
 	vals := make([]string, len(r.Values))
 	for i, v := range r.Values {
@@ -114,8 +114,12 @@ func Line(r records.TraceRecord) string {
 	if r.Dropped > 0 {
 		extra += fmt.Sprintf(" (+%d values dropped: at most 16 per hit)", r.Dropped)
 	}
-	return fmt.Sprintf("cpu%d %d %s %s#%d %s %s:%d %s %s%s",
-		r.CPU, r.PID, r.Comm, r.Aspect, r.Advice, timeline.Function(r), r.File, r.Line, r.PC, strings.Join(vals, " "), extra)
+	where := fmt.Sprintf("%s:%d", r.File, r.Line)
+	if r.Access != "" { // the member access's kind at an access join point
+		where += " (" + r.Access + ")"
+	}
+	return fmt.Sprintf("cpu%d %d %s %s#%d %s %s %s %s%s",
+		r.CPU, r.PID, r.Comm, r.Aspect, r.Advice, timeline.Function(r), where, r.PC, strings.Join(vals, " "), extra)
 }
 
 type aspectAdvice struct {
