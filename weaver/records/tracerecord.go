@@ -68,6 +68,7 @@ func Symbolize(st *Status, r Record) TraceRecord {
 		tr.Aspect = a.Name
 		tr.PC = fmt.Sprintf("%#x", h.Image)
 		tr.Function, tr.InlinedIn, tr.File, tr.Line = h.Function, h.InlinedIn, h.File, h.Line
+		tr.Access = h.Access
 	case a != nil:
 		tr.Aspect = a.Name
 		tr.Function = fmt.Sprintf("(hook %d)", r.Hook)
