@@ -6,10 +6,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/klasy/klasy/cmd/klasy/internal/statsview"
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/lab/labboot"
 )
@@ -69,6 +73,54 @@ func TestToolsInDebianLab(t *testing.T) {
 		}
 		if len(got) != len(pids) {
 			t.Errorf("execs of klasy_prog traced: %v, the test ran %v", got, pids)
+		}
+	})
+	t.Run("syscount", func(t *testing.T) {
+		klasy("weave", "--lab", l.Name(), "--comm", "klasy_prog", "../../examples/tools/syscount.klasy")
+		guest(prog, "getppid", "50")
+		guest(prog, "mkdir", "/tmp/klasy_syscount", "20")
+		out := klasy("stats", "--lab", l.Name(), "--aspect", "syscount", "--json")
+		klasy("unweave", "--lab", l.Name(), "syscount")
+		var m statsview.MapJSON
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		counts := map[int64]uint64{}
+		for _, k := range m.Keys {
+			counts[k.Key] = k.Count
+		}
+		// x86-64's numbers: getppid 110, mkdir 83.
+		if counts[110] != 50 || counts[83] != 20 {
+			t.Errorf("@syscalls of klasy_prog: getppid %d, mkdir %d; want 50 and 20 (all: %v)", counts[110], counts[83], counts)
+		}
+	})
+
+	t.Run("killsnoop", func(t *testing.T) {
+		klasy("weave", "--lab", l.Name(), "../../examples/tools/killsnoop.klasy")
+		// A sleeper killed with SIGTERM, then a signal 0 to a pid that
+		// does not exist: two kill(2) calls of two busybox processes.
+		out := guest("sh", "-c", "sleep 30 & p=$!; busybox kill -TERM $p; busybox kill -0 99999; echo $p")
+		sleeper, err := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil {
+			t.Fatalf("the guest printed %q", out)
+		}
+		out = klasy("trace", "--lab", l.Name(), "--json")
+		klasy("unweave", "--lab", l.Name(), "killsnoop")
+		byPID := map[int][][]int64{}
+		for _, r := range decodeTrace(t, out) {
+			if r.Comm == "busybox" {
+				byPID[r.PID] = append(byPID[r.PID], r.Values)
+			}
+		}
+		var got []string
+		for _, rs := range byPID {
+			got = append(got, fmt.Sprint(rs))
+		}
+		slices.Sort(got)
+		want := []string{fmt.Sprintf("[[%d 15] [0]]", sleeper), "[[99999 0] [-3]]"}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("kill(2) calls of busybox, [tpid sig] then [result] by caller: %v, want %v", got, want)
 		}
 	})
 	if now := guest("sh", "-c", labboot.KernelState); now != before {
