@@ -167,15 +167,15 @@ func TestRecordsInUserSpace(t *testing.T) {
 			"emit 6", "emit 7", "emit 8", "emit 9", "lost 2",
 			"cpu 1", "emit 10", "cpu 0",
 			"open", fmt.Sprintf("read 4096 %d", 4*rec1), "got 6 7 8 10", "unread 0")},
-		// Issue 20 #5: records are stamped after their reservation. An
-		// interrupt that comes between the two cannot write a record
-		// there: kprobes counts its hook's hit missed, as it does any
-		// inside a handler, so klasy_emit need not turn interrupts off
+		// Issue 20 #5: an interrupt that comes between a record's stamp
+		// and its place in the buffer cannot write a record there:
+		// kprobes counts its hook's hit missed, as it does any inside a
+		// handler, so klasy_emit need not turn interrupts off
 		// (kern_user.h has no local_irq_save to do it with).
 		{"an interrupt inside a handler is missed, not recorded before it", lines(
 			"irq 2", "emit 1", "irq 4", "emit 3", "open",
 			fmt.Sprintf("read 4096 %d", 2*rec1), "got 1 3", "missed 2")},
-		// Issue 20 #11: records consumed from the ring buffer and then
+		// Issue 20 #11: records consumed from the trace buffer and then
 		// not copied (the reader's buffer faults) were lost, uncounted.
 		{"a read whose buffer faults loses no record", lines(
 			"emit 1", "emit 2", "emit 3", "open",
