@@ -9,7 +9,7 @@ import (
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/pattern"
-	"github.com/klasy/klasy/weaver/resolve"
+	"github.com/klasy/klasy/weaver/resolve/accessjp"
 )
 
 func init() {
@@ -84,7 +84,7 @@ func inferredAccesses(s *stdio, bin, pat string, p *pattern.Member, asJSON bool)
 	}
 	var rows []queryview.InferredAccess
 	for _, a := range accs {
-		file, line := resolve.InferredLine(x, &a)
+		file, line := accessjp.InferredLine(x, &a)
 		row := queryview.InferredAccess{Access: a, File: file, Line: line}
 		if x.Image().Rel {
 			if sec, off, ok := x.Image().SectionAt(a.PC); ok {
