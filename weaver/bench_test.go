@@ -5,10 +5,10 @@ package weaver_test
 // columns: a bare kprobe module's empty handler, the baseline, then
 // klasy's null advice without context, with an argument read from a
 // register and with one read from the stack; an entry hook on the
-// aspect's ftrace_ops beside the same hook as a kprobe on ftrace), the
-// guest time to attach and detach 1, 100 and 1000 entry hooks each way,
-// and the time a weave of 100 execution join points takes, split by
-// phase.
+// aspect's ftrace_ops beside the same hook as a kprobe on ftrace), and
+// the time a weave of 100 execution join points takes, split by phase.
+// The guest time to attach and detach N entry hooks is in
+// BenchmarkPeers' table, beside BPF's and kprobe_events'.
 //
 // Under TCG only figures measured in one run compare: every figure is
 // measured in this run, interleaved, and the medians are compared.
@@ -208,8 +208,6 @@ func BenchmarkHooks(b *testing.B) {
 	}
 	b.ReportMetric(none, "ns/getppid")
 	b.ReportMetric(ops, "ns/ftrace-ops-hit")
-
-	bl.attachTable()
 }
 
 // mechRows are the table's rows: how the hook is placed.
@@ -220,38 +218,6 @@ func verdict(ok bool, yes, no string) string {
 		return yes
 	}
 	return no
-}
-
-// attachTable weaves 1, 100 and 1000 entry hooks (null advice) on the
-// aspect's ftrace_ops and as kprobes on ftrace, interleaved, and prints
-// the guest time the runtime took to register and to unregister them
-// (the guest's clock counts instructions), median of 3.
-func (bl *benchLab) attachTable() {
-	fns := bl.entryFunctions(1000)
-	type key struct {
-		n   int
-		ops bool
-	}
-	attach, detach := map[key][]float64{}, map[key][]float64{}
-	ns := []int{1, 100, 1000}
-	for rep := 0; rep < 3; rep++ {
-		for _, n := range ns {
-			for _, ops := range []bool{true, false} {
-				a, d := bl.attachDetach(fns[:n], ops)
-				attach[key{n, ops}] = append(attach[key{n, ops}], a)
-				detach[key{n, ops}] = append(detach[key{n, ops}], d)
-			}
-		}
-	}
-	fmt.Printf("\nattaching and detaching N entry hooks (null advice), guest ms, median of 3:\n")
-	fmt.Printf("%-6s %14s %14s %8s %14s %14s %8s\n", "N", "attach ops", "attach kprobe", "ratio", "detach ops", "detach kprobe", "ratio")
-	for _, n := range ns {
-		ao, ak := median(attach[key{n, true}]), median(attach[key{n, false}])
-		do, dk := median(detach[key{n, true}]), median(detach[key{n, false}])
-		fmt.Printf("%-6d %14.1f %14.1f %7.3fx %14.1f %14.1f %7.3fx\n", n, ao, ak, ao/ak, do, dk, do/dk)
-	}
-	a := median(attach[key{1000, true}])
-	fmt.Printf("1000 entries attached on the ftrace_ops in %.1f ms: %s\n", a, verdict(a <= 100, "within 100 ms", "OVER 100 ms"))
 }
 
 // entryFunctions returns n functions with one out-of-line body, no

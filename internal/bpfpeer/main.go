@@ -6,11 +6,14 @@
 // library BPF tools in Go use; it is built static and copied into the
 // lab's guest.
 //
-//	bpfpeer fentry|fexit|kprobe null|ringbuf FUNC...
+//	bpfpeer [-skip] fentry|fexit|kprobe null|ringbuf FUNC...
 //
 // It prints "attached N in NS ns" (CLOCK_MONOTONIC, program loads and
 // attaches of all N), waits for SIGTERM or SIGINT, detaches, reads the
-// ring buffer and prints "detached N in NS ns records R".
+// ring buffer and prints "detached N in NS ns records R". With -skip, a
+// function the kernel refuses is left out with a line "skipped FUNC:
+// REASON" (BPF refuses some functions klasy hooks), and "functions
+// FUNC..." before "attached" names those attached.
 package main
 
 import (
@@ -18,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -59,8 +63,12 @@ func program(kind string, rb *ebpf.Map) (asm.Instructions, error) {
 }
 
 func run(args []string) error {
+	skip := len(args) > 0 && args[0] == "-skip"
+	if skip {
+		args = args[1:]
+	}
 	if len(args) < 3 {
-		return errors.New("usage: bpfpeer fentry|fexit|kprobe null|ringbuf FUNC...")
+		return errors.New("usage: bpfpeer [-skip] fentry|fexit|kprobe null|ringbuf FUNC...")
 	}
 	mech, kind, funcs := args[0], args[1], args[2:]
 	sigs := make(chan os.Signal, 1)
@@ -86,6 +94,7 @@ func run(args []string) error {
 	start := time.Now()
 	var links []link.Link
 	var progs []*ebpf.Program
+	var attached []string
 	defer func() {
 		for _, p := range progs {
 			p.Close()
@@ -103,6 +112,10 @@ func run(args []string) error {
 			return fmt.Errorf("mechanism %q: want fentry, fexit or kprobe", mech)
 		}
 		p, err := ebpf.NewProgram(spec)
+		if err != nil && skip {
+			fmt.Printf("skipped %s: %v\n", fn, err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("%s program for %s: %w", mech, fn, err)
 		}
@@ -113,6 +126,10 @@ func run(args []string) error {
 		} else {
 			l, err = link.AttachTracing(link.TracingOptions{Program: p, AttachType: spec.AttachType})
 		}
+		if err != nil && skip {
+			fmt.Printf("skipped %s: %v\n", fn, err)
+			continue
+		}
 		if err != nil {
 			for _, l := range links {
 				l.Close()
@@ -120,8 +137,13 @@ func run(args []string) error {
 			return fmt.Errorf("attaching %s to %s: %w", mech, fn, err)
 		}
 		links = append(links, l)
+		attached = append(attached, fn)
 	}
-	fmt.Printf("attached %d in %d ns\n", len(links), time.Since(start).Nanoseconds())
+	took := time.Since(start)
+	if skip {
+		fmt.Printf("functions %s\n", strings.Join(attached, " "))
+	}
+	fmt.Printf("attached %d in %d ns\n", len(links), took.Nanoseconds())
 
 	<-sigs
 	start = time.Now()

@@ -9,7 +9,7 @@
  * variables and calls that hook's advice in aspect order), and registers
  * it with klasy_register_aspect() from its init function: all hooks or
  * none. Its exit function calls klasy_unregister_aspect(). The runtime
- * keeps the trace buffer (the kernel's ring buffer), counts hits, misses
+ * keeps the trace buffer (a FIFO of records per CPU), counts hits, misses
  * and lost records, and shows all of it in debugfs:
  *
  *   /sys/kernel/debug/klasy/records  read: consumes whole records (below)
@@ -36,7 +36,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 13
+#define KLASY_ABI_VERSION 14
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16

@@ -102,9 +102,9 @@ func unitHarness(t testing.TB, harness string, files map[string]string) string {
 
 // coreParts are what core_harness.c runs of klasy_core.c.
 var coreParts = []string{
-	"struct klasy_head", "klasy_rb", "klasy_lost", "klasy_reader_mutex", "klasy_bounce", "klasy_pending",
+	"struct klasy_cpubuf", "klasy_bufs", "struct klasy_head", "klasy_reader_mutex", "klasy_bounce", "klasy_pending",
 	"KLASY_BOUNCE_SIZE", "klasy_heads", "klasy_record_size", "klasy_check_replace", "klasy_emit",
-	"klasy_peek", "klasy_fill", "klasy_pending_fit", "klasy_copy_out", "records_read",
+	"klasy_consume", "klasy_peek", "klasy_fill", "klasy_pending_fit", "klasy_copy_out", "records_read",
 }
 
 func coreHarness(t testing.TB, core []byte) string {
@@ -147,15 +147,35 @@ func TestRecordsInUserSpace(t *testing.T) {
 			"emit 1", "open", "emit 2",
 			fmt.Sprintf("read 4096 %d", rec1), "got 1", "read 4096 0",
 			"open", fmt.Sprintf("read 4096 %d", rec1), "got 2")},
-		// Issue 20 #5: records are stamped after their reservation. An
-		// interrupt that comes between the two cannot write a record
-		// there: kprobes counts its hook's hit missed, as it does any
-		// inside a handler, so klasy_emit need not turn interrupts off
+		// Issue 22 #4: the runtime's own per-CPU FIFO, not the
+		// kernel's ring buffer: not overwriting, what does not fit is
+		// counted lost, and reading frees the room.
+		{"a full buffer drops new records and counts them", lines(
+			fmt.Sprintf("buffer %d", 3*rec1),
+			"emit 1", "emit 2", "emit 3", "emit 4", "lost 1 0", "unread 3", "open",
+			fmt.Sprintf("read 4096 %d", 3*rec1), "got 1 2 3", "unread 0",
+			"emit 5", "open", fmt.Sprintf("read 4096 %d", rec1), "got 5", "lost 1 0")},
+		// A buffer that is no multiple of a record: a record that starts
+		// near the end is kept whole past it, the next one starts at the
+		// wrapped offset, and none overwrites one not read yet.
+		{"records wrap around the end of the buffer whole", lines(
+			"buffer 200",
+			"emit 1", "emit 2", "emit 3", "open",
+			fmt.Sprintf("read %d %d", rec1+8, rec1), "got 1",
+			"emit 4", "emit 5", "lost 1",
+			"open", fmt.Sprintf("read 4096 %d", 3*rec1), "got 2 3 4",
+			"emit 6", "emit 7", "emit 8", "emit 9", "lost 2",
+			"cpu 1", "emit 10", "cpu 0",
+			"open", fmt.Sprintf("read 4096 %d", 4*rec1), "got 6 7 8 10", "unread 0")},
+		// Issue 20 #5: an interrupt that comes between a record's stamp
+		// and its place in the buffer cannot write a record there:
+		// kprobes counts its hook's hit missed, as it does any inside a
+		// handler, so klasy_emit need not turn interrupts off
 		// (kern_user.h has no local_irq_save to do it with).
 		{"an interrupt inside a handler is missed, not recorded before it", lines(
 			"irq 2", "emit 1", "irq 4", "emit 3", "open",
 			fmt.Sprintf("read 4096 %d", 2*rec1), "got 1 3", "missed 2")},
-		// Issue 20 #11: records consumed from the ring buffer and then
+		// Issue 20 #11: records consumed from the trace buffer and then
 		// not copied (the reader's buffer faults) were lost, uncounted.
 		{"a read whose buffer faults loses no record", lines(
 			"emit 1", "emit 2", "emit 3", "open",

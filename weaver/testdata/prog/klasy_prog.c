@@ -36,6 +36,11 @@
  *                                        it, the others fail with EEXIST
  *   klasy_prog fork N                    fork(2) N children that exit at once,
  *                                        print "child PID" for each, reap them
+ *   klasy_prog time-write FILE SRC [trunc]
+ *                                        write SRC's bytes to FILE in one write(2)
+ *                                        (appending, or truncating it with trunc),
+ *                                        print "ns N": open to close (make bench
+ *                                        times kprobe_events with it)
  *
  * It prints its pid first, so the test can pick its records.
  */
@@ -252,6 +257,29 @@ int main(int argc, char **argv)
 		while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
 			fwrite(buf, 1, n, stdout);
 		fclose(f);
+		return 0;
+	}
+	if (strcmp(argv[1], "time-write") == 0 && (argc == 4 || argc == 5)) {
+		static char text[1 << 20];
+		struct timespec a, b;
+		FILE *f = fopen(argv[3], "r");
+		size_t len;
+		int fd;
+
+		if (!f) {
+			perror(argv[3]);
+			return 1;
+		}
+		len = fread(text, 1, sizeof(text), f);
+		fclose(f);
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		fd = open(argv[2], O_WRONLY | (argc == 5 ? O_TRUNC : O_APPEND));
+		if (fd < 0 || (len && write(fd, text, len) != (ssize_t)len) || close(fd)) {
+			perror(argv[2]);
+			return 1;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		printf("ns %.0f\n", (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec));
 		return 0;
 	}
 	if ((strcmp(argv[1], "getppid") == 0 || strcmp(argv[1], "time-getppid") == 0) && argc == 3) {

@@ -11,10 +11,11 @@
  *
  *   cpu N              run on CPU N from now on
  *   emit V             a hook's advice stores V: klasy_emit
+ *   buffer N           make each CPU's trace buffer N bytes (first line)
  *   irq V              raise an interrupt whose hook stores V: it comes
- *                      in the next handler, right after the reservation
- *                      (before the stamp), where kprobes counts the hit
- *                      as missed (a handler runs with current_kprobe set)
+ *                      in the next handler, right before the stamp,
+ *                      where kprobes counts the hit as missed (a handler
+ *                      runs with current_kprobe set)
  *   missed N           the interrupts' hits kprobes counted missed
  *   open               open the records file (its time cut-off)
  *   read SIZE RET [fault]  read(2) of SIZE bytes returns RET (a byte
@@ -23,6 +24,7 @@
  *                      older than the one read before it
  *   got V...           the values of the records read since the last got
  *   lost N...          the lost count of each CPU
+ *   unread N           the records written and not read, all CPUs
  *   replace SPEC RET   klasy_check_replace of a replacement at an address
  *                      where kprobes has SPEC ('-': the replacement alone;
  *                      letters: a an aggregate kprobe, o a kretprobe of
@@ -62,6 +64,11 @@ struct klasy_aspect {
 	u32 id;
 };
 #define PAGE_SIZE 4096
+/* Per-CPU data: an array of KLASY_USER_CPUS, the pointer its first. */
+#define ____cacheline_aligned __attribute__((aligned(64)))
+#undef this_cpu_ptr
+#define this_cpu_ptr(p) ((p) + klasy_user_cpu)
+#define per_cpu_ptr(p, cpu) ((p) + (cpu))
 #define DEFINE_MUTEX(m) struct mutex m
 
 #include "core_extract.c"
@@ -78,8 +85,12 @@ static bool irq_pending;
 static bool kprobe_running;
 static unsigned int missed;
 
+static void irq_point(void);
+
 u64 ktime_get_mono_fast_ns(void)
 {
+	/* An interrupt may come before the stamp. */
+	irq_point();
 	return clock_ns++;
 }
 
@@ -127,69 +138,22 @@ static void irq_point(void)
 }
 
 #define EVENTS 1024
-struct ring_buffer_event {
-	unsigned int len;
-	bool committed;
-	u64 ts;
-	_Alignas(8) char data[KLASY_RECORD_MAX];
-};
-static struct {
-	struct ring_buffer_event ev[EVENTS];
-	unsigned int head, tail;
-} rb[KLASY_USER_CPUS];
 
-struct ring_buffer_event *ring_buffer_lock_reserve(struct trace_buffer *b, unsigned long len)
+/* Each CPU's trace buffer, of size bytes. */
+static void buffers(unsigned long size)
 {
-	struct ring_buffer_event *ev;
+	int cpu;
 
-	if (rb[klasy_user_cpu].tail == EVENTS || len > KLASY_RECORD_MAX)
-		return NULL;
-	ev = &rb[klasy_user_cpu].ev[rb[klasy_user_cpu].tail++];
-	ev->len = len;
-	ev->committed = false;
-	ev->ts = clock_ns;
-	/* An interrupt may come once the place is taken. */
-	irq_point();
-	return ev;
-}
-
-int ring_buffer_unlock_commit(struct trace_buffer *b, struct ring_buffer_event *ev)
-{
-	ev->committed = true;
-	return 0;
-}
-
-void *ring_buffer_event_data(struct ring_buffer_event *ev)
-{
-	return ev->data;
-}
-
-unsigned int ring_buffer_event_length(struct ring_buffer_event *ev)
-{
-	return ev->len;
-}
-
-struct ring_buffer_event *ring_buffer_peek(struct trace_buffer *b, int cpu, u64 *ts,
-					   unsigned long *lost)
-{
-	struct ring_buffer_event *ev;
-
-	if (rb[cpu].head == rb[cpu].tail || !rb[cpu].ev[rb[cpu].head].committed)
-		return NULL;
-	ev = &rb[cpu].ev[rb[cpu].head];
-	if (ts)
-		*ts = ev->ts;
-	return ev;
-}
-
-struct ring_buffer_event *ring_buffer_consume(struct trace_buffer *b, int cpu, u64 *ts,
-					      unsigned long *lost)
-{
-	struct ring_buffer_event *ev = ring_buffer_peek(b, cpu, ts, lost);
-
-	if (ev)
-		rb[cpu].head++;
-	return ev;
+	if (!klasy_bufs) {
+		klasy_bufs = aligned_alloc(64, KLASY_USER_CPUS * sizeof(*klasy_bufs));
+		memset(klasy_bufs, 0, KLASY_USER_CPUS * sizeof(*klasy_bufs));
+	}
+	for (cpu = 0; cpu < KLASY_USER_CPUS; cpu++) {
+		free(klasy_bufs[cpu].data);
+		memset(&klasy_bufs[cpu], 0, sizeof(klasy_bufs[cpu]));
+		klasy_bufs[cpu].size = size;
+		klasy_bufs[cpu].data = malloc(size + KLASY_RECORD_MAX);
+	}
 }
 
 /* ---- script ---- */
@@ -270,7 +234,7 @@ int main(void)
 	int nargs, i;
 
 	klasy_user_current = &task;
-	klasy_lost = calloc(KLASY_USER_CPUS, sizeof(*klasy_lost));
+	buffers(1 << 16);
 	klasy_bounce = malloc(KLASY_BOUNCE_SIZE);
 	klasy_heads = calloc(KLASY_USER_CPUS, sizeof(*klasy_heads));
 	file.private_data = (void *)(unsigned long)ktime_get_mono_fast_ns();
@@ -286,7 +250,9 @@ int main(void)
 			continue;
 		for (i = nargs; i < 16; i++)
 			args[i] = NULL;
-		if (!strcmp(args[0], "cpu")) {
+		if (!strcmp(args[0], "buffer")) {
+			buffers(num(args[1]));
+		} else if (!strcmp(args[0], "cpu")) {
 			klasy_user_cpu = num(args[1]);
 		} else if (!strcmp(args[0], "emit")) {
 			hook_hit(num(args[1]));
@@ -327,9 +293,16 @@ int main(void)
 			ngot = 0;
 		} else if (!strcmp(args[0], "lost")) {
 			for (i = 1; i < nargs && i <= KLASY_USER_CPUS; i++) {
-				if ((long long)klasy_lost[i - 1] != num(args[i]))
-					fail("CPU %d lost %lu, want %s", i - 1, klasy_lost[i - 1], args[i]);
+				if ((long long)klasy_bufs[i - 1].lost != num(args[i]))
+					fail("CPU %d lost %lu, want %s", i - 1, klasy_bufs[i - 1].lost, args[i]);
 			}
+		} else if (!strcmp(args[0], "unread")) {
+			u64 unread = 0;
+
+			for (i = 0; i < KLASY_USER_CPUS; i++)
+				unread += klasy_bufs[i].written - klasy_bufs[i].read;
+			if (unread != (u64)num(args[1]))
+				fail("%" PRIu64 " records unread, want %s", unread, args[1]);
 		} else if (!strcmp(args[0], "missed")) {
 			if (missed != num(args[1]))
 				fail("kprobes missed %u hits, want %s", missed, args[1]);

@@ -123,21 +123,6 @@ struct mutex {
 /* Copies unless the harness makes the user's buffer fault. */
 unsigned long copy_to_user(void __user *to, const void *from, unsigned long n);
 
-/*
- * The kernel's ring buffer, as klasy uses it: one FIFO per CPU, events
- * placed when reserved, seen by peek once committed.
- */
-struct trace_buffer;
-struct ring_buffer_event;
-struct ring_buffer_event *ring_buffer_lock_reserve(struct trace_buffer *b, unsigned long len);
-int ring_buffer_unlock_commit(struct trace_buffer *b, struct ring_buffer_event *ev);
-void *ring_buffer_event_data(struct ring_buffer_event *ev);
-unsigned int ring_buffer_event_length(struct ring_buffer_event *ev);
-struct ring_buffer_event *ring_buffer_peek(struct trace_buffer *b, int cpu, u64 *ts,
-					   unsigned long *lost);
-struct ring_buffer_event *ring_buffer_consume(struct trace_buffer *b, int cpu, u64 *ts,
-					      unsigned long *lost);
-
 /* list_head and RCU, one thread. */
 struct list_head {
 	struct list_head *next, *prev;
