@@ -334,6 +334,7 @@ static void klasy_disable(struct klasy_aspect *a, unsigned int n)
 static void klasy_unregister_all(struct klasy_aspect *a)
 {
 	klasy_fops_detach(a);
+	klasy_direct_detach(a);
 	klasy_tp_sync(a);
 	if (a->nkps)
 		unregister_kprobes(a->kps, a->nkps);
@@ -409,7 +410,10 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 	err = klasy_agg_alloc(a);
 	if (!err)
 		err = klasy_fops_attach(a);
+	if (!err)
+		err = klasy_direct_attach(a);
 	if (err) {
+		klasy_fops_detach(a);
 		klasy_free(a);
 		return err;
 	}
@@ -478,14 +482,15 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 	}
 
 	klasy_fops_arm(a);
+	klasy_direct_arm(a);
 
 	a->register_ns = ktime_get_ns() - start;
 	mutex_lock(&klasy_aspects_mutex);
 	list_add_tail(&a->node, &klasy_aspects);
 	mutex_unlock(&klasy_aspects_mutex);
-	pr_info("aspect %s (id %u, module %s): %u hooks, %u on ftrace_ops\n",
+	pr_info("aspect %s (id %u, module %s): %u hooks, %u on ftrace_ops, %u on the direct trampoline\n",
 		a->name, a->id, a->owner ? module_name(a->owner) : "-",
-		a->nhooks, klasy_fops_count(a));
+		a->nhooks, klasy_fops_count(a), klasy_direct_count(a));
 	return 0;
 
 rollback:
@@ -507,6 +512,7 @@ void klasy_unregister_aspect(struct klasy_aspect *a)
 	mutex_unlock(&klasy_aspects_mutex);
 
 	klasy_fops_disarm(a);
+	klasy_direct_disarm(a);
 	klasy_disable(a, a->nhooks);
 	/* Returns once no handler of a runs anywhere. */
 	klasy_unregister_all(a);
@@ -776,6 +782,8 @@ static const char *klasy_mech(struct klasy_hook *h)
 	struct kprobe *kp = &h->rp.kp, *p;
 	bool optimized = false;
 
+	if (klasy_direct_is(h))
+		return "fexit";
 	if (h->on_ops)
 		return "ftrace-ops";
 	if (h->kind == KLASY_HOOK_TRACEPOINT)
@@ -850,8 +858,9 @@ static int status_show(struct seq_file *m, void *v)
 	unsigned int i;
 	int cpu;
 
-	seq_printf(m, "runtime abi=%d cpus=%u buffer_kb=%u ftrace_ops=%d unread=%lu lost=",
+	seq_printf(m, "runtime abi=%d cpus=%u buffer_kb=%u ftrace_ops=%d fexit=%d unread=%lu lost=",
 		   KLASY_ABI_VERSION, nr_cpu_ids, buffer_kb, klasy_fops_on(),
+		   klasy_direct_on(),
 		   ring_buffer_entries(klasy_rb));
 	for (cpu = 0; cpu < nr_cpu_ids; cpu++)
 		seq_printf(m, "%s%lu", cpu ? "," : "",
@@ -865,9 +874,10 @@ static int status_show(struct seq_file *m, void *v)
 		klasy_put_token(m, a->name);
 		seq_puts(m, " module=");
 		klasy_put_token(m, a->owner ? module_name(a->owner) : NULL);
-		seq_printf(m, " hooks=%u register_us=%llu ops=%u ops_err=%d\n",
+		seq_printf(m, " hooks=%u register_us=%llu ops=%u ops_err=%d fexit=%u fexit_err=%d\n",
 			   a->nhooks, div_u64(a->register_ns, NSEC_PER_USEC),
-			   klasy_fops_count(a), a->fops_err);
+			   klasy_fops_count(a), a->fops_err,
+			   klasy_direct_count(a), a->direct_err);
 		for (i = 0; i < a->nhooks; i++)
 			klasy_show_hook(m, a, &a->hooks[i]);
 	}
@@ -931,6 +941,7 @@ static void __exit klasy_runtime_exit(void)
 	/* No task may still be about to run klasy_return_stub. */
 	if (READ_ONCE(klasy_replaced))
 		synchronize_rcu_tasks();
+	klasy_direct_exit_module();
 	klasy_flows_exit();
 	debugfs_remove(klasy_dir);
 	ring_buffer_free(klasy_rb);
