@@ -95,8 +95,12 @@ func fexitSteps(g *guest, step func(string, func(*guest))) {
 				g.t.Fatal(err)
 			}
 			for _, jp := range rep.JoinPoints {
-				if jp.Kind == joinpoint.Kretprobe && jp.Mechanism != records.MechFexit {
-					g.t.Fatalf("round %d: the return of hrtimer_nanosleep hooked by %q, want %q", i, jp.Mechanism, records.MechFexit)
+				want := records.MechFtraceOps // beside the trampoline, no kprobe
+				if jp.Kind == joinpoint.Kretprobe {
+					want = records.MechFexit
+				}
+				if jp.Mechanism != want {
+					g.t.Fatalf("round %d: %s of hrtimer_nanosleep hooked by %q, want %q", i, jp.Timing, jp.Mechanism, want)
 				}
 			}
 			time.Sleep(30 * time.Millisecond)
@@ -118,6 +122,34 @@ func fexitSteps(g *guest, step func(string, func(*guest))) {
 		g.t.Logf("%d weave/unweave rounds with 4 tasks asleep in hrtimer_nanosleep: unweave %v on average", rounds, unweave/rounds)
 	})
 
+	step("fexit/no return missed with more sleepers than a kretprobe's instances", func(g *guest) {
+		// The timer test's case (timer_lab_test.go) on the trampoline:
+		// no instance to run out of, so every sleep is timed.
+		const k, n = 16, 3
+		g.weave("agg")
+		_, out := g.prog("sleepers", fmt.Sprint(k), "2000", fmt.Sprint(n), "20")
+		if c := strings.Count(out, "child "); c != k {
+			g.t.Fatalf("klasy_prog sleepers printed %q, want %d children", out, k)
+		}
+		for _, h := range g.hooksOf("agg") {
+			if h.Function == "hrtimer_nanosleep" && h.Kind == records.KindKretprobe && (h.Mech != records.MechFexit || h.Missed != 0) {
+				g.t.Errorf("the return of hrtimer_nanosleep: %s, %d missed; want fexit, none", h.Mech, h.Missed)
+			}
+		}
+		st, err := g.sess.Stats(g.ctx)
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		m := aggMap(st, records.KindTimer, "sleep")
+		if m == nil || m.Timer == nil {
+			g.t.Fatalf("no timer sleep in %+v", st)
+		}
+		if tm := m.Timer; tm.Nested != 0 || tm.Orphaned != 0 || tm.Count != k*n+k {
+			g.t.Errorf("timer sleep after %d sleepers, then %d sleeps of each: %+v; want %d timed, none nested or orphaned", k, n, *tm, k*n+k)
+		}
+		g.unweave("agg")
+	})
+
 	step("fexit/rollback takes the direct ops out", func(g *guest) {
 		// exc_int3 is noinstr: the kernel refuses its kprobe after the
 		// after hook went on the direct ops, and the weave rolls back;
@@ -136,4 +168,16 @@ func fexitSteps(g *guest, step func(string, func(*guest))) {
 			g.t.Errorf("aspects after a refused weave: %q", a)
 		}
 	})
+}
+
+// kretprobesOnly loads the runtime with an aspect of its own and sets its
+// fexit parameter to 0: after hooks woven next are kretprobes, as on a
+// kernel without direct calls. Call the func it returns to unweave it.
+func (g *guest) kretprobesOnly() func() {
+	g.t.Helper()
+	if _, err := g.weaveSrc("kretprobes_only", "<aspect><advice><pointcut>execution(vfs_mkdir)</pointcut><before>;</before></advice></aspect>\n"); err != nil {
+		g.t.Fatal(err)
+	}
+	g.run("sh", "-c", "echo 0 > /sys/module/klasy_runtime/parameters/fexit")
+	return func() { g.unweave("kretprobes_only") }
 }

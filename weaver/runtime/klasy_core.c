@@ -407,12 +407,16 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 		a->hooks[i].on_ops = false;
 		atomic_long_set(&a->hooks[i].missed, 0);
 	}
+	a->fops = NULL;
+	a->direct = NULL;
 	err = klasy_agg_alloc(a);
-	if (!err)
-		err = klasy_fops_attach(a);
+	/* After hooks first: the entry ops takes a before hook beside one. */
 	if (!err)
 		err = klasy_direct_attach(a);
+	if (!err)
+		err = klasy_fops_attach(a);
 	if (err) {
+		klasy_direct_detach(a);
 		klasy_fops_detach(a);
 		klasy_free(a);
 		return err;

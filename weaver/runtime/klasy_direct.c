@@ -42,6 +42,7 @@
 
 #include <linux/completion.h>
 #include <linux/ftrace.h>
+#include <linux/irq_work.h>
 #include <linux/kallsyms.h>
 #include <linux/kprobes.h>
 #include <linux/module.h>
@@ -98,6 +99,7 @@ struct klasy_direct {
 	struct ftrace_ops ops;
 	struct percpu_ref ref;		/* one per call inside, plus the set's */
 	struct completion done;		/* the last call returned after kill */
+	struct irq_work done_work;	/* completes done: the last put may be in NMI */
 	struct list_head node;		/* on klasy_directs */
 	bool armed;			/* advice runs: all hooks in, not unwoven */
 	bool registered;
@@ -321,11 +323,15 @@ asmlinkage void notrace klasy_direct_exit(struct klasy_direct_frame *f)
 }
 NOKPROBE_SYMBOL(klasy_direct_exit);
 
+static void klasy_direct_done(struct irq_work *w)
+{
+	complete(&container_of(w, struct klasy_direct, done_work)->done);
+}
+
+/* The last call inside returned after the kill: in any context. */
 static void klasy_direct_release(struct percpu_ref *ref)
 {
-	struct klasy_direct *d = container_of(ref, struct klasy_direct, ref);
-
-	complete(&d->done);
+	irq_work_queue(&container_of(ref, struct klasy_direct, ref)->done_work);
 }
 
 /* A candidate: an after hook the trampoline can run (see the top). */
@@ -413,6 +419,7 @@ int klasy_direct_attach(struct klasy_aspect *a)
 	}
 	d->n = k;
 	init_completion(&d->done);
+	init_irq_work(&d->done_work, klasy_direct_done);
 	err = percpu_ref_init(&d->ref, klasy_direct_release, 0, GFP_KERNEL);
 	if (err) {
 		klasy_direct_free(d);
@@ -495,6 +502,7 @@ void klasy_direct_detach(struct klasy_aspect *a)
 	synchronize_rcu();
 	percpu_ref_kill(&d->ref);
 	wait_for_completion(&d->done);
+	irq_work_sync(&d->done_work);
 	percpu_ref_exit(&d->ref);
 	for (i = 0; i < d->n; i++)
 		d->hooks[i]->on_ops = false;
