@@ -30,23 +30,27 @@
  *
  * Unweaving while a task is inside a hooked function: its stack holds the
  * trampoline's frame and its return address, and its return runs the
- * handlers. So each call through the trampoline holds a reference on the
- * aspect's set (a percpu_ref, as BPF's trampolines do), and unweave, once
- * the ops is out (no new calls) and every task has passed the lookup
- * (synchronize_rcu_tasks), kills it and waits until every such call has
- * returned: only then may the advice module go. A call that returns after
+ * handlers. So each call through the trampoline is counted in the
+ * aspect's set (a per-CPU count, up at entry and down at return, maybe on
+ * another CPU: BPF's trampolines hold a percpu_ref so), and unweave, once
+ * the set is disarmed and its ops out (no new calls) and every task has
+ * passed the lookup (RCU tasks, RCU), waits until the count is back to
+ * zero: only then may the advice module go. A call that returns after
  * unweave began runs no advice. The trampoline itself is in this module,
  * which waits for RCU tasks before it unloads (klasy_runtime_exit).
+ *
+ * The frame's pt_regs holds the argument registers, ax, bp, sp and ip,
+ * the others are not saved: at entry the handlers read the arguments,
+ * at return ax, and the unwinder ip, sp and bp (direct_ok says so).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/completion.h>
+#include <linux/delay.h>
 #include <linux/ftrace.h>
-#include <linux/irq_work.h>
 #include <linux/kallsyms.h>
 #include <linux/kprobes.h>
 #include <linux/module.h>
-#include <linux/percpu-refcount.h>
+#include <linux/percpu.h>
 #include <linux/rculist.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
@@ -97,9 +101,7 @@ asmlinkage void klasy_direct_exit(struct klasy_direct_frame *f);
 /* One aspect's after hooks on its direct ops. */
 struct klasy_direct {
 	struct ftrace_ops ops;
-	struct percpu_ref ref;		/* one per call inside, plus the set's */
-	struct completion done;		/* the last call returned after kill */
-	struct irq_work done_work;	/* completes done: the last put may be in NMI */
+	long __percpu *inside;		/* calls in, less calls out, per CPU */
 	struct list_head node;		/* on klasy_directs */
 	bool armed;			/* advice runs: all hooks in, not unwoven */
 	bool registered;
@@ -114,14 +116,7 @@ static DEFINE_MUTEX(klasy_directs_mutex);
 static bool klasy_direct_used;
 
 /* pt_regs offsets the asm uses, as asm-offsets would give them. */
-#define KD_R15 0
-#define KD_R14 8
-#define KD_R13 16
-#define KD_R12 24
 #define KD_BP 32
-#define KD_BX 40
-#define KD_R11 48
-#define KD_R10 56
 #define KD_R9 64
 #define KD_R8 72
 #define KD_AX 80
@@ -164,13 +159,6 @@ asm(
 	"	movq %r8, " KD_S(KD_R8) "(%rsp)\n"
 	"	movq %r9, " KD_S(KD_R9) "(%rsp)\n"
 	"	movq %rax, " KD_S(KD_AX) "(%rsp)\n"
-	"	movq %r10, " KD_S(KD_R10) "(%rsp)\n"
-	"	movq %r11, " KD_S(KD_R11) "(%rsp)\n"
-	"	movq %rbx, " KD_S(KD_BX) "(%rsp)\n"
-	"	movq %r12, " KD_S(KD_R12) "(%rsp)\n"
-	"	movq %r13, " KD_S(KD_R13) "(%rsp)\n"
-	"	movq %r14, " KD_S(KD_R14) "(%rsp)\n"
-	"	movq %r15, " KD_S(KD_R15) "(%rsp)\n"
 	"	movq (%rbp), %rax\n"
 	"	movq %rax, " KD_S(KD_BP) "(%rsp)\n"
 	"	leaq 16(%rbp), %rax\n"
@@ -200,17 +188,8 @@ asm(
 	"	addq $8, %rsp\n"
 	"	" UNWIND_HINT_FUNC "\n"
 	"	" ASM_RET
-	/*
-	 * No after advice for this call: on to the body, as if not called.
-	 * The callee-saved registers are as they were; reloaded so that
-	 * objtool sees them restored.
-	 */
-	"1:	movq " KD_S(KD_BX) "(%rsp), %rbx\n"
-	"	movq " KD_S(KD_R12) "(%rsp), %r12\n"
-	"	movq " KD_S(KD_R13) "(%rsp), %r13\n"
-	"	movq " KD_S(KD_R14) "(%rsp), %r14\n"
-	"	movq " KD_S(KD_R15) "(%rsp), %r15\n"
-	"	leave\n"
+	/* No after advice for this call: on to the body, as if not called. */
+	"1:	leave\n"
 	"	" ASM_RET
 	".size klasy_direct_tramp, .-klasy_direct_tramp\n"
 	".popsection\n"
@@ -238,8 +217,8 @@ static __always_inline struct klasy_hook *klasy_direct_find(struct klasy_direct 
 
 /*
  * Called by the trampoline with the registers at the function's entry:
- * 1 to call the body and come back to klasy_direct_exit, with a
- * reference on the hook's set held in the frame; 0 for no after advice.
+ * 1 to call the body and come back to klasy_direct_exit, the call
+ * counted in the hook's set, which is in the frame; 0 for no after advice.
  */
 asmlinkage int notrace klasy_direct_enter(struct klasy_direct_frame *f)
 {
@@ -250,32 +229,31 @@ asmlinkage int notrace klasy_direct_enter(struct klasy_direct_frame *f)
 	struct klasy_hook *h = NULL;
 	int bit, ret = 0;
 
+	/* Also keeps preemption off: an RCU read side, as detach waits for. */
 	bit = ftrace_test_recursion_trylock(ip, parent);
 	if (unlikely(bit < 0))
 		return 0;	/* no hook looked up here: uncounted */
 	/* Idle paths: no RCU, so no lookup either. */
 	if (unlikely(!rcu_is_watching()))
 		goto out;
-	rcu_read_lock();
-	list_for_each_entry_rcu(d, &klasy_directs, node) {
+	list_for_each_entry_rcu(d, &klasy_directs, node, true) {
 		h = klasy_direct_find(d, ip);
 		if (h) {
 			found = d;
 			break;
 		}
 	}
-	if (found && READ_ONCE(found->armed) && percpu_ref_tryget_live(&found->ref))
-		ret = 1;
-	rcu_read_unlock();
-	if (!ret)
+	if (!found || !READ_ONCE(found->armed))
 		goto out;
+	this_cpu_inc(*found->inside);
+	ret = 1;
 	/* Kprobes gives a kretprobe's entry handler ip = addr + 1. */
 	f->regs.ip = ip + 1;
 	f->d = found;
 	f->h = h;
 	if (h->rp.entry_handler && h->rp.entry_handler(ri, &f->regs)) {
 		/* A value could not be read: no advice on return. */
-		percpu_ref_put(&found->ref);
+		this_cpu_dec(*found->inside);
 		ret = 0;
 	}
 out:
@@ -287,7 +265,8 @@ NOKPROBE_SYMBOL(klasy_direct_enter);
 /*
  * Called by the trampoline after the body, with its return value in
  * ax (and dx): runs the after advice unless the aspect is being unwoven,
- * and drops the call's reference. f->d must not be touched after that.
+ * and counts the call out. The set may go once it is: nothing of it is
+ * touched after.
  */
 asmlinkage void notrace klasy_direct_exit(struct klasy_direct_frame *f)
 {
@@ -318,20 +297,24 @@ asmlinkage void notrace klasy_direct_exit(struct klasy_direct_frame *f)
 			ftrace_test_recursion_unlock(bit);
 		}
 	}
+	this_cpu_dec(*d->inside);
 	preempt_enable_notrace();
-	percpu_ref_put(&d->ref);
 }
 NOKPROBE_SYMBOL(klasy_direct_exit);
 
-static void klasy_direct_done(struct irq_work *w)
+/*
+ * Calls inside d's functions through the trampoline. Once no call can
+ * come in, each CPU's count only goes down, so a sum read CPU by CPU is
+ * never below the true count: a zero is true.
+ */
+static long klasy_direct_inside(struct klasy_direct *d)
 {
-	complete(&container_of(w, struct klasy_direct, done_work)->done);
-}
+	long n = 0;
+	int cpu;
 
-/* The last call inside returned after the kill: in any context. */
-static void klasy_direct_release(struct percpu_ref *ref)
-{
-	irq_work_queue(&container_of(ref, struct klasy_direct, ref)->done_work);
+	for_each_possible_cpu(cpu)
+		n += READ_ONCE(*per_cpu_ptr(d->inside, cpu));
+	return n;
 }
 
 /* A candidate: an after hook the trampoline can run (see the top). */
@@ -364,6 +347,7 @@ static int klasy_cmp_hook(const void *x, const void *y)
 
 static void klasy_direct_free(struct klasy_direct *d)
 {
+	free_percpu(d->inside);
 	kfree(d->ips);
 	kfree(d->hooks);
 	kfree(d);
@@ -382,9 +366,8 @@ int klasy_direct_attach(struct klasy_aspect *a)
 	int err;
 
 	BUILD_BUG_ON(sizeof(struct klasy_direct_frame) > KLASY_DIRECT_FRAME);
-	BUILD_BUG_ON(offsetof(struct pt_regs, r15) != KD_R15 ||
-		     offsetof(struct pt_regs, bp) != KD_BP ||
-		     offsetof(struct pt_regs, r11) != KD_R11 ||
+	BUILD_BUG_ON(offsetof(struct pt_regs, bp) != KD_BP ||
+		     offsetof(struct pt_regs, r9) != KD_R9 ||
 		     offsetof(struct pt_regs, ax) != KD_AX ||
 		     offsetof(struct pt_regs, di) != KD_DI ||
 		     offsetof(struct pt_regs, ip) != KD_IP ||
@@ -398,7 +381,8 @@ int klasy_direct_attach(struct klasy_aspect *a)
 		return -ENOMEM;
 	d->hooks = kcalloc(a->nhooks, sizeof(*d->hooks), GFP_KERNEL);
 	d->ips = kcalloc(a->nhooks, sizeof(*d->ips), GFP_KERNEL);
-	if (!d->hooks || !d->ips) {
+	d->inside = alloc_percpu(long);
+	if (!d->hooks || !d->ips || !d->inside) {
 		klasy_direct_free(d);
 		return -ENOMEM;
 	}
@@ -418,13 +402,6 @@ int klasy_direct_attach(struct klasy_aspect *a)
 		d->hooks[k++] = d->hooks[i];
 	}
 	d->n = k;
-	init_completion(&d->done);
-	init_irq_work(&d->done_work, klasy_direct_done);
-	err = percpu_ref_init(&d->ref, klasy_direct_release, 0, GFP_KERNEL);
-	if (err) {
-		klasy_direct_free(d);
-		return err;
-	}
 
 	err = ftrace_set_filter_ips(&d->ops, d->ips, d->n, 0, 1);
 	if (err == -EINVAL) {
@@ -447,7 +424,6 @@ int klasy_direct_attach(struct klasy_aspect *a)
 			pr_info("aspect %s: ftrace refused a direct ops for its after hooks (error %d): kretprobes instead\n",
 				a->name, err);
 		ftrace_free_filter(&d->ops);
-		percpu_ref_exit(&d->ref);
 		klasy_direct_free(d);
 		a->direct_err = err;
 		return 0;
@@ -496,14 +472,13 @@ void klasy_direct_detach(struct klasy_aspect *a)
 	mutex_unlock(&klasy_directs_mutex);
 	/*
 	 * No task between a site and its lookup (preempted ones included),
-	 * no exit handler that saw armed still running.
+	 * no entry that saw armed and has not counted itself in, no exit
+	 * handler that saw armed still running.
 	 */
 	synchronize_rcu_tasks();
 	synchronize_rcu();
-	percpu_ref_kill(&d->ref);
-	wait_for_completion(&d->done);
-	irq_work_sync(&d->done_work);
-	percpu_ref_exit(&d->ref);
+	while (klasy_direct_inside(d))
+		usleep_range(1000, 2000);
 	for (i = 0; i < d->n; i++)
 		d->hooks[i]->on_ops = false;
 	if (WARN_ONCE(err, "aspect %s: unregister_ftrace_direct_multi: %d\n", a->name, err)) {

@@ -8,7 +8,8 @@ package runtime
 import "embed"
 
 // Sources holds the runtime's C files (klasy_core.c, klasy_tp.c for
-// tracepoint hooks, klasy_agg.c and
+// tracepoint hooks, klasy_fops.c and klasy_direct.c for entry and after
+// hooks on ftrace, klasy_agg.c and
 // klasy_internal.h for aggregation, klasy_flow*.[ch] for the flow
 // tables, linked by Kbuild), klasy_rt.h and Kbuild: build them with
 // kbuild.Build. Advice modules include klasy_rt.h and build with the
