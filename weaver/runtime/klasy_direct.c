@@ -20,7 +20,7 @@
  *
  * Which hooks: a kretprobe hook at a symbol's first byte, not a GCC clone
  * (its arguments may have moved), whose function takes its arguments in
- * registers only and returns in rax:rdx (the generator says so:
+ * registers only and returns in rax (the generator says so:
  * direct_ok; the body is called from the trampoline's frame, so stack
  * arguments would be read from it), in the kernel, with entry data that
  * fits the frame. The others, and all of an aspect's when ftrace refuses
@@ -39,9 +39,11 @@
  * unweave began runs no advice. The trampoline itself is in this module,
  * which waits for RCU tasks before it unloads (klasy_runtime_exit).
  *
- * The frame's pt_regs holds the argument registers, ax, bp, sp and ip,
- * the others are not saved: at entry the handlers read the arguments,
- * at return ax, and the unwinder ip, sp and bp (direct_ok says so).
+ * The frame's pt_regs holds the argument registers, bp, sp and ip (and
+ * ax at return), the others are not saved: at entry the handlers read
+ * the arguments, at return ax, and the unwinder ip, sp and bp (direct_ok
+ * says so). ax at entry is no argument: direct_ok functions are not
+ * variadic.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -158,7 +160,6 @@ asm(
 	"	movq %rcx, " KD_S(KD_CX) "(%rsp)\n"
 	"	movq %r8, " KD_S(KD_R8) "(%rsp)\n"
 	"	movq %r9, " KD_S(KD_R9) "(%rsp)\n"
-	"	movq %rax, " KD_S(KD_AX) "(%rsp)\n"
 	"	movq (%rbp), %rax\n"
 	"	movq %rax, " KD_S(KD_BP) "(%rsp)\n"
 	"	leaq 16(%rbp), %rax\n"
@@ -174,16 +175,13 @@ asm(
 	"	movq " KD_S(KD_CX) "(%rsp), %rcx\n"
 	"	movq " KD_S(KD_R8) "(%rsp), %r8\n"
 	"	movq " KD_S(KD_R9) "(%rsp), %r9\n"
-	"	movq " KD_S(KD_AX) "(%rsp), %rax\n"
 	"	jz 1f\n"
 	"	movq 8(%rbp), %r11\n"
 	"	" KD_CALL_R11
 	"	movq %rax, " KD_S(KD_AX) "(%rsp)\n"
-	"	movq %rdx, " KD_S(KD_DX) "(%rsp)\n"
 	"	movq %rsp, %rdi\n"
 	"	call klasy_direct_exit\n"
 	"	movq " KD_S(KD_AX) "(%rsp), %rax\n"
-	"	movq " KD_S(KD_DX) "(%rsp), %rdx\n"
 	"	leave\n"
 	"	addq $8, %rsp\n"
 	"	" UNWIND_HINT_FUNC "\n"
@@ -223,16 +221,13 @@ static __always_inline struct klasy_hook *klasy_direct_find(struct klasy_direct 
 asmlinkage int notrace klasy_direct_enter(struct klasy_direct_frame *f)
 {
 	unsigned long ip = f->regs.ip - MCOUNT_INSN_SIZE;
-	unsigned long parent = *(unsigned long *)f->regs.sp;
 	struct kretprobe_instance *ri = (struct kretprobe_instance *)f->ri;
 	struct klasy_direct *d, *found = NULL;
 	struct klasy_hook *h = NULL;
 	int bit, ret = 0;
 
-	/* Also keeps preemption off: an RCU read side, as detach waits for. */
-	bit = ftrace_test_recursion_trylock(ip, parent);
-	if (unlikely(bit < 0))
-		return 0;	/* no hook looked up here: uncounted */
+	/* Preemption off: an RCU read side, as detach waits for. */
+	preempt_disable_notrace();
 	/* Idle paths: no RCU, so no lookup either. */
 	if (unlikely(!rcu_is_watching()))
 		goto out;
@@ -251,20 +246,34 @@ asmlinkage int notrace klasy_direct_enter(struct klasy_direct_frame *f)
 	f->regs.ip = ip + 1;
 	f->d = found;
 	f->h = h;
-	if (h->rp.entry_handler && h->rp.entry_handler(ri, &f->regs)) {
-		/* A value could not be read: no advice on return. */
-		this_cpu_dec(*found->inside);
+	if (!h->rp.entry_handler)
+		goto out;
+	/*
+	 * Nothing above calls a traceable function; the entry handler may
+	 * (copy_from_kernel_nofault): a hooked function it calls in the
+	 * same context is missed, not entered again.
+	 */
+	bit = ftrace_test_recursion_trylock(ip, *(unsigned long *)f->regs.sp);
+	if (unlikely(bit < 0)) {
+		atomic_long_inc(&h->missed);
 		ret = 0;
+	} else {
+		/* Non-zero: a value could not be read, no advice on return. */
+		if (h->rp.entry_handler(ri, &f->regs))
+			ret = 0;
+		ftrace_test_recursion_unlock(bit);
 	}
+	if (!ret)
+		this_cpu_dec(*found->inside);
 out:
-	ftrace_test_recursion_unlock(bit);
+	preempt_enable_notrace();
 	return ret;
 }
 NOKPROBE_SYMBOL(klasy_direct_enter);
 
 /*
- * Called by the trampoline after the body, with its return value in
- * ax (and dx): runs the after advice unless the aspect is being unwoven,
+ * Called by the trampoline after the body, with its return value in ax
+ * (direct_ok functions return nothing in dx): runs the after advice unless the aspect is being unwoven,
  * and counts the call out. The set may go once it is: nothing of it is
  * touched after.
  */
@@ -274,7 +283,6 @@ asmlinkage void notrace klasy_direct_exit(struct klasy_direct_frame *f)
 	struct klasy_direct *d = f->d;
 	struct klasy_hook *h = f->h;
 	unsigned long ret_addr = *(unsigned long *)f->regs.sp;
-	int bit;
 
 	/* As a kretprobe's handler sees it: at the caller, sp past the return. */
 	f->regs.ip = ret_addr;
@@ -282,20 +290,16 @@ asmlinkage void notrace klasy_direct_exit(struct klasy_direct_frame *f)
 	/*
 	 * Preemption off from the armed test to the handler's end: unweave
 	 * clears armed, then waits for RCU (preempt-off sections) before it
-	 * lets anything go.
+	 * lets anything go. No recursion lock: the handler's first act is
+	 * klasy_enter, which counts a hit inside another handler on this CPU
+	 * as missed, so advice calling a hooked function recurses once.
 	 */
 	preempt_disable_notrace();
 	if (likely(READ_ONCE(d->armed))) {
-		bit = ftrace_test_recursion_trylock((unsigned long)h->rp.kp.addr, ret_addr);
-		if (unlikely(bit < 0)) {
+		if (likely(rcu_is_watching()))
+			h->rp.handler(ri, &f->regs);
+		else
 			atomic_long_inc(&h->missed);
-		} else {
-			if (likely(rcu_is_watching()))
-				h->rp.handler(ri, &f->regs);
-			else
-				atomic_long_inc(&h->missed);
-			ftrace_test_recursion_unlock(bit);
-		}
 	}
 	this_cpu_dec(*d->inside);
 	preempt_enable_notrace();

@@ -150,10 +150,10 @@ struct klasy_hook {
 	/*
 	 * KLASY_HOOK_KRETPROBE: the function takes its arguments in
 	 * registers only (at most six, none a struct or variadic) and
-	 * returns in rax:rdx, so the runtime may call its body from a
-	 * trampoline (klasy_direct.c) instead of a kretprobe; and the
-	 * handlers read only the argument registers at entry, ax at return,
-	 * and bp, sp, ip: the trampoline saves no other.
+	 * returns nothing or a value in rax, so the runtime may call its
+	 * body from a trampoline (klasy_direct.c) instead of a kretprobe;
+	 * and the handlers read only the argument registers at entry, ax
+	 * at return, and bp, sp, ip: the trampoline saves no other.
 	 */
 	bool direct_ok;
 	const char *tracepoint;		/* KLASY_HOOK_TRACEPOINT: the event */
