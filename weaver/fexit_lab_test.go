@@ -65,7 +65,7 @@ func fexitSteps(g *guest, step func(string, func(*guest))) {
 		}
 		var got [][]int64
 		for _, r := range rs {
-			got = append(got, r.Values)
+			got = append(got, r.Ints())
 		}
 		want := [][]int64{{-22, 1, -100}, {-22, 1, -100}, {-22, 1, -100}}
 		if !slices.EqualFunc(got, want, slices.Equal) {
