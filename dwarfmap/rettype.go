@@ -35,6 +35,12 @@ type Return struct {
 	// for messages.
 	Declared string
 	Size     int64
+	// RegArgs: the function takes at most six arguments, each an integer
+	// or a pointer, not variadic, and returns nothing, an integer or a
+	// pointer: every argument is in a register at its entry and the value
+	// in rax, so a trampoline may call its body from a frame of its own
+	// (weaver/runtime's direct after hooks).
+	RegArgs bool
 }
 
 // ReturnType reads the return type of function fi from its DWARF: the
@@ -65,17 +71,54 @@ func (x *Index) ReturnType(fi FuncInfo) (ret Return, err error) {
 		if err != nil || e == nil {
 			return Return{}, fmt.Errorf("reading the DWARF of %s at %#x: %v", fi.Name, off, err)
 		}
+		next, more := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+		if !more {
+			next, more = e.Val(dwarf.AttrSpecification).(dwarf.Offset)
+		}
+		more = more && hops < 4
+		ret, found := Return{Class: ReturnVoid, C: "void", Declared: "void"}, !more
+		tn := dwtype.NewNamer(d)
 		if t, ok := e.Val(dwarf.AttrType).(dwarf.Offset); ok {
-			return classify(dwtype.NewNamer(d), t), nil
+			ret, found = classify(tn, t), true
 		}
-		next, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
-		if !ok {
-			next, ok = e.Val(dwarf.AttrSpecification).(dwarf.Offset)
-		}
-		if !ok || hops == 4 {
-			return Return{Class: ReturnVoid, C: "void", Declared: "void"}, nil
+		if found {
+			ret.RegArgs = ret.Class != ReturnOther && regArgs(r, e, tn)
+			return ret, nil
 		}
 		off = next
+	}
+}
+
+// regArgs says whether the subprogram e, just read by r, declares at
+// most six parameters, each an integer or a pointer, and no "...".
+func regArgs(r *dwarf.Reader, e *dwarf.Entry, tn *dwtype.Namer) bool {
+	if !e.Children {
+		return true
+	}
+	n := 0
+	for {
+		c, err := r.Next()
+		if err != nil || c == nil {
+			return false
+		}
+		switch c.Tag {
+		case 0:
+			return n <= 6
+		case dwarf.TagUnspecifiedParameters:
+			return false
+		case dwarf.TagFormalParameter:
+			n++
+			t, ok := c.Val(dwarf.AttrType).(dwarf.Offset)
+			if !ok {
+				return false
+			}
+			if k := classify(tn, t); k.Class != ReturnInt && k.Class != ReturnPointer {
+				return false
+			}
+		}
+		if c.Children {
+			r.SkipChildren()
+		}
 	}
 }
 

@@ -158,6 +158,20 @@ func BenchmarkPeers(b *testing.B) {
 		klasyConfig("klasy STORE_DATA(1)", "<before>STORE_DATA(1);</before>", false),
 		klasyConfig("klasy COUNT(1)", "<before>COUNT(1);</before>", false),
 		klasyConfig("klasy after null", "<after>;</after>", false),
+		{name: "klasy after (kretprobe)", load: func() error {
+			// The runtime's fexit=0 keeps after hooks kretprobes: set
+			// it once an aspect elsewhere has loaded the runtime.
+			src := "<aspect><advice><pointcut>execution(vfs_mkdir)</pointcut><before>;</before></advice></aspect>\n"
+			if _, err := weaver.Weave(ctx, sess, mustAspect("peer_loader.klasy", []byte(src))); err != nil {
+				return err
+			}
+			bl.run("sh", "-c", "echo 0 > /sys/module/klasy_runtime/parameters/fexit")
+			return bl.peerAspect("peer_after_kretprobe", "<after>;</after>")
+		}, unload: func() {
+			if _, err := weaver.Unweave(ctx, sess, nil, true); err != nil {
+				b.Fatal(err)
+			}
+		}},
 		bpfConfig("fentry", "null"),
 		bpfConfig("fentry", "ringbuf"),
 		bpfConfig("fexit", "null"),

@@ -57,6 +57,39 @@ type Report struct {
 	// refused that ops (its entry hooks are then kprobes), else 0.
 	FtraceOps bool
 	OpsErr    int
+	// Fexit: the runtime puts after hooks at ftrace sites on a direct
+	// trampoline. FexitErr is the kernel's error when ftrace refused
+	// the aspect's direct ops (its after hooks are then kretprobes).
+	Fexit    bool
+	FexitErr int
+}
+
+// AfterKretprobesWhy says why after hooks of the aspect are kretprobes,
+// not on the runtime's direct trampoline (klasy weave -v prints it), ""
+// when none is.
+func (r *Report) AfterKretprobesWhy() string {
+	if r.FexitErr != 0 {
+		return fmt.Sprintf("ftrace refused the direct ops: error %d (%v)", r.FexitErr, syscall.Errno(-r.FexitErr))
+	}
+	var why []string
+	seen := map[string]bool{}
+	for _, jp := range r.JoinPoints {
+		if jp.Skipped != "" || jp.Kind != joinpoint.Kretprobe || jp.Mechanism != records.MechKretprobe || seen[jp.Function] {
+			continue
+		}
+		seen[jp.Function] = true
+		switch {
+		case !r.Fexit:
+			return "the runtime was loaded with fexit=0, or the kernel has no DYNAMIC_FTRACE_WITH_DIRECT_CALLS"
+		case jp.Module != "":
+			why = append(why, jp.Function+": in a module")
+		case !jp.RegArgs:
+			why = append(why, jp.Function+": not all its arguments are in registers (more than six, a struct or a float, or variadic)")
+		default:
+			why = append(why, jp.Function+": no ftrace site at its entry, a GCC clone, another after hook of the aspect there, a replacement, or entry values over 128 bytes")
+		}
+	}
+	return strings.Join(why, "; ")
 }
 
 // EntryKprobesWhy says why the aspect's entry hooks are kprobes when
@@ -503,6 +536,7 @@ func (s *Session) readMechanisms(ctx context.Context, rep *Report, m *gen.Module
 	}
 	rep.Times.Register = asp.Register
 	rep.FtraceOps, rep.OpsErr = st.FtraceOps, asp.OpsErr
+	rep.Fexit, rep.FexitErr = st.Fexit, asp.FexitErr
 	return nil
 }
 

@@ -823,6 +823,17 @@ func argsOnly(h *joinpoint.Hook) bool {
 	return true
 }
 
+// regArgs: every join point of the after hook h says its function takes
+// its arguments in registers (the runtime may run it on its trampoline).
+func regArgs(h *joinpoint.Hook) bool {
+	for _, jp := range h.Points {
+		if !jp.RegArgs {
+			return false
+		}
+	}
+	return len(h.Points) > 0
+}
+
 // tables writes the hook table, the aspect and the module's init/exit.
 func (g *cgen) tables(opt GenOptions) {
 	for i, h := range g.m.Hooks {
@@ -849,6 +860,9 @@ func (g *cgen) tables(opt GenOptions) {
 			if entry {
 				g.p("\t\t.rp.entry_handler = klasy_entry_h%d,", i)
 				g.p("\t\t.rp.data_size = sizeof(struct klasy_entry_%d),", i)
+			}
+			if regArgs(h) {
+				g.p("\t\t.direct_ok = true,")
 			}
 		} else if h.Kind == joinpoint.Tracepoint {
 			g.tracepointEntry(i, h)

@@ -133,6 +133,10 @@ type JoinPoint struct {
 	// return type from its DWARF, spelled so that it needs no header
 	// ("void", "long int", "struct sock *").
 	Returns string
+	// RegArgs: an after join point's function takes its arguments in
+	// registers only and returns in rax (dwarfmap.Return.RegArgs): its
+	// hook may go on the runtime's direct trampoline.
+	RegArgs bool
 }
 
 // Where names the join point for messages: function (in caller) at

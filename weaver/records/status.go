@@ -19,10 +19,14 @@ type Status struct {
 	// ftrace_ops of their aspect (the kernel has it, and the runtime's
 	// ftrace_ops parameter is 1).
 	FtraceOps bool
-	Unread    uint64   // records in the buffer not read yet
-	Lost      []uint64 // records dropped because the buffer was full, per CPU
-	Flows     []Flow
-	Aspects   []Aspect
+	// Fexit: the runtime puts after hooks at ftrace sites on a direct
+	// trampoline (the kernel has DIRECT_CALLS, and the runtime's fexit
+	// parameter is 1).
+	Fexit   bool
+	Unread  uint64   // records in the buffer not read yet
+	Lost    []uint64 // records dropped because the buffer was full, per CPU
+	Flows   []Flow
+	Aspects []Aspect
 	// Disarmed: kprobes are disarmed in the whole kernel (debugfs
 	// kprobes/enabled is 0), so no hook runs whatever its mechanism.
 	// Session.StatusShown reads it beside the runtime's file.
@@ -72,6 +76,11 @@ type Aspect struct {
 	// ops and its entry hooks are kprobes instead, else 0.
 	Ops    int
 	OpsErr int
+	// Fexit is how many of its after hooks are on its direct trampoline
+	// (MechFexit); FexitErr is the kernel's error when ftrace refused
+	// that and they are kretprobes instead, else 0.
+	Fexit    int
+	FexitErr int
 }
 
 // Hook kinds and mechanisms as status shows them.
@@ -88,6 +97,7 @@ const (
 	MechJump      = "jump"       // a jump-optimized kprobe
 	MechInt3      = "int3"       // a breakpoint
 	MechKretprobe = "kretprobe"  // the return of a function
+	MechFexit     = "fexit"      // the return of a function, on its aspect's direct trampoline
 	MechDisabled  = "disabled"
 	MechGone      = "gone" // the probed code went away (its module unloaded)
 	// MechTracepoint: registered with tracepoint_probe_register.
@@ -324,6 +334,11 @@ func (s *Status) parseRuntime(m kvs) error {
 		return err
 	}
 	s.FtraceOps = ops == 1
+	fexit, err := m.uint("fexit", 1)
+	if err != nil {
+		return err
+	}
+	s.Fexit = fexit == 1
 	if s.Unread, err = m.uint("unread", 64); err != nil {
 		return err
 	}
@@ -388,7 +403,16 @@ func parseAspect(m kvs) (Aspect, int, error) {
 	if a.Ops > n {
 		return a, n, fmt.Errorf("ops=%d above hooks=%d", a.Ops, n)
 	}
-	a.OpsErr, err = m.errno("ops_err")
+	if a.OpsErr, err = m.errno("ops_err"); err != nil {
+		return a, n, err
+	}
+	if a.Fexit, err = m.int("fexit"); err != nil {
+		return a, n, err
+	}
+	if a.Ops+a.Fexit > n {
+		return a, n, fmt.Errorf("ops=%d and fexit=%d above hooks=%d", a.Ops, a.Fexit, n)
+	}
+	a.FexitErr, err = m.errno("fexit_err")
 	return a, n, err
 }
 
@@ -432,7 +456,7 @@ func parseHook(m kvs) (Hook, error) {
 	h.Mech, e = m.str("mech")
 	if !fail(e) {
 		switch h.Mech {
-		case MechFtrace, MechFtraceOps, MechJump, MechInt3, MechKretprobe, MechDisabled, MechGone, MechTracepoint:
+		case MechFtrace, MechFtraceOps, MechJump, MechInt3, MechKretprobe, MechFexit, MechDisabled, MechGone, MechTracepoint:
 		default:
 			fail(fmt.Errorf("unknown mech=%s", h.Mech))
 		}

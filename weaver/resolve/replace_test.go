@@ -85,3 +85,36 @@ func TestReturnTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestRegArgs: which functions of Debian's vmlinux take every argument
+// in a register and return in rax, the after hooks the runtime may put on
+// its direct trampoline (fexit); the others stay kretprobes.
+func TestRegArgs(t *testing.T) {
+	x := weavertest.DebianIndex(t)
+	tests := []struct {
+		fn   string
+		want bool
+	}{
+		{"ksys_lseek", true},           // three integers, long
+		{"do_renameat2", true},         // five, int
+		{"hrtimer_nanosleep", true},    // ktime_t, enums
+		{"tcp_send_delayed_ack", true}, // a pointer, void
+		{"current_time", false},        // returns a struct
+		{"set_pte_vaddr", false},       // a pte_t, a struct, by value
+		{"do_mmap", false},             // nine arguments: three on the stack
+		{"_printk", false},             // variadic
+	}
+	for _, tt := range tests {
+		fs := x.Funcs(tt.fn)
+		if len(fs) == 0 {
+			t.Fatalf("%s: no function", tt.fn)
+		}
+		r, err := x.ReturnType(fs[0])
+		if err != nil {
+			t.Fatalf("%s: %v", tt.fn, err)
+		}
+		if r.RegArgs != tt.want {
+			t.Errorf("%s: RegArgs %v, want %v", tt.fn, r.RegArgs, tt.want)
+		}
+	}
+}

@@ -359,7 +359,7 @@ func (r *resolver) outOfLine(n int, timing joinpoint.Timing, fi dwarfmap.FuncInf
 		// $retval$ takes the function's type: an int's upper half of rax
 		// is unspecified (weaver/gen). Unknown: unsigned long, as before.
 		if ret, err := r.x.ReturnType(fi); err == nil {
-			jp.Returns = ret.C
+			jp.Returns, jp.RegArgs = ret.C, ret.RegArgs
 		}
 	}
 	if l := r.entryLine(fi.Entry); l > 0 {

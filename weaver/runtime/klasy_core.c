@@ -364,6 +364,7 @@ static void klasy_disable(struct klasy_aspect *a, unsigned int n)
 static void klasy_unregister_all(struct klasy_aspect *a)
 {
 	klasy_fops_detach(a);
+	klasy_direct_detach(a);
 	klasy_tp_sync(a);
 	if (a->nkps)
 		unregister_kprobes(a->kps, a->nkps);
@@ -436,10 +437,17 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 		a->hooks[i].on_ops = false;
 		atomic_long_set(&a->hooks[i].missed, 0);
 	}
+	a->fops = NULL;
+	a->direct = NULL;
 	err = klasy_agg_alloc(a);
+	/* After hooks first: the entry ops takes a before hook beside one. */
+	if (!err)
+		err = klasy_direct_attach(a);
 	if (!err)
 		err = klasy_fops_attach(a);
 	if (err) {
+		klasy_direct_detach(a);
+		klasy_fops_detach(a);
 		klasy_free(a);
 		return err;
 	}
@@ -508,14 +516,15 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 	}
 
 	klasy_fops_arm(a);
+	klasy_direct_arm(a);
 
 	a->register_ns = ktime_get_ns() - start;
 	mutex_lock(&klasy_aspects_mutex);
 	list_add_tail(&a->node, &klasy_aspects);
 	mutex_unlock(&klasy_aspects_mutex);
-	pr_info("aspect %s (id %u, module %s): %u hooks, %u on ftrace_ops\n",
+	pr_info("aspect %s (id %u, module %s): %u hooks, %u on ftrace_ops, %u on the direct trampoline\n",
 		a->name, a->id, a->owner ? module_name(a->owner) : "-",
-		a->nhooks, klasy_fops_count(a));
+		a->nhooks, klasy_fops_count(a), klasy_direct_count(a));
 	return 0;
 
 rollback:
@@ -537,6 +546,7 @@ void klasy_unregister_aspect(struct klasy_aspect *a)
 	mutex_unlock(&klasy_aspects_mutex);
 
 	klasy_fops_disarm(a);
+	klasy_direct_disarm(a);
 	klasy_disable(a, a->nhooks);
 	/* Returns once no handler of a runs anywhere. */
 	klasy_unregister_all(a);
@@ -876,6 +886,8 @@ static const char *klasy_mech(struct klasy_hook *h)
 	struct kprobe *kp = &h->rp.kp, *p;
 	bool optimized = false;
 
+	if (klasy_direct_is(h))
+		return "fexit";
 	if (h->on_ops)
 		return "ftrace-ops";
 	if (h->kind == KLASY_HOOK_TRACEPOINT)
@@ -958,9 +970,9 @@ static int status_show(struct seq_file *m, void *v)
 
 		unread += READ_ONCE(b->written) - READ_ONCE(b->read);
 	}
-	seq_printf(m, "runtime abi=%d cpus=%u buffer_kb=%u ftrace_ops=%d unread=%llu lost=",
+	seq_printf(m, "runtime abi=%d cpus=%u buffer_kb=%u ftrace_ops=%d fexit=%d unread=%llu lost=",
 		   KLASY_ABI_VERSION, nr_cpu_ids, buffer_kb, klasy_fops_on(),
-		   unread);
+		   klasy_direct_on(), unread);
 	for (cpu = 0; cpu < nr_cpu_ids; cpu++)
 		seq_printf(m, "%s%lu", cpu ? "," : "",
 			   cpu_possible(cpu) ?
@@ -974,9 +986,10 @@ static int status_show(struct seq_file *m, void *v)
 		klasy_put_token(m, a->name);
 		seq_puts(m, " module=");
 		klasy_put_token(m, a->owner ? module_name(a->owner) : NULL);
-		seq_printf(m, " hooks=%u register_us=%llu ops=%u ops_err=%d\n",
+		seq_printf(m, " hooks=%u register_us=%llu ops=%u ops_err=%d fexit=%u fexit_err=%d\n",
 			   a->nhooks, div_u64(a->register_ns, NSEC_PER_USEC),
-			   klasy_fops_count(a), a->fops_err);
+			   klasy_fops_count(a), a->fops_err,
+			   klasy_direct_count(a), a->direct_err);
 		for (i = 0; i < a->nhooks; i++)
 			klasy_show_hook(m, a, &a->hooks[i]);
 	}
@@ -1078,6 +1091,7 @@ static void __exit klasy_runtime_exit(void)
 	/* No task may still be about to run klasy_return_stub. */
 	if (READ_ONCE(klasy_replaced))
 		synchronize_rcu_tasks();
+	klasy_direct_exit_module();
 	klasy_flows_exit();
 	debugfs_remove(klasy_dir);
 	klasy_stack_exit();

@@ -65,11 +65,13 @@ static bool klasy_fops_candidate(const struct klasy_hook *h)
 }
 
 /*
- * Whether the aspect also hooks h's function's return (a kretprobe, whose
- * entry kprobe sits on the same ftrace site). Such a function's before
- * hook stays a kprobe, as it was before this ops: once in the lab, a task
- * asleep in such a function (hrtimer_nanosleep) while the aspect was
- * unwoven returned to address 0; not understood yet, so not risked.
+ * Whether the aspect also hooks h's function's return with a kretprobe
+ * (whose entry kprobe sits on the same ftrace site). Such a function's
+ * before hook stays a kprobe, as it was before this ops: once in the lab,
+ * a task asleep in such a function (hrtimer_nanosleep) while the aspect
+ * was unwoven returned to address 0; not understood yet, so not risked.
+ * A return on the direct trampoline (klasy_direct.c, attached first) is
+ * no kretprobe: the before hook goes on the ops beside it.
  */
 static bool klasy_fops_returns_too(const struct klasy_aspect *a,
 				   const struct klasy_hook *h)
@@ -78,6 +80,7 @@ static bool klasy_fops_returns_too(const struct klasy_aspect *a,
 
 	for (i = 0; i < a->nhooks; i++)
 		if (a->hooks[i].kind == KLASY_HOOK_KRETPROBE &&
+		    !a->hooks[i].on_ops &&
 		    a->hooks[i].rp.kp.addr == h->rp.kp.addr)
 			return true;
 	return false;

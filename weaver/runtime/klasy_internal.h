@@ -57,6 +57,21 @@ void klasy_fops_detach(struct klasy_aspect *a);
 unsigned int klasy_fops_count(const struct klasy_aspect *a);
 
 /*
+ * klasy_direct.c: an aspect's after hooks at ftrace sites on a direct
+ * trampoline, fexit-style. Used as klasy_fops_*: attach before any kprobe,
+ * arm once all are in; detach waits until no task is inside a hooked
+ * function through the trampoline. klasy_direct_is: h is on it.
+ */
+bool klasy_direct_on(void);
+int klasy_direct_attach(struct klasy_aspect *a);
+void klasy_direct_arm(struct klasy_aspect *a);
+void klasy_direct_disarm(struct klasy_aspect *a);
+void klasy_direct_detach(struct klasy_aspect *a);
+unsigned int klasy_direct_count(const struct klasy_aspect *a);
+bool klasy_direct_is(const struct klasy_hook *h);
+void klasy_direct_exit_module(void);
+
+/*
  * klasy_tp.c: a tracepoint hook in (which enables it) and out; klasy_tp_sync
  * waits for the probes of a taken out since the last call.
  */

@@ -36,7 +36,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 14
+#define KLASY_ABI_VERSION 15
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -173,6 +173,15 @@ struct klasy_hook {
 	 * (not FTRACE_OPS_FL_SAVE_REGS), and read as garbage.
 	 */
 	bool args_only;
+	/*
+	 * KLASY_HOOK_KRETPROBE: the function takes its arguments in
+	 * registers only (at most six, none a struct or variadic) and
+	 * returns nothing or a value in rax, so the runtime may call its
+	 * body from a trampoline (klasy_direct.c) instead of a kretprobe;
+	 * and the handlers read only the argument registers at entry, ax
+	 * at return, and bp, sp, ip: the trampoline saves no other.
+	 */
+	bool direct_ok;
 	const char *tracepoint;		/* KLASY_HOOK_TRACEPOINT: the event */
 	void *probe;			/* KLASY_HOOK_TRACEPOINT: its probe */
 
@@ -182,7 +191,7 @@ struct klasy_hook {
 	unsigned int index;
 	u64 __percpu *hit;		/* this hook's hit counter */
 	atomic_long_t missed;		/* hits klasy_enter or ftrace refused */
-	bool on_ops;			/* on the aspect's ftrace_ops, not a kprobe */
+	bool on_ops;			/* on the aspect's ftrace_ops (or, after, its direct ops), not a kprobe */
 };
 
 /*
@@ -229,6 +238,7 @@ struct klasy_agg_room {
 
 struct klasy_agg;
 struct klasy_fops;
+struct klasy_direct;
 
 /*
  * A running address in a module that an advice module was generated for
@@ -275,6 +285,8 @@ struct klasy_aspect {
 	struct klasy_agg *agg;		/* the aggregation maps (klasy_agg.c) */
 	struct klasy_fops *fops;	/* its entry hooks' ftrace_ops, or NULL */
 	int fops_err;			/* why its entry hooks are kprobes, or 0 */
+	struct klasy_direct *direct;	/* its after hooks' direct ops, or NULL */
+	int direct_err;			/* why its after hooks are kretprobes, or 0 */
 };
 
 /*

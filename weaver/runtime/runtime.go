@@ -8,9 +8,10 @@ package runtime
 import "embed"
 
 // Sources holds the runtime's C files (klasy_core.c, klasy_tp.c for
-// tracepoint hooks, klasy_agg.c and
-// klasy_internal.h for aggregation, klasy_stack.c for STACK_ID's table,
-// klasy_flow*.[ch] for the flow tables, linked by Kbuild), klasy_rt.h and Kbuild: build them with
+// tracepoint hooks, klasy_fops.c and klasy_direct.c for entry and after
+// hooks on ftrace, klasy_agg.c and klasy_internal.h for aggregation,
+// klasy_stack.c for STACK_ID's table, klasy_flow*.[ch] for the flow
+// tables, linked by Kbuild), klasy_rt.h and Kbuild: build them with
 // kbuild.Build. Advice modules include klasy_rt.h and build with the
 // runtime's Module.symvers in kbuild.Options.ExtraSymbols
 // (KBUILD_EXTRA_SYMBOLS), so the kernel orders unloading.
@@ -24,7 +25,7 @@ const (
 	// Header is the ABI header advice modules include.
 	Header = "klasy_rt.h"
 	// ABIVersion is KLASY_ABI_VERSION in klasy_rt.h, shown in status as abi=N.
-	ABIVersion = 14
+	ABIVersion = 15
 
 	// DebugfsDir is the runtime's directory in the guest's debugfs.
 	DebugfsDir = "/sys/kernel/debug/klasy"

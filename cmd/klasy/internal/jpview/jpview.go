@@ -201,8 +201,11 @@ func Woven(w io.Writer, rep *weaver.Report, verbose bool) {
 	mech := Mechanisms(rep)
 	skipped := len(rep.JoinPoints) - rep.Woven()
 	tp := ""
+	if n := mech[records.MechFexit]; n > 0 {
+		tp = fmt.Sprintf(", fexit %d", n)
+	}
 	if n := mech[records.MechTracepoint]; n > 0 {
-		tp = fmt.Sprintf(", tracepoint %d", n)
+		tp += fmt.Sprintf(", tracepoint %d", n)
 	}
 	fmt.Fprintf(w, "%s: woven into %s: %s (ftrace-ops %d, ftrace %d, jump %d, int3 %d, kretprobe %d%s), %d skipped\n",
 		rep.Aspect, rep.Target, human.Plural(rep.Woven(), "join point"), mech["ftrace-ops"], mech["ftrace"], mech["jump"], mech["int3"], mech["kretprobe"], tp, skipped)
@@ -213,6 +216,9 @@ func Woven(w io.Writer, rep *weaver.Report, verbose bool) {
 	if verbose {
 		if why := rep.EntryKprobesWhy(); why != "" {
 			fmt.Fprintf(w, "  entry hooks are kprobes, not on the aspect's ftrace_ops: %s\n", why)
+		}
+		if why := rep.AfterKretprobesWhy(); why != "" {
+			fmt.Fprintf(w, "  after hooks are kretprobes, not on the direct trampoline (fexit): %s\n", why)
 		}
 		Table(w, rep)
 	}

@@ -41,6 +41,12 @@ func Write(w io.Writer, target string, st *records.Status) {
 		if a.OpsErr != 0 {
 			ops += fmt.Sprintf(", entry hooks are kprobes: ftrace refused the ftrace_ops (error %d, %v)", a.OpsErr, syscall.Errno(-a.OpsErr))
 		}
+		if a.Fexit > 0 {
+			ops += fmt.Sprintf(", %d after on its direct trampoline (fexit)", a.Fexit)
+		}
+		if a.FexitErr != 0 {
+			ops += fmt.Sprintf(", after hooks are kretprobes: ftrace refused the direct ops (error %d, %v)", a.FexitErr, syscall.Errno(-a.FexitErr))
+		}
 		fmt.Fprintf(w, "aspect %s (module %s): %s%s\n", a.Name, a.Module, human.Plural(len(a.Hooks), "hook"), ops)
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  HITS\tMISSED\tHOOK\tADVICE\tFUNCTION\tFILE:LINE\tPC")
@@ -109,6 +115,8 @@ type aspectJSON struct {
 	RegisterUS int64      `json:"register_us"`
 	FtraceOps  int        `json:"ftrace_ops"`        // hooks on the aspect's ftrace_ops
 	OpsErr     int        `json:"ops_err,omitempty"` // ftrace refused them: the kernel's error
+	Fexit      int        `json:"fexit"`             // after hooks on its direct trampoline
+	FexitErr   int        `json:"fexit_err,omitempty"`
 	Hooks      []hookJSON `json:"hooks"`
 }
 
@@ -140,7 +148,7 @@ func View(target string, st *records.Status) JSON {
 		v.Flows = append(v.Flows, FlowJSON(f))
 	}
 	for _, a := range st.Aspects {
-		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), FtraceOps: a.Ops, OpsErr: a.OpsErr, Hooks: []hookJSON{}}
+		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), FtraceOps: a.Ops, OpsErr: a.OpsErr, Fexit: a.Fexit, FexitErr: a.FexitErr, Hooks: []hookJSON{}}
 		for _, h := range a.Hooks {
 			aj.Hooks = append(aj.Hooks, hookJSON{Kind: h.Kind, Mechanism: h.Mech, Addr: fmt.Sprintf("%#x", h.Addr), PC: fmt.Sprintf("%#x", h.Image),
 				Hits: h.Hits, Missed: h.Missed, Advice: h.Advice, Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line, Module: h.Module, Access: h.Access})

@@ -116,15 +116,17 @@ func parsedStatus(t *testing.T, name string) *records.Status {
 
 // TestStatusFtraceOps: klasy status says how many of an aspect's hooks
 // are on its ftrace_ops and, when ftrace refused it, why its entry hooks
-// are kprobes; each hook's mechanism is ftrace-ops, in text and --json.
+// are kprobes, and likewise for after hooks on its direct trampoline
+// (fexit); each hook's mechanism, in text and --json.
 func TestStatusFtraceOps(t *testing.T) {
 	st := parsedStatus(t, "two-aspects")
 	var b bytes.Buffer
 	Write(&b, "lab demo", st)
 	for _, want := range []string{
-		"aspect setattr_exec (module klasy_a_setattr_exec): 2 hooks, 1 on its ftrace_ops\n",
-		"aspect inlined_copies (module klasy_a_inlined_copies): 3 hooks, entry hooks are kprobes: ftrace refused the ftrace_ops (error -16, device or resource busy)\n",
+		"aspect setattr_exec (module klasy_a_setattr_exec): 2 hooks, 1 on its ftrace_ops, 1 after on its direct trampoline (fexit)\n",
+		"aspect inlined_copies (module klasy_a_inlined_copies): 3 hooks, entry hooks are kprobes: ftrace refused the ftrace_ops (error -16, device or resource busy), after hooks are kretprobes: ftrace refused the direct ops (error -16, device or resource busy)\n",
 		"ftrace-ops  1,2",
+		"fexit       3",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("klasy status lacks %q:\n%s", want, b.String())
@@ -134,7 +136,7 @@ func TestStatusFtraceOps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"ftrace_ops":1,"hooks":[{"kind":"kprobe","mechanism":"ftrace-ops"`, `"ftrace_ops":0,"ops_err":-16,`} {
+	for _, want := range []string{`"ftrace_ops":1,"fexit":1,"hooks":[{"kind":"kprobe","mechanism":"ftrace-ops"`, `"ftrace_ops":0,"ops_err":-16,"fexit":0,"fexit_err":-16,`, `"kind":"kretprobe","mechanism":"fexit"`} {
 		if !bytes.Contains(js, []byte(want)) {
 			t.Errorf("klasy status --json lacks %s:\n%s", want, js)
 		}

@@ -419,6 +419,7 @@ static struct klasy_hook klasy_hooks[10] = {
 	[6] = {
 		.kind = KLASY_HOOK_KRETPROBE,
 		.rp.handler = klasy_h6,
+		.direct_ok = true,
 		.image_addr = 0xffffffff811566b0UL,
 		.function = "hrtimer_nanosleep",
 		.file = "kernel/time/hrtimer.c",

@@ -128,6 +128,7 @@ static struct klasy_hook klasy_hooks[2] = {
 	[1] = {
 		.kind = KLASY_HOOK_KRETPROBE,
 		.rp.handler = klasy_h1,
+		.direct_ok = true,
 		.image_addr = 0xffffffff813650a0UL,
 		.function = "ksys_lseek",
 		.file = "fs/read_write.c",

@@ -69,6 +69,7 @@ static struct klasy_hook klasy_hooks[1] = {
 		.rp.handler = klasy_h0,
 		.rp.entry_handler = klasy_entry_h0,
 		.rp.data_size = sizeof(struct klasy_entry_0),
+		.direct_ok = true,
 		.image_addr = 0xffffffff81363fa0UL,
 		.function = "do_sys_openat2",
 		.file = "fs/open.c",
