@@ -134,7 +134,7 @@ pid=$!
 trap 'kill $pid 2>/dev/null; rm -rf "$cfgdir"' EXIT
 while kill -0 "$pid" 2>/dev/null; do
 	sleep 30
-	log "lab kernel: $(grep -c '^  CC' "$out/build.log" || true) files compiled, $(($(date +%s) - start)) s"
+	log "$flavor lab kernel: $(grep -c '^  CC' "$out/build.log" || true) files compiled, $(($(date +%s) - start)) s"
 done
 if ! wait "$pid"; then
 	grep -E 'error|Error' "$out/build.log" | head -n 20 >&2 || true
@@ -166,5 +166,8 @@ for d in "$top"/*; do
 	log "removing outdated build $d"
 	rm -rf "$d"
 done
-log "lab kernel $rel built in $(($(date +%s) - start)) s into $out"
+# CPU seconds too: on a shared machine the wall time says little.
+times >"$cfgdir/times" # in this shell: in $(...) it would time a subshell
+cpu=$(tail -n1 "$cfgdir/times" | awk '{ split($1, u, /[ms]/); split($2, k, /[ms]/); printf "%d", u[1] * 60 + u[2] + k[1] * 60 + k[2] }')
+log "$flavor lab kernel $rel built in $(($(date +%s) - start)) s (CPU ${cpu} s) into $out"
 echo "$out"
