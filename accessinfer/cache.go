@@ -27,20 +27,29 @@ type cacheHeader struct {
 
 // Select returns the accesses of the whole image whose struct and member
 // keep selects. Infer runs once per build: its accesses are kept by
-// build-id under $KLASY_CACHE/accessinfer, as dwarfmap keeps its index,
-// and read back one by one (a vmlinux has some 400,000). progress, if
+// build-id under $KLASY_CACHE/accessinfer, as dwarfmap keeps its index
+// (an image without a build-id is inferred each time), and read back
+// one by one (a vmlinux has some 400,000). progress, if
 // not nil, is told when inference runs. total is how many accesses the
 // image has.
 func Select(img *elfimage.Image, keep func(st, member string) bool, progress func(format string, args ...any)) (sel []Access, total int, err error) {
-	if img.BuildID == "" {
-		return nil, 0, fmt.Errorf("%s has no build-id to keep its inferred accesses by", img.Path)
+	// A module's accesses are at the addresses elfimage lays it out at.
+	layout := ""
+	if img.Rel {
+		layout = "-" + elfimage.ModuleLayout
 	}
-	path := filepath.Join(cachedir.Root(), "accessinfer", fmt.Sprintf("%s-v%d.gob", img.BuildID, cacheFormat))
-	if sel, total, err := readCache(path, img.BuildID, keep); err == nil {
+	path := filepath.Join(cachedir.Root(), "accessinfer", fmt.Sprintf("%s-v%d%s.gob", img.BuildID, cacheFormat, layout))
+	if img.BuildID == "" {
+		path = "" // nothing to keep them by: inferred each time
+	} else if sel, total, err := readCache(path, img.BuildID, keep); err == nil {
 		return sel, total, nil
 	}
 	if progress != nil {
-		progress("inferring the struct member accesses of %s from its DWARF and code (no .debug_klasy; once per build)", img.Path)
+		once := "once per build"
+		if path == "" {
+			once = "no build-id to keep them by"
+		}
+		progress("inferring the struct member accesses of %s from its DWARF and code (no .debug_klasy; %s)", img.Path, once)
 	}
 	r, err := Infer(img, Options{})
 	if err != nil {
@@ -49,7 +58,7 @@ func Select(img *elfimage.Image, keep func(st, member string) bool, progress fun
 	if progress != nil {
 		progress("inferred %d member accesses in %d functions in %.1fs", len(r.Accesses), r.Funcs, (r.Scan + r.Track).Seconds())
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+	if path != "" && os.MkdirAll(filepath.Dir(path), 0o755) == nil {
 		// A cache: failing to keep it only costs inferring again.
 		atomicfile.Write(path, func(w io.Writer) error {
 			enc := gob.NewEncoder(w)

@@ -2,7 +2,6 @@ package accessinfer
 
 import (
 	"debug/dwarf"
-	"debug/elf"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -126,9 +125,6 @@ type worker struct {
 // linked executable; a module's code addresses are section offsets and
 // its globals unrelocated: not supported yet).
 func Infer(img *elfimage.Image, opt Options) (*Result, error) {
-	if img.ELF.Type == elf.ET_REL {
-		return nil, fmt.Errorf("%s: a relocatable object (a module): accessinfer reads linked images only", img.Path)
-	}
 	d, err := img.DWARF()
 	if err != nil {
 		return nil, err

@@ -207,6 +207,66 @@ func TestFixtures(t *testing.T) {
 	}
 }
 
+// TestRelocatableObject: a module (.ko) is a relocatable object, linked
+// with ld -r as kbuild links one: inference finds there, function by
+// function and instruction by instruction from the entry, what it finds
+// in the same code linked into an executable.
+func TestRelocatableObject(t *testing.T) {
+	dir := t.TempDir()
+	exe := build(t, filepath.Join(dir, "a.out"), nil, "basic.c", "bitfields.c")
+	obj := build(t, filepath.Join(dir, "mod.o"), []string{"-r", "-nostdlib"}, "basic.c", "bitfields.c")
+	found := func(path string) map[string]int {
+		img, err := elfimage.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer img.Close()
+		if path == obj && img.ELF.Type != elf.ET_REL {
+			t.Fatalf("%s is %v, want a relocatable object", path, img.ELF.Type)
+		}
+		res, err := Infer(img, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		entry := map[string]uint64{}
+		syms, err := img.ELF.Symbols()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && int(s.Section) < len(img.ELF.Sections) {
+				entry[s.Name] = s.Value
+				if img.Rel {
+					entry[s.Name] += img.ELF.Sections[s.Section].Addr
+				}
+			}
+		}
+		out := map[string]int{}
+		for _, a := range res.Accesses {
+			e, ok := entry[a.Func]
+			if !ok {
+				t.Fatalf("%s: no symbol for %s", path, a.Func)
+			}
+			out[fmt.Sprintf("%s+%#x %s", a.Func, a.PC-e, a.key())]++
+		}
+		return out
+	}
+	want, got := found(exe), found(obj)
+	if len(want) == 0 {
+		t.Fatal("nothing inferred in the executable")
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("%s: %d in the relocatable object, %d in the executable", k, got[k], n)
+		}
+	}
+	for k, n := range got {
+		if want[k] == 0 {
+			t.Errorf("%s: %d in the relocatable object, none in the executable", k, n)
+		}
+	}
+}
+
 func wantsAt(may map[int][]string, ls []int) []string {
 	var out []string
 	for _, l := range ls {

@@ -7,7 +7,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/klasy/klasy/agent/wire"
 )
@@ -16,6 +19,12 @@ import (
 // its answers; such a client is dropped (its requests canceled) rather
 // than let it hold back the line every other client shares.
 var muxQueueMax = 4 * wire.MaxPayload
+
+// muxHelloTimeout bounds how long a client may stay connected to the
+// mux without sending a whole frame (klasy's clients ping at once): a
+// connection that sends nothing is closed then, so that idle connections
+// cannot hold the mux's descriptors. A test shortens it.
+var muxHelloTimeout = DefaultAuthTimeout
 
 // Mux lets many clients share one connection to an agent, whose line (a
 // QEMU chardev socket) takes one connection at a time. It accepts clients
@@ -34,12 +43,18 @@ var muxQueueMax = 4 * wire.MaxPayload
 // (an error of kind KindBadFrame), a damaged header every request in
 // flight; both are canceled on the agent.
 //
+// As the agent's ServeTLS, it keeps serving when idle connections take
+// its descriptors: accept errors that pass are waited out (acceptRetry),
+// a connection that sends no frame within muxHelloTimeout is closed, and
+// one client process (by SO_PEERCRED) may have at most MaxPendingPerPeer
+// connections waiting for their first frame; more are closed at once.
+//
 // Mux returns when agentConn ends (nil: the agent or QEMU closed it),
 // reading it fails (the error) or ctx is done (ctx.Err()); it then closes
 // ln, agentConn and every client.
 func Mux(ctx context.Context, agentConn io.ReadWriteCloser, ln net.Listener, log io.Writer) error {
 	m := &mux{agent: agentConn, log: log, routes: map[uint32]route{}, clients: map[*muxClient]bool{},
-		nextID: rand.Uint32()}
+		nextID: rand.Uint32(), pending: peerCounts{max: MaxPendingPerPeer}}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -67,8 +82,20 @@ func Mux(ctx context.Context, agentConn io.ReadWriteCloser, ln net.Listener, log
 				return
 			}
 			retry.ok()
-			c := m.addClient(conn)
+			peer := muxPeer(conn)
+			if n, ok := m.pending.add(peer); !ok {
+				// One client process cannot take every descriptor
+				// from the others.
+				if n == MaxPendingPerPeer {
+					m.logf("refusing connections of %s: %d already wait for their first request", peer, n)
+				}
+				conn.Close()
+				continue
+			}
+			conn.SetReadDeadline(time.Now().Add(muxHelloTimeout))
+			c := m.addClient(conn, peer)
 			if c == nil {
+				m.pending.done(peer)
 				continue
 			}
 			wg.Add(1)
@@ -107,6 +134,15 @@ type mux struct {
 	nextID  uint32
 	clients map[*muxClient]bool
 	closed  bool
+	pending peerCounts // connections of each client process before their first frame
+}
+
+// muxPeer names the process at the other end of a client's connection.
+func muxPeer(conn net.Conn) string {
+	if pid, ok := peerPID(conn); ok {
+		return "pid " + strconv.Itoa(pid)
+	}
+	return "peer " + conn.RemoteAddr().String()
 }
 
 type route struct {
@@ -116,6 +152,7 @@ type route struct {
 
 type muxClient struct {
 	conn net.Conn
+	peer string            // muxPeer's; "" once its first frame came
 	ids  map[uint32]uint32 // the client's ids -> agent-side ids; under mux.mu
 
 	mu     sync.Mutex
@@ -131,8 +168,8 @@ func (m *mux) logf(format string, args ...any) {
 	}
 }
 
-func (m *mux) addClient(conn net.Conn) *muxClient {
-	c := &muxClient{conn: conn, ids: map[uint32]uint32{}}
+func (m *mux) addClient(conn net.Conn, peer string) *muxClient {
+	c := &muxClient{conn: conn, peer: peer, ids: map[uint32]uint32{}}
 	c.cond = sync.NewCond(&c.mu)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -232,7 +269,13 @@ func (m *mux) serveClient(c *muxClient) {
 	fr.Raw = true
 	for {
 		f, err := fr.ReadFrame()
+		if err == nil && c.peer != "" {
+			m.greeted(c)
+		}
 		if err != nil {
+			if c.peer != "" && errors.Is(err, os.ErrDeadlineExceeded) {
+				m.logf("closed a connection of %s that sent no request within %v", c.peer, muxHelloTimeout)
+			}
 			var fe *wire.FrameError
 			if errors.As(err, &fe) && !errors.Is(err, wire.ErrTruncatedFrame) {
 				m.logf("damaged frame from a client: %v", fe)
@@ -247,7 +290,18 @@ func (m *mux) serveClient(c *muxClient) {
 		}
 		m.fromClient(c, f, fr.Flags())
 	}
+	if c.peer != "" {
+		m.pending.done(c.peer)
+	}
 	m.dropClient(c)
+}
+
+// greeted notes a client's first frame: it waits no longer, and may be
+// idle as long as it likes.
+func (m *mux) greeted(c *muxClient) {
+	c.conn.SetReadDeadline(time.Time{})
+	m.pending.done(c.peer)
+	c.peer = ""
 }
 
 func (m *mux) fromClient(c *muxClient, f wire.Frame, flags uint16) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"syscall"
@@ -127,4 +128,24 @@ func MakeRaw(fd int) error {
 		return fmt.Errorf("setting raw mode: %w", err)
 	}
 	return nil
+}
+
+// peerPID is the process at the other end of a unix socket (SO_PEERCRED).
+func peerPID(conn net.Conn) (int, bool) {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return 0, false
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var cred *unix.Ucred
+	rc.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err != nil || cred == nil || cred.Pid <= 0 {
+		return 0, false
+	}
+	return int(cred.Pid), true
 }

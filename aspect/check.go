@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/klasy/klasy/internal/suggest"
 	"github.com/klasy/klasy/pattern"
 )
 
@@ -183,6 +184,9 @@ func (c *checker) lexical(pc *Pointcut, t *Term) {
 	case t.Access != nil:
 		c.name(pc, t.Access.Struct, "structure", self, true)
 		c.name(pc, t.Access.Member, "member", self, true)
+		if k := t.Access.Kind; k != nil && !slices.Contains(AccessKinds, k.Value) {
+			c.errf(at(pc, k.Pos.Offset), "access kind %q is none of %s: write access(%s.%s, write)%s", k.Value, strings.Join(AccessKinds, ", "), t.Access.Struct.Value, t.Access.Member.Value, suggest.DidYouMean(k.Value, AccessKinds))
+		}
 	case t.WithinFile != nil:
 		c.path(pc, t.WithinFile.Path, "within_file", self)
 		if d := t.WithinFile.Domain; d != nil {

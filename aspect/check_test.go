@@ -2,6 +2,7 @@ package aspect
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -56,6 +57,8 @@ func TestRules(t *testing.T) {
 		want []string // substrings of the messages, in order
 	}{
 		// Pointcut combination rules (ch. 4.2).
+		{"access kind", advice("access(sk_buff.len, »wirte)"),
+			[]string{`access kind "wirte" is none of read, write, rw, addr: write access(sk_buff.len, write); did you mean write?`}},
 		{"AND-group without access or execution",
 			advice("»within_file(sk_buff.c) AND within_function(skb_clone)"),
 			[]string{"needs an access(...), an execution(...), a line(...), a block(...) or a tracepoint(...)"}},
@@ -610,6 +613,8 @@ func TestValidPointcuts(t *testing.T) {
 		{"block(path_openat) OR block(link_%) AND within_file(fs/namei.c) AND argument(nd, ndp)",
 			"block(path_openat) | block(link_%) AND within_file(fs/namei.c) AND argument(nd, ndp)"},
 		{"execution(line) OR execution(block)", "execution(line) | execution(block)"},
+		{"access(sk_buff.len, write) AND within_file(net/%) OR access(file.f_pos ,read)",
+			"access(sk_buff.len, write) AND within_file(net/%) | access(file.f_pos, read)"},
 		{"\n  access(task_struct.se)\n  AND within_file(kernel/sched/core.c) ;\n", "access(task_struct.se) AND within_file(kernel/sched/core.c)"},
 	}
 	for _, tt := range tests {
@@ -641,5 +646,33 @@ func TestTooManyGroups(t *testing.T) {
 	_, diags := Load("x.klasy", []byte(advice(pc)))
 	if len(diags) != 1 || !strings.Contains(diags[0].Msg, "more than 1024 AND-groups") {
 		t.Fatalf("got %v", diags)
+	}
+}
+
+// write and read take the read-modify-writes, which do both.
+func TestAccessSelects(t *testing.T) {
+	for _, tt := range []struct {
+		kind string
+		want []string
+	}{
+		{"", []string{"read", "write", "rw", "addr"}},
+		{"write", []string{"write", "rw"}},
+		{"read", []string{"read", "rw"}},
+		{"rw", []string{"rw"}},
+		{"addr", []string{"addr"}},
+	} {
+		a := &Access{}
+		if tt.kind != "" {
+			a.Kind = &Name{Value: tt.kind}
+		}
+		var got []string
+		for _, m := range AccessKinds {
+			if a.Selects(m) {
+				got = append(got, m)
+			}
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("access(S.M, %s) selects %v, want %v", tt.kind, got, tt.want)
+		}
 	}
 }

@@ -90,11 +90,28 @@ type Execution struct {
 	Parens bool  `parser:"( @'(' ')' )?"`
 }
 
-// Access selects reads and writes of STRUCT.MEMBER.
+// Access selects reads and writes of STRUCT.MEMBER, or with Kind only
+// the accesses of one kind (AccessKinds): access(sk_buff.len, write).
 type Access struct {
 	Pos    lexer.Position
 	Struct *Name `parser:"@@ '.'"`
 	Member *Name `parser:"@@"`
+	Kind   *Name `parser:"( ',' @@ )?"`
+}
+
+// AccessKinds are access(S.M, KIND)'s kinds, as klasy list names a
+// join point's: write and read take the read-modify-writes (x += y)
+// too, which do both.
+var AccessKinds = []string{"read", "write", "rw", "addr"}
+
+// Selects reports whether an access of mode ("read", "write", "rw" or
+// "addr") is one a selects.
+func (a *Access) Selects(mode string) bool {
+	if a.Kind == nil {
+		return true
+	}
+	k := a.Kind.Value
+	return k == mode || mode == "rw" && (k == "read" || k == "write")
 }
 
 // LinePC selects the code of one source line, line(fs/namei.c:3820):
@@ -530,7 +547,11 @@ func (t *Term) write(b *strings.Builder) {
 		}
 		b.WriteByte(')')
 	case t.Access != nil:
-		b.WriteString("access(" + t.Access.Struct.Value + "." + t.Access.Member.Value + ")")
+		b.WriteString("access(" + t.Access.Struct.Value + "." + t.Access.Member.Value)
+		if t.Access.Kind != nil {
+			b.WriteString(", " + t.Access.Kind.Value)
+		}
+		b.WriteByte(')')
 	case t.WithinFile != nil:
 		b.WriteString("within_file(" + strings.Join(t.WithinFile.Path.Parts, ""))
 		if t.WithinFile.Domain != nil {

@@ -17,6 +17,7 @@ import (
 	"slices"
 
 	"github.com/klasy/klasy/internal/bytereader"
+	"github.com/klasy/klasy/internal/srcpath"
 	"github.com/klasy/klasy/x86code"
 )
 
@@ -258,7 +259,8 @@ func (in *interner) path(s string) string {
 	if v, ok := in.paths[s]; ok {
 		return v
 	}
-	v := in.str([]byte(path.Clean(s)))
+	// As the DWARF's names print (dwarfmap): relative to the source tree.
+	v := in.str([]byte(srcpath.Rel(path.Clean(s))))
 	in.paths[s] = v
 	return v
 }

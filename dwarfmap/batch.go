@@ -18,6 +18,7 @@ import (
 	"github.com/klasy/klasy/dwarfmap/loc"
 	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/mmapfile"
+	"github.com/klasy/klasy/internal/srcpath"
 	"github.com/klasy/klasy/x86code"
 )
 
@@ -31,7 +32,7 @@ import (
 // changed under the mapping (mmapfile.Catch).
 type Batch struct {
 	x        *Index
-	fileIDs  map[string]uint32
+	fileIDs  map[string][]uint32 // file ids by name (srcpath.Rel)
 	byBase   map[string][]uint32 // file ids by base name
 	files    map[string][]uint32 // Files' answers
 	byCaller map[uint32][]uint32 // inlined copies by caller, made when first asked
@@ -64,12 +65,12 @@ func (x *Index) NewBatch() (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Batch{x: y, fileIDs: make(map[string]uint32, len(y.t.Files)), byBase: map[string][]uint32{},
+	b := &Batch{x: y, fileIDs: make(map[string][]uint32, len(y.t.Files)), byBase: map[string][]uint32{},
 		files: map[string][]uint32{}, code: map[uint64]*FuncCode{},
 		scopes: map[uint32]*dwvar.Scope{}, layouts: map[string]layoutResult{}}
-	for i, r := range y.t.Files {
-		name := y.t.Str(r)
-		b.fileIDs[name] = uint32(i)
+	for i := range y.t.Files {
+		name := y.File(uint32(i))
+		b.fileIDs[name] = append(b.fileIDs[name], uint32(i))
 		b.byBase[path.Base(name)] = append(b.byBase[path.Base(name)], uint32(i))
 	}
 	return b, nil
@@ -83,12 +84,12 @@ func (b *Batch) Files(name string) []uint32 {
 	if ids, ok := b.files[name]; ok {
 		return ids
 	}
-	var ids []uint32
-	if id, ok := b.fileIDs[name]; ok {
-		ids = []uint32{id}
-	} else {
-		for _, id := range b.byBase[path.Base(name)] {
-			if strings.HasSuffix(b.x.File(id), "/"+strings.TrimPrefix(name, "./")) {
+	// Names are compared as printed: relative to the source tree.
+	rel := srcpath.Rel(name)
+	ids, ok := b.fileIDs[rel]
+	if !ok {
+		for _, id := range b.byBase[path.Base(rel)] {
+			if strings.HasSuffix(b.x.File(id), "/"+rel) {
 				ids = append(ids, id)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/klasy/klasy/dwarfmap/cachefile"
 	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/mmapfile"
+	"github.com/klasy/klasy/internal/srcpath"
 	"github.com/klasy/klasy/pattern"
 )
 
@@ -61,12 +62,14 @@ func (x *Index) sortedRows(sec int, idx []uint32, lo, hi int) []uint32 {
 	return idx[lo:hi]
 }
 
-// File returns the name of file id f.
+// File returns the name of file id f, relative to its source tree
+// (srcpath.Rel): as perf prints it, whatever directory the kernel was
+// built in.
 func (x *Index) File(f uint32) string {
 	if f == table.NoFile || int(f) >= len(x.t.Files) {
 		return ""
 	}
-	return x.t.Str(x.t.Files[f])
+	return srcpath.Rel(x.t.Str(x.t.Files[f]))
 }
 
 // Rows returns every line-table row in table order (end-of-sequence rows

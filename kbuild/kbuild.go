@@ -159,7 +159,14 @@ func Build(ctx context.Context, kdir string, src fs.FS, opts Options) (*Result, 
 		}
 		args = append(args, "KBUILD_EXTRA_SYMBOLS="+strings.Join(paths, " "))
 	}
-	log, diags, err := runMake(ctx, kdir, dir, opts, append(args, "modules"))
+	// The compilers' temporary files go in the build's directory: a
+	// build stopped (its bound, Ctrl-C, kill -9) leaves none behind.
+	tmp := filepath.Join(dir, ".klasy-tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("kbuild: %w", err)
+	}
+	log, diags, err := runMake(ctx, kdir, dir, tmp, opts, append(args, "modules"))
+	os.RemoveAll(tmp)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +198,7 @@ func BuildTargets(ctx context.Context, kdir string, targets []string, opts Optio
 	if err := checkTree(kdir); err != nil {
 		return nil, err
 	}
-	log, diags, err := runMake(ctx, kdir, kdir, opts, targets)
+	log, diags, err := runMake(ctx, kdir, kdir, "", opts, targets)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +246,10 @@ func workDir(opts Options) (string, func(), error) {
 	}
 	if opts.Keep {
 		// Kept for the caller: no longer a build's, nor stale when we end.
-		return dir, func() { os.Remove(filepath.Join(dir, ownerFile)) }, nil
+		return dir, func() {
+			os.WriteFile(filepath.Join(dir, keptFile), nil, 0o644)
+			os.Remove(filepath.Join(dir, ownerFile))
+		}, nil
 	}
 	return dir, func() { os.RemoveAll(dir) }, nil
 }
@@ -252,8 +262,8 @@ var dropEnv = []string{"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "KBU
 
 // runMake runs make -s -C kdir args, in its own process group so that
 // canceling ctx kills the compilers too. workDir is the path stripped
-// from the diagnostics' file names.
-func runMake(ctx context.Context, kdir, workDir string, opts Options, args []string) ([]byte, []Diagnostic, error) {
+// from the diagnostics' file names; tmp, unless "", is make's TMPDIR.
+func runMake(ctx context.Context, kdir, workDir, tmp string, opts Options, args []string) ([]byte, []Diagnostic, error) {
 	for _, f := range opts.CFLAGS {
 		if f == "" || strings.ContainsAny(f, " \t\n") {
 			return nil, nil, fmt.Errorf("kbuild: CFLAGS entry %q: empty or contains white space", f)
@@ -278,6 +288,9 @@ func runMake(ctx context.Context, kdir, workDir string, opts Options, args []str
 	// ASCII quotes and English messages. Kbuild unexports LC_ALL, so the
 	// locale comes from LANG and the other LC_ variables.
 	cmd.Env = append(environ(), "LANG=C")
+	if tmp != "" {
+		cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// Killed with klasy (kill -9 too): make's compilers then run on in

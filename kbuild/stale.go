@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // A build's temporary directory names its owner (ownerFile: the pid and
@@ -21,6 +22,16 @@ const ownerFile = ".klasy-owner"
 
 // tempPrefix starts the name of every build's temporary directory.
 const tempPrefix = "klasy-kbuild-"
+
+// keptFile marks a build's directory kept for its caller (Options.Keep):
+// neither a build's nor stale.
+const keptFile = ".klasy-kept"
+
+// unownedAge is how old a build directory without an owner record (an
+// older klasy made it, which wrote none) must be to be removed, when no
+// process names it: no module build takes that long, and a directory
+// being made right now has no record yet either.
+const unownedAge = time.Hour
 
 // writeOwner records this process as dir's owner.
 func writeOwner(dir string) error {
@@ -51,10 +62,18 @@ func startTime(pid int) (string, error) {
 }
 
 // ownerGone reports whether dir has an owner record naming a process
-// that no longer runs. A directory without one is not ours to judge: an
-// older klasy's, or one being made right now.
+// that no longer runs. A directory without one (an older klasy's, or
+// one being made right now) is stale once it is unownedAge old and no
+// process names it; one kept for its caller never is.
 func ownerGone(dir string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+	if errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(dir, keptFile)); err == nil {
+			return false
+		}
+		st, err := os.Stat(dir)
+		return err == nil && time.Since(st.ModTime()) > unownedAge && len(namedBy(dir)) == 0
+	}
 	if err != nil {
 		return false
 	}
@@ -92,22 +111,29 @@ func RemoveStale() []string {
 // names dir: a build's make ran in a group of its own, which holds its
 // shells and compilers and nothing else.
 func killBuild(dir string) {
-	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range cmdlines {
-		b, err := os.ReadFile(p)
-		if err != nil || !names(b, dir) {
-			continue
-		}
-		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		if err != nil {
-			continue
-		}
+	for _, pid := range namedBy(dir) {
 		// Every build runs make in a group of its own (runMake), so the
 		// group holds that build's processes only; never our own group.
 		if pgid, err := syscall.Getpgid(pid); err == nil && pgid > 1 && pgid != syscall.Getpgrp() {
 			syscall.Kill(-pgid, syscall.SIGKILL)
 		}
 	}
+}
+
+// namedBy lists the processes whose command line names dir.
+func namedBy(dir string) []int {
+	var pids []int
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range cmdlines {
+		b, err := os.ReadFile(p)
+		if err != nil || !names(b, dir) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // names reports whether the command line b holds the path dir, not

@@ -506,6 +506,10 @@ func Get(ctx context.Context, name string) (*Lab, error) {
 	}
 	l := &Lab{rec: rec}
 	if err := l.connect(ctx, 10*time.Second); err != nil {
+		// A kernel that stopped answers nothing: its console says why.
+		if report := lastHangReport(rec.consoleLog()); report != "" && ctx.Err() == nil {
+			return nil, fmt.Errorf("%w; lab %s looks hung, its console says: %s ('klasy lab down %s' and 'up' restart it)", err, name, report, name)
+		}
 		return nil, err
 	}
 	return l, nil

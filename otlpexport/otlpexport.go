@@ -19,6 +19,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ import (
 
 	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/timeline"
+	"github.com/klasy/klasy/weaver/records"
 )
 
 // Options say where spans go and how hard to try.
@@ -325,7 +327,7 @@ func recordAttrs(ev timeline.Event) []attribute.KeyValue {
 		as = append(as, attribute.String("klasy.inlined_in", ev.InlinedIn))
 	}
 	if len(ev.Values) > 0 {
-		as = append(as, attribute.Int64Slice("klasy.values", ev.Values))
+		as = append(as, valuesAttr(ev.Values))
 	}
 	if ev.Dropped > 0 {
 		as = append(as, attribute.Int("klasy.dropped_values", ev.Dropped))
@@ -412,4 +414,28 @@ func (givenIDs) NewSpanID(ctx context.Context, tid trace.TraceID) trace.SpanID {
 		return v.span
 	}
 	return random{}.NewSpanID(ctx, tid)
+}
+
+// valuesAttr is klasy.values: integers as an int64 array; with a string
+// or another typed value among them, all as strings (an OTLP array has
+// one type), integers in decimal and strings as stored.
+func valuesAttr(vs []records.Value) attribute.KeyValue {
+	ints := make([]int64, len(vs))
+	strs := make([]string, len(vs))
+	typed := false
+	for i, v := range vs {
+		n, ok := v.Integer()
+		ints[i], strs[i] = n, strconv.FormatInt(n, 10)
+		switch {
+		case ok:
+		case v.IsString() && !v.Bad:
+			typed, strs[i] = true, v.Str
+		default:
+			typed, strs[i] = true, v.String()
+		}
+	}
+	if typed {
+		return attribute.StringSlice("klasy.values", strs)
+	}
+	return attribute.Int64Slice("klasy.values", ints)
 }

@@ -22,7 +22,7 @@ func flowEvents() []timeline.Event {
 	ev := func(dom string, ns int64, flow int32, fn string, line int) timeline.Event {
 		return timeline.Event{Domain: dom, HostNS: ns, TraceRecord: records.TraceRecord{Aspect: "xen_net", Advice: 1,
 			CPU: 1, PID: 7, Comm: "ab", PC: "0xffffffff81000000", Function: fn, File: "net/x.c", Line: line,
-			Flow: flow, Values: []int64{int64(flow)}}}
+			Flow: flow, Values: records.Ints(int64(flow))}}
 	}
 	return []timeline.Event{
 		ev("U", 1_000, 17, "alloc_skb_from_cache", 1),

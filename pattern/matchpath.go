@@ -13,3 +13,18 @@ func MatchPath(p *Pattern, path string) bool {
 	}
 	return false
 }
+
+// MatchAll reports whether every pattern matches one of names: a path
+// (MatchPath) or, with funcs, a function name. No pattern: true.
+func MatchAll(ps []*Pattern, funcs bool, names ...string) bool {
+	for _, p := range ps {
+		ok := false
+		for _, n := range names {
+			ok = ok || n != "" && (funcs && p.Match(n) || !funcs && MatchPath(p, n))
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

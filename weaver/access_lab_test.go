@@ -66,6 +66,39 @@ func pluginModule(t *testing.T, k lab.Kernel, dir, src, name string) (string, []
 	return ko, res.Modules[0].Image
 }
 
+// TestInferredModuleAccessInLab: the same module built without the
+// plugin against Debian's own kernel headers, loaded into Debian's
+// kernel: its accesses are inferred from its DWARF and its code,
+// relocated at the module's layout, and woven with target() bound, as
+// the plugin's records are in TestAccessInLab.
+func TestInferredModuleAccessInLab(t *testing.T) {
+	l := labboot.Boot(t, lab.Config{Name: labboot.Name("infermod"), Kernel: lab.Debian})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	res, err := kbuild.Build(ctx, l.Kernel().BuildDir, os.DirFS("testdata/counter"), kbuild.Options{})
+	if err != nil {
+		t.Fatalf("building klasy_counter against %s: %v", l.Kernel().BuildDir, err)
+	}
+	if len(res.Modules) != 1 {
+		t.Fatalf("kbuild made %+v", res.Modules)
+	}
+	ko := filepath.Join(t.TempDir(), "klasy_counter.ko")
+	if err := os.WriteFile(ko, res.Modules[0].Image, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kmod.Load(ctx, l.Client(), res.Modules[0].Image, ""); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name(), Modules: []string{ko}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	g := &guest{t: t, l: l, ctx: ctx, sess: sess}
+	g.modules, g.kprobes, g.ftrace = g.kernelState()
+	g.counterBumps(true)
+}
+
 func TestAccessInLab(t *testing.T) {
 	l := labboot.Boot(t, lab.Config{Name: labboot.Name("access"), Kernel: lab.Built})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -106,9 +139,9 @@ func TestAccessInLab(t *testing.T) {
 			}
 			switch r.Line {
 			case lines["read"]:
-				read = append(read, r.Values[0])
+				read = append(read, r.Values[0].Int)
 			case lines["write"]:
-				written = append(written, r.Values[0])
+				written = append(written, r.Values[0].Int)
 			}
 		}
 		// if (offset != file->f_pos) { file->f_pos = offset; ... }: the
@@ -123,86 +156,17 @@ func TestAccessInLab(t *testing.T) {
 		g.checkClean()
 	})
 
+	t.Run("kernel file position, writes only", func(t *testing.T) {
+		g := *g
+		g.t = t
+		writesOnly(&g)
+		g.checkClean()
+	})
+
 	t.Run("module counter", func(t *testing.T) {
 		g := *g
 		g.t = t
-		rep := g.weave("counter/counter")
-		var bump []*joinpoint.JoinPoint
-		for _, jp := range rep.JoinPoints {
-			if jp.Skipped != "" {
-				t.Errorf("%s skipped: %s", jp.Where(), jp.Skipped)
-			}
-			if jp.Module != "klasy_counter" {
-				t.Errorf("%s: module %q, want klasy_counter", jp.Where(), jp.Module)
-			}
-			if jp.Function == "counter_bump" && jp.Access != nil {
-				bump = append(bump, jp)
-				if !jp.Exact {
-					t.Errorf("%s: not exact; counter_bump's c->value += by is one add to memory", jp.Where())
-				}
-			}
-		}
-		if len(bump) != 2 {
-			t.Fatalf("join points in counter_bump: %d, want a before and an after: %+v", len(bump), rep.JoinPoints)
-		}
-		adds := []int{3, 4, 5}
-		for _, n := range adds {
-			g.run("sh", "-c", "echo "+strconv.Itoa(n)+" > "+bumpParam)
-		}
-		if got := strings.TrimSpace(g.run("cat", bumpParam)); got != "12 3" {
-			t.Errorf("%s reads %q, want \"12 3\"", bumpParam, got)
-		}
-		rs, st, err := sess.Drain(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var before, after, by [][]int64
-		gets := 0
-		for _, r := range rs {
-			switch {
-			case r.Function == "counter_bump" && r.Advice == 3:
-				by = append(by, r.Values)
-			case r.Function == "counter_bump" && r.Advice == 1:
-				before = append(before, r.Values)
-			case r.Function == "counter_bump" && r.Advice == 2:
-				after = append(after, r.Values)
-			case r.Function == "bump_get":
-				gets++
-				if !slices.Equal(r.Values, []int64{12}) {
-					t.Errorf("bump_get: advice %d recorded %v, want [12]", r.Advice, r.Values)
-				}
-			default:
-				t.Errorf("unexpected record %+v", r)
-			}
-		}
-		// Before each addition the counter is the sum so far, after it
-		// the sum with it: the written value is visible after advice.
-		if want := [][]int64{{0}, {3}, {7}}; !slices.EqualFunc(before, want, slices.Equal) {
-			t.Errorf("before advice recorded %v, want %v", before, want)
-		}
-		if want := [][]int64{{3}, {7}, {12}}; !slices.EqualFunc(after, want, slices.Equal) {
-			t.Errorf("after advice recorded %v, want %v", after, want)
-		}
-		if want := [][]int64{{3}, {4}, {5}}; !slices.EqualFunc(by, want, slices.Equal) {
-			t.Errorf("execution(counter_bump) recorded %v, want %v (its argument by)", by, want)
-		}
-		if gets != 2 {
-			t.Errorf("%d records from bump_get, want 2 (one read of the parameter, before and after)", gets)
-		}
-		// Hit counts: each hook ran once per write, or per read.
-		for _, a := range st.Aspects {
-			for _, h := range a.Hooks {
-				want := uint64(len(adds))
-				if h.Function == "bump_get" {
-					want = 1
-				}
-				if h.Hits != want || h.Module != "klasy_counter" {
-					t.Errorf("hook %s %s [%s]: %d hits, want %d", h.Kind, h.Function, h.Module, h.Hits, want)
-				}
-			}
-		}
-		g.unweave("counter")
-		g.checkClean()
+		g.counterBumps(false)
 	})
 
 	t.Run("module of another build", func(t *testing.T) {
@@ -233,4 +197,92 @@ func TestAccessInLab(t *testing.T) {
 			t.Errorf("OpenSession with a module not loaded: %v", err)
 		}
 	})
+}
+
+// counterBumps weaves testdata/counter into klasy_counter, loaded in the
+// guest, bumps the counter by 3, 4 and 5 and checks what the access and
+// execution advice recorded and the hooks' hit counts. inferred: the
+// module was built without the plugin, its accesses inferred.
+func (g *guest) counterBumps(inferred bool) {
+	t, ctx, sess := g.t, g.ctx, g.sess
+	rep := g.weave("counter/counter")
+	var bump []*joinpoint.JoinPoint
+	for _, jp := range rep.JoinPoints {
+		if jp.Skipped != "" {
+			t.Errorf("%s skipped: %s", jp.Where(), jp.Skipped)
+		}
+		if jp.Module != "klasy_counter" {
+			t.Errorf("%s: module %q, want klasy_counter", jp.Where(), jp.Module)
+		}
+		if jp.Access != nil && jp.Access.Inferred != inferred {
+			t.Errorf("%s: inferred %v, want %v", jp.Where(), jp.Access.Inferred, inferred)
+		}
+		if jp.Function == "counter_bump" && jp.Access != nil {
+			bump = append(bump, jp)
+			if !jp.Exact {
+				t.Errorf("%s: not exact; counter_bump's c->value += by is one add to memory", jp.Where())
+			}
+		}
+	}
+	if len(bump) != 2 {
+		t.Fatalf("join points in counter_bump: %d, want a before and an after: %+v", len(bump), rep.JoinPoints)
+	}
+	adds := []int{3, 4, 5}
+	for _, n := range adds {
+		g.run("sh", "-c", "echo "+strconv.Itoa(n)+" > "+bumpParam)
+	}
+	if got := strings.TrimSpace(g.run("cat", bumpParam)); got != "12 3" {
+		t.Errorf("%s reads %q, want \"12 3\"", bumpParam, got)
+	}
+	rs, st, err := sess.Drain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after, by [][]int64
+	gets := 0
+	for _, r := range rs {
+		switch {
+		case r.Function == "counter_bump" && r.Advice == 3:
+			by = append(by, r.Ints())
+		case r.Function == "counter_bump" && r.Advice == 1:
+			before = append(before, r.Ints())
+		case r.Function == "counter_bump" && r.Advice == 2:
+			after = append(after, r.Ints())
+		case r.Function == "bump_get":
+			gets++
+			if !slices.Equal(r.Ints(), []int64{12}) {
+				t.Errorf("bump_get: advice %d recorded %v, want [12]", r.Advice, r.Values)
+			}
+		default:
+			t.Errorf("unexpected record %+v", r)
+		}
+	}
+	// Before each addition the counter is the sum so far, after it
+	// the sum with it: the written value is visible after advice.
+	if want := [][]int64{{0}, {3}, {7}}; !slices.EqualFunc(before, want, slices.Equal) {
+		t.Errorf("before advice recorded %v, want %v", before, want)
+	}
+	if want := [][]int64{{3}, {7}, {12}}; !slices.EqualFunc(after, want, slices.Equal) {
+		t.Errorf("after advice recorded %v, want %v", after, want)
+	}
+	if want := [][]int64{{3}, {4}, {5}}; !slices.EqualFunc(by, want, slices.Equal) {
+		t.Errorf("execution(counter_bump) recorded %v, want %v (its argument by)", by, want)
+	}
+	if gets != 2 {
+		t.Errorf("%d records from bump_get, want 2 (one read of the parameter, before and after)", gets)
+	}
+	// Hit counts: each hook ran once per write, or per read.
+	for _, a := range st.Aspects {
+		for _, h := range a.Hooks {
+			want := uint64(len(adds))
+			if h.Function == "bump_get" {
+				want = 1
+			}
+			if h.Hits != want || h.Module != "klasy_counter" {
+				t.Errorf("hook %s %s [%s]: %d hits, want %d", h.Kind, h.Function, h.Module, h.Hits, want)
+			}
+		}
+	}
+	g.unweave("counter")
+	g.checkClean()
 }

@@ -3,6 +3,7 @@ package weaver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,10 +22,16 @@ const (
 	DefaultMaxJoinPoints = 20000
 	// DefaultMaxCMiB bounds the generated C: about 1 KiB a hook.
 	DefaultMaxCMiB = 64
+	// DefaultMaxBuild bounds the advice module's build: gcc's time grows
+	// faster than the advice's size (an aspect of 939 KiB, under the
+	// aspect file's bound, was still compiling after 400 s).
+	DefaultMaxBuild = 20 * time.Minute
 	// progressHooks is the size of a weave whose load reports progress.
 	progressHooks = 1000
-	progressEvery = 10 * time.Second
 )
+
+// progressEvery is how often a large load reports (a test shortens it).
+var progressEvery = 10 * time.Second
 
 // BoundError is a weave refused by a bound: the refusal is all there is
 // to say of it.
@@ -42,6 +49,22 @@ func (s *Session) checkJoinPoints(n int) error {
 		return &BoundError{fmt.Sprintf("the aspect selects %d join points in %s, more than the %d a weave may have (each is a kprobe the kernel registers one at a time: about 10 ms each under QEMU): narrow its pointcuts (klasy list shows them), or raise the bound with --max-join-points", n, s.T.Name(), limit)}
 	}
 	return nil
+}
+
+// buildBounded gives the advice module's build the time the session
+// allows, and turns running out of it into a BoundError.
+func (s *Session) buildBounded(ctx context.Context, m *gen.Module, build func(context.Context) error) error {
+	limit := s.MaxBuild
+	if limit <= 0 {
+		limit = DefaultMaxBuild
+	}
+	bctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	err := build(bctx)
+	if err != nil && ctx.Err() == nil && errors.Is(bctx.Err(), context.DeadlineExceeded) {
+		return &BoundError{fmt.Sprintf("building the advice module %s took more than the %v a weave may build for, and was stopped (gcc's time grows with the advice's size and the join points): shorten the advice or narrow the pointcuts, or raise the bound with --max-build-time", m.Name, limit)}
+	}
+	return err
 }
 
 // checkCSize refuses generated C larger than the session allows.

@@ -99,7 +99,7 @@ func kernelClean(t *testing.T, flavor, feature string) {
 	pid, _ = g.prog("getppid", "50")
 	ids := map[int64]int{}
 	for _, r := range g.recordsOf(pid) {
-		ids[r.Values[0]]++
+		ids[r.Values[0].Int]++
 	}
 	var calls int
 	for _, n := range ids {

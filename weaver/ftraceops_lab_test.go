@@ -155,7 +155,7 @@ func ftraceOpsSteps(g *guest, step func(string, func(*guest))) {
 		// The advice ran whole each time: kstrdup returned its copy.
 		seven := 0
 		for _, r := range g.recordsOf(pid) {
-			if r.Advice == 1 && len(r.Values) == 1 && r.Values[0] == 7 {
+			if r.Advice == 1 && len(r.Values) == 1 && r.Values[0].Int == 7 {
 				seven++
 			}
 		}

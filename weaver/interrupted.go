@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/klasy/klasy/internal/interrupt"
 	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/weaver/gen"
+	"github.com/klasy/klasy/weaver/runtime"
 )
 
 // A signal cannot stop init_module: the kernel registers every hook of
@@ -37,52 +39,89 @@ const unwindTimeout = 30 * time.Minute
 // unload the module; loadedRuntime says whether this weave loaded the
 // runtime, which goes too then.
 func (s *Session) loadAdvice(ctx context.Context, m *gen.Module, ko []byte, loadedRuntime bool) error {
-	rec := s.weavingRecord(m.Name)
-	if err := os.WriteFile(rec, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		return fmt.Errorf("recording the weave of %s: %w", m.Name, err)
-	}
 	stopProgress := s.loadProgress(ctx, m)
 	defer stopProgress()
+	unwind := func(uctx context.Context) error { return kmod.Unload(uctx, s.T, m.Name) }
+	interrupted, err := s.loadWhole(ctx, m.Name, ko, "", "unwoven", unwind)
+	if !interrupted {
+		if err != nil {
+			return s.explainLoad(ctx, m, err)
+		}
+		return nil
+	}
+	if loadedRuntime && !errors.Is(err, errLeftLoaded) {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unwindTimeout)
+		defer cancel()
+		s.unloadRuntimeIfIdle(uctx)
+	}
+	return err
+}
+
+// loadRuntime loads the runtime module ko with params, all or nothing
+// under signals as an advice module is (loadWhole): it has no hooks and
+// loads in a moment, but a weave interrupted in that moment left it
+// loaded while saying nothing was woven.
+func (s *Session) loadRuntime(ctx context.Context, ko []byte, params string) (interrupted bool, err error) {
+	return s.loadWhole(ctx, runtime.ModuleName, ko, params, "removed", func(uctx context.Context) error {
+		return unloadRuntime(uctx, s.T)
+	})
+}
+
+// errLeftLoaded is matched by loadWhole's error when the module stays
+// in the kernel (a second signal, or an unwind that failed).
+var errLeftLoaded = errors.New("left loaded")
+
+// leftLoaded is an error that says the module stays in the kernel.
+type leftLoaded struct{ msg string }
+
+func (e *leftLoaded) Error() string        { return e.msg }
+func (e *leftLoaded) Is(target error) bool { return target == errLeftLoaded }
+
+// loadWhole loads module mod (image ko, parameters params) and, when ctx
+// is cancelled meanwhile, waits for the load to end and removes the
+// module again with unwind (undone says how: "unwoven", "removed"),
+// since no signal stops init_module. Until the load ends the target's
+// state directory records the weaving pid, by which the next klasy
+// tells a module left by kill -9 (Orphans). interrupted says whether ctx
+// ended; err is then what to tell the user, else the load's own error.
+func (s *Session) loadWhole(ctx context.Context, mod string, ko []byte, params, undone string, unwind func(context.Context) error) (interrupted bool, err error) {
+	if ctx.Err() != nil {
+		return true, fmt.Errorf("interrupted before %s was loaded; nothing was woven", mod)
+	}
+	rec := s.weavingRecord(mod)
+	if err := os.WriteFile(rec, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return false, fmt.Errorf("recording the load of %s: %w", mod, err)
+	}
 	done := make(chan error, 1)
 	// The load goes on in the kernel whatever ctx does: the request must
 	// too, so that its end is seen.
 	go func() {
-		_, err := kmod.Load(context.WithoutCancel(ctx), s.T, ko, "")
+		_, err := kmod.Load(context.WithoutCancel(ctx), s.T, ko, params)
 		done <- err
 	}()
 	select {
 	case err := <-done:
 		os.Remove(rec)
-		if err != nil {
-			return s.explainLoad(ctx, m, err)
-		}
-		return nil
+		return false, err
 	case <-ctx.Done():
 	}
-	fmt.Fprintf(s.log, "klasy: interrupted while %s loads %s, which the kernel cannot stop: waiting for the load to end to unweave it (interrupt again to stop waiting)\n", s.T.Name(), m.Name)
-	var err error
+	fmt.Fprintf(s.log, "klasy: interrupted while %s loads %s, which the kernel cannot stop: waiting for the load to end to %s it (interrupt again to stop waiting)\n", s.T.Name(), mod, map[string]string{"unwoven": "unweave", "removed": "remove"}[undone])
 	select {
 	case err = <-done:
 	case <-interrupt.Again(ctx):
-		return fmt.Errorf("interrupted twice: stopped waiting: %s %s; 'klasy unweave --all' on %s waits for the load and removes it", m.Name, s.moduleState(m.Name), s.T.Name())
+		return true, &leftLoaded{fmt.Sprintf("interrupted twice: stopped waiting: %s %s; 'klasy unweave --all' on %s waits for the load and removes it", mod, s.moduleState(mod), s.T.Name())}
 	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unwindTimeout)
 	defer cancel()
 	if err != nil {
 		os.Remove(rec)
-		if loadedRuntime {
-			s.unloadRuntimeIfIdle(uctx)
-		}
-		return fmt.Errorf("interrupted: the load of %s failed (%v); nothing was woven", m.Name, err)
+		return true, fmt.Errorf("interrupted: the load of %s failed (%v); nothing was woven", mod, err)
 	}
-	if err := kmod.Unload(uctx, s.T, m.Name); err != nil {
-		return fmt.Errorf("interrupted: %s finished loading but could not be unwoven (%v): it is live in %s; 'klasy unweave --all' removes it", m.Name, err, s.T.Name())
+	if err := unwind(uctx); err != nil {
+		return true, &leftLoaded{fmt.Sprintf("interrupted: %s finished loading but could not be %s (%v): it is live in %s; 'klasy unweave --all' removes it", mod, undone, err, s.T.Name())}
 	}
 	os.Remove(rec)
-	if loadedRuntime {
-		s.unloadRuntimeIfIdle(uctx)
-	}
-	return fmt.Errorf("interrupted: %s finished loading and was unwoven again; nothing was woven", m.Name)
+	return true, fmt.Errorf("interrupted: %s finished loading and was %s again; nothing was woven", mod, undone)
 }
 
 // weavingRecord is the file that says a weave of module mod is under
@@ -134,10 +173,21 @@ type Orphan struct {
 	State  string // the kernel's: Loading or Live
 }
 
-func (o Orphan) String() string {
-	who := "a klasy that is gone"
+// who names the weave's klasy.
+func (o Orphan) who() string {
 	if o.Pid > 0 {
-		who = fmt.Sprintf("klasy pid %d, which is gone", o.Pid)
+		return fmt.Sprintf("klasy pid %d, which is gone", o.Pid)
+	}
+	return "a klasy that is gone"
+}
+
+func (o Orphan) String() string {
+	who := o.who()
+	if o.Module == runtime.ModuleName {
+		if o.State == "Loading" {
+			return fmt.Sprintf("%s is still loading, by a weave of %s, and nothing was woven with it; 'klasy unweave --all' waits for the load and removes it", o.Module, who)
+		}
+		return fmt.Sprintf("%s is loaded with no aspect, by a weave of %s that never finished; 'klasy unweave --all' removes it", o.Module, who)
 	}
 	if o.State == "Loading" {
 		return fmt.Sprintf("%s is still loading, by a weave of %s: its hooks go live when the load ends, and nothing reported it woven; 'klasy unweave --all' waits for the load and removes it", o.Module, who)
@@ -168,6 +218,13 @@ func (s *Session) Orphans(ctx context.Context) ([]Orphan, error) {
 		if !ok {
 			os.Remove(rec)
 			continue
+		}
+		if mod == runtime.ModuleName && st == "Live" {
+			// A runtime with aspects is no orphan: a weave took it.
+			if rs, err := s.Status(ctx); err != nil || (rs != nil && len(rs.Aspects) > 0) {
+				os.Remove(rec)
+				continue
+			}
 		}
 		recorded[mod] = true
 		out = append(out, Orphan{Module: mod, Pid: pid, State: st})
@@ -227,6 +284,16 @@ func (s *Session) settleOrphans(ctx context.Context) error {
 		return err
 	}
 	for _, o := range orphans {
+		if o.Module == runtime.ModuleName {
+			// Nothing was woven with it: it goes, as its weave would
+			// have removed it, and this weave loads its own.
+			if err := unloadRuntime(ctx, s.T); err != nil {
+				return fmt.Errorf("removing the klasy runtime a killed weave left in %s: %w", s.T.Name(), err)
+			}
+			os.Remove(s.weavingRecord(o.Module))
+			fmt.Fprintf(s.log, "klasy: removed %s, which a weave of %s left loaded with no aspect\n", o.Module, o.who())
+			continue
+		}
 		fmt.Fprintf(s.log, "klasy: warning: %s\n", o)
 	}
 	return nil

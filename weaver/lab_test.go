@@ -201,7 +201,7 @@ func TestWeaveInLab(t *testing.T) {
 			if r.InlinedIn != "__x64_sys_pread64" || r.Function != "ksys_pread64" {
 				g.t.Errorf("record from %s in %q, want the copy in __x64_sys_pread64 the program's syscall went through", r.Function, r.InlinedIn)
 			}
-			if !slices.Equal(r.Values, []int64{7, 12345}) {
+			if !slices.Equal(r.Ints(), []int64{7, 12345}) {
 				g.t.Errorf("values %v, want [7 12345] (count, pos the program passed)", r.Values)
 			}
 		}
@@ -249,7 +249,7 @@ func TestWeaveInLab(t *testing.T) {
 			if r.PID != pid || r.Function != "ksys_pread64" || r.InlinedIn != "__x64_sys_pread64" || r.Line != 664 {
 				g.t.Errorf("line 664 record from pid %d, %s in %q at line %d; want pid %d, the copy in __x64_sys_pread64", r.PID, r.Function, r.InlinedIn, r.Line, pid)
 			}
-			if !slices.Equal(r.Values, []int64{7, -29}) {
+			if !slices.Equal(r.Ints(), []int64{7, -29}) {
 				g.t.Errorf("line 664 values %v, want [7 -29] (the count passed, ret = -ESPIPE)", r.Values)
 			}
 		}
@@ -336,7 +336,7 @@ func TestWeaveInLab(t *testing.T) {
 			g.t.Fatalf("%d records, want 3 (one per openat)", len(rs))
 		}
 		for _, r := range rs {
-			if !slices.Equal(r.Values, []int64{-100, -2}) {
+			if !slices.Equal(r.Ints(), []int64{-100, -2}) {
 				g.t.Errorf("values %v, want [-100 -2] (AT_FDCWD, -ENOENT)", r.Values)
 			}
 		}
@@ -374,7 +374,7 @@ func TestWeaveInLab(t *testing.T) {
 		pid, _ := g.prog("mkdir", "/tmp/retdir", "3")
 		var got [][]int64
 		for _, r := range g.recordsOf(pid) {
-			got = append(got, r.Values)
+			got = append(got, r.Ints())
 		}
 		// The first mkdir makes it, the others fail with -EEXIST, which
 		// an int $retval$ holds as a negative number (unsigned long read
@@ -464,6 +464,8 @@ func TestWeaveInLab(t *testing.T) {
 
 	replaceSteps(g, step)
 	timerSteps(g, step)
+	percallSteps(g, step)
+	step("access/writes only, inferred", writesOnly)
 	ftraceOpsSteps(g, step)
 
 	t.Run("image that is not the running kernel", func(t *testing.T) {

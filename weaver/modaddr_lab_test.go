@@ -75,11 +75,11 @@ func TestModuleAddressesInLab(t *testing.T) {
 		for _, r := range rs {
 			switch {
 			case r.Function == "stat_bump" && r.Advice == 1:
-				before = append(before, r.Values)
+				before = append(before, r.Ints())
 			case r.Function == "stat_bump" && r.Advice == 2:
-				after = append(after, r.Values)
+				after = append(after, r.Ints())
 			case r.Function == "stat_bump" && r.Advice == 3:
-				added = append(added, r.Values)
+				added = append(added, r.Ints())
 			default:
 				t.Errorf("unexpected record %+v", r)
 			}

@@ -3,14 +3,12 @@ package weaver
 import (
 	"bytes"
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 
-	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/kmod"
 	"github.com/klasy/klasy/weaver/gen"
@@ -19,8 +17,9 @@ import (
 	"github.com/klasy/klasy/weaver/target"
 )
 
-// A module built with the plugin (klasy weave --module PATH.ko) is
-// indexed like the kernel (dwarfmap lays its sections out at addresses
+// A module (klasy weave --module PATH.ko; built with the plugin, or its
+// accesses are inferred as a distribution kernel's are) is indexed like
+// the kernel (dwarfmap lays its sections out at addresses
 // of their own: elfimage.SectionAt), resolved beside the kernel, and its
 // hooks placed at SECTION+OFFSET of the module as loaded in the target
 // kernel: /sys/module/NAME/sections/SECTION. Its build-id there
@@ -33,7 +32,7 @@ type loadedModule struct {
 }
 
 // moduleInfo reads the module at path and checks that it is a module
-// built with the plugin, before anything is indexed.
+// before anything is indexed.
 func moduleInfo(path string) (kmod.Info, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -46,9 +45,6 @@ func moduleInfo(path string) (kmod.Info, error) {
 	if err != nil {
 		return kmod.Info{}, fmt.Errorf("--module %s: %v (want a .ko built by kbuild)", path, err)
 	}
-	if f, err := elf.NewFile(bytes.NewReader(b)); err == nil && f.Section(debugklasy.SectionName) == nil {
-		return kmod.Info{}, fmt.Errorf("--module %s: module %s was built without the klasy plugin (no %s section): rebuild it with KCFLAGS=-fplugin=/path/to/gcc-patches/klasy.so (see README)", path, info.Name, debugklasy.SectionName)
-	}
 	return info, nil
 }
 
@@ -56,6 +52,9 @@ func moduleInfo(path string) (kmod.Info, error) {
 func openModule(path string, info kmod.Info) (*resolve.ModuleImage, error) {
 	x, _, err := dwarfmap.Load(path, dwarfmap.Options{})
 	if err != nil {
+		if strings.HasPrefix(err.Error(), path+": ") {
+			return nil, fmt.Errorf("--module %w", err) // the index's errors name the file already
+		}
 		return nil, fmt.Errorf("--module %s: %w", path, err)
 	}
 	return &resolve.ModuleImage{Name: info.Name, Path: path, X: x}, nil

@@ -98,7 +98,7 @@ func replaceSteps(g *guest, step func(string, func(*guest))) {
 		var got [][]int64
 		var advice []int
 		for _, r := range g.recordsOf(pid) {
-			got = append(got, r.Values)
+			got = append(got, r.Ints())
 			advice = append(advice, r.Advice)
 		}
 		// Per call: the before advice (offset), the replacement (fd,
@@ -165,7 +165,7 @@ func replaceSteps(g *guest, step func(string, func(*guest))) {
 		}
 		pid, rets, _ := g.lseekRet(9, 0, 2)
 		g.allAre("nullified", rets, "0")
-		if rs := g.recordsOf(pid); len(rs) != 2 || !slices.Equal(rs[0].Values, []int64{9}) {
+		if rs := g.recordsOf(pid); len(rs) != 2 || !slices.Equal(rs[0].Ints(), []int64{9}) {
 			g.t.Errorf("lseektrace woven after the nullify recorded %+v, want [9] twice", rs)
 		}
 		// The replacement leaves first: the other probe goes on, on the
@@ -173,7 +173,7 @@ func replaceSteps(g *guest, step func(string, func(*guest))) {
 		g.unweave("nullify")
 		pid, rets, _ = g.lseekRet(11, 0, 1)
 		g.allAre("after the nullify left", rets, "11")
-		if rs := g.recordsOf(pid); len(rs) != 1 || !slices.Equal(rs[0].Values, []int64{11}) {
+		if rs := g.recordsOf(pid); len(rs) != 1 || !slices.Equal(rs[0].Ints(), []int64{11}) {
 			g.t.Errorf("lseektrace after the nullify left recorded %+v, want [11]", rs)
 		}
 		g.unweave("lseektrace")
@@ -193,13 +193,13 @@ func replaceSteps(g *guest, step func(string, func(*guest))) {
 		g.weave("nullify")
 		pid, rets, _ := g.lseekRet(9, 0, 2)
 		g.allAre("nullified", rets, "0")
-		if rs := g.recordsOf(pid); len(rs) != 2 || !slices.Equal(rs[0].Values, []int64{9}) {
+		if rs := g.recordsOf(pid); len(rs) != 2 || !slices.Equal(rs[0].Ints(), []int64{9}) {
 			g.t.Errorf("lseektrace woven before the nullify recorded %+v, want [9] twice", rs)
 		}
 		g.unweave("nullify")
 		pid, rets, _ = g.lseekRet(11, 0, 1)
 		g.allAre("after the nullify left", rets, "11")
-		if rs := g.recordsOf(pid); len(rs) != 1 || !slices.Equal(rs[0].Values, []int64{11}) {
+		if rs := g.recordsOf(pid); len(rs) != 1 || !slices.Equal(rs[0].Ints(), []int64{11}) {
 			g.t.Errorf("lseektrace after the nullify left recorded %+v, want [11]", rs)
 		}
 		g.unweave("lseektrace")

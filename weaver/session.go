@@ -61,6 +61,10 @@ type Session struct {
 	// MaxJoinPoints and MaxCMiB bound a weave's join points and its
 	// generated C; 0 is DefaultMaxJoinPoints, DefaultMaxCMiB.
 	MaxJoinPoints, MaxCMiB int
+	// MaxBuild bounds the advice module's build; 0 is DefaultMaxBuild.
+	MaxBuild time.Duration
+	// noSymbols is why KStacks could not read the image, once it tried.
+	noSymbols error
 }
 
 // SessionOptions say which target to open and where progress goes.

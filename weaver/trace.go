@@ -61,6 +61,9 @@ func (s *Session) drain(ctx context.Context, prev *records.Status) ([]records.Tr
 		}
 		out = append(out, records.Symbolize(st, r))
 	}
+	if err := s.fillStacks(ctx, out); err != nil {
+		return nil, st, err
+	}
 	return out, st, nil
 }
 
@@ -172,6 +175,7 @@ func (s *Session) TakeSaved() (rs []records.TraceRecord, done func() error, err 
 			} else if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", p, err)
 			}
+			r.MarkTruncated()
 			rs = append(rs, r)
 		}
 	}

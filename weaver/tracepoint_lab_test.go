@@ -61,11 +61,11 @@ func TestTracepointInLab(t *testing.T) {
 	rs := g.recordsOf(pid)
 	var got []int64
 	for _, r := range rs {
-		if len(r.Values) != 2 || r.Values[0] != int64(pid) {
+		if len(r.Values) != 2 || r.Values[0].Int != int64(pid) {
 			t.Errorf("record %+v: want values [%d child]", r, pid)
 			continue
 		}
-		got = append(got, r.Values[1])
+		got = append(got, r.Values[1].Int)
 		if r.Function != "sched:sched_process_fork" {
 			t.Errorf("record from %q, want sched:sched_process_fork", r.Function)
 		}

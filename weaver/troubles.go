@@ -119,13 +119,18 @@ func (s *Session) Troubles(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// WarnTroubles writes Troubles' lines as warnings on the session's log.
+// WarnTroubles writes Troubles' lines as warnings on the session's log,
+// each after the session's domain when it is one of a domains file's.
 func (s *Session) WarnTroubles(ctx context.Context) {
+	prefix := "klasy: warning: "
+	if s.Domain != "" {
+		prefix += "domain " + s.Domain + ": "
+	}
 	lines, err := s.Troubles(ctx)
 	if err != nil {
-		fmt.Fprintf(s.log, "klasy: warning: cannot check the kernel's health: %v\n", err)
+		fmt.Fprintf(s.log, "%scannot check the kernel's health: %v\n", prefix, err)
 	}
 	for _, l := range lines {
-		fmt.Fprintf(s.log, "klasy: warning: %s\n", l)
+		fmt.Fprintf(s.log, "%s%s\n", prefix, l)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,7 +67,7 @@ func Unweave(ctx context.Context, s *Session, names []string, all bool) (*Unweav
 	// An oops in advice may leave kprobes' state broken: say so first.
 	s.WarnTroubles(ctx)
 	// A load an interrupted weave left cannot be unloaded until it ends.
-	if err := s.WaitLoaded(ctx, remove); err != nil {
+	if err := s.WaitLoaded(ctx, append(slices.Clip(remove), runtime.ModuleName)); err != nil {
 		return rep, err
 	}
 	for _, mod := range remove {
@@ -91,6 +92,7 @@ func Unweave(ctx context.Context, s *Session, names []string, all bool) (*Unweav
 	if err := unloadRuntime(ctx, s.T); err != nil {
 		return rep, fmt.Errorf("removing the klasy runtime from %s: %w", s.T.Name(), err)
 	}
+	os.Remove(s.weavingRecord(runtime.ModuleName))
 	rep.RuntimeRemoved = true
 	return rep, nil
 }

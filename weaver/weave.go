@@ -360,7 +360,15 @@ func (s *Session) buildAdvice(ctx context.Context, m *gen.Module, symvers []byte
 		return nil, err
 	}
 	files[runtime.Header] = &fstest.MapFile{Data: hdr, Mode: 0o644}
-	res, err := kbuild.Build(ctx, s.T.Headers(), files, kbuild.Options{ExtraSymbols: [][]byte{symvers}})
+	var res *kbuild.Result
+	err = s.buildBounded(ctx, m, func(ctx context.Context) (err error) {
+		res, err = kbuild.Build(ctx, s.T.Headers(), files, kbuild.Options{ExtraSymbols: [][]byte{symvers}})
+		return err
+	})
+	var bound *BoundError
+	if errors.As(err, &bound) {
+		return nil, err
+	}
 	if err != nil {
 		var be *kbuild.BuildError
 		if errors.As(err, &be) {
@@ -398,6 +406,8 @@ func (s *Session) ensureRuntime(ctx context.Context, ko []byte, flows bool) (loa
 	if st, err := s.Status(ctx); err != nil {
 		return false, err
 	} else if st != nil {
+		// A runtime a killed weave left is this weave's now.
+		os.Remove(s.weavingRecord(runtime.ModuleName))
 		if s.BufferKB > 0 && st.BufferKB != s.BufferKB {
 			return false, fmt.Errorf("the runtime in %s has a trace buffer of %d KiB per CPU, not %d: the size is set when the runtime loads, so unweave every aspect there first ('klasy status' lists them)", s.T.Name(), st.BufferKB, s.BufferKB)
 		}
@@ -409,7 +419,9 @@ func (s *Session) ensureRuntime(ctx context.Context, ko []byte, flows bool) (loa
 		}
 		return false, nil
 	}
-	if _, err := kmod.Load(ctx, s.T, ko, strings.Join(params, " ")); err != nil {
+	if interrupted, err := s.loadRuntime(ctx, ko, strings.Join(params, " ")); interrupted {
+		return false, err
+	} else if err != nil {
 		if errors.Is(err, syscall.EEXIST) {
 			return false, nil // another klasy loaded it meanwhile
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"debug/elf"
 	"errors"
 	"fmt"
 
@@ -10,7 +9,7 @@ import (
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/pattern"
-	"github.com/klasy/klasy/weaver/resolve"
+	"github.com/klasy/klasy/weaver/resolve/accessjp"
 )
 
 func init() {
@@ -43,7 +42,7 @@ func runAccesses(s *stdio, args []string) error {
 	}
 	t, err := debugklasy.Open(bin)
 	if errors.Is(err, debugklasy.ErrNoSection) {
-		return inferredAccesses(s, bin, pat, p, *asJSON, err)
+		return inferredAccesses(s, bin, pat, p, *asJSON)
 	}
 	if err != nil {
 		var ve *debugklasy.VersionError
@@ -67,20 +66,16 @@ func runAccesses(s *stdio, args []string) error {
 	return nil
 }
 
-// inferredAccesses lists the accesses of a linked image (a vmlinux)
-// built without the plugin as accessinfer works them out: an instruction
-// each, at its line (klasy weave hooks the same).
-func inferredAccesses(s *stdio, bin, pat string, p *pattern.Member, asJSON bool, noSection error) error {
+// inferredAccesses lists the accesses of an image built without the
+// plugin (a vmlinux or a module) as accessinfer works them out: an
+// instruction each, at its line (klasy weave hooks the same); a module's
+// at their section and offset.
+func inferredAccesses(s *stdio, bin, pat string, p *pattern.Member, asJSON bool) error {
 	x, _, err := dwarfmap.Load(bin, dwarfmap.Options{})
 	if err != nil {
 		return err
 	}
 	defer x.Close()
-	if x.Image().ELF.Type == elf.ET_REL {
-		// An object or a module: its code is not laid out yet, which
-		// inference needs; the plugin's records are the way.
-		return noSection
-	}
 	accs, total, err := accessinfer.Select(x.Image(), p.Match, func(format string, args ...any) {
 		fmt.Fprintf(s.Err, "klasy accesses: "+format+"\n", args...)
 	})
@@ -89,8 +84,14 @@ func inferredAccesses(s *stdio, bin, pat string, p *pattern.Member, asJSON bool,
 	}
 	var rows []queryview.InferredAccess
 	for _, a := range accs {
-		file, line := resolve.InferredLine(x, &a)
-		rows = append(rows, queryview.InferredAccess{Access: a, File: file, Line: line})
+		file, line := accessjp.InferredLine(x, &a)
+		row := queryview.InferredAccess{Access: a, File: file, Line: line}
+		if x.Image().Rel {
+			if sec, off, ok := x.Image().SectionAt(a.PC); ok {
+				row.Where = fmt.Sprintf("%s+%#x", sec, off)
+			}
+		}
+		rows = append(rows, row)
 	}
 	if err := queryview.InferredAccesses(s.Out, rows, asJSON); err != nil {
 		return err

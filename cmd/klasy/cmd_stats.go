@@ -20,12 +20,13 @@ func init() {
 
 func runStats(s *stdio, args []string) error {
 	var t targetFlags
-	var asJSON bool
+	var asJSON, folded bool
 	var only string
 	var interval time.Duration
 	fs := newFlagSet("stats")
 	t.declare(fs, false, false)
 	fs.BoolVar(&asJSON, "json", false, "")
+	fs.BoolVar(&folded, "folded", false, "")
 	fs.StringVar(&only, "aspect", "", "")
 	fs.DurationVar(&interval, "interval", 0, "")
 	if err := fs.Parse(args); err != nil {
@@ -33,6 +34,9 @@ func runStats(s *stdio, args []string) error {
 	}
 	if pos := fs.Args(); len(pos) != 0 {
 		return usageError{Msg: fmt.Sprintf("takes no arguments, got %q", pos)}
+	}
+	if folded && asJSON {
+		return usageError{Msg: "--folded and --json are two formats: give one"}
 	}
 	if fs.Given("interval") && interval < 100*time.Millisecond {
 		return usageError{Msg: fmt.Sprintf("--interval %v: at least 100ms", interval)}
@@ -56,7 +60,18 @@ func runStats(s *stdio, args []string) error {
 				return err
 			}
 		}
-		return statsview.Print(s.Out, s.Err, sess.T.Name(), stats, only, asJSON)
+		var stacks statsview.Stacks
+		if stats.HasStacks() {
+			tab, err := sess.FillStacks(ctx, stats.KStackValues())
+			if err != nil {
+				return err
+			}
+			stacks = tab.Frames
+		}
+		if folded {
+			return statsview.Folded(s.Out, sess.T.Name(), stats, only, stacks)
+		}
+		return statsview.Print(s.Out, s.Err, sess.T.Name(), stats, only, asJSON, stacks)
 	}
 	if interval == 0 {
 		return once()

@@ -164,6 +164,7 @@ var openTraceDomains = func(ctx context.Context, s *stdio, file string) ([]trace
 	}
 	ds := make([]tracerun.Domain, len(ss))
 	for i, d := range ss {
+		d.WarnTroubles(ctx) // as trace on one kernel does, each after its domain
 		src := sessionSource{d.Session}
 		ds[i] = tracerun.Domain{Name: d.Name(), Src: src, Clock: sessionClock(src)}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/klasy/klasy/cmd/klasy/internal/jpview"
 	"github.com/klasy/klasy/weaver"
@@ -23,6 +24,7 @@ func runWeave(s *stdio, args []string) error {
 	var t targetFlags
 	var asJSON, verbose bool
 	var bufferKB, maxJP, maxC int
+	var maxBuild time.Duration
 	var tf taskFlags
 	fs := newFlagSet("weave")
 	t.declare(fs, true, true)
@@ -32,12 +34,16 @@ func runWeave(s *stdio, args []string) error {
 	fs.IntVar(&bufferKB, "buffer-kb", 0, "")
 	fs.IntVar(&maxJP, "max-join-points", 0, "")
 	fs.IntVar(&maxC, "max-c-mb", 0, "")
+	fs.DurationVar(&maxBuild, "max-build-time", 0, "")
 	ps := declareParams(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.Given("max-join-points") && maxJP < 1 || fs.Given("max-c-mb") && maxC < 1 {
 		return usageError{Msg: "--max-join-points and --max-c-mb take a number of at least 1"}
+	}
+	if fs.Given("max-build-time") && maxBuild <= 0 {
+		return usageError{Msg: "--max-build-time takes a positive duration (20m)"}
 	}
 	if fs.NArg() != 1 {
 		return usageError{Msg: fmt.Sprintf("want one aspect FILE, got %d arguments", fs.NArg())}
@@ -73,7 +79,7 @@ func runWeave(s *stdio, args []string) error {
 		}
 		defer ts.Close()
 		for _, d := range ts.domains {
-			d.BufferKB, d.MaxJoinPoints, d.MaxCMiB, d.Tasks = bufferKB, maxJP, maxC, tasks
+			d.BufferKB, d.MaxJoinPoints, d.MaxCMiB, d.MaxBuild, d.Tasks = bufferKB, maxJP, maxC, maxBuild, tasks
 		}
 		reps, err = multi.WeaveDomains(ts.ctx, ts.domains, af)
 		if werr := weaveReported(s, reps, err); werr != nil {
@@ -89,7 +95,7 @@ func runWeave(s *stdio, args []string) error {
 			return err
 		}
 		defer ts.Close()
-		ts.one.BufferKB, ts.one.MaxJoinPoints, ts.one.MaxCMiB, ts.one.Tasks = bufferKB, maxJP, maxC, tasks
+		ts.one.BufferKB, ts.one.MaxJoinPoints, ts.one.MaxCMiB, ts.one.MaxBuild, ts.one.Tasks = bufferKB, maxJP, maxC, maxBuild, tasks
 		rep, err := weaver.Weave(ts.ctx, ts.one, af)
 		reps = []multi.DomainReport{{Report: rep}}
 		if werr := weaveReported(s, reps, err); werr != nil {

@@ -41,5 +41,8 @@ func init() {
 	hostileCases = append(hostileCases,
 		bounded("weave-join-points-bounded", "more than the 1000 a weave may have", "--max-join-points", "1000"),
 		bounded("weave-c-size-bounded", "MiB of C, more than the 1 MiB a weave may generate", "--max-c-mb", "1"),
+		// gcc's time (a 939 KiB aspect was still compiling after 400 s):
+		// 7 MiB of C do not build in 5 s.
+		bounded("weave-build-time-bounded", "took more than the 5s a weave may build for, and was stopped", "--max-build-time", "5s"),
 	)
 }

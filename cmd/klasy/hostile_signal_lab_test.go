@@ -14,6 +14,7 @@ import (
 	"github.com/klasy/klasy/internal/cachedir"
 	"github.com/klasy/klasy/lab"
 	"github.com/klasy/klasy/lab/labboot"
+	"github.com/klasy/klasy/weaver/runtime"
 )
 
 // Signals while an aspect's module loads (issue 21, "signals during
@@ -190,4 +191,132 @@ func loadTime(t *testing.T, report string) time.Duration {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// TestWeaveInterruptedDuringRuntimeLoad: a signal while the runtime
+// module itself loads, on the first weave into a kernel (issue 21,
+// "signals during load"). Its init allocates the trace buffer, 64 MiB a
+// CPU here: about 0.7 s of the guest's two CPUs under TCG, in which the
+// kernel lists it and no signal stops it. Once klasy has exited the
+// kernel must be what it said: nothing of klasy after SIGINT, and after
+// kill -9 a status that names the runtime left and an unweave --all
+// that removes it.
+func TestWeaveInterruptedDuringRuntimeLoad(t *testing.T) {
+	l := labboot.Boot(t, lab.Config{Name: labboot.Name("sigrt"), Kernel: lab.Debian, CPUs: 2, MemMB: 1024})
+	bin := klasyBinary(t)
+	aspect := filepath.Join(t.TempDir(), "sync_nop.klasy")
+	src := "<aspect>\n  <advice>\n    <pointcut>execution(ksys_sync)</pointcut>\n    <before></before>\n  </advice>\n</aspect>\n"
+	if err := os.WriteFile(aspect, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	guest := func(ctx context.Context, cmd string) (string, error) {
+		res, err := l.Client().Run(ctx, []string{"sh", "-c", cmd}, nil)
+		if err != nil {
+			return "", err
+		}
+		return string(res.Stdout), nil
+	}
+	ours := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out, err := guest(ctx, "grep klasy /proc/modules; true")
+		if err != nil {
+			t.Fatalf("lab: %v", err)
+		}
+		return out
+	}
+	run := func(args ...string) (string, string, error) { return runKlasyBin(bin, args...) }
+	// Build (and cache) the runtime and the advice module, so that each
+	// case's weave gets to the runtime's load at once.
+	if _, stderr, err := run("weave", "--lab", l.Name(), aspect); err != nil {
+		t.Fatalf("weave: %v: %s", err, stderr)
+	}
+	if _, stderr, err := run("unweave", "--lab", l.Name(), "--all"); err != nil {
+		t.Fatalf("unweave: %v: %s", err, stderr)
+	}
+	if m := ours(); m != "" {
+		t.Fatalf("modules of klasy left after unweave --all: %q", m)
+	}
+
+	// weaveSignalled starts a weave with the largest trace buffer and
+	// sends sig the moment the guest lists the runtime, loading. It
+	// returns the weave's exit error and standard error once it exited.
+	weaveSignalled := func(t *testing.T, sig os.Signal) (error, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		seen := make(chan error, 1)
+		// A loop of shell builtins: it forks nothing, so it sees the
+		// runtime early in its load.
+		go func() {
+			_, err := guest(ctx, "while :; do while read -r n rest; do [ \"$n\" = klasy_runtime ] && exit 0; done < /proc/modules; done")
+			seen <- err
+		}()
+		time.Sleep(300 * time.Millisecond)
+		cmd := exec.Command(bin, "weave", "--lab", l.Name(), "--buffer-kb", "65536", aspect)
+		cmd.Env = labKlasyEnv()
+		stderr := &syncBuffer{}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-seen; err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("watching for the runtime in the guest: %v; weave's stderr: %s", err, stderr.String())
+		}
+		cmd.Process.Signal(sig)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			return err, stderr.String()
+		case <-time.After(5 * time.Minute):
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("interrupted weave still running after 5 minutes; stderr: %s", stderr.String())
+		}
+		return nil, ""
+	}
+
+	t.Run("SIGINT", func(t *testing.T) {
+		// The signal may land just after the runtime's load ended (the
+		// advice module's load is interrupted then): up to 3 tries.
+		for try := 1; ; try++ {
+			err, msg := weaveSignalled(t, os.Interrupt)
+			t.Logf("try %d: %v: %s", try, err, msg)
+			if err == nil {
+				t.Fatalf("interrupted weave: exit 0")
+			}
+			if !strings.Contains(msg, "nothing was woven") {
+				t.Errorf("stderr = %q, want it to say that nothing was woven", msg)
+			}
+			if m := ours(); m != "" {
+				t.Fatalf("klasy said %q and left in the kernel: %q", lastLine(msg), m)
+			}
+			if strings.Contains(msg, "loads "+runtime.ModuleName) {
+				break
+			}
+			if try == 3 {
+				t.Fatalf("3 signals missed the runtime's load")
+			}
+		}
+	})
+
+	t.Run("SIGKILL", func(t *testing.T) {
+		weaveSignalled(t, syscall.SIGKILL)
+		_, stderr, err := run("status", "--lab", l.Name())
+		if err != nil {
+			t.Fatalf("status after kill -9: %v: %s", err, stderr)
+		}
+		t.Logf("status after kill -9: %s", stderr)
+		if m := ours(); m != "" && !strings.Contains(stderr, runtime.ModuleName+" is ") {
+			t.Errorf("status after kill -9 during the runtime's load: stderr %q, want it to name %s left in the kernel (%q)", stderr, runtime.ModuleName, m)
+		}
+		if _, stderr, err := run("unweave", "--lab", l.Name(), "--all"); err != nil {
+			t.Fatalf("unweave --all after kill -9: %v: %s", err, stderr)
+		}
+		if m := ours(); m != "" {
+			t.Errorf("modules of klasy left after unweave --all: %q", m)
+		}
+	})
 }

@@ -28,7 +28,7 @@ func fakeDomains(t *testing.T) []tracerun.Domain {
 	}
 	r := func(ns uint64, cpu int, flow int32, fn, file string, line int) records.TraceRecord {
 		return records.TraceRecord{Aspect: "xen_net", Advice: 1, TimeNS: ns, CPU: cpu, PID: 1, Comm: "ab", PC: "0xffffffff81000000",
-			Function: fn, File: file, Line: line, Flow: flow, Values: []int64{int64(flow)}}
+			Function: fn, File: file, Line: line, Flow: flow, Values: records.Ints(int64(flow))}
 	}
 	const u0, d0 = 5_000_000 + 1_000_000, 1_000_000 + 1_000_000 // each clock's reading at host time 1 ms
 	st := &records.Status{Lost: []uint64{0}}

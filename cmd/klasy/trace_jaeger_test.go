@@ -111,7 +111,7 @@ func TestTraceFollowJaegerStopped(t *testing.T) {
 	rec := func(flow int32, fn string) records.TraceRecord {
 		now += 1000
 		return records.TraceRecord{Aspect: "x", Advice: 1, TimeNS: now, CPU: 0, PID: 1, Comm: "sh", PC: "0x1",
-			Function: fn, File: "net/x.c", Line: 1, Flow: flow, Values: []int64{int64(flow)}}
+			Function: fn, File: "net/x.c", Line: 1, Flow: flow, Values: records.Ints(int64(flow))}
 	}
 	src := &drainHook{fakeSource: &fakeSource{
 		batches: [][]records.TraceRecord{

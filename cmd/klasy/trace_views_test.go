@@ -154,7 +154,7 @@ func netRecords(t *testing.T) []records.TraceRecord {
 	var rs []records.TraceRecord
 	rec := func(aspect string, at uint64, fn, file string, line int, vals ...int64) records.TraceRecord {
 		r := records.TraceRecord{Aspect: aspect, Advice: 1, TimeNS: at, CPU: 0, PID: 0, Comm: "swapper/0",
-			PC: fmt.Sprintf("%#x", uint64(pc(line))), Function: fn, File: file, Line: line, Values: vals}
+			PC: fmt.Sprintf("%#x", uint64(pc(line))), Function: fn, File: file, Line: line, Values: records.Ints(vals...)}
 		if fn == "skb_copy_datagram_iovec" || fn == "_kfree_skb" {
 			r.CPU, r.PID, r.Comm = 1, 412, "sshd"
 		}
@@ -208,12 +208,12 @@ func quantaRecords() []records.TraceRecord {
 			at += 1000
 			q := lo + int64(k)*(hi-lo)/int64(row.count)
 			rs = append(rs, records.TraceRecord{Aspect: "process_switch", Advice: 1, TimeNS: at, CPU: k % 2, PID: 100 + k%7, Comm: "java",
-				Function: "__schedule", File: "kernel/sched/stats.h", Line: 267, Values: []int64{q, int64(100 + k%7)}})
+				Function: "__schedule", File: "kernel/sched/stats.h", Line: 267, Values: records.Ints(q, int64(100+k%7))})
 		}
 	}
 	for _, v := range []int64{-3, -1, 0, 0, 1, 5, 7, 1 << 40, math.MaxInt64} {
 		at += 1000
-		rs = append(rs, records.TraceRecord{Aspect: "process_switch", Advice: 2, TimeNS: at, Function: "__schedule", File: "kernel/sched/stats.h", Line: 240, Values: []int64{v}})
+		rs = append(rs, records.TraceRecord{Aspect: "process_switch", Advice: 2, TimeNS: at, Function: "__schedule", File: "kernel/sched/stats.h", Line: 240, Values: records.Ints(v)})
 	}
 	return rs
 }
@@ -237,8 +237,8 @@ func TestTraceViewsGolden(t *testing.T) {
 	// A record late from another CPU: the first record of skb B in
 	// batch 1 comes in batch 2, after later ones of B.
 	b1 := netBatches[0]
-	late := slices.IndexFunc(b1, func(r records.TraceRecord) bool { return len(r.Values) > 1 && r.Values[1] == skbB })
-	if late < 0 || !slices.ContainsFunc(b1[late+1:], func(r records.TraceRecord) bool { return r.Values[1] == skbB }) {
+	late := slices.IndexFunc(b1, func(r records.TraceRecord) bool { return len(r.Values) > 1 && r.Values[1].Int == skbB })
+	if late < 0 || !slices.ContainsFunc(b1[late+1:], func(r records.TraceRecord) bool { return r.Values[1].Int == skbB }) {
 		t.Fatal("batch 1 has no two records of skb B to swap")
 	}
 	netBatches[1] = append([]records.TraceRecord{b1[late]}, netBatches[1]...)
@@ -410,7 +410,7 @@ func TestHistDrawsLikeBpftrace(t *testing.T) {
 				lo = labelValue(t, strings.Trim(strings.SplitN(label, ",", 2)[0], "[]"))
 			}
 			for range n {
-				rs = append(rs, records.TraceRecord{Aspect: "bytes", Advice: 1, Values: []int64{lo}})
+				rs = append(rs, records.TraceRecord{Aspect: "bytes", Advice: 1, Values: records.Ints(lo)})
 			}
 		}
 		stdout, stderr, err := runTraceOn(t, &fakeSource{batches: [][]records.TraceRecord{rs}}, tt.args...)

@@ -470,14 +470,14 @@ func checkXenFlags(t *testing.T, traceOut string) {
 		switch {
 		case e.Aspect == "netflow_flags" && len(e.Values) == 1 && e.Domain == "dom0":
 			dom0Flags++
-			if e.Values[0]&0xfff0 != 0 {
+			if e.Values[0].Int&0xfff0 != 0 {
 				dirty++
 				if dirty <= 3 {
-					t.Errorf("dom0: %s (%s:%d) read flags %#x: bits 4-15 set after the xout_move", e.Function, e.File, e.Line, e.Values[0])
+					t.Errorf("dom0: %s (%s:%d) read flags %#x: bits 4-15 set after the xout_move", e.Function, e.File, e.Line, e.Values[0].Int)
 				}
 			}
 		case e.Aspect == "netflow_flags" && len(e.Values) == 1 && e.Domain == "domU1":
-			domUIDs[e.Values[0]>>4&0xfff]++
+			domUIDs[e.Values[0].Int>>4&0xfff]++
 		case e.Aspect == "netflow" && e.Flow != 0 && e.Domain == "domU1" && e.Function == "udp_send_skb":
 			sent[e.Flow] = true
 		case e.Aspect == "netflow" && e.Flow != 0 && e.Domain == "dom0":

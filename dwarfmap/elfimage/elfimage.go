@@ -49,6 +49,10 @@ type Image struct {
 	mapping []byte
 	file    *mmapfile.File // nil for OpenBytes
 	sec     map[string][]byte
+	// text holds a relocatable object's code sections, by section
+	// index, with their relocations applied against layOut's addresses
+	// (see relocateText); ReadText reads them there.
+	text map[int][]byte
 }
 
 // debugSections are the sections the DWARF readers use.
@@ -154,6 +158,9 @@ func (img *Image) init() (err error) {
 	img.BuildID = readBuildID(ef, img.mapping)
 	if img.Rel {
 		layOut(ef)
+		if err := img.relocateText(); err != nil {
+			return fmt.Errorf("relocating the code: %w", err)
+		}
 	}
 	for _, name := range debugSections {
 		s := ef.Section(name)
@@ -376,9 +383,10 @@ func checkModuleMatches(mod, vmlinux *Image) error {
 // ModuleBase is where layOut puts a module's first allocated section.
 const ModuleBase = 0x10000
 
-// ModuleLayout names the way layOut places a module's sections, for
+// ModuleLayout names the way layOut places a module's sections (and,
+// since layout2, relocateText relocates its code), for
 // caches of what was read at those addresses.
-const ModuleLayout = "layout1"
+const ModuleLayout = "layout2"
 
 // layOut gives the allocated sections of a relocatable object addresses
 // one after the other from ModuleBase, in section order and aligned, as
@@ -469,11 +477,102 @@ func (img *Image) relocate(target *elf.Section, b []byte) error {
 	return nil
 }
 
+// relocateText copies the code sections of a relocatable object and
+// applies their relocations, as the module loader would at layOut's
+// addresses: a call or jump to a function of the module then goes
+// there, an access to its data names the address its DWARF gives, and
+// a call or jump out of the module (to __x86_return_thunk, __fentry__,
+// an exported function) leaves the code, at an address of its own above
+// the module's (externBase). Without them every such displacement is
+// 0, a jump to the next instruction.
+func (img *Image) relocateText() error {
+	ef := img.ELF
+	if ef.Machine != elf.EM_X86_64 {
+		return nil
+	}
+	end := uint64(ModuleBase)
+	for _, s := range ef.Sections {
+		if s.Flags&elf.SHF_ALLOC != 0 && s.Addr+s.Size > end {
+			end = s.Addr + s.Size
+		}
+	}
+	externBase := (end + 0xfffff) &^ 0xfffff
+	var syms []elf.Symbol
+	img.text = map[int][]byte{}
+	for _, rs := range ef.Sections {
+		if rs.Type != elf.SHT_RELA || int(rs.Info) >= len(ef.Sections) {
+			continue
+		}
+		target := ef.Sections[rs.Info]
+		const code = elf.SHF_ALLOC | elf.SHF_EXECINSTR
+		if target.Flags&code != code || target.Type != elf.SHT_PROGBITS || target.Size == 0 {
+			continue
+		}
+		if syms == nil {
+			var err error
+			if syms, err = ef.Symbols(); err != nil {
+				return err
+			}
+		}
+		b, err := target.Data()
+		if err != nil {
+			return err
+		}
+		rela, err := rs.Data()
+		if err != nil {
+			return err
+		}
+		for ; len(rela) >= 24; rela = rela[24:] {
+			off := ef.ByteOrder.Uint64(rela)
+			info := ef.ByteOrder.Uint64(rela[8:])
+			add := int64(ef.ByteOrder.Uint64(rela[16:]))
+			symNo, typ := info>>32, elf.R_X86_64(info&0xffffffff)
+			if symNo == 0 || symNo > uint64(len(syms)) {
+				continue
+			}
+			sym := syms[symNo-1]
+			var v uint64
+			switch {
+			case sym.Section == elf.SHN_UNDEF || sym.Section >= elf.SHN_LORESERVE:
+				v = externBase + 16*symNo
+			case int(sym.Section) < len(ef.Sections):
+				v = ef.Sections[sym.Section].Addr + sym.Value
+			default:
+				continue
+			}
+			v = uint64(int64(v) + add)
+			p := target.Addr + off
+			switch typ {
+			case elf.R_X86_64_PC32, elf.R_X86_64_PLT32:
+				if off+4 <= uint64(len(b)) {
+					ef.ByteOrder.PutUint32(b[off:], uint32(v-p))
+				}
+			case elf.R_X86_64_32, elf.R_X86_64_32S:
+				if off+4 <= uint64(len(b)) {
+					ef.ByteOrder.PutUint32(b[off:], uint32(v))
+				}
+			case elf.R_X86_64_64:
+				if off+8 <= uint64(len(b)) {
+					ef.ByteOrder.PutUint64(b[off:], v)
+				}
+			}
+		}
+		img.text[int(rs.Info)] = b
+	}
+	return nil
+}
+
 // ReadText returns the bytes of the allocated section holding
 // [addr, addr+n), or nil. They are the mapping's: see the package doc.
 func (img *Image) ReadText(addr, n uint64) []byte {
-	for _, s := range img.ELF.Sections {
+	for i, s := range img.ELF.Sections {
 		if s.Flags&elf.SHF_ALLOC == 0 || s.Type != elf.SHT_PROGBITS {
+			continue
+		}
+		if b, ok := img.text[i]; ok {
+			if addr >= s.Addr && addr+n <= s.Addr+uint64(len(b)) {
+				return b[addr-s.Addr : addr-s.Addr+n]
+			}
 			continue
 		}
 		if addr >= s.Addr && addr+n <= s.Addr+s.Size && s.Offset+s.Size <= uint64(len(img.mapping)) {

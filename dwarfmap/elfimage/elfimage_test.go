@@ -17,6 +17,7 @@ import (
 	"github.com/klasy/klasy/internal/boundedread"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/internal/testenv"
+	"golang.org/x/arch/x86/x86asm"
 )
 
 // image is a small program with debug info, compiled as the kernel
@@ -331,7 +332,8 @@ func TestCodeDiscarded(t *testing.T) {
 // TestModuleLayout: in a relocatable object every section starts at 0;
 // Open lays the allocated ones out so that the functions of .text and
 // .init.text get distinct DWARF addresses, SectionAt gives each back
-// as its section and offset, and ReadText reads its code there.
+// as its section and offset, and ReadText reads its code there (setup
+// has no relocations: its bytes are the file's).
 func TestModuleLayout(t *testing.T) {
 	dir := t.TempDir()
 	obj := compile(t, dir, "mod.o", `int counter;
@@ -388,13 +390,83 @@ __attribute__((section(".exit.text"))) void teardown(void) { counter = 0; }
 			}
 			es := img.ELF.Sections[s.Section]
 			want, _ := es.Data()
-			if got := img.ReadText(pc, s.Size); !bytes.Equal(got, want[s.Value:s.Value+s.Size]) {
+			if got := img.ReadText(pc, s.Size); len(got) != int(s.Size) || fn.name == "setup" && !bytes.Equal(got, want[s.Value:s.Value+s.Size]) {
 				t.Errorf("ReadText(%s) = % x, want its bytes % x", fn.name, got, want[s.Value:s.Value+s.Size])
 			}
 		}
 	}
 	if _, _, ok := img.SectionAt(0); ok {
 		t.Error("SectionAt(0) found a section: the layout starts at ModuleBase")
+	}
+}
+
+// TestModuleCodeRelocated: ReadText gives a module's code as the loader
+// would relocate it at the layout's addresses: a call to a function of
+// the module goes to it, a call out of the module leaves its sections,
+// and a RIP-relative load reads the variable where DWARF puts it.
+func TestModuleCodeRelocated(t *testing.T) {
+	dir := t.TempDir()
+	obj := compile(t, dir, "calls.o", `extern int outside(int);
+int total;
+static __attribute__((noinline)) int twice(int x) { return 2 * x + total; }
+int entry(int x) { total = twice(x); return outside(total); }
+`, "-O2", "-g", "-gdwarf-5", "-c", "-fno-pic", "-mcmodel=kernel")
+	img, err := Open(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	syms, err := img.ELF.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]elf.Symbol{}
+	addr := map[string]uint64{}
+	for _, s := range syms {
+		if s.Section != elf.SHN_UNDEF && int(s.Section) < len(img.ELF.Sections) {
+			at[s.Name] = s
+			addr[s.Name] = img.ELF.Sections[s.Section].Addr + s.Value
+		}
+	}
+	e, ok := at["entry"]
+	if !ok || addr["twice"] == 0 || addr["total"] == 0 {
+		t.Fatalf("symbols %v", addr)
+	}
+	code := img.ReadText(addr["entry"], e.Size)
+	var calls, rip []uint64
+	for pc := addr["entry"]; len(code) > 0; {
+		in, err := x86asm.Decode(code, 64)
+		if err != nil {
+			t.Fatalf("decoding entry at %#x: %v", pc, err)
+		}
+		next := pc + uint64(in.Len)
+		for _, a := range in.Args {
+			switch a := a.(type) {
+			case x86asm.Rel:
+				if in.Op == x86asm.CALL || in.Op == x86asm.JMP {
+					calls = append(calls, uint64(int64(next)+int64(a)))
+				}
+			case x86asm.Mem:
+				if a.Base == x86asm.RIP {
+					rip = append(rip, uint64(int64(next)+a.Disp))
+				}
+			}
+		}
+		code, pc = code[in.Len:], next
+	}
+	var in, out int
+	for _, c := range calls {
+		if c == addr["twice"] {
+			in++
+		} else if _, _, ok := img.SectionAt(c); !ok {
+			out++
+		}
+	}
+	if in != 1 || out != 1 {
+		t.Errorf("entry calls %#x: want one to twice at %#x and one out of the module", calls, addr["twice"])
+	}
+	if len(rip) == 0 || rip[0] != addr["total"] {
+		t.Errorf("entry's RIP-relative operands at %#x, want total at %#x", rip, addr["total"])
 	}
 }
 

@@ -47,6 +47,10 @@ func TestAggRoomOf(t *testing.T) {
 			AggRoom{Timer: 1}},
 		{"not a macro", []string{"MY_COUNT(1); COUNTER(2); hist(3); xHIST(4);"}, AggRoom{}},
 		{"capped at the runtime's 64, the first kinds kept", []string{many}, AggRoom{Keyed: 64}},
+		{"the _BY forms, one map per name", []string{"COUNT_BY(c, KEY_STR(current->comm));\nSUM_BY(s, 1, 2);\nHIST_BY(h, 1, 2);", "HIST_BY(h, 3, 4);\nLHIST_BY(l, 1, 2, 0, 10, 1);"},
+			AggRoom{By: 2, HistBy: 1, LHistBy: 1}},
+		{"a keyed timer is one map per name", []string{"TIMER_START_BY(t, current->pid);", "TIMER_STOP_BY(t);\nTIMER_STOP(u);"},
+			AggRoom{Timer: 1, TimerBy: 1}},
 	}
 	for _, tt := range tests {
 		if got := AggRoomOf(aggAspect(t, tt.bodies...)); got != tt.want {
@@ -57,6 +61,9 @@ func TestAggRoomOf(t *testing.T) {
 		t.Errorf("no room writes %q, want nothing", got)
 	}
 	if got := (AggRoom{Keyed: 1, Timer: 2}).C(); got != ".agg_room = { .keyed = 1, .hist = 0, .lhist = 0, .timer = 2 }," {
+		t.Errorf("room written as %q", got)
+	}
+	if got := (AggRoom{HistBy: 1}).C(); got != ".agg_room = { .keyed = 0, .hist = 0, .lhist = 0, .timer = 0, .hist_by = 1 }," {
 		t.Errorf("room written as %q", got)
 	}
 }

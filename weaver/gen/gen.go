@@ -116,6 +116,9 @@ func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Modu
 			used[jp.Advice] = true
 		}
 	}
+	if err := checkTimers(f, jps); err != nil {
+		return nil, err
+	}
 	if err := checkEvents(m.Hooks); err != nil {
 		return nil, err
 	}
@@ -124,6 +127,9 @@ func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Modu
 		return nil, err
 	}
 	g.header(f, opt, jps)
+	if err := g.callDecls(); err != nil {
+		return nil, err
+	}
 	returns := map[int]string{} // the <replace> advice's return types
 	for _, jp := range jps {
 		if jp.Timing == joinpoint.Replace && jp.Skipped == "" {
@@ -600,6 +606,7 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 	g.enter(rep != nil)
 	g.p("\tklasy_count_hit(h);")
 	g.hitSP()
+	g.callFrame(h)
 	fails := false
 	for pi, jp := range h.Points {
 		for k, a := range jp.Args {
@@ -632,6 +639,7 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 		}
 		g.call(jp, args)
 	}
+	g.callEnd(h)
 	g.p("\tklasy_leave(hit);")
 	if rep != nil {
 		g.p("\treturn 1; /* regs->ip is the return stub: the body does not run */")
@@ -644,6 +652,7 @@ func (g *cgen) hook(i int, h *joinpoint.Hook) error {
 		g.p("\treturn 0; /* a context value could not be read: no advice, the original body runs */")
 	} else if fails {
 		g.p("fail:")
+		g.callEnd(h)
 		g.p("\tklasy_leave(hit);")
 		g.p("\treturn 0; /* a context value could not be read: no advice */")
 	}
@@ -664,9 +673,10 @@ func (g *cgen) enter(replace bool) {
 }
 
 // hitSP stores the probed context's stack pointer and registers in the
-// hit, for TIMER_START's depth (klasy_agg.c), when the aspect has timers.
+// hit, for TIMER_START's depth (klasy_agg.c) and STACK_ID's unwinding
+// (klasy_stack.c), when the aspect has timers or saves stacks.
 func (g *cgen) hitSP() {
-	if AggRoomOf(g.m.file).Timer > 0 {
+	if AggRoomOf(g.m.file).timers() > 0 || UsesStacks(g.m.file) {
 		g.p("\thit->sp = kernel_stack_pointer(regs);")
 		g.p("\thit->regs = regs;")
 	}
@@ -864,6 +874,9 @@ func (g *cgen) tables(opt GenOptions) {
 		}
 		g.p("\t\t.file = %s,", cString(h.File))
 		g.p("\t\t.line = %d,", h.Line)
+		if k := accessKinds(h); k != "" {
+			g.p("\t\t.access = %s,", cString(k))
+		}
 		g.p("\t\t.nadvice = ARRAY_SIZE(klasy_advice_of_%d),", i)
 		g.p("\t\t.advice = klasy_advice_of_%d,", i)
 		g.p("\t},")

@@ -53,8 +53,9 @@ func (g *cgen) tracepointHook(i int, h *joinpoint.Hook) {
 	g.p("\tif (unlikely(!klasy_enter(hit, h)))")
 	g.p("\t\treturn;")
 	g.p("\tklasy_count_hit(h);")
-	if AggRoomOf(g.m.file).Timer > 0 {
-		// No probed registers: TIMER_START's depth unwinds from here.
+	if AggRoomOf(g.m.file).timers() > 0 || UsesStacks(g.m.file) {
+		// No probed registers: TIMER_START's depth and STACK_ID unwind
+		// from here.
 		g.p("\thit->sp = current_stack_pointer;")
 		g.p("\thit->regs = NULL;")
 	}

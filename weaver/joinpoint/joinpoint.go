@@ -114,6 +114,9 @@ type JoinPoint struct {
 	// Exact: the hook is on the accessing instruction itself (before it,
 	// or right after it for after advice); otherwise it is on the line.
 	Exact bool
+	// Entry: the hook is at the entry of an out-of-line body (execution's
+	// before advice), where the probed SP points at the return address.
+	Entry bool
 	// Block is the start of the basic block a block(...) join point
 	// counts (0 for other join points); Addr is a later instruction of
 	// the block when the kernel refuses its first.

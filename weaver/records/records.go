@@ -40,7 +40,7 @@ const (
 	offDropped = 23
 	offComm    = 24
 	offFlow    = 40
-	offReserv  = 44
+	offTyped   = 44
 	offVals    = 48
 )
 
@@ -57,7 +57,7 @@ func Fields() []Field {
 		{"dropped", offDropped, 1},
 		{"comm", offComm, commLen},
 		{"flow", offFlow, 4},
-		{"reserved", offReserv, 4},
+		{"typed", offTyped, 4},
 		{"vals", offVals, 0},
 	}
 }
@@ -73,7 +73,9 @@ type Record struct {
 	Dropped uint8 // values stored past MaxValues, saturating at 255
 	Comm    string
 	Flow    int32 // the flow ID the advice ran for (xflow), 0 for none
-	Values  []uint64
+	// Typed marks the values that start a typed blob (Items).
+	Typed  uint32
+	Values []uint64 // as stored: a typed blob takes several
 }
 
 // Size returns the length of r's encoding.
@@ -113,9 +115,7 @@ func DecodeRecord(data []byte) (Record, int, error) {
 	if n > MaxValues {
 		return Record{}, 0, &FormatError{Msg: fmt.Sprintf("%d values, at most %d", n, MaxValues)}
 	}
-	if le.Uint32(data[offReserv:]) != 0 {
-		return Record{}, 0, &FormatError{Msg: "reserved header bytes not zero"}
-	}
+	r.Typed = le.Uint32(data[offTyped:])
 	comm := data[offComm : offComm+commLen]
 	end := bytes.IndexByte(comm, 0)
 	if end < 0 {
@@ -131,6 +131,9 @@ func DecodeRecord(data []byte) (Record, int, error) {
 		for i := range r.Values {
 			r.Values[i] = le.Uint64(data[offVals+8*i:])
 		}
+	}
+	if _, err := r.Items(); err != nil {
+		return Record{}, 0, &FormatError{Msg: err.Error()}
 	}
 	return r, size, nil
 }
@@ -175,6 +178,7 @@ func Append(b []byte, r Record) []byte {
 	h[offDropped] = r.Dropped
 	copy(h[offComm:offComm+commLen-1], r.Comm)
 	le.PutUint32(h[offFlow:], uint32(r.Flow))
+	le.PutUint32(h[offTyped:], r.Typed)
 	b = append(b, h[:]...)
 	for _, v := range vals {
 		b = le.AppendUint64(b, v)

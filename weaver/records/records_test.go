@@ -3,8 +3,10 @@ package records
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -22,7 +24,7 @@ var goldenRecord = strings.Join([]string{
 	"05",                               // dropped 5
 	"67657470706964000000000000000000", // comm "getppid"
 	"feffffff",                         // flow -2
-	"00000000",                         // reserved
+	"00000000",                         // typed: none
 	"2a00000000000000",                 // 42
 	"ffffffffffffffff",                 // ^0
 }, "")
@@ -78,8 +80,11 @@ func TestDecode(t *testing.T) {
 	oneVal.Values = oneVal.Values[:1]
 	noNUL := bytes.Clone(golden)
 	copy(noNUL[offComm:], "0123456789abcdef")
-	reserved := bytes.Clone(golden)
-	reserved[offReserv+3] = 1
+	typedPast := bytes.Clone(golden)
+	typedPast[offTyped] = 4
+	blobTooLong := bytes.Clone(golden)
+	blobTooLong[offTyped] = 1
+	copy(blobTooLong[offVals:], "\x09\x00\x00\x00\x01\x00\x00\x00") // a 9-byte string, 1 value left
 
 	tests := []struct {
 		name    string
@@ -97,7 +102,8 @@ func TestDecode(t *testing.T) {
 		{name: "too many values", in: withNvals(MaxValues + 1), wantErr: "malformed record at byte 0: 17 values, at most 16"},
 		{name: "too many values second", in: append(bytes.Clone(golden), withNvals(255)...), want: []Record{goldenWant}, wantErr: "malformed record at byte 64: 255 values"},
 		{name: "comm without NUL", in: noNUL, wantErr: "comm not NUL-terminated"},
-		{name: "reserved not zero", in: reserved, wantErr: "malformed record at byte 0: reserved header bytes not zero"},
+		{name: "typed bit past the values", in: typedPast, wantErr: "malformed record at byte 0: typed bit 2 past the record's 2 values"},
+		{name: "blob past the values", in: blobTooLong, wantErr: "value 0: a blob of 9 bytes, 1 values left"},
 		{name: "fewer values than bytes", in: withNvals(1), want: []Record{oneVal}, wantErr: "record at byte 56: 8 bytes left", trunc: true},
 	}
 	for _, tt := range tests {
@@ -167,4 +173,86 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode accepted %d bytes but its records cover %d", len(in), len(enc))
 		}
 	})
+}
+
+func TestDecodeTyped(t *testing.T) {
+	var r Record
+	r.Values = []uint64{42}
+	r.AppendString(KindKString, "dd")
+	r.AppendString(KindUString, strings.Repeat("/tmp/a", 20))
+	r.Typed |= 1 << len(r.Values)
+	r.Values = append(r.Values, 9<<32|8, 0x1122) // a kind this klasy does not know
+	r.Typed |= 1 << len(r.Values)
+	r.Values = append(r.Values, KindKStack<<32|8, 0xfedcba9876543210)
+	b := Append(nil, r)
+	if got := hex.EncodeToString(b[offTyped : offTyped+4]); got != "0a500000" {
+		t.Errorf("typed bitmap %s, want 0a500000 (values 1, 3, 12, 14)", got)
+	}
+	if got := hex.EncodeToString(b[offVals+8 : offVals+24]); got != "0300000001000000"+"6464000000000000" {
+		t.Errorf("kernel string blob %s, want length 3 kind 1, then dd NUL", got)
+	}
+	rs, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := Symbolize(&Status{}, rs[0])
+	var text []string
+	for _, v := range tr.Values {
+		text = append(text, v.String())
+	}
+	long := strings.Repeat("/tmp/a", 20)[:StrMax]
+	want := []string{"42", `"dd"`, strconv.Quote(long) + "...", "kind9:0x2211000000000000", "kstack:0xfedcba9876543210"}
+	if !reflect.DeepEqual(text, want) {
+		t.Errorf("values %q, want %q", text, want)
+	}
+	if !reflect.DeepEqual(tr.Truncated, []int{3}) {
+		t.Errorf("truncated %v, want [3]", tr.Truncated)
+	}
+	js, err := json.Marshal(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJS := `"values":[42,"dd","` + long + `",{"kind":9,"hex":"2211000000000000"},{"kstack":"18364758544493064720"}],"truncated":[3]`
+	if !strings.Contains(string(js), wantJS) {
+		t.Errorf("JSON %s\nwant it to hold %s", js, wantJS)
+	}
+	var back TraceRecord
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	back.MarkTruncated()
+	var text2 []string
+	for _, v := range back.Values {
+		text2 = append(text2, v.String())
+	}
+	if !reflect.DeepEqual(text2, want) {
+		t.Errorf("values read back %q, want %q", text2, want)
+	}
+}
+
+func TestDecodeTypedErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		typed uint32
+		vals  []uint64
+		err   string
+	}{
+		{"bit inside a blob", 0b11, []uint64{1<<32 | 3, 0x6464}, "typed bit 1 inside the blob at value 0"},
+		{"kind 0", 0b1, []uint64{3, 0x6464}, "a blob of kind 0"},
+		{"blob past the end", 0b1, []uint64{1<<32 | 16, 0x6464}, "a blob of 16 bytes, 1 values left"},
+	} {
+		b := Append(nil, Record{Comm: "x", Typed: tt.typed, Values: tt.vals})
+		if _, err := Decode(b); err == nil || !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("%s: Decode error %v, want %q", tt.name, err, tt.err)
+		}
+	}
+	// An unreadable string: length 0.
+	b := Append(nil, Record{Comm: "x", Typed: 1, Values: []uint64{2 << 32}})
+	rs, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := Symbolize(&Status{}, rs[0]); tr.Values[0].String() != "(unreadable)" {
+		t.Errorf("a 0-byte string prints %s, want (unreadable)", tr.Values[0])
+	}
 }

@@ -65,7 +65,13 @@ type Use struct {
 	Advice int    // 1-based in the aspect file; 0 outside an advice body
 	File   string
 	Line   int
+	// Key is what the keys of a keyed map are: "" integers, KeyKStack
+	// stack ids (COUNT_STACK), whose frames are in the Stacks file.
+	Key string `json:",omitempty"`
 }
+
+// KeyKStack is the key of COUNT_STACK's maps: kernel stack ids.
+const KeyKStack = "kstack"
 
 // Label is how klasy stats names a map: its name, or its macro and line
 // ("count:12").
@@ -91,8 +97,14 @@ type Map struct {
 	// Lo, Hi, Step are an lhist's bounds.
 	Lo, Hi, Step int64  `json:",omitempty"`
 	Timer        *Timer `json:",omitempty"`
+	// By: a _BY map (COUNT_BY, HIST_BY...), whose keys are TKeys, each
+	// with its own buckets for a histogram; Dropped counts updates that
+	// found no room for their key.
+	By    bool       `json:",omitempty"`
+	TKeys []TupleKey `json:",omitempty"`
 
 	keys int // as the map's line says
+	nb   int // a _BY histogram's buckets per key
 }
 
 // KeyValue is one key of a keyed map: N updates; Value the sum, least
@@ -206,6 +218,8 @@ func ParseStats(text []byte) (*Stats, error) {
 			m = &a.Maps[len(a.Maps)-1]
 		case "key":
 			err = m.parseKey(kv)
+		case "tkey":
+			err = m.parseTKey(kv)
 		case "b", "w", "c":
 			err = m.parseBucket(kind, kv)
 		case "fail":
@@ -295,8 +309,61 @@ func parseUse(m kvs) (Use, error) {
 	if u.File, err = m.name("file"); err != nil {
 		return u, err
 	}
-	u.Line, err = m.int("line")
-	return u, err
+	if u.Line, err = m.int("line"); err != nil {
+		return u, err
+	}
+	if m["key"] != nil {
+		u.Key, _ = m.str("key")
+		if u.Key != KeyKStack || u.Kind != KindCount {
+			return u, fmt.Errorf("key=%s on a %s map: only a count's keys may be kstack", u.Key, u.Kind)
+		}
+	}
+	return u, nil
+}
+
+// HasStacks says whether a map of s is keyed by kernel stacks
+// (COUNT_STACK, KEY_KSTACK in a _BY key); false for nil.
+func (s *Stats) HasStacks() bool {
+	for _, a := range s.aspects() {
+		for _, m := range a.Maps {
+			if m.Key == KeyKStack || len(m.KStackValues()) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// KStackValues are the kernel stacks among the values of m's _BY keys,
+// to fill their frames.
+func (m *Map) KStackValues() []*Value {
+	var out []*Value
+	for i := range m.TKeys {
+		for j := range m.TKeys[i].Key {
+			if m.TKeys[i].Key[j].Kind == KindKStack {
+				out = append(out, &m.TKeys[i].Key[j])
+			}
+		}
+	}
+	return out
+}
+
+// KStackValues are the kernel stacks among the _BY keys of s's maps.
+func (s *Stats) KStackValues() []*Value {
+	var out []*Value
+	for i := range s.aspects() {
+		for j := range s.Aspects[i].Maps {
+			out = append(out, s.Aspects[i].Maps[j].KStackValues()...)
+		}
+	}
+	return out
+}
+
+func (s *Stats) aspects() []AspectStats {
+	if s == nil {
+		return nil
+	}
+	return s.Aspects
 }
 
 // Keyed says whether the map is a keyed one (count, sum, min, max).
@@ -316,6 +383,9 @@ func parseMap(kv kvs) (Map, error) {
 	}
 	if m.Use, err = parseUse(kv); err != nil {
 		return m, err
+	}
+	if _, by := kv["by"]; by {
+		return m, m.parseByMap(kv)
 	}
 	switch {
 	case m.Keyed():
@@ -352,42 +422,65 @@ func parseMap(kv kvs) (Map, error) {
 		t.Wall.Buckets, t.CPU.Buckets = make([]uint64, nb), make([]uint64, nb)
 	default: // hist, lhist
 		if m.Kind == KindLHist {
-			if m.Lo, err = kv.sint("lo"); err != nil {
-				return m, err
-			}
-			if m.Hi, err = kv.sint("hi"); err != nil {
-				return m, err
-			}
-			if m.Step, err = kv.sint("step"); err != nil {
+			if err = m.parseBounds(kv); err != nil {
 				return m, err
 			}
 		}
 		if m.Count, err = kv.uint("count", 64); err != nil {
 			return m, err
 		}
-		nb, err := kv.int("buckets")
+		nb, err := m.parseNBuckets(kv)
 		if err != nil {
 			return m, err
-		}
-		want := HistBuckets
-		if m.Kind == KindLHist {
-			want = -1
-			span := uint64(m.Hi) - uint64(m.Lo)
-			if m.Step > 0 && m.Hi > m.Lo && span%uint64(m.Step) == 0 && span/uint64(m.Step) <= LHistMax {
-				want = int(span/uint64(m.Step)) + 2
-			}
-		}
-		if nb != want {
-			return m, fmt.Errorf("buckets=%d, want %d for a %s", nb, want, m.Kind)
 		}
 		m.Buckets = make([]uint64, nb)
 	}
 	return m, err
 }
 
+// parseBounds reads an lhist's lo=, hi=, step=.
+func (m *Map) parseBounds(kv kvs) error {
+	var err error
+	if m.Lo, err = kv.sint("lo"); err != nil {
+		return err
+	}
+	if m.Hi, err = kv.sint("hi"); err != nil {
+		return err
+	}
+	m.Step, err = kv.sint("step")
+	return err
+}
+
+// parseNBuckets reads a histogram's buckets=, which its kind and bounds
+// decide.
+func (m *Map) parseNBuckets(kv kvs) (int, error) {
+	nb, err := kv.int("buckets")
+	if err != nil {
+		return 0, err
+	}
+	want := HistBuckets
+	if m.Kind == KindLHist {
+		want = -1
+		span := uint64(m.Hi) - uint64(m.Lo)
+		if m.Step > 0 && m.Hi > m.Lo && span%uint64(m.Step) == 0 && span/uint64(m.Step) <= LHistMax {
+			want = int(span/uint64(m.Step)) + 2
+		}
+	}
+	if nb != want {
+		return 0, fmt.Errorf("buckets=%d, want %d for a %s", nb, want, m.Kind)
+	}
+	return nb, nil
+}
+
 // check is done when the lines of m have all been read: a keyed map has
 // as many keys as its line said, in increasing order.
 func (m *Map) check() error {
+	if m != nil && m.By {
+		if len(m.TKeys) != m.keys {
+			return fmt.Errorf("map %d has %d tkey lines, its line says keys=%d", m.Index, len(m.TKeys), m.keys)
+		}
+		return nil
+	}
 	if m == nil || !m.Keyed() {
 		return nil
 	}
@@ -403,7 +496,7 @@ func (m *Map) check() error {
 }
 
 func (m *Map) parseKey(kv kvs) error {
-	if m == nil || !m.Keyed() {
+	if m == nil || !m.Keyed() || m.By {
 		return fmt.Errorf("a key outside a count, sum, min or max map")
 	}
 	var k KeyValue
@@ -431,6 +524,17 @@ func (m *Map) parseBucket(tag string, kv kvs) error {
 	var bs []uint64
 	switch {
 	case m == nil:
+	case m.By && len(m.TKeys) > 0:
+		k := m.TKeys[len(m.TKeys)-1]
+		switch {
+		case tag == "b":
+			bs = k.Buckets
+		case tag == "w" && k.Timer != nil:
+			bs = k.Timer.Wall.Buckets
+		case tag == "c" && k.Timer != nil:
+			bs = k.Timer.CPU.Buckets
+		}
+	case m.By:
 	case tag == "b" && (m.Kind == KindHist || m.Kind == KindLHist):
 		bs = m.Buckets
 	case tag == "w" && m.Timer != nil:

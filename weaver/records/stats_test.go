@@ -56,7 +56,7 @@ func TestParseStatsLabels(t *testing.T) {
 }
 
 func TestParseStatsErrors(t *testing.T) {
-	const hdr = "stats abi=10 cpus=1\n"
+	const hdr = "stats abi=13 cpus=1\n"
 	const asp = "aspect id=1 name=a maps=1 room=1 unclaimed=0 failed=0\n"
 	const keyed = "map index=0 kind=count name=- advice=1 file=a.klasy line=3 keys=1 dropped=0\n"
 	const hist = "map index=0 kind=hist name=h advice=1 file=a.klasy line=3 count=1 buckets=65\n"
@@ -67,8 +67,8 @@ func TestParseStatsErrors(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"", "stats: empty"},
 		{asp, `stats line 1: "aspect": want the stats line first`},
-		{"stats abi=8 cpus=1\n", "runtime ABI 8, this klasy reads ABI 10"},
-		{"stats abi=10\n", "no cpus="},
+		{"stats abi=8 cpus=1\n", "runtime ABI 8, this klasy reads ABI 13"},
+		{"stats abi=13\n", "no cpus="},
 		{hdr + hdr, `stats line 2: "stats": want the stats line first, and only there`},
 		{hdr + "bogus x=1\n", `unknown line kind "bogus"`},
 		{hdr + "map index=0 kind=count name=- advice=1 file=a line=3 keys=0 dropped=0\n", "a map outside an aspect"},
@@ -96,11 +96,33 @@ func TestParseStatsErrors(t *testing.T) {
 		{hdr + asp + keyed + "key k=1 n=1 v=1\nfail kind=count name=x advice=1 file=a line=4 reason=conflict with=0\n", "lists 1 failed uses, its line says failed=0"},
 		{hdr + strings.Replace(asp, "failed=0", "failed=1", 1) + keyed + "key k=1 n=1 v=1\nfail kind=count name=x advice=1 file=a line=4 reason=tired with=0\n", "unknown reason=tired"},
 		{hdr + "fail kind=count name=x advice=1 file=a line=4 reason=room with=-1\n", "a fail outside an aspect"},
+		{hdr + asp + strings.Replace(keyed, "line=3", "line=3 key=ustack", 1), "key=ustack on a count map: only a count's keys may be kstack"},
+		{hdr + asp + strings.Replace(strings.Replace(keyed, "line=3", "line=3 key=kstack", 1), "kind=count", "kind=sum", 1), "key=kstack on a sum map"},
 	}
 	for _, tt := range tests {
 		_, err := ParseStats([]byte(tt.in))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ParseStats(%q) error = %v\nwant one containing %q", tt.in, err, tt.want)
 		}
+	}
+}
+
+// TestParseStatsKStack: a COUNT_STACK map says key=kstack; its keys are
+// stack ids, past int64's range.
+func TestParseStatsKStack(t *testing.T) {
+	in := "stats abi=13 cpus=2\naspect id=1 name=kstack maps=1 room=1 unclaimed=0 failed=0\n" +
+		"map index=0 kind=count name=stacks advice=1 file=kstack.klasy line=15 key=kstack keys=2 dropped=0\n" +
+		"key k=42 n=3 v=1\nkey k=18364758544493064720 n=7 v=1\n"
+	s, err := ParseStats([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.Aspects[0].Maps[0]
+	if m.Key != KeyKStack || !s.HasStacks() || len(m.Keys) != 2 || m.Keys[1].Key != 18364758544493064720 || m.Keys[1].Value != 7 {
+		t.Errorf("map %+v: want key kstack, keys 42 (3) and 18364758544493064720 (7)", m)
+	}
+	var none *Stats
+	if none.HasStacks() {
+		t.Error("nil stats have stacks")
 	}
 }

@@ -112,6 +112,9 @@ type Hook struct {
 	// Module is the module whose code holds the hook ("" for the
 	// kernel); Image is then an address of its .ko as klasy lays it out.
 	Module string
+	// Access is the kind of member access of an access join point's hook
+	// (read, write, rw, addr; "a/b" for several), "" for other hooks.
+	Access string
 }
 
 // ParseStatus parses the status file's text. It refuses a runtime of
@@ -452,6 +455,8 @@ func parseHook(m kvs) (Hook, error) {
 	h.Line, e = m.int("line")
 	fail(e)
 	h.Module, e = m.name("module")
+	fail(e)
+	h.Access, e = m.name("access")
 	fail(e)
 	return h, err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/pattern"
 	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/resolve/accessjp"
 	"github.com/klasy/klasy/weaver/resolve/funcnames"
 	"github.com/klasy/klasy/weaver/resolve/linecode"
 )
@@ -132,7 +133,7 @@ func (r *resolver) lineGroup(n int, pc *aspect.Pointcut, g []*aspect.Term, timin
 		if !slices.Contains(where, name) {
 			where = append(where, name)
 		}
-		if !matchAny(funcs, true, c.owner.Name, c.host.Name) {
+		if !pattern.MatchAll(funcs, true, c.owner.Name, c.host.Name) {
 			continue
 		}
 		selected++
@@ -222,7 +223,7 @@ func (r *resolver) lineCopy(n int, timing joinpoint.Timing, c *lineCopy, line in
 		}
 		return jp
 	}
-	hl := r.hostLine(b, im, c.key.file, line, c.host.Ranges)
+	hl := r.lines.Get(b, im, c.key.file, line, c.host.Ranges)
 	lc := hl.Code(line, func(addr uint64) bool { return c.addrs[addr] }, nil)
 	if lc.Empty() {
 		jp := newJP()
@@ -296,7 +297,7 @@ func (r *resolver) bindAt(b *dwarfmap.Batch, im *linecode.Image, addr uint64, sc
 				continue
 			}
 			out[i].Var = lv.Local.Value
-			v, why, ok := localVarValue(b, addr, lv, scope, module)
+			v, why, ok := accessjp.LocalVarValue(b, addr, lv, scope, module)
 			if !ok {
 				return nil, "", false
 			}

@@ -1,8 +1,8 @@
 // Package resolve finds the join points of an aspect's pointcuts in a
 // kernel image and the modules built with the plugin, touching no kernel:
-// execution (resolve.go), access from the plugin's records (access.go,
-// accessctx.go) or, in an image built without it, from accessinfer
-// (inferred.go), line, block, tracepoint (package tracepoints) and the
+// execution (resolve.go), access from the plugin's records or, in an
+// image built without it, from accessinfer (access.go; the join points
+// placed by package accessjp), line, block, tracepoint (package tracepoints) and the
 // function a <replace> takes (replace.go); in a domains weave only the AND-groups of the domain
 // (aspect.DomainGroups). What cannot be woven keeps its place with the
 // reason (JoinPoint.Skipped).
@@ -73,7 +73,7 @@ func Resolve(f *aspect.File, x *dwarfmap.Index, opt ResolveOptions) (_ []*joinpo
 	// things: collecting less often saves a quarter of the time for a
 	// little more memory.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
-	r := &resolver{f: f, x: x, opt: opt, seen: map[jpKey]*joinpoint.JoinPoint{}, hostLines: map[hostLineKey]*linecode.HostLine{}, lineRows: map[lineRowsKey][]dwarfmap.Row{}}
+	r := &resolver{f: f, x: x, opt: opt, seen: map[jpKey]*joinpoint.JoinPoint{}, lines: &linecode.HostLines{}}
 	for i, a := range f.Advice {
 		if err := r.advice(i+1, a); err != nil {
 			return nil, err
@@ -86,16 +86,14 @@ func Resolve(f *aspect.File, x *dwarfmap.Index, opt ResolveOptions) (_ []*joinpo
 }
 
 type resolver struct {
-	f    *aspect.File
-	x    *dwarfmap.Index
-	opt  ResolveOptions
-	jps  []*joinpoint.JoinPoint
-	seen map[jpKey]*joinpoint.JoinPoint // an OR selecting one join point twice weaves it once
-	imgs []*linecode.Image              // the kernel and the modules
-	cur  *linecode.Image                // the image execution join points are resolved in (nil: the kernel)
-	// hostLines caches the code of a line in a function for its copies.
-	hostLines map[hostLineKey]*linecode.HostLine
-	lineRows  map[lineRowsKey][]dwarfmap.Row
+	f     *aspect.File
+	x     *dwarfmap.Index
+	opt   ResolveOptions
+	jps   []*joinpoint.JoinPoint
+	seen  map[jpKey]*joinpoint.JoinPoint // an OR selecting one join point twice weaves it once
+	imgs  []*linecode.Image              // the kernel and the modules
+	cur   *linecode.Image                // the image execution join points are resolved in (nil: the kernel)
+	lines *linecode.HostLines            // the code of a line in a function, for its copies
 }
 
 // jpKey identifies a join point: its advice, hook and context values
@@ -355,7 +353,7 @@ func matchWord(p string) string {
 // outOfLine is the join point at the entry of an out-of-line body: a
 // kprobe there for before advice, a kretprobe for after.
 func (r *resolver) outOfLine(n int, timing joinpoint.Timing, fi dwarfmap.FuncInfo, args []*aspect.Argument, params []string) *joinpoint.JoinPoint {
-	jp := &joinpoint.JoinPoint{Advice: n, Timing: timing, Kind: joinpoint.Kprobe, Addr: fi.Entry, Function: fi.Name, File: fi.File, Line: fi.Line, Module: r.module()}
+	jp := &joinpoint.JoinPoint{Advice: n, Timing: timing, Kind: joinpoint.Kprobe, Addr: fi.Entry, Function: fi.Name, File: fi.File, Line: fi.Line, Module: r.module(), Entry: timing == joinpoint.Before}
 	if timing == joinpoint.After {
 		jp.Kind = joinpoint.Kretprobe
 		// $retval$ takes the function's type: an int's upper half of rax

@@ -25,6 +25,7 @@
 #include <linux/bitops.h>
 #include <linux/debugfs.h>
 #include <linux/hash.h>
+#include <linux/jhash.h>
 #include <linux/kernel.h>
 #include <linux/math64.h>
 #include <linux/mm.h>
@@ -56,6 +57,24 @@ struct klasy_keyed {
 	unsigned int used;	/* slots taken */
 	unsigned int maxprobe;	/* the longest probe an insert needed */
 	struct klasy_kentry e[KLASY_AGG_KEYS];
+};
+
+/*
+ * One key of a _BY map on one CPU: followed, in a histogram, by its
+ * buckets (the map's nbuckets).
+ */
+struct klasy_tentry {
+	u64 n;		/* updates of key; 0: the slot is free */
+	s64 val;	/* SUM: the sum; MINIMUM, MAXIMUM: the least, greatest */
+	struct klasy_key key;
+	u64 b[];
+};
+
+/* A _BY map on one CPU: as struct klasy_keyed, nkeys entries of esize. */
+struct klasy_tmap {
+	u64 dropped;		/* updates of a key that found no free slot */
+	unsigned int used, maxprobe;
+	u8 e[];
 };
 
 /* A histogram on one CPU. */
@@ -103,9 +122,11 @@ struct klasy_tslot {
 struct klasy_map {
 	const struct klasy_map_desc *desc;	/* its first use */
 	u8 kind;
+	bool by;				/* a _BY map: struct klasy_tmap */
 	unsigned int nbuckets;			/* HIST, LHIST */
 	size_t off;				/* in each CPU's arena */
 	struct klasy_tslot *tasks;		/* TIMER: KLASY_AGG_TASKS */
+	struct klasy_key *tkeys;		/* TIMER_BY: the tasks' keys */
 };
 
 /* A use no map could be made for, listed in the stats. */
@@ -126,6 +147,8 @@ struct klasy_agg {
 	void **cpu;			/* nr_cpu_ids arenas */
 	struct klasy_tslot *tasks;	/* the timers' task tables */
 	unsigned int ntimers, usedtimers;
+	struct klasy_key *tkeys;	/* the keyed timers' task keys */
+	unsigned int ntkeys, usedtkeys;
 	u64 __percpu *unclaimed;	/* hits of uses without a map */
 	unsigned int nfailed;		/* uses without a map */
 	unsigned int nfails;		/* listed: published with a release */
@@ -133,8 +156,40 @@ struct klasy_agg {
 	struct klasy_map failed;	/* what a use without a map points to */
 };
 
-static size_t klasy_map_size(u8 kind, unsigned int nbuckets)
+/* Keys per CPU of a _BY map of kind. */
+static unsigned int klasy_by_keys(u8 kind)
 {
+	return kind == KLASY_AGG_HIST || kind == KLASY_AGG_LHIST ||
+	       kind == KLASY_AGG_TIMER ?
+	       KLASY_AGG_HIST_BY_KEYS : KLASY_AGG_BY_KEYS;
+}
+
+/* A _BY entry: a histogram's buckets or a timer's times after it. */
+static size_t klasy_tentry_size(u8 kind, unsigned int nbuckets)
+{
+	if (kind == KLASY_AGG_TIMER)
+		return sizeof(struct klasy_tentry) + sizeof(struct klasy_timer);
+	return struct_size((struct klasy_tentry *)NULL, b,
+			   kind == KLASY_AGG_HIST || kind == KLASY_AGG_LHIST ?
+			   nbuckets : 0);
+}
+
+/*
+ * In a keyed timer's data, its struct klasy_timer (the counts that have
+ * no key: STOPs without a START, STARTs without a slot...) comes first,
+ * its struct klasy_tmap after it.
+ */
+static size_t klasy_tmap_off(const struct klasy_map *m)
+{
+	return m->kind == KLASY_AGG_TIMER ? sizeof(struct klasy_timer) : 0;
+}
+
+static size_t klasy_map_size(u8 kind, unsigned int nbuckets, bool by)
+{
+	if (by)
+		return (kind == KLASY_AGG_TIMER ? sizeof(struct klasy_timer) : 0) +
+		       sizeof(struct klasy_tmap) + klasy_by_keys(kind) *
+		       klasy_tentry_size(kind, nbuckets);
 	switch (kind) {
 	case KLASY_AGG_COUNT:
 	case KLASY_AGG_SUM:
@@ -164,6 +219,7 @@ void klasy_agg_free(struct klasy_aspect *a)
 	}
 	kfree(g->maps);
 	kvfree(g->tasks);
+	kvfree(g->tkeys);
 	free_percpu(g->unclaimed);
 	kfree(g);
 	a->agg = NULL;
@@ -172,7 +228,8 @@ void klasy_agg_free(struct klasy_aspect *a)
 int klasy_agg_alloc(struct klasy_aspect *a)
 {
 	const struct klasy_agg_room *r = &a->agg_room;
-	unsigned int maxmaps = r->keyed + r->hist + r->lhist + r->timer;
+	unsigned int maxmaps = r->keyed + r->hist + r->lhist + r->timer +
+			       r->by + r->hist_by + r->lhist_by + r->timer_by;
 	struct klasy_agg *g;
 	int cpu;
 
@@ -193,10 +250,14 @@ int klasy_agg_alloc(struct klasy_aspect *a)
 		return 0;
 
 	g->maxmaps = maxmaps;
-	g->size = r->keyed * klasy_map_size(KLASY_AGG_COUNT, 0) +
-		  r->hist * klasy_map_size(KLASY_AGG_HIST, KLASY_AGG_HIST_BUCKETS) +
-		  r->lhist * klasy_map_size(KLASY_AGG_LHIST, KLASY_AGG_LHIST_MAX + 2) +
-		  r->timer * klasy_map_size(KLASY_AGG_TIMER, 0);
+	g->size = r->keyed * klasy_map_size(KLASY_AGG_COUNT, 0, false) +
+		  r->hist * klasy_map_size(KLASY_AGG_HIST, KLASY_AGG_HIST_BUCKETS, false) +
+		  r->lhist * klasy_map_size(KLASY_AGG_LHIST, KLASY_AGG_LHIST_MAX + 2, false) +
+		  r->timer * klasy_map_size(KLASY_AGG_TIMER, 0, false) +
+		  r->by * klasy_map_size(KLASY_AGG_COUNT, 0, true) +
+		  r->hist_by * klasy_map_size(KLASY_AGG_HIST, KLASY_AGG_HIST_BUCKETS, true) +
+		  r->lhist_by * klasy_map_size(KLASY_AGG_LHIST, KLASY_AGG_LHIST_MAX + 2, true) +
+		  r->timer_by * klasy_map_size(KLASY_AGG_TIMER, 0, true);
 	g->maps = kcalloc(maxmaps, sizeof(*g->maps), GFP_KERNEL);
 	g->cpu = kcalloc(nr_cpu_ids, sizeof(*g->cpu), GFP_KERNEL);
 	if (!g->maps || !g->cpu)
@@ -206,11 +267,18 @@ int klasy_agg_alloc(struct klasy_aspect *a)
 		if (!g->cpu[cpu])
 			goto nomem;
 	}
-	if (r->timer) {
-		g->ntimers = r->timer;
-		g->tasks = kvcalloc(array_size(r->timer, KLASY_AGG_TASKS),
+	if (r->timer + r->timer_by) {
+		g->ntimers = r->timer + r->timer_by;
+		g->tasks = kvcalloc(array_size(g->ntimers, KLASY_AGG_TASKS),
 				    sizeof(*g->tasks), GFP_KERNEL);
 		if (!g->tasks)
+			goto nomem;
+	}
+	if (r->timer_by) {
+		g->ntkeys = r->timer_by;
+		g->tkeys = kvcalloc(array_size(r->timer_by, KLASY_AGG_TASKS),
+				    sizeof(*g->tkeys), GFP_KERNEL);
+		if (!g->tkeys)
 			goto nomem;
 	}
 	return 0;
@@ -238,7 +306,7 @@ static bool klasy_fits(const struct klasy_map *m,
 {
 	const struct klasy_map_desc *md = m->desc;
 
-	if (m->kind != d->kind)
+	if (m->kind != d->kind || md->by != d->by || md->keykind != d->keykind)
 		return false;
 	return m->kind != KLASY_AGG_LHIST ||
 	       (md->lo == d->lo && md->hi == d->hi && md->step == d->step);
@@ -275,19 +343,25 @@ static struct klasy_map *klasy_new_map(struct klasy_agg *g,
 	if (d->kind < KLASY_AGG_COUNT || d->kind > KLASY_AGG_TIMER ||
 	    ((d->kind == KLASY_AGG_HIST || d->kind == KLASY_AGG_LHIST) && !nb))
 		return NULL;
-	size = klasy_map_size(d->kind, nb);
+	size = klasy_map_size(d->kind, nb, d->by);
 	if (g->nmaps >= g->maxmaps || size > g->size - g->used)
 		return NULL;
 	if (d->kind == KLASY_AGG_TIMER && g->usedtimers >= g->ntimers)
 		return NULL;
+	if (d->kind == KLASY_AGG_TIMER && d->by &&
+	    g->usedtkeys >= g->ntkeys)
+		return NULL;
 	m = &g->maps[g->nmaps];
 	m->desc = d;
 	m->kind = d->kind;
+	m->by = d->by;
 	m->nbuckets = nb;
 	m->off = g->used;
 	g->used += size;
 	if (d->kind == KLASY_AGG_TIMER)
 		m->tasks = g->tasks + (size_t)g->usedtimers++ * KLASY_AGG_TASKS;
+	if (d->kind == KLASY_AGG_TIMER && d->by)
+		m->tkeys = g->tkeys + (size_t)g->usedtkeys++ * KLASY_AGG_TASKS;
 	/* The arenas are zeroed: the map starts empty on every CPU. */
 	smp_store_release(&g->nmaps, g->nmaps + 1);
 	return m;
@@ -353,7 +427,7 @@ static __always_inline struct klasy_map *klasy_map_of(struct klasy_aspect *a,
 
 	if (unlikely(!m))
 		m = klasy_make_map(a->agg, d);
-	if (likely(m->kind == d->kind))
+	if (likely(m->kind == d->kind && m->by == d->by))
 		return m;
 	this_cpu_inc(*a->agg->unclaimed);
 	return NULL;
@@ -364,6 +438,24 @@ static __always_inline void *klasy_here(struct klasy_agg *g,
 					const struct klasy_map *m)
 {
 	return g->cpu[raw_smp_processor_id()] + m->off;
+}
+
+/* Folds v into a keyed map's value: SUM adds, MINIMUM and MAXIMUM keep. */
+static __always_inline void klasy_fold(u8 kind, s64 *val, s64 v)
+{
+	switch (kind) {
+	case KLASY_AGG_SUM:
+		WRITE_ONCE(*val, *val + v);
+		break;
+	case KLASY_AGG_MIN:
+		if (v < *val)
+			WRITE_ONCE(*val, v);
+		break;
+	case KLASY_AGG_MAX:
+		if (v > *val)
+			WRITE_ONCE(*val, v);
+		break;
+	}
 }
 
 void klasy_agg_keyed(struct klasy_aspect *a, struct klasy_map_desc *d,
@@ -390,19 +482,7 @@ void klasy_agg_keyed(struct klasy_aspect *a, struct klasy_map_desc *d,
 			return;
 		}
 		if (e->key == key) {
-			switch (d->kind) {
-			case KLASY_AGG_SUM:
-				WRITE_ONCE(e->val, e->val + v);
-				break;
-			case KLASY_AGG_MIN:
-				if (v < e->val)
-					WRITE_ONCE(e->val, v);
-				break;
-			case KLASY_AGG_MAX:
-				if (v > e->val)
-					WRITE_ONCE(e->val, v);
-				break;
-			}
+			klasy_fold(d->kind, &e->val, v);
 			WRITE_ONCE(e->n, e->n + 1);
 			return;
 		}
@@ -420,6 +500,19 @@ static unsigned int klasy_log2_bucket(s64 v)
 	return v < 0 ? 0 : fls64(v) + 1;
 }
 
+/* The bucket of v in histogram m. */
+static unsigned int klasy_bucket(const struct klasy_map *m,
+				 const struct klasy_map_desc *d, s64 v)
+{
+	if (d->kind == KLASY_AGG_HIST)
+		return klasy_log2_bucket(v);
+	if (v < d->lo)
+		return 0;
+	if (v >= d->hi)
+		return m->nbuckets - 1;
+	return div64_u64((u64)v - (u64)d->lo, d->step) + 1;
+}
+
 void klasy_agg_hist(struct klasy_aspect *a, struct klasy_map_desc *d, s64 v)
 {
 	struct klasy_map *m = klasy_map_of(a, d);
@@ -429,18 +522,137 @@ void klasy_agg_hist(struct klasy_aspect *a, struct klasy_map_desc *d, s64 v)
 	if (unlikely(!m))
 		return;
 	h = klasy_here(a->agg, m);
-	if (d->kind == KLASY_AGG_HIST)
-		b = klasy_log2_bucket(v);
-	else if (v < d->lo)
-		b = 0;
-	else if (v >= d->hi)
-		b = m->nbuckets - 1;
-	else
-		b = div64_u64((u64)v - (u64)d->lo, d->step) + 1;
+	b = klasy_bucket(m, d, v);
 	WRITE_ONCE(h->b[b], h->b[b] + 1);
 	WRITE_ONCE(h->count, h->count + 1);
 }
 EXPORT_SYMBOL_GPL(klasy_agg_hist);
+
+void klasy_key_add(struct klasy_key *k, u32 kind, u64 v)
+{
+	char buf[KLASY_STR_MAX + 1];
+	long room, got;
+
+	if (k->nw >= KLASY_KEY_WORDS) {
+		k->nw = KLASY_KEY_WORDS + 1;	/* no room: not counted */
+		return;
+	}
+	if (!kind) {
+		k->w[k->nw++] = v;
+		return;
+	}
+	if (kind == KLASY_VAL_KSTACK) {	/* the id, as STORE_STACK keeps it */
+		if (k->nw + 2 > KLASY_KEY_WORDS) {
+			k->nw = KLASY_KEY_WORDS + 1;
+			return;
+		}
+		k->typed |= 1U << k->nw;
+		k->w[k->nw] = (u64)kind << 32 | sizeof(v);
+		k->w[k->nw + 1] = v;
+		k->nw += 2;
+		return;
+	}
+	room = ((long)KLASY_KEY_WORDS - (long)k->nw - 1) * 8;
+	if (room <= 0) {
+		k->nw = KLASY_KEY_WORDS + 1;
+		return;
+	}
+	got = klasy_read_str(buf, kind, (const void *)(unsigned long)v,
+			     min_t(long, KLASY_STR_MAX, room));
+	k->typed |= 1U << k->nw;
+	k->w[k->nw] = (u64)kind << 32 | got;
+	/* The key was zeroed: the last word's padding stays 0. */
+	memcpy(&k->w[k->nw + 1], buf, got);
+	k->nw += 1 + DIV_ROUND_UP(got, 8);
+}
+EXPORT_SYMBOL_GPL(klasy_key_add);
+
+static bool klasy_key_eq(const struct klasy_key *x, const struct klasy_key *y)
+{
+	return x->nw == y->nw && x->typed == y->typed &&
+	       !memcmp(x->w, y->w, x->nw * sizeof(x->w[0]));
+}
+
+static struct klasy_tentry *klasy_tentry_at(struct klasy_tmap *t,
+					    size_t esize, unsigned int i)
+{
+	return (struct klasy_tentry *)(t->e + i * esize);
+}
+
+/*
+ * The entry of key k in t, a _BY map's data on this CPU: *fresh says it
+ * is new, its key set and the rest zero (the arena is zeroed and entries
+ * never removed), for the caller to fill and publish by setting n with a
+ * release. NULL when t has no room for a new key.
+ */
+static struct klasy_tentry *klasy_tfind(struct klasy_tmap *t,
+					const struct klasy_map *m,
+					const struct klasy_key *k, bool *fresh)
+{
+	unsigned int nkeys = klasy_by_keys(m->kind), i, p;
+	size_t esize = klasy_tentry_size(m->kind, m->nbuckets);
+	struct klasy_tentry *e;
+
+	i = jhash2((const u32 *)k->w, k->nw * 2, k->typed) & (nkeys - 1);
+	for (p = 0; p < nkeys; p++, i = (i + 1) & (nkeys - 1)) {
+		e = klasy_tentry_at(t, esize, i);
+		if (!e->n) {
+			e->key = *k;
+			t->used++;
+			t->maxprobe = max(t->maxprobe, p);
+			*fresh = true;
+			return e;
+		}
+		if (klasy_key_eq(&e->key, k)) {
+			*fresh = false;
+			return e;
+		}
+		/* Every key is within maxprobe of its hash: k is new. */
+		if (p >= t->maxprobe && t->used == nkeys)
+			break;
+	}
+	return NULL;
+}
+
+void klasy_agg_by(struct klasy_aspect *a, struct klasy_map_desc *d,
+		  const struct klasy_key *k, s64 v)
+{
+	struct klasy_map *m = klasy_map_of(a, d);
+	bool hist = d->kind == KLASY_AGG_HIST || d->kind == KLASY_AGG_LHIST;
+	struct klasy_tentry *e;
+	struct klasy_tmap *t;
+	unsigned int b = 0;
+	bool fresh;
+
+	if (unlikely(!m))
+		return;
+	t = klasy_here(a->agg, m);
+	if (unlikely(k->nw > KLASY_KEY_WORDS)) {
+		t->dropped++;
+		return;
+	}
+	e = klasy_tfind(t, m, k, &fresh);
+	if (!e) {
+		t->dropped++;
+		return;
+	}
+	if (hist)
+		b = klasy_bucket(m, d, v);
+	if (fresh) {
+		e->val = v;
+		if (hist)
+			e->b[b] = 1;
+		/* A reader that sees n sees the key. */
+		smp_store_release(&e->n, 1);
+		return;
+	}
+	if (hist)
+		WRITE_ONCE(e->b[b], e->b[b] + 1);
+	else
+		klasy_fold(d->kind, &e->val, v);
+	WRITE_ONCE(e->n, e->n + 1);
+}
+EXPORT_SYMBOL_GPL(klasy_agg_by);
 
 /*
  * The current task's time on a CPU, in ns: the scheduler's
@@ -535,7 +747,9 @@ static struct klasy_tslot *klasy_tslot(struct klasy_map *m, bool claim,
 	return oldest;
 }
 
-void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
+static void __klasy_timer_start(struct klasy_aspect *a,
+				struct klasy_map_desc *d,
+				const struct klasy_key *k)
 {
 	/* The probed context's, which kprobes' handler paths do not move. */
 	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
@@ -595,8 +809,23 @@ void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
 	s->depth = 1;
 	s->cpu0 = klasy_task_cpu_ns();
 	s->wall0 = ktime_get_mono_fast_ns();
+	/* Only this task writes or reads its slot's key. */
+	if (m->by)
+		m->tkeys[s - m->tasks] = *k;
+}
+
+void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d)
+{
+	__klasy_timer_start(a, d, NULL);
 }
 EXPORT_SYMBOL_GPL(klasy_timer_start);
+
+void klasy_timer_start_by(struct klasy_aspect *a, struct klasy_map_desc *d,
+			  const struct klasy_key *k)
+{
+	__klasy_timer_start(a, d, k);
+}
+EXPORT_SYMBOL_GPL(klasy_timer_start_by);
 
 static void klasy_time(u64 v, u64 *sum, u64 *min, u64 *max, u64 *b, bool first)
 {
@@ -608,9 +837,37 @@ static void klasy_time(u64 v, u64 *sum, u64 *min, u64 *max, u64 *b, bool first)
 	b[klasy_log2_bucket(min_t(u64, v, S64_MAX))]++;
 }
 
+/* A keyed timer's STOP: the times under the START's key. */
+static void klasy_timer_stop_by(struct klasy_aspect *a, struct klasy_map *m,
+				const struct klasy_key *k, u64 wall, u64 cpu)
+{
+	struct klasy_tmap *t = klasy_here(a->agg, m) + klasy_tmap_off(m);
+	struct klasy_tentry *e = NULL;
+	struct klasy_timer *te;
+	bool fresh;
+
+	if (k->nw <= KLASY_KEY_WORDS)
+		e = klasy_tfind(t, m, k, &fresh);
+	if (!e) {
+		t->dropped++;
+		return;
+	}
+	te = (struct klasy_timer *)e->b;
+	klasy_time(wall, &te->wall_sum, &te->wall_min, &te->wall_max,
+		   te->wall_b, !te->count);
+	klasy_time(cpu, &te->cpu_sum, &te->cpu_min, &te->cpu_max, te->cpu_b,
+		   !te->count);
+	WRITE_ONCE(te->count, te->count + 1);
+	if (fresh)
+		smp_store_release(&e->n, 1);
+	else
+		WRITE_ONCE(e->n, e->n + 1);
+}
+
 void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d)
 {
 	struct klasy_map *m = klasy_map_of(a, d);
+	struct klasy_key key = {};
 	struct klasy_tslot *s;
 	struct klasy_timer *t;
 	u64 wall, cpu;
@@ -629,11 +886,17 @@ void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d)
 		return;
 	wall = ktime_get_mono_fast_ns() - s->wall0;
 	cpu = klasy_task_cpu_ns() - s->cpu0;
+	if (m->by)	/* before the slot is free for another task */
+		key = m->tkeys[s - m->tasks];
 	smp_store_release(&s->task, 0);
 	/* Two clocks: the task cannot have run longer than the wall time. */
 	if ((s64)cpu < 0)
 		cpu = 0;
 	cpu = min(cpu, wall);
+	if (m->by) {
+		klasy_timer_stop_by(a, m, &key, wall, cpu);
+		return;
+	}
 	klasy_time(wall, &t->wall_sum, &t->wall_min, &t->wall_max, t->wall_b,
 		   !t->count);
 	klasy_time(cpu, &t->cpu_sum, &t->cpu_min, &t->cpu_max, t->cpu_b,
@@ -680,6 +943,9 @@ static void klasy_show_use(struct seq_file *sf, const struct klasy_map_desc *d)
 	seq_printf(sf, " advice=%u file=", klasy_advice_of(d));
 	klasy_put_token(sf, d->file);
 	seq_printf(sf, " line=%u", d->line);
+	/* Only stacks say: the line of an integer-keyed map is as it was. */
+	if (d->keykind == KLASY_KEY_KSTACK)
+		seq_puts(sf, " key=kstack");
 }
 
 static int klasy_kentry_cmp(const void *a, const void *b)
@@ -741,6 +1007,179 @@ static int klasy_show_keyed(struct seq_file *sf, struct klasy_agg *g,
 	for (i = 0; i < keys; i++)
 		seq_printf(sf, "key k=%llu n=%llu v=%lld\n", all[i].key,
 			   all[i].n, all[i].val);
+	kvfree(all);
+	return 0;
+}
+
+static int klasy_key_cmp(const void *a, const void *b)
+{
+	const struct klasy_tentry *x = *(const struct klasy_tentry **)a;
+	const struct klasy_tentry *y = *(const struct klasy_tentry **)b;
+
+	if (x->key.nw != y->key.nw)
+		return x->key.nw < y->key.nw ? -1 : 1;
+	if (x->key.typed != y->key.typed)
+		return x->key.typed < y->key.typed ? -1 : 1;
+	return memcmp(x->key.w, y->key.w, x->key.nw * sizeof(x->key.w[0]));
+}
+
+/* A timer's counts of tm into sum, its times when it has any. */
+static void klasy_timer_add(struct klasy_timer *sum, const struct klasy_timer *tm)
+{
+	u64 n = READ_ONCE(tm->count);
+	unsigned int i;
+
+	sum->no_start += READ_ONCE(tm->no_start);
+	sum->dropped += READ_ONCE(tm->dropped);
+	sum->nested += READ_ONCE(tm->nested);
+	sum->orphaned += READ_ONCE(tm->orphaned);
+	if (!n)
+		return;
+	sum->wall_min = !sum->count ? tm->wall_min : min(sum->wall_min, tm->wall_min);
+	sum->cpu_min = !sum->count ? tm->cpu_min : min(sum->cpu_min, tm->cpu_min);
+	sum->wall_max = max(sum->wall_max, tm->wall_max);
+	sum->cpu_max = max(sum->cpu_max, tm->cpu_max);
+	sum->count += n;
+	sum->wall_sum += READ_ONCE(tm->wall_sum);
+	sum->cpu_sum += READ_ONCE(tm->cpu_sum);
+	for (i = 0; i < KLASY_AGG_HIST_BUCKETS; i++) {
+		sum->wall_b[i] += READ_ONCE(tm->wall_b[i]);
+		sum->cpu_b[i] += READ_ONCE(tm->cpu_b[i]);
+	}
+}
+
+/* The tasks inside timer m now. */
+static unsigned int klasy_timer_inside(const struct klasy_map *m)
+{
+	unsigned int i, inside = 0;
+
+	for (i = 0; i < KLASY_AGG_TASKS; i++)
+		inside += !!READ_ONCE(m->tasks[i].task);
+	return inside;
+}
+
+/* A keyed timer's counts that have no key, on its map line. */
+static void klasy_show_timer_counts(struct seq_file *sf, struct klasy_agg *g,
+				    struct klasy_map *m)
+{
+	struct klasy_timer sum = {};
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		klasy_timer_add(&sum, g->cpu[cpu] + m->off);
+	seq_printf(sf, " no_start=%llu starts_dropped=%llu nested=%llu orphaned=%llu inside=%u buckets=%u",
+		   sum.no_start, sum.dropped, sum.nested, sum.orphaned,
+		   klasy_timer_inside(m), KLASY_AGG_HIST_BUCKETS);
+}
+
+/* The rest of a keyed timer's tkey line: its n entries merged. */
+static void klasy_show_timer_key(struct seq_file *sf, struct klasy_tentry **e,
+				 size_t n)
+{
+	struct klasy_timer sum = {};
+	unsigned int i;
+
+	while (n--)
+		klasy_timer_add(&sum, (struct klasy_timer *)e[n]->b);
+	seq_printf(sf, " wall_sum=%llu wall_min=%llu wall_max=%llu cpu_sum=%llu cpu_min=%llu cpu_max=%llu\n",
+		   sum.wall_sum, sum.wall_min, sum.wall_max, sum.cpu_sum,
+		   sum.cpu_min, sum.cpu_max);
+	for (i = 0; i < KLASY_AGG_HIST_BUCKETS; i++)
+		if (sum.wall_b[i])
+			seq_printf(sf, "w i=%u n=%llu\n", i, sum.wall_b[i]);
+	for (i = 0; i < KLASY_AGG_HIST_BUCKETS; i++)
+		if (sum.cpu_b[i])
+			seq_printf(sf, "c i=%u n=%llu\n", i, sum.cpu_b[i]);
+}
+
+/*
+ * A _BY map: the keys of all CPUs merged, in key order, each as a tkey
+ * line (t= its typed bitmap in hex, w= its words in hex), a histogram's
+ * followed by its buckets.
+ */
+static int klasy_show_by(struct seq_file *sf, struct klasy_agg *g,
+			 struct klasy_map *m)
+{
+	bool hist = m->kind == KLASY_AGG_HIST || m->kind == KLASY_AGG_LHIST;
+	unsigned int nkeys = klasy_by_keys(m->kind), i, j, w, bk;
+	size_t esize = klasy_tentry_size(m->kind, m->nbuckets);
+	struct klasy_tentry **all;
+	size_t n = 0, keys = 0;
+	u64 dropped = 0, *sum = NULL;
+	int cpu;
+
+	all = kvmalloc_array(array_size(num_possible_cpus(), nkeys),
+			     sizeof(*all), GFP_KERNEL);
+	if (hist)
+		sum = kvmalloc_array(m->nbuckets, sizeof(*sum), GFP_KERNEL);
+	if (!all || (hist && !sum)) {
+		kvfree(all);
+		kvfree(sum);
+		return -ENOMEM;
+	}
+	for_each_possible_cpu(cpu) {
+		struct klasy_tmap *t = g->cpu[cpu] + m->off + klasy_tmap_off(m);
+
+		dropped += READ_ONCE(t->dropped);
+		for (i = 0; i < nkeys; i++) {
+			struct klasy_tentry *e = klasy_tentry_at(t, esize, i);
+
+			/* Pairs with klasy_agg_by's release: the key is there. */
+			if (smp_load_acquire(&e->n))
+				all[n++] = e;
+		}
+	}
+	sort(all, n, sizeof(*all), klasy_key_cmp, NULL);
+	for (i = 0; i < n; i = j)
+		for (keys++, j = i + 1; j < n && !klasy_key_cmp(&all[i], &all[j]);)
+			j++;
+	if (m->kind == KLASY_AGG_LHIST)
+		seq_printf(sf, " lo=%lld hi=%lld step=%lld", m->desc->lo,
+			   m->desc->hi, m->desc->step);
+	seq_printf(sf, " by=1 keys=%zu dropped=%llu", keys, dropped);
+	if (hist)
+		seq_printf(sf, " buckets=%u", m->nbuckets);
+	if (m->kind == KLASY_AGG_TIMER)
+		klasy_show_timer_counts(sf, g, m);
+	seq_putc(sf, '\n');
+	for (i = 0; i < n; i = j) {
+		u64 cnt = 0;
+		s64 v = 0;
+
+		if (hist)
+			memset(sum, 0, m->nbuckets * sizeof(*sum));
+		for (j = i; j < n && !klasy_key_cmp(&all[i], &all[j]); j++) {
+			struct klasy_tentry *e = all[j];
+			s64 ev = READ_ONCE(e->val);
+
+			if (j == i)
+				v = ev;
+			else if (m->kind == KLASY_AGG_SUM)
+				v += ev;
+			else if (m->kind == KLASY_AGG_MIN)
+				v = min(v, ev);
+			else if (m->kind == KLASY_AGG_MAX)
+				v = max(v, ev);
+			cnt += READ_ONCE(e->n);
+			for (bk = 0; hist && bk < m->nbuckets; bk++)
+				sum[bk] += READ_ONCE(e->b[bk]);
+		}
+		if (hist)
+			v = 0;
+		seq_printf(sf, "tkey t=0x%x w=", all[i]->key.typed);
+		for (w = 0; w < all[i]->key.nw; w++)
+			seq_printf(sf, "%s%llx", w ? "," : "", all[i]->key.w[w]);
+		seq_printf(sf, " n=%llu v=%lld", cnt, v);
+		if (m->kind == KLASY_AGG_TIMER) {
+			klasy_show_timer_key(sf, all + i, j - i);
+			continue;
+		}
+		seq_putc(sf, '\n');
+		for (bk = 0; hist && bk < m->nbuckets; bk++)
+			if (sum[bk])
+				seq_printf(sf, "b i=%u n=%llu\n", bk, sum[bk]);
+	}
+	kvfree(sum);
 	kvfree(all);
 	return 0;
 }
@@ -837,6 +1276,12 @@ static int klasy_show_aspect(struct seq_file *sf, struct klasy_aspect *a)
 
 		seq_printf(sf, "map index=%u", i);
 		klasy_show_use(sf, m->desc);
+		if (m->by) {
+			err = klasy_show_by(sf, g, m);
+			if (err)
+				return err;
+			continue;
+		}
 		switch (m->kind) {
 		case KLASY_AGG_HIST:
 		case KLASY_AGG_LHIST:

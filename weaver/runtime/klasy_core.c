@@ -32,6 +32,7 @@
 #include <linux/kprobes.h>
 #include <linux/linkage.h>
 #include <linux/list.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/overflow.h>
@@ -41,6 +42,7 @@
 #include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
+#include <linux/string.h>
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
 #include <asm/linkage.h>
@@ -569,11 +571,70 @@ void klasy_emit(struct klasy_hook *h, u16 advice, const struct klasy_hit *hit)
 	memcpy(r->comm, current->comm, sizeof(r->comm));
 	r->comm[sizeof(r->comm) - 1] = '\0';
 	r->flow = hit->flow;
-	r->reserved = 0;
+	r->typed = hit->typed & (u32)((1ULL << n) - 1);	/* n <= 16 */
 	memcpy(r->vals, hit->vals, n * sizeof(r->vals[0]));
 	ring_buffer_unlock_commit(klasy_rb, ev);
 }
 EXPORT_SYMBOL_GPL(klasy_emit);
+
+/*
+ * klasy_str_read copies up to n bytes of the string at p, a page at a
+ * time so that a string ending just before an unmapped page reads
+ * whole: the bytes copied up to and with the NUL, n when none came, or
+ * -EFAULT when p itself cannot be read. strncpy_from_*_nofault would do
+ * it but are not exported.
+ */
+static long klasy_str_read(char *dst, const void *p, long n, bool user)
+{
+	long done = 0;
+
+	while (done < n) {
+		unsigned long at = (unsigned long)p + done;
+		long chunk = min_t(long, n - done, PAGE_SIZE - offset_in_page(at));
+		long err;
+		char *nul;
+
+		if (user)
+			err = copy_from_user_nofault(dst + done, (const void __user *)at, chunk);
+		else
+			err = copy_from_kernel_nofault(dst + done, (const void *)at, chunk);
+		if (err)
+			return done ? done : -EFAULT;
+		nul = memchr(dst + done, '\0', chunk);
+		if (nul)
+			return nul - dst + 1;
+		done += chunk;
+	}
+	return n;
+}
+
+long klasy_read_str(char *buf, u32 kind, const void *p, long cap)
+{
+	/* cap + 1 bytes: a string that fills them is truncated. */
+	long got = klasy_str_read(buf, p, cap + 1, kind == KLASY_VAL_USTR);
+
+	if (got < 0)
+		return 0;
+	return min(got, cap);
+}
+
+void klasy_store_str(struct klasy_hit *hit, u32 kind, const void *p)
+{
+	char buf[KLASY_STR_MAX + 1];
+	long room, got;
+	void *dst;
+
+	room = ((long)KLASY_MAX_VALUES - (long)hit->n - 1) * 8;
+	if (room <= 0) {
+		hit->dropped++;
+		return;
+	}
+	got = klasy_read_str(buf, kind, p, min_t(long, KLASY_STR_MAX, room));
+	dst = klasy_store_blob(hit, kind, got);
+	if (dst)
+		memcpy(dst, buf, got);
+}
+EXPORT_SYMBOL_GPL(klasy_store_str);
 
 /*
  * klasy_peek fills in the oldest record on cpu. Only the reader consumes,
@@ -841,6 +902,8 @@ static void klasy_show_hook(struct seq_file *m, struct klasy_aspect *a,
 	klasy_put_token(m, h->file);
 	seq_printf(m, " line=%u module=", h->line);
 	klasy_put_token(m, h->module);
+	seq_puts(m, " access=");
+	klasy_put_token(m, h->access);
 	seq_putc(m, '\n');
 }
 
@@ -911,10 +974,17 @@ static int __init klasy_runtime_init(void)
 	debugfs_create_file("status", 0444, klasy_dir, NULL, &status_fops);
 	klasy_agg_debugfs(klasy_dir);
 	klasy_flows_debugfs(klasy_dir);
+	err = klasy_stack_init(klasy_dir);
+	if (err) {
+		pr_err("no memory for the table of stacks\n");
+		goto free_dir;
+	}
 	pr_info("ABI %d, %u KiB trace buffer per CPU\n", KLASY_ABI_VERSION,
 		buffer_kb);
 	return 0;
 
+free_dir:
+	debugfs_remove(klasy_dir);
 free_rb:
 	ring_buffer_free(klasy_rb);
 free:
@@ -933,6 +1003,7 @@ static void __exit klasy_runtime_exit(void)
 		synchronize_rcu_tasks();
 	klasy_flows_exit();
 	debugfs_remove(klasy_dir);
+	klasy_stack_exit();
 	ring_buffer_free(klasy_rb);
 	kfree(klasy_heads);
 	kfree(klasy_bounce);

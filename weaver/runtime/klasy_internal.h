@@ -18,6 +18,14 @@ struct dentry;
 extern struct list_head klasy_aspects;
 extern struct mutex klasy_aspects_mutex;
 
+/*
+ * klasy_read_str copies the string at p (kernel or user memory by kind)
+ * into buf, which holds cap + 1 bytes, without faulting, and returns the
+ * bytes to keep: with its NUL when the whole string fit in cap, cap (no
+ * NUL) when it did not, 0 when p cannot be read.
+ */
+long klasy_read_str(char *buf, u32 kind, const void *p, long cap);
+
 /* Prints s as one token of a debugfs line: "-" when empty, blanks as '_'. */
 void klasy_put_token(struct seq_file *m, const char *s);
 
@@ -29,6 +37,10 @@ void klasy_put_token(struct seq_file *m, const char *s);
 int klasy_agg_alloc(struct klasy_aspect *a);
 void klasy_agg_free(struct klasy_aspect *a);
 void klasy_agg_debugfs(struct dentry *dir);
+
+/* klasy_stack.c: the table of stacks and its file in dir. */
+int klasy_stack_init(struct dentry *dir);
+void klasy_stack_exit(void);
 
 /*
  * klasy_fops.c: an aspect's entry hooks on one ftrace_ops. attach picks

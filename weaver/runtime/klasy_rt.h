@@ -17,6 +17,7 @@
  *   /sys/kernel/debug/klasy/stats    read: the aspects' aggregations
  *                                    (COUNT, HIST, TIMER_START... below)
  *   /sys/kernel/debug/klasy/flow_ids read: what get_new_flowid() counted
+ *   /sys/kernel/debug/klasy/stacks   read: the kernel stacks STACK_ID() saved
  *
  * The Go side reads both (weaver/records); a test compiles this header
  * and checks the record layout against the Go decoder through DWARF.
@@ -35,7 +36,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 10
+#define KLASY_ABI_VERSION 13
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -62,24 +63,47 @@ struct klasy_record {
 	__u8 dropped;	/* values past KLASY_MAX_VALUES, saturating at 255 */
 	char comm[16];
 	__s32 flow;	/* the flow ID the advice ran for (xflow), 0 for none */
-	__u32 reserved;	/* 0: keeps vals 8-byte aligned */
+	__u32 typed;	/* bit i: vals[i] starts a typed blob (below) */
 	__u64 vals[];
 };
+
+/*
+ * A typed blob in vals: bit i of typed set means vals[i] is
+ * (u64)kind << 32 | byte_length, followed by DIV_ROUND_UP(byte_length, 8)
+ * values holding the bytes (the last one zero-padded). Bits are set only
+ * on blob starts. A reader that does not know a kind shows its bytes raw.
+ *
+ * A string (STORE_STR, STORE_USTR) holds its bytes with the terminating
+ * NUL when the whole string fit in KLASY_STR_MAX bytes; a longer one
+ * holds its first KLASY_STR_MAX (or as many as the record had room for)
+ * without a NUL: truncated. A string whose address could not be read
+ * has byte_length 0.
+ */
+enum klasy_val_kind {
+	KLASY_VAL_KSTR = 1,	/* a string in kernel memory */
+	KLASY_VAL_USTR = 2,	/* a string in user memory */
+	KLASY_VAL_KSTACK = 3,	/* a kernel stack id: 8 bytes (STORE_STACK) */
+};
+
+#define KLASY_STR_MAX 64	/* bytes of a string kept, NUL included */
 
 #define KLASY_RECORD_MAX (sizeof(struct klasy_record) + KLASY_MAX_VALUES * sizeof(__u64))
 
 /*
  * What one advice stored during one hit, and sp and regs, the probed
  * context's stack pointer (kernel_stack_pointer(regs)) and registers,
- * which the handler sets once per hit for TIMER_START's depth.
+ * which the handler sets once per hit for TIMER_START's depth, and cfa,
+ * the call whose per-call variables CALL_SET/CALL_GET use (0: none).
  */
 struct klasy_hit {
 	unsigned int n;
 	unsigned int dropped;
 	int flow;
 	unsigned int busy;	/* a klasy handler runs on this CPU: klasy_enter */
+	u32 typed;		/* the record's typed bitmap */
 	unsigned long sp;
 	struct pt_regs *regs;
+	unsigned long cfa;
 	u64 vals[KLASY_MAX_VALUES];
 };
 
@@ -89,6 +113,7 @@ static inline void klasy_hit_begin(struct klasy_hit *hit)
 	hit->n = 0;
 	hit->dropped = 0;
 	hit->flow = 0;
+	hit->typed = 0;
 }
 
 /*
@@ -140,6 +165,7 @@ struct klasy_hook {
 	unsigned int nadvice;
 	const u16 *advice;		/* advice numbers, in call order */
 	const char *module;		/* the module whose code holds the hook, NULL for the kernel */
+	const char *access;		/* access join points: read, write, rw or addr, else NULL */
 	/*
 	 * The handler reads no saved register but those ftrace saves for a
 	 * function's arguments (ax, cx, dx, si, di, r8, r9, bp, sp, ip):
@@ -180,6 +206,7 @@ static __always_inline bool klasy_enter(struct klasy_hit *hit,
 
 static __always_inline void klasy_leave(struct klasy_hit *hit)
 {
+	hit->cfa = 0;	/* a call's only for the handler that set it */
 	barrier();
 	WRITE_ONCE(hit->busy, 0);
 }
@@ -194,6 +221,10 @@ struct klasy_agg_room {
 	u16 hist;	/* HIST */
 	u16 lhist;	/* LHIST */
 	u16 timer;	/* TIMER_START/TIMER_STOP names */
+	u16 by;		/* COUNT_BY, SUM_BY, MINIMUM_BY, MAXIMUM_BY */
+	u16 hist_by;	/* HIST_BY */
+	u16 lhist_by;	/* LHIST_BY */
+	u16 timer_by;	/* TIMER_START_BY/TIMER_STOP_BY names */
 };
 
 struct klasy_agg;
@@ -309,7 +340,43 @@ static inline void klasy_store(struct klasy_hit *hit, u64 v)
 		hit->dropped++;
 }
 
+/*
+ * klasy_store_blob reserves a typed blob of len bytes (see struct
+ * klasy_record) and returns where its bytes go, its last value zeroed;
+ * NULL, one value counted as dropped, when the hit has no room for it.
+ */
+static inline void *klasy_store_blob(struct klasy_hit *hit, u32 kind, u32 len)
+{
+	unsigned int slots = 1 + DIV_ROUND_UP(len, 8);
+
+	if (unlikely(hit->n + slots > KLASY_MAX_VALUES)) {
+		hit->dropped++;
+		return NULL;
+	}
+	hit->typed |= 1U << hit->n;
+	/* The padding first: a 0-byte blob is its header alone. */
+	hit->vals[hit->n + slots - 1] = 0;
+	hit->vals[hit->n] = (u64)kind << 32 | len;
+	hit->n += slots;
+	return &hit->vals[hit->n - slots + 1];
+}
+
+/*
+ * klasy_store_str stores the string at p, in kernel memory
+ * (KLASY_VAL_KSTR) or user memory (KLASY_VAL_USTR), as a typed blob,
+ * without faulting: see struct klasy_record for its form.
+ */
+void klasy_store_str(struct klasy_hit *hit, u32 kind, const void *p);
+
 #define STORE_DATA(x) klasy_store(__klasy_hit, (u64)(x))
+/*
+ * STORE_STR(p) records the NUL-terminated string at kernel address p,
+ * STORE_USTR(p) the one at user address p (a syscall's argument): at
+ * most KLASY_STR_MAX bytes, a longer one marked truncated. An address
+ * that cannot be read is recorded as such, never faulting.
+ */
+#define STORE_STR(p) klasy_store_str(__klasy_hit, KLASY_VAL_KSTR, (const void *)(p))
+#define STORE_USTR(p) klasy_store_str(__klasy_hit, KLASY_VAL_USTR, (const void *)(p))
 /* KLASY_SET_FLOW(id) stamps this hit's record with a flow ID (xflow). */
 #define KLASY_SET_FLOW(id) (__klasy_hit->flow = (id))
 #define STORE_DATA1(a) STORE_DATA(a)
@@ -447,6 +514,30 @@ void klasy_flow_no_id(struct klasy_flow *flow);
  * MAXIMUM.) Keys and values are 64-bit: a key is any integer or pointer
  * (current->pid, an skb), a value is signed.
  *
+ * Keys of several values, strings among them (bpftrace's @[comm, pid]):
+ *
+ *   COUNT_BY(name, k...)                    hits per key
+ *   SUM_BY(name, k..., v), MINIMUM_BY(name, k..., v), MAXIMUM_BY(...)
+ *   HIST_BY(name, k..., v)                  a histogram per key
+ *   LHIST_BY(name, k..., v, lo, hi, step)   a linear one per key
+ *   TIMER_START_BY(name, k...)              starts timer name for the
+ *                                           current task, keeping k...
+ *   TIMER_STOP_BY(name)                     stops it: its times are
+ *                                           aggregated under the START's
+ *                                           key (per key: as TIMER's)
+ *
+ * k... is one to four values, each an integer or KEY_STR(p) (the string
+ * at kernel address p, as STORE_STR) or KEY_USTR(p) (user address) or
+ * KEY_KSTACK() (the probed context's kernel stack, as STACK_ID). A
+ * key is stored in KLASY_KEY_WORDS u64s, encoded as a record's values
+ * (an integer one, a string a typed blob of its bytes): a string is cut
+ * (and shown marked) to what the key has room for, a key that has no
+ * room for its next value is not counted (dropped). A keyed timer's
+ * START and STOP pair up per task as TIMER_START and TIMER_STOP do; its
+ * task table holds the key with each task's timing. Such a map holds
+ * KLASY_AGG_BY_KEYS keys per CPU, KLASY_AGG_HIST_BY_KEYS for
+ * histograms; updates of further keys are counted as dropped.
+ *
  * Naming: a map is named by its macro and line ("count:12" for a COUNT on
  * the aspect's line 12): two of one kind on one line are one map. The _AS
  * forms name it: COUNT_AS(name, key), SUM_AS(name, key, v),
@@ -492,6 +583,21 @@ enum klasy_agg_kind {
 #define KLASY_AGG_TASK_BITS 10
 #define KLASY_AGG_TASKS (1 << KLASY_AGG_TASK_BITS)	/* tasks in one timer at once */
 #define KLASY_AGG_MAX_MAPS 64		/* maps per aspect */
+#define KLASY_KEY_WORDS 8		/* a _BY key: 64 bytes */
+#define KLASY_KEY_VALUES 4		/* values in a _BY key */
+#define KLASY_AGG_BY_KEYS 256		/* keys per _BY map and CPU */
+#define KLASY_AGG_HIST_BY_KEYS 64	/* keys per HIST_BY, LHIST_BY map and CPU */
+
+/*
+ * A _BY map's key: nw words, typed marking the ones that start a string
+ * (as in struct klasy_record); the macros zero it first, so that equal
+ * keys are equal bytes. nw past KLASY_KEY_WORDS: a value found no room.
+ */
+struct klasy_key {
+	u32 typed;
+	u32 nw;
+	u64 w[KLASY_KEY_WORDS];
+};
 
 struct klasy_map;
 
@@ -505,13 +611,20 @@ struct klasy_map_desc {
 	const char *file;	/* __FILE__: the aspect's, by #line */
 	const char *func;	/* __func__: klasy_advice_N */
 	unsigned int line;	/* __LINE__: the aspect's */
+	u8 keykind;		/* what keys are: KLASY_KEY_INT, KLASY_KEY_KSTACK */
 	s64 lo, hi, step;	/* LHIST */
+	u8 by;			/* a _BY form: keys are struct klasy_key */
 	struct klasy_map *map;	/* runtime's */
 };
 
 void klasy_agg_keyed(struct klasy_aspect *a, struct klasy_map_desc *d, u64 key, s64 v);
 void klasy_agg_hist(struct klasy_aspect *a, struct klasy_map_desc *d, s64 v);
+void klasy_agg_by(struct klasy_aspect *a, struct klasy_map_desc *d,
+		  const struct klasy_key *k, s64 v);
+void klasy_key_add(struct klasy_key *k, u32 kind, u64 v);
 void klasy_timer_start(struct klasy_aspect *a, struct klasy_map_desc *d);
+void klasy_timer_start_by(struct klasy_aspect *a, struct klasy_map_desc *d,
+			  const struct klasy_key *k);
 void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d);
 
 /* The aspect of the generated module the macro is expanded in. */
@@ -563,5 +676,191 @@ void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d);
 #define LHIST_AS(name, v, lo, hi, step)	__KLASY_LHIST(#name, v, lo, hi, step)
 #define TIMER_START(name)		__KLASY_TIMER(klasy_timer_start, #name)
 #define TIMER_STOP(name)		__KLASY_TIMER(klasy_timer_stop, #name)
+
+/*
+ * Kernel stacks (klasy_stack.c), as BPF's STACK_TRACE map and bpftrace's
+ * kstack: STACK_ID() saves the probed context's kernel stack (at most
+ * KLASY_STACK_DEPTH return addresses, innermost first: from the hit's
+ * registers where the hook has them, else from the advice, klasy's own
+ * frames dropped by the host) into the runtime's table of stacks and is
+ * its id, a 64-bit hash of the frames. An id names the same stack for
+ * as long as the runtime is loaded; a stack the full table could not
+ * keep is counted (stacks file, full=N) and its id, still apart from
+ * other stacks', prints without frames. COUNT_STACK(name) counts hits
+ * per stack (bpftrace's @name[kstack] = count()): klasy stats prints
+ * each stack's frames, symbolized, then its count, or with --folded
+ * "root;...;leaf count" for flame graph tools.
+ */
+#define KLASY_STACK_DEPTH 32
+
+/* Kinds of keys, as the typed values of a record number them. */
+#define KLASY_KEY_INT 0
+#define KLASY_KEY_KSTACK KLASY_VAL_KSTACK
+
+u64 klasy_stack_id(void);
+
+#define STACK_ID() klasy_stack_id()
+
+/*
+ * STORE_STACK() records the stack's id in the hit's record, a typed
+ * value (KLASY_VAL_KSTACK); klasy trace prints its frames.
+ */
+static inline void klasy_store_stack(struct klasy_hit *hit)
+{
+	u64 *p = klasy_store_blob(hit, KLASY_VAL_KSTACK, sizeof(u64));
+
+	if (p)
+		*p = klasy_stack_id();
+}
+
+#define STORE_STACK() klasy_store_stack(__klasy_hit)
+#define COUNT_STACK(name) do {						\
+	__KLASY_DESC(KLASY_AGG_COUNT, #name, .keykind = KLASY_KEY_KSTACK); \
+	klasy_agg_keyed(KLASY_THIS_ASPECT, &__klasy_desc, klasy_stack_id(), 1); \
+} while (0)
+
+/*
+ * The _BY forms. KEY_STR and KEY_USTR make a pointer of a type of their
+ * own, which _Generic tells from an integer; the argument counting
+ * macros split "keys..., value" (C has no way to take a variadic
+ * macro's last argument but by counting).
+ */
+struct klasy_kstr;
+struct klasy_ustr;
+struct klasy_kstack;
+#define KEY_STR(p)	((const struct klasy_kstr *)(unsigned long)(p))
+#define KEY_USTR(p)	((const struct klasy_ustr *)(unsigned long)(p))
+#define KEY_KSTACK()	((const struct klasy_kstack *)(unsigned long)klasy_stack_id())
+
+#define __KLASY_CAT_(a, b) a##b
+#define __KLASY_CAT(a, b) __KLASY_CAT_(a, b)
+#define __KLASY_CALL(m, ...) m(__VA_ARGS__)
+#define __KLASY_NARGS(...) \
+	__KLASY_NARGS_(__VA_ARGS__, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define __KLASY_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, n, ...) n
+
+#define __KLASY_KADD(k, x) _Generic((x),				\
+	const struct klasy_kstr *:					\
+		klasy_key_add(k, KLASY_VAL_KSTR, (u64)(unsigned long)(x)), \
+	const struct klasy_ustr *:					\
+		klasy_key_add(k, KLASY_VAL_USTR, (u64)(unsigned long)(x)), \
+	const struct klasy_kstack *:					\
+		klasy_key_add(k, KLASY_VAL_KSTACK, (u64)(unsigned long)(x)), \
+	default: klasy_key_add(k, 0, (u64)(x)))
+#define __KLASY_KEYS1(k, a) __KLASY_KADD(k, a)
+#define __KLASY_KEYS2(k, a, b) (__KLASY_KEYS1(k, a), __KLASY_KADD(k, b))
+#define __KLASY_KEYS3(k, a, b, c) (__KLASY_KEYS2(k, a, b), __KLASY_KADD(k, c))
+#define __KLASY_KEYS4(k, a, b, c, d) (__KLASY_KEYS3(k, a, b, c), __KLASY_KADD(k, d))
+
+/* "keys..., v" as "v, keys...", and "keys..., v, lo, hi, step" likewise. */
+#define __KLASY_V2(a, v) v, a
+#define __KLASY_V3(a, b, v) v, a, b
+#define __KLASY_V4(a, b, c, v) v, a, b, c
+#define __KLASY_V5(a, b, c, d, v) v, a, b, c, d
+#define __KLASY_VFIRST(...) \
+	__KLASY_CAT(__KLASY_V, __KLASY_NARGS(__VA_ARGS__))(__VA_ARGS__)
+#define __KLASY_L5(a, v, l, h, s) v, l, h, s, a
+#define __KLASY_L6(a, b, v, l, h, s) v, l, h, s, a, b
+#define __KLASY_L7(a, b, c, v, l, h, s) v, l, h, s, a, b, c
+#define __KLASY_L8(a, b, c, d, v, l, h, s) v, l, h, s, a, b, c, d
+#define __KLASY_LFIRST(...) \
+	__KLASY_CAT(__KLASY_L, __KLASY_NARGS(__VA_ARGS__))(__VA_ARGS__)
+
+#define __KLASY_BY_UPDATE(v, ...) do {					\
+	struct klasy_key __klasy_key = {};				\
+	s64 __klasy_v = (s64)(v);					\
+	__KLASY_CAT(__KLASY_KEYS, __KLASY_NARGS(__VA_ARGS__))(&__klasy_key, __VA_ARGS__); \
+	klasy_agg_by(KLASY_THIS_ASPECT, &__klasy_desc, &__klasy_key, __klasy_v); \
+} while (0)
+
+#define __KLASY_BY(k, nm, v, ...) do {					\
+	__KLASY_DESC(k, nm, .by = 1);					\
+	__KLASY_BY_UPDATE(v, __VA_ARGS__);				\
+} while (0)
+
+#define __KLASY_LBY(nm, v, l, h, s, ...) do {				\
+	_Static_assert((s) > 0, "LHIST_BY: step must be above 0");	\
+	_Static_assert((h) > (l), "LHIST_BY: hi must be above lo");	\
+	_Static_assert(((h) - (l)) % (s) == 0,				\
+		       "LHIST_BY: hi - lo must be a multiple of step");	\
+	_Static_assert(((h) - (l)) / (s) <= KLASY_AGG_LHIST_MAX,	\
+		       "LHIST_BY: at most 1000 buckets");		\
+	__KLASY_DESC(KLASY_AGG_LHIST, nm, .lo = (l), .hi = (h), .step = (s), .by = 1); \
+	__KLASY_BY_UPDATE(v, __VA_ARGS__);				\
+} while (0)
+
+#define COUNT_BY(name, ...) __KLASY_BY(KLASY_AGG_COUNT, #name, 1, __VA_ARGS__)
+#define SUM_BY(name, ...) \
+	__KLASY_CALL(__KLASY_BY, KLASY_AGG_SUM, #name, __KLASY_VFIRST(__VA_ARGS__))
+#define MINIMUM_BY(name, ...) \
+	__KLASY_CALL(__KLASY_BY, KLASY_AGG_MIN, #name, __KLASY_VFIRST(__VA_ARGS__))
+#define MAXIMUM_BY(name, ...) \
+	__KLASY_CALL(__KLASY_BY, KLASY_AGG_MAX, #name, __KLASY_VFIRST(__VA_ARGS__))
+#define HIST_BY(name, ...) \
+	__KLASY_CALL(__KLASY_BY, KLASY_AGG_HIST, #name, __KLASY_VFIRST(__VA_ARGS__))
+#define LHIST_BY(name, ...) \
+	__KLASY_CALL(__KLASY_LBY, #name, __KLASY_LFIRST(__VA_ARGS__))
+#define TIMER_START_BY(name, ...) do {					\
+	__KLASY_DESC(KLASY_AGG_TIMER, #name, .by = 1);			\
+	struct klasy_key __klasy_key = {};				\
+	__KLASY_CAT(__KLASY_KEYS, __KLASY_NARGS(__VA_ARGS__))(&__klasy_key, __VA_ARGS__); \
+	klasy_timer_start_by(KLASY_THIS_ASPECT, &__klasy_desc, &__klasy_key); \
+} while (0)
+#define TIMER_STOP_BY(name) do {					\
+	__KLASY_DESC(KLASY_AGG_TIMER, #name, .by = 1);			\
+	klasy_timer_stop(KLASY_THIS_ASPECT, &__klasy_desc);		\
+} while (0)
+
+/*
+ * Per-call variables (bpftrace's @start[tid]): CALL_SET(name, v) in the
+ * before advice at the entry of a function (execution(f)) keeps v for
+ * that call, and CALL_GET(name) in its after advice (on the call's
+ * return) reads it back; name is an identifier, values are u64, at most
+ * KLASY_CALL_VARS names per aspect. A call is known by its frame: the
+ * CFA, the stack pointer before the call pushed its return address (the
+ * probed SP + 8 at the entry, the probed SP on return). So a recursive
+ * or nested call, deeper on the stack, has values of its own and never
+ * sees the outer call's, and CALL_GET of a name the call did not set is
+ * 0. At other hooks (an inlined copy, a line, an access) and off the
+ * task's stack (an interrupt), CALL_SET keeps nothing and CALL_GET is 0.
+ *
+ * The entry hook opens the call's frame (klasy_call_begin) and drops the
+ * task's frames at its CFA or below: those calls have returned, so a
+ * return a kretprobe missed leaves nothing past the task's next call at
+ * that depth or above (TIMER_START's rule). The return hook closes the
+ * frame after the advice. Bounds: KLASY_CALL_DEPTH open calls per task
+ * (a new one drops the oldest), KLASY_AGG_TASKS tasks (a task whose
+ * newest call is older than a minute gives its slot up, as in a timer).
+ */
+#define KLASY_CALL_VARS 8
+#define KLASY_CALL_DEPTH 8
+
+struct klasy_call_frame {
+	unsigned long cfa;
+	u64 t0;				/* when it was opened */
+	u32 set;			/* bit i: variable i was set */
+	u64 v[KLASY_CALL_VARS];
+};
+
+struct klasy_call_task {
+	unsigned long task;		/* its task_struct; 0: free */
+	u64 birth;			/* its start_time */
+	unsigned int n;			/* open frames */
+	struct klasy_call_frame f[KLASY_CALL_DEPTH];
+};
+
+/* An aspect's per-call variables: static in its advice module. */
+struct klasy_calls {
+	struct klasy_call_task t[KLASY_AGG_TASKS];
+};
+
+unsigned long klasy_call_begin(struct klasy_calls *c, unsigned long cfa);
+void klasy_call_end(struct klasy_calls *c, unsigned long cfa);
+void klasy_call_set(struct klasy_calls *c, unsigned int var, u64 v);
+u64 klasy_call_get(struct klasy_calls *c, unsigned int var);
+
+/* __klasy_call_NAME: the generated module numbers the aspect's names. */
+#define CALL_SET(name, v)	klasy_call_set(&klasy_calls, __klasy_call_##name, (u64)(v))
+#define CALL_GET(name)		klasy_call_get(&klasy_calls, __klasy_call_##name)
 
 #endif /* _KLASY_RT_H */

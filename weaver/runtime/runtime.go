@@ -9,8 +9,8 @@ import "embed"
 
 // Sources holds the runtime's C files (klasy_core.c, klasy_tp.c for
 // tracepoint hooks, klasy_agg.c and
-// klasy_internal.h for aggregation, klasy_flow*.[ch] for the flow
-// tables, linked by Kbuild), klasy_rt.h and Kbuild: build them with
+// klasy_internal.h for aggregation, klasy_stack.c for STACK_ID's table,
+// klasy_flow*.[ch] for the flow tables, linked by Kbuild), klasy_rt.h and Kbuild: build them with
 // kbuild.Build. Advice modules include klasy_rt.h and build with the
 // runtime's Module.symvers in kbuild.Options.ExtraSymbols
 // (KBUILD_EXTRA_SYMBOLS), so the kernel orders unloading.
@@ -24,7 +24,7 @@ const (
 	// Header is the ABI header advice modules include.
 	Header = "klasy_rt.h"
 	// ABIVersion is KLASY_ABI_VERSION in klasy_rt.h, shown in status as abi=N.
-	ABIVersion = 10
+	ABIVersion = 13
 
 	// DebugfsDir is the runtime's directory in the guest's debugfs.
 	DebugfsDir = "/sys/kernel/debug/klasy"
@@ -40,6 +40,9 @@ const (
 	// "wraps=N skipped=N none=N" (IDs passed over as live, calls that
 	// found no free ID).
 	FlowIDsPath = DebugfsDir + "/flow_ids"
+	// StacksPath is the kernel stacks advice saved with STACK_ID(), by
+	// id (weaver/records.ParseStacks).
+	StacksPath = DebugfsDir + "/stacks"
 
 	// BufferKBParam is the module parameter for the trace buffer per CPU
 	// in KiB, between BufferKBMin and BufferKBMax (default 1024).

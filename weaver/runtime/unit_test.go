@@ -200,10 +200,11 @@ func TestRecordsHarnessChecks(t *testing.T) {
 // runtime's own).
 func aggHarness(t testing.TB, agg []byte) string {
 	t.Helper()
-	rt := unitSource(t, runtime.Header, nil, "KLASY_AGG_HIST_BUCKETS", "KLASY_AGG_TASK_BITS", "KLASY_AGG_TASKS", "struct klasy_map_desc", "KLASY_MAX_VALUES", "struct klasy_hit")
+	rt := unitSource(t, runtime.Header, nil, "KLASY_AGG_HIST_BUCKETS", "KLASY_AGG_TASK_BITS", "KLASY_AGG_TASKS", "struct klasy_map_desc", "KLASY_MAX_VALUES", "struct klasy_hit",
+		"KLASY_KEY_WORDS", "struct klasy_key")
 	types := unitSource(t, "klasy_agg.c", agg, "struct klasy_timer", "struct klasy_tslot", "KLASY_TASK_PROBES", "KLASY_TIMER_STALE_NS", "struct klasy_map")
 	funcs := unitSource(t, "klasy_agg.c", agg, "klasy_log2_bucket", "klasy_task_cpu_ns", "klasy_on_task_stack", "klasy_tslot",
-		"klasy_timer_start", "klasy_time", "klasy_timer_stop")
+		"__klasy_timer_start", "klasy_timer_start", "klasy_time", "klasy_timer_stop")
 	return unitHarness(t, "agg_harness", map[string]string{"agg_types.c": rt + types, "agg_funcs.c": funcs})
 }
 

@@ -264,3 +264,73 @@ func CheckHookAddr(b *dwarfmap.Batch, im *Image, host string, addr uint64) strin
 	}
 	return ""
 }
+
+// HostLines caches, for one resolve, the code of a source line in an
+// out-of-line function, which every copy inlined there shares.
+type HostLines struct {
+	hostLines map[hostLineKey]*HostLine
+	lineRows  map[lineRowsKey][]dwarfmap.Row
+}
+
+type lineRowsKey struct {
+	im   *Image
+	file string
+	line int
+}
+
+type hostLineKey struct {
+	im   *Image
+	file string
+	line int
+	host uint64
+}
+
+// Get returns the code of file:line in the out-of-line function whose
+// ranges are host, read once.
+func (c *HostLines) Get(b *dwarfmap.Batch, im *Image, file string, line int, host [][2]uint64) *HostLine {
+	if len(host) == 0 {
+		return nil
+	}
+	if c.hostLines == nil {
+		c.hostLines, c.lineRows = map[hostLineKey]*HostLine{}, map[lineRowsKey][]dwarfmap.Row{}
+	}
+	k := hostLineKey{im, file, line, host[0][0]}
+	if hl, ok := c.hostLines[k]; ok {
+		return hl
+	}
+	fids := b.Files(file)
+	hl := &HostLine{}
+	rk := lineRowsKey{im, file, line}
+	rows, ok := c.lineRows[rk]
+	if !ok {
+		rows = b.LineRows(file, line)
+		c.lineRows[rk] = rows
+	}
+	// The rows in the host's ranges, found by address.
+	for _, row := range RowsInRanges(rows, host) {
+		end, ok := InRanges(host, row.Addr)
+		if !ok {
+			continue
+		}
+		if n := len(hl.Rows); n > 0 && hl.Rows[n-1].Addr == row.Addr {
+			hl.Rows[n-1].Flags |= row.Flags & dwarfmap.RowStmt
+			continue
+		}
+		next, ok := b.NextRowAddr(row.Addr)
+		if !ok || next > end {
+			next = end
+		}
+		seg := [2]uint64{row.Addr, next}
+		// The last row at an address owns the instructions from there.
+		at := b.RowsIn(row.Addr, row.Addr+1)
+		owned := seg
+		if last := at[len(at)-1]; !slices.Contains(fids, last.File) || int(last.Line) != line {
+			owned = [2]uint64{}
+		}
+		hl.Rows = append(hl.Rows, row)
+		hl.Owned = append(hl.Owned, owned)
+		hl.Owner = append(hl.Owner, seg)
+	}
+	c.hostLines[k] = hl
+	return hl
+}

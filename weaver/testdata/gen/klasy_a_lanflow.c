@@ -4,7 +4,7 @@
  * lanflow.klasy. Loaded by 'klasy weave', removed by 'klasy unweave'.
  *
  * Join points not woven:
- *   advice 4 before skb_network_header (inlined in udp_recvmsg) at /root/.cache/klasy/linux-source-6.1/src/include/linux/skbuff.h:2925: target(skb): skb: optimized out here
+ *   advice 4 before skb_network_header (inlined in udp_recvmsg) at include/linux/skbuff.h:2925: target(skb): skb: optimized out here
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -94,7 +94,7 @@ static void klasy_advice_4(struct klasy_hit *__klasy_hit, unsigned long __klasy_
 #line 95 "klasy_a_lanflow.c"
 }
 
-/* hook 0: kprobe __ip_local_out inlined in ip_local_out at /root/.cache/klasy/linux-source-6.1/src/net/ipv4/ip_output.c:103, image address 0xffffffff815cf23c */
+/* hook 0: kprobe __ip_local_out inlined in ip_local_out at net/ipv4/ip_output.c:103, image address 0xffffffff815cf23c */
 static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[0];
@@ -123,7 +123,7 @@ static int klasy_h0(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 1: kprobe __ip_local_out at /root/.cache/klasy/linux-source-6.1/src/net/ipv4/ip_output.c:103, image address 0xffffffff815d096f */
+/* hook 1: kprobe __ip_local_out at net/ipv4/ip_output.c:103, image address 0xffffffff815d096f */
 static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[1];
@@ -152,7 +152,7 @@ static int klasy_h1(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 2: kprobe udp_send_skb at /root/.cache/klasy/linux-source-6.1/src/net/ipv4/udp.c:990, image address 0xffffffff8160440f */
+/* hook 2: kprobe udp_send_skb at net/ipv4/udp.c:990, image address 0xffffffff8160440f */
 static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[2];
@@ -176,7 +176,7 @@ static int klasy_h2(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 3: kprobe udplite_csum inlined in udp_send_skb at /root/.cache/klasy/linux-source-6.1/src/include/net/udplite.h:71, image address 0xffffffff8160467e */
+/* hook 3: kprobe udplite_csum inlined in udp_send_skb at include/net/udplite.h:71, image address 0xffffffff8160467e */
 static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[3];
@@ -200,7 +200,7 @@ static int klasy_h3(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 4: kprobe skb_transport_header inlined in udp_recvmsg at /root/.cache/klasy/linux-source-6.1/src/include/linux/skbuff.h:2885, image address 0xffffffff81606d6a */
+/* hook 4: kprobe skb_transport_header inlined in udp_recvmsg at include/linux/skbuff.h:2885, image address 0xffffffff81606d6a */
 static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[4];
@@ -224,7 +224,7 @@ static int klasy_h4(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 5: kprobe skb_transport_header inlined in udp_recvmsg at /root/.cache/klasy/linux-source-6.1/src/include/linux/skbuff.h:2885, image address 0xffffffff81606d71 */
+/* hook 5: kprobe skb_transport_header inlined in udp_recvmsg at include/linux/skbuff.h:2885, image address 0xffffffff81606d71 */
 static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[5];
@@ -248,7 +248,7 @@ static int klasy_h5(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 6: kprobe skb_network_header inlined in udp_recvmsg at /root/.cache/klasy/linux-source-6.1/src/include/linux/skbuff.h:2925, image address 0xffffffff81606d81 */
+/* hook 6: kprobe skb_network_header inlined in udp_recvmsg at include/linux/skbuff.h:2925, image address 0xffffffff81606d81 */
 static int klasy_h6(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[6];
@@ -272,7 +272,7 @@ static int klasy_h6(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 7: kprobe __udp_lib_checksum_complete inlined in udp_recvmsg at /root/.cache/klasy/linux-source-6.1/src/include/net/udp.h:112, image address 0xffffffff81606ec9 */
+/* hook 7: kprobe __udp_lib_checksum_complete inlined in udp_recvmsg at include/net/udp.h:112, image address 0xffffffff81606ec9 */
 static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[7];
@@ -305,7 +305,7 @@ static int klasy_h7(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 8: kprobe __udp_lib_checksum_complete inlined in udp_recvmsg at /root/.cache/klasy/linux-source-6.1/src/include/net/udp.h:114, image address 0xffffffff81606ee0 */
+/* hook 8: kprobe __udp_lib_checksum_complete inlined in udp_recvmsg at include/net/udp.h:114, image address 0xffffffff81606ee0 */
 static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[8];
@@ -329,7 +329,7 @@ static int klasy_h8(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 9: kprobe copy_linear_skb inlined in udp_recvmsg at /root/.cache/klasy/linux-source-6.1/src/include/net/udp.h:377, image address 0xffffffff81606f0c */
+/* hook 9: kprobe copy_linear_skb inlined in udp_recvmsg at include/net/udp.h:377, image address 0xffffffff81606f0c */
 static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[9];
@@ -353,7 +353,7 @@ static int klasy_h9(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 10: kprobe udp_recvmsg at /root/.cache/klasy/linux-source-6.1/src/net/ipv4/udp.c:1941, image address 0xffffffff81606f4a */
+/* hook 10: kprobe udp_recvmsg at net/ipv4/udp.c:1941, image address 0xffffffff81606f4a */
 static int klasy_h10(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[10];
@@ -377,7 +377,7 @@ static int klasy_h10(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 11: kprobe skb_end_pointer inlined in udp_recvmsg at /root/.cache/klasy/linux-source-6.1/src/include/linux/skbuff.h:1634, image address 0xffffffff8160702f */
+/* hook 11: kprobe skb_end_pointer inlined in udp_recvmsg at include/linux/skbuff.h:1634, image address 0xffffffff8160702f */
 static int klasy_h11(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[11];
@@ -401,7 +401,7 @@ static int klasy_h11(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 12: kprobe skb_end_pointer inlined in udp_recvmsg at /root/.cache/klasy/linux-source-6.1/src/include/linux/skbuff.h:1634, image address 0xffffffff81607036 */
+/* hook 12: kprobe skb_end_pointer inlined in udp_recvmsg at include/linux/skbuff.h:1634, image address 0xffffffff81607036 */
 static int klasy_h12(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[12];
@@ -425,7 +425,7 @@ static int klasy_h12(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 13: kprobe sock_recv_cmsgs inlined in udp_recvmsg at /root/.cache/klasy/linux-source-6.1/src/include/net/sock.h:2860, image address 0xffffffff816070dc */
+/* hook 13: kprobe sock_recv_cmsgs inlined in udp_recvmsg at include/net/sock.h:2860, image address 0xffffffff816070dc */
 static int klasy_h13(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[13];
@@ -449,7 +449,7 @@ static int klasy_h13(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
-/* hook 14: kprobe __udp4_lib_lookup_skb inlined in __udp4_lib_rcv at /root/.cache/klasy/linux-source-6.1/src/net/ipv4/udp.c:613, image address 0xffffffff81609344 */
+/* hook 14: kprobe __udp4_lib_lookup_skb inlined in __udp4_lib_rcv at net/ipv4/udp.c:613, image address 0xffffffff81609344 */
 static int klasy_h14(struct kprobe *kp, struct pt_regs *regs)
 {
 	struct klasy_hook *h = &klasy_hooks[14];
@@ -516,8 +516,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.image_addr = 0xffffffff815cf23cUL,
 		.function = "__ip_local_out",
 		.inlined_in = "ip_local_out",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/net/ipv4/ip_output.c",
+		.file = "net/ipv4/ip_output.c",
 		.line = 103,
+		.access = "write",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_0),
 		.advice = klasy_advice_of_0,
 	},
@@ -527,8 +528,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.args_only = true,
 		.image_addr = 0xffffffff815d096fUL,
 		.function = "__ip_local_out",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/net/ipv4/ip_output.c",
+		.file = "net/ipv4/ip_output.c",
 		.line = 103,
+		.access = "write",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_1),
 		.advice = klasy_advice_of_1,
 	},
@@ -538,8 +540,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.args_only = true,
 		.image_addr = 0xffffffff8160440fUL,
 		.function = "udp_send_skb",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/net/ipv4/udp.c",
+		.file = "net/ipv4/udp.c",
 		.line = 990,
+		.access = "read",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_2),
 		.advice = klasy_advice_of_2,
 	},
@@ -549,8 +552,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.image_addr = 0xffffffff8160467eUL,
 		.function = "udplite_csum",
 		.inlined_in = "udp_send_skb",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/include/net/udplite.h",
+		.file = "include/net/udplite.h",
 		.line = 71,
+		.access = "read",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_3),
 		.advice = klasy_advice_of_3,
 	},
@@ -560,8 +564,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.image_addr = 0xffffffff81606d6aUL,
 		.function = "skb_transport_header",
 		.inlined_in = "udp_recvmsg",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/include/linux/skbuff.h",
+		.file = "include/linux/skbuff.h",
 		.line = 2885,
+		.access = "read",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_4),
 		.advice = klasy_advice_of_4,
 	},
@@ -571,8 +576,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.image_addr = 0xffffffff81606d71UL,
 		.function = "skb_transport_header",
 		.inlined_in = "udp_recvmsg",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/include/linux/skbuff.h",
+		.file = "include/linux/skbuff.h",
 		.line = 2885,
+		.access = "read",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_5),
 		.advice = klasy_advice_of_5,
 	},
@@ -582,8 +588,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.image_addr = 0xffffffff81606d81UL,
 		.function = "skb_network_header",
 		.inlined_in = "udp_recvmsg",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/include/linux/skbuff.h",
+		.file = "include/linux/skbuff.h",
 		.line = 2925,
+		.access = "read",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_6),
 		.advice = klasy_advice_of_6,
 	},
@@ -593,8 +600,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.image_addr = 0xffffffff81606ec9UL,
 		.function = "__udp_lib_checksum_complete",
 		.inlined_in = "udp_recvmsg",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/include/net/udp.h",
+		.file = "include/net/udp.h",
 		.line = 112,
+		.access = "read",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_7),
 		.advice = klasy_advice_of_7,
 	},
@@ -605,8 +613,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.image_addr = 0xffffffff81606ee0UL,
 		.function = "__udp_lib_checksum_complete",
 		.inlined_in = "udp_recvmsg",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/include/net/udp.h",
+		.file = "include/net/udp.h",
 		.line = 114,
+		.access = "read",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_8),
 		.advice = klasy_advice_of_8,
 	},
@@ -616,8 +625,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.image_addr = 0xffffffff81606f0cUL,
 		.function = "copy_linear_skb",
 		.inlined_in = "udp_recvmsg",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/include/net/udp.h",
+		.file = "include/net/udp.h",
 		.line = 377,
+		.access = "read",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_9),
 		.advice = klasy_advice_of_9,
 	},
@@ -626,8 +636,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.rp.kp.pre_handler = klasy_h10,
 		.image_addr = 0xffffffff81606f4aUL,
 		.function = "udp_recvmsg",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/net/ipv4/udp.c",
+		.file = "net/ipv4/udp.c",
 		.line = 1941,
+		.access = "read",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_10),
 		.advice = klasy_advice_of_10,
 	},
@@ -637,8 +648,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.image_addr = 0xffffffff8160702fUL,
 		.function = "skb_end_pointer",
 		.inlined_in = "udp_recvmsg",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/include/linux/skbuff.h",
+		.file = "include/linux/skbuff.h",
 		.line = 1634,
+		.access = "read",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_11),
 		.advice = klasy_advice_of_11,
 	},
@@ -648,8 +660,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.image_addr = 0xffffffff81607036UL,
 		.function = "skb_end_pointer",
 		.inlined_in = "udp_recvmsg",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/include/linux/skbuff.h",
+		.file = "include/linux/skbuff.h",
 		.line = 1634,
+		.access = "read",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_12),
 		.advice = klasy_advice_of_12,
 	},
@@ -659,8 +672,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.image_addr = 0xffffffff816070dcUL,
 		.function = "sock_recv_cmsgs",
 		.inlined_in = "udp_recvmsg",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/include/net/sock.h",
+		.file = "include/net/sock.h",
 		.line = 2860,
+		.access = "read",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_13),
 		.advice = klasy_advice_of_13,
 	},
@@ -670,8 +684,9 @@ static struct klasy_hook klasy_hooks[15] = {
 		.image_addr = 0xffffffff81609344UL,
 		.function = "__udp4_lib_lookup_skb",
 		.inlined_in = "__udp4_lib_rcv",
-		.file = "/root/.cache/klasy/linux-source-6.1/src/net/ipv4/udp.c",
+		.file = "net/ipv4/udp.c",
 		.line = 613,
+		.access = "read",
 		.nadvice = ARRAY_SIZE(klasy_advice_of_14),
 		.advice = klasy_advice_of_14,
 	},

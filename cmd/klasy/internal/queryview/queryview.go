@@ -272,6 +272,17 @@ type InferredAccess struct {
 	accessinfer.Access
 	File string
 	Line int
+	// Where is the instruction's place when its address means nothing
+	// by itself: SECTION+OFFSET in a module (.text+0x1a); "" prints PC.
+	Where string
+}
+
+// pc is the instruction's address, or its place in a module.
+func (a *InferredAccess) pc() string {
+	if a.Where != "" {
+		return a.Where
+	}
+	return fmt.Sprintf("%#x", a.PC)
 }
 
 // InferredAccessJSON is one line of klasy accesses --json for a binary
@@ -308,7 +319,7 @@ func InferredAccesses(w io.Writer, rows []InferredAccess, asJSON bool) error {
 			a := &rows[i]
 			f, in := fn(a)
 			j := InferredAccessJSON{Struct: a.Struct, Member: a.Member, Mode: debugklasy.ModeOf(a.Kind).String(), File: a.File, Line: a.Line,
-				Function: f, InlinedIn: in, PC: fmt.Sprintf("%#x", a.PC), Base: a.Why, Source: "inferred",
+				Function: f, InlinedIn: in, PC: a.pc(), Base: a.Why, Source: "inferred",
 				Bitfield: a.Bitfield, BitOffset: a.BitOffset, BitSize: a.BitSize}
 			if err := enc.Encode(j); err != nil {
 				return err
@@ -327,7 +338,7 @@ func InferredAccesses(w io.Writer, rows []InferredAccess, asJSON bool) error {
 		if in != "" {
 			f += " (in " + in + ")"
 		}
-		fmt.Fprintf(tw, "%s:%d\t%s\t%s.%s\t%s\t%#x\t%s\n", a.File, a.Line, f, a.Struct, a.Member, debugklasy.ModeOf(a.Kind), a.PC, a.Why)
+		fmt.Fprintf(tw, "%s:%d\t%s\t%s.%s\t%s\t%s\t%s\n", a.File, a.Line, f, a.Struct, a.Member, debugklasy.ModeOf(a.Kind), a.pc(), a.Why)
 	}
 	return tw.Flush()
 }

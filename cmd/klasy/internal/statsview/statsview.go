@@ -16,12 +16,18 @@ import (
 
 	"github.com/klasy/klasy/cmd/klasy/internal/hist"
 	"github.com/klasy/klasy/internal/human"
+	"github.com/klasy/klasy/weaver/kstack"
 	"github.com/klasy/klasy/weaver/records"
 )
 
+// Stacks gives the frames of a kernel stack id (the keys of
+// COUNT_STACK's maps); ok false when the kernel did not keep them.
+type Stacks func(id uint64) (fs []kstack.Frame, ok bool)
+
 // Print prints stats (nil: no runtime) of target, or of the one aspect
-// named, to out, and warnings of uses that count nothing to errw.
-func Print(out, errw io.Writer, target string, stats *records.Stats, only string, asJSON bool) error {
+// named, to out, and warnings of uses that count nothing to errw; the
+// keys of COUNT_STACK's maps as the frames stacks gives.
+func Print(out, errw io.Writer, target string, stats *records.Stats, only string, asJSON bool, stacks Stacks) error {
 	if stats == nil {
 		if only != "" {
 			return fmt.Errorf("aspect %s is not woven into %s: nothing of klasy is", only, target)
@@ -51,7 +57,7 @@ func Print(out, errw io.Writer, target string, stats *records.Stats, only string
 		warnFails(errw, a)
 		if asJSON {
 			for _, m := range a.Maps {
-				if err := enc.Encode(mapView(a.Name, m)); err != nil {
+				if err := enc.Encode(mapView(a.Name, m, stacks)); err != nil {
 					return err
 				}
 			}
@@ -60,7 +66,7 @@ func Print(out, errw io.Writer, target string, stats *records.Stats, only string
 		if i > 0 {
 			fmt.Fprintln(out)
 		}
-		printAspectStats(out, a)
+		printAspectStats(out, a, stacks)
 	}
 	return nil
 }
@@ -120,7 +126,7 @@ func warnFails(w io.Writer, a records.AspectStats) {
 	}
 }
 
-func printAspectStats(w io.Writer, a records.AspectStats) {
+func printAspectStats(w io.Writer, a records.AspectStats, stacks Stacks) {
 	if len(a.Maps) == 0 {
 		fmt.Fprintf(w, "aspect %s: no map yet (none of its aggregation macros has run)\n", a.Name)
 		return
@@ -129,6 +135,10 @@ func printAspectStats(w io.Writer, a records.AspectStats) {
 	for _, m := range a.Maps {
 		fmt.Fprintln(w)
 		switch {
+		case m.Key == records.KeyKStack:
+			printStacks(w, m, stacks)
+		case m.By:
+			printBy(w, m)
 		case m.Keyed():
 			printKeyed(w, m)
 		case m.Timer != nil:
@@ -161,6 +171,52 @@ func printKeyed(w io.Writer, m records.Map) {
 	}
 }
 
+// byKeys are a _BY map's keys as bpftrace prints a map's: by value,
+// least first, then by key; a histogram's by count.
+func byKeys(m records.Map) []records.TupleKey {
+	ks := slices.Clone(m.TKeys)
+	slices.SortStableFunc(ks, func(a, b records.TupleKey) int {
+		if len(a.Buckets) > 0 || a.Timer != nil {
+			return cmp.Compare(a.N, b.N)
+		}
+		return cmp.Compare(a.Value, b.Value)
+	})
+	return ks
+}
+
+// printBy prints a _BY map as bpftrace prints a map with a key:
+// "@name[dd, 1234]: 5", a histogram under "@name[dd]:".
+func printBy(w io.Writer, m records.Map) {
+	what := macroNames[m.Kind] + "_BY"
+	if m.Kind == records.KindLHist {
+		what += fmt.Sprintf(" from %d to %d by %d", m.Lo, m.Hi, m.Step)
+	}
+	if m.Kind == records.KindTimer {
+		what = "TIMER_START_BY"
+	}
+	fmt.Fprintf(w, "@%s: %s (%s), %s\n", m.Label(), what, where(m.Use), human.Plural(len(m.TKeys), "key"))
+	for _, k := range byKeys(m) {
+		if k.Timer != nil {
+			fmt.Fprintf(w, "@%s[%s]: %s\n", m.Label(), keyText(k.Key), human.Plural(int(k.N), "start-stop pair"))
+			printTimes(w, k.Timer)
+			continue
+		}
+		if len(k.Buckets) == 0 {
+			fmt.Fprintf(w, "@%s[%s]: %d\n", m.Label(), keyText(k.Key), k.Value)
+			continue
+		}
+		fmt.Fprintf(w, "@%s[%s]: %s\n", m.Label(), keyText(k.Key), human.Plural(int(k.N), "value"))
+		hist.Draw(w, "", hist.Rows(k.Buckets, linear(m)))
+	}
+	if m.Dropped > 0 {
+		fmt.Fprintf(w, "  %s dropped: no room for their key (at most %d keys per map on each CPU, %d bytes a key)\n",
+			human.Plural(int(m.Dropped), "update"), records.ByKeysOf(m.Kind), 8*records.KeyWords)
+	}
+	if m.Timer != nil {
+		printTimerNotes(w, m.Timer)
+	}
+}
+
 // linear is the lhist layout of m, nil for a hist.
 func linear(m records.Map) *hist.Linear {
 	if m.Kind != records.KindLHist {
@@ -181,6 +237,12 @@ func printHistMap(w io.Writer, m records.Map) {
 func printTimer(w io.Writer, m records.Map) {
 	t := m.Timer
 	fmt.Fprintf(w, "@%s: TIMER (%s), %s\n", m.Label(), where(m.Use), human.Plural(int(t.Count), "start-stop pair"))
+	printTimes(w, t)
+	printTimerNotes(w, t)
+}
+
+// printTimes prints a timer's times: a table, then its histograms.
+func printTimes(w io.Writer, t *records.Timer) {
 	if t.Count > 0 {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "\tCOUNT\tTOTAL\tAVERAGE\tLEAST\tGREATEST\t")
@@ -196,6 +258,10 @@ func printTimer(w io.Writer, m records.Map) {
 		fmt.Fprintln(w, "  on-CPU time, ns:")
 		hist.Draw(w, "  ", hist.Rows(t.CPU.Buckets, nil))
 	}
+}
+
+// printTimerNotes says what a timer counted and did not time.
+func printTimerNotes(w io.Writer, t *records.Timer) {
 	var notes []string
 	if t.NoStart > 0 {
 		notes = append(notes, human.Plural(int(t.NoStart), "stop")+" without a start in the same task")
@@ -225,9 +291,13 @@ type MapJSON struct {
 	Advice int    `json:"advice,omitempty"`
 	File   string `json:"file"`
 	Line   int    `json:"line"`
+	// Key is "kstack" for COUNT_STACK's maps: each key has its stack.
+	Key string `json:"key_kind,omitempty"`
 	// count, sum, min, max
-	Keys    []KeyJSON `json:"keys,omitempty"`
-	Dropped *uint64   `json:"dropped,omitempty"`
+	Keys []KeyJSON `json:"keys,omitempty"`
+	// the _BY forms
+	By      []TupleKeyJSON `json:"by,omitempty"`
+	Dropped *uint64        `json:"dropped,omitempty"`
 	// hist, lhist; count is also a timer's
 	Count   *uint64           `json:"count,omitempty"`
 	Linear  *hist.LinearJSON  `json:"lhist,omitempty"`
@@ -235,6 +305,9 @@ type MapJSON struct {
 	// timer
 	NoStart *uint64 `json:"no_start,omitempty"`
 	Nested  *uint64 `json:"nested,omitempty"`
+	// StartsDropped: a keyed timer's STARTs that found no task slot
+	// (its dropped counts STOPs whose key found no room).
+	StartsDropped *uint64 `json:"starts_dropped,omitempty"`
 	// Orphaned are starts whose stop never came.
 	Orphaned *uint64    `json:"orphaned,omitempty"`
 	Inside   *int       `json:"inside,omitempty"`
@@ -247,6 +320,24 @@ type KeyJSON struct {
 	Key   int64  `json:"key"`
 	Count uint64 `json:"count"`
 	Value int64  `json:"value"`
+	// Stack is a kstack key's frames, innermost first (empty when the
+	// kernel did not keep them).
+	Stack []kstack.Frame `json:"stack,omitempty"`
+}
+
+// TupleKeyJSON is one key of a _BY map in MapJSON: its values (numbers,
+// strings), the count of updates, the value (count, sum, min, max) or
+// the buckets (hist, lhist). Truncated numbers the key's strings (from
+// 1) that were cut.
+type TupleKeyJSON struct {
+	Key       []records.Value   `json:"key"`
+	Truncated []int             `json:"truncated,omitempty"`
+	Count     uint64            `json:"count"`
+	Value     *int64            `json:"value,omitempty"`
+	Buckets   []hist.BucketJSON `json:"buckets,omitempty"`
+	// a keyed timer's times under the key
+	Wall *timesJSON `json:"wall,omitempty"`
+	CPU  *timesJSON `json:"cpu,omitempty"`
 }
 
 type timesJSON struct {
@@ -257,24 +348,57 @@ type timesJSON struct {
 	Buckets []hist.BucketJSON `json:"buckets"`
 }
 
-func mapView(aspect string, m records.Map) MapJSON {
-	v := MapJSON{Aspect: aspect, Map: m.Label(), Kind: m.Kind, Advice: m.Advice, File: m.File, Line: m.Line}
+// timesOf is one clock's times of timer t.
+func timesOf(t *records.Timer, x records.Times) *timesJSON {
+	tj := &timesJSON{TotalNS: x.Sum, MinNS: x.Min, MaxNS: x.Max, Buckets: hist.BucketsJSON(hist.Rows(x.Buckets, nil))}
+	if t.Count > 0 {
+		tj.AvgNS = x.Sum / t.Count
+	}
+	return tj
+}
+
+func mapView(aspect string, m records.Map, stacks Stacks) MapJSON {
+	v := MapJSON{Aspect: aspect, Map: m.Label(), Kind: m.Kind, Advice: m.Advice, File: m.File, Line: m.Line, Key: m.Key}
 	switch {
+	case m.By:
+		v.By = []TupleKeyJSON{}
+		for _, k := range byKeys(m) {
+			kj := TupleKeyJSON{Key: k.Key, Count: k.N}
+			for i, x := range k.Key {
+				if x.Truncated {
+					kj.Truncated = append(kj.Truncated, i+1)
+				}
+			}
+			switch {
+			case k.Timer != nil:
+				kj.Wall, kj.CPU = timesOf(k.Timer, k.Timer.Wall), timesOf(k.Timer, k.Timer.CPU)
+			case len(k.Buckets) > 0:
+				kj.Buckets = hist.BucketsJSON(hist.Rows(k.Buckets, linear(m)))
+			default:
+				kj.Value = &k.Value
+			}
+			v.By = append(v.By, kj)
+		}
+		v.Dropped = &m.Dropped
+		if t := m.Timer; t != nil {
+			v.NoStart, v.StartsDropped, v.Nested, v.Orphaned, v.Inside = &t.NoStart, &t.Dropped, &t.Nested, &t.Orphaned, &t.Inside
+		}
+		if l := linear(m); l != nil {
+			v.Linear = l.JSON()
+		}
 	case m.Keyed():
 		v.Keys = []KeyJSON{}
 		for _, k := range sortedKeys(m) {
-			v.Keys = append(v.Keys, KeyJSON{Key: int64(k.Key), Count: k.N, Value: k.Value})
+			kj := KeyJSON{Key: int64(k.Key), Count: k.N, Value: k.Value}
+			if m.Key == records.KeyKStack {
+				kj.Stack, _ = framesOf(stacks, k.Key)
+			}
+			v.Keys = append(v.Keys, kj)
 		}
 		v.Dropped = &m.Dropped
 	case m.Timer != nil:
 		t := m.Timer
-		times := func(x records.Times) *timesJSON {
-			tj := &timesJSON{TotalNS: x.Sum, MinNS: x.Min, MaxNS: x.Max, Buckets: hist.BucketsJSON(hist.Rows(x.Buckets, nil))}
-			if t.Count > 0 {
-				tj.AvgNS = x.Sum / t.Count
-			}
-			return tj
-		}
+		times := func(x records.Times) *timesJSON { return timesOf(t, x) }
 		v.Count, v.NoStart, v.Dropped, v.Nested, v.Inside = &t.Count, &t.NoStart, &t.Dropped, &t.Nested, &t.Inside
 		v.Orphaned = &t.Orphaned
 		v.Wall, v.CPU = times(t.Wall), times(t.CPU)

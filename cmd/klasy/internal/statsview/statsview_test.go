@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -37,6 +38,8 @@ func TestStatsPrintGolden(t *testing.T) {
 	}{
 		{"agg", "agg", "", false},
 		{"agg.json", "agg", "", true},
+		{"by", "by", "", false},
+		{"by.json", "by", "", true},
 		{"two-aspects", "two-aspects", "", false},
 		{"two-aspects.json", "two-aspects", "", true},
 		{"one-aspect", "two-aspects", "busy_one", false},
@@ -51,7 +54,7 @@ func TestStatsPrintGolden(t *testing.T) {
 				st = statsOf(t, tt.stats)
 			}
 			var out, errb bytes.Buffer
-			if err := Print(&out, &errb, "lab fake", st, tt.aspect, tt.json); err != nil {
+			if err := Print(&out, &errb, "lab fake", st, tt.aspect, tt.json, nil); err != nil {
 				t.Fatal(err)
 			}
 			if tt.json {
@@ -78,7 +81,7 @@ func TestStatsAspectNotWoven(t *testing.T) {
 		if tt.stats != "" {
 			st = statsOf(t, tt.stats)
 		}
-		err := Print(&bytes.Buffer{}, &bytes.Buffer{}, "lab fake", st, "nosuch", false)
+		err := Print(&bytes.Buffer{}, &bytes.Buffer{}, "lab fake", st, "nosuch", false, nil)
 		if err == nil || err.Error() != tt.want {
 			t.Errorf("%s: %v, want %q", tt.stats, err, tt.want)
 		}
@@ -89,7 +92,7 @@ func TestStatsAspectNotWoven(t *testing.T) {
 // buckets carry inclusive bounds, a timer its averages.
 func TestStatsJSONValues(t *testing.T) {
 	var out bytes.Buffer
-	if err := Print(&out, &bytes.Buffer{}, "lab fake", statsOf(t, "agg"), "", true); err != nil {
+	if err := Print(&out, &bytes.Buffer{}, "lab fake", statsOf(t, "agg"), "", true, nil); err != nil {
 		t.Fatal(err)
 	}
 	maps := map[string]MapJSON{}
@@ -113,7 +116,7 @@ func TestStatsJSONValues(t *testing.T) {
 		t.Errorf("sleep %+v", s)
 	}
 	b := maps["bytes"]
-	if len(b.Keys) != 4 || b.Keys[0] != (KeyJSON{Key: 1000003, Count: 4, Value: 4000}) || b.Keys[3] != (KeyJSON{Key: 1000000, Count: 3, Value: 3}) {
+	if len(b.Keys) != 4 || !reflect.DeepEqual(b.Keys[0], KeyJSON{Key: 1000003, Count: 4, Value: 4000}) || !reflect.DeepEqual(b.Keys[3], KeyJSON{Key: 1000000, Count: 3, Value: 3}) {
 		t.Errorf("bytes keys %+v, want the largest sum first", b.Keys)
 	}
 }

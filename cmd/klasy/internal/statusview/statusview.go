@@ -125,6 +125,7 @@ type hookJSON struct {
 	File      string `json:"file"`
 	Line      int    `json:"line"`
 	Module    string `json:"module,omitempty"`
+	Access    string `json:"access,omitempty"` // an access join point's member access kind
 }
 
 // View is klasy status of target as JSON; st nil: no runtime.
@@ -142,7 +143,7 @@ func View(target string, st *records.Status) JSON {
 		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), FtraceOps: a.Ops, OpsErr: a.OpsErr, Hooks: []hookJSON{}}
 		for _, h := range a.Hooks {
 			aj.Hooks = append(aj.Hooks, hookJSON{Kind: h.Kind, Mechanism: h.Mech, Addr: fmt.Sprintf("%#x", h.Addr), PC: fmt.Sprintf("%#x", h.Image),
-				Hits: h.Hits, Missed: h.Missed, Advice: h.Advice, Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line, Module: h.Module})
+				Hits: h.Hits, Missed: h.Missed, Advice: h.Advice, Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line, Module: h.Module, Access: h.Access})
 		}
 		v.Aspects = append(v.Aspects, aj)
 	}

@@ -124,7 +124,7 @@ func (v *GroupView) Print(w io.Writer, asJSON bool) error {
 			var vals []string
 			for j, x := range r.Values {
 				if j != v.pick.index-1 {
-					vals = append(vals, human.Value(x))
+					vals = append(vals, x.String())
 				}
 			}
 			fmt.Fprintf(tw, "  %10s\t%d\t%d\t%s\t%d\t%s\t%s:%d\t%s\n", human.Micros(r.TimeNS-start), r.CPU, r.PID, r.Comm, r.Advice,

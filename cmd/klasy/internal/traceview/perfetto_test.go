@@ -19,7 +19,7 @@ import (
 func TestPerfettoExport(t *testing.T) {
 	rec := func(ns uint64, cpu int, fn string, skb int64) records.TraceRecord {
 		return records.TraceRecord{Aspect: "net_trace", Advice: 1, TimeNS: ns, CPU: cpu, PID: 7, Comm: "nc", PC: "0xffffffff81000000",
-			Function: fn, File: "net/core/dev.c", Line: 1, Values: []int64{skb}}
+			Function: fn, File: "net/core/dev.c", Line: 1, Values: records.Ints(skb)}
 	}
 	rs := []records.TraceRecord{
 		rec(1000, 0, "netif_receive_skb", 0xa), rec(1500, 0, "netif_receive_skb", 0xb),

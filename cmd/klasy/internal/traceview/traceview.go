@@ -16,6 +16,7 @@ import (
 	"github.com/klasy/klasy/cmd/klasy/internal/perfetto"
 	"github.com/klasy/klasy/internal/human"
 	"github.com/klasy/klasy/timeline"
+	"github.com/klasy/klasy/weaver/kstack"
 	"github.com/klasy/klasy/weaver/records"
 )
 
@@ -58,8 +59,23 @@ func (p *Printer) Print(rs []records.TraceRecord) error {
 			continue
 		}
 		fmt.Fprintf(p.Out, "[%5d.%06d] %s\n", r.TimeNS/1e9, r.TimeNS%1e9/1e3, Line(r))
+		printStacks(p.Out, r)
 	}
 	return nil
+}
+
+// printStacks prints the frames of r's kernel stacks (STORE_STACK)
+// under its line, as bpftrace prints a kstack: one per line, indented.
+func printStacks(w io.Writer, r records.TraceRecord) {
+	for _, v := range r.Values {
+		switch {
+		case v.Kind != records.KindKStack:
+		case v.Unkept:
+			fmt.Fprintf(w, "\t[stack %#x not kept: the stack table was full]\n", v.KStack)
+		default:
+			io.WriteString(w, kstack.Lines(v.Frames, "\t"))
+		}
+	}
 }
 
 // Finish prints the view and writes the export, once the trace has
@@ -85,11 +101,11 @@ func (p *Printer) Finish() error {
 }
 
 // Line prints a record as klasy trace does after its time: cpu pid comm
-// aspect#advice function file:line pc values.
+// aspect#advice function file:line (access kind) pc values.
 func Line(r records.TraceRecord) string {
 	vals := make([]string, len(r.Values))
 	for i, v := range r.Values {
-		vals[i] = human.Value(v)
+		vals[i] = v.String()
 	}
 	extra := ""
 	if r.Flow != 0 {
@@ -98,8 +114,12 @@ func Line(r records.TraceRecord) string {
 	if r.Dropped > 0 {
 		extra += fmt.Sprintf(" (+%d values dropped: at most 16 per hit)", r.Dropped)
 	}
-	return fmt.Sprintf("cpu%d %d %s %s#%d %s %s:%d %s %s%s",
-		r.CPU, r.PID, r.Comm, r.Aspect, r.Advice, timeline.Function(r), r.File, r.Line, r.PC, strings.Join(vals, " "), extra)
+	where := fmt.Sprintf("%s:%d", r.File, r.Line)
+	if r.Access != "" { // the member access's kind at an access join point
+		where += " (" + r.Access + ")"
+	}
+	return fmt.Sprintf("cpu%d %d %s %s#%d %s %s %s %s%s",
+		r.CPU, r.PID, r.Comm, r.Aspect, r.Advice, timeline.Function(r), where, r.PC, strings.Join(vals, " "), extra)
 }
 
 type aspectAdvice struct {
@@ -123,10 +143,17 @@ func newValuePicker(opt string, index int, errw io.Writer) valuePicker {
 }
 
 func (p *valuePicker) value(r records.TraceRecord) (int64, bool) {
-	if p.index <= len(r.Values) {
-		return r.Values[p.index-1], true
-	}
 	k := aspectAdvice{r.Aspect, r.Advice}
+	if p.index <= len(r.Values) {
+		if v, ok := r.Values[p.index-1].Integer(); ok {
+			return v, true
+		}
+		if !p.warned[k] {
+			p.warned[k] = true
+			fmt.Fprintf(p.errw, "klasy: warning: %s: value %d of %s is not an integer; its records are left out\n", p.opt, p.index, k)
+		}
+		return 0, false
+	}
 	if !p.warned[k] {
 		p.warned[k] = true
 		fmt.Fprintf(p.errw, "klasy: warning: %s: a record of %s has %s; its records with fewer than %d are left out\n",

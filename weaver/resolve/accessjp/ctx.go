@@ -1,4 +1,4 @@
-package resolve
+package accessjp
 
 import (
 	"fmt"
@@ -21,15 +21,15 @@ import (
 // local_var's variable is not in scope at the hook: the join point is
 // not selected there. A value that cannot be computed skips the join
 // point with the reason; none is ever guessed.
-func (ag *accessGroup) bind(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, a debugklasy.Access, jp *joinpoint.JoinPoint, addr uint64, span hookSpan, tgt *ctxvalue.Value) (args []joinpoint.Arg, skip string, inScope bool) {
-	if len(ag.params) == 0 {
+func (ag *Group) bind(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, a debugklasy.Access, jp *joinpoint.JoinPoint, addr uint64, span hookSpan, tgt *ctxvalue.Value) (args []joinpoint.Arg, skip string, inScope bool) {
+	if len(ag.Params) == 0 {
 		return nil, "", true
 	}
 	module := s.im.Module
-	out := make([]joinpoint.Arg, len(ag.params))
-	for i, p := range ag.params {
+	out := make([]joinpoint.Arg, len(ag.Params))
+	for i, p := range ag.Params {
 		out[i] = joinpoint.Arg{Param: p}
-		if ag.target != nil && ag.target.Var.Value == p {
+		if ag.Target != nil && ag.Target.Var.Value == p {
 			out[i].Var, out[i].ByValue = "target", true
 			v := tgt
 			if v == nil {
@@ -44,12 +44,12 @@ func (ag *accessGroup) bind(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, 
 			out[i].Value = v
 			continue
 		}
-		for _, lv := range ag.locals {
+		for _, lv := range ag.Locals {
 			if lv.Var.Value != p {
 				continue
 			}
 			out[i].Var = lv.Local.Value
-			v, why, ok := localVarValue(b, addr, lv, scopeOf(inst), module)
+			v, why, ok := LocalVarValue(b, addr, lv, scopeOf(inst), module)
 			if !ok {
 				return nil, "", false
 			}
@@ -68,11 +68,11 @@ func (ag *accessGroup) bind(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, 
 	return out, "", true
 }
 
-// localVarValue computes local_var(v, x) at addr: &v, v the innermost
+// LocalVarValue computes local_var(v, x) at addr: &v, v the innermost
 // variable of that name in scope there (of scope if one is). inScope is
 // false when no v is in scope: the join point is not selected there. A
 // value that cannot be computed says why.
-func localVarValue(b *dwarfmap.Batch, addr uint64, lv *aspect.LocalVar, scope string, module string) (v *ctxvalue.Value, skip string, inScope bool) {
+func LocalVarValue(b *dwarfmap.Batch, addr uint64, lv *aspect.LocalVar, scope string, module string) (v *ctxvalue.Value, skip string, inScope bool) {
 	vl, ok, err := varAt(b, addr, lv.Local.Value, scope)
 	if err != nil {
 		return nil, fmt.Sprintf("local_var(%s, %s): reading the variables there: %v", lv.Local.Value, lv.Var.Value, err), true
@@ -93,7 +93,7 @@ func localVarValue(b *dwarfmap.Batch, addr uint64, lv *aspect.LocalVar, scope st
 // so the value must hold there and through the line's code up to (or
 // from) the hook: a register it reads that the line's code writes makes
 // it unknown.
-func (ag *accessGroup) targetAt(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, addr uint64, span hookSpan, module string) (*ctxvalue.Value, error) {
+func (ag *Group) targetAt(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, addr uint64, span hookSpan, module string) (*ctxvalue.Value, error) {
 	base, err := ag.baseOf(b, inst, a, addr)
 	if err != nil {
 		return nil, err
@@ -120,7 +120,7 @@ func (ag *accessGroup) targetAt(b *dwarfmap.Batch, inst dwarfmap.Instance, a deb
 // fromCandidates is the target at addr read from the base register of
 // the candidate instructions of the line, when they agree and nothing
 // between them and the hook (in one basic block) writes it.
-func (ag *accessGroup) fromCandidates(b *dwarfmap.Batch, base baseexpr.SVal, addr uint64, span hookSpan) *ctxvalue.Value {
+func (ag *Group) fromCandidates(b *dwarfmap.Batch, base baseexpr.SVal, addr uint64, span hookSpan) *ctxvalue.Value {
 	if len(span.cands) == 0 || base.Kind == baseexpr.SVConst {
 		return nil
 	}
@@ -135,7 +135,7 @@ func (ag *accessGroup) fromCandidates(b *dwarfmap.Batch, base baseexpr.SVal, add
 			return nil
 		}
 		lo, hi := addr, c.pc // before: the hook runs first
-		if ag.timing == joinpoint.After {
+		if ag.Timing == joinpoint.After {
 			lo, hi = c.pc, addr // after: the access and what follows it
 		}
 		if hi < lo {
@@ -152,14 +152,14 @@ func (ag *accessGroup) fromCandidates(b *dwarfmap.Batch, base baseexpr.SVal, add
 
 // unchanged checks that the registers v reads keep their value through
 // the line's code the hook stands for.
-func (ag *accessGroup) unchanged(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, base baseexpr.SVal, v *ctxvalue.Value, addr uint64, span hookSpan) error {
+func (ag *Group) unchanged(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, base baseexpr.SVal, v *ctxvalue.Value, addr uint64, span hookSpan) error {
 	// The code whose writes matter: from the hook to the line's end for
 	// before advice, from the line's start to the hook for after advice;
 	// when the instructions that may be the access are known, only up to
 	// the last of them after the hook (its own write comes after its
 	// read), or from the first of them before the hook.
 	var lo, hi uint64
-	if ag.timing == joinpoint.After {
+	if ag.Timing == joinpoint.After {
 		lo, hi = min(span.lo, addr), addr
 		if c := slices.IndexFunc(span.cands, func(c cand) bool { return c.pc >= lo && c.pc < hi }); c >= 0 {
 			lo = span.cands[c].pc
@@ -201,7 +201,7 @@ func (ag *accessGroup) unchanged(b *dwarfmap.Batch, inst dwarfmap.Instance, a de
 // an argument set up for a call) and the instruction writes that place
 // only to copy the variable there. Where DWARF loses the variable (no
 // location after a use), no later code of the line reads it.
-func (ag *accessGroup) varUnchanged(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, name string, lo, hi uint64) error {
+func (ag *Group) varUnchanged(b *dwarfmap.Batch, inst dwarfmap.Instance, a debugklasy.Access, name string, lo, hi uint64) error {
 	where := func(pc uint64) (reg int, ok bool) {
 		vl, found, err := varAt(b, pc, name, scopeOf(inst))
 		if err != nil || !found || len(vl.Expr) == 0 {
@@ -252,7 +252,7 @@ func isCopy(inst *x86asm.Inst, dst, src int) bool {
 }
 
 // program turns a symbolic base into a Value computed at addr.
-func (ag *accessGroup) program(b *dwarfmap.Batch, inst dwarfmap.Instance, sv baseexpr.SVal, addr uint64, module string) (*ctxvalue.Value, error) {
+func (ag *Group) program(b *dwarfmap.Batch, inst dwarfmap.Instance, sv baseexpr.SVal, addr uint64, module string) (*ctxvalue.Value, error) {
 	var v *ctxvalue.Value
 	switch sv.Kind {
 	case baseexpr.SVVar, baseexpr.SVVarAddr:

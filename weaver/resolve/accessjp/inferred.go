@@ -1,4 +1,4 @@
-package resolve
+package accessjp
 
 import (
 	"fmt"
@@ -23,34 +23,8 @@ import (
 // container. Where the image has .debug_klasy the plugin's records are
 // used instead (they see accesses the compiler folded away).
 
-// inferredGroup resolves the group in image im from its inferred
-// accesses, and says how many the patterns selected.
-func (ag *accessGroup) inferredGroup(im *linecode.Image, pats []*pattern.Member) (int, error) {
-	accs, _, err := accessinfer.Select(im.X.Image(), func(st, mem string) bool { return matchMember(pats, st, mem) }, ag.r.opt.Progress)
-	if err != nil {
-		return 0, fmt.Errorf("inferring the member accesses of %s: %w", im.Label(), err)
-	}
-	b, err := im.Batch()
-	if err != nil {
-		return 0, err
-	}
-	for i := range accs {
-		ag.inferred(b, im, &accs[i])
-	}
-	return len(accs), nil
-}
-
-func matchMember(pats []*pattern.Member, st, mem string) bool {
-	for _, p := range pats {
-		if !p.Match(st, mem) {
-			return false
-		}
-	}
-	return true
-}
-
-// inferred adds the join point of inferred access a.
-func (ag *accessGroup) inferred(b *dwarfmap.Batch, im *linecode.Image, a *accessinfer.Access) {
+// Inferred adds the join point of inferred access a.
+func (ag *Group) Inferred(b *dwarfmap.Batch, im *linecode.Image, a *accessinfer.Access) {
 	file, line := InferredLine(im.X, a)
 	inst := dwarfmap.Instance{Name: a.Func, Host: a.Func}
 	if len(a.Calls) > 0 {
@@ -66,23 +40,23 @@ func (ag *accessGroup) inferred(b *dwarfmap.Batch, im *linecode.Image, a *access
 	for _, c := range a.Calls {
 		names = append(names, c.Func)
 	}
-	if !matchAny(ag.funcs, true, names...) || !matchAny(ag.files, false, file, hostFile) {
+	if !pattern.MatchAll(ag.Funcs, true, names...) || !pattern.MatchAll(ag.Files, false, file, hostFile) {
 		return
 	}
-	ag.selected++
+	ag.Selected++
 	mode := debugklasy.ModeOf(a.Kind)
-	jp := &joinpoint.JoinPoint{Advice: ag.n, Timing: ag.timing, Kind: joinpoint.Kprobe, Addr: a.PC, Module: im.Module,
+	jp := &joinpoint.JoinPoint{Advice: ag.N, Timing: ag.Timing, Kind: joinpoint.Kprobe, Addr: a.PC, Module: im.Module,
 		Function: inst.Name, File: file, Line: line, Exact: true,
 		Access: &joinpoint.AccessSite{Struct: a.Struct, Member: a.Member, Mode: mode.String(), File: file, Line: line, Inferred: true}}
 	if inst.Inlined {
 		jp.InlinedIn = a.Func
 	}
-	if ag.timing == joinpoint.After {
+	if ag.Timing == joinpoint.After {
 		jp.Kind = joinpoint.KprobePost
 		if ins := b.Insns(a.PC, a.PC+16); len(ins) > 0 {
 			if acc, ok := x86code.Access(&ins[0].Inst); ok && acc.Branch {
 				jp.Skipped = "after a call through the member: the callee runs before the advice could"
-				ag.r.add(jp)
+				ag.Add(jp)
 				return
 			}
 		}
@@ -97,12 +71,12 @@ func (ag *accessGroup) inferred(b *dwarfmap.Batch, im *linecode.Image, a *access
 	s := &site{im: im, file: file, line: line, fn: debugklasy.Function{Name: inst.Name}}
 	if why := linecode.CheckHookAddr(b, im, a.Func, a.PC); why != "" {
 		jp.Skipped = why
-		ag.r.add(jp)
+		ag.Add(jp)
 		return
 	}
-	if ag.target != nil && tgt == nil {
-		jp.Skipped = fmt.Sprintf("target(%s): the struct's address is not a register plus an offset there (a global, a per-CPU variable or an array element: klasy does not compute those for inferred accesses yet)", ag.target.Var.Value)
-		ag.r.add(jp)
+	if ag.Target != nil && tgt == nil {
+		jp.Skipped = fmt.Sprintf("target(%s): the struct's address is not a register plus an offset there (a global, a per-CPU variable or an array element: klasy does not compute those for inferred accesses yet)", ag.Target.Var.Value)
+		ag.Add(jp)
 		return
 	}
 	args, skip, inScope := ag.bind(b, s, inst, debugklasy.Access{}, jp, a.PC, hookSpan{lo: a.PC, hi: a.PC}, tgt)
@@ -110,7 +84,7 @@ func (ag *accessGroup) inferred(b *dwarfmap.Batch, im *linecode.Image, a *access
 		return
 	}
 	jp.Args, jp.Skipped = args, skip
-	ag.r.add(jp)
+	ag.Add(jp)
 }
 
 // InferredLine is the source line of inferred access a: the line-table

@@ -1,0 +1,90 @@
+package gen
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/weaver/joinpoint"
+)
+
+// Per-call variables: CALL_SET(name, v) in before advice at a function's
+// entry and CALL_GET(name) in its after advice (klasy_rt.h). The module
+// numbers the aspect's names and keeps their values in a table of its
+// own; its handlers tell the runtime which call a hit belongs to (the
+// call's CFA), at an out-of-line entry and on a return only.
+
+// callVarsMax is KLASY_CALL_VARS: the names one aspect may use.
+const callVarsMax = 8
+
+var callMacro = regexp.MustCompile(`\bCALL_(?:SET|GET)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)`)
+
+// CallVars are the per-call variables the advice of f names, in order of
+// first use (uses in comments and strings do not count).
+func CallVars(f *aspect.File) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, a := range f.Advice {
+		for _, m := range callMacro.FindAllStringSubmatch(cCode(a.Body.S), -1) {
+			if !seen[m[1]] {
+				seen[m[1]] = true
+				names = append(names, m[1])
+			}
+		}
+	}
+	return names
+}
+
+// callDecls declares the aspect's per-call variables and their table.
+func (g *cgen) callDecls() error {
+	names := CallVars(g.m.file)
+	if len(names) == 0 {
+		return nil
+	}
+	if len(names) > callVarsMax {
+		return fmt.Errorf("advice uses %d per-call variables (CALL_SET/CALL_GET names %v); an aspect may have %d", len(names), names, callVarsMax)
+	}
+	g.p("")
+	g.p("/* The aspect's per-call variables (CALL_SET, CALL_GET) and their values. */")
+	g.p("enum {")
+	for i, n := range names {
+		g.p("\t__klasy_call_%s = %d,", n, i)
+	}
+	g.p("};")
+	g.p("static struct klasy_calls klasy_calls;")
+	return nil
+}
+
+// callFrame sets the call the hit belongs to, when the aspect has
+// per-call variables: at an out-of-line entry it opens the call (the
+// probed SP points at the return address: the CFA is 8 above), on a
+// return the probed SP is the CFA again; elsewhere there is none
+// (klasy_leave left 0).
+func (g *cgen) callFrame(h *joinpoint.Hook) {
+	if len(CallVars(g.m.file)) == 0 {
+		return
+	}
+	switch {
+	case h.Kind == joinpoint.Kretprobe:
+		g.p("\thit->cfa = kernel_stack_pointer(regs);")
+	case atEntry(h):
+		g.p("\thit->cfa = klasy_call_begin(&klasy_calls, kernel_stack_pointer(regs) + sizeof(long));")
+	}
+}
+
+// callEnd closes the call on a return, after its advice.
+func (g *cgen) callEnd(h *joinpoint.Hook) {
+	if h.Kind == joinpoint.Kretprobe && len(CallVars(g.m.file)) > 0 {
+		g.p("\tklasy_call_end(&klasy_calls, hit->cfa);")
+	}
+}
+
+// atEntry: hook h is at the entry of an out-of-line body.
+func atEntry(h *joinpoint.Hook) bool {
+	for _, jp := range h.Points {
+		if jp.Entry {
+			return true
+		}
+	}
+	return false
+}
