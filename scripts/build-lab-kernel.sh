@@ -88,7 +88,7 @@ done
 "$src/scripts/config" --file "$cfgdir/.config" "${args[@]}"
 make -s -C "$src" O="$cfgdir" olddefconfig >&2
 want=(KPROBES OPTPROBES DEBUG_INFO_DWARF5 RANDOMIZE_BASE VIRTIO_NET E1000 DEBUG_FS MODULE_UNLOAD ACPI)
-[ "$flavor" = debug ] && want+=(PROVE_LOCKING KASAN KASAN_GENERIC KASAN_INLINE DEBUG_ATOMIC_SLEEP)
+[ "$flavor" = debug ] && want+=(PROVE_LOCKING KASAN KASAN_GENERIC KASAN_OUTLINE DEBUG_ATOMIC_SLEEP)
 for o in "${want[@]}"; do
 	grep -q "^CONFIG_$o=y" "$cfgdir/.config" || die "$flavor lab kernel config lacks CONFIG_$o=y after olddefconfig"
 done
@@ -107,6 +107,7 @@ out=$top/$key
 build=$out/build
 
 if [ -f "$out/.complete" ]; then
+	touch "$out/.complete" # used now: see the clean-up below
 	ln -sfn "$key" "$top/current.tmp" && mv -T "$top/current.tmp" "$top/current"
 	log "lab kernel $(cat "$out/release") up to date in $out"
 	echo "$out"
@@ -133,7 +134,7 @@ pid=$!
 trap 'kill $pid 2>/dev/null; rm -rf "$cfgdir"' EXIT
 while kill -0 "$pid" 2>/dev/null; do
 	sleep 30
-	log "lab kernel: $(grep -c '^  CC' "$out/build.log" || true) files compiled, $(($(date +%s) - start)) s"
+	log "$flavor lab kernel: $(grep -c '^  CC' "$out/build.log" || true) files compiled, $(($(date +%s) - start)) s"
 done
 if ! wait "$pid"; then
 	grep -E 'error|Error' "$out/build.log" | head -n 20 >&2 || true
@@ -155,12 +156,18 @@ echo "$plugin_hash" >"$out/plugin"
 touch "$out/.complete"
 ln -sfn "$key" "$top/current.tmp" && mv -T "$top/current.tmp" "$top/current"
 # Builds for other keys are outdated (1.5-3 GB each): running labs keep
-# their kernel in QEMU's memory, so only current is kept.
+# their kernel in QEMU's memory, so only current is kept, and the builds
+# used or built in the last two days: checkouts of other branches share
+# this cache, and removing their build would cost them a cold one.
 for d in "$top"/*; do
 	[ "$d" = "$out" ] || [ -L "$d" ] || [ ! -d "$d" ] && continue
 	[[ $(basename "$d") =~ ^[0-9a-f]{16}$ ]] || continue
+	[ -n "$(find "$d/.complete" "$d/build.log" -maxdepth 0 -mmin -2880 2>/dev/null)" ] && continue
 	log "removing outdated build $d"
 	rm -rf "$d"
 done
-log "lab kernel $rel built in $(($(date +%s) - start)) s into $out"
+# CPU seconds too: on a shared machine the wall time says little.
+times >"$cfgdir/times" # in this shell: in $(...) it would time a subshell
+cpu=$(tail -n1 "$cfgdir/times" | awk '{ split($1, u, /[ms]/); split($2, k, /[ms]/); printf "%d", u[1] * 60 + u[2] + k[1] * 60 + k[2] }')
+log "$flavor lab kernel $rel built in $(($(date +%s) - start)) s (CPU ${cpu} s) into $out"
 echo "$out"

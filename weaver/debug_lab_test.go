@@ -128,6 +128,53 @@ func kernelClean(t *testing.T, flavor, feature string) {
 	g.checkClean()
 }
 
+// TestDebugKernelCatchesSplats: each check TestDebugKernelClean relies
+// on fires in the debug lab kernel and splats finds what it prints, so a
+// clean run there means no report, not a check that is off (a config
+// that lost KASAN, lockdep or DEBUG_ATOMIC_SLEEP, or a matcher that no
+// longer matches their lines). Advice with a known defect is woven, hit
+// once (a getppid, or a shell's fork for the tracepoint of
+// splat/lockdep), and dmesg must then hold that check's report, and only
+// after it.
+// Lockdep comes first: it turns itself off at its own first report and
+// at any taint that makes it unreliable, such as KASAN's (B).
+func TestDebugKernelCatchesSplats(t *testing.T) {
+	_, err := lab.FindKernel(lab.Debug)
+	testenv.Need(t, "debug-kernel", err)
+	l := labboot.Boot(t, lab.Config{Name: labboot.Name(lab.Debug), Kernel: lab.Debug, CPUs: 2, MemMB: 1024})
+	labboot.Install(t, l, prog, labboot.StaticProgram(t, "testdata/prog/klasy_prog.c"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	sess, err := weaver.OpenSession(ctx, weaver.SessionOptions{TargetOptions: target.TargetOptions{Lab: l.Name()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	g := &guest{t: t, l: l, ctx: ctx, sess: sess}
+	// A fork by a shell: the agent's own forks are not hooked (klasy's
+	// task filter leaves its own processes out).
+	fork := []string{"sh", "-c", "true | true"}
+	getppid := []string{prog, "getppid", "1"}
+	for _, c := range []struct {
+		aspect, report string
+		hit            []string
+	}{
+		{"lockdep", "WARNING: possible circular locking dependency detected", fork},
+		{"sleep", "BUG: sleeping function called from invalid context", getppid},
+		{"kasan", "BUG: KASAN: slab-out-of-bounds in klasy_", getppid},
+	} {
+		if s := strings.Join(splats(g.run("dmesg")), "\n"); strings.Contains(s, c.report) {
+			t.Fatalf("%q before weaving splat/%s:\n%s", c.report, c.aspect, s)
+		}
+		g.weave("splat/" + c.aspect)
+		g.run(c.hit...)
+		g.unweave(c.aspect)
+		if s := strings.Join(splats(g.run("dmesg")), "\n"); !strings.Contains(s, c.report) {
+			t.Errorf("splat/%s hit: no line %q among the reports found:\n%s\n--- dmesg (last lines) ---\n%s", c.aspect, c.report, s, tail(g.run("dmesg"), 40))
+		}
+	}
+}
+
 // TestSplats: what the debug kernel prints when its checks fire is found,
 // what it prints otherwise is not.
 func TestSplats(t *testing.T) {

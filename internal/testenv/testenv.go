@@ -21,17 +21,16 @@ import (
 
 // optIn are the features "all" does not name: set-up that make test
 // does not do, and tests it does not run, because they are slow or large
-// (the Xen lab's tests take about 7 minutes of two cores; the debug lab
-// kernel's cold build over an hour on a busy machine), run by a target
-// of their own (make test-xen, make test-debug). A test needing one is required
-// only where KLASY_TEST_REQUIRE names the feature; where
+// (the Xen lab's tests take about 7 minutes of two cores), run by a
+// target of their own (make test-xen, make test-rt). A test needing one
+// is required only where KLASY_TEST_REQUIRE names the feature; where
 // KLASY_TEST_REQUIRE is set without naming it (make test), it skips even
 // when the feature is there; run by hand, it runs when it is there.
-var optIn = map[string]string{"xen-lab": "make test-xen", "debug-kernel": "make test-debug", "debian-rt": "make test-rt"}
+var optIn = map[string]string{"xen-lab": "make test-xen", "debian-rt": "make test-rt"}
 
 // Required reports whether KLASY_TEST_REQUIRE (a comma-separated list,
 // or "all") names feature. "all" names every feature but the opt-in
-// ones (xen-lab, debug-kernel, debian-rt), which only their own name
+// ones (xen-lab, debian-rt), which only their own name
 // requires.
 func Required(feature string) bool {
 	for _, f := range strings.Split(os.Getenv("KLASY_TEST_REQUIRE"), ",") {
