@@ -394,6 +394,27 @@ func TestToolsInDebianLab(t *testing.T) {
 			t.Errorf("trace has %d records of klasy_prog's exec, the agent ran it once", execs)
 		}
 	})
+	t.Run("vfsstat", func(t *testing.T) {
+		klasy("weave", "--lab", l.Name(), "--comm", "klasy_prog", "../../examples/tools/vfsstat.klasy")
+		defer klasy("unweave", "--lab", l.Name(), "vfsstat")
+		// One open and five reads of /proc/self/stat, and the line
+		// klasy_prog prints: a write.
+		guest(prog, "pread", "/proc/self/stat", "7", "0", "5")
+		js := klasy("stats", "--lab", l.Name(), "--aspect", "vfsstat", "--json")
+		var m statsview.MapJSON
+		if err := json.Unmarshal([]byte(js), &m); err != nil {
+			t.Fatalf("%v: %s", err, js)
+		}
+		counts := map[string]uint64{}
+		for _, k := range m.By {
+			if len(k.Key) == 1 {
+				counts[k.Key[0].String()] = k.Count
+			}
+		}
+		if counts[`"vfs_open"`] != 1 || counts[`"vfs_read"`] != 5 || counts[`"vfs_write"`] < 1 || counts[`"vfs_fsync"`] != 0 {
+			t.Errorf("@vfs of klasy_prog: %v, want vfs_open 1, vfs_read 5, vfs_write at least 1, no vfs_fsync", counts)
+		}
+	})
 	if now := guest("sh", "-c", labboot.KernelState); now != before {
 		t.Errorf("modules and kprobes after unweave:\n%s\nbefore:\n%s", now, before)
 	}
