@@ -415,6 +415,36 @@ func TestToolsInDebianLab(t *testing.T) {
 			t.Errorf("@vfs of klasy_prog: %v, want vfs_open 1, vfs_read 5, vfs_write at least 1, no vfs_fsync", counts)
 		}
 	})
+	t.Run("runqlat", func(t *testing.T) {
+		klasy("weave", "--lab", l.Name(), "--include-self", "../../examples/tools/runqlat.klasy")
+		defer klasy("unweave", "--lab", l.Name(), "runqlat")
+		// 20 sleeps of 5 ms: each wakeup is followed by klasy_prog's turn
+		// on a CPU, a wait on the run queue of well under a second.
+		guest(prog, "sleep", "5", "20")
+		js := klasy("stats", "--lab", l.Name(), "--aspect", "runqlat", "--json")
+		t.Log(klasy("stats", "--lab", l.Name(), "--aspect", "runqlat"))
+		var m statsview.MapJSON
+		if err := json.Unmarshal([]byte(js), &m); err != nil {
+			t.Fatalf("%v: %s", err, js)
+		}
+		var waits, slow uint64
+		for _, k := range m.By {
+			if len(k.Key) != 1 || k.Key[0].String() != `"klasy_prog"` {
+				continue
+			}
+			for _, b := range k.Buckets {
+				waits += b.Count
+				if b.Min != nil && *b.Min >= 1000000 {
+					slow += b.Count
+				}
+			}
+		}
+		// Its first run after the fork is one more; a preemption may add
+		// a few.
+		if waits < 20 || waits > 26 || slow > 0 {
+			t.Errorf("@usecs[klasy_prog]: %d waits (%d of a second or more), want 20 to 26 (its 20 wakeups), all under a second", waits, slow)
+		}
+	})
 	if now := guest("sh", "-c", labboot.KernelState); now != before {
 		t.Errorf("modules and kprobes after unweave:\n%s\nbefore:\n%s", now, before)
 	}
