@@ -638,6 +638,14 @@ static long klasy_str_read(char *dst, const void *p, long n, bool user)
 {
 	long done = 0;
 
+	/*
+	 * copy_from_user_nofault checks only the address's range: in an
+	 * interrupt it would read the interrupted task's memory at an
+	 * address that is not that task's.
+	 */
+	if (user && !in_task())
+		return -EFAULT;
+
 	while (done < n) {
 		unsigned long at = (unsigned long)p + done;
 		long chunk = min_t(long, n - done, PAGE_SIZE - offset_in_page(at));

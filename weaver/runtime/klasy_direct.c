@@ -226,6 +226,22 @@ asmlinkage int notrace klasy_direct_enter(struct klasy_direct_frame *f)
 	struct klasy_hook *h = NULL;
 	int bit, ret = 0;
 
+	/*
+	 * The trampoline saved the argument registers, bp, sp and ip; the
+	 * rest of the pt_regs handlers and the unwinder see is made what a
+	 * kernel context's is (user_mode(regs) tests cs), not stack garbage.
+	 */
+	f->regs.cs = __KERNEL_CS;
+	f->regs.ss = __KERNEL_DS;
+	f->regs.flags = native_save_fl();
+	f->regs.orig_ax = -1;
+	f->regs.bx = 0;
+	f->regs.r10 = 0;
+	f->regs.r11 = 0;
+	f->regs.r12 = 0;
+	f->regs.r13 = 0;
+	f->regs.r14 = 0;
+	f->regs.r15 = 0;
 	/* Preemption off: an RCU read side, as detach waits for. */
 	preempt_disable_notrace();
 	/* Idle paths: no RCU, so no lookup either. */
