@@ -439,22 +439,9 @@ func (img *Image) relocate(target *elf.Section, b []byte) error {
 				return err
 			}
 		}
-		rela, err := rs.Data()
-		if err != nil {
-			return err
-		}
-		for len(rela) >= 24 {
-			off := ef.ByteOrder.Uint64(rela)
-			info := ef.ByteOrder.Uint64(rela[8:])
-			add := int64(ef.ByteOrder.Uint64(rela[16:]))
-			rela = rela[24:]
-			symNo, typ := info>>32, elf.R_X86_64(info&0xffffffff)
-			if symNo == 0 || symNo > uint64(len(syms)) {
-				continue
-			}
-			sym := syms[symNo-1]
+		err := forRela(ef, rs, syms, func(off uint64, typ elf.R_X86_64, _ uint64, sym elf.Symbol, add int64) {
 			if sym.Section == elf.SHN_UNDEF || sym.Section >= elf.SHN_LORESERVE {
-				continue
+				return
 			}
 			// A symbol's value is an offset in its section, which
 			// layOut has given an address.
@@ -472,7 +459,30 @@ func (img *Image) relocate(target *elf.Section, b []byte) error {
 					ef.ByteOrder.PutUint32(b[off:], uint32(v))
 				}
 			}
+		})
+		if err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// forRela calls fn for each entry of the SHT_RELA section rs whose
+// symbol is in syms, with its symbol's number (from 1) and the symbol.
+func forRela(ef *elf.File, rs *elf.Section, syms []elf.Symbol, fn func(off uint64, typ elf.R_X86_64, symNo uint64, sym elf.Symbol, add int64)) error {
+	rela, err := rs.Data()
+	if err != nil {
+		return err
+	}
+	for ; len(rela) >= 24; rela = rela[24:] {
+		off := ef.ByteOrder.Uint64(rela)
+		info := ef.ByteOrder.Uint64(rela[8:])
+		add := int64(ef.ByteOrder.Uint64(rela[16:]))
+		symNo, typ := info>>32, elf.R_X86_64(info&0xffffffff)
+		if symNo == 0 || symNo > uint64(len(syms)) {
+			continue
+		}
+		fn(off, typ, symNo, syms[symNo-1], add)
 	}
 	return nil
 }
@@ -518,19 +528,7 @@ func (img *Image) relocateText() error {
 		if err != nil {
 			return err
 		}
-		rela, err := rs.Data()
-		if err != nil {
-			return err
-		}
-		for ; len(rela) >= 24; rela = rela[24:] {
-			off := ef.ByteOrder.Uint64(rela)
-			info := ef.ByteOrder.Uint64(rela[8:])
-			add := int64(ef.ByteOrder.Uint64(rela[16:]))
-			symNo, typ := info>>32, elf.R_X86_64(info&0xffffffff)
-			if symNo == 0 || symNo > uint64(len(syms)) {
-				continue
-			}
-			sym := syms[symNo-1]
+		err = forRela(ef, rs, syms, func(off uint64, typ elf.R_X86_64, symNo uint64, sym elf.Symbol, add int64) {
 			var v uint64
 			switch {
 			case sym.Section == elf.SHN_UNDEF || sym.Section >= elf.SHN_LORESERVE:
@@ -538,7 +536,7 @@ func (img *Image) relocateText() error {
 			case int(sym.Section) < len(ef.Sections):
 				v = ef.Sections[sym.Section].Addr + sym.Value
 			default:
-				continue
+				return
 			}
 			v = uint64(int64(v) + add)
 			p := target.Addr + off
@@ -556,6 +554,9 @@ func (img *Image) relocateText() error {
 					ef.ByteOrder.PutUint64(b[off:], v)
 				}
 			}
+		})
+		if err != nil {
+			return err
 		}
 		img.text[int(rs.Info)] = b
 	}
