@@ -3,6 +3,7 @@ package score
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,6 +27,20 @@ func builtVmlinux(tb testing.TB) string {
 	k, err := lab.FindKernel(lab.Built)
 	testenv.Need(tb, "lab-kernel", err)
 	return k.Vmlinux
+}
+
+// builtSource is the source tree the built kernel was compiled from
+// (its kbuild tree's "source" link), "" if not there.
+func builtSource() string {
+	k, err := lab.FindKernel(lab.Built)
+	if err != nil {
+		return ""
+	}
+	d, err := filepath.EvalSymlinks(filepath.Join(k.BuildDir, "source"))
+	if err != nil {
+		return ""
+	}
+	return d
 }
 
 // kernelRun is one measurement on the built kernel.
@@ -86,7 +101,7 @@ func runKernel(tb testing.TB, vmlinux string, fresh bool) kernelRun {
 		tb.Fatal(err)
 	}
 	start = time.Now()
-	kr.scores = Compare(b, kr.res, tab, kernelStructs)
+	kr.scores = Compare(b, kr.res, tab, kernelStructs, builtSource())
 	kr.compare = time.Since(start)
 	return kr
 }
