@@ -161,6 +161,41 @@ func (c *comparer) outerConfirmed(a *accessinfer.Access, innerOK bool) bool {
 	return ok && c.addrIn[hostKey{fi.Entry, a.Struct, a.Member}]
 }
 
+// neighbourConfirmed says whether a record at the line of the row in
+// force just before a's block, or of the row that starts the code just
+// after it, in the same out-of-line function, agrees with a: the
+// compiler scheduled the instruction across the block's edge (an
+// inlined helper's load placed before its inline range begins,
+// kauditd_retry_skb's nlmsg_hdr(skb)->... at audit.c:637).
+func (c *comparer) neighbourConfirmed(a *accessinfer.Access) bool {
+	bl, ok := c.block(a.PC)
+	if !ok {
+		return false
+	}
+	fi, ok := c.b.FuncAt(a.PC)
+	if !ok {
+		return false
+	}
+	var rows []dwarfmap.Row
+	if bl[0] > fi.Entry {
+		rows = append(rows, c.b.CodeRows(bl[0]-1, bl[0])...)
+	}
+	if next := c.b.CodeRows(bl[1], bl[1]+1); len(next) > 0 {
+		if f2, ok := c.b.FuncAt(bl[1]); ok && f2.Entry == fi.Entry {
+			rows = append(rows, next[0])
+		}
+	}
+	for _, r := range rows {
+		k := recKey{r.File, int(r.Line), a.Struct, a.Member}
+		for _, m := range c.recs[k] {
+			if c.fits(a, m) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (c *comparer) block(pc uint64) ([2]uint64, bool) {
 	if bl, ok := c.blocks[pc]; ok {
 		return bl, bl[1] > bl[0]
@@ -282,7 +317,7 @@ func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict []bool) {
 				innerOK, innerStrict = innerOK || ok[j], innerStrict || strict[j]
 			}
 		}
-		out[i] = c.outerConfirmed(a, innerOK) || c.movedConfirmed(a)
+		out[i] = c.outerConfirmed(a, innerOK) || c.movedConfirmed(a) || c.neighbourConfirmed(a)
 		outStrict[i] = strict[i] || c.outerConfirmed(a, innerStrict)
 	}
 	return out, outStrict
