@@ -771,6 +771,9 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if lo, hi, ok := ft.copySpan(i, end, true); ok {
 		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
+	if acc.Kind == x86code.Store {
+		a.Stores = ft.storesBeside(i, end, obj.off-acc.Mem.Disp)
+	}
 	pc := ft.insns[i].PC
 	a.WrapOK = func(t *members.Type) bool { ptr, val := ft.wrapperParamAt(pc, t); return ptr || val }
 	if acc.Kind == x86code.Store {
@@ -1033,6 +1036,37 @@ func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 		}
 	}
 	return lo, hi, true
+}
+
+// storesBeside lists the bytes that the movs to memory through
+// instruction i's base register (no index) in its block, up to 32
+// instructions away, write, as offsets from the base plus shift.
+func (ft *fnTrack) storesBeside(i, end int, shift int64) [][2]int64 {
+	m := ft.looked[ft.memAt[i]].acc.Mem
+	if m.Index != 0 || m.Base == 0 || m.Base == x86asm.RIP {
+		return nil
+	}
+	bi, _, _ := regIndex(m.Base)
+	var out [][2]int64
+	// The register holds the same base from after its last write
+	// before i to its next write after.
+	start := i
+	for lo := max(ft.blockStart(i), i-32); start > lo && !writesReg(&ft.insns[start-1].Inst, bi); start-- {
+	}
+	for j := start; j < end && j <= i+32; j++ {
+		if j > i && writesReg(&ft.insns[j].Inst, bi) {
+			break
+		}
+		if ft.memAt[j] < 0 || ft.insns[j].Inst.Op != x86asm.MOV {
+			continue
+		}
+		o := ft.looked[ft.memAt[j]].acc
+		if o.Kind != x86code.Store || o.Mem.Base != m.Base || o.Mem.Index != 0 || o.Mem.Segment != m.Segment || o.Bytes <= 0 {
+			continue
+		}
+		out = append(out, [2]int64{o.Mem.Disp + shift, o.Mem.Disp + shift + int64(o.Bytes)})
+	}
+	return out
 }
 
 // retStore reports whether instruction j stores %rax or %rdx as a
