@@ -748,6 +748,13 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		// same: not decided.
 		return nil, loaded
 	}
+	if obj.frame && acc.Kind == x86code.Addr && ft.feedsRepString(i, end) {
+		// The address of a struct in the frame that a rep stos or rep
+		// movs starts at: the zeroing of its initializer (struct x y =
+		// {..} beyond the bytes stored apart) or a copy into it, no
+		// member's address in the source.
+		return nil, loaded
+	}
 	if t.Name == "__va_list_tag" {
 		// va_arg's expansion: the compiler's, no member access in
 		// the source.
@@ -1036,6 +1043,62 @@ func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 		}
 	}
 	return lo, hi, true
+}
+
+// feedsRepString reports whether the address lea instruction i
+// computes reaches %rdi or %rsi (through movs) of a rep stos or rep movs
+// later in its block.
+func (ft *fnTrack) feedsRepString(i, end int) bool {
+	dst, ok := ft.insns[i].Inst.Args[0].(x86asm.Reg)
+	if !ok {
+		return false
+	}
+	di, full, ok := regIndex(dst)
+	if !ok || !full {
+		return false
+	}
+	holds := uint32(1) << di
+	for j := i + 1; j < end && j <= i+16; j++ {
+		nx := &ft.insns[j].Inst
+		stos := nx.Op == x86asm.STOSB || nx.Op == x86asm.STOSW || nx.Op == x86asm.STOSD || nx.Op == x86asm.STOSQ
+		// (SSE's movsd has F2, not the rep prefix, required below.)
+		movs := nx.Op == x86asm.MOVSB || nx.Op == x86asm.MOVSW || nx.Op == x86asm.MOVSD || nx.Op == x86asm.MOVSQ
+		if stos || movs {
+			rep := false
+			for _, p := range nx.Prefix {
+				rep = rep || p&^x86asm.PrefixImplicit == x86asm.PrefixREP
+			}
+			rdi, _, _ := regIndex(x86asm.RDI)
+			rsi, _, _ := regIndex(x86asm.RSI)
+			return rep && (holds&(1<<rdi) != 0 || (movs && holds&(1<<rsi) != 0))
+		}
+		if nx.Op == x86asm.MOV {
+			if d, ok := nx.Args[0].(x86asm.Reg); ok {
+				if dj, f, ok := regIndex(d); ok {
+					src, isReg := nx.Args[1].(x86asm.Reg)
+					si := -1
+					if isReg {
+						si, _, _ = regIndex(src)
+					}
+					if f && si >= 0 && holds&(1<<si) != 0 {
+						holds |= 1 << dj
+					} else {
+						holds &^= 1 << dj
+					}
+					continue
+				}
+			}
+		}
+		for r := 0; r < 16; r++ {
+			if holds&(1<<r) != 0 && writesReg(nx, r) {
+				holds &^= 1 << r
+			}
+		}
+		if holds == 0 {
+			return false
+		}
+	}
+	return false
 }
 
 // storesBeside lists the bytes that the movs to memory through
