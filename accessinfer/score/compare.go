@@ -122,17 +122,27 @@ type hostVarKey struct {
 // skb_shinfo(skb)'s skb->head reused, a load scheduled into another
 // line's block).
 func (c *comparer) movedConfirmed(a *accessinfer.Access) bool {
-	v, ok := strings.CutPrefix(a.Why, "var ")
-	if !ok {
-		if v, ok = strings.CutPrefix(a.Why, "stack var "); !ok {
-			return false
+	var v string
+	ok := false
+	for _, p := range []string{"var ", "stack var ", "global "} {
+		if v, ok = strings.CutPrefix(a.Why, p); ok {
+			break
 		}
+	}
+	if !ok {
+		return false
 	}
 	fi, ok := c.b.FuncAt(a.PC)
 	if !ok {
 		return false
 	}
 	modes := c.varIn[hostVarKey{hostKey{fi.Entry, a.Struct, a.Member}, v}]
+	// Records at lines without code, by the function the plugin names:
+	// the out-of-line one or an inlined copy holding the instruction.
+	modes |= c.varIn[hostVarKey{hostKey{0, a.Struct, a.Member}, a.Func + " " + v}]
+	for _, cs := range a.Calls {
+		modes |= c.varIn[hostVarKey{hostKey{0, a.Struct, a.Member}, cs.Func + " " + v}]
+	}
 	for m := debugklasy.Read; m <= debugklasy.Addr; m++ {
 		if modes&(1<<m) != 0 && c.fits(a, m) {
 			return true
@@ -247,9 +257,17 @@ func newComparer(b *dwarfmap.Batch, t *debugklasy.Table) *comparer {
 	c.varIn = map[hostVarKey]uint8{}
 	for i := range t.Accesses {
 		r := &t.Accesses[i]
-		byVar := r.Base.Var != "" && (r.Base.Kind == debugklasy.Param || r.Base.Kind == debugklasy.Local)
+		byVar := r.Base.Var != "" && r.Base.Kind <= debugklasy.Global
 		if r.Mode == debugklasy.Addr || byVar {
-			for _, row := range b.LineRows(r.File, r.Line) {
+			rows := b.LineRows(r.File, r.Line)
+			if len(rows) == 0 && byVar {
+				// The line has no code: the compiler gave its
+				// instructions to the lines around it, in the function
+				// the plugin names.
+				k := hostVarKey{hostKey{0, r.Struct, r.Member}, r.Function.Name + " " + r.Base.Var}
+				c.varIn[k] |= 1 << r.Mode
+			}
+			for _, row := range rows {
 				if fi, ok := b.FuncAt(row.Addr); ok {
 					if r.Mode == debugklasy.Addr {
 						c.addrIn[hostKey{fi.Entry, r.Struct, r.Member}] = true
