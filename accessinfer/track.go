@@ -772,6 +772,13 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		a.Declared = a.Declared || strings.HasPrefix(obj.why, p)
 	}
 	if lo, hi, ok := ft.copySpan(i, end, false); ok {
+		if acc.Kind == x86code.Load && t.Kind == members.Struct && t.Size >= 24 && 4*(hi-lo) >= 3*t.Size && ft.storedToFrame(s, i, end) {
+			// Loads next to each other whose values go to the frame,
+			// three quarters of a struct or more: the struct copied
+			// into a local (t = *table; then t.data = &tmp), no
+			// member read in the source.
+			return nil, loaded
+		}
 		// In the object's offsets.
 		a.Copy, a.CopyLo, a.CopyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
@@ -1096,6 +1103,29 @@ func (ft *fnTrack) feedsRepString(i, end int) bool {
 		}
 		if holds == 0 {
 			return false
+		}
+	}
+	return false
+}
+
+// storedToFrame reports whether the value load instruction i gives is
+// next stored (storedNext) into the frame.
+func (ft *fnTrack) storedToFrame(s *state, i, end int) bool {
+	dst, ok := ft.insns[i].Inst.Args[0].(x86asm.Reg)
+	if !ok {
+		return false
+	}
+	for j := i + 1; j < end && j <= i+8; j++ {
+		nx := &ft.insns[j].Inst
+		if nx.Op == x86asm.MOV {
+			if r, ok := nx.Args[1].(x86asm.Reg); ok && r == dst {
+				m, isMem := nx.Args[0].(x86asm.Mem)
+				if !isMem || m.Segment != 0 {
+					return false
+				}
+				bi, _, ok := regIndex(m.Base)
+				return ok && m.Base != x86asm.RIP && s.regs[bi].kind == vStack
+			}
 		}
 	}
 	return false
