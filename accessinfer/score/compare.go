@@ -137,6 +137,10 @@ func (c *comparer) movedConfirmed(a *accessinfer.Access) bool {
 		return false
 	}
 	modes := c.varIn[hostVarKey{hostKey{fi.Entry, a.Struct, a.Member}, v}]
+	// An inlined helper's access through its parameter (file_inode(f)'s
+	// f->f_inode): where the copy of the parameter has no location of
+	// its own, DWARF names the caller's variable at the instruction.
+	modes |= c.varIn[hostVarKey{hostKey{fi.Entry, a.Struct, a.Member}, ""}]
 	// Records at lines without code, by the function the plugin names:
 	// the out-of-line one or an inlined copy holding the instruction.
 	modes |= c.varIn[hostVarKey{hostKey{0, a.Struct, a.Member}, a.Func + " " + v}]
@@ -274,6 +278,10 @@ func newComparer(b *dwarfmap.Batch, t *debugklasy.Table) *comparer {
 					}
 					if byVar {
 						k := hostVarKey{hostKey{fi.Entry, r.Struct, r.Member}, r.Base.Var}
+						c.varIn[k] |= 1 << r.Mode
+					}
+					if r.Base.Kind == debugklasy.Param && r.Function.Name != fi.Name {
+						k := hostVarKey{hostKey{fi.Entry, r.Struct, r.Member}, ""}
 						c.varIn[k] |= 1 << r.Mode
 					}
 				}
