@@ -42,9 +42,22 @@ import (
 // through the same variable, in a mode the use fits, in the same
 // out-of-line function: the compiler moved the instruction to another
 // line (hoisting, common subexpressions, scheduling across blocks), as
-// the strict figure, which does not count these, shows. A load of a
-// bitfield fits a write of it (the storage unit is read to merge the
-// new bits in).
+// the strict figure, which does not count these, shows; so does one
+// through a global the plugin records by that global, one whose record
+// is at a line without code (its instructions went to the lines
+// around it) in the function the plugin names, and one through a
+// variable of the caller where the plugin records the member through
+// the parameter of a helper inlined into the same function
+// (file_inode(f)'s f->f_inode: the parameter's copy has no location of
+// its own there). A record at the line of the row just before the
+// instruction's block, or of the row starting the code after it, in
+// the same function, agrees too (scheduled across the block's edge). A
+// load of a bitfield fits a write of it (the storage unit is read to
+// merge the new bits in). A test of a bitfield against a constant,
+// which the plugin cannot record (GCC folds it into a BIT_FIELD_REF),
+// is confirmed by the source instead when the source text names the
+// member (->m or .m) at one of the instruction's own rows or call sites
+// (SourceConfirmed).
 //
 //   - precision: the share of inferred accesses (instruction, member)
 //     that agree with some plugin record;
