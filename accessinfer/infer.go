@@ -1,10 +1,12 @@
 package accessinfer
 
 import (
+	"cmp"
 	"debug/dwarf"
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -255,11 +257,16 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	for i := range out {
 		res.Accesses = append(res.Accesses, out[i]...)
 	}
-	sort.SliceStable(res.Accesses, func(i, j int) bool { return res.Accesses[i].PC < res.Accesses[j].PC })
+	slices.SortStableFunc(res.Accesses, byPC)
 	res.Funcs = len(funcs)
 	res.Track = time.Since(start)
 	return res, nil
 }
+
+// byPC orders accesses by PC. slices' generic sort moves the large
+// Access values directly; sort.SliceStable's reflection swapper moved
+// them with write barriers, 4% of inference's CPU time.
+func byPC(a, b Access) int { return cmp.Compare(a.PC, b.PC) }
 
 // function analyses one out-of-line function.
 func (w *worker) function(f *dwscan.Function) (accs []Access, counts [2]int) {
@@ -449,7 +456,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		for _, b := range order {
 			outs[b] = emitting(b)
 		}
-		sort.SliceStable(accs, func(i, j int) bool { return accs[i].PC < accs[j].PC })
+		slices.SortStableFunc(accs, byPC)
 		return accs
 	}
 	// A block none of whose predecessors' states changed since it ran
@@ -493,7 +500,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	for _, b := range order {
 		free = append(free, emitting(b))
 	}
-	sort.SliceStable(accs, func(i, j int) bool { return accs[i].PC < accs[j].PC })
+	slices.SortStableFunc(accs, byPC)
 	return accs
 }
 

@@ -297,8 +297,10 @@ func (ft *fnTrack) buildFacts() {
 		}
 	}()
 	for i := range ft.applied {
+		// Past len the elements were cleared before: clearing to cap
+		// each time cost 2% of inference's CPU time.
+		clear(ft.applied[i].regs)
 		ft.applied[i].regs = ft.applied[i].regs[:0]
-		clear(ft.applied[i].regs[:cap(ft.applied[i].regs)])
 	}
 	if cap(ft.applied) < n {
 		ft.applied = make([]appliedFacts, n, n+n/4)
