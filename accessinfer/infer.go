@@ -150,13 +150,13 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	var wg sync.WaitGroup
 	next := make(chan int)
 	// Each worker's types, read in the scan, serve it in tracking too.
-	tss := make([]*members.Types, nw)
-	for w := range tss {
-		tss[w] = members.NewTypes(d)
-	}
 	sec := dwscan.Sections{Info: img.Section(".debug_info"), Loc: img.Section(".debug_loc"),
 		Loclists: img.Section(".debug_loclists"), Addr: img.Section(".debug_addr"),
 		DIEs: diescan.NewSections(img.Section)}
+	tss := make([]*members.Types, nw)
+	for w := range tss {
+		tss[w] = members.NewTypes(sec.DIEs, cus)
+	}
 	for w := 0; w < nw; w++ {
 		wg.Add(1)
 		go func() {

@@ -95,7 +95,7 @@ type Sections struct {
 // globals' types through ts (one goroutine's: neither is safe for
 // concurrent use).
 func NewScanner(d *dwarf.Data, ts *members.Types, sec Sections) *Scanner {
-	s := &Scanner{d: d, r: d.Reader(), ts: ts, secs: sec.DIEs, abbrev: diescan.Abbrevs{}, names: map[string]string{}}
+	s := &Scanner{d: d, r: d.Reader(), ts: ts, secs: sec.DIEs, abbrev: ts.Abbrevs(), names: map[string]string{}}
 	s.locs.loc = sec.Loc
 	s.locs.loclists = sec.Loclists
 	s.locs.addr = sec.Addr
