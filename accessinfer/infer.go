@@ -299,7 +299,7 @@ func (w *worker) function(f *dwscan.Function) (accs []Access, counts [2]int) {
 		decoded[i] = buf[at:len(buf):len(buf)]
 	}
 	ft.insns = buf
-	ft.g = x86code.FuncGraphDecoded(f.Entry, ranges, decoded, patched)
+	ft.g = x86code.FuncGraphInto(&ft.graph, f.Entry, ranges, decoded, patched)
 	counts[0] = len(ft.insns)
 	ft.buildFacts()
 	return ft.run(&counts[1]), counts

@@ -218,7 +218,8 @@ type fnTrack struct {
 	f      *dwscan.Function
 	insns  []x86code.Insn
 	g      *x86code.Graph
-	facts  [][]int32 // by instruction index: indexes into fs
+	graph  x86code.Graph // g's memory, reused from one function to the next
+	facts  [][]int32     // by instruction index: indexes into fs
 	fs     []fact
 	spans  [][2]int32 // of fs[k]: instructions [i, j)
 	counts []int32
