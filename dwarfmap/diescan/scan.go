@@ -113,6 +113,11 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 	r := bytereader.New(b)
 	r.Seek(int(off))
 	var tab []abbrev
+	// The attributes of all the table's abbreviations go in one slice
+	// (span[code] is the code's part), not one grown per abbreviation:
+	// a vmlinux has a table per unit, thousands of abbreviations each.
+	var all []attrSpec
+	var span [][2]int32
 	for {
 		code := r.ULEB128()
 		if code == 0 || r.Err() != nil {
@@ -123,6 +128,7 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 		}
 		a := abbrev{tag: dwarf.Tag(r.ULEB128())}
 		a.children = r.U8() == 1 // DW_CHILDREN_yes
+		lo := len(all)
 		for {
 			at, fm := dwarf.Attr(r.ULEB128()), form(r.ULEB128())
 			if r.Err() != nil {
@@ -135,12 +141,20 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 			if fm == formImplicitConst {
 				s.ic = r.SLEB128()
 			}
-			a.attrs = append(a.attrs, s)
+			all = append(all, s)
 		}
 		for uint64(len(tab)) <= code {
 			tab = append(tab, abbrev{})
+			span = append(span, [2]int32{})
 		}
 		tab[code] = a
+		span[code] = [2]int32{int32(lo), int32(len(all))}
+	}
+	for code := range tab {
+		// nil for none, as appending to nil left it.
+		if lo, hi := span[code][0], span[code][1]; hi > lo {
+			tab[code].attrs = all[lo:hi:hi]
+		}
 	}
 	if r.Err() != nil {
 		return nil, fmt.Errorf("abbrev table at %#x: %w", off, ErrMalformed)
