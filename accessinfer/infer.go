@@ -433,7 +433,17 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 			}
 		}
 	}
-	var accs []Access
+	// The accesses grow in the worker's buffer and are copied out at
+	// the end: growing each function's own left half behind as garbage.
+	accs := ft.accs[:0]
+	done := func() []Access {
+		slices.SortStableFunc(accs, byPC)
+		ft.accs = accs
+		if len(accs) == 0 {
+			return nil
+		}
+		return append([]Access(nil), accs...)
+	}
 	// emitting runs block b from its state in and emits its accesses.
 	emitting := func(b int) *state {
 		s := in(b)
@@ -456,8 +466,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		for _, b := range order {
 			outs[b] = emitting(b)
 		}
-		slices.SortStableFunc(accs, byPC)
-		return accs
+		return done()
 	}
 	// A block none of whose predecessors' states changed since it ran
 	// would give the same state again: only the others run (the rounds
@@ -500,8 +509,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	for _, b := range order {
 		free = append(free, emitting(b))
 	}
-	slices.SortStableFunc(accs, byPC)
-	return accs
+	return done()
 }
 
 // emit adds the accesses of instruction i.

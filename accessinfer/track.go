@@ -219,6 +219,7 @@ type fnTrack struct {
 	insns  []x86code.Insn
 	g      *x86code.Graph
 	graph  x86code.Graph // g's memory, reused from one function to the next
+	accs   []Access      // run's buffer
 	facts  [][]int32     // by instruction index: indexes into fs
 	fs     []fact
 	spans  [][2]int32 // of fs[k]: instructions [i, j)
