@@ -78,6 +78,7 @@ type Types struct {
 	cur     *diescan.Unit
 	abbrevs diescan.Abbrevs
 	cache   map[dwarf.Offset]*Type
+	mbuf    []Member // members' buffer
 }
 
 // NewTypes reads types from the sections secs, whose units are units
@@ -213,7 +214,12 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 
 // members reads the member DIEs following a struct's DIE.
 func (ts *Types) members(size int64) []Member {
-	var ms []Member
+	ms := ts.mbuf[:0]
+	defer func() {
+		// Grown in ts's buffer, copied out once: a vmlinux has a copy
+		// of each struct per unit that uses it.
+		ts.mbuf = ms
+	}()
 	var c diescan.TypeDIE
 	for ts.cur.NextType(&c) {
 		if c.Tag == dwarf.TagMember {
@@ -239,7 +245,10 @@ func (ts *Types) members(size int64) []Member {
 		}
 		ts.cur.SkipTypeChildren(&c)
 	}
-	return ms
+	if len(ms) == 0 {
+		return nil
+	}
+	return append([]Member(nil), ms...)
 }
 
 // span is a member's bytes [lo, hi) from the start of its container.
