@@ -32,9 +32,14 @@ type SharedEntry struct {
 	Value uint64
 }
 
-// SmapWays is KLASY_SMAP_WAYS: the keys of one hash bucket of a
-// shared map.
-const SmapWays = 8
+// Bounds of a shared map (klasy_rt.h).
+const (
+	// SmapEntries is KLASY_SMAP_ENTRIES: the keys one holds.
+	SmapEntries = 4096
+	// SmapWays is KLASY_SMAP_WAYS: the slots of one of its hash
+	// buckets (it has twice SmapEntries slots).
+	SmapWays = 16
+)
 
 func parseSharedMap(kv kvs) (SharedMap, error) {
 	var m SharedMap

@@ -17,8 +17,8 @@ func printShared(w io.Writer, m records.SharedMap) {
 		fmt.Fprintf(w, "@%s[%s]: %d\n", m.Name, keyText(e.Key), e.Value)
 	}
 	if m.Overflow > 0 {
-		fmt.Fprintf(w, "  %s of a new key kept nothing: no room (at most %d keys, %d of one hash bucket, %d bytes a key)\n",
-			human.Plural(int(m.Overflow), "MAP_SET"), m.Size, records.SmapWays, 8*records.KeyWords)
+		fmt.Fprintf(w, "  %s of a new key kept nothing: no room (at most %d keys of %d bytes; seldom, a full hash bucket of %d)\n",
+			human.Plural(int(m.Overflow), "MAP_SET"), m.Size, 8*records.KeyWords, records.SmapWays)
 	}
 	if m.Busy > 0 {
 		fmt.Fprintf(w, "  %s in NMI context found the key's bucket locked and did nothing\n", human.Plural(int(m.Busy), "operation"))
