@@ -269,6 +269,7 @@ struct klasy_aspect {
 	const struct klasy_addr_check *checks;
 	unsigned int nsmaps;		/* shared maps (MAP_SET...), by name */
 	const char *const *smap_names;
+	const u32 *smap_sizes;		/* keys each holds (MAP_SIZE), 0: the default */
 
 	/* runtime's */
 	u32 id;				/* from 1, never reused while loaded */
@@ -892,7 +893,10 @@ u64 klasy_call_get(struct klasy_calls *c, unsigned int var);
  *
  * name is an identifier; the generated module numbers the aspect's
  * names (at most KLASY_SMAP_MAX). Each map holds KLASY_SMAP_ENTRIES
- * keys, in twice as many slots preallocated when the aspect registers,
+ * keys, or as many as MAP_SIZE(name, n) in any advice of the aspect
+ * says (a literal n, 1 to KLASY_SMAP_MAX_ENTRIES: the generator reads
+ * it; the macro does nothing), in twice as many slots preallocated when
+ * the aspect registers,
  * KLASY_SMAP_WAYS a hash bucket: a MAP_SET of a new key past the bound,
  * or whose bucket is full (seldom below the bound), or whose key has no
  * room for its values, keeps nothing and is counted (overflow, klasy
@@ -904,6 +908,7 @@ u64 klasy_call_get(struct klasy_calls *c, unsigned int var);
 #define KLASY_SMAP_MAX 8
 #define KLASY_SMAP_WAYS 16
 #define KLASY_SMAP_ENTRIES 4096
+#define KLASY_SMAP_MAX_ENTRIES 65536
 
 void klasy_smap_set(struct klasy_aspect *a, unsigned int map,
 		    const struct klasy_key *k, u64 v);
@@ -931,6 +936,7 @@ bool klasy_smap_delete(struct klasy_aspect *a, unsigned int map,
 	__klasy_v;							\
 })
 #define MAP_GET(name, ...) MAP_GET_OR(name, 0, __VA_ARGS__)
+#define MAP_SIZE(name, n) ((void)__klasy_map_##name)
 #define MAP_DELETE(name, ...) ({					\
 	__KLASY_SMAP_KEY(__VA_ARGS__);					\
 	klasy_smap_delete(KLASY_THIS_ASPECT, __klasy_map_##name,	\

@@ -20,19 +20,20 @@
  * only code it can interrupt holding a bucket lock is the stats reader
  * or another handler's operation (klasy_enter refuses nested handlers,
  * so that cannot be on the same CPU), so a trylock that fails is
- * counted (busy), never waited on. The map holds KLASY_SMAP_ENTRIES
- * keys (a count kept with atomic_long_add_unless, so concurrent inserts
- * cannot pass it) in twice as many slots, KLASY_SMAP_WAYS a bucket, so
- * that a bucket is seldom full before the map is; a new key past the
- * bound or finding its bucket full is counted (overflow) and not kept,
- * as BPF's preallocated hash maps refuse keys when full, with no
- * eviction.
+ * counted (busy), never waited on. A map holds its size in keys
+ * (KLASY_SMAP_ENTRIES or its MAP_SIZE: a count kept with
+ * atomic_long_add_unless, so concurrent inserts cannot pass it) in
+ * twice as many slots or more, KLASY_SMAP_WAYS a bucket, so that a
+ * bucket is seldom full before the map is; a new key past the bound or
+ * finding its bucket full is counted (overflow) and not kept, as BPF's
+ * preallocated hash maps refuse keys when full, with no eviction.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/hardirq.h>
 #include <linux/jhash.h>
 #include <linux/kernel.h>
+#include <linux/log2.h>
 #include <linux/mm.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
@@ -52,10 +53,11 @@ struct klasy_smap_bucket {
 
 struct klasy_smap {
 	const char *name;
+	unsigned int size;		/* keys it holds at most */
 	unsigned int nbuckets;		/* a power of 2 */
 	atomic_long_t overflow;		/* MAP_SETs of a key that found no room */
 	atomic_long_t busy;		/* operations in NMI that found the bucket locked */
-	atomic_long_t used;		/* keys held, at most KLASY_SMAP_ENTRIES */
+	atomic_long_t used;		/* keys held, at most size */
 	struct klasy_smap_bucket *b;
 };
 
@@ -71,7 +73,7 @@ void klasy_smap_free(struct klasy_aspect *a)
 
 int klasy_smap_alloc(struct klasy_aspect *a)
 {
-	unsigned int i, j, nb = 2 * KLASY_SMAP_ENTRIES / KLASY_SMAP_WAYS;
+	unsigned int i, j, size;
 
 	a->smaps = NULL;
 	if (!a->nsmaps)
@@ -87,12 +89,22 @@ int klasy_smap_alloc(struct klasy_aspect *a)
 	for (i = 0; i < a->nsmaps; i++) {
 		struct klasy_smap *m = &a->smaps[i];
 
+		size = a->smap_sizes ? a->smap_sizes[i] : 0;
+		if (size > KLASY_SMAP_MAX_ENTRIES) {
+			pr_err("aspect %s: shared map %s of %u keys, at most %u\n",
+			       a->name, a->smap_names[i], size,
+			       KLASY_SMAP_MAX_ENTRIES);
+			klasy_smap_free(a);
+			return -E2BIG;
+		}
 		m->name = a->smap_names[i];
-		m->nbuckets = nb;
-		m->b = kvcalloc(nb, sizeof(*m->b), GFP_KERNEL);
+		m->size = size ? size : KLASY_SMAP_ENTRIES;
+		m->nbuckets = roundup_pow_of_two(DIV_ROUND_UP(2 * m->size,
+							      KLASY_SMAP_WAYS));
+		m->b = kvcalloc(m->nbuckets, sizeof(*m->b), GFP_KERNEL);
 		if (!m->b)
 			goto nomem;
-		for (j = 0; j < nb; j++)
+		for (j = 0; j < m->nbuckets; j++)
 			raw_spin_lock_init(&m->b[j].lock);
 	}
 	return 0;
@@ -164,7 +176,7 @@ void klasy_smap_set(struct klasy_aspect *a, unsigned int map,
 		if (b->e[i].key.nw)
 			continue;
 		if (atomic_long_add_unless(&a->smaps[map].used, 1,
-					   KLASY_SMAP_ENTRIES)) {
+					   a->smaps[map].size)) {
 			e = &b->e[i];
 			e->key = *k;
 		}
@@ -233,14 +245,13 @@ int klasy_smap_show(struct seq_file *sf, struct klasy_aspect *a)
 	unsigned int i, j, w, n;
 	unsigned long flags;
 
-	if (!a->nsmaps || !a->smaps)
-		return 0;
-	all = kvmalloc_array(2 * KLASY_SMAP_ENTRIES, sizeof(*all), GFP_KERNEL);
-	if (!all)
-		return -ENOMEM;
-	for (i = 0; i < a->nsmaps; i++) {
+	for (i = 0; i < a->nsmaps && a->smaps; i++) {
 		struct klasy_smap *m = &a->smaps[i];
 
+		all = kvmalloc_array(m->nbuckets * KLASY_SMAP_WAYS,
+				     sizeof(*all), GFP_KERNEL);
+		if (!all)
+			return -ENOMEM;
 		n = 0;
 		for (j = 0; j < m->nbuckets; j++) {
 			struct klasy_smap_bucket *b = &m->b[j];
@@ -254,7 +265,7 @@ int klasy_smap_show(struct seq_file *sf, struct klasy_aspect *a)
 		seq_printf(sf, "smap index=%u name=", i);
 		klasy_put_token(sf, m->name);
 		seq_printf(sf, " entries=%u size=%u overflow=%ld busy=%ld\n", n,
-			   KLASY_SMAP_ENTRIES,
+			   m->size,
 			   atomic_long_read(&m->overflow),
 			   atomic_long_read(&m->busy));
 		for (j = 0; j < n; j++) {
@@ -264,7 +275,7 @@ int klasy_smap_show(struct seq_file *sf, struct klasy_aspect *a)
 					   all[j].key.w[w]);
 			seq_printf(sf, " v=%llu\n", all[j].v);
 		}
+		kvfree(all);
 	}
-	kvfree(all);
 	return 0;
 }

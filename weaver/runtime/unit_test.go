@@ -296,7 +296,7 @@ func TestTimersInUserSpace(t *testing.T) {
 func smapHarness(t testing.TB, smap []byte) string {
 	t.Helper()
 	x := unitSource(t, runtime.Header, nil, "KLASY_STR_MAX", "KLASY_KEY_WORDS", "struct klasy_key",
-		"KLASY_SMAP_MAX", "KLASY_SMAP_WAYS", "KLASY_SMAP_ENTRIES") +
+		"KLASY_SMAP_MAX", "KLASY_SMAP_WAYS", "KLASY_SMAP_ENTRIES", "KLASY_SMAP_MAX_ENTRIES") +
 		unitSource(t, "klasy_agg.c", nil, "klasy_key_add", "klasy_key_eq") +
 		unitSource(t, "klasy_smap.c", smap, "struct klasy_smap_entry", "struct klasy_smap_bucket", "struct klasy_smap",
 			"klasy_smap_free", "klasy_smap_alloc", "klasy_smap_lock", "klasy_smap_find", "klasy_smap_set",
@@ -337,6 +337,9 @@ func TestSharedMapsInUserSpace(t *testing.T) {
 			"fill a 5000 1", "count a entries=4096",
 			"del a 17 yes", "del a 18 yes", "count a entries=4094",
 			"fill a 2 777777", "get a 777777 = 7777770", "get a 777778 = 7777780", "count a entries=4096")},
+		{"a map holds its MAP_SIZE", lines(
+			"fill b 150 1", "count b entries=100 overflow=50", "fill b 10 1000", "count b entries=100 overflow=60",
+			"fill a 150 1", "count a entries=150 overflow=0")},
 		{"in NMI context a locked bucket is not waited for: counted, nothing done", lines(
 			"set a 1 300", "hold a 300", "nmi 1",
 			"get a 300 absent", "set a 2 300", "del a 300 no", "count a busy=3",

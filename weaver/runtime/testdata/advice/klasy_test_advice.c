@@ -72,6 +72,7 @@ static void klasy_advice_1(struct klasy_hit *__klasy_hit)
 {
 	STORE_DATA2(current->pid, KLASY_TEST_MAGIC);
 	/* The macros, built with W=1: the pid that called last, by comm. */
+	MAP_SIZE(lastpid, 64);
 	if (MAP_GET_OR(lastpid, 1, KEY_STR(current->comm)) != current->pid)
 		MAP_SET(lastpid, current->pid, KEY_STR(current->comm));
 	if (!current->pid)

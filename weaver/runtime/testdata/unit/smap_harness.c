@@ -3,7 +3,8 @@
  * smap_harness - klasy_smap.c's shared maps (MAP_SET, MAP_GET,
  * MAP_DELETE), taken out of the source by unit_test.go into
  * smap_extract.c with klasy_agg.c's klasy_key_add and klasy_key_eq, and
- * run on kern_user.h's stand-ins, one aspect with the maps a and b:
+ * run on kern_user.h's stand-ins, one aspect with the maps a (the
+ * default size) and b (MAP_SIZE(b, 100)):
  *
  *   smap_harness < SCRIPT
  *
@@ -38,6 +39,14 @@
 #define kfree free
 #define kvfree free
 #define DIV_ROUND_UP(n, d) (((n) + (d) - 1) / (d))
+static unsigned int roundup_pow_of_two(unsigned int n)
+{
+	unsigned int p = 1;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
 typedef struct {
 	long counter;
 } atomic_long_t;
@@ -87,6 +96,7 @@ struct klasy_aspect {
 	const char *name;
 	unsigned int nsmaps;
 	const char *const *smap_names;
+	const u32 *smap_sizes;
 	struct klasy_smap *smaps;
 };
 
@@ -165,7 +175,8 @@ static void key(struct klasy_key *k, char **args, int n)
 int main(void)
 {
 	static const char *const names[] = { "a", "b" };
-	struct klasy_aspect aspect = { .name = "t", .nsmaps = 2, .smap_names = names };
+	static const u32 sizes[] = { 0, 100 };
+	struct klasy_aspect aspect = { .name = "t", .nsmaps = 2, .smap_names = names, .smap_sizes = sizes };
 	struct klasy_smap_bucket *holding = NULL;
 	char line[1024], *args[16], *tok, *save;
 	struct klasy_key k;
