@@ -901,9 +901,10 @@ u64 klasy_call_get(struct klasy_calls *c, unsigned int var);
  * or whose bucket is full (seldom below the bound), or whose key has no
  * room for its values, keeps nothing and is counted (overflow, klasy
  * stats). A bucket is locked (raw spinlock, interrupts off) for
- * the few loads and stores of one operation; in NMI context only a
- * trylock is made, and an operation that finds the bucket locked is
- * counted (busy) and does nothing (MAP_GET: absent).
+ * the few loads and stores of one operation; in NMI context (an int3
+ * kprobe's handler on x86 too) it is only trylocked, a bounded number
+ * of times, and an operation that still finds it locked is counted
+ * (busy) and does nothing (MAP_GET: absent).
  */
 #define KLASY_SMAP_MAX 8
 #define KLASY_SMAP_WAYS 16

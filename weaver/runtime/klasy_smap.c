@@ -16,11 +16,13 @@
  * per-bucket bit spinlocks are not NMI-safe. Here nothing is allocated
  * after the aspect registers, an operation holds one bucket's lock for
  * a few loads and stores (interrupts off, so no handler on this CPU
- * can spin on a lock this CPU holds), and an NMI only trylocks: the
- * only code it can interrupt holding a bucket lock is the stats reader
- * or another handler's operation (klasy_enter refuses nested handlers,
- * so that cannot be on the same CPU), so a trylock that fails is
- * counted (busy), never waited on. A map holds its size in keys
+ * can spin on a lock this CPU holds). In NMI context (where x86 runs
+ * an int3 kprobe's handler too) the code interrupted may be the stats
+ * reader holding that very lock (klasy_enter keeps handlers from
+ * nesting, so not another operation): there it only trylocks, up to
+ * KLASY_SMAP_NMI_TRIES times, which outlasts any other CPU's hold of a
+ * few loads and stores, and an operation that still finds the bucket
+ * locked is counted (busy), never waited on further. A map holds its size in keys
  * (KLASY_SMAP_ENTRIES or its MAP_SIZE: a count kept with
  * atomic_long_add_unless, so concurrent inserts cannot pass it) in
  * twice as many slots or more, KLASY_SMAP_WAYS a bucket, so that a
@@ -34,12 +36,16 @@
 #include <linux/jhash.h>
 #include <linux/kernel.h>
 #include <linux/log2.h>
+#include <linux/processor.h>
 #include <linux/mm.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 
 #include "klasy_internal.h"
+
+/* Trylocks of a bucket in NMI context before giving up (busy). */
+#define KLASY_SMAP_NMI_TRIES 1000
 
 struct klasy_smap_entry {
 	u64 v;
@@ -117,8 +123,8 @@ nomem:
 
 /*
  * klasy_smap_lock locks key k's bucket of map (interrupts off), NULL
- * when the map does not exist or, in NMI context, when the bucket is
- * locked (counted).
+ * when the map does not exist or, in NMI context, when the bucket
+ * stayed locked (counted).
  */
 static struct klasy_smap_bucket *klasy_smap_lock(struct klasy_aspect *a,
 						 unsigned int map,
@@ -127,6 +133,7 @@ static struct klasy_smap_bucket *klasy_smap_lock(struct klasy_aspect *a,
 {
 	struct klasy_smap *m;
 	struct klasy_smap_bucket *b;
+	unsigned int i;
 
 	if (unlikely(!a->smaps || map >= a->nsmaps))
 		return NULL;
@@ -134,11 +141,13 @@ static struct klasy_smap_bucket *klasy_smap_lock(struct klasy_aspect *a,
 	b = &m->b[jhash2((const u32 *)k->w, k->nw * 2, k->typed) &
 		  (m->nbuckets - 1)];
 	if (in_nmi()) {
-		if (!raw_spin_trylock_irqsave(&b->lock, *flags)) {
-			atomic_long_inc(&m->busy);
-			return NULL;
+		for (i = 0; i < KLASY_SMAP_NMI_TRIES; i++) {
+			if (raw_spin_trylock_irqsave(&b->lock, *flags))
+				return b;
+			cpu_relax();
 		}
-		return b;
+		atomic_long_inc(&m->busy);
+		return NULL;
 	}
 	raw_spin_lock_irqsave(&b->lock, *flags);
 	return b;

@@ -20,8 +20,9 @@
  *   hold MAP KEY...         another CPU holds KEY's bucket lock
  *   release                 it lets go
  *   nmi 0|1                 run in NMI context (trylock) or not
- *   count MAP entries=N overflow=N busy=N   check the map (any subset;
- *                           >= for at least)
+ *   count MAP entries=N overflow=N busy=N spins=N   check the map (any
+ *                           subset; >= for at least); spins counts
+ *                           cpu_relax() in all
  *
  * A lock taken while held (a spin that would never end) fails, as does
  * a lock left held after an operation. A failed check prints "line N:
@@ -59,6 +60,8 @@ typedef struct {
 } raw_spinlock_t;
 static int nmi, held;
 #define in_nmi() nmi
+static int spins;
+#define cpu_relax() (spins++)
 #define raw_spin_lock_init(l) ((l)->locked = 0)
 static void spin_would_hang(void);
 #define raw_spin_lock_irqsave(l, f) \
@@ -274,6 +277,8 @@ int main(void)
 					got = atomic_long_read(&m->overflow);
 				else if (!strcmp(args[i], "busy"))
 					got = atomic_long_read(&m->busy);
+				else if (!strcmp(args[i], "spins"))
+					got = spins;
 				else
 					fail("count: no count %s", args[i]);
 				if (least ? got < num(eq + 1) : got != num(eq + 1))
