@@ -8,8 +8,9 @@
  * klasy_enter serialises handlers per CPU only: the slot's task runs
  * on one CPU at a time, but another task may reclaim a stale slot from
  * another CPU at the same moment. So every reader and writer of a slot
- * holds its busy word (cmpxchg), and one that finds it taken gives up,
- * counted as missed, rather than wait in a handler.
+ * holds its busy bit (cmpxchg on the slot's task word), and one that
+ * finds it taken gives up, counted as missed, rather than wait in a
+ * handler.
  */
 #include <linux/hash.h>
 #include <linux/kernel.h>
@@ -26,16 +27,30 @@
 /* A slot whose newest call is older than this may be taken. */
 #define KLASY_CALL_STALE_NS (60 * NSEC_PER_SEC)
 
-/* Takes slot s for this handler: false when another holds it. */
-static bool klasy_call_lock(struct klasy_call_task *s)
-{
-	return !READ_ONCE(s->busy) && cmpxchg(&s->busy, 0, 1) == 0;
-}
+/*
+ * A slot's task word: its task_struct (8-byte aligned), the busy bit of
+ * the handler that holds the slot, and a count of the task's unlocks
+ * that makes a reclaimer's compare-and-exchange fail once the task has
+ * used the slot since the reclaimer looked. So a reclaimer takes the
+ * busy bit only to take the slot over, never to look and back out: the
+ * slot's own task misses (finds it busy) only while its slot is being
+ * taken from it, after which it has no frames a later access could read
+ * stale. (The count wraps at 4: a task would have to unlock its slot 4
+ * times between a reclaimer's look and its exchange, and then lose its
+ * frames, not read another's.)
+ */
+#define KLASY_CALL_BUSY 1UL
+#define KLASY_CALL_GEN 6UL
+#define KLASY_CALL_TASK (~7UL)
 
-/* The slot's last writes before the next holder's reads. */
+/* Gives s up, the next unlock counted. */
 static void klasy_call_unlock(struct klasy_call_task *s)
 {
-	smp_store_release(&s->busy, 0);
+	unsigned long w = s->task;
+
+	/* The slot's writes before the next holder's cmpxchg sees it. */
+	smp_store_release(&s->task, (w & KLASY_CALL_TASK) |
+			  ((w + 2) & KLASY_CALL_GEN));
 }
 
 /* The newest open call of slot s, 0 when none; racy without its lock. */
@@ -49,39 +64,31 @@ static u64 klasy_call_newest(struct klasy_call_task *s)
 	return t;
 }
 
-/* Slot s is free, or its task's newest call is older than the bound. */
-static bool klasy_call_free(struct klasy_call_task *s, u64 now)
-{
-	return !READ_ONCE(s->task) ||
-	       (s64)(now - klasy_call_newest(s)) > KLASY_CALL_STALE_NS;
-}
-
 /*
- * The current task's slot, locked, or NULL (counted in c->missed when it
- * was busy). With claim, a free slot becomes its own, or the one of a
- * task whose newest call is older than KLASY_CALL_STALE_NS (it exited,
- * or its returns all missed); none: counted in c->full.
+ * The current task's slot, held (busy), or NULL: counted in c->missed
+ * when it was being taken over. With claim, a free slot becomes its
+ * own, or the one of a task whose newest call is older than
+ * KLASY_CALL_STALE_NS (it exited, or its returns all missed); none:
+ * counted in c->full.
  */
 static struct klasy_call_task *klasy_call_task(struct klasy_calls *c,
 					       bool claim)
 {
-	unsigned long me = (unsigned long)current;
+	unsigned long me = (unsigned long)current, w;
 	unsigned int i = hash_long(me, KLASY_AGG_TASK_BITS), p;
 	struct klasy_call_task *s;
 	u64 now;
 
 	for (p = 0; p < KLASY_CALL_PROBES; p++) {
 		s = &c->t[(i + p) & (KLASY_AGG_TASKS - 1)];
-		if (READ_ONCE(s->task) != me)
+		/* Pairs with klasy_call_unlock: the last holder's writes. */
+		w = smp_load_acquire(&s->task);
+		if ((w & KLASY_CALL_TASK) != me)
 			continue;
-		if (!klasy_call_lock(s)) {
+		if ((w & KLASY_CALL_BUSY) ||
+		    cmpxchg(&s->task, w, w | KLASY_CALL_BUSY) != w) {
 			atomic_long_inc(&c->missed);
 			return NULL;
-		}
-		/* Reclaimed between the look and the lock: not ours now. */
-		if (s->task != me) {
-			klasy_call_unlock(s);
-			break;
 		}
 		/* A task_struct an exited task left: not our calls. */
 		if (s->birth != current->start_time) {
@@ -95,15 +102,14 @@ static struct klasy_call_task *klasy_call_task(struct klasy_calls *c,
 	now = ktime_get_mono_fast_ns();
 	for (p = 0; p < KLASY_CALL_PROBES; p++) {
 		s = &c->t[(i + p) & (KLASY_AGG_TASKS - 1)];
-		/* Look unlocked first: a live slot's task is not held up. */
-		if (!klasy_call_free(s, now) || !klasy_call_lock(s))
+		/* Its task's frames as of its last unlock, for the look. */
+		w = smp_load_acquire(&s->task);
+		if ((w & KLASY_CALL_BUSY) ||
+		    (w && (s64)(now - klasy_call_newest(s)) <= KLASY_CALL_STALE_NS))
 			continue;
-		/* Its task may have opened a call since the look. */
-		if (!klasy_call_free(s, now)) {
-			klasy_call_unlock(s);
+		/* Fails if its task used it since w was read. */
+		if (cmpxchg(&s->task, w, me | KLASY_CALL_BUSY) != w)
 			continue;
-		}
-		WRITE_ONCE(s->task, me);
 		s->birth = current->start_time;
 		s->n = 0;
 		return s;
@@ -183,8 +189,10 @@ void klasy_call_end(struct klasy_calls *c, unsigned long cfa)
 		if (s->f[i].cfa <= cfa)
 			klasy_call_drop(s, i);
 	if (!s->n)
-		WRITE_ONCE(s->task, 0);
-	klasy_call_unlock(s);
+		/* Free, and given up: its writes before a new holder's. */
+		smp_store_release(&s->task, 0);
+	else
+		klasy_call_unlock(s);
 }
 EXPORT_SYMBOL_GPL(klasy_call_end);
 

@@ -845,6 +845,9 @@ struct klasy_kstack;
  * frame after the advice. Bounds: KLASY_CALL_DEPTH open calls per task
  * (a new one drops the oldest), KLASY_AGG_TASKS tasks (a task whose
  * newest call is older than a minute gives its slot up, as in a timer).
+ * An access that finds the task's slot held by another CPU (a task
+ * taking it over) keeps or reads nothing, counted in klasy_calls.missed;
+ * a call that finds no slot, in klasy_calls.full (klasy status).
  */
 #define KLASY_CALL_VARS 8
 #define KLASY_CALL_DEPTH 8
@@ -857,12 +860,12 @@ struct klasy_call_frame {
 };
 
 struct klasy_call_task {
-	unsigned long task;		/* its task_struct; 0: free */
 	/*
-	 * 1 while a handler reads or writes the slot (cmpxchg): its task's,
-	 * or another's reclaiming it, which may run on another CPU at once.
+	 * Its task_struct, 0: free; bit 0 set while a handler holds the
+	 * slot (cmpxchg: its task's, or another's taking it over from
+	 * another CPU), bits 1-2 count its unlocks (klasy_call.c).
 	 */
-	unsigned int busy;
+	unsigned long task;
 	u64 birth;			/* its start_time */
 	unsigned int n;			/* open frames */
 	struct klasy_call_frame f[KLASY_CALL_DEPTH];

@@ -9,7 +9,7 @@
  * Every task hashes to the same KLASY_CALL_PROBES slots and the clock
  * moves a minute and more per read, so every slot looks stale to a task
  * without one: tasks beyond the slots reclaim them from tasks that are
- * inside a call on another CPU, the race the slots' busy word settles.
+ * inside a call on another CPU, the race the slots' busy bit settles.
  * Each round a task opens a call and a nested one, sets a value unique
  * to the task, call and round in each, reads them back and closes them.
  * A read must give the value the task set in that call, or 0 (the call
@@ -25,10 +25,12 @@
 #undef READ_ONCE
 #undef WRITE_ONCE
 #undef smp_store_release
+#undef smp_load_acquire
 #undef current
 #define READ_ONCE(x) (*(volatile __typeof__(x) *)&(x))
 #define WRITE_ONCE(x, v) (*(volatile __typeof__(x) *)&(x) = (v))
 #define smp_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define smp_load_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 static __thread struct task_struct *task;
 #define current task
 static inline bool thread_on_stack(const void *obj)
