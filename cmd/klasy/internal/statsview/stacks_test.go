@@ -107,3 +107,23 @@ func TestStackInByKey(t *testing.T) {
 		t.Errorf("--folded:\n%s\nwant\n%s", out.String(), want)
 	}
 }
+
+// TestStackTableNote: klasy stats says when the kernel's table of
+// stacks was full or held another stack under a saved stack's id, and
+// nothing when it kept every stack.
+func TestStackTableNote(t *testing.T) {
+	var b strings.Builder
+	StackTableNote(&b, &records.Stacks{Room: 4096})
+	if b.Len() != 0 {
+		t.Errorf("a table that kept every stack: %q", b.String())
+	}
+	StackTableNote(&b, &records.Stacks{Room: 4096, Full: 2, Collisions: 1})
+	for _, want := range []string{
+		"klasy: 2 stack saves found the kernel's table of stacks full (4096 stacks): their frames were not kept\n",
+		"klasy: 1 stack save had the id of another stack the table holds (a 64-bit hash collision): counted under that stack's frames\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("klasy stats lacks %q:\n%s", want, b.String())
+		}
+	}
+}
