@@ -908,6 +908,9 @@ func (g *cgen) tables(opt GenOptions) {
 	g.p("\t.hooks = klasy_hooks,")
 	g.aggRoom()
 	g.sharedMapField()
+	if len(CallVars(g.m.file)) > 0 {
+		g.p("\t.calls = &klasy_calls,")
+	}
 	if len(g.checks) > 0 {
 		g.p("\t.nchecks = ARRAY_SIZE(klasy_checks),")
 		g.p("\t.checks = klasy_checks,")
