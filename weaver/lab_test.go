@@ -473,6 +473,7 @@ func TestWeaveInLab(t *testing.T) {
 	replaceSteps(g, step)
 	timerSteps(g, step)
 	percallSteps(g, step)
+	smapSteps(g, step)
 	step("access/writes only, inferred", writesOnly)
 	ftraceOpsSteps(g, step)
 	fexitSteps(g, step)

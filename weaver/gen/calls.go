@@ -22,10 +22,17 @@ var callMacro = regexp.MustCompile(`\bCALL_(?:SET|GET)\s*\(\s*([A-Za-z_][A-Za-z0
 // CallVars are the per-call variables the advice of f names, in order of
 // first use (uses in comments and strings do not count).
 func CallVars(f *aspect.File) []string {
+	return namesUsed(f, callMacro)
+}
+
+// namesUsed are the names (re's first group) the advice of f gives
+// macros, in order of first use (uses in comments and strings do not
+// count).
+func namesUsed(f *aspect.File, re *regexp.Regexp) []string {
 	var names []string
 	seen := map[string]bool{}
 	for _, a := range f.Advice {
-		for _, m := range callMacro.FindAllStringSubmatch(cCode(a.Body.S), -1) {
+		for _, m := range re.FindAllStringSubmatch(cCode(a.Body.S), -1) {
 			if !seen[m[1]] {
 				seen[m[1]] = true
 				names = append(names, m[1])

@@ -130,6 +130,9 @@ func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Modu
 	if err := g.callDecls(); err != nil {
 		return nil, err
 	}
+	if err := g.sharedMapDecls(); err != nil {
+		return nil, err
+	}
 	returns := map[int]string{} // the <replace> advice's return types
 	for _, jp := range jps {
 		if jp.Timing == joinpoint.Replace && jp.Skipped == "" {
@@ -904,6 +907,7 @@ func (g *cgen) tables(opt GenOptions) {
 	g.p("\t.nhooks = ARRAY_SIZE(klasy_hooks),")
 	g.p("\t.hooks = klasy_hooks,")
 	g.aggRoom()
+	g.sharedMapField()
 	if len(CallVars(g.m.file)) > 0 {
 		g.p("\t.calls = &klasy_calls,")
 	}
