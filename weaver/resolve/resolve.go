@@ -272,7 +272,14 @@ func (r *resolver) executions(n int, timing joinpoint.Timing, names []string, fi
 				continue
 			}
 			found++
-			r.add(r.inlined(n, timing, c, decl, args, params))
+			jp := r.inlined(n, timing, c, decl, args, params)
+			if timing != joinpoint.After || jp.Skipped != "" {
+				r.add(jp)
+				continue
+			}
+			for _, jp := range r.inlinedAfter(n, c, jp, args, params) {
+				r.add(jp)
+			}
 		}
 	}
 	return found, nil
@@ -372,8 +379,8 @@ func (r *resolver) outOfLine(n int, timing joinpoint.Timing, fi dwarfmap.FuncInf
 	return jp
 }
 
-// inlined is the join point at the entry of an inlined copy. Its exits
-// are not located yet, so after advice skips it.
+// inlined is the join point at the entry of an inlined copy (after
+// advice then goes on its exits: inlinedAfter).
 func (r *resolver) inlined(n int, timing joinpoint.Timing, c dwarfmap.InlineEntry, decl string, args []*aspect.Argument, params []string) *joinpoint.JoinPoint {
 	jp := &joinpoint.JoinPoint{Advice: n, Timing: timing, Kind: joinpoint.Kprobe, Addr: c.Entry, Function: c.Name, InlinedIn: c.Caller, File: c.CallFile, Line: c.CallLine, Module: r.module()}
 	if decl != "" {
@@ -381,10 +388,6 @@ func (r *resolver) inlined(n int, timing joinpoint.Timing, c dwarfmap.InlineEntr
 	}
 	if l, f := r.lineAt(c.Entry); l > 0 {
 		jp.Line, jp.File = l, f
-	}
-	if timing == joinpoint.After {
-		jp.Skipped = "after advice of an inlined copy: klasy does not locate the exits of inlined code yet"
-		return jp
 	}
 	if c.Caller == "" {
 		jp.Skipped = "the function this copy is inlined into is unknown"

@@ -1,0 +1,221 @@
+// Package inlexit finds the exits of an inlined copy of a function from
+// its host's machine code: the first instructions run after the copy's
+// code (its DWARF ranges) is left, where the after advice of the copy
+// runs as kprobes. It refuses, with the reason, a copy whose exits
+// cannot all be found: one left by an indirect jump, a return or a tail
+// call, one whose code is also entered around its entry (interleaved
+// with the caller's), one whose exit is also reached from code outside
+// the copy. The kernel's static branches (jump labels) come in the
+// host's graph as two-way branches, so both of their ways are followed.
+package inlexit
+
+import (
+	"fmt"
+	"slices"
+
+	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/klasy/klasy/x86code"
+)
+
+// Exit is one exit of a copy: Addr is the first instruction outside the
+// copy's ranges, From the copy's instructions that go there. Jump: every
+// From is an unconditional jmp, so the hook may go on the jmps (Addr is
+// also reached from outside the copy).
+type Exit struct {
+	Addr uint64
+	From []uint64
+	Jump bool
+}
+
+// Hooks are the addresses a hook of the copy's after advice goes on for
+// this exit: Addr, or the jmps leaving for it.
+func (e Exit) Hooks() []uint64 {
+	if e.Jump {
+		return e.From
+	}
+	return []uint64{e.Addr}
+}
+
+// Find returns the exits of the copy whose code is ranges and whose
+// entry is entry, inside the function whose graph is g; insns decodes
+// the host's code in [lo, hi). An error says why the exits cannot be
+// found soundly.
+func Find(g *x86code.Graph, insns func(lo, hi uint64) []x86code.Insn, ranges [][2]uint64, entry uint64) ([]Exit, error) {
+	c := newCode(g, insns)
+	inR := func(a uint64) bool {
+		for _, r := range ranges {
+			if a >= r[0] && a < r[1] {
+				return true
+			}
+		}
+		return false
+	}
+	if _, ok := c.at[entry]; !ok || !inR(entry) {
+		return nil, fmt.Errorf("its entry %#x is not an instruction of its code", entry)
+	}
+	// The copy's code run from its entry, up to where it is left.
+	seen := map[uint64]bool{entry: true}
+	stack := []uint64{entry}
+	exits := map[uint64][]uint64{}
+	for len(stack) > 0 {
+		pc := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		n := c.at[pc]
+		in := &c.list[n].in
+		switch {
+		case c.list[n].indirect:
+			return nil, fmt.Errorf("an indirect jump at %#x leaves its code for places the machine code does not name", pc)
+		case c.list[n].leaves:
+			if in.Inst.Op == x86asm.RET {
+				return nil, fmt.Errorf("a return at %#x is inside its code (the copy's exit is the host's return)", pc)
+			}
+			return nil, fmt.Errorf("a jump out of its function at %#x (a tail call or a return thunk) is inside its code", pc)
+		}
+		for _, s := range c.list[n].succs {
+			if s == entry {
+				return nil, fmt.Errorf("its entry %#x is the head of a loop inside its code (%#x goes back to it)", entry, pc)
+			}
+			if inR(s) {
+				if !seen[s] {
+					seen[s] = true
+					stack = append(stack, s)
+				}
+				continue
+			}
+			exits[s] = append(exits[s], pc)
+		}
+	}
+	// Code of the copy that its entry does not lead to but that runs
+	// (the host's entry reaches it) and does not lead to the entry
+	// either: entered around the entry, its exits would be unmatched.
+	for _, e := range c.list {
+		pc := e.in.PC
+		if inR(pc) && !seen[pc] && c.live[pc] && !c.leadsTo(pc, entry, inR) {
+			return nil, fmt.Errorf("its code at %#x is reached around its entry %#x (interleaved with its caller's code, or entered elsewhere)", pc, entry)
+		}
+	}
+	// Code of the copy after its entry entered from outside it.
+	for pc := range seen {
+		if pc == entry {
+			continue
+		}
+		for _, p := range c.preds[pc] {
+			if !seen[p] && c.live[p] {
+				return nil, fmt.Errorf("its code at %#x is also reached from %#x, outside the copy's code run from its entry", pc, p)
+			}
+		}
+	}
+	var out []Exit
+	for addr, from := range exits {
+		slices.Sort(from)
+		e := Exit{Addr: addr, From: slices.Compact(from)}
+		for _, p := range c.preds[addr] {
+			if seen[p] || !c.live[p] {
+				continue
+			}
+			// Reached from outside too: the hook goes on the jmps that
+			// leave the copy for it, if only jmps do.
+			e.Jump = true
+			for _, f := range e.From {
+				if in := &c.list[c.at[f]].in; in.Inst.Op != x86asm.JMP {
+					return nil, fmt.Errorf("its exit %#x (from %#x) is also reached from %#x outside the copy", addr, f, p)
+				}
+			}
+			break
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Exit) int {
+		if a.Addr < b.Addr {
+			return -1
+		}
+		if a.Addr > b.Addr {
+			return 1
+		}
+		return 0
+	})
+	if len(out) == 0 {
+		return nil, fmt.Errorf("its code is never left (a loop without exit, or it ends in a call that does not return)")
+	}
+	return out, nil
+}
+
+// insn is one instruction of the host and where it may go next.
+type insn struct {
+	in       x86code.Insn
+	succs    []uint64
+	indirect bool // an indirect jump: successors unknown
+	leaves   bool // a return, or a jump out of the function
+}
+
+// code is the host's instructions, block by block, with their arcs.
+type code struct {
+	list  []insn
+	at    map[uint64]int // instruction address → index in list
+	preds map[uint64][]uint64
+	live  map[uint64]bool // the instructions the host's entry leads to
+}
+
+func newCode(g *x86code.Graph, insns func(lo, hi uint64) []x86code.Insn) *code {
+	c := &code{at: map[uint64]int{}, preds: map[uint64][]uint64{}, live: map[uint64]bool{}}
+	for _, b := range g.Blocks {
+		ins := insns(b.Start, b.End)
+		for i, in := range ins {
+			e := insn{in: in}
+			if i+1 < len(ins) {
+				e.succs = []uint64{ins[i+1].PC}
+			} else {
+				e.succs, e.indirect, e.leaves = b.Succs, b.Indirect, b.Exit
+			}
+			c.at[in.PC] = len(c.list)
+			c.list = append(c.list, e)
+		}
+	}
+	for _, e := range c.list {
+		for _, s := range e.succs {
+			c.preds[s] = append(c.preds[s], e.in.PC)
+		}
+	}
+	c.live[g.Entry] = true
+	for stack := []uint64{g.Entry}; len(stack) > 0; {
+		pc := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		i, ok := c.at[pc]
+		if !ok {
+			continue
+		}
+		for _, s := range c.list[i].succs {
+			if !c.live[s] {
+				c.live[s] = true
+				stack = append(stack, s)
+			}
+		}
+	}
+	return c
+}
+
+// leadsTo reports whether from reaches to without leaving the code
+// inR holds.
+func (c *code) leadsTo(from, to uint64, inR func(uint64) bool) bool {
+	seen := map[uint64]bool{from: true}
+	stack := []uint64{from}
+	for len(stack) > 0 {
+		pc := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if pc == to {
+			return true
+		}
+		i, ok := c.at[pc]
+		if !ok {
+			continue
+		}
+		for _, s := range c.list[i].succs {
+			if inR(s) && !seen[s] {
+				seen[s] = true
+				stack = append(stack, s)
+			}
+		}
+	}
+	return false
+}

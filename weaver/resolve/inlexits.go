@@ -1,0 +1,67 @@
+package resolve
+
+import (
+	"fmt"
+
+	"github.com/klasy/klasy/aspect"
+	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/weaver/joinpoint"
+	"github.com/klasy/klasy/weaver/resolve/inlexit"
+	"github.com/klasy/klasy/weaver/resolve/linecode"
+)
+
+// inlinedAfter is the after advice n of an inlined copy whose entry's
+// join point is base: a kprobe at each of the copy's exits (package
+// inlexit), or base skipped with the reason they cannot be found or the
+// advice cannot run there. All of a copy's exits or none: a timer
+// started at its entry must stop on every way out.
+func (r *resolver) inlinedAfter(n int, c dwarfmap.InlineEntry, base *joinpoint.JoinPoint, args []*aspect.Argument, params []string) []*joinpoint.JoinPoint {
+	skip := func(format string, a ...any) []*joinpoint.JoinPoint {
+		base.Skipped = "after advice of an inlined copy: " + fmt.Sprintf(format, a...)
+		return []*joinpoint.JoinPoint{base}
+	}
+	for _, s := range aspect.Specials(r.f.Advice[n-1].Body.S) {
+		if s.Name == aspect.SpecialRetval {
+			return skip("$retval$ is not known at its exits: an inlined copy returns no value in a register, the caller's code keeps it where it likes")
+		}
+	}
+	if len(args) > 0 {
+		return skip("argument(%s, %s): the copy's parameters are out of scope at its exits", args[0].Param.Value, args[0].Var.Value)
+	}
+	im := r.cur
+	if im == nil {
+		im = r.images()[0]
+	}
+	b, err := im.Batch()
+	if err != nil {
+		return skip("%v", err)
+	}
+	host, ok := b.FuncAt(c.Entry)
+	if !ok {
+		return skip("its entry %#x is in no function with debug info", c.Entry)
+	}
+	g, err := b.Graph(host)
+	if err != nil {
+		return skip("%v", err)
+	}
+	exits, err := inlexit.Find(g, b.Insns, c.Ranges, c.Entry)
+	if err != nil {
+		return skip("its exits cannot all be found: %v", err)
+	}
+	var out []*joinpoint.JoinPoint
+	for _, e := range exits {
+		for _, h := range e.Hooks() {
+			if why := linecode.CheckHookAddr(b, im, host.Name, h); why != "" {
+				return skip("its exit at %#x cannot be hooked: %s", h, why)
+			}
+			jp := *base
+			jp.Addr = h
+			if l, f := r.lineAt(h); l > 0 {
+				jp.Line, jp.File = l, f
+			}
+			jp.Args, jp.Skipped = r.bind(h, "inline "+c.Name, c.Name, nil, params, false, false)
+			out = append(out, &jp)
+		}
+	}
+	return out
+}
