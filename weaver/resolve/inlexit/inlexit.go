@@ -1,12 +1,16 @@
 // Package inlexit finds the exits of an inlined copy of a function from
 // its host's machine code: the first instructions run after the copy's
 // code (its DWARF ranges) is left, where the after advice of the copy
-// runs as kprobes. It refuses, with the reason, a copy whose exits
+// runs as kprobes. The caller's code that the compiler scheduled inside
+// the copy's (run straight back into it, entered from nothing else)
+// counts as the copy's, and an entry DWARF puts just before the copy's
+// code as its start. It refuses, with the reason, a copy whose exits
 // cannot all be found: one left by an indirect jump, a return or a tail
-// call, one whose code is also entered around its entry (interleaved
-// with the caller's), one whose exit is also reached from code outside
-// the copy. The kernel's static branches (jump labels) come in the
-// host's graph as two-way branches, so both of their ways are followed.
+// call, one whose code is also entered around its entry, one whose exit
+// is also reached from code outside the copy (unless only jmps of the
+// copy go there: the hooks then go on those jmps). The kernel's static
+// branches (jump labels) come in the host's graph as two-way branches,
+// so both of their ways are followed.
 package inlexit
 
 import (
@@ -51,8 +55,27 @@ func Find(g *x86code.Graph, insns func(lo, hi uint64) []x86code.Insn, ranges [][
 		}
 		return false
 	}
-	if _, ok := c.at[entry]; !ok || !inR(entry) {
-		return nil, fmt.Errorf("its entry %#x is not an instruction of its code", entry)
+	if _, ok := c.at[entry]; !ok {
+		return nil, fmt.Errorf("its entry %#x is not an instruction of its function", entry)
+	}
+	// DWARF may put the entry before the copy's code (in the caller's
+	// prologue): the code from there must run straight into it, so that
+	// the entry's hook and the copy's code run as often.
+	for !inR(entry) {
+		e := &c.list[c.at[entry]]
+		if len(e.succs) != 1 || e.indirect || e.leaves {
+			return nil, fmt.Errorf("its entry %#x is outside its code and does not run straight into it (a branch at %#x)", entry, entry)
+		}
+		next := e.succs[0]
+		if _, ok := c.at[next]; !ok {
+			return nil, fmt.Errorf("its entry %#x is outside its code and does not run straight into it", entry)
+		}
+		for _, p := range c.preds[next] {
+			if p != entry && c.live[p] {
+				return nil, fmt.Errorf("its entry %#x is outside its code, and the way from it to the code at %#x is also entered from %#x", entry, next, p)
+			}
+		}
+		entry = next
 	}
 	// The copy's code run from its entry, up to where it is left.
 	seen := map[uint64]bool{entry: true}
@@ -76,22 +99,34 @@ func Find(g *x86code.Graph, insns func(lo, hi uint64) []x86code.Insn, ranges [][
 			if s == entry {
 				return nil, fmt.Errorf("its entry %#x is the head of a loop inside its code (%#x goes back to it)", entry, pc)
 			}
-			if inR(s) {
-				if !seen[s] {
-					seen[s] = true
-					stack = append(stack, s)
+			if !inR(s) {
+				run := c.straightBack(s, pc, inR)
+				if run == nil {
+					exits[s] = append(exits[s], pc)
+					continue
 				}
-				continue
+				// The caller's code scheduled inside the copy's.
+				for _, x := range run[:len(run)-1] {
+					seen[x] = true
+				}
+				s = run[len(run)-1]
 			}
-			exits[s] = append(exits[s], pc)
+			if _, ok := c.at[s]; !ok {
+				return nil, fmt.Errorf("%#x goes to %#x, inside its code but not an instruction of it", pc, s)
+			}
+			if !seen[s] {
+				seen[s] = true
+				stack = append(stack, s)
+			}
 		}
 	}
 	// Code of the copy that its entry does not lead to but that runs
-	// (the host's entry reaches it) and does not lead to the entry
-	// either: entered around the entry, its exits would be unmatched.
+	// (the host's entry reaches it) and does not run straight into the
+	// entry either: entered around the entry, its exits would be
+	// unmatched.
 	for _, e := range c.list {
 		pc := e.in.PC
-		if inR(pc) && !seen[pc] && c.live[pc] && !c.leadsTo(pc, entry, inR) {
+		if inR(pc) && !seen[pc] && c.live[pc] && !c.leadsTo(pc, entry) {
 			return nil, fmt.Errorf("its code at %#x is reached around its entry %#x (interleaved with its caller's code, or entered elsewhere)", pc, entry)
 		}
 	}
@@ -195,27 +230,45 @@ func newCode(g *x86code.Graph, insns func(lo, hi uint64) []x86code.Insn) *code {
 	return c
 }
 
-// leadsTo reports whether from reaches to without leaving the code
-// inR holds.
-func (c *code) leadsTo(from, to uint64, inR func(uint64) bool) bool {
-	seen := map[uint64]bool{from: true}
-	stack := []uint64{from}
-	for len(stack) > 0 {
-		pc := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if pc == to {
-			return true
+// straightBack returns the instructions from s, which from goes to
+// outside the copy, up to the first one back inside it (inR), if they
+// run straight there (no branch) and are entered from nothing else: the
+// caller's code the compiler scheduled in the middle of the copy's,
+// which runs once each time the copy does. Nil if they do not.
+func (c *code) straightBack(s, from uint64, inR func(uint64) bool) []uint64 {
+	var run []uint64
+	for x, prev := s, from; len(run) < 32; {
+		if inR(x) {
+			return append(run, x)
 		}
-		i, ok := c.at[pc]
+		i, ok := c.at[x]
 		if !ok {
-			continue
+			return nil
 		}
-		for _, s := range c.list[i].succs {
-			if inR(s) && !seen[s] {
-				seen[s] = true
-				stack = append(stack, s)
+		for _, p := range c.preds[x] {
+			if p != prev && c.live[p] {
+				return nil
 			}
 		}
+		e := &c.list[i]
+		if len(e.succs) != 1 || e.indirect || e.leaves {
+			return nil
+		}
+		run = append(run, x)
+		x, prev = e.succs[0], x
 	}
-	return false
+	return nil
+}
+
+// leadsTo reports whether from runs straight (no branch) into to: code
+// of the copy the compiler hoisted above its entry.
+func (c *code) leadsTo(from, to uint64) bool {
+	for pc := from; pc != to; {
+		i, ok := c.at[pc]
+		if !ok || len(c.list[i].succs) != 1 || c.list[i].indirect || c.list[i].leaves || c.list[i].succs[0] <= pc {
+			return false
+		}
+		pc = c.list[i].succs[0]
+	}
+	return true
 }
