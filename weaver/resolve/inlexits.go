@@ -14,8 +14,11 @@ import (
 // join point is base: a kprobe at each of the copy's exits (package
 // inlexit), or base skipped with the reason they cannot be found or the
 // advice cannot run there. All of a copy's exits or none: a timer
-// started at its entry must stop on every way out.
-func (r *resolver) inlinedAfter(n int, c dwarfmap.InlineEntry, base *joinpoint.JoinPoint, args []*aspect.Argument, params []string) []*joinpoint.JoinPoint {
+// started at its entry must stop on every way out. copies are all the
+// copies of the function: an exit inside another's code would run this
+// copy's after advice in the middle of that one (at its entry: after
+// its before advice, in advice order).
+func (r *resolver) inlinedAfter(n int, c dwarfmap.InlineEntry, copies []dwarfmap.InlineEntry, base *joinpoint.JoinPoint, args []*aspect.Argument, params []string) []*joinpoint.JoinPoint {
 	skip := func(format string, a ...any) []*joinpoint.JoinPoint {
 		base.Skipped = "after advice of an inlined copy: " + fmt.Sprintf(format, a...)
 		return []*joinpoint.JoinPoint{base}
@@ -53,6 +56,14 @@ func (r *resolver) inlinedAfter(n int, c dwarfmap.InlineEntry, base *joinpoint.J
 		for _, h := range e.Hooks() {
 			if why := linecode.CheckHookAddr(b, im, host.Name, h); why != "" {
 				return skip("its exit at %#x cannot be hooked: %s", h, why)
+			}
+			for _, o := range copies {
+				if o.Entry == c.Entry {
+					continue
+				}
+				if _, in := linecode.InRanges(o.Ranges, h); in || h == o.Entry {
+					return skip("its exit at %#x is in another copy of %s (at %#x, in %s)", h, c.Name, o.Entry, o.Caller)
+				}
 			}
 			jp := *base
 			jp.Addr = h

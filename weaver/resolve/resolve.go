@@ -277,7 +277,7 @@ func (r *resolver) executions(n int, timing joinpoint.Timing, names []string, fi
 				r.add(jp)
 				continue
 			}
-			for _, jp := range r.inlinedAfter(n, c, jp, args, params) {
+			for _, jp := range r.inlinedAfter(n, c, copies, jp, args, params) {
 				r.add(jp)
 			}
 		}

@@ -61,21 +61,25 @@ func Find(g *x86code.Graph, insns func(lo, hi uint64) []x86code.Insn, ranges [][
 	// DWARF may put the entry before the copy's code (in the caller's
 	// prologue): the code from there must run straight into it, so that
 	// the entry's hook and the copy's code run as often.
-	for !inR(entry) {
-		e := &c.list[c.at[entry]]
+	for at := entry; ; {
+		if inR(at) {
+			entry = at
+			break
+		}
+		e := &c.list[c.at[at]]
 		if len(e.succs) != 1 || e.indirect || e.leaves {
-			return nil, fmt.Errorf("its entry %#x is outside its code and does not run straight into it (a branch at %#x)", entry, entry)
+			return nil, fmt.Errorf("its entry %#x is outside its code and does not run straight into it (a branch at %#x)", entry, at)
 		}
 		next := e.succs[0]
-		if _, ok := c.at[next]; !ok {
+		if _, ok := c.at[next]; !ok || next <= at {
 			return nil, fmt.Errorf("its entry %#x is outside its code and does not run straight into it", entry)
 		}
 		for _, p := range c.preds[next] {
-			if p != entry && c.live[p] {
+			if p != at && c.live[p] {
 				return nil, fmt.Errorf("its entry %#x is outside its code, and the way from it to the code at %#x is also entered from %#x", entry, next, p)
 			}
 		}
-		entry = next
+		at = next
 	}
 	// The copy's code run from its entry, up to where it is left.
 	seen := map[uint64]bool{entry: true}
