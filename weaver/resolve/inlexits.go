@@ -5,9 +5,11 @@ import (
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/weaver/joinpoint"
 	"github.com/klasy/klasy/weaver/resolve/inlexit"
 	"github.com/klasy/klasy/weaver/resolve/linecode"
+	"github.com/klasy/klasy/x86code"
 )
 
 // inlinedAfter is the after advice n of an inlined copy whose entry's
@@ -51,6 +53,9 @@ func (r *resolver) inlinedAfter(n int, c dwarfmap.InlineEntry, copies []dwarfmap
 	if err != nil {
 		return skip("its exits cannot all be found: %v", err)
 	}
+	if why := r.patchedIn(im, c.Ranges); why != "" {
+		return skip("its exits cannot all be found: %s", why)
+	}
 	var out []*joinpoint.JoinPoint
 	for _, e := range exits {
 		for _, h := range e.Hooks() {
@@ -75,4 +80,34 @@ func (r *resolver) inlinedAfter(n int, c dwarfmap.InlineEntry, copies []dwarfmap
 		}
 	}
 	return out
+}
+
+// patchedIn says why the alternatives (code the kernel rewrites at
+// boot) inside ranges of image im may leave them where the image's code
+// does not ("" if none does).
+func (r *resolver) patchedIn(im *linecode.Image, ranges [][2]uint64) string {
+	if r.alts == nil {
+		r.alts = map[*linecode.Image][]elfimage.Alternative{}
+	}
+	alts, ok := r.alts[im]
+	if !ok {
+		alts, _ = im.X.Image().Alternatives() // a damaged table: none known
+		r.alts[im] = alts
+	}
+	img := im.X.Image()
+	for _, a := range alts {
+		if _, in := linecode.InRanges(ranges, a.Site); !in || a.ReplLen == 0 {
+			continue
+		}
+		code := img.ReadText(a.Repl, uint64(a.ReplLen))
+		if code == nil {
+			return fmt.Sprintf("the replacement of the alternative at %#x is not in the image", a.Site)
+		}
+		if repl := x86code.Decode(code, a.Repl); len(repl) > 0 {
+			if err := inlexit.CheckPatched(a.Site, repl, a.Repl+uint64(a.ReplLen), ranges); err != nil {
+				return err.Error()
+			}
+		}
+	}
+	return ""
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/pattern"
 	"github.com/klasy/klasy/weaver/ctxvalue"
@@ -90,10 +91,11 @@ type resolver struct {
 	x     *dwarfmap.Index
 	opt   ResolveOptions
 	jps   []*joinpoint.JoinPoint
-	seen  map[jpKey]*joinpoint.JoinPoint // an OR selecting one join point twice weaves it once
-	imgs  []*linecode.Image              // the kernel and the modules
-	cur   *linecode.Image                // the image execution join points are resolved in (nil: the kernel)
-	lines *linecode.HostLines            // the code of a line in a function, for its copies
+	seen  map[jpKey]*joinpoint.JoinPoint             // an OR selecting one join point twice weaves it once
+	imgs  []*linecode.Image                          // the kernel and the modules
+	cur   *linecode.Image                            // the image execution join points are resolved in (nil: the kernel)
+	lines *linecode.HostLines                        // the code of a line in a function, for its copies
+	alts  map[*linecode.Image][]elfimage.Alternative // by image, read once (inlexits.go)
 }
 
 // jpKey identifies a join point: its advice, hook and context values

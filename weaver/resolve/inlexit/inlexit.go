@@ -276,3 +276,38 @@ func (c *code) leadsTo(from, to uint64) bool {
 	}
 	return true
 }
+
+// CheckPatched says why a copy whose code is ranges cannot have its
+// exits found if the kernel may replace the code at site with repl
+// (decoded at its own addresses, which end at replEnd): an alternative
+// whose replacement returns, or jumps neither inside itself nor inside
+// the copy, leaves the copy where the image's code does not.
+func CheckPatched(site uint64, repl []x86code.Insn, replEnd uint64, ranges [][2]uint64) error {
+	in := func(a uint64) bool {
+		if a >= repl[0].PC && a < replEnd {
+			return true
+		}
+		for _, r := range ranges {
+			if a >= r[0] && a < r[1] {
+				return true
+			}
+		}
+		return false
+	}
+	for _, r := range repl {
+		op := r.Inst.Op
+		if op == x86asm.RET || op == x86asm.JMP && len(r.Inst.Args) > 0 && r.Inst.Args[0] != nil {
+			if rel, ok := r.Inst.Args[0].(x86asm.Rel); ok && in(uint64(int64(r.End())+int64(rel))) {
+				continue
+			}
+			return fmt.Errorf("an alternative at %#x (code the kernel patches at boot) may be replaced by one that leaves its code at %#x", site, r.PC)
+		}
+		if x86code.EndsBlock(&r.Inst) && op != x86asm.UD2 {
+			rel, ok := r.Inst.Args[0].(x86asm.Rel)
+			if !ok || !in(uint64(int64(r.End())+int64(rel))) {
+				return fmt.Errorf("an alternative at %#x (code the kernel patches at boot) may be replaced by one that branches out of its code at %#x", site, r.PC)
+			}
+		}
+	}
+	return nil
+}
