@@ -1,6 +1,7 @@
 package inlexit
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,5 +32,24 @@ func TestCheckPatched(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s: %v; want %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestFindSharedExit: an exit the caller's code also reaches takes the
+// hook on the copy's jmp to it; one the copy falls into refuses it.
+func TestFindSharedExit(t *testing.T) {
+	find := func(code []byte, ranges [][2]uint64) ([]Exit, error) {
+		g := x86code.FuncGraph(0, []x86code.Range{{Addr: 0, Code: code}}, nil)
+		return Find(g, func(lo, hi uint64) []x86code.Insn { return x86code.Decode(code[lo:hi], lo) }, ranges, ranges[0][0])
+	}
+	// test %edi,%edi; je 0xb; [mov $1,%eax; jmp 0x10]; mov $2,%eax; ret
+	exits, err := find([]byte{0x85, 0xff, 0x74, 0x07, 0xb8, 1, 0, 0, 0, 0xeb, 0x05, 0xb8, 2, 0, 0, 0, 0xc3}, [][2]uint64{{4, 0xb}})
+	if err != nil || len(exits) != 1 || exits[0].Addr != 0x10 || !slices.Equal(exits[0].Hooks(), []uint64{9}) {
+		t.Errorf("a copy leaving by jmp for code the caller also reaches: %+v, %v; want its hook on the jmp at 0x9", exits, err)
+	}
+	// test %edi,%edi; je 0x9; [mov $1,%eax]; ret
+	_, err = find([]byte{0x85, 0xff, 0x74, 0x05, 0xb8, 1, 0, 0, 0, 0xc3}, [][2]uint64{{4, 9}})
+	if err == nil || !strings.Contains(err.Error(), "its exit 0x9 (from 0x4) is also reached from 0x2 outside the copy") {
+		t.Errorf("a copy falling into code the caller also reaches: %v; want it refused", err)
 	}
 }
