@@ -106,7 +106,7 @@ type GenOptions struct {
 // points. Join points that are skipped are listed in a comment.
 func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Module, error) {
 	name := AspectName(opt.Path)
-	SkipNeverStopping(f, jps)
+	SkipUnrunnable(f, jps)
 	m := &Module{Name: ModuleName(name), Aspect: name, Hooks: joinpoint.Hooks(jps), lines: map[int]bodyLine{}, file: f}
 	if len(m.Hooks) == 0 {
 		return nil, fmt.Errorf("nothing to weave: no join point of %s can be woven", opt.Path)

@@ -12,13 +12,21 @@ import (
 // timerUse matches TIMER_START(name) and TIMER_STOP(name).
 var timerUse = regexp.MustCompile(`\bTIMER_(START|STOP)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)`)
 
-// SkipNeverStopping skips the TIMER_START(t) of before advice at the
+// SkipUnrunnable skips, with the reason, the join points of jps where
+// their advice could run but not do what it says: per-call variables
+// where there is no call, and timers that would never stop. Plan (klasy
+// list, weave) and Generate call it.
+func SkipUnrunnable(f *aspect.File, jps []*joinpoint.JoinPoint) {
+	skipCallVarsOutsideCalls(f, jps)
+	skipNeverStopping(f, jps)
+}
+
+// skipNeverStopping skips the TIMER_START(t) of before advice at the
 // entry of an inlined copy whose after advice holding TIMER_STOP(t) is
-// skipped there (its exits cannot all be found: package inlexit), with
-// the reason: such a START would never stop and pile up as nested. The
-// copies whose exits are hooked keep their timer. Plan (klasy list, weave)
-// and Generate call it.
-func SkipNeverStopping(f *aspect.File, jps []*joinpoint.JoinPoint) {
+// skipped there (its exits cannot all be found: package inlexit): such
+// a START would never stop and pile up as nested. The copies whose
+// exits are hooked keep their timer.
+func skipNeverStopping(f *aspect.File, jps []*joinpoint.JoinPoint) {
 	starts, stops := map[string][]int{}, map[string][]int{}
 	for i, a := range f.Advice {
 		for _, m := range timerUse.FindAllStringSubmatchIndex(cCode(a.Body.S), -1) {
