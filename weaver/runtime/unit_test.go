@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/weaver/runtime"
@@ -288,5 +289,149 @@ func TestTimersInUserSpace(t *testing.T) {
 			"sp 0x90000", "start", "wait 5", // the task's pair nested in a softirq's START
 			"sp 0x13000", "start", "wait 10", "stop", "stop",
 			"timer count=2 wall_sum=40 nested=2 orphaned=0")}, // 25, 15
+	})
+}
+
+// smapHarness runs klasy_smap.c's shared maps (smap is its text, nil
+// for the runtime's own), with klasy_agg.c's keys.
+func smapHarness(t testing.TB, smap []byte) string {
+	t.Helper()
+	x := unitSource(t, runtime.Header, nil, "KLASY_STR_MAX", "KLASY_KEY_WORDS", "struct klasy_key",
+		"KLASY_SMAP_MAX", "KLASY_SMAP_WAYS", "KLASY_SMAP_ENTRIES", "KLASY_SMAP_MAX_ENTRIES") +
+		unitSource(t, "klasy_agg.c", nil, "klasy_key_add", "klasy_key_eq") +
+		unitSource(t, "klasy_smap.c", smap, "KLASY_SMAP_NMI_TRIES", "struct klasy_smap_entry", "struct klasy_smap_bucket", "struct klasy_smap",
+			"klasy_smap_free", "klasy_smap_alloc", "klasy_smap_lock", "klasy_smap_find", "klasy_smap_set",
+			"klasy_smap_get", "klasy_smap_delete")
+	return unitHarness(t, "smap_harness", map[string]string{"smap_extract.c": x})
+}
+
+// TestSharedMapsInUserSpace: MAP_SET, MAP_GET, MAP_DELETE (issue 23),
+// their bound, and what they do in NMI context.
+func TestSharedMapsInUserSpace(t *testing.T) {
+	bin := smapHarness(t, nil)
+	runUnit(t, bin, []struct{ name, script string }{
+		{"a value set is read back, another key is absent", lines(
+			"get a 173 absent", "set a 123456 173", "get a 173 = 123456", "get a 174 absent",
+			"set a 7 173", "get a 173 = 7", "count a entries=1 overflow=0")},
+		{"maps of one aspect are apart", lines(
+			"set a 1 5", "set b 2 5", "get a 5 = 1", "get b 5 = 2", "del a 5 yes", "get b 5 = 2", "get a 5 absent")},
+		{"a deleted key is absent and its slot free again", lines(
+			"set a 9 42", "del a 42 yes", "del a 42 no", "get a 42 absent", "count a entries=0",
+			"set a 10 42", "get a 42 = 10", "count a entries=1")},
+		{"keys of strings and tuples", lines(
+			"set a 1 s:dd 418", "set a 2 s:dd 419", "set a 3 s:cat 418", "set a 4 s:dd",
+			"get a s:dd 418 = 1", "get a s:dd 419 = 2", "get a s:cat 418 = 3", "get a s:dd = 4",
+			"get a 418 s:dd absent", "get a s:ddd 418 absent", "count a entries=4")},
+		{"a string too long for the key is cut as the _BY keys cut it", lines(
+			"set a 5 1 2 3 s:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+			"get a 1 2 3 s:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa = 5",
+			"count a entries=1 overflow=0")},
+		// The bound is KLASY_SMAP_ENTRIES keys; a bucket full before it
+		// loses a key now and then, and 4,096 keys keep 99% at least.
+		{"a full map counts the sets it could not keep, and keeps the keys it has", lines(
+			"fill a 4096 1", "count a entries>=4055",
+			"fill a 2000 10001", "count a entries=4096 overflow>=1999",
+			"get a 1 = 10", "get a 4096 = 40960", "get a 12000 absent",
+			"set a 77 1", "get a 1 = 77", // an update of a key it holds is kept
+			"set a 77 99999", "get a 99999 absent")},
+		{"a deleted key makes room for a new one", lines(
+			"fill a 5000 1", "count a entries=4096",
+			"del a 17 yes", "del a 18 yes", "count a entries=4094",
+			"fill a 2 777777", "get a 777777 = 7777770", "get a 777778 = 7777780", "count a entries=4096")},
+		{"a map holds its MAP_SIZE", lines(
+			"fill b 150 1", "count b entries=100 overflow=50", "fill b 10 1000", "count b entries=100 overflow=60",
+			"fill a 150 1", "count a entries=150 overflow=0")},
+		// The holder may be the code the NMI interrupted (the stats
+		// reader), which cannot go on before the NMI returns.
+		{"in NMI context a bucket that stays locked is tried a bounded time: counted, nothing done", lines(
+			"set a 1 300", "hold a 300", "nmi 1",
+			"get a 300 absent", "set a 2 300", "del a 300 no", "count a busy=3 spins=3000",
+			"get a 301 absent", "count a busy=3", // another bucket, free
+			"release", "get a 300 = 1", "nmi 0", "get a 300 = 1", "count a busy=3 overflow=0 spins=3000")},
+	})
+}
+
+// callHarness runs klasy_call.c's per-call variables (call is its text,
+// nil for the runtime's own) on threads.
+func callHarness(t testing.TB, call []byte) string {
+	t.Helper()
+	types := unitSource(t, runtime.Header, nil, "KLASY_MAX_VALUES", "struct klasy_hit", "KLASY_AGG_TASK_BITS", "KLASY_AGG_TASKS",
+		"KLASY_CALL_VARS", "KLASY_CALL_DEPTH", "struct klasy_call_frame", "struct klasy_call_task", "struct klasy_calls")
+	funcs := unitSource(t, "klasy_call.c", call, "KLASY_CALL_PROBES", "KLASY_CALL_STALE_NS", "KLASY_CALL_BUSY", "KLASY_CALL_GEN", "KLASY_CALL_TASK", "klasy_call_unlock",
+		"klasy_call_newest", "klasy_call_task", "klasy_call_frame", "klasy_call_drop",
+		"klasy_call_begin", "klasy_call_end", "klasy_call_set", "klasy_call_get")
+	return unitHarness(t, "call_harness", map[string]string{"call_types.c": types, "call_funcs.c": funcs})
+}
+
+// TestCallSlotsRace (issue 23, review finding 2): a task's per-call slot
+// reclaimed by another task on another CPU while the task is inside a
+// call. 16 tasks on 4 slots that look stale to each other at every
+// clock read, three runs under ASan and UBSan: no read gives another
+// call's value nor any memory error (the old frames' count, seen stale,
+// underflowed the drop's memmove), and calls that found no slot are
+// counted. Accesses that find their slot mid-takeover are counted as
+// missed too, but that window is a few instructions: logged, not
+// required.
+func TestCallSlotsRace(t *testing.T) {
+	bin := callHarness(t, nil)
+	for run := 0; run < 3; run++ {
+		out, err := runHarnessFor(t, 2*time.Minute, bin, "", "16", "100000")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		var reads, nonzero, missed, full int64
+		if _, err := fmt.Sscanf(out, "ok %d %d %d %d", &reads, &nonzero, &missed, &full); err != nil {
+			t.Fatalf("call_harness printed %q: %v", out, err)
+		}
+		t.Logf("%d reads, %d of a value set, %d accesses missed a slot being taken over, %d calls without a slot", reads, nonzero, missed, full)
+		if nonzero == 0 || full == 0 {
+			t.Errorf("the run did not make the case: %d values read back, %d calls without a slot; want both > 0", nonzero, full)
+		}
+	}
+}
+
+// stackHarness runs klasy_stack.c's table (src is its text, nil for the
+// runtime's own) with the frames and the hash a script gives.
+func stackHarness(t testing.TB, src []byte) string {
+	t.Helper()
+	if src == nil {
+		var err error
+		if src, err = fs.ReadFile(runtime.Sources, "klasy_stack.c"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	types := unitSource(t, runtime.Header, nil, "KLASY_MAX_VALUES", "struct klasy_hit", "KLASY_STACK_DEPTH") +
+		unitSource(t, "klasy_stack.c", src, "KLASY_STACK_BITS", "KLASY_STACKS", "KLASY_STACK_PROBES", "struct klasy_stack",
+			"klasy_stacks", "klasy_stacks_used", "klasy_stacks_full", "klasy_stacks_collisions")
+	funcs := unitSource(t, "klasy_stack.c", src, "klasy_stack_put", "klasy_stack_id")
+	have := "#define STACK_COLLISIONS 0L\n" // a runtime that does not count them
+	if strings.Contains(types, "klasy_stacks_collisions") {
+		have = "#define STACK_COLLISIONS atomic_long_read(&klasy_stacks_collisions)\n"
+	}
+	return unitHarness(t, "stack_harness", map[string]string{"stack_types.c": types, "stack_funcs.c": funcs, "stack_have.h": have})
+}
+
+// TestStackIDCollisions (issue 23, review finding 6): two different
+// stacks whose frames hash to one 64-bit id. The table keeps the first
+// under it, once, never overwritten nor published twice, and counts the
+// second as a collision; a stack saved again is found where it is; ids
+// that start at one slot take the next ones, and past
+// KLASY_STACK_PROBES of them the table counts full.
+func TestStackIDCollisions(t *testing.T) {
+	bin := stackHarness(t, nil)
+	runUnit(t, bin, []struct{ name, script string }{
+		{"other frames under a kept id are a collision, not a second entry", lines(
+			"save 0x1000 a1,b1", "save 0x1000 c1,d1,e1",
+			"slots 0x1000 1", "frames 0x1000 a1,b1", "table used=1 full=0 collisions=1")},
+		{"a stack saved again is found", lines(
+			"save 0x1000 a1,b1", "save 0x1000 a1,b1", "slots 0x1000 1", "table used=1 full=0 collisions=0")},
+		{"a collision past other ids at its slot", lines(
+			"save 0x1005 a1", "save 0x2005 b1", "save 0x2005 c1", "save 0x1005 a1",
+			"slots 0x1005 1", "slots 0x2005 1", "frames 0x2005 b1", "table used=2 full=0 collisions=1")},
+		{"ids at one slot take the next ones, then the table is full there", lines(
+			"save 0x1007 1", "save 0x2007 2", "save 0x3007 3", "save 0x4007 4",
+			"save 0x5007 5", "save 0x6007 6", "save 0x7007 7", "save 0x8007 8",
+			"save 0x9007 9", "slots 0x9007 0", "save 0xa008 a", "slots 0xa008 1", // slot 15, past the others
+			"table used=9 full=1 collisions=0")},
 	})
 }
