@@ -24,9 +24,9 @@
  * direct_ok; the body is called from the trampoline's frame, so stack
  * arguments would be read from it), in the kernel, with entry data that
  * fits the frame. The others, and all of an aspect's when ftrace refuses
- * the ops (no DIRECT_CALLS, a direct caller already at one of the sites,
- * a livepatch's IPMODIFY: -EBUSY), stay kretprobes; status says why
- * (fexit_err).
+ * the ops (no DIRECT_CALLS; -EBUSY: another direct caller at one of the
+ * sites, or an IPMODIFY user such as a livepatch, which 6.1 keeps apart
+ * from direct calls), stay kretprobes; status says why (fexit_err).
  *
  * Unweaving while a task is inside a hooked function: its stack holds the
  * trampoline's frame and its return address, and its return runs the
@@ -117,7 +117,11 @@ static LIST_HEAD(klasy_directs);
 static DEFINE_MUTEX(klasy_directs_mutex);
 static bool klasy_direct_used;
 
-/* pt_regs offsets the asm uses, as asm-offsets would give them. */
+/*
+ * pt_regs offsets the asm uses, as asm-offsets would give them (an
+ * out-of-tree module has no asm-offsets.c; its .S could not see them
+ * either): each checked against the struct when this file builds.
+ */
 #define KD_BP 32
 #define KD_R9 64
 #define KD_R8 72
@@ -128,6 +132,18 @@ static bool klasy_direct_used;
 #define KD_DI 112
 #define KD_IP 128
 #define KD_SP 152
+static_assert(offsetof(struct pt_regs, bp) == KD_BP);
+static_assert(offsetof(struct pt_regs, r9) == KD_R9);
+static_assert(offsetof(struct pt_regs, r8) == KD_R8);
+static_assert(offsetof(struct pt_regs, ax) == KD_AX);
+static_assert(offsetof(struct pt_regs, cx) == KD_CX);
+static_assert(offsetof(struct pt_regs, dx) == KD_DX);
+static_assert(offsetof(struct pt_regs, si) == KD_SI);
+static_assert(offsetof(struct pt_regs, di) == KD_DI);
+static_assert(offsetof(struct pt_regs, ip) == KD_IP);
+static_assert(offsetof(struct pt_regs, sp) == KD_SP);
+static_assert(offsetof(struct klasy_direct_frame, regs) == 0);
+static_assert(sizeof(struct klasy_direct_frame) <= KLASY_DIRECT_FRAME);
 
 #define KD_S(x) __stringify(x)
 
@@ -385,13 +401,6 @@ int klasy_direct_attach(struct klasy_aspect *a)
 	unsigned int i, k;
 	int err;
 
-	BUILD_BUG_ON(sizeof(struct klasy_direct_frame) > KLASY_DIRECT_FRAME);
-	BUILD_BUG_ON(offsetof(struct pt_regs, bp) != KD_BP ||
-		     offsetof(struct pt_regs, r9) != KD_R9 ||
-		     offsetof(struct pt_regs, ax) != KD_AX ||
-		     offsetof(struct pt_regs, di) != KD_DI ||
-		     offsetof(struct pt_regs, ip) != KD_IP ||
-		     offsetof(struct pt_regs, sp) != KD_SP);
 	a->direct = NULL;
 	a->direct_err = 0;
 	if (!klasy_direct_on())
