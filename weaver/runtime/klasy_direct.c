@@ -231,6 +231,33 @@ asm(
 asmlinkage void klasy_direct_tramp(void);
 NOKPROBE_SYMBOL(klasy_direct_tramp);
 
+/*
+ * percpu_ref_get and _put without their rcu_read_lock: the trampoline's
+ * callers have preemption off, which is an RCU read side for the call_rcu
+ * that switches a killed ref to atomic. rcu_read_lock would cost a hit
+ * two calls of __rcu_read_lock/unlock (PREEMPT_RCU), which are traceable:
+ * after advice on them would come back here.
+ */
+static __always_inline void klasy_ref_get(struct percpu_ref *ref)
+{
+	unsigned long __percpu *count;
+
+	if (__ref_is_percpu(ref, &count))
+		this_cpu_inc(*count);
+	else
+		atomic_long_inc(&ref->data->count);
+}
+
+static __always_inline void klasy_ref_put(struct percpu_ref *ref)
+{
+	unsigned long __percpu *count;
+
+	if (__ref_is_percpu(ref, &count))
+		this_cpu_dec(*count);
+	else if (unlikely(atomic_long_dec_and_test(&ref->data->count)))
+		ref->data->release(ref);
+}
+
 /* The hook at ip in d: a binary search. */
 static __always_inline struct klasy_hook *klasy_direct_find(struct klasy_direct *d,
 							    unsigned long ip)
@@ -292,31 +319,38 @@ asmlinkage int notrace klasy_direct_enter(struct klasy_direct_frame *f)
 	}
 	if (!found || !READ_ONCE(found->armed))
 		goto out;
-	/*
-	 * Nothing above calls a traceable function; percpu_ref_get
-	 * (__rcu_read_lock) and the entry handler (copy_from_kernel_nofault)
-	 * may: a hooked function they call in the same context is missed,
-	 * not entered again.
-	 */
-	f->ret_addr = *(unsigned long *)f->regs.sp;
-	bit = ftrace_test_recursion_trylock(ip, f->ret_addr);
-	if (unlikely(bit < 0)) {
-		atomic_long_inc(&h->missed);
-		goto out;
-	}
 	/* Unweave kills the ref only after RCU: it is live here. */
-	percpu_ref_get(&found->inside);
+	klasy_ref_get(&found->inside);
 	ret = 1;
 	/* Kprobes gives a kretprobe's entry handler ip = addr + 1. */
 	f->regs.ip = ip + 1;
 	f->d = found;
 	f->h = h;
-	/* Non-zero: a value could not be read, no advice on return. */
-	if (h->rp.entry_handler && h->rp.entry_handler(ri, &f->regs)) {
-		percpu_ref_put(&found->inside);
+	/*
+	 * The caller as entry sees it, as rethook records it: the slot the
+	 * trampoline returns through may hold another tool's return
+	 * trampoline by the exit (fgraph, a kretprobe on the caller).
+	 */
+	f->ret_addr = *(unsigned long *)f->regs.sp;
+	if (!h->rp.entry_handler)
+		goto out;
+	/*
+	 * Nothing above calls a traceable function; the entry handler may
+	 * (copy_from_kernel_nofault): a hooked function it calls in the
+	 * same context is missed, not entered again.
+	 */
+	bit = ftrace_test_recursion_trylock(ip, f->ret_addr);
+	if (unlikely(bit < 0)) {
+		atomic_long_inc(&h->missed);
 		ret = 0;
+	} else {
+		/* Non-zero: a value could not be read, no advice on return. */
+		if (h->rp.entry_handler(ri, &f->regs))
+			ret = 0;
+		ftrace_test_recursion_unlock(bit);
 	}
-	ftrace_test_recursion_unlock(bit);
+	if (!ret)
+		klasy_ref_put(&found->inside);
 out:
 	preempt_enable_notrace();
 	return ret;
@@ -335,39 +369,27 @@ asmlinkage void notrace klasy_direct_exit(struct klasy_direct_frame *f)
 	struct kretprobe_instance *ri = (struct kretprobe_instance *)f->ri;
 	struct klasy_direct *d = f->d;
 
-	unsigned long ip = f->regs.ip - 1;
-	int bit;
 
-	/*
-	 * As a kretprobe's handler sees it: at the caller, sp past the
-	 * return. The caller is the one entry saw, as rethook keeps it: the
-	 * slot the trampoline returns through may hold another tool's
-	 * return trampoline by now (fgraph, a kretprobe on the caller).
-	 */
+	/* As a kretprobe's handler sees it: at the caller, sp past the return. */
 	f->regs.ip = f->ret_addr;
 	f->regs.sp += sizeof(long);
 	/*
 	 * Preemption off from the armed test to the handler's end: unweave
 	 * clears armed, then waits for RCU (preempt-off sections) before it
-	 * lets anything go. The recursion lock keeps a hooked function the
-	 * handler or the put calls from coming back here; it is held in this
-	 * context only by another ftrace callback, which calls no hooked
-	 * function through us (its enter would have missed): the call is
-	 * then counted out all the same, its advice missed.
+	 * lets anything go. No recursion lock: the handler's first act is
+	 * klasy_enter, which counts a hit inside another handler on this CPU
+	 * as missed, so advice calling a hooked function recurses once.
 	 */
 	preempt_disable_notrace();
-	bit = ftrace_test_recursion_trylock(ip, f->ret_addr);
 	if (likely(READ_ONCE(d->armed))) {
 		struct klasy_hook *h = f->h;
 
-		if (likely(bit >= 0 && rcu_is_watching()))
+		if (likely(rcu_is_watching()))
 			h->rp.handler(ri, &f->regs);
 		else
 			atomic_long_inc(&h->missed);
 	}
-	percpu_ref_put(&d->inside);
-	if (bit >= 0)
-		ftrace_test_recursion_unlock(bit);
+	klasy_ref_put(&d->inside);
 	preempt_enable_notrace();
 }
 NOKPROBE_SYMBOL(klasy_direct_exit);
