@@ -44,7 +44,13 @@
 //     instruction cover is copied whole (p = file->f_path), an object
 //     all of whose bytes they cover is copied or initialized
 //     (*insn = BPF_MOV64_IMM(..)): the member, or nothing, not the
-//     members inside. A one-member wrapper's member (kuid_t.val,
+//     members inside. Stores through one base that write a whole
+//     struct, one of them parts of two members at once, are an
+//     initializer or a compound literal (*insn++ = BPF_MOV64_REG(..));
+//     loads next to each other stored into the frame, three quarters
+//     of a struct or more, a struct copied into a local (t = *table);
+//     the address of a struct in the frame that a rep stos or rep movs
+//     starts at, its zeroing or a copy into it: no member access. A one-member wrapper's member (kuid_t.val,
 //     pte_t.pte) is an access only inside an inlined copy of a helper
 //     that takes the wrapper.
 //
@@ -54,7 +60,9 @@
 // register two variables of different types share where both typings
 // fit different members, a store into a struct in the frame (most are
 // its initializer, CONFIG_INIT_STACK_ALL_ZERO's zeroing or a copy into
-// it), va_arg's __va_list_tag: no access.
+// it), va_arg's __va_list_tag, the code of assembler units (gas
+// describes their functions too; they have no C member access): no
+// access.
 //
 // Infer analyses an image; Select runs it once per build and keeps its
 // accesses by build-id. Package accessinfer/score measures inference

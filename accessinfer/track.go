@@ -748,6 +748,13 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		// same: not decided.
 		return nil, loaded
 	}
+	if obj.frame && acc.Kind == x86code.Addr && ft.feedsRepString(i, end) {
+		// The address of a struct in the frame that a rep stos or rep
+		// movs starts at: the zeroing of its initializer (struct x y =
+		// {..} beyond the bytes stored apart) or a copy into it, no
+		// member's address in the source.
+		return nil, loaded
+	}
 	if t.Name == "__va_list_tag" {
 		// va_arg's expansion: the compiler's, no member access in
 		// the source.
@@ -765,11 +772,21 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		a.Declared = a.Declared || strings.HasPrefix(obj.why, p)
 	}
 	if lo, hi, ok := ft.copySpan(i, end, false); ok {
+		if acc.Kind == x86code.Load && t.Kind == members.Struct && t.Size >= 24 && 4*(hi-lo) >= 3*t.Size && ft.storedToFrame(s, i, end) {
+			// Loads next to each other whose values go to the frame,
+			// three quarters of a struct or more: the struct copied
+			// into a local (t = *table; then t.data = &tmp), no
+			// member read in the source.
+			return nil, loaded
+		}
 		// In the object's offsets.
 		a.Copy, a.CopyLo, a.CopyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
 	if lo, hi, ok := ft.copySpan(i, end, true); ok {
 		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+	}
+	if acc.Kind == x86code.Store {
+		a.Stores = ft.storesBeside(i, end, obj.off-acc.Mem.Disp)
 	}
 	pc := ft.insns[i].PC
 	a.WrapOK = func(t *members.Type) bool { ptr, val := ft.wrapperParamAt(pc, t); return ptr || val }
@@ -1033,6 +1050,116 @@ func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 		}
 	}
 	return lo, hi, true
+}
+
+// feedsRepString reports whether the address lea instruction i
+// computes reaches %rdi or %rsi (through movs) of a rep stos or rep movs
+// later in its block.
+func (ft *fnTrack) feedsRepString(i, end int) bool {
+	dst, ok := ft.insns[i].Inst.Args[0].(x86asm.Reg)
+	if !ok {
+		return false
+	}
+	di, full, ok := regIndex(dst)
+	if !ok || !full {
+		return false
+	}
+	holds := uint32(1) << di
+	for j := i + 1; j < end && j <= i+16; j++ {
+		nx := &ft.insns[j].Inst
+		stos := nx.Op == x86asm.STOSB || nx.Op == x86asm.STOSW || nx.Op == x86asm.STOSD || nx.Op == x86asm.STOSQ
+		// (SSE's movsd has F2, not the rep prefix, required below.)
+		movs := nx.Op == x86asm.MOVSB || nx.Op == x86asm.MOVSW || nx.Op == x86asm.MOVSD || nx.Op == x86asm.MOVSQ
+		if stos || movs {
+			rep := false
+			for _, p := range nx.Prefix {
+				rep = rep || p&^x86asm.PrefixImplicit == x86asm.PrefixREP
+			}
+			rdi, _, _ := regIndex(x86asm.RDI)
+			rsi, _, _ := regIndex(x86asm.RSI)
+			return rep && (holds&(1<<rdi) != 0 || (movs && holds&(1<<rsi) != 0))
+		}
+		if nx.Op == x86asm.MOV {
+			if d, ok := nx.Args[0].(x86asm.Reg); ok {
+				if dj, f, ok := regIndex(d); ok {
+					src, isReg := nx.Args[1].(x86asm.Reg)
+					si := -1
+					if isReg {
+						si, _, _ = regIndex(src)
+					}
+					if f && si >= 0 && holds&(1<<si) != 0 {
+						holds |= 1 << dj
+					} else {
+						holds &^= 1 << dj
+					}
+					continue
+				}
+			}
+		}
+		for r := 0; r < 16; r++ {
+			if holds&(1<<r) != 0 && writesReg(nx, r) {
+				holds &^= 1 << r
+			}
+		}
+		if holds == 0 {
+			return false
+		}
+	}
+	return false
+}
+
+// storedToFrame reports whether the value load instruction i gives is
+// next stored (storedNext) into the frame.
+func (ft *fnTrack) storedToFrame(s *state, i, end int) bool {
+	dst, ok := ft.insns[i].Inst.Args[0].(x86asm.Reg)
+	if !ok {
+		return false
+	}
+	for j := i + 1; j < end && j <= i+8; j++ {
+		nx := &ft.insns[j].Inst
+		if nx.Op == x86asm.MOV {
+			if r, ok := nx.Args[1].(x86asm.Reg); ok && r == dst {
+				m, isMem := nx.Args[0].(x86asm.Mem)
+				if !isMem || m.Segment != 0 {
+					return false
+				}
+				bi, _, ok := regIndex(m.Base)
+				return ok && m.Base != x86asm.RIP && s.regs[bi].kind == vStack
+			}
+		}
+	}
+	return false
+}
+
+// storesBeside lists the bytes that the movs to memory through
+// instruction i's base register (no index) in its block, up to 32
+// instructions away, write, as offsets from the base plus shift.
+func (ft *fnTrack) storesBeside(i, end int, shift int64) [][2]int64 {
+	m := ft.looked[ft.memAt[i]].acc.Mem
+	if m.Index != 0 || m.Base == 0 || m.Base == x86asm.RIP {
+		return nil
+	}
+	bi, _, _ := regIndex(m.Base)
+	var out [][2]int64
+	// The register holds the same base from after its last write
+	// before i to its next write after.
+	start := i
+	for lo := max(ft.blockStart(i), i-32); start > lo && !writesReg(&ft.insns[start-1].Inst, bi); start-- {
+	}
+	for j := start; j < end && j <= i+32; j++ {
+		if j > i && writesReg(&ft.insns[j].Inst, bi) {
+			break
+		}
+		if ft.memAt[j] < 0 || ft.insns[j].Inst.Op != x86asm.MOV {
+			continue
+		}
+		o := ft.looked[ft.memAt[j]].acc
+		if o.Kind != x86code.Store || o.Mem.Base != m.Base || o.Mem.Index != 0 || o.Mem.Segment != m.Segment || o.Bytes <= 0 {
+			continue
+		}
+		out = append(out, [2]int64{o.Mem.Disp + shift, o.Mem.Disp + shift + int64(o.Bytes)})
+	}
+	return out
 }
 
 // retStore reports whether instruction j stores %rax or %rdx as a

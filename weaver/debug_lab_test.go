@@ -142,6 +142,21 @@ func kernelClean(t *testing.T, flavor, feature string) {
 		t.Errorf("taskflow's table after a task of 50 getppid calls exited: %+v, want hits >= 50, freed >= 1, none dropped", f)
 	}
 	g.unweave("taskflow")
+
+	// Per-call variables (issue 23, review finding 2): 16 tasks at once
+	// in hrtimer_nanosleep, then one at a time, opening and closing
+	// calls in the slots of one table, each return reading its own
+	// call's values, under KASAN and lockdep.
+	g.weave("percall_sleep")
+	sleepersReadOwnCalls(g, 16, 2)
+	if s, err := sess.Status(ctx); err == nil {
+		for _, a := range s.Aspects {
+			if a.Name == "percall_sleep" {
+				t.Logf("percall_sleep: %d per-call accesses missed a busy slot, %d calls without a slot", a.CallMissed, a.CallFull)
+			}
+		}
+	}
+	g.unweave("percall_sleep")
 	// A reader blocked in a function with after advice across its
 	// unweave (the direct trampoline where the kernel has direct calls).
 	unweaveBlockedReader(g, false)

@@ -66,44 +66,54 @@ func percallSteps(g *guest, step func(string, func(*guest))) {
 		// Misses need a kretprobe: on the direct trampoline none is missed.
 		defer g.kretprobesOnly()()
 		g.weave("percall_sleep")
-		_, out := g.prog("sleepers", fmt.Sprint(k), "2000", fmt.Sprint(n), "20")
-		if c := strings.Count(out, "child "); c != k {
-			g.t.Fatalf("klasy_prog sleepers printed %q, want %d children", out, k)
-		}
-		var missed uint64
-		for _, h := range g.hooksOf("percall_sleep") {
-			if h.Kind == records.KindKretprobe {
-				missed = h.Missed
-			}
-		}
-		rs, _, err := g.sess.Drain(g.ctx)
-		if err != nil {
-			g.t.Fatal(err)
-		}
-		short := 0
-		for _, r := range rs {
-			if r.Comm != "klasy_prog" || r.Advice != 2 {
-				continue
-			}
-			req, lat := r.Ints()[0], r.Ints()[1]
-			// Each return reads its own call's request and entry time:
-			// never 0 (another call's frame or none) nor a latency below
-			// the request or a whole long sleep above it (a stale entry
-			// time).
-			if req <= 0 || lat < req || lat > req+int64(time.Second) {
-				g.t.Errorf("pid %d: return read request %d ns, latency %d ns; want its own call's", r.PID, req, lat)
-			}
-			if req == int64(20*time.Millisecond) {
-				short++
-			}
-		}
+		missed := sleepersReadOwnCalls(g, k, n)
 		if missed == 0 {
 			g.t.Fatalf("no return of hrtimer_nanosleep missed with %d sleepers: the test did not make the case", k)
 		}
-		if short != k*n {
-			g.t.Errorf("%d returns of 20 ms sleeps read, want %d (%d sleepers, %d each, after %d missed returns)", short, k*n, k, n, missed)
-		}
-		g.t.Logf("%d sleepers, %d returns missed, then %d short sleeps each: %d returns read their own call", k, missed, n, short)
 		g.unweave("percall_sleep")
 	})
+}
+
+// sleepersReadOwnCalls runs klasy_prog sleepers (k children in
+// hrtimer_nanosleep at once, then n short sleeps each, one task at a
+// time) with percall_sleep woven, and checks that each return read its
+// own call's request and entry time and that every short sleep's return
+// was read; it returns the returns the kretprobe missed.
+func sleepersReadOwnCalls(g *guest, k, n int) (missed uint64) {
+	g.t.Helper()
+	_, out := g.prog("sleepers", fmt.Sprint(k), "2000", fmt.Sprint(n), "20")
+	if c := strings.Count(out, "child "); c != k {
+		g.t.Fatalf("klasy_prog sleepers printed %q, want %d children", out, k)
+	}
+	for _, h := range g.hooksOf("percall_sleep") {
+		if h.Kind == records.KindKretprobe {
+			missed = h.Missed
+		}
+	}
+	rs, _, err := g.sess.Drain(g.ctx)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	short := 0
+	for _, r := range rs {
+		if r.Comm != "klasy_prog" || r.Advice != 2 {
+			continue
+		}
+		req, lat := r.Ints()[0], r.Ints()[1]
+		// Each return reads its own call's request and entry time:
+		// never 0 (another call's frame or none) nor a latency below
+		// the request or a whole long sleep above it (a stale entry
+		// time).
+		if req <= 0 || lat < req || lat > req+int64(time.Second) {
+			g.t.Errorf("pid %d: return read request %d ns, latency %d ns; want its own call's", r.PID, req, lat)
+		}
+		if req == int64(20*time.Millisecond) {
+			short++
+		}
+	}
+	if short != k*n {
+		g.t.Errorf("%d returns of 20 ms sleeps read, want %d (%d sleepers, %d each, after %d missed returns)", short, k*n, k, n, missed)
+	}
+	g.t.Logf("%d sleepers, %d returns missed, then %d short sleeps each: %d returns read their own call", k, missed, n, short)
+	return missed
 }

@@ -252,6 +252,13 @@ func (s *Scanner) scanUnit(start, end uint64) {
 	if !cud.Children {
 		return
 	}
+	if lang, _ := cu.Val(dwarf.AttrLanguage).(int64); lang == langAssembler {
+		// gas describes an assembler file's functions (.type f,
+		// @function) as subprograms; their code has no C member
+		// access to infer, only the variables' addresses it uses
+		// (saved_context in wakeup_64.S).
+		return
+	}
 	e := &s.e
 	for {
 		if !u.Next(e) || e.Tag == 0 {
@@ -268,6 +275,9 @@ func (s *Scanner) scanUnit(start, end uint64) {
 		}
 	}
 }
+
+// langAssembler is DW_LANG_Mips_Assembler, which gas gives its units.
+const langAssembler = 0x8001
 
 // skipChildren moves the scan past the children of e, just read.
 func (s *Scanner) skipChildren(e *diescan.DIE) {

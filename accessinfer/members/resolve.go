@@ -86,6 +86,14 @@ type Use struct {
 	// access in the source.
 	Init           bool
 	InitLo, InitHi int64
+	// Stores: for a store, the bytes (container offsets) that it and
+	// the movs storing to memory through the same base register beside
+	// it in its block write. When they cover the whole object and one
+	// of them writes parts of two members at once, the compiler built
+	// the object's bytes from an initializer or a compound literal
+	// (*insn++ = BPF_MOV64_REG(..), *i = (struct iov_iter){..}), not
+	// member by member: no member access in the source.
+	Stores [][2]int64
 	// Declared: the object's type is a variable's as DWARF declares
 	// it (not a loaded member's pointee, not a return type), so a
 	// struct member at offset 0 is one the source names
@@ -353,6 +361,9 @@ func (ts *Types) ObjectAccess(t *Type, a Use) []Chain {
 	if a.Init && a.InitLo <= 0 && a.InitHi >= t.Size && t.Size > int64(max(a.N, 1)) {
 		return nil // the whole object copied or initialized
 	}
+	if ts.builtWhole(t, a.Stores) {
+		return nil
+	}
 	if a.Addr && a.Off == 0 {
 		return nil // the object's own address, or its first member's: not told apart
 	}
@@ -376,6 +387,39 @@ func (ts *Types) ObjectAccess(t *Type, a Use) []Chain {
 		cs[i] = c
 	}
 	return cs
+}
+
+// builtWhole reports whether stores (Use.Stores) cover all of t and
+// one of them writes parts of two of its members.
+func (ts *Types) builtWhole(t *Type, stores [][2]int64) bool {
+	if len(stores) < 2 || t.Size <= 0 || t.Kind != Struct {
+		return false
+	}
+	lo, hi := stores[0][0], stores[0][1]
+	for grown := true; grown; {
+		grown = false
+		for _, v := range stores {
+			if v[0] <= hi && v[1] >= lo && (v[0] < lo || v[1] > hi) {
+				lo, hi, grown = min(lo, v[0]), max(hi, v[1]), true
+			}
+		}
+	}
+	if lo > 0 || hi < t.Size {
+		return false
+	}
+	for _, v := range stores {
+		n := 0
+		for i := range t.members {
+			mlo, mhi := ts.span(&t.members[i])
+			if mlo < v[1] && mhi > v[0] {
+				n++
+			}
+		}
+		if n >= 2 {
+			return true
+		}
+	}
+	return false
 }
 
 // structGroup returns, when cands are what struct_group() makes (an

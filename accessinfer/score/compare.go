@@ -42,9 +42,22 @@ import (
 // through the same variable, in a mode the use fits, in the same
 // out-of-line function: the compiler moved the instruction to another
 // line (hoisting, common subexpressions, scheduling across blocks), as
-// the strict figure, which does not count these, shows. A load of a
-// bitfield fits a write of it (the storage unit is read to merge the
-// new bits in).
+// the strict figure, which does not count these, shows; so does one
+// through a global the plugin records by that global, one whose record
+// is at a line without code (its instructions went to the lines
+// around it) in the function the plugin names, and one through a
+// variable of the caller where the plugin records the member through
+// the parameter of a helper inlined into the same function
+// (file_inode(f)'s f->f_inode: the parameter's copy has no location of
+// its own there). A record at the line of the row just before the
+// instruction's block, or of the row starting the code after it, in
+// the same function, agrees too (scheduled across the block's edge). A
+// load of a bitfield fits a write of it (the storage unit is read to
+// merge the new bits in). A test of a bitfield against a constant,
+// which the plugin cannot record (GCC folds it into a BIT_FIELD_REF),
+// is confirmed by the source instead when the source text names the
+// member (->m or .m) at one of the instruction's own rows or call sites
+// (SourceConfirmed).
 //
 //   - precision: the share of inferred accesses (instruction, member)
 //     that agree with some plugin record;
@@ -68,8 +81,13 @@ type Score struct {
 	// BitTests are the unconfirmed accesses that test a bitfield's bits
 	// against a constant (Access.BitTest), which the plugin cannot
 	// record; PrecisionOther is the precision of the other accesses.
-	BitTests             int
-	PrecisionOther       float64
+	BitTests       int
+	PrecisionOther float64
+	// SourceConfirmed are the bitfield tests the plugin cannot record
+	// whose member the source names (->m or .m) at one of the
+	// instruction's own rows or call sites (Compare's src): counted as
+	// confirmed in Precision, apart in Confirmed.
+	SourceConfirmed      int
 	UnconfirmedExamples  []string
 	MissedRecordExamples []string
 }
@@ -94,7 +112,8 @@ type comparer struct {
 	lines  map[uint64][][2]int  // block start -> (file, line) of its rows
 	insns  map[uint64][]x86code.Insn
 	recs   map[recKey][]debugklasy.Mode
-	addrIn map[hostKey]bool     // the plugin takes the member's address in the function
+	addrIn map[hostKey]bool // the plugin takes the member's address in the function
+	src    *sourceLines
 	varIn  map[hostVarKey]uint8 // modes (1<<Mode) of the member through the variable in the function
 }
 
@@ -116,17 +135,31 @@ type hostVarKey struct {
 // skb_shinfo(skb)'s skb->head reused, a load scheduled into another
 // line's block).
 func (c *comparer) movedConfirmed(a *accessinfer.Access) bool {
-	v, ok := strings.CutPrefix(a.Why, "var ")
-	if !ok {
-		if v, ok = strings.CutPrefix(a.Why, "stack var "); !ok {
-			return false
+	var v string
+	ok := false
+	for _, p := range []string{"var ", "stack var ", "global "} {
+		if v, ok = strings.CutPrefix(a.Why, p); ok {
+			break
 		}
+	}
+	if !ok {
+		return false
 	}
 	fi, ok := c.b.FuncAt(a.PC)
 	if !ok {
 		return false
 	}
 	modes := c.varIn[hostVarKey{hostKey{fi.Entry, a.Struct, a.Member}, v}]
+	// An inlined helper's access through its parameter (file_inode(f)'s
+	// f->f_inode): where the copy of the parameter has no location of
+	// its own, DWARF names the caller's variable at the instruction.
+	modes |= c.varIn[hostVarKey{hostKey{fi.Entry, a.Struct, a.Member}, ""}]
+	// Records at lines without code, by the function the plugin names:
+	// the out-of-line one or an inlined copy holding the instruction.
+	modes |= c.varIn[hostVarKey{hostKey{0, a.Struct, a.Member}, a.Func + " " + v}]
+	for _, cs := range a.Calls {
+		modes |= c.varIn[hostVarKey{hostKey{0, a.Struct, a.Member}, cs.Func + " " + v}]
+	}
 	for m := debugklasy.Read; m <= debugklasy.Addr; m++ {
 		if modes&(1<<m) != 0 && c.fits(a, m) {
 			return true
@@ -153,6 +186,41 @@ func (c *comparer) outerConfirmed(a *accessinfer.Access, innerOK bool) bool {
 	}
 	fi, ok := c.b.FuncAt(a.PC)
 	return ok && c.addrIn[hostKey{fi.Entry, a.Struct, a.Member}]
+}
+
+// neighbourConfirmed says whether a record at the line of the row in
+// force just before a's block, or of the row that starts the code just
+// after it, in the same out-of-line function, agrees with a: the
+// compiler scheduled the instruction across the block's edge (an
+// inlined helper's load placed before its inline range begins,
+// kauditd_retry_skb's nlmsg_hdr(skb)->... at audit.c:637).
+func (c *comparer) neighbourConfirmed(a *accessinfer.Access) bool {
+	bl, ok := c.block(a.PC)
+	if !ok {
+		return false
+	}
+	fi, ok := c.b.FuncAt(a.PC)
+	if !ok {
+		return false
+	}
+	var rows []dwarfmap.Row
+	if bl[0] > fi.Entry {
+		rows = append(rows, c.b.CodeRows(bl[0]-1, bl[0])...)
+	}
+	if next := c.b.CodeRows(bl[1], bl[1]+1); len(next) > 0 {
+		if f2, ok := c.b.FuncAt(bl[1]); ok && f2.Entry == fi.Entry {
+			rows = append(rows, next[0])
+		}
+	}
+	for _, r := range rows {
+		k := recKey{r.File, int(r.Line), a.Struct, a.Member}
+		for _, m := range c.recs[k] {
+			if c.fits(a, m) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (c *comparer) block(pc uint64) ([2]uint64, bool) {
@@ -206,15 +274,27 @@ func newComparer(b *dwarfmap.Batch, t *debugklasy.Table) *comparer {
 	c.varIn = map[hostVarKey]uint8{}
 	for i := range t.Accesses {
 		r := &t.Accesses[i]
-		byVar := r.Base.Var != "" && (r.Base.Kind == debugklasy.Param || r.Base.Kind == debugklasy.Local)
+		byVar := r.Base.Var != "" && r.Base.Kind <= debugklasy.Global
 		if r.Mode == debugklasy.Addr || byVar {
-			for _, row := range b.LineRows(r.File, r.Line) {
+			rows := b.LineRows(r.File, r.Line)
+			if len(rows) == 0 && byVar {
+				// The line has no code: the compiler gave its
+				// instructions to the lines around it, in the function
+				// the plugin names.
+				k := hostVarKey{hostKey{0, r.Struct, r.Member}, r.Function.Name + " " + r.Base.Var}
+				c.varIn[k] |= 1 << r.Mode
+			}
+			for _, row := range rows {
 				if fi, ok := b.FuncAt(row.Addr); ok {
 					if r.Mode == debugklasy.Addr {
 						c.addrIn[hostKey{fi.Entry, r.Struct, r.Member}] = true
 					}
 					if byVar {
 						k := hostVarKey{hostKey{fi.Entry, r.Struct, r.Member}, r.Base.Var}
+						c.varIn[k] |= 1 << r.Mode
+					}
+					if r.Base.Kind == debugklasy.Param && r.Function.Name != fi.Name {
+						k := hostVarKey{hostKey{fi.Entry, r.Struct, r.Member}, ""}
 						c.varIn[k] |= 1 << r.Mode
 					}
 				}
@@ -276,16 +356,19 @@ func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict []bool) {
 				innerOK, innerStrict = innerOK || ok[j], innerStrict || strict[j]
 			}
 		}
-		out[i] = c.outerConfirmed(a, innerOK) || c.movedConfirmed(a)
+		out[i] = c.outerConfirmed(a, innerOK) || c.movedConfirmed(a) || c.neighbourConfirmed(a)
 		outStrict[i] = strict[i] || c.outerConfirmed(a, innerStrict)
 	}
 	return out, outStrict
 }
 
 // Compare measures res against the plugin's table t of the same image,
-// per struct in structs and in total (the last Score).
-func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, structs []string) []Score {
+// per struct in structs and in total (the last Score). srcDir is the
+// source tree the image was built from ("": none), read for the
+// bitfield tests (Score.SourceConfirmed).
+func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, structs []string, srcDir string) []Score {
 	c := newComparer(b, t)
+	c.src = &sourceLines{dir: srcDir, files: map[string][][]byte{}}
 	idx := map[string]int{}
 	scores := make([]Score, len(structs)+1)
 	for i, s := range structs {
@@ -308,6 +391,7 @@ func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, st
 			found[recKey{uint32(l[0]), l[1], a.Struct, a.Member}] |= 1 << a.Kind
 		}
 		ok, strictOK := okAll[i], strictAll[i]
+		bySrc := !ok && a.BitTest && c.sourceNames(a)
 		add(a.Struct, func(s *Score) {
 			s.Inferred++
 			if !ok && a.BitTest {
@@ -315,6 +399,8 @@ func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, st
 			}
 			if ok {
 				s.Confirmed++
+			} else if bySrc {
+				s.SourceConfirmed++
 			} else if len(s.UnconfirmedExamples) < 40 {
 				s.UnconfirmedExamples = append(s.UnconfirmedExamples, fmt.Sprintf("%s %s.%s %s (%s) in %s", fmtPC(a.PC), a.Struct, a.Member, a.Kind, a.Why, a.Func))
 			}
@@ -359,7 +445,7 @@ func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, st
 	for i := range scores {
 		s := &scores[i]
 		if s.Inferred > 0 {
-			s.Precision = float64(s.Confirmed) / float64(s.Inferred)
+			s.Precision = float64(s.Confirmed+s.SourceConfirmed) / float64(s.Inferred)
 			s.StrictPrecision = float64(s.StrictConfirmed) / float64(s.Inferred)
 		}
 		if s.Inferred > s.BitTests {
@@ -370,6 +456,18 @@ func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, st
 		}
 	}
 	return scores
+}
+
+// sourceNames says whether the source names a's member at one of the
+// instruction's own rows or the call sites of the inlined copies
+// holding it (linesOf, strict).
+func (c *comparer) sourceNames(a *accessinfer.Access) bool {
+	for _, l := range c.linesOf(a, true) {
+		if namesMember(c.src.line(c.b.Index().File(uint32(l[0])), l[1]), a.Member) {
+			return true
+		}
+	}
+	return false
 }
 
 func fmtPC(pc uint64) string { return fmt.Sprintf("%#x", pc) }
@@ -427,16 +525,19 @@ func (c *comparer) reachableAt(r *debugklasy.Access) (uint64, bool) {
 
 // PrintScores writes the table: "strict" is the precision by the
 // instruction's own rows and call sites only, "no-bt" the precision
-// without the unconfirmed bitfield tests (Score.BitTests).
+// without the unconfirmed bitfield tests (Score.BitTests), "by-src"
+// the bitfield tests confirmed by the source text
+// (Score.SourceConfirmed), which "precision" counts as confirmed.
 func PrintScores(w io.Writer, scores []Score) {
-	fmt.Fprintf(w, "%-12s %9s %9s %9s %8s %8s %9s %9s %9s %8s\n", "struct", "inferred", "confirmed", "precision", "strict", "no-bt", "records", "reachable", "found", "recall")
+	fmt.Fprintf(w, "%-12s %9s %9s %7s %9s %8s %8s %9s %9s %9s %8s\n", "struct", "inferred", "confirmed", "by-src", "precision", "strict", "no-bt", "records", "reachable", "found", "recall")
 	for _, s := range scores {
 		name := s.Struct
 		if name == "" {
 			name = "total"
 		}
-		fmt.Fprintf(w, "%-12s %9d %9d %8.2f%% %7.2f%% %7.2f%% %9d %9d %9d %7.2f%%\n", name, s.Inferred, s.Confirmed, 100*s.Precision, 100*s.StrictPrecision, 100*s.PrecisionOther, s.Records, s.Reachable, s.Found, 100*s.Recall)
+		fmt.Fprintf(w, "%-12s %9d %9d %7d %8.2f%% %7.2f%% %7.2f%% %9d %9d %9d %7.2f%%\n", name, s.Inferred, s.Confirmed, s.SourceConfirmed, 100*s.Precision, 100*s.StrictPrecision, 100*s.PrecisionOther, s.Records, s.Reachable, s.Found, 100*s.Recall)
 	}
+	fmt.Fprintln(w, "by-src: a test of a bitfield's bits against a constant, which the plugin cannot record (TestPluginMissesBitfieldTests), whose member the source names (->m or .m) at the instruction's own line rows or inlined call sites: counted as confirmed.")
 }
 
 // sortedStructs is a helper for tests: the structs with the most inferred accesses.

@@ -41,7 +41,7 @@ func measure(t testing.TB, path string, structs []string) []Score {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Compare(b, res, tab, structs)
+	return Compare(b, res, tab, structs, "")
 }
 
 // buildWithPlugin compiles accessinfer's fixture src (with main.c)

@@ -67,6 +67,7 @@ func runStats(s *stdio, args []string) error {
 				return err
 			}
 			stacks = tab.Frames
+			statsview.StackTableNote(s.Err, tab.Stacks)
 		}
 		if folded {
 			return statsview.Folded(s.Out, sess.T.Name(), stats, only, stacks)

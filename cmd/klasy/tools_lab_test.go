@@ -130,12 +130,20 @@ func TestToolsInDebianLab(t *testing.T) {
 		klasy("weave", "--lab", l.Name(), "../../examples/tools/opensnoop.klasy")
 		defer klasy("unweave", "--lab", l.Name(), "opensnoop")
 		// Paths that do not exist (open-missing opens each n times and
-		// checks ENOENT), one longer than the 64 bytes a string keeps.
+		// checks ENOENT), one longer than the 64 bytes a string keeps,
+		// and a file that does (pread opens it and prints its fd).
 		short := "/tmp/klasy_opensnoop_a"
 		long := "/tmp/" + strings.Repeat("klasy_long_name_", 6)
 		guest(prog, "open-missing", short, "2")
 		text := klasy("trace", "--lab", l.Name())
 		guest(prog, "open-missing", long, "1")
+		out := guest(prog, "pread", "/proc/self/stat", "7", "0", "1")
+		var fd int
+		if i := strings.Index(out, "fd "); i < 0 {
+			t.Fatalf("klasy_prog pread printed %q", out)
+		} else if fd, _ = strconv.Atoi(strings.TrimSpace(out[i+3:])); fd <= 0 {
+			t.Fatalf("klasy_prog pread printed %q", out)
+		}
 		guest(prog, "open-missing", short, "1")
 		js := klasy("trace", "--lab", l.Name(), "--json")
 
@@ -144,12 +152,12 @@ func TestToolsInDebianLab(t *testing.T) {
 				t.Log(line)
 			}
 		}
-		// trace: the command and the path, quoted.
-		if n := strings.Count(text, `"klasy_prog" "`+short+`"`); n != 2 {
-			t.Errorf("trace shows %d opens of %s by klasy_prog, the program made 2:\n%s", n, short, text)
+		// trace: the command and the path, quoted, and -ENOENT.
+		if n := strings.Count(text, `"klasy_prog" "`+short+`" -2`); n != 2 {
+			t.Errorf("trace shows %d failed opens (-2, ENOENT) of %s by klasy_prog, the program made 2:\n%s", n, short, text)
 		}
-		// --json: strings as JSON strings; the long path cut at 64
-		// bytes and numbered in truncated.
+		// --json: strings as JSON strings, the result a number; the long
+		// path cut at 64 bytes and numbered in truncated.
 		var got []string
 		sc := bufio.NewScanner(strings.NewReader(js))
 		for sc.Scan() {
@@ -162,15 +170,16 @@ func TestToolsInDebianLab(t *testing.T) {
 				t.Fatalf("%v: %s", err, sc.Text())
 			}
 			if r.Comm == "klasy_prog" {
-				got = append(got, fmt.Sprintf("%q %v", r.Values, r.Truncated))
+				got = append(got, fmt.Sprintf("%v %v", r.Values, r.Truncated))
 			}
 		}
 		want := []string{
-			fmt.Sprintf("%q %v", []any{"klasy_prog", long[:64]}, []int{2}),
-			fmt.Sprintf("%q %v", []any{"klasy_prog", short}, []int(nil)),
+			fmt.Sprintf("%v %v", []any{"klasy_prog", long[:64], -2}, []int{2}),
+			fmt.Sprintf("%v %v", []any{"klasy_prog", "/proc/self/stat", fd}, []int(nil)),
+			fmt.Sprintf("%v %v", []any{"klasy_prog", short, -2}, []int(nil)),
 		}
 		if !slices.Equal(got, want) {
-			t.Errorf("trace --json of klasy_prog's opens:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			t.Errorf("trace --json of klasy_prog's opens (command, path, fd or -errno):\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	})
 	// STORE_STR and STORE_USTR of what they cannot read never fault: a

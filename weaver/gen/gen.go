@@ -904,6 +904,9 @@ func (g *cgen) tables(opt GenOptions) {
 	g.p("\t.nhooks = ARRAY_SIZE(klasy_hooks),")
 	g.p("\t.hooks = klasy_hooks,")
 	g.aggRoom()
+	if len(CallVars(g.m.file)) > 0 {
+		g.p("\t.calls = &klasy_calls,")
+	}
 	if len(g.checks) > 0 {
 		g.p("\t.nchecks = ARRAY_SIZE(klasy_checks),")
 		g.p("\t.checks = klasy_checks,")

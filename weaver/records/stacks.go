@@ -16,13 +16,18 @@ type Stacks struct {
 	// Full counts the saves of a stack that found no room: its id
 	// names no frames.
 	Full uint64
+	// Collisions counts the saves of a stack whose id (a 64-bit hash
+	// of its frames) the table holds for other frames: the first
+	// frames are kept, and counts by that id are both stacks'.
+	Collisions uint64
 	// Frames are each stack's running addresses, innermost first.
 	Frames map[uint64][]uint64
 }
 
 // ParseStacks parses the stacks file's text: refuses another ABI and
-// any line or key it does not know. A stack listed twice (two CPUs
-// saved it at once) is kept once.
+// any line or key it does not know. A stack listed twice is kept once
+// (the runtime lists an id once; before ABI 16 two CPUs saving one
+// stack at once could both publish it).
 func ParseStacks(text []byte) (*Stacks, error) {
 	lines := strings.Split(strings.TrimSuffix(string(text), "\n"), "\n")
 	s := &Stacks{Frames: map[uint64][]uint64{}}
@@ -62,6 +67,9 @@ func (s *Stacks) parseLine(i int, line string) error {
 			return err
 		}
 		if s.Full, err = kv.uint("full", 64); err != nil {
+			return err
+		}
+		if s.Collisions, err = kv.uint("collisions", 64); err != nil {
 			return err
 		}
 	case "stack":

@@ -85,6 +85,13 @@ type Aspect struct {
 	// that and they are kretprobes instead, else 0.
 	Fexit    int
 	FexitErr int
+	// CallMissed counts the per-call variables' accesses (a call's
+	// opening or closing, a CALL_SET, a CALL_GET) that found the task's
+	// slot held by another CPU, which was taking it over from a task
+	// idle for a minute; CallFull, calls opened with no slot free for
+	// their task. Either leaves the call's variables unset.
+	CallMissed uint64
+	CallFull   uint64
 }
 
 // Hook kinds and mechanisms as status shows them.
@@ -419,7 +426,13 @@ func parseAspect(m kvs) (Aspect, int, error) {
 	if a.Ops+a.Fexit > n {
 		return a, n, fmt.Errorf("ops=%d and fexit=%d above hooks=%d", a.Ops, a.Fexit, n)
 	}
-	a.FexitErr, err = m.errno("fexit_err")
+	if a.FexitErr, err = m.errno("fexit_err"); err != nil {
+		return a, n, err
+	}
+	if a.CallMissed, err = m.uint("call_missed", 64); err != nil {
+		return a, n, err
+	}
+	a.CallFull, err = m.uint("call_full", 64)
 	return a, n, err
 }
 

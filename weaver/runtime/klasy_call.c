@@ -4,10 +4,13 @@
 /*
  * klasy_call.c - per-call variables (klasy_rt.h: CALL_SET, CALL_GET).
  *
- * Each task that has a call open keeps a slot in the aspect's table,
- * claimed with a compare-and-exchange; from then on only that task
- * writes it, and it runs on one CPU at a time, with at most one klasy
- * handler per CPU (klasy_enter), so the frames need no lock.
+ * Each task that has a call open keeps a slot in the aspect's table.
+ * klasy_enter serialises handlers per CPU only: the slot's task runs
+ * on one CPU at a time, but another task may reclaim a stale slot from
+ * another CPU at the same moment. So every reader and writer of a slot
+ * holds its busy bit (cmpxchg on the slot's task word), and one that
+ * finds it taken gives up, counted as missed, rather than wait in a
+ * handler.
  */
 #include <linux/hash.h>
 #include <linux/kernel.h>
@@ -24,55 +27,94 @@
 /* A slot whose newest call is older than this may be taken. */
 #define KLASY_CALL_STALE_NS (60 * NSEC_PER_SEC)
 
-/* The newest open call of slot s, 0 when none. */
+/*
+ * A slot's task word: its task_struct (8-byte aligned), the busy bit of
+ * the handler that holds the slot, and a count of the task's unlocks
+ * that makes a reclaimer's compare-and-exchange fail once the task has
+ * used the slot since the reclaimer looked. So a reclaimer takes the
+ * busy bit only to take the slot over, never to look and back out: the
+ * slot's own task misses (finds it busy) only while its slot is being
+ * taken from it, after which it has no frames a later access could read
+ * stale. (The count wraps at 4: a task would have to unlock its slot 4
+ * times between a reclaimer's look and its exchange, and then lose its
+ * frames, not read another's.)
+ */
+#define KLASY_CALL_BUSY 1UL
+#define KLASY_CALL_GEN 6UL
+#define KLASY_CALL_TASK (~7UL)
+
+/* Gives s up, the next unlock counted. */
+static void klasy_call_unlock(struct klasy_call_task *s)
+{
+	unsigned long w = s->task;
+
+	/* The slot's writes before the next holder's cmpxchg sees it. */
+	smp_store_release(&s->task, (w & KLASY_CALL_TASK) |
+			  ((w + 2) & KLASY_CALL_GEN));
+}
+
+/* The newest open call of slot s, 0 when none; racy without its lock. */
 static u64 klasy_call_newest(struct klasy_call_task *s)
 {
+	unsigned int i, n = min_t(unsigned int, READ_ONCE(s->n), KLASY_CALL_DEPTH);
 	u64 t = 0;
-	unsigned int i;
 
-	for (i = 0; i < READ_ONCE(s->n) && i < KLASY_CALL_DEPTH; i++)
+	for (i = 0; i < n; i++)
 		t = max(t, READ_ONCE(s->f[i].t0));
 	return t;
 }
 
 /*
- * The current task's slot, or NULL. With claim, a free slot becomes its
+ * The current task's slot, held (busy), or NULL: counted in c->missed
+ * when it was being taken over. With claim, a free slot becomes its
  * own, or the one of a task whose newest call is older than
- * KLASY_CALL_STALE_NS (it exited, or its returns all missed).
+ * KLASY_CALL_STALE_NS (it exited, or its returns all missed); none:
+ * counted in c->full.
  */
 static struct klasy_call_task *klasy_call_task(struct klasy_calls *c,
 					       bool claim)
 {
-	unsigned long me = (unsigned long)current, old;
+	unsigned long me = (unsigned long)current, w;
 	unsigned int i = hash_long(me, KLASY_AGG_TASK_BITS), p;
 	struct klasy_call_task *s;
 	u64 now;
 
 	for (p = 0; p < KLASY_CALL_PROBES; p++) {
 		s = &c->t[(i + p) & (KLASY_AGG_TASKS - 1)];
-		if (READ_ONCE(s->task) == me) {
-			/* A task_struct an exited task left: not our calls. */
-			if (s->birth != current->start_time) {
-				s->birth = current->start_time;
-				s->n = 0;
-			}
-			return s;
+		/* Pairs with klasy_call_unlock: the last holder's writes. */
+		w = smp_load_acquire(&s->task);
+		if ((w & KLASY_CALL_TASK) != me)
+			continue;
+		if ((w & KLASY_CALL_BUSY) ||
+		    cmpxchg(&s->task, w, w | KLASY_CALL_BUSY) != w) {
+			atomic_long_inc(&c->missed);
+			return NULL;
 		}
+		/* A task_struct an exited task left: not our calls. */
+		if (s->birth != current->start_time) {
+			s->birth = current->start_time;
+			s->n = 0;
+		}
+		return s;
 	}
 	if (!claim)
 		return NULL;
 	now = ktime_get_mono_fast_ns();
 	for (p = 0; p < KLASY_CALL_PROBES; p++) {
 		s = &c->t[(i + p) & (KLASY_AGG_TASKS - 1)];
-		old = READ_ONCE(s->task);
-		if (old && (s64)(now - klasy_call_newest(s)) <= KLASY_CALL_STALE_NS)
+		/* Its task's frames as of its last unlock, for the look. */
+		w = smp_load_acquire(&s->task);
+		if ((w & KLASY_CALL_BUSY) ||
+		    (w && (s64)(now - klasy_call_newest(s)) <= KLASY_CALL_STALE_NS))
 			continue;
-		if (cmpxchg(&s->task, old, me) != old)
+		/* Fails if its task used it since w was read. */
+		if (cmpxchg(&s->task, w, me | KLASY_CALL_BUSY) != w)
 			continue;
 		s->birth = current->start_time;
 		s->n = 0;
 		return s;
 	}
+	atomic_long_inc(&c->full);
 	return NULL;
 }
 
@@ -91,6 +133,8 @@ static struct klasy_call_frame *klasy_call_frame(struct klasy_call_task *s,
 /* Drops s's frame i, keeping the others in order. */
 static void klasy_call_drop(struct klasy_call_task *s, unsigned int i)
 {
+	if (WARN_ON_ONCE(i >= s->n))
+		return;
 	memmove(&s->f[i], &s->f[i + 1], (s->n - i - 1) * sizeof(s->f[0]));
 	s->n--;
 }
@@ -124,7 +168,8 @@ unsigned long klasy_call_begin(struct klasy_calls *c, unsigned long cfa)
 		.cfa = cfa,
 		.t0 = ktime_get_mono_fast_ns(),
 	};
-	s->n++;
+	WRITE_ONCE(s->n, s->n + 1);
+	klasy_call_unlock(s);
 	return cfa;
 }
 EXPORT_SYMBOL_GPL(klasy_call_begin);
@@ -143,9 +188,11 @@ void klasy_call_end(struct klasy_calls *c, unsigned long cfa)
 	for (i = s->n; i-- > 0;)
 		if (s->f[i].cfa <= cfa)
 			klasy_call_drop(s, i);
-	/* The frames' last writes before another task may claim the slot. */
 	if (!s->n)
+		/* Free, and given up: its writes before a new holder's. */
 		smp_store_release(&s->task, 0);
+	else
+		klasy_call_unlock(s);
 }
 EXPORT_SYMBOL_GPL(klasy_call_end);
 
@@ -158,11 +205,14 @@ void klasy_call_set(struct klasy_calls *c, unsigned int var, u64 v)
 	if (!cfa || var >= KLASY_CALL_VARS)
 		return;
 	s = klasy_call_task(c, false);
-	f = s ? klasy_call_frame(s, cfa) : NULL;
-	if (!f)
+	if (!s)
 		return;
-	f->v[var] = v;
-	f->set |= 1U << var;
+	f = klasy_call_frame(s, cfa);
+	if (f) {
+		f->v[var] = v;
+		f->set |= 1U << var;
+	}
+	klasy_call_unlock(s);
 }
 EXPORT_SYMBOL_GPL(klasy_call_set);
 
@@ -171,13 +221,17 @@ u64 klasy_call_get(struct klasy_calls *c, unsigned int var)
 	unsigned long cfa = this_cpu_read(klasy_hit.cfa);
 	struct klasy_call_task *s;
 	struct klasy_call_frame *f;
+	u64 v = 0;
 
 	if (!cfa || var >= KLASY_CALL_VARS)
 		return 0;
 	s = klasy_call_task(c, false);
-	f = s ? klasy_call_frame(s, cfa) : NULL;
-	if (!f || !(f->set & (1U << var)))
+	if (!s)
 		return 0;
-	return f->v[var];
+	f = klasy_call_frame(s, cfa);
+	if (f && (f->set & (1U << var)))
+		v = f->v[var];
+	klasy_call_unlock(s);
+	return v;
 }
 EXPORT_SYMBOL_GPL(klasy_call_get);

@@ -994,10 +994,12 @@ static int status_show(struct seq_file *m, void *v)
 		klasy_put_token(m, a->name);
 		seq_puts(m, " module=");
 		klasy_put_token(m, a->owner ? module_name(a->owner) : NULL);
-		seq_printf(m, " hooks=%u register_us=%llu ops=%u ops_err=%d fexit=%u fexit_err=%d\n",
+		seq_printf(m, " hooks=%u register_us=%llu ops=%u ops_err=%d fexit=%u fexit_err=%d call_missed=%ld call_full=%ld\n",
 			   a->nhooks, div_u64(a->register_ns, NSEC_PER_USEC),
 			   klasy_fops_count(a), a->fops_err,
-			   klasy_direct_count(a), a->direct_err);
+			   klasy_direct_count(a), a->direct_err,
+			   a->calls ? atomic_long_read(&a->calls->missed) : 0,
+			   a->calls ? atomic_long_read(&a->calls->full) : 0);
 		for (i = 0; i < a->nhooks; i++)
 			klasy_show_hook(m, a, &a->hooks[i]);
 	}
@@ -1089,6 +1091,7 @@ free_bufs:
 free:
 	kfree(klasy_heads);
 	kfree(klasy_bounce);
+	klasy_flows_exit();
 	return err;
 }
 
@@ -1100,12 +1103,13 @@ static void __exit klasy_runtime_exit(void)
 	if (READ_ONCE(klasy_replaced))
 		synchronize_rcu_tasks();
 	klasy_direct_exit_module();
-	klasy_flows_exit();
+	/* What init did, undone in reverse. */
 	debugfs_remove(klasy_dir);
 	klasy_stack_exit();
 	klasy_bufs_free();
 	kfree(klasy_heads);
 	kfree(klasy_bounce);
+	klasy_flows_exit();
 }
 
 module_init(klasy_runtime_init);

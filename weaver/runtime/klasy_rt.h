@@ -36,7 +36,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 16
+#define KLASY_ABI_VERSION 17
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -237,6 +237,7 @@ struct klasy_agg_room {
 };
 
 struct klasy_agg;
+struct klasy_calls;
 struct klasy_fops;
 struct klasy_direct;
 
@@ -266,6 +267,7 @@ struct klasy_aspect {
 	struct klasy_agg_room agg_room;
 	unsigned int nchecks;
 	const struct klasy_addr_check *checks;
+	struct klasy_calls *calls;	/* its per-call variables, or NULL */
 
 	/* runtime's */
 	u32 id;				/* from 1, never reused while loaded */
@@ -843,6 +845,9 @@ struct klasy_kstack;
  * frame after the advice. Bounds: KLASY_CALL_DEPTH open calls per task
  * (a new one drops the oldest), KLASY_AGG_TASKS tasks (a task whose
  * newest call is older than a minute gives its slot up, as in a timer).
+ * An access that finds the task's slot held by another CPU (a task
+ * taking it over) keeps or reads nothing, counted in klasy_calls.missed;
+ * a call that finds no slot, in klasy_calls.full (klasy status).
  */
 #define KLASY_CALL_VARS 8
 #define KLASY_CALL_DEPTH 8
@@ -855,14 +860,26 @@ struct klasy_call_frame {
 };
 
 struct klasy_call_task {
-	unsigned long task;		/* its task_struct; 0: free */
+	/*
+	 * Its task_struct, 0: free; bit 0 set while a handler holds the
+	 * slot (cmpxchg: its task's, or another's taking it over from
+	 * another CPU), bits 1-2 count its unlocks (klasy_call.c).
+	 */
+	unsigned long task;
 	u64 birth;			/* its start_time */
 	unsigned int n;			/* open frames */
 	struct klasy_call_frame f[KLASY_CALL_DEPTH];
 };
 
-/* An aspect's per-call variables: static in its advice module. */
+/*
+ * An aspect's per-call variables: static in its advice module, named by
+ * its struct klasy_aspect. missed: begins, ends, sets and gets that found
+ * the task's slot busy (kept or read nothing); full: calls opened with no
+ * slot free for their task (their CALL_SET kept nothing).
+ */
 struct klasy_calls {
+	atomic_long_t missed;
+	atomic_long_t full;
 	struct klasy_call_task t[KLASY_AGG_TASKS];
 };
 

@@ -15,6 +15,8 @@
  * is never overwritten or freed while the runtime is loaded; a stack
  * that finds no free slot near its hash is counted as full, and its id
  * is returned all the same, so counts by it stay apart from others'.
+ * Another stack with a published stack's id (a 64-bit hash collision)
+ * is counted as a collision: its counts go with the first one's.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -36,14 +38,15 @@
 
 struct klasy_stack {
 	u64 id;		/* 0: free; published (release) after the frames */
+	u64 claim;	/* the id a writer took the slot for (cmpxchg); 0: none */
 	u32 nr;		/* frames */
-	u32 claimed;	/* a writer took the slot (cmpxchg) */
 	unsigned long ip[KLASY_STACK_DEPTH];
 };
 
 static struct klasy_stack *klasy_stacks;
 static atomic_t klasy_stacks_used;
 static atomic_long_t klasy_stacks_full;
+static atomic_long_t klasy_stacks_collisions;
 
 /*
  * The frames being hashed on this CPU: one klasy handler runs per CPU
@@ -79,61 +82,80 @@ static unsigned int klasy_stack_walk(struct pt_regs *regs, unsigned long *ip)
 	return n;
 }
 
-u64 klasy_stack_id(void)
+/*
+ * Publishes the nr frames ip under id, unless the table holds them
+ * already. A slot is claimed for one id and never given up, and every
+ * writer of an id probes the same slots in the same order, so an id is
+ * in one slot at most: a writer that finds its id claimed by another
+ * that is still copying leaves the copy to it, and one that finds other
+ * frames under its id (two stacks with one 64-bit hash) counts a
+ * collision and keeps the first.
+ */
+static void klasy_stack_put(u64 id, const unsigned long *ip, unsigned int nr)
 {
-	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
-	unsigned long *ip = this_cpu_ptr(klasy_stack_scratch);
-	unsigned int nr = klasy_stack_walk(hit->regs, ip), i, p;
-	u32 words = nr * sizeof(*ip) / sizeof(u32);
+	unsigned int i = id & (KLASY_STACKS - 1), p;
 	struct klasy_stack *s;
-	u64 id;
+	u64 c;
 
-	id = (u64)jhash2((u32 *)ip, words, 0x6b6c6173) << 32 |
-	     jhash2((u32 *)ip, words, nr);
-	if (!id)
-		id = 1;
-	if (!klasy_stacks)
-		return id;
-	i = id & (KLASY_STACKS - 1);
 	for (p = 0; p < KLASY_STACK_PROBES; p++) {
 		s = &klasy_stacks[(i + p) & (KLASY_STACKS - 1)];
 		/* Pairs with the release below: an id seen, its frames are. */
 		if (smp_load_acquire(&s->id) == id) {
-			/* A 64-bit hash of other frames: look on. */
-			if (s->nr == nr && !memcmp(s->ip, ip, nr * sizeof(*ip)))
-				return id;
-			continue;
+			if (s->nr != nr || memcmp(s->ip, ip, nr * sizeof(*ip)))
+				atomic_long_inc(&klasy_stacks_collisions);
+			return;
 		}
-		/* A slot claimed and not published yet is another's. */
-		if (READ_ONCE(s->claimed) || cmpxchg(&s->claimed, 0, 1))
+		c = READ_ONCE(s->claim);
+		if (!c)
+			c = cmpxchg(&s->claim, 0, id);
+		if (c == id)
+			return;	/* being published by another writer */
+		if (c)
 			continue;
 		memcpy(s->ip, ip, nr * sizeof(*ip));
 		s->nr = nr;
 		/* Readers that see the id see the frames. */
 		smp_store_release(&s->id, id);
 		atomic_inc(&klasy_stacks_used);
-		return id;
+		return;
 	}
 	atomic_long_inc(&klasy_stacks_full);
+}
+
+u64 klasy_stack_id(void)
+{
+	struct klasy_hit *hit = this_cpu_ptr(&klasy_hit);
+	unsigned long *ip = this_cpu_ptr(klasy_stack_scratch);
+	unsigned int nr = klasy_stack_walk(hit->regs, ip);
+	u32 words = nr * sizeof(*ip) / sizeof(u32);
+	u64 id;
+
+	id = (u64)jhash2((u32 *)ip, words, 0x6b6c6173) << 32 |
+	     jhash2((u32 *)ip, words, nr);
+	if (!id)
+		id = 1;
+	if (klasy_stacks)
+		klasy_stack_put(id, ip, nr);
 	return id;
 }
 EXPORT_SYMBOL_GPL(klasy_stack_id);
 
 /*
- * "stacks abi=N depth=D room=R used=U full=F", then a line per stack:
- * "stack id=ID frames=HEX,HEX,..." (running addresses, innermost first).
- * Two CPUs saving one new stack at once may both publish it: the host
- * keeps one.
+ * "stacks abi=N depth=D room=R used=U full=F collisions=C", then a line
+ * per stack: "stack id=ID frames=HEX,HEX,..." (running addresses,
+ * innermost first). full: saves that found no room; collisions: saves
+ * of other frames under an id the table holds (theirs are not kept).
  */
 static int klasy_stacks_show(struct seq_file *sf, void *unused)
 {
 	unsigned int i, j;
 	u64 id;
 
-	seq_printf(sf, "stacks abi=%d depth=%d room=%d used=%d full=%ld\n",
+	seq_printf(sf, "stacks abi=%d depth=%d room=%d used=%d full=%ld collisions=%ld\n",
 		   KLASY_ABI_VERSION, KLASY_STACK_DEPTH, KLASY_STACKS,
 		   atomic_read(&klasy_stacks_used),
-		   atomic_long_read(&klasy_stacks_full));
+		   atomic_long_read(&klasy_stacks_full),
+		   atomic_long_read(&klasy_stacks_collisions));
 	for (i = 0; klasy_stacks && i < KLASY_STACKS; i++) {
 		struct klasy_stack *s = &klasy_stacks[i];
 

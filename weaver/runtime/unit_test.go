@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/weaver/runtime"
@@ -288,5 +289,90 @@ func TestTimersInUserSpace(t *testing.T) {
 			"sp 0x90000", "start", "wait 5", // the task's pair nested in a softirq's START
 			"sp 0x13000", "start", "wait 10", "stop", "stop",
 			"timer count=2 wall_sum=40 nested=2 orphaned=0")}, // 25, 15
+	})
+}
+
+// callHarness runs klasy_call.c's per-call variables (call is its text,
+// nil for the runtime's own) on threads.
+func callHarness(t testing.TB, call []byte) string {
+	t.Helper()
+	types := unitSource(t, runtime.Header, nil, "KLASY_MAX_VALUES", "struct klasy_hit", "KLASY_AGG_TASK_BITS", "KLASY_AGG_TASKS",
+		"KLASY_CALL_VARS", "KLASY_CALL_DEPTH", "struct klasy_call_frame", "struct klasy_call_task", "struct klasy_calls")
+	funcs := unitSource(t, "klasy_call.c", call, "KLASY_CALL_PROBES", "KLASY_CALL_STALE_NS", "KLASY_CALL_BUSY", "KLASY_CALL_GEN", "KLASY_CALL_TASK", "klasy_call_unlock",
+		"klasy_call_newest", "klasy_call_task", "klasy_call_frame", "klasy_call_drop",
+		"klasy_call_begin", "klasy_call_end", "klasy_call_set", "klasy_call_get")
+	return unitHarness(t, "call_harness", map[string]string{"call_types.c": types, "call_funcs.c": funcs})
+}
+
+// TestCallSlotsRace (issue 23, review finding 2): a task's per-call slot
+// reclaimed by another task on another CPU while the task is inside a
+// call. 16 tasks on 4 slots that look stale to each other at every
+// clock read, three runs under ASan and UBSan: no read gives another
+// call's value nor any memory error (the old frames' count, seen stale,
+// underflowed the drop's memmove), and calls that found no slot are
+// counted. Accesses that find their slot mid-takeover are counted as
+// missed too, but that window is a few instructions: logged, not
+// required.
+func TestCallSlotsRace(t *testing.T) {
+	bin := callHarness(t, nil)
+	for run := 0; run < 3; run++ {
+		out, err := runHarnessFor(t, 2*time.Minute, bin, "", "16", "100000")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		var reads, nonzero, missed, full int64
+		if _, err := fmt.Sscanf(out, "ok %d %d %d %d", &reads, &nonzero, &missed, &full); err != nil {
+			t.Fatalf("call_harness printed %q: %v", out, err)
+		}
+		t.Logf("%d reads, %d of a value set, %d accesses missed a slot being taken over, %d calls without a slot", reads, nonzero, missed, full)
+		if nonzero == 0 || full == 0 {
+			t.Errorf("the run did not make the case: %d values read back, %d calls without a slot; want both > 0", nonzero, full)
+		}
+	}
+}
+
+// stackHarness runs klasy_stack.c's table (src is its text, nil for the
+// runtime's own) with the frames and the hash a script gives.
+func stackHarness(t testing.TB, src []byte) string {
+	t.Helper()
+	if src == nil {
+		var err error
+		if src, err = fs.ReadFile(runtime.Sources, "klasy_stack.c"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	types := unitSource(t, runtime.Header, nil, "KLASY_MAX_VALUES", "struct klasy_hit", "KLASY_STACK_DEPTH") +
+		unitSource(t, "klasy_stack.c", src, "KLASY_STACK_BITS", "KLASY_STACKS", "KLASY_STACK_PROBES", "struct klasy_stack",
+			"klasy_stacks", "klasy_stacks_used", "klasy_stacks_full", "klasy_stacks_collisions")
+	funcs := unitSource(t, "klasy_stack.c", src, "klasy_stack_put", "klasy_stack_id")
+	have := "#define STACK_COLLISIONS 0L\n" // a runtime that does not count them
+	if strings.Contains(types, "klasy_stacks_collisions") {
+		have = "#define STACK_COLLISIONS atomic_long_read(&klasy_stacks_collisions)\n"
+	}
+	return unitHarness(t, "stack_harness", map[string]string{"stack_types.c": types, "stack_funcs.c": funcs, "stack_have.h": have})
+}
+
+// TestStackIDCollisions (issue 23, review finding 6): two different
+// stacks whose frames hash to one 64-bit id. The table keeps the first
+// under it, once, never overwritten nor published twice, and counts the
+// second as a collision; a stack saved again is found where it is; ids
+// that start at one slot take the next ones, and past
+// KLASY_STACK_PROBES of them the table counts full.
+func TestStackIDCollisions(t *testing.T) {
+	bin := stackHarness(t, nil)
+	runUnit(t, bin, []struct{ name, script string }{
+		{"other frames under a kept id are a collision, not a second entry", lines(
+			"save 0x1000 a1,b1", "save 0x1000 c1,d1,e1",
+			"slots 0x1000 1", "frames 0x1000 a1,b1", "table used=1 full=0 collisions=1")},
+		{"a stack saved again is found", lines(
+			"save 0x1000 a1,b1", "save 0x1000 a1,b1", "slots 0x1000 1", "table used=1 full=0 collisions=0")},
+		{"a collision past other ids at its slot", lines(
+			"save 0x1005 a1", "save 0x2005 b1", "save 0x2005 c1", "save 0x1005 a1",
+			"slots 0x1005 1", "slots 0x2005 1", "frames 0x2005 b1", "table used=2 full=0 collisions=1")},
+		{"ids at one slot take the next ones, then the table is full there", lines(
+			"save 0x1007 1", "save 0x2007 2", "save 0x3007 3", "save 0x4007 4",
+			"save 0x5007 5", "save 0x6007 6", "save 0x7007 7", "save 0x8007 8",
+			"save 0x9007 9", "slots 0x9007 0", "save 0xa008 a", "slots 0xa008 1", // slot 15, past the others
+			"table used=9 full=1 collisions=0")},
 	})
 }

@@ -160,3 +160,19 @@ func Folded(out io.Writer, target string, stats *records.Stats, only string, sta
 	}
 	return nil
 }
+
+// StackTableNote warns on w when the kernel's table of stacks could not
+// keep every stack saved: when it was full near a stack's id, or held
+// other frames under it (a 64-bit hash collision), that stack's counts
+// show as not kept, or under the other stack's frames.
+func StackTableNote(w io.Writer, s *records.Stacks) {
+	if s == nil {
+		return
+	}
+	if s.Full > 0 {
+		fmt.Fprintf(w, "klasy: %s found the kernel's table of stacks full (%d stacks): their frames were not kept\n", human.Plural(int(s.Full), "stack save"), s.Room)
+	}
+	if s.Collisions > 0 {
+		fmt.Fprintf(w, "klasy: %s had the id of another stack the table holds (a 64-bit hash collision): counted under that stack's frames\n", human.Plural(int(s.Collisions), "stack save"))
+	}
+}

@@ -6,6 +6,7 @@ package statusview
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -27,7 +28,7 @@ func Write(w io.Writer, target string, st *records.Status) {
 	fmt.Fprintf(w, "%s: klasy runtime (abi %d), %s, %d KiB buffer per CPU, %s unread, %d lost (%s)\n",
 		target, st.ABI, human.Plural(st.CPUs, "CPU"), st.BufferKB, human.Plural(int(st.Unread), "record"), st.TotalLost(), strings.Join(lost, ", "))
 	if st.Disarmed {
-		fmt.Fprintf(w, "%s: kprobes are disarmed in this kernel (/sys/kernel/debug/kprobes/enabled is 0): no hook below runs until they are armed again (echo 1 > it)\n", target)
+		fmt.Fprintf(w, "%s: kprobes are disarmed in this kernel (/sys/kernel/debug/kprobes/enabled is 0): %s\n", target, disarmed(st))
 	}
 	if st.FexitHeld > 0 {
 		fmt.Fprintf(w, "%s: %s of unwoven aspects keep the runtime loaded: tasks are still inside functions that had after advice (none runs now); the next unweave removes it once they return\n",
@@ -50,6 +51,9 @@ func Write(w io.Writer, target string, st *records.Status) {
 		}
 		if a.FexitErr != 0 {
 			ops += fmt.Sprintf(", after hooks are kretprobes: ftrace refused the direct ops (error %d, %v)", a.FexitErr, syscall.Errno(-a.FexitErr))
+		}
+		if a.CallMissed > 0 || a.CallFull > 0 {
+			ops += fmt.Sprintf(", per-call variables: %d missed (the task's slot was being taken over), %s without a slot", a.CallMissed, human.Plural(int(a.CallFull), "call"))
 		}
 		fmt.Fprintf(w, "aspect %s (module %s): %s%s\n", a.Name, a.Module, human.Plural(len(a.Hooks), "hook"), ops)
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
@@ -74,6 +78,45 @@ func Write(w io.Writer, target string, st *records.Status) {
 		}
 		tw.Flush()
 	}
+}
+
+// disarmed says which hooks of st kprobes' global switch stops: kprobes
+// (ftrace-based, jump, int3) and kretprobes; hooks on an aspect's
+// ftrace_ops or direct trampoline and tracepoint probes are not kprobes
+// and run on.
+func disarmed(st *records.Status) string {
+	var stopped, running int
+	var mechs []string
+	for _, a := range st.Aspects {
+		for _, h := range a.Hooks {
+			switch h.Mech {
+			case records.MechFtraceOps, records.MechFexit, records.MechTracepoint:
+				running++
+				if !slices.Contains(mechs, h.Mech) {
+					mechs = append(mechs, h.Mech)
+				}
+			case records.MechGone, records.MechDisabled:
+			default:
+				stopped++
+			}
+		}
+	}
+	verb := func(n int, one, more string) string {
+		if n == 1 {
+			return one
+		}
+		return more
+	}
+	var b strings.Builder
+	if stopped > 0 {
+		fmt.Fprintf(&b, "%s below %s until they are armed again (echo 1 > it)", human.Plural(stopped, "kprobe hook"), verb(stopped, "does not run", "do not run"))
+	} else {
+		b.WriteString("no hook below is a kprobe")
+	}
+	if running > 0 {
+		fmt.Fprintf(&b, "; %s on %s %s (not kprobes)", human.Plural(running, "hook"), strings.Join(mechs, ", "), verb(running, "runs", "run"))
+	}
+	return b.String()
 }
 
 // JSON is klasy status --json: addresses as hex strings, as klasy lines
@@ -124,6 +167,8 @@ type aspectJSON struct {
 	OpsErr     int        `json:"ops_err,omitempty"` // ftrace refused them: the kernel's error
 	Fexit      int        `json:"fexit"`             // after hooks on its direct trampoline
 	FexitErr   int        `json:"fexit_err,omitempty"`
+	CallMissed uint64     `json:"call_missed,omitempty"` // per-call variable accesses that found the slot busy
+	CallFull   uint64     `json:"call_full,omitempty"`   // calls opened without a slot
 	Hooks      []hookJSON `json:"hooks"`
 }
 
@@ -156,7 +201,7 @@ func View(target string, st *records.Status) JSON {
 		v.Flows = append(v.Flows, FlowJSON(f))
 	}
 	for _, a := range st.Aspects {
-		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), FtraceOps: a.Ops, OpsErr: a.OpsErr, Fexit: a.Fexit, FexitErr: a.FexitErr, Hooks: []hookJSON{}}
+		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), FtraceOps: a.Ops, OpsErr: a.OpsErr, Fexit: a.Fexit, FexitErr: a.FexitErr, CallMissed: a.CallMissed, CallFull: a.CallFull, Hooks: []hookJSON{}}
 		for _, h := range a.Hooks {
 			aj.Hooks = append(aj.Hooks, hookJSON{Kind: h.Kind, Mechanism: h.Mech, Addr: fmt.Sprintf("%#x", h.Addr), PC: fmt.Sprintf("%#x", h.Image),
 				Hits: h.Hits, Missed: h.Missed, Advice: h.Advice, Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line, Module: h.Module, Access: h.Access})

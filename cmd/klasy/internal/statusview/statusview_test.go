@@ -80,24 +80,69 @@ func TestStatusReplace(t *testing.T) {
 }
 
 // TestStatusDisarmed: with kprobes disarmed in the whole kernel, klasy
-// status says no hook runs (each still shows its mechanism), in text and
-// in --json.
+// status says which hooks stop, per mechanism: kprobes (ftrace-based,
+// jump, int3) and kretprobes do, hooks on an aspect's ftrace_ops or
+// direct trampoline (fexit) and tracepoints do not; in text and --json.
 func TestStatusDisarmed(t *testing.T) {
+	for _, c := range []struct{ file, want string }{
+		{"flows", "kprobes are disarmed in this kernel (/sys/kernel/debug/kprobes/enabled is 0): 1 kprobe hook below does not run until they are armed again (echo 1 > it)\n"},
+		// setattr_exec: one ftrace-ops and one fexit hook; inlined_copies:
+		// a jump and an int3 kprobe, and one whose code is gone.
+		{"two-aspects", "kprobes are disarmed in this kernel (/sys/kernel/debug/kprobes/enabled is 0): 2 kprobe hooks below do not run until they are armed again (echo 1 > it); 2 hooks on ftrace-ops, fexit run (not kprobes)\n"},
+	} {
+		st := parsedStatus(t, c.file)
+		for _, disarmed := range []bool{false, true} {
+			st.Disarmed = disarmed
+			var b bytes.Buffer
+			Write(&b, "lab demo", st)
+			if got := strings.Contains(b.String(), "kprobes are disarmed in this kernel"); got != disarmed {
+				t.Errorf("%s, disarmed %v: text says so %v:\n%s", c.file, disarmed, got, b.String())
+			}
+			if disarmed && !strings.Contains(b.String(), "lab demo: "+c.want) {
+				t.Errorf("%s: klasy status lacks %q:\n%s", c.file, c.want, b.String())
+			}
+			js, err := json.Marshal(View("lab demo", st))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(string(js), `"disarmed":true`); got != disarmed {
+				t.Errorf("%s, disarmed %v: JSON says so %v: %s", c.file, disarmed, got, js)
+			}
+		}
+	}
+	// Only hooks that are not kprobes.
+	st := parsedStatus(t, "two-aspects")
+	st.Aspects = st.Aspects[:1]
+	st.Disarmed = true
+	var b bytes.Buffer
+	Write(&b, "lab demo", st)
+	if want := "(echo 1 > it)"; strings.Contains(b.String(), want) || !strings.Contains(b.String(), "no hook below is a kprobe; 2 hooks on ftrace-ops, fexit run (not kprobes)\n") {
+		t.Errorf("an aspect without kprobes, disarmed:\n%s", b.String())
+	}
+}
+
+// TestStatusCallCounters: an aspect's per-call variable accesses that
+// missed their task's slot, and calls opened without one, are shown
+// when there are any, in text and --json.
+func TestStatusCallCounters(t *testing.T) {
 	st := parsedStatus(t, "flows")
-	for _, disarmed := range []bool{false, true} {
-		st.Disarmed = disarmed
-		var b bytes.Buffer
-		Write(&b, "lab demo", st)
-		if got := strings.Contains(b.String(), "kprobes are disarmed in this kernel"); got != disarmed {
-			t.Errorf("disarmed %v: text says so %v:\n%s", disarmed, got, b.String())
-		}
-		js, err := json.Marshal(View("lab demo", st))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := strings.Contains(string(js), `"disarmed":true`); got != disarmed {
-			t.Errorf("disarmed %v: JSON says so %v: %s", disarmed, got, js)
-		}
+	var b bytes.Buffer
+	Write(&b, "lab demo", st)
+	want := "aspect netflow (module klasy_a_netflow): 1 hook, per-call variables: 3 missed (the task's slot was being taken over), 1 call without a slot\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("klasy status lacks %q:\n%s", want, b.String())
+	}
+	b.Reset()
+	Write(&b, "lab demo", parsedStatus(t, "two-aspects"))
+	if strings.Contains(b.String(), "per-call variables") {
+		t.Errorf("per-call counters shown for aspects that have none:\n%s", b.String())
+	}
+	js, err := json.Marshal(View("lab demo", st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"call_missed":3,"call_full":1`) {
+		t.Errorf("klasy status --json lacks the per-call counters: %s", js)
 	}
 }
 

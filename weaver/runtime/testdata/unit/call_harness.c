@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * call_harness - klasy_call.c's per-call variables (CALL_SET, CALL_GET),
+ * taken out of the source by unit_test.go into call_types.c and
+ * call_funcs.c, run by threads at once, each a task on a CPU of its own:
+ *
+ *   call_harness TASKS ROUNDS
+ *
+ * Every task hashes to the same KLASY_CALL_PROBES slots and the clock
+ * moves a minute and more per read, so every slot looks stale to a task
+ * without one: tasks beyond the slots reclaim them from tasks that are
+ * inside a call on another CPU, the race the slots' busy bit settles.
+ * Each round a task opens a call and a nested one, sets a value unique
+ * to the task, call and round in each, reads them back and closes them.
+ * A read must give the value the task set in that call, or 0 (the call
+ * lost its slot or missed it); anything else is another call's value.
+ * Prints "ok READS NONZERO MISSED FULL" or the first wrong read, exit 1.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+
+#include "kern_user.h"
+
+/* Threads: what the kernel has that kern_user.h's one thread lacks. */
+#undef READ_ONCE
+#undef WRITE_ONCE
+#undef smp_store_release
+#undef smp_load_acquire
+#undef current
+#define READ_ONCE(x) (*(volatile __typeof__(x) *)&(x))
+#define WRITE_ONCE(x, v) (*(volatile __typeof__(x) *)&(x) = (v))
+#define smp_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define smp_load_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+static __thread struct task_struct *task;
+#define current task
+static inline bool thread_on_stack(const void *obj)
+{
+	const char *stack = current->stack;
+
+	return (const char *)obj >= stack && (const char *)obj < stack + THREAD_SIZE;
+}
+#define object_is_on_stack thread_on_stack
+
+typedef struct {
+	long counter;
+} atomic_long_t;
+#define atomic_long_inc(v) __atomic_fetch_add(&(v)->counter, 1, __ATOMIC_RELAXED)
+#define atomic_long_read(v) __atomic_load_n(&(v)->counter, __ATOMIC_RELAXED)
+#define WARN_ON_ONCE(c) ({ bool __c = (c); if (__c) { fprintf(stderr, "WARN_ON_ONCE(%s)\n", #c); abort(); } __c; })
+
+/* Every task on the same slots: they compete for KLASY_CALL_PROBES. */
+#undef hash_long
+#define hash_long(v, bits) 0U
+
+#include "call_types.c"
+
+/* The hit of the handler running on this thread's CPU. */
+static __thread struct klasy_hit klasy_hit;
+#define this_cpu_read(x) (x)
+
+/* Each read a minute and a second later: every other slot is stale. */
+static u64 clock_ns;
+u64 ktime_get_mono_fast_ns(void)
+{
+	return __atomic_add_fetch(&clock_ns, 61 * NSEC_PER_SEC, __ATOMIC_RELAXED);
+}
+
+#include "call_funcs.c"
+
+static struct klasy_calls calls;
+static long rounds, reads, nonzero;
+static int failed;
+
+static void check(u64 got, u64 want, const char *what)
+{
+	__atomic_fetch_add(&reads, 1, __ATOMIC_RELAXED);
+	if (!got)
+		return;
+	__atomic_fetch_add(&nonzero, 1, __ATOMIC_RELAXED);
+	if (got != want && !__atomic_exchange_n(&failed, 1, __ATOMIC_RELAXED))
+		printf("task %d: %s read %#" PRIx64 ", want %#" PRIx64 " or 0\n",
+		       current->pid, what, got, want);
+}
+
+static void *run(void *arg)
+{
+	struct task_struct t = { .pid = (int)(long)arg, .start_time = 1 };
+	unsigned long top;
+	long r;
+
+	t.stack = calloc(1, THREAD_SIZE);
+	task = &t;
+	top = (unsigned long)t.stack + THREAD_SIZE;
+	for (r = 0; r < rounds && !__atomic_load_n(&failed, __ATOMIC_RELAXED); r++) {
+		u64 outer = (u64)t.pid << 40 | (u64)r << 1 | 1;
+		u64 inner = outer + 1;
+
+		klasy_hit.cfa = klasy_call_begin(&calls, top - 64);
+		klasy_call_set(&calls, 0, outer);
+		klasy_hit.cfa = klasy_call_begin(&calls, top - 512);
+		klasy_call_set(&calls, 0, inner);
+		check(klasy_call_get(&calls, 0), inner, "the nested call");
+		klasy_call_end(&calls, top - 512);
+		klasy_hit.cfa = top - 64;
+		check(klasy_call_get(&calls, 0), outer, "the outer call");
+		klasy_call_end(&calls, top - 64);
+		klasy_hit.cfa = 0;
+	}
+	free(t.stack);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	long i, n;
+	pthread_t *th;
+
+	if (argc != 3)
+		return 2;
+	n = atol(argv[1]);
+	rounds = atol(argv[2]);
+	th = calloc(n, sizeof(*th));
+	for (i = 0; i < n; i++)
+		pthread_create(&th[i], NULL, run, (void *)(i + 1));
+	for (i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+	if (failed)
+		return 1;
+	printf("ok %ld %ld %ld %ld\n", reads, nonzero,
+	       atomic_long_read(&calls.missed), atomic_long_read(&calls.full));
+	return 0;
+}
