@@ -369,7 +369,6 @@ asmlinkage void notrace klasy_direct_exit(struct klasy_direct_frame *f)
 	struct kretprobe_instance *ri = (struct kretprobe_instance *)f->ri;
 	struct klasy_direct *d = f->d;
 
-
 	/* As a kretprobe's handler sees it: at the caller, sp past the return. */
 	f->regs.ip = f->ret_addr;
 	f->regs.sp += sizeof(long);
