@@ -9,8 +9,9 @@ import (
 	"github.com/klasy/klasy/weaver/joinpoint"
 )
 
-// timerUse matches TIMER_START(name) and TIMER_STOP(name).
-var timerUse = regexp.MustCompile(`\bTIMER_(START|STOP)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)`)
+// timerUse matches TIMER_START(name), TIMER_STOP(name) and their keyed
+// forms TIMER_START_BY(name, ...), TIMER_STOP_BY(name).
+var timerUse = regexp.MustCompile(`\bTIMER_(START|STOP)(?:_BY)?\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)`)
 
 // SkipUnrunnable skips, with the reason, the join points of jps where
 // their advice could run but not do what it says: per-call variables
