@@ -557,12 +557,17 @@ func (ft *fnTrack) callsAt(i int) []CallSite {
 	if len(ks) == 0 {
 		return nil
 	}
+	// Sorted by a copy of ks: a less function over out's positions
+	// would read ks at positions out has already moved away from.
+	byDepth := slices.Clone(ks)
+	slices.SortStableFunc(byDepth, func(a, b int32) int {
+		return cmp.Compare(ft.f.Inlines[b].Depth, ft.f.Inlines[a].Depth)
+	})
 	out := make([]CallSite, 0, len(ks))
-	for _, k := range ks {
+	for _, k := range byDepth {
 		s := &ft.f.Inlines[k]
 		out = append(out, CallSite{Func: s.Name, File: s.CallFile, Line: s.CallLine})
 	}
-	sort.SliceStable(out, func(a, b int) bool { return ft.f.Inlines[ks[a]].Depth > ft.f.Inlines[ks[b]].Depth })
 	return out
 }
 
