@@ -110,6 +110,33 @@ func kernelClean(t *testing.T, flavor, feature string) {
 	}
 	g.unweave("agg")
 
+	// Shared maps (issue 23): a bucket's raw spinlock taken in kprobe
+	// handlers (inside nmi_enter for an int3 kprobe: the trylock path),
+	// in tracepoint probes (lockdep sees those) and by the stats reader.
+	g.weave("smap")
+	g.prog("pread", "/proc/self/stat", "7", "0", "5")
+	g.run("rm", "-rf", "/tmp/smap-dir")
+	pid, _ = g.prog("mkdir", "/tmp/smap-dir", "1")
+	if rs := g.recordsOf(pid); len(rs) != 1 || !slices.Equal(rs[0].Ints(), []int64{7, 5, 1, 777}) {
+		t.Errorf("smap: do_mkdirat's advice stored %+v, want [7 5 1 777]", rs)
+	}
+	if _, err := sess.Stats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.unweave("smap")
+	src, err := os.ReadFile("../examples/tools/runqlat.klasy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := weaver.Weave(ctx, sess, mustAspect("runqlat.klasy", src)); err != nil {
+		t.Fatal(err)
+	}
+	g.prog("sleep", "5", "20")
+	if st, err := sess.Stats(ctx); err != nil || len(st.Aspects) != 1 || len(st.Aspects[0].SharedMaps) != 1 {
+		t.Errorf("runqlat: stats %+v, %v; want its shared map", st, err)
+	}
+	g.unweave("runqlat")
+
 	// Flows: a register per task from a handler, lookups, and the free
 	// hook dropping the entry when the task is freed.
 	g.weave("taskflow")

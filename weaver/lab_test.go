@@ -472,7 +472,9 @@ func TestWeaveInLab(t *testing.T) {
 
 	replaceSteps(g, step)
 	timerSteps(g, step)
+	inlinedTimerSteps(g, step)
 	percallSteps(g, step)
+	smapSteps(g, step)
 	step("access/writes only, inferred", writesOnly)
 	ftraceOpsSteps(g, step)
 	fexitSteps(g, step)

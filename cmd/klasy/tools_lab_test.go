@@ -432,9 +432,16 @@ func TestToolsInDebianLab(t *testing.T) {
 		guest(prog, "sleep", "5", "20")
 		js := klasy("stats", "--lab", l.Name(), "--aspect", "runqlat", "--json")
 		t.Log(klasy("stats", "--lab", l.Name(), "--aspect", "runqlat"))
+		// One object per map: the histogram, then the shared map of
+		// wakeup times (pids woken and not run yet).
 		var m statsview.MapJSON
-		if err := json.Unmarshal([]byte(js), &m); err != nil {
-			t.Fatalf("%v: %s", err, js)
+		var q statsview.SharedMapJSON
+		lines := strings.Split(strings.TrimSpace(js), "\n")
+		if len(lines) != 2 || json.Unmarshal([]byte(lines[0]), &m) != nil || json.Unmarshal([]byte(lines[1]), &q) != nil {
+			t.Fatalf("stats --json: want @usecs and the shared map @qtime, got %s", js)
+		}
+		if q.Map != "qtime" || q.Kind != "shared" || q.Overflow != 0 || len(q.Entries) > q.Size {
+			t.Errorf("@qtime: %+v, want the shared map of wakeup times, nothing overflowed", q)
 		}
 		var waits, slow uint64
 		for _, k := range m.By {

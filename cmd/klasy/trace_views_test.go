@@ -218,6 +218,27 @@ func quantaRecords() []records.TraceRecord {
 	return rs
 }
 
+// pathRecords are opensnoop's records (pid, path) of a few opens: paths
+// seen more than once, one cut at 64 bytes, one unreadable; advice 2
+// stores an integer where advice 1 has the path.
+func pathRecords() []records.TraceRecord {
+	path := func(s string) records.Value { return records.Value{Kind: records.KindUString, Str: s} }
+	long := path(strings.Repeat("/very/long", 6) + "/nam")
+	long.Truncated = true
+	var rs []records.TraceRecord
+	at := uint64(table0)
+	for i, p := range []records.Value{
+		path("/etc/passwd"), path("/tmp/a"), path("/etc/passwd"), long, {Kind: records.KindUString, Bad: true},
+		path("/etc/passwd"), long, path("/tmp/a\tb"),
+	} {
+		at += 1500
+		rs = append(rs, records.TraceRecord{Aspect: "opensnoop", Advice: 1, TimeNS: at, CPU: i % 2, PID: 300 + i%3, Comm: "cat",
+			Function: "do_sys_openat2", File: "fs/open.c", Line: 1320, Values: []records.Value{{Int: int64(300 + i%3)}, p}})
+	}
+	rs = append(rs, records.TraceRecord{Aspect: "opensnoop", Advice: 2, TimeNS: at + 10, Function: "do_sys_openat2", File: "fs/open.c", Line: 1330, Values: records.Ints(300, 3)})
+	return rs
+}
+
 // Each view on the records, through the whole command, against a
 // golden of its output (stdout, then what it said on stderr).
 func TestTraceViewsGolden(t *testing.T) {
@@ -246,6 +267,7 @@ func TestTraceViewsGolden(t *testing.T) {
 	quanta := quantaRecords()
 	qSaved, qBatches := split(quanta, 100, 9000)
 	lost := &records.Status{Lost: []uint64{0, 3}}
+	paths := [][]records.TraceRecord{pathRecords()}
 
 	tests := []struct {
 		name    string
@@ -266,6 +288,12 @@ func TestTraceViewsGolden(t *testing.T) {
 		{"lhist-json", []string{"--lhist", "1,0,14000000,2000000", "--json"}, nil, [][]records.TraceRecord{quanta}, nil},
 		{"lhist-mega", []string{"--lhist", "1,0,0x1000000,0x200000"}, nil, [][]records.TraceRecord{quanta}, nil},
 		{"lhist-negative", []string{"--lhist", "1,-4,8,4"}, nil, [][]records.TraceRecord{quanta}, nil},
+		// Issue 23: a string value is grouped by, as bpftrace groups by
+		// a str(); --hist counts each string (@[str] = count()).
+		{"group-by-string", []string{"--group-by", "2"}, nil, paths, nil},
+		{"group-by-string-json", []string{"--group-by", "2", "--json"}, nil, paths, nil},
+		{"hist-string", []string{"--hist", "2"}, nil, paths, nil},
+		{"hist-string-json", []string{"--hist", "2", "--json"}, nil, paths, nil},
 		{"hist-none-of-the-aspect", []string{"--hist", "1", "--aspect", "nosuch"}, nil, [][]records.TraceRecord{quanta}, nil},
 	}
 	for _, tt := range tests {

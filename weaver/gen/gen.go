@@ -106,6 +106,7 @@ type GenOptions struct {
 // points. Join points that are skipped are listed in a comment.
 func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Module, error) {
 	name := AspectName(opt.Path)
+	SkipUnrunnable(f, jps)
 	m := &Module{Name: ModuleName(name), Aspect: name, Hooks: joinpoint.Hooks(jps), lines: map[int]bodyLine{}, file: f}
 	if len(m.Hooks) == 0 {
 		return nil, fmt.Errorf("nothing to weave: no join point of %s can be woven", opt.Path)
@@ -116,9 +117,6 @@ func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Modu
 			used[jp.Advice] = true
 		}
 	}
-	if err := checkTimers(f, jps); err != nil {
-		return nil, err
-	}
 	if err := checkEvents(m.Hooks); err != nil {
 		return nil, err
 	}
@@ -128,6 +126,9 @@ func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Modu
 	}
 	g.header(f, opt, jps)
 	if err := g.callDecls(); err != nil {
+		return nil, err
+	}
+	if err := g.sharedMapDecls(); err != nil {
 		return nil, err
 	}
 	returns := map[int]string{} // the <replace> advice's return types
@@ -904,6 +905,7 @@ func (g *cgen) tables(opt GenOptions) {
 	g.p("\t.nhooks = ARRAY_SIZE(klasy_hooks),")
 	g.p("\t.hooks = klasy_hooks,")
 	g.aggRoom()
+	g.sharedMapField()
 	if len(CallVars(g.m.file)) > 0 {
 		g.p("\t.calls = &klasy_calls,")
 	}

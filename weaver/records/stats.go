@@ -29,6 +29,8 @@ type AspectStats struct {
 	Failed    int
 	Fails     []Fail
 	Maps      []Map
+	// SharedMaps are its MAP_SET/MAP_GET/MAP_DELETE maps.
+	SharedMaps []SharedMap `json:",omitempty"`
 
 	maps int // as the aspect's line says
 }
@@ -176,6 +178,7 @@ func ParseStats(text []byte) (*Stats, error) {
 	var s Stats
 	var a *AspectStats
 	var m *Map
+	var sm *SharedMap
 	for i, line := range lines {
 		n := i + 1
 		kind, rest, _ := strings.Cut(line, " ")
@@ -193,6 +196,10 @@ func ParseStats(text []byte) (*Stats, error) {
 			if err = m.check(); err != nil {
 				break
 			}
+			if err = sm.check(); err != nil {
+				break
+			}
+			sm = nil
 			if err = a.check(); err != nil {
 				break
 			}
@@ -220,6 +227,27 @@ func ParseStats(text []byte) (*Stats, error) {
 			err = m.parseKey(kv)
 		case "tkey":
 			err = m.parseTKey(kv)
+		case "smap":
+			if a == nil {
+				err = fmt.Errorf("a shared map outside an aspect")
+				break
+			}
+			if err = m.check(); err != nil {
+				break
+			}
+			if err = sm.check(); err != nil {
+				break
+			}
+			m = nil
+			var mp SharedMap
+			mp, err = parseSharedMap(kv)
+			if err == nil && mp.Index != len(a.SharedMaps) {
+				err = fmt.Errorf("shared map index %d, want %d", mp.Index, len(a.SharedMaps))
+			}
+			a.SharedMaps = append(a.SharedMaps, mp)
+			sm = &a.SharedMaps[len(a.SharedMaps)-1]
+		case "skey":
+			err = sm.parseSKey(kv)
 		case "b", "w", "c":
 			err = m.parseBucket(kind, kv)
 		case "fail":
@@ -245,6 +273,9 @@ func ParseStats(text []byte) (*Stats, error) {
 		}
 	}
 	if err := m.check(); err != nil {
+		return nil, fmt.Errorf("stats line %d: %v", len(lines), err)
+	}
+	if err := sm.check(); err != nil {
 		return nil, fmt.Errorf("stats line %d: %v", len(lines), err)
 	}
 	if err := a.check(); err != nil {

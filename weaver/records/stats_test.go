@@ -56,7 +56,7 @@ func TestParseStatsLabels(t *testing.T) {
 }
 
 func TestParseStatsErrors(t *testing.T) {
-	const hdr = "stats abi=16 cpus=1\n"
+	const hdr = "stats abi=17 cpus=1\n"
 	const asp = "aspect id=1 name=a maps=1 room=1 unclaimed=0 failed=0\n"
 	const keyed = "map index=0 kind=count name=- advice=1 file=a.klasy line=3 keys=1 dropped=0\n"
 	const hist = "map index=0 kind=hist name=h advice=1 file=a.klasy line=3 count=1 buckets=65\n"
@@ -67,8 +67,8 @@ func TestParseStatsErrors(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"", "stats: empty"},
 		{asp, `stats line 1: "aspect": want the stats line first`},
-		{"stats abi=8 cpus=1\n", "runtime ABI 8, this klasy reads ABI 16"},
-		{"stats abi=16\n", "no cpus="},
+		{"stats abi=8 cpus=1\n", "runtime ABI 8, this klasy reads ABI 17"},
+		{"stats abi=17\n", "no cpus="},
 		{hdr + hdr, `stats line 2: "stats": want the stats line first, and only there`},
 		{hdr + "bogus x=1\n", `unknown line kind "bogus"`},
 		{hdr + "map index=0 kind=count name=- advice=1 file=a line=3 keys=0 dropped=0\n", "a map outside an aspect"},
@@ -98,6 +98,11 @@ func TestParseStatsErrors(t *testing.T) {
 		{hdr + "fail kind=count name=x advice=1 file=a line=4 reason=room with=-1\n", "a fail outside an aspect"},
 		{hdr + asp + strings.Replace(keyed, "line=3", "line=3 key=ustack", 1), "key=ustack on a count map: only a count's keys may be kstack"},
 		{hdr + asp + strings.Replace(strings.Replace(keyed, "line=3", "line=3 key=kstack", 1), "kind=count", "kind=sum", 1), "key=kstack on a sum map"},
+		{hdr + "smap index=0 name=s entries=0 size=4096 overflow=0 busy=0\n", "a shared map outside an aspect"},
+		{hdr + asp + keyed + "key k=1 n=1 v=1\nskey t=0x0 w=1 v=2\n", "an skey outside a shared map"},
+		{hdr + asp + keyed + "key k=1 n=1 v=1\nsmap index=1 name=s entries=0 size=4096 overflow=0 busy=0\n", "shared map index 1, want 0"},
+		{hdr + asp + keyed + "key k=1 n=1 v=1\nsmap index=0 name=s entries=2 size=4096 overflow=0 busy=0\nskey t=0x0 w=1 v=2\n", "shared map 0 has 1 skey lines, its line says entries=2"},
+		{hdr + asp + keyed + "key k=1 n=1 v=1\nsmap index=0 name=s entries=1 size=4096 overflow=0 busy=0\nskey t=0x0 w=1 v=-2\n", "v=-2"},
 	}
 	for _, tt := range tests {
 		_, err := ParseStats([]byte(tt.in))
@@ -110,7 +115,7 @@ func TestParseStatsErrors(t *testing.T) {
 // TestParseStatsKStack: a COUNT_STACK map says key=kstack; its keys are
 // stack ids, past int64's range.
 func TestParseStatsKStack(t *testing.T) {
-	in := "stats abi=16 cpus=2\naspect id=1 name=kstack maps=1 room=1 unclaimed=0 failed=0\n" +
+	in := "stats abi=17 cpus=2\naspect id=1 name=kstack maps=1 room=1 unclaimed=0 failed=0\n" +
 		"map index=0 kind=count name=stacks advice=1 file=kstack.klasy line=15 key=kstack keys=2 dropped=0\n" +
 		"key k=42 n=3 v=1\nkey k=18364758544493064720 n=7 v=1\n"
 	s, err := ParseStats([]byte(in))

@@ -2,7 +2,6 @@ package records
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -121,29 +120,10 @@ func (m *Map) parseTKey(kv kvs) error {
 	if m == nil || !m.By {
 		return fmt.Errorf("a tkey outside a _BY map")
 	}
-	typed, err := kv.hex("t")
-	if err != nil {
-		return err
-	}
-	ws, err := kv.str("w")
-	if err != nil {
-		return err
-	}
-	var r Record
-	r.Typed = uint32(typed)
-	for _, w := range strings.Split(ws, ",") {
-		n, err := strconv.ParseUint(w, 16, 64)
-		if err != nil {
-			return fmt.Errorf("w=%s: not hex words", ws)
-		}
-		r.Values = append(r.Values, n)
-	}
-	if len(r.Values) > KeyWords || typed>>32 != 0 {
-		return fmt.Errorf("w=%s t=%x: at most %d words", ws, typed, KeyWords)
-	}
 	var k TupleKey
-	if k.Key, err = r.Items(); err != nil {
-		return fmt.Errorf("key %s: %v", ws, err)
+	var err error
+	if k.Key, err = parseKeyWords(kv); err != nil {
+		return err
 	}
 	if k.N, err = kv.uint("n", 64); err != nil {
 		return err
@@ -152,7 +132,7 @@ func (m *Map) parseTKey(kv kvs) error {
 		return err
 	}
 	if k.N == 0 {
-		return fmt.Errorf("key %s with n=0", ws)
+		return fmt.Errorf("key %s with n=0", KeyString(k.Key))
 	}
 	if m.Kind == KindCount {
 		k.Value = int64(k.N)

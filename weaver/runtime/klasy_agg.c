@@ -567,7 +567,7 @@ void klasy_key_add(struct klasy_key *k, u32 kind, u64 v)
 }
 EXPORT_SYMBOL_GPL(klasy_key_add);
 
-static bool klasy_key_eq(const struct klasy_key *x, const struct klasy_key *y)
+bool klasy_key_eq(const struct klasy_key *x, const struct klasy_key *y)
 {
 	return x->nw == y->nw && x->typed == y->typed &&
 	       !memcmp(x->w, y->w, x->nw * sizeof(x->w[0]));
@@ -1302,7 +1302,7 @@ static int klasy_show_aspect(struct seq_file *sf, struct klasy_aspect *a)
 		seq_printf(sf, " reason=%s with=%d\n", g->fails[i].reason,
 			   g->fails[i].with);
 	}
-	return 0;
+	return klasy_smap_show(sf, a);
 }
 
 /*

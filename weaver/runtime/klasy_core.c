@@ -379,6 +379,7 @@ static void klasy_free(struct klasy_aspect *a)
 	unsigned int c;
 
 	klasy_agg_free(a);
+	klasy_smap_free(a);
 	for (c = 0; a->hits && c < a->nchunks; c++)
 		free_percpu(a->hits[c]);
 	kfree(a->hits);
@@ -440,6 +441,8 @@ int klasy_register_aspect(struct klasy_aspect *a, unsigned int *failed)
 	a->fops = NULL;
 	a->direct = NULL;
 	err = klasy_agg_alloc(a);
+	if (!err)
+		err = klasy_smap_alloc(a);
 	/* After hooks first: the entry ops takes a before hook beside one. */
 	if (!err)
 		err = klasy_direct_attach(a);

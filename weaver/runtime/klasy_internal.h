@@ -38,6 +38,16 @@ int klasy_agg_alloc(struct klasy_aspect *a);
 void klasy_agg_free(struct klasy_aspect *a);
 void klasy_agg_debugfs(struct dentry *dir);
 
+/*
+ * klasy_smap.c: an aspect's shared maps, allocated and freed with its
+ * aggregation maps; klasy_smap_show prints them in the stats file.
+ * klasy_key_eq (klasy_agg.c): two _BY keys are the same.
+ */
+int klasy_smap_alloc(struct klasy_aspect *a);
+void klasy_smap_free(struct klasy_aspect *a);
+int klasy_smap_show(struct seq_file *sf, struct klasy_aspect *a);
+bool klasy_key_eq(const struct klasy_key *x, const struct klasy_key *y);
+
 /* klasy_stack.c: the table of stacks and its file in dir. */
 int klasy_stack_init(struct dentry *dir);
 void klasy_stack_exit(void);

@@ -36,7 +36,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 16
+#define KLASY_ABI_VERSION 17
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -237,6 +237,7 @@ struct klasy_agg_room {
 };
 
 struct klasy_agg;
+struct klasy_smap;
 struct klasy_calls;
 struct klasy_fops;
 struct klasy_direct;
@@ -267,6 +268,9 @@ struct klasy_aspect {
 	struct klasy_agg_room agg_room;
 	unsigned int nchecks;
 	const struct klasy_addr_check *checks;
+	unsigned int nsmaps;		/* shared maps (MAP_SET...), by name */
+	const char *const *smap_names;
+	const u32 *smap_sizes;		/* keys each holds (MAP_SIZE), 0: the default */
 	struct klasy_calls *calls;	/* its per-call variables, or NULL */
 
 	/* runtime's */
@@ -285,6 +289,7 @@ struct klasy_aspect {
 	u64 register_ns;		/* time klasy_register_aspect took */
 	bool tp_unregistered;		/* a probe is out: wait for its handlers */
 	struct klasy_agg *agg;		/* the aggregation maps (klasy_agg.c) */
+	struct klasy_smap *smaps;	/* the shared maps (klasy_smap.c) */
 	struct klasy_fops *fops;	/* its entry hooks' ftrace_ops, or NULL */
 	int fops_err;			/* why its entry hooks are kprobes, or 0 */
 	struct klasy_direct *direct;	/* its after hooks' direct ops, or NULL */
@@ -891,5 +896,69 @@ u64 klasy_call_get(struct klasy_calls *c, unsigned int var);
 /* __klasy_call_NAME: the generated module numbers the aspect's names. */
 #define CALL_SET(name, v)	klasy_call_set(&klasy_calls, __klasy_call_##name, (u64)(v))
 #define CALL_GET(name)		klasy_call_get(&klasy_calls, __klasy_call_##name)
+
+/*
+ * Shared maps (bpftrace's @start[tid] between two functions): a map of
+ * u64 values by key that every advice of the aspect reads and writes,
+ * on every CPU, until the aspect is unwoven. Keys are those of the _BY
+ * forms (1 to KLASY_KEY_VALUES values, KEY_STR, KEY_USTR):
+ *
+ *   MAP_SET(name, v, key...)          keeps v under key
+ *   MAP_GET(name, key...)             the value, 0 if key is absent
+ *   MAP_GET_OR(name, dflt, key...)    the value, dflt if key is absent
+ *   MAP_DELETE(name, key...)          removes key: true if it was there
+ *
+ * name is an identifier; the generated module numbers the aspect's
+ * names (at most KLASY_SMAP_MAX). Each map holds KLASY_SMAP_ENTRIES
+ * keys, or as many as MAP_SIZE(name, n) in any advice of the aspect
+ * says (a literal n, 1 to KLASY_SMAP_MAX_ENTRIES: the generator reads
+ * it; the macro does nothing), in twice as many slots preallocated when
+ * the aspect registers,
+ * KLASY_SMAP_WAYS a hash bucket: a MAP_SET of a new key past the bound,
+ * or whose bucket is full (seldom below the bound), or whose key has no
+ * room for its values, keeps nothing and is counted (overflow, klasy
+ * stats). A bucket is locked (raw spinlock, interrupts off) for
+ * the few loads and stores of one operation; in NMI context (an int3
+ * kprobe's handler on x86 too) it is only trylocked, a bounded number
+ * of times, and an operation that still finds it locked is counted
+ * (busy) and does nothing (MAP_GET: absent).
+ */
+#define KLASY_SMAP_MAX 8
+#define KLASY_SMAP_WAYS 16
+#define KLASY_SMAP_ENTRIES 4096
+#define KLASY_SMAP_MAX_ENTRIES 65536
+
+void klasy_smap_set(struct klasy_aspect *a, unsigned int map,
+		    const struct klasy_key *k, u64 v);
+bool klasy_smap_get(struct klasy_aspect *a, unsigned int map,
+		    const struct klasy_key *k, u64 *v);
+bool klasy_smap_delete(struct klasy_aspect *a, unsigned int map,
+		       const struct klasy_key *k);
+
+#define __KLASY_SMAP_KEY(...)						\
+	struct klasy_key __klasy_key = {};				\
+	__KLASY_CAT(__KLASY_KEYS, __KLASY_NARGS(__VA_ARGS__))(&__klasy_key, __VA_ARGS__)
+
+/* __klasy_map_NAME: the generated module numbers the aspect's names. */
+#define MAP_SET(name, v, ...) do {					\
+	u64 __klasy_v = (u64)(v);					\
+	__KLASY_SMAP_KEY(__VA_ARGS__);					\
+	klasy_smap_set(KLASY_THIS_ASPECT, __klasy_map_##name,		\
+		       &__klasy_key, __klasy_v);			\
+} while (0)
+#define MAP_GET_OR(name, dflt, ...) ({					\
+	u64 __klasy_v = (u64)(dflt);					\
+	__KLASY_SMAP_KEY(__VA_ARGS__);					\
+	klasy_smap_get(KLASY_THIS_ASPECT, __klasy_map_##name,		\
+		       &__klasy_key, &__klasy_v);			\
+	__klasy_v;							\
+})
+#define MAP_GET(name, ...) MAP_GET_OR(name, 0, __VA_ARGS__)
+#define MAP_SIZE(name, n) ((void)__klasy_map_##name)
+#define MAP_DELETE(name, ...) ({					\
+	__KLASY_SMAP_KEY(__VA_ARGS__);					\
+	klasy_smap_delete(KLASY_THIS_ASPECT, __klasy_map_##name,	\
+			  &__klasy_key);				\
+})
 
 #endif /* _KLASY_RT_H */

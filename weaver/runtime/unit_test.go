@@ -292,6 +292,65 @@ func TestTimersInUserSpace(t *testing.T) {
 	})
 }
 
+// smapHarness runs klasy_smap.c's shared maps (smap is its text, nil
+// for the runtime's own), with klasy_agg.c's keys.
+func smapHarness(t testing.TB, smap []byte) string {
+	t.Helper()
+	x := unitSource(t, runtime.Header, nil, "KLASY_STR_MAX", "KLASY_KEY_WORDS", "struct klasy_key",
+		"KLASY_SMAP_MAX", "KLASY_SMAP_WAYS", "KLASY_SMAP_ENTRIES", "KLASY_SMAP_MAX_ENTRIES") +
+		unitSource(t, "klasy_agg.c", nil, "klasy_key_add", "klasy_key_eq") +
+		unitSource(t, "klasy_smap.c", smap, "KLASY_SMAP_NMI_TRIES", "struct klasy_smap_entry", "struct klasy_smap_bucket", "struct klasy_smap",
+			"klasy_smap_free", "klasy_smap_alloc", "klasy_smap_lock", "klasy_smap_find", "klasy_smap_set",
+			"klasy_smap_get", "klasy_smap_delete")
+	return unitHarness(t, "smap_harness", map[string]string{"smap_extract.c": x})
+}
+
+// TestSharedMapsInUserSpace: MAP_SET, MAP_GET, MAP_DELETE (issue 23),
+// their bound, and what they do in NMI context.
+func TestSharedMapsInUserSpace(t *testing.T) {
+	bin := smapHarness(t, nil)
+	runUnit(t, bin, []struct{ name, script string }{
+		{"a value set is read back, another key is absent", lines(
+			"get a 173 absent", "set a 123456 173", "get a 173 = 123456", "get a 174 absent",
+			"set a 7 173", "get a 173 = 7", "count a entries=1 overflow=0")},
+		{"maps of one aspect are apart", lines(
+			"set a 1 5", "set b 2 5", "get a 5 = 1", "get b 5 = 2", "del a 5 yes", "get b 5 = 2", "get a 5 absent")},
+		{"a deleted key is absent and its slot free again", lines(
+			"set a 9 42", "del a 42 yes", "del a 42 no", "get a 42 absent", "count a entries=0",
+			"set a 10 42", "get a 42 = 10", "count a entries=1")},
+		{"keys of strings and tuples", lines(
+			"set a 1 s:dd 418", "set a 2 s:dd 419", "set a 3 s:cat 418", "set a 4 s:dd",
+			"get a s:dd 418 = 1", "get a s:dd 419 = 2", "get a s:cat 418 = 3", "get a s:dd = 4",
+			"get a 418 s:dd absent", "get a s:ddd 418 absent", "count a entries=4")},
+		{"a string too long for the key is cut as the _BY keys cut it", lines(
+			"set a 5 1 2 3 s:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+			"get a 1 2 3 s:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa = 5",
+			"count a entries=1 overflow=0")},
+		// The bound is KLASY_SMAP_ENTRIES keys; a bucket full before it
+		// loses a key now and then, and 4,096 keys keep 99% at least.
+		{"a full map counts the sets it could not keep, and keeps the keys it has", lines(
+			"fill a 4096 1", "count a entries>=4055",
+			"fill a 2000 10001", "count a entries=4096 overflow>=1999",
+			"get a 1 = 10", "get a 4096 = 40960", "get a 12000 absent",
+			"set a 77 1", "get a 1 = 77", // an update of a key it holds is kept
+			"set a 77 99999", "get a 99999 absent")},
+		{"a deleted key makes room for a new one", lines(
+			"fill a 5000 1", "count a entries=4096",
+			"del a 17 yes", "del a 18 yes", "count a entries=4094",
+			"fill a 2 777777", "get a 777777 = 7777770", "get a 777778 = 7777780", "count a entries=4096")},
+		{"a map holds its MAP_SIZE", lines(
+			"fill b 150 1", "count b entries=100 overflow=50", "fill b 10 1000", "count b entries=100 overflow=60",
+			"fill a 150 1", "count a entries=150 overflow=0")},
+		// The holder may be the code the NMI interrupted (the stats
+		// reader), which cannot go on before the NMI returns.
+		{"in NMI context a bucket that stays locked is tried a bounded time: counted, nothing done", lines(
+			"set a 1 300", "hold a 300", "nmi 1",
+			"get a 300 absent", "set a 2 300", "del a 300 no", "count a busy=3 spins=3000",
+			"get a 301 absent", "count a busy=3", // another bucket, free
+			"release", "get a 300 = 1", "nmi 0", "get a 300 = 1", "count a busy=3 overflow=0 spins=3000")},
+	})
+}
+
 // callHarness runs klasy_call.c's per-call variables (call is its text,
 // nil for the runtime's own) on threads.
 func callHarness(t testing.TB, call []byte) string {

@@ -61,6 +61,11 @@ func Print(out, errw io.Writer, target string, stats *records.Stats, only string
 					return err
 				}
 			}
+			for _, m := range a.SharedMaps {
+				if err := enc.Encode(sharedView(a.Name, m)); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		if i > 0 {
@@ -127,11 +132,21 @@ func warnFails(w io.Writer, a records.AspectStats) {
 }
 
 func printAspectStats(w io.Writer, a records.AspectStats, stacks Stacks) {
-	if len(a.Maps) == 0 {
+	if len(a.Maps) == 0 && len(a.SharedMaps) == 0 {
 		fmt.Fprintf(w, "aspect %s: no map yet (none of its aggregation macros has run)\n", a.Name)
 		return
 	}
-	fmt.Fprintf(w, "aspect %s: %s\n", a.Name, human.Plural(len(a.Maps), "map"))
+	if len(a.SharedMaps) == 0 {
+		fmt.Fprintf(w, "aspect %s: %s\n", a.Name, human.Plural(len(a.Maps), "map"))
+	} else {
+		fmt.Fprintf(w, "aspect %s: %s, %s\n", a.Name, human.Plural(len(a.Maps), "map"), human.Plural(len(a.SharedMaps), "shared map"))
+	}
+	defer func() {
+		for _, m := range a.SharedMaps {
+			fmt.Fprintln(w)
+			printShared(w, m)
+		}
+	}()
 	for _, m := range a.Maps {
 		fmt.Fprintln(w)
 		switch {

@@ -40,6 +40,8 @@ func TestStatsPrintGolden(t *testing.T) {
 		{"agg.json", "agg", "", true},
 		{"by", "by", "", false},
 		{"by.json", "by", "", true},
+		{"smap", "smap", "", false},
+		{"smap.json", "smap", "", true},
 		{"two-aspects", "two-aspects", "", false},
 		{"two-aspects.json", "two-aspects", "", true},
 		{"one-aspect", "two-aspects", "busy_one", false},

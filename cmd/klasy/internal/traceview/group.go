@@ -16,15 +16,20 @@ import (
 	"github.com/klasy/klasy/weaver/records"
 )
 
+// groupKey is an aspect and a value: an integer, or a string (str
+// holds its text, with a mark when truncated or unreadable).
 type groupKey struct {
 	aspect string
 	value  int64
+	isStr  bool
+	str    string
 }
 
 // traceGroup is the records of one aspect that stored one value, none
 // more than the gap after the one before.
 type traceGroup struct {
 	groupKey
+	val  records.Value // the value, as stored
 	rs   []records.TraceRecord
 	idx  []int  // each record's place among those the view was given
 	last uint64 // the latest record's time
@@ -40,7 +45,8 @@ type GroupView struct {
 	n      int                      // records given so far
 }
 
-// NewGroupView groups records by their index'th value (1-based); a
+// NewGroupView groups records by their index'th value (1-based), an
+// integer or a string; a
 // value seen again more than gap after its group's latest record starts
 // a new group (0: never). Records with too few values are left out,
 // with a warning to errw.
@@ -52,17 +58,20 @@ func NewGroupView(index int, gap time.Duration, errw io.Writer) *GroupView {
 func (v *GroupView) Add(r records.TraceRecord) {
 	seq := v.n
 	v.n++
-	val, ok := v.pick.value(r)
+	val, ok := v.pick.key(r)
 	if !ok {
 		return
 	}
-	k := groupKey{r.Aspect, val}
+	k := groupKey{aspect: r.Aspect, value: val.Int}
+	if val.IsString() {
+		k = groupKey{aspect: r.Aspect, isStr: true, str: val.String()}
+	}
 	g := v.open[k]
 	// Records come in time order within one read of the buffer, and
 	// nearly so across reads: an older record than the group's latest
 	// joins it.
 	if g == nil || v.gap > 0 && r.TimeNS > g.last && r.TimeNS-g.last > v.gap {
-		g = &traceGroup{groupKey: k}
+		g = &traceGroup{groupKey: k, val: val}
 		v.groups = append(v.groups, g)
 		v.open[k] = g
 	}
@@ -84,7 +93,8 @@ func (v *GroupView) Groups() []perfetto.Group {
 type groupJSON struct {
 	Aspect     string            `json:"aspect"`
 	ValueIndex int               `json:"value_index"`
-	Value      int64             `json:"value"`
+	Value      records.Value     `json:"value"` // a number or a string
+	Truncated  bool              `json:"truncated,omitempty"`
 	TimeNS     uint64            `json:"time_ns"`
 	DurationNS uint64            `json:"duration_ns"`
 	Records    []groupRecordJSON `json:"records"`
@@ -104,7 +114,7 @@ func (v *GroupView) Print(w io.Writer, asJSON bool) error {
 		slices.SortStableFunc(rs, func(a, b records.TraceRecord) int { return cmp.Compare(a.TimeNS, b.TimeNS) })
 		start, end := rs[0].TimeNS, rs[len(rs)-1].TimeNS
 		if asJSON {
-			gj := groupJSON{Aspect: g.aspect, ValueIndex: v.pick.index, Value: g.value, TimeNS: start, DurationNS: end - start}
+			gj := groupJSON{Aspect: g.aspect, ValueIndex: v.pick.index, Value: g.val, Truncated: g.val.Truncated, TimeNS: start, DurationNS: end - start}
 			for _, r := range rs {
 				gj.Records = append(gj.Records, groupRecordJSON{ElapsedNS: r.TimeNS - start, TraceRecord: r})
 			}
@@ -116,7 +126,7 @@ func (v *GroupView) Print(w io.Writer, asJSON bool) error {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "%s value %d = %s: %s over %s µs from [%5d.%06d]\n", g.aspect, v.pick.index, human.Value(g.value),
+		fmt.Fprintf(w, "%s value %d = %s: %s over %s µs from [%5d.%06d]\n", g.aspect, v.pick.index, g.val,
 			human.Plural(len(rs), "record"), human.Micros(end-start), start/1e9, start%1e9/1e3)
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ELAPSED µs\tCPU\tPID\tCOMM\tADVICE\tFUNCTION\tFILE:LINE\tVALUES")

@@ -17,11 +17,15 @@ import (
 type histogram struct {
 	aspectAdvice
 	counts []uint64
-	total  uint64
+	total  uint64 // integers counted in counts
+	// strs counts the strings the value was, by its text (bpftrace's
+	// @[str] = count(): a string has no bucket), keys the first of each.
+	strs map[string]uint64
+	keys map[string]records.Value
 }
 
 // HistView is --hist and --lhist: a histogram of a stored value per
-// aspect#advice.
+// aspect#advice; a string value is counted per string instead.
 type HistView struct {
 	pick   valuePicker
 	linear *hist.Linear // nil: power-of-two buckets
@@ -38,10 +42,11 @@ func NewHistView(opt string, index int, linear *hist.Linear, errw io.Writer) *Hi
 
 // Add adds a record.
 func (v *HistView) Add(r records.TraceRecord) {
-	val, ok := v.pick.value(r)
+	x, ok := v.pick.key(r)
 	if !ok {
 		return
 	}
+	val := x.Int
 	k := aspectAdvice{r.Aspect, r.Advice}
 	h := v.byKey[k]
 	if h == nil {
@@ -49,9 +54,17 @@ func (v *HistView) Add(r records.TraceRecord) {
 		if v.linear != nil {
 			n = v.linear.Buckets()
 		}
-		h = &histogram{aspectAdvice: k, counts: make([]uint64, n)}
+		h = &histogram{aspectAdvice: k, counts: make([]uint64, n), strs: map[string]uint64{}, keys: map[string]records.Value{}}
 		v.byKey[k] = h
 		v.hists = append(v.hists, h)
+	}
+	if x.IsString() {
+		s := x.String()
+		if h.strs[s] == 0 {
+			h.keys[s] = x
+		}
+		h.strs[s]++
+		return
 	}
 	if v.linear != nil {
 		h.counts[v.linear.Bucket(val)]++
@@ -65,10 +78,31 @@ type histJSON struct {
 	Aspect     string            `json:"aspect"`
 	Advice     int               `json:"advice"`
 	ValueIndex int               `json:"value_index"`
-	Type       string            `json:"type"` // hist or lhist
+	Type       string            `json:"type"` // hist, lhist, or count (strings)
 	Linear     *hist.LinearJSON  `json:"lhist,omitempty"`
 	Count      uint64            `json:"count"`
-	Buckets    []hist.BucketJSON `json:"buckets"`
+	Buckets    []hist.BucketJSON `json:"buckets,omitempty"`
+	Strings    []strCountJSON    `json:"strings,omitempty"`
+}
+
+// strCountJSON is how many records held one string.
+type strCountJSON struct {
+	Key       records.Value `json:"key"`
+	Truncated bool          `json:"truncated,omitempty"`
+	Count     uint64        `json:"count"`
+}
+
+// strCounts are h's strings as bpftrace prints a count map: least
+// first, then by text.
+func (h *histogram) strCounts() []strCountJSON {
+	var out []strCountJSON
+	for s, n := range h.strs {
+		out = append(out, strCountJSON{Key: h.keys[s], Truncated: h.keys[s].Truncated, Count: n})
+	}
+	slices.SortFunc(out, func(a, b strCountJSON) int {
+		return cmp.Or(cmp.Compare(a.Count, b.Count), strings.Compare(a.Key.String(), b.Key.String()))
+	})
+	return out
 }
 
 // Print draws each histogram under a line @ASPECT#ADVICE:.
@@ -80,6 +114,25 @@ func (v *HistView) Print(w io.Writer, asJSON bool) error {
 	enc := json.NewEncoder(w)
 	for _, h := range hs {
 		rows := hist.Rows(h.counts, v.linear)
+		strs := h.strCounts()
+		if asJSON && len(strs) > 0 {
+			var total uint64
+			for _, c := range strs {
+				total += c.Count
+			}
+			if err := enc.Encode(histJSON{Aspect: h.aspect, Advice: h.advice, ValueIndex: v.pick.index, Type: "count", Count: total, Strings: strs}); err != nil {
+				return err
+			}
+		}
+		if !asJSON && len(strs) > 0 {
+			for _, c := range strs {
+				fmt.Fprintf(w, "@%s[%s]: %d\n", h.aspectAdvice, records.KeyString([]records.Value{c.Key}), c.Count)
+			}
+			fmt.Fprintln(w)
+		}
+		if h.total == 0 {
+			continue
+		}
 		if asJSON {
 			hj := histJSON{Aspect: h.aspect, Advice: h.advice, ValueIndex: v.pick.index, Type: "hist", Count: h.total}
 			if l := v.linear; l != nil {

@@ -143,21 +143,38 @@ func newValuePicker(opt string, index int, errw io.Writer) valuePicker {
 }
 
 func (p *valuePicker) value(r records.TraceRecord) (int64, bool) {
+	v, ok := p.pick(r, false)
+	return v.Int, ok
+}
+
+// key is the index'th value of r as a key: an integer or a string (a
+// string in the kernel or user memory, or unreadable: "(unreadable)"),
+// which bpftrace groups by as it groups by a str().
+func (p *valuePicker) key(r records.TraceRecord) (records.Value, bool) {
+	return p.pick(r, true)
+}
+
+func (p *valuePicker) pick(r records.TraceRecord, strs bool) (records.Value, bool) {
 	k := aspectAdvice{r.Aspect, r.Advice}
 	if p.index <= len(r.Values) {
-		if v, ok := r.Values[p.index-1].Integer(); ok {
+		v := r.Values[p.index-1]
+		if v.Kind == 0 || strs && v.IsString() {
 			return v, true
 		}
 		if !p.warned[k] {
 			p.warned[k] = true
-			fmt.Fprintf(p.errw, "klasy: warning: %s: value %d of %s is not an integer; its records are left out\n", p.opt, p.index, k)
+			what := "an integer"
+			if strs {
+				what = "an integer or a string"
+			}
+			fmt.Fprintf(p.errw, "klasy: warning: %s: value %d of %s is not %s; its records are left out\n", p.opt, p.index, k, what)
 		}
-		return 0, false
+		return records.Value{}, false
 	}
 	if !p.warned[k] {
 		p.warned[k] = true
 		fmt.Fprintf(p.errw, "klasy: warning: %s: a record of %s has %s; its records with fewer than %d are left out\n",
 			p.opt, k, human.Plural(len(r.Values), "value"), p.index)
 	}
-	return 0, false
+	return records.Value{}, false
 }

@@ -62,9 +62,21 @@ MODULE_PARM_DESC(flow, "attach the flows labinit (a scenario at init) and labtas
 KLASY_DECLARE_FLOW(labinit);
 KLASY_DECLARE_FLOW(labtask);
 
+/* A shared map, as the generated module numbers and names them. */
+enum { __klasy_map_lastpid = 0 };
+static const char *const klasy_smap_names[] = { "lastpid" };
+
+static struct klasy_hook klasy_hooks[3 + ARRAY_SIZE(mid)];
+
 static void klasy_advice_1(struct klasy_hit *__klasy_hit)
 {
 	STORE_DATA2(current->pid, KLASY_TEST_MAGIC);
+	/* The macros, built with W=1: the pid that called last, by comm. */
+	MAP_SIZE(lastpid, 64);
+	if (MAP_GET_OR(lastpid, 1, KEY_STR(current->comm)) != current->pid)
+		MAP_SET(lastpid, current->pid, KEY_STR(current->comm));
+	if (!current->pid)
+		MAP_DELETE(lastpid, KEY_STR(current->comm));
 	if (flow && !get_flowid(labtask, current))
 		register_flowid(labtask, current, get_new_flowid());
 }
@@ -115,12 +127,12 @@ static int klasy_trampoline_return(struct kretprobe_instance *ri,
 static const u16 klasy_advice_entry[] = { 1 };
 static const u16 klasy_advice_return[] = { 2, 3 };
 
-static struct klasy_hook klasy_hooks[3 + ARRAY_SIZE(mid)];
-
 static struct klasy_aspect klasy_aspect = {
 	.name = "getppid",
 	.owner = THIS_MODULE,
 	.hooks = klasy_hooks,
+	.nsmaps = ARRAY_SIZE(klasy_smap_names),
+	.smap_names = klasy_smap_names,
 };
 
 static void klasy_fill(struct klasy_hook *h, enum klasy_hook_kind kind,
