@@ -264,6 +264,9 @@ static __always_inline struct klasy_hook *klasy_direct_find(struct klasy_direct 
 {
 	unsigned int lo = 0, hi = d->n, mid;
 
+	/* The common case, one hooked function a set: no search. */
+	if (likely(hi == 1))
+		return d->ips[0] == ip ? d->hooks[0] : NULL;
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
 		if (d->ips[mid] == ip)
