@@ -399,6 +399,20 @@ func TestCallSlotsRace(t *testing.T) {
 	}
 }
 
+// TestCallSlotFreedAndClaimedAgain (review3 finding 2): a reclaimer
+// looks at a task's stale slot; before its exchange the task's call
+// returns (freeing the slot) and its next call claims it again and sets
+// a value. With the unlock count reset on free the task word came back
+// as the reclaimer saw it, the exchange took the slot, and the task's
+// CALL_GET read 0, counted nowhere.
+func TestCallSlotFreedAndClaimedAgain(t *testing.T) {
+	bin := callHarness(t, nil)
+	out, err := runHarnessFor(t, time.Minute, bin, "", "aba")
+	if err != nil || strings.TrimSpace(out) != "ok" {
+		t.Fatalf("call_harness aba: %v\n%s", err, out)
+	}
+}
+
 // stackHarness runs klasy_stack.c's table (src is its text, nil for the
 // runtime's own) with the frames and the hash a script gives.
 func stackHarness(t testing.TB, src []byte) string {
