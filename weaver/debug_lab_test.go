@@ -136,6 +136,25 @@ func kernelClean(t *testing.T, flavor, feature string) {
 		t.Errorf("runqlat: stats %+v, %v; want its shared map", st, err)
 	}
 	g.unweave("runqlat")
+	// lockdep's lock_release tracepoint runs inside the stats reader's
+	// unlock of a bucket it holds (review3 finding 1): advice there took
+	// the bucket again on the reader's CPU ("spinlock recursion", then
+	// a hard lockup).
+	if flavor == lab.Debug {
+		g.weave("smaprelease")
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Minute)
+		st, err := sess.Stats(rctx)
+		rcancel()
+		if err != nil {
+			t.Fatalf("stats with advice on lock_release: %v", err)
+		}
+		for _, a := range st.Aspects {
+			if a.Name == "smaprelease" && (len(a.SharedMaps) != 1 || len(a.SharedMaps[0].Entries) != 1 || a.SharedMaps[0].Entries[0].Value == 0) {
+				t.Errorf("smaprelease: shared maps %+v, want @releases counting", a.SharedMaps)
+			}
+		}
+		g.unweave("smaprelease")
+	}
 
 	// Flows: a register per task from a handler, lookups, and the free
 	// hook dropping the entry when the task is freed.
