@@ -1,6 +1,7 @@
 package weaver_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,6 +19,16 @@ const fexitSrc = `<aspect>
   <advice>
     <pointcut>execution(do_renameat2) AND argument(olddfd, o)</pointcut>
     <after><![CDATA[STORE_DATA3($retval$, $retval$ < 0, *(int *)o);]]></after>
+  </advice>
+</aspect>
+`
+
+// pipeSrc is after advice on pipe_read, where a reader of an empty pipe
+// whose writer never writes blocks for good.
+const pipeSrc = `<aspect>
+  <advice>
+    <pointcut>execution(pipe_read)</pointcut>
+    <after>COUNT($retval$);</after>
   </advice>
 </aspect>
 `
@@ -122,6 +133,10 @@ func fexitSteps(g *guest, step func(string, func(*guest))) {
 		g.t.Logf("%d weave/unweave rounds with 4 tasks asleep in hrtimer_nanosleep: unweave %v on average", rounds, unweave/rounds)
 	})
 
+	step("fexit/unweave does not wait for a task blocked in the hooked function", func(g *guest) {
+		unweaveBlockedReader(g, true)
+	})
+
 	step("fexit/no return missed with more sleepers than a kretprobe's instances", func(g *guest) {
 		// The timer test's case (timer_lab_test.go) on the trampoline:
 		// no instance to run out of, so every sleep is timed.
@@ -168,6 +183,94 @@ func fexitSteps(g *guest, step func(string, func(*guest))) {
 			g.t.Errorf("aspects after a refused weave: %q", a)
 		}
 	})
+}
+
+// unweaveBlockedReader weaves after advice on pipe_read, blocks a reader
+// in it for good and unweaves: unweave returns within seconds and leaves
+// no hook, the reader, woken, returns safely, and a later weave works.
+// With wantFexit the hook must be on the direct trampoline, which then
+// keeps the runtime loaded until the reader returns.
+func unweaveBlockedReader(g *guest, wantFexit bool) {
+	before := splats(g.run("dmesg")) // a stall at boot under host load, say
+	rep, err := g.weaveSrc("pipes", pipeSrc)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	fexit := rep.JoinPoints[0].Mechanism == records.MechFexit
+	if wantFexit && !fexit {
+		g.t.Fatalf("pipe_read's return hooked by %q, want %q", rep.JoinPoints[0].Mechanism, records.MechFexit)
+	}
+	held := 0 // a kretprobe holds nothing: its return handler is skipped
+	if fexit {
+		held = 1
+	}
+	// cat reads a pipe whose writer, sleep, never writes: cat is in
+	// pipe_read, called from the trampoline, until sleep dies.
+	pids := strings.Fields(g.run("sh", "-c", "sh -c 'echo $$ >/tmp/writer.pid; exec sleep 100000' | cat >/dev/null & c=$!; sleep 1; echo $c; cat /tmp/writer.pid"))
+	if len(pids) != 2 {
+		g.t.Fatalf("the blocked reader did not start: %q", pids)
+	}
+	cat := pids[0]
+	if w := strings.TrimSpace(g.run("cat", "/proc/"+cat+"/wchan")); w != "pipe_read" {
+		g.t.Fatalf("cat waits in %q, want pipe_read", w)
+	}
+	ctx, cancel := context.WithTimeout(g.ctx, 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	urep, err := weaver.Unweave(ctx, g.sess, []string{"pipes"}, false)
+	took := time.Since(start)
+	if err != nil {
+		g.t.Fatalf("unweave with cat blocked in pipe_read: %v after %v", err, took)
+	}
+	if took > 20*time.Second {
+		g.t.Errorf("unweave took %v with cat blocked in pipe_read, want seconds", took)
+	}
+	// No ftrace at all in the debug flavor: no file.
+	if ef := g.run("sh", "-c", "cat "+enabledFunctions+" 2>/dev/null; true"); strings.Contains(ef, "klasy_direct_tramp") || strings.Contains(ef, "pipe_read") {
+		g.t.Errorf("enabled_functions after the unweave:\n%s", ef)
+	}
+	if urep.RuntimeRemoved == (held > 0) || urep.RuntimeHeld != held {
+		g.t.Errorf("unweave: runtime removed %v, held by %d trampolines; want held by %d", urep.RuntimeRemoved, urep.RuntimeHeld, held)
+	}
+	if held > 0 {
+		if st, err := g.sess.Status(g.ctx); err != nil || st == nil || st.FexitHeld != held {
+			g.t.Errorf("status with cat still in pipe_read: %+v, %v; want fexit_held=%d", st, err, held)
+		}
+	}
+	// Its writer gone, cat returns through the trampoline: no advice,
+	// the set released, the runtime free to go.
+	g.run("sh", "-c", "kill "+strings.Join(pids[1:], " "))
+	for i := 0; i < 100 && held != 0; i++ {
+		time.Sleep(100 * time.Millisecond)
+		st, err := g.sess.Status(g.ctx)
+		if err != nil || st == nil {
+			g.t.Fatalf("status: %v, %v", st, err)
+		}
+		held = st.FexitHeld
+	}
+	if held != 0 {
+		g.t.Errorf("fexit_held=%d 10 s after cat returned, want 0", held)
+	}
+	// Gone, or a zombie of the guest's init: not in pipe_read.
+	if st := g.run("sh", "-c", "cat /proc/"+cat+"/stat 2>/dev/null; true"); st != "" && !strings.Contains(st, ") Z ") {
+		g.t.Errorf("cat still running after its writer died: %q", st)
+	}
+	d := g.run("dmesg")
+	if s := slices.DeleteFunc(splats(d), func(l string) bool { return slices.Contains(before, l) }); len(s) > 0 {
+		g.t.Errorf("the kernel reported after cat returned through an unwoven trampoline:\n%s\n--- dmesg (last lines) ---\n%s", strings.Join(s, "\n"), tail(d, 60))
+	}
+	// A later weave works, and its unweave takes the runtime out.
+	if _, err := g.weaveSrc("pipes", pipeSrc); err != nil {
+		g.t.Fatalf("weave again: %v", err)
+	}
+	g.run("sh", "-c", "echo x | cat >/dev/null")
+	if h := g.hooksOf("pipes"); len(h) != 1 || h[0].Hits == 0 {
+		g.t.Errorf("after advice of the second weave did not run: %+v", h)
+	}
+	if rep := g.unweave("pipes"); !rep.RuntimeRemoved {
+		g.t.Errorf("the last unweave kept the runtime: %+v", rep)
+	}
+	g.t.Logf("unweave with a task blocked in pipe_read (%s) took %v", rep.JoinPoints[0].Mechanism, took)
 }
 
 // kretprobesOnly loads the runtime with an aspect of its own and sets its

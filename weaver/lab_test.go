@@ -472,6 +472,7 @@ func TestWeaveInLab(t *testing.T) {
 
 	replaceSteps(g, step)
 	timerSteps(g, step)
+	inlinedTimerSteps(g, step)
 	percallSteps(g, step)
 	smapSteps(g, step)
 	step("access/writes only, inferred", writesOnly)

@@ -22,6 +22,11 @@ type UnweaveReport struct {
 	Saved   int      // records drained and kept for klasy trace
 	// RuntimeRemoved: the last aspect went, and the runtime with it.
 	RuntimeRemoved bool
+	// RuntimeHeld: the last aspect went, but tasks are still inside
+	// functions that had after advice on the direct trampoline (this many
+	// aspects' trampolines): the runtime stays loaded until they return,
+	// and the next unweave of the last aspect removes it.
+	RuntimeHeld int
 }
 
 // Unweave removes the aspects named (or all with all) from s's kernel.
@@ -90,6 +95,11 @@ func Unweave(ctx context.Context, s *Session, names []string, all bool) (*Unweav
 		return rep, nil
 	}
 	if err := unloadRuntime(ctx, s.T); err != nil {
+		if held := s.fexitHeld(ctx, err); held > 0 {
+			rep.RuntimeHeld = held
+			fmt.Fprintf(s.log, "klasy: the runtime stays loaded in %s: tasks are still inside functions that had after advice; the next unweave removes it once they return\n", s.T.Name())
+			return rep, nil
+		}
 		return rep, fmt.Errorf("removing the klasy runtime from %s: %w", s.T.Name(), err)
 	}
 	os.Remove(s.weavingRecord(runtime.ModuleName))
@@ -114,6 +124,20 @@ func unloadRuntime(ctx context.Context, t target.Target) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// fexitHeld says how many unwoven aspects' direct trampolines hold the
+// runtime when err, unloading it, says it is in use: calls still inside
+// hooked functions, which unweave does not wait for.
+func (s *Session) fexitHeld(ctx context.Context, err error) int {
+	if !errors.Is(err, kmod.ErrInUse) {
+		return 0
+	}
+	st, serr := s.Status(ctx)
+	if serr != nil || st == nil {
+		return 0
+	}
+	return st.FexitHeld
 }
 
 // saveUnread drains the records left in the kernel and saves them on the

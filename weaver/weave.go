@@ -151,6 +151,7 @@ func Plan(s *Session, f *aspect.File) (*aspect.File, *Report, error) {
 		}
 		return nil, nil, err
 	}
+	gen.SkipUnrunnable(f, jps)
 	joinpoint.SortJoinPoints(jps)
 	rep.JoinPoints = jps
 	rep.Times.Resolve = time.Since(start)

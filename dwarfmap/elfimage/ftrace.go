@@ -27,28 +27,9 @@ type FtraceSites struct {
 // or an image without the table (a kernel without dynamic ftrace).
 func (img *Image) FtraceSites() (s *FtraceSites, err error) {
 	defer mmapfile.Catch(&err, debug.SetPanicOnFault(true))
-	if img.ELF.Type == elf.ET_REL {
-		return nil, nil
-	}
-	syms, err := img.ELF.Symbols()
-	if err != nil {
-		return nil, nil
-	}
-	var lo, hi uint64
-	for _, sym := range syms {
-		switch sym.Name {
-		case "__start_mcount_loc":
-			lo = sym.Value
-		case "__stop_mcount_loc":
-			hi = sym.Value
-		}
-	}
-	if lo == 0 || hi <= lo {
-		return nil, nil
-	}
-	b := img.ReadText(lo, hi-lo)
-	if b == nil || (hi-lo)%8 != 0 {
-		return nil, fmt.Errorf("__start_mcount_loc..__stop_mcount_loc (%#x..%#x) is not readable 8-byte addresses", lo, hi)
+	_, b, err := img.symbolTable("__start_mcount_loc", "__stop_mcount_loc", 8)
+	if b == nil || err != nil {
+		return nil, err
 	}
 	s = &FtraceSites{addrs: make([]uint64, 0, len(b)/8)}
 	for off := 0; off < len(b); off += 8 {

@@ -42,6 +42,49 @@ func namesUsed(f *aspect.File, re *regexp.Regexp) []string {
 	return names
 }
 
+// skipCallVarsOutsideCalls skips the join points whose advice names
+// per-call variables but that are neither an out-of-line entry (before)
+// nor its return (after): a line, a block, an access, a tracepoint or an
+// inlined copy has no call frame of its own, so CALL_GET there would
+// read 0 and CALL_SET keep nothing.
+func skipCallVarsOutsideCalls(f *aspect.File, jps []*joinpoint.JoinPoint) {
+	uses := map[int]string{}
+	for i, a := range f.Advice {
+		if m := callMacro.FindStringSubmatch(cCode(a.Body.S)); m != nil {
+			uses[i+1] = m[0] + ")"
+		}
+	}
+	if len(uses) == 0 {
+		return
+	}
+	for _, jp := range jps {
+		use, ok := uses[jp.Advice]
+		if !ok || jp.Skipped != "" {
+			continue
+		}
+		if jp.Timing == joinpoint.Before && jp.Entry || jp.Timing == joinpoint.After && jp.Kind == joinpoint.Kretprobe {
+			continue
+		}
+		jp.Skipped = fmt.Sprintf("%s: per-call variables live from a function's out-of-line entry to its return; %s has no call of its own", use, callLess(jp))
+	}
+}
+
+// callLess names the kind of join point jp is, for a skip reason.
+func callLess(jp *joinpoint.JoinPoint) string {
+	switch {
+	case jp.Access != nil:
+		return "a member access"
+	case jp.Kind == joinpoint.Tracepoint:
+		return "a tracepoint"
+	case jp.InlinedIn != "":
+		return "an inlined copy"
+	case jp.Block != 0:
+		return "a basic block"
+	default:
+		return "a line"
+	}
+}
+
 // callDecls declares the aspect's per-call variables and their table.
 func (g *cgen) callDecls() error {
 	names := CallVars(g.m.file)

@@ -106,6 +106,7 @@ type GenOptions struct {
 // points. Join points that are skipped are listed in a comment.
 func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Module, error) {
 	name := AspectName(opt.Path)
+	SkipUnrunnable(f, jps)
 	m := &Module{Name: ModuleName(name), Aspect: name, Hooks: joinpoint.Hooks(jps), lines: map[int]bodyLine{}, file: f}
 	if len(m.Hooks) == 0 {
 		return nil, fmt.Errorf("nothing to weave: no join point of %s can be woven", opt.Path)
@@ -115,9 +116,6 @@ func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Modu
 		for _, jp := range h.Points {
 			used[jp.Advice] = true
 		}
-	}
-	if err := checkTimers(f, jps); err != nil {
-		return nil, err
 	}
 	if err := checkEvents(m.Hooks); err != nil {
 		return nil, err

@@ -1,50 +1,102 @@
 package gen
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/weaver/internal/weavertest"
+	"github.com/klasy/klasy/weaver/joinpoint"
 	"github.com/klasy/klasy/weaver/resolve"
 )
 
 // Issue 23 #5: a timer on a function with inlined copies started at
-// each copy's entry and never stopped (the after advice is skipped
-// there), silently: "0 start-stop pairs / 49 nested starts". The weave
-// is refused with the reason and the way out; with the pointcuts kept
-// to the out-of-line bodies it goes on.
-func TestTimerOnInlinedCopiesRefused(t *testing.T) {
+// each copy's entry and never stopped, silently: "0 start-stop pairs /
+// 49 nested starts". The after advice of a copy now runs at its exits
+// where klasy finds them all; where it cannot, the copy's TIMER_START is
+// skipped with the reason, never left to start a timer that cannot stop.
+func TestTimerOnInlinedCopies(t *testing.T) {
 	x := weavertest.DebianIndex(t)
 	const src = `<aspect>
   <advice>
-    <pointcut>execution(getname_flags)%s</pointcut>
-    <before>TIMER_START(gn);</before>
+    <pointcut>execution(%[1]s)</pointcut>
+    <before>%[2]s;</before>
   </advice>
   <advice>
-    <pointcut>execution(getname_flags)%s</pointcut>
-    <after>TIMER_STOP(gn);</after>
+    <pointcut>execution(%[1]s)</pointcut>
+    <after>%[3]s;</after>
   </advice>
 </aspect>
 `
-	gen := func(restrict string) error {
-		f, diags := aspect.Load("gn.klasy", []byte(strings.ReplaceAll(src, "%s", restrict)))
-		if len(diags) > 0 {
-			t.Fatal(diags)
-		}
-		jps, err := resolve.Resolve(f, x, resolve.ResolveOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = Generate(f, jps, GenOptions{Path: "gn.klasy", RefAddr: 1})
-		return err
-	}
-	err := gen("")
-	if err == nil || !strings.Contains(err.Error(), "gn.klasy:4:13: TIMER_START(gn) at the entry of 10 inlined copies of getname_flags") ||
-		!strings.Contains(err.Error(), "would never stop") || !strings.Contains(err.Error(), "within_function(getname_flags)") {
-		t.Errorf("a timer on getname_flags and its inlined copies: %v; want it refused at its TIMER_START, saying why and what to do", err)
-	}
-	if err := gen(" AND within_function(getname_flags)"); err != nil {
-		t.Errorf("the timer on the out-of-line bodies only: %v", err)
+	for _, spelled := range []struct{ start, stop string }{
+		{"TIMER_START(t)", "TIMER_STOP(t)"},
+		{"TIMER_START_BY(t, current->pid)", "TIMER_STOP_BY(t)"},
+	} {
+		t.Run(spelled.start, func(t *testing.T) {
+			gen := func(fn string) []*joinpoint.JoinPoint {
+				f, diags := aspect.Load("t.klasy", []byte(fmt.Sprintf(src, fn, spelled.start, spelled.stop)))
+				if len(diags) > 0 {
+					t.Fatal(diags)
+				}
+				jps, err := resolve.Resolve(f, x, resolve.ResolveOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err = Generate(f, jps, GenOptions{Path: "t.klasy", RefAddr: 1}); err != nil {
+					t.Fatalf("%s: %v", fn, err)
+				}
+				return jps
+			}
+			// getname_flags' copies in getname and getname_uflags are its fast
+			// path, left by a return or a tail call into getname_flags.part.0:
+			// no exit to hook, no START; the others call getname_flags.part.0
+			// and go on, and are timed.
+			afterSkipped := map[string]bool{}
+			jps := gen("getname_flags")
+			for _, jp := range jps {
+				if jp.InlinedIn != "" && jp.Timing == joinpoint.After && jp.Skipped != "" {
+					afterSkipped[jp.InlinedIn] = true
+				}
+			}
+			copies, skipped := 0, 0
+			for _, jp := range jps {
+				if jp.InlinedIn == "" || jp.Timing != joinpoint.Before {
+					continue
+				}
+				copies++
+				startSkipped := strings.Contains(jp.Skipped, "TIMER_START(t) would never stop at this copy") && strings.Contains(jp.Skipped, "its exits cannot all be found")
+				if startSkipped != afterSkipped[jp.InlinedIn] {
+					t.Errorf("getname_flags in %s: START skipped %q, its after advice skipped %v; want both or neither", jp.InlinedIn, jp.Skipped, afterSkipped[jp.InlinedIn])
+				}
+				if startSkipped {
+					skipped++
+				}
+			}
+			if copies != 10 || skipped == 0 || skipped == copies {
+				t.Errorf("getname_flags: %d copies, %d STARTs skipped; want 10, some timed and some skipped", copies, skipped)
+			}
+			// fdget_pos in ksys_read ends where its code is left: the START stays
+			// and the STOP goes on the exit.
+			var start, stops []*joinpoint.JoinPoint
+			for _, jp := range gen("fdget_pos") {
+				if jp.InlinedIn != "ksys_read" {
+					continue
+				}
+				if jp.Timing == joinpoint.Before {
+					start = append(start, jp)
+				} else {
+					stops = append(stops, jp)
+				}
+			}
+			if len(start) != 1 || start[0].Skipped != "" || len(stops) == 0 {
+				t.Fatalf("fdget_pos in ksys_read: START %v, STOPs %v; want the START kept and the STOP at its exits", start, stops)
+			}
+			for _, jp := range stops {
+				if jp.Skipped != "" || jp.Addr == start[0].Addr || jp.Kind != joinpoint.Kprobe {
+					t.Errorf("fdget_pos in ksys_read: STOP at %#x (%v, skipped %q); want a kprobe at an exit", jp.Addr, jp.Kind, jp.Skipped)
+				}
+			}
+		})
 	}
 }

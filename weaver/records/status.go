@@ -22,11 +22,15 @@ type Status struct {
 	// Fexit: the runtime puts after hooks at ftrace sites on a direct
 	// trampoline (the kernel has DIRECT_CALLS, and the runtime's fexit
 	// parameter is 1).
-	Fexit   bool
-	Unread  uint64   // records in the buffer not read yet
-	Lost    []uint64 // records dropped because the buffer was full, per CPU
-	Flows   []Flow
-	Aspects []Aspect
+	Fexit bool
+	// FexitHeld: unwoven aspects' direct trampolines some call is still
+	// inside (a task asleep in a function that had after advice); they
+	// keep the runtime loaded until those calls return.
+	FexitHeld int
+	Unread    uint64   // records in the buffer not read yet
+	Lost      []uint64 // records dropped because the buffer was full, per CPU
+	Flows     []Flow
+	Aspects   []Aspect
 	// Disarmed: kprobes are disarmed in the whole kernel (debugfs
 	// kprobes/enabled is 0), so no hook runs whatever its mechanism.
 	// Session.StatusShown reads it beside the runtime's file.
@@ -346,6 +350,9 @@ func (s *Status) parseRuntime(m kvs) error {
 		return err
 	}
 	s.Fexit = fexit == 1
+	if s.FexitHeld, err = m.int("fexit_held"); err != nil {
+		return err
+	}
 	if s.Unread, err = m.uint("unread", 64); err != nil {
 		return err
 	}

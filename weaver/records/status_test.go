@@ -50,7 +50,7 @@ func TestParseStatusTotals(t *testing.T) {
 }
 
 func TestParseStatusErrors(t *testing.T) {
-	const rt = "runtime abi=17 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 unread=0 lost=0\n"
+	const rt = "runtime abi=18 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 lost=0\n"
 	const asp = "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=0 call_missed=0 call_full=0\n"
 	hook := func(kv string) string {
 		f := map[string]string{}
@@ -87,9 +87,9 @@ func TestParseStatusErrors(t *testing.T) {
 		{"", "status: empty"},
 		{asp, `status line 1: "aspect": want the runtime line first`},
 		{rt + rt, `status line 2: "runtime": want the runtime line first, and only there`},
-		{"runtime abi=1 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: runtime ABI 1, this klasy reads ABI 17"},
-		{"runtime abi=7 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: runtime ABI 7, this klasy reads ABI 17"},
-		{"runtime abi=17 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: no ftrace_ops="},
+		{"runtime abi=1 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: runtime ABI 1, this klasy reads ABI 18"},
+		{"runtime abi=7 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: runtime ABI 7, this klasy reads ABI 18"},
+		{"runtime abi=18 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: no ftrace_ops="},
 		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=2 ops_err=0\n", "ops=2 above hooks=1"},
 		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=16\n", "ops_err=16: not 0 or a negative error number"},
 		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0\n", "no fexit="},
@@ -97,14 +97,14 @@ func TestParseStatusErrors(t *testing.T) {
 		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=5 call_missed=0 call_full=0\n", "fexit_err=5: not 0 or a negative error number"},
 		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=0\n", "no call_missed="},
 		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=0 call_missed=-1 call_full=0\n", "call_missed=-1: not a 64-bit decimal"},
-		{"runtime abi=17 cpus=2 buffer_kb=8 ftrace_ops=1 fexit=1 unread=0 lost=0\n", "lost= has 1 counts for 2 CPUs"},
-		{"runtime abi=17 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 unread=-1 lost=0\n", "unread=-1: not a 64-bit decimal"},
-		{"runtime abi=17 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 lost=0\n", "status line 1: no unread="},
-		{"runtime abi=17 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 unread=0 lost=0 new=1\n", "unknown key new"},
-		{"runtime abi=17 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 unread=0 unread=0 lost=0\n", "unread twice"},
-		{"runtime abi=17 cpus=1  buffer_kb=8 ftrace_ops=1 unread=0 lost=0\n", `"" is not key=value`},
-		{"runtime abi=17 cpus=1 buffer_kb= ftrace_ops=1 unread=0 lost=0\n", `"buffer_kb=" is not key=value`},
-		{"runtime abi=17 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 unread=0 lost=0,x\n", `lost=0,x: "x" is not a 64-bit decimal`},
+		{"runtime abi=18 cpus=2 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 lost=0\n", "lost= has 1 counts for 2 CPUs"},
+		{"runtime abi=18 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=-1 lost=0\n", "unread=-1: not a 64-bit decimal"},
+		{"runtime abi=18 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 lost=0\n", "status line 1: no unread="},
+		{"runtime abi=18 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 lost=0 new=1\n", "unknown key new"},
+		{"runtime abi=18 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 unread=0 lost=0\n", "unread twice"},
+		{"runtime abi=18 cpus=1  buffer_kb=8 ftrace_ops=1 unread=0 lost=0\n", `"" is not key=value`},
+		{"runtime abi=18 cpus=1 buffer_kb= ftrace_ops=1 unread=0 lost=0\n", `"buffer_kb=" is not key=value`},
+		{"runtime abi=18 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 lost=0,x\n", `lost=0,x: "x" is not a 64-bit decimal`},
 		{rt + "probe x=1\n", `status line 2: unknown line kind "probe"`},
 		{rt + hook(""), "status line 2: hook of aspect 2 outside that aspect"},
 		{rt + asp, "status line 2: aspect 2 has 0 hook lines, its line says hooks=1"},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/klasy/klasy/aspect"
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/internal/mmapfile"
 	"github.com/klasy/klasy/pattern"
 	"github.com/klasy/klasy/weaver/ctxvalue"
@@ -90,10 +91,11 @@ type resolver struct {
 	x     *dwarfmap.Index
 	opt   ResolveOptions
 	jps   []*joinpoint.JoinPoint
-	seen  map[jpKey]*joinpoint.JoinPoint // an OR selecting one join point twice weaves it once
-	imgs  []*linecode.Image              // the kernel and the modules
-	cur   *linecode.Image                // the image execution join points are resolved in (nil: the kernel)
-	lines *linecode.HostLines            // the code of a line in a function, for its copies
+	seen  map[jpKey]*joinpoint.JoinPoint             // an OR selecting one join point twice weaves it once
+	imgs  []*linecode.Image                          // the kernel and the modules
+	cur   *linecode.Image                            // the image execution join points are resolved in (nil: the kernel)
+	lines *linecode.HostLines                        // the code of a line in a function, for its copies
+	alts  map[*linecode.Image][]elfimage.Alternative // by image, read once (inlexits.go)
 }
 
 // jpKey identifies a join point: its advice, hook and context values
@@ -272,7 +274,14 @@ func (r *resolver) executions(n int, timing joinpoint.Timing, names []string, fi
 				continue
 			}
 			found++
-			r.add(r.inlined(n, timing, c, decl, args, params))
+			jp := r.inlined(n, timing, c, decl, args, params)
+			if timing != joinpoint.After || jp.Skipped != "" {
+				r.add(jp)
+				continue
+			}
+			for _, jp := range r.inlinedAfter(n, c, copies, jp, args, params) {
+				r.add(jp)
+			}
 		}
 	}
 	return found, nil
@@ -372,8 +381,8 @@ func (r *resolver) outOfLine(n int, timing joinpoint.Timing, fi dwarfmap.FuncInf
 	return jp
 }
 
-// inlined is the join point at the entry of an inlined copy. Its exits
-// are not located yet, so after advice skips it.
+// inlined is the join point at the entry of an inlined copy (after
+// advice then goes on its exits: inlinedAfter).
 func (r *resolver) inlined(n int, timing joinpoint.Timing, c dwarfmap.InlineEntry, decl string, args []*aspect.Argument, params []string) *joinpoint.JoinPoint {
 	jp := &joinpoint.JoinPoint{Advice: n, Timing: timing, Kind: joinpoint.Kprobe, Addr: c.Entry, Function: c.Name, InlinedIn: c.Caller, File: c.CallFile, Line: c.CallLine, Module: r.module()}
 	if decl != "" {
@@ -381,10 +390,6 @@ func (r *resolver) inlined(n int, timing joinpoint.Timing, c dwarfmap.InlineEntr
 	}
 	if l, f := r.lineAt(c.Entry); l > 0 {
 		jp.Line, jp.File = l, f
-	}
-	if timing == joinpoint.After {
-		jp.Skipped = "after advice of an inlined copy: klasy does not locate the exits of inlined code yet"
-		return jp
 	}
 	if c.Caller == "" {
 		jp.Skipped = "the function this copy is inlined into is unknown"

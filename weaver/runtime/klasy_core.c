@@ -981,9 +981,9 @@ static int status_show(struct seq_file *m, void *v)
 
 		unread += READ_ONCE(b->written) - READ_ONCE(b->read);
 	}
-	seq_printf(m, "runtime abi=%d cpus=%u buffer_kb=%u ftrace_ops=%d fexit=%d unread=%llu lost=",
+	seq_printf(m, "runtime abi=%d cpus=%u buffer_kb=%u ftrace_ops=%d fexit=%d fexit_held=%u unread=%llu lost=",
 		   KLASY_ABI_VERSION, nr_cpu_ids, buffer_kb, klasy_fops_on(),
-		   klasy_direct_on(), unread);
+		   klasy_direct_on(), klasy_direct_held(), unread);
 	for (cpu = 0; cpu < nr_cpu_ids; cpu++)
 		seq_printf(m, "%s%lu", cpu ? "," : "",
 			   cpu_possible(cpu) ?

@@ -24,20 +24,26 @@
  * direct_ok; the body is called from the trampoline's frame, so stack
  * arguments would be read from it), in the kernel, with entry data that
  * fits the frame. The others, and all of an aspect's when ftrace refuses
- * the ops (no DIRECT_CALLS, a direct caller already at one of the sites,
- * a livepatch's IPMODIFY: -EBUSY), stay kretprobes; status says why
- * (fexit_err).
+ * the ops (no DIRECT_CALLS; -EBUSY: another direct caller at one of the
+ * sites, or an IPMODIFY user such as a livepatch, which 6.1 keeps apart
+ * from direct calls), stay kretprobes; status says why (fexit_err).
  *
  * Unweaving while a task is inside a hooked function: its stack holds the
- * trampoline's frame and its return address, and its return runs the
- * handlers. So each call through the trampoline is counted in the
- * aspect's set (a per-CPU count, up at entry and down at return, maybe on
- * another CPU: BPF's trampolines hold a percpu_ref so), and unweave, once
- * the set is disarmed and its ops out (no new calls) and every task has
- * passed the lookup (RCU tasks, RCU), waits until the count is back to
- * zero: only then may the advice module go. A call that returns after
- * unweave began runs no advice. The trampoline itself is in this module,
- * which waits for RCU tasks before it unloads (klasy_runtime_exit).
+ * trampoline's frame and its return address, and its return runs
+ * klasy_direct_exit. As BPF's trampolines (kernel/bpf/trampoline.c,
+ * bpf_tramp_image_put), each call through the trampoline holds a
+ * percpu_ref of the aspect's set from entry to return, and unweave never
+ * waits for it: once the set is disarmed, its ops out and every task past
+ * the lookup (RCU tasks, RCU), the advice module may go, as the exit path
+ * touches the hook (the advice module's memory) only while armed, with
+ * preemption off. The set itself (its ref, its ops) and this module (the
+ * trampoline's text, klasy_direct_exit) stay until the last call leaves
+ * the trampoline: the ref's release waits for RCU tasks (a task preempted
+ * in the trampoline's last instructions) and then drops the module
+ * reference unweave took. Unweave waits for that a moment only
+ * (KLASY_DIRECT_WAIT), so that the runtime usually goes with the last
+ * aspect; a task blocked for good in a hooked function keeps the runtime
+ * loaded (status: fexit_held), never unweave waiting.
  *
  * The frame's pt_regs holds the argument registers, bp, sp and ip (and
  * ax at return), the others are not saved: at entry the handlers read
@@ -47,17 +53,19 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/delay.h>
 #include <linux/ftrace.h>
 #include <linux/kallsyms.h>
 #include <linux/kprobes.h>
 #include <linux/module.h>
 #include <linux/percpu.h>
+#include <linux/percpu-refcount.h>
 #include <linux/rculist.h>
+#include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
 #include <linux/string.h>
 #include <linux/stringify.h>
+#include <linux/wait.h>
 #include <asm/linkage.h>
 #include <asm/unwind_hints.h>
 
@@ -92,6 +100,11 @@ struct klasy_direct_frame {
 	struct pt_regs regs;
 	struct klasy_direct *d;
 	struct klasy_hook *h;
+	/*
+	 * The caller's return address as entry saw it: the stack's slot is
+	 * what the trampoline returns through, but the advice is told this.
+	 */
+	unsigned long ret_addr;
 	/* A kretprobe_instance whose data the handlers use. */
 	char ri[sizeof(struct kretprobe_instance) + KLASY_DIRECT_DATA] __aligned(8);
 };
@@ -103,10 +116,11 @@ asmlinkage void klasy_direct_exit(struct klasy_direct_frame *f);
 /* One aspect's after hooks on its direct ops. */
 struct klasy_direct {
 	struct ftrace_ops ops;
-	long __percpu *inside;		/* calls in, less calls out, per CPU */
-	struct list_head node;		/* on klasy_directs */
+	struct percpu_ref inside;	/* one per call in the trampoline */
+	struct rcu_head rcu;
+	struct list_head node;		/* on klasy_directs, then klasy_held */
 	bool armed;			/* advice runs: all hooks in, not unwoven */
-	bool registered;
+	bool gone;			/* no call left, this module's ref dropped */
 	unsigned int n;
 	unsigned long *ips;		/* ascending */
 	struct klasy_hook **hooks;	/* hooks[i] is at ips[i] */
@@ -114,10 +128,20 @@ struct klasy_direct {
 
 /* The sets registered, looked up by call site under RCU. */
 static LIST_HEAD(klasy_directs);
+/* Unwoven sets some call is still inside, under klasy_directs_mutex. */
+static LIST_HEAD(klasy_held);
 static DEFINE_MUTEX(klasy_directs_mutex);
+static DECLARE_WAIT_QUEUE_HEAD(klasy_direct_wq);
 static bool klasy_direct_used;
 
-/* pt_regs offsets the asm uses, as asm-offsets would give them. */
+/* How long unweave waits for the calls inside to leave. */
+#define KLASY_DIRECT_WAIT (2 * HZ)
+
+/*
+ * pt_regs offsets the asm uses, as asm-offsets would give them (an
+ * out-of-tree module has no asm-offsets.c; its .S could not see them
+ * either): each checked against the struct when this file builds.
+ */
 #define KD_BP 32
 #define KD_R9 64
 #define KD_R8 72
@@ -128,6 +152,18 @@ static bool klasy_direct_used;
 #define KD_DI 112
 #define KD_IP 128
 #define KD_SP 152
+static_assert(offsetof(struct pt_regs, bp) == KD_BP);
+static_assert(offsetof(struct pt_regs, r9) == KD_R9);
+static_assert(offsetof(struct pt_regs, r8) == KD_R8);
+static_assert(offsetof(struct pt_regs, ax) == KD_AX);
+static_assert(offsetof(struct pt_regs, cx) == KD_CX);
+static_assert(offsetof(struct pt_regs, dx) == KD_DX);
+static_assert(offsetof(struct pt_regs, si) == KD_SI);
+static_assert(offsetof(struct pt_regs, di) == KD_DI);
+static_assert(offsetof(struct pt_regs, ip) == KD_IP);
+static_assert(offsetof(struct pt_regs, sp) == KD_SP);
+static_assert(offsetof(struct klasy_direct_frame, regs) == 0);
+static_assert(sizeof(struct klasy_direct_frame) <= KLASY_DIRECT_FRAME);
 
 #define KD_S(x) __stringify(x)
 
@@ -195,6 +231,33 @@ asm(
 asmlinkage void klasy_direct_tramp(void);
 NOKPROBE_SYMBOL(klasy_direct_tramp);
 
+/*
+ * percpu_ref_get and _put without their rcu_read_lock: the trampoline's
+ * callers have preemption off, which is an RCU read side for the call_rcu
+ * that switches a killed ref to atomic. rcu_read_lock would cost a hit
+ * two calls of __rcu_read_lock/unlock (PREEMPT_RCU), which are traceable:
+ * after advice on them would come back here.
+ */
+static __always_inline void klasy_ref_get(struct percpu_ref *ref)
+{
+	unsigned long __percpu *count;
+
+	if (__ref_is_percpu(ref, &count))
+		this_cpu_inc(*count);
+	else
+		atomic_long_inc(&ref->data->count);
+}
+
+static __always_inline void klasy_ref_put(struct percpu_ref *ref)
+{
+	unsigned long __percpu *count;
+
+	if (__ref_is_percpu(ref, &count))
+		this_cpu_dec(*count);
+	else if (unlikely(atomic_long_dec_and_test(&ref->data->count)))
+		ref->data->release(ref);
+}
+
 /* The hook at ip in d: a binary search. */
 static __always_inline struct klasy_hook *klasy_direct_find(struct klasy_direct *d,
 							    unsigned long ip)
@@ -256,12 +319,19 @@ asmlinkage int notrace klasy_direct_enter(struct klasy_direct_frame *f)
 	}
 	if (!found || !READ_ONCE(found->armed))
 		goto out;
-	this_cpu_inc(*found->inside);
+	/* Unweave kills the ref only after RCU: it is live here. */
+	klasy_ref_get(&found->inside);
 	ret = 1;
 	/* Kprobes gives a kretprobe's entry handler ip = addr + 1. */
 	f->regs.ip = ip + 1;
 	f->d = found;
 	f->h = h;
+	/*
+	 * The caller as entry sees it, as rethook records it: the slot the
+	 * trampoline returns through may hold another tool's return
+	 * trampoline by the exit (fgraph, a kretprobe on the caller).
+	 */
+	f->ret_addr = *(unsigned long *)f->regs.sp;
 	if (!h->rp.entry_handler)
 		goto out;
 	/*
@@ -269,7 +339,7 @@ asmlinkage int notrace klasy_direct_enter(struct klasy_direct_frame *f)
 	 * (copy_from_kernel_nofault): a hooked function it calls in the
 	 * same context is missed, not entered again.
 	 */
-	bit = ftrace_test_recursion_trylock(ip, *(unsigned long *)f->regs.sp);
+	bit = ftrace_test_recursion_trylock(ip, f->ret_addr);
 	if (unlikely(bit < 0)) {
 		atomic_long_inc(&h->missed);
 		ret = 0;
@@ -280,7 +350,7 @@ asmlinkage int notrace klasy_direct_enter(struct klasy_direct_frame *f)
 		ftrace_test_recursion_unlock(bit);
 	}
 	if (!ret)
-		this_cpu_dec(*found->inside);
+		klasy_ref_put(&found->inside);
 out:
 	preempt_enable_notrace();
 	return ret;
@@ -289,19 +359,18 @@ NOKPROBE_SYMBOL(klasy_direct_enter);
 
 /*
  * Called by the trampoline after the body, with its return value in ax
- * (direct_ok functions return nothing in dx): runs the after advice unless the aspect is being unwoven,
- * and counts the call out. The set may go once it is: nothing of it is
- * touched after.
+ * (direct_ok functions return nothing in dx): runs the after advice
+ * unless the aspect is being unwoven, and counts the call out. The hook
+ * is read only while armed (the advice module may be gone since), the
+ * set only up to the put (it may be released by it).
  */
 asmlinkage void notrace klasy_direct_exit(struct klasy_direct_frame *f)
 {
 	struct kretprobe_instance *ri = (struct kretprobe_instance *)f->ri;
 	struct klasy_direct *d = f->d;
-	struct klasy_hook *h = f->h;
-	unsigned long ret_addr = *(unsigned long *)f->regs.sp;
 
 	/* As a kretprobe's handler sees it: at the caller, sp past the return. */
-	f->regs.ip = ret_addr;
+	f->regs.ip = f->ret_addr;
 	f->regs.sp += sizeof(long);
 	/*
 	 * Preemption off from the armed test to the handler's end: unweave
@@ -312,30 +381,17 @@ asmlinkage void notrace klasy_direct_exit(struct klasy_direct_frame *f)
 	 */
 	preempt_disable_notrace();
 	if (likely(READ_ONCE(d->armed))) {
+		struct klasy_hook *h = f->h;
+
 		if (likely(rcu_is_watching()))
 			h->rp.handler(ri, &f->regs);
 		else
 			atomic_long_inc(&h->missed);
 	}
-	this_cpu_dec(*d->inside);
+	klasy_ref_put(&d->inside);
 	preempt_enable_notrace();
 }
 NOKPROBE_SYMBOL(klasy_direct_exit);
-
-/*
- * Calls inside d's functions through the trampoline. Once no call can
- * come in, each CPU's count only goes down, so a sum read CPU by CPU is
- * never below the true count: a zero is true.
- */
-static long klasy_direct_inside(struct klasy_direct *d)
-{
-	long n = 0;
-	int cpu;
-
-	for_each_possible_cpu(cpu)
-		n += READ_ONCE(*per_cpu_ptr(d->inside, cpu));
-	return n;
-}
 
 /* A candidate: an after hook the trampoline can run (see the top). */
 static bool klasy_direct_candidate(const struct klasy_aspect *a,
@@ -365,9 +421,33 @@ static int klasy_cmp_hook(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
+/*
+ * The last call left d's trampoline (or unweave killed d's ref with none
+ * inside): once no task is in the trampoline's last instructions either
+ * (a voluntary switch of every task), d may be freed and this module go.
+ */
+static void klasy_direct_released(struct rcu_head *rcu)
+{
+	struct klasy_direct *d = container_of(rcu, struct klasy_direct, rcu);
+
+	/* d is not touched after: the reaper may free it. */
+	smp_store_release(&d->gone, true);
+	wake_up_all(&klasy_direct_wq);
+	module_put(THIS_MODULE);
+}
+
+/* Any context: the put of the last call, maybe an interrupt's. */
+static void klasy_direct_release(struct percpu_ref *ref)
+{
+	struct klasy_direct *d = container_of(ref, struct klasy_direct, inside);
+
+	call_rcu_tasks(&d->rcu, klasy_direct_released);
+}
+
 static void klasy_direct_free(struct klasy_direct *d)
 {
-	free_percpu(d->inside);
+	percpu_ref_exit(&d->inside);
+	ftrace_free_filter(&d->ops);
 	kfree(d->ips);
 	kfree(d->hooks);
 	kfree(d);
@@ -385,13 +465,6 @@ int klasy_direct_attach(struct klasy_aspect *a)
 	unsigned int i, k;
 	int err;
 
-	BUILD_BUG_ON(sizeof(struct klasy_direct_frame) > KLASY_DIRECT_FRAME);
-	BUILD_BUG_ON(offsetof(struct pt_regs, bp) != KD_BP ||
-		     offsetof(struct pt_regs, r9) != KD_R9 ||
-		     offsetof(struct pt_regs, ax) != KD_AX ||
-		     offsetof(struct pt_regs, di) != KD_DI ||
-		     offsetof(struct pt_regs, ip) != KD_IP ||
-		     offsetof(struct pt_regs, sp) != KD_SP);
 	a->direct = NULL;
 	a->direct_err = 0;
 	if (!klasy_direct_on())
@@ -401,8 +474,8 @@ int klasy_direct_attach(struct klasy_aspect *a)
 		return -ENOMEM;
 	d->hooks = kcalloc(a->nhooks, sizeof(*d->hooks), GFP_KERNEL);
 	d->ips = kcalloc(a->nhooks, sizeof(*d->ips), GFP_KERNEL);
-	d->inside = alloc_percpu(long);
-	if (!d->hooks || !d->ips || !d->inside) {
+	if (!d->hooks || !d->ips ||
+	    percpu_ref_init(&d->inside, klasy_direct_release, 0, GFP_KERNEL)) {
 		klasy_direct_free(d);
 		return -ENOMEM;
 	}
@@ -443,12 +516,10 @@ int klasy_direct_attach(struct klasy_aspect *a)
 		if (err)
 			pr_info("aspect %s: ftrace refused a direct ops for its after hooks (error %d): kretprobes instead\n",
 				a->name, err);
-		ftrace_free_filter(&d->ops);
 		klasy_direct_free(d);
 		a->direct_err = err;
 		return 0;
 	}
-	d->registered = true;
 	WRITE_ONCE(klasy_direct_used, true);
 	mutex_lock(&klasy_directs_mutex);
 	list_add_tail_rcu(&d->node, &klasy_directs);
@@ -471,10 +542,25 @@ void klasy_direct_disarm(struct klasy_aspect *a)
 		WRITE_ONCE(a->direct->armed, false);
 }
 
+/* Frees the held sets no call is inside any more. */
+static void klasy_direct_reap(void)
+{
+	struct klasy_direct *d, *tmp;
+
+	lockdep_assert_held(&klasy_directs_mutex);
+	list_for_each_entry_safe(d, tmp, &klasy_held, node) {
+		/* Pairs with klasy_direct_released's: it is done with d. */
+		if (smp_load_acquire(&d->gone)) {
+			list_del(&d->node);
+			klasy_direct_free(d);
+		}
+	}
+}
+
 /*
- * Takes the ops out and returns once no task is inside a hooked function
- * through the trampoline (see the top): the hooks and the advice module
- * may go after it. A task asleep in one delays it until it returns.
+ * Takes the ops out; the hooks and the advice module may go after it.
+ * Calls still inside a hooked function keep the set and this module
+ * (see the top): it waits for them KLASY_DIRECT_WAIT at most.
  */
 void klasy_direct_detach(struct klasy_aspect *a)
 {
@@ -492,22 +578,38 @@ void klasy_direct_detach(struct klasy_aspect *a)
 	mutex_unlock(&klasy_directs_mutex);
 	/*
 	 * No task between a site and its lookup (preempted ones included),
-	 * no entry that saw armed and has not counted itself in, no exit
-	 * handler that saw armed still running.
+	 * no entry that saw armed and has not taken its ref, no handler
+	 * that saw armed still running: the hooks are not touched again.
 	 */
 	synchronize_rcu_tasks();
 	synchronize_rcu();
-	while (klasy_direct_inside(d))
-		usleep_range(1000, 2000);
 	for (i = 0; i < d->n; i++)
 		d->hooks[i]->on_ops = false;
 	if (WARN_ONCE(err, "aspect %s: unregister_ftrace_direct_multi: %d\n", a->name, err)) {
-		/* Still linked in ftrace: it must not be freed. */
-		pr_err("aspect %s: a direct ftrace_ops still linked is left allocated\n", a->name);
+		/*
+		 * Still linked in ftrace, its sites may still call the
+		 * trampoline: the set and this module stay for good.
+		 */
+		__module_get(THIS_MODULE);
+		pr_err("aspect %s: a direct ftrace_ops still linked is left allocated; the runtime stays loaded\n",
+		       a->name);
 		return;
 	}
-	ftrace_free_filter(&d->ops);
-	klasy_direct_free(d);
+	/* Dropped by the ref's release, once no call is inside. */
+	__module_get(THIS_MODULE);
+	percpu_ref_kill(&d->inside);
+	/* Acquire: pairs with klasy_direct_released's release. */
+	if (wait_event_timeout(klasy_direct_wq, smp_load_acquire(&d->gone),
+			       KLASY_DIRECT_WAIT)) {
+		klasy_direct_free(d);
+		return;
+	}
+	pr_info("aspect %s: calls are still inside functions its after advice was on: the runtime stays loaded until they return\n",
+		a->name);
+	mutex_lock(&klasy_directs_mutex);
+	list_add_tail(&d->node, &klasy_held);
+	klasy_direct_reap();
+	mutex_unlock(&klasy_directs_mutex);
 }
 
 unsigned int klasy_direct_count(const struct klasy_aspect *a)
@@ -520,11 +622,32 @@ bool klasy_direct_is(const struct klasy_hook *h)
 	return h->on_ops && h->kind == KLASY_HOOK_KRETPROBE;
 }
 
-/* The trampoline is this module's text: no task may be left in it. */
+unsigned int klasy_direct_held(void)
+{
+	struct klasy_direct *d;
+	unsigned int n = 0;
+
+	mutex_lock(&klasy_directs_mutex);
+	klasy_direct_reap();
+	list_for_each_entry(d, &klasy_held, node)
+		n++;
+	mutex_unlock(&klasy_directs_mutex);
+	return n;
+}
+
+/*
+ * Each held set holds this module until its release has run: here they
+ * are all released, only their callbacks may still be returning.
+ */
 void klasy_direct_exit_module(void)
 {
-	if (READ_ONCE(klasy_direct_used))
-		synchronize_rcu_tasks();
+	if (!READ_ONCE(klasy_direct_used))
+		return;
+	rcu_barrier_tasks();
+	mutex_lock(&klasy_directs_mutex);
+	klasy_direct_reap();
+	WARN_ON(!list_empty(&klasy_held));
+	mutex_unlock(&klasy_directs_mutex);
 }
 
 #else /* no direct calls */
@@ -556,6 +679,11 @@ unsigned int klasy_direct_count(const struct klasy_aspect *a)
 bool klasy_direct_is(const struct klasy_hook *h)
 {
 	return false;
+}
+
+unsigned int klasy_direct_held(void)
+{
+	return 0;
 }
 
 void klasy_direct_exit_module(void)

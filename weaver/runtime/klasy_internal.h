@@ -69,8 +69,10 @@ unsigned int klasy_fops_count(const struct klasy_aspect *a);
 /*
  * klasy_direct.c: an aspect's after hooks at ftrace sites on a direct
  * trampoline, fexit-style. Used as klasy_fops_*: attach before any kprobe,
- * arm once all are in; detach waits until no task is inside a hooked
- * function through the trampoline. klasy_direct_is: h is on it.
+ * arm once all are in; detach takes the ops out without waiting for
+ * calls inside a hooked function: those hold the set and this module until
+ * they return. klasy_direct_is: h is on it. klasy_direct_held: unwoven
+ * sets some call is still inside.
  */
 bool klasy_direct_on(void);
 int klasy_direct_attach(struct klasy_aspect *a);
@@ -79,6 +81,7 @@ void klasy_direct_disarm(struct klasy_aspect *a);
 void klasy_direct_detach(struct klasy_aspect *a);
 unsigned int klasy_direct_count(const struct klasy_aspect *a);
 bool klasy_direct_is(const struct klasy_hook *h);
+unsigned int klasy_direct_held(void);
 void klasy_direct_exit_module(void);
 
 /*

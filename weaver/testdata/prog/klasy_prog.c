@@ -182,7 +182,7 @@ int main(int argc, char **argv)
 	long i, n;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: klasy_prog pread|open-missing|cat|getppid|time-getppid|tcp-read|lseek|time-lseek|lseek-ret|tcp-send|tcp-recv|getppid-split|pread-range|sleep|sleepers|spin|mkdir|fork ...\n");
+		fprintf(stderr, "usage: klasy_prog pread|read|open-missing|cat|getppid|time-getppid|tcp-read|lseek|time-lseek|lseek-ret|tcp-send|tcp-recv|getppid-split|pread-range|sleep|sleepers|spin|mkdir|fork ...\n");
 		return 2;
 	}
 	printf("pid %d\n", getpid());
@@ -202,6 +202,21 @@ int main(int argc, char **argv)
 				return 1;
 			}
 		printf("fd %d\n", fd);
+		return 0;
+	}
+	if (strcmp(argv[1], "read") == 0 && argc == 4) {
+		int fd = open(argv[2], O_RDONLY);
+
+		if (fd < 0) {
+			perror(argv[2]);
+			return 1;
+		}
+		n = arg(argv[3]);
+		for (i = 0; i < n; i++)
+			if (read(fd, buf, 1) < 0) {
+				perror("read");
+				return 1;
+			}
 		return 0;
 	}
 	if (strcmp(argv[1], "open-missing") == 0 && argc == 4) {

@@ -30,6 +30,10 @@ func Write(w io.Writer, target string, st *records.Status) {
 	if st.Disarmed {
 		fmt.Fprintf(w, "%s: kprobes are disarmed in this kernel (/sys/kernel/debug/kprobes/enabled is 0): %s\n", target, disarmed(st))
 	}
+	if st.FexitHeld > 0 {
+		fmt.Fprintf(w, "%s: %s of unwoven aspects keep the runtime loaded: tasks are still inside functions that had after advice (none runs now); the next unweave removes it once they return\n",
+			target, human.Plural(st.FexitHeld, "direct trampoline"))
+	}
 	for _, f := range st.Flows {
 		fmt.Fprintf(w, "flow %s: %d of %d entries, %d hits, %d misses, %d evictions, %d freed, %d ambiguous, %d dropped, %d without ID\n",
 			f.Name, f.Entries, f.Limit, f.Hits, f.Misses, f.Evictions, f.Freed, f.Ambiguous, f.Dropped, f.NoID)
@@ -125,10 +129,13 @@ type JSON struct {
 	BufferKB int    `json:"buffer_kb,omitempty"`
 	Unread   uint64 `json:"unread"`
 	// Disarmed: kprobes are disarmed in the whole kernel; no hook runs.
-	Disarmed bool         `json:"disarmed,omitempty"`
-	Lost     []uint64     `json:"lost_per_cpu"`
-	Flows    []FlowJSON   `json:"flows"`
-	Aspects  []aspectJSON `json:"aspects"`
+	Disarmed bool `json:"disarmed,omitempty"`
+	// FexitHeld: unwoven aspects' direct trampolines that tasks are
+	// still inside, keeping the runtime loaded.
+	FexitHeld int          `json:"fexit_held,omitempty"`
+	Lost      []uint64     `json:"lost_per_cpu"`
+	Flows     []FlowJSON   `json:"flows"`
+	Aspects   []aspectJSON `json:"aspects"`
 }
 
 // DomainJSON is one domain of klasy status --domains --json.
@@ -189,6 +196,7 @@ func View(target string, st *records.Status) JSON {
 	}
 	v.Runtime, v.ABI, v.CPUs, v.BufferKB, v.Unread, v.Lost = true, st.ABI, st.CPUs, st.BufferKB, st.Unread, st.Lost
 	v.Disarmed = st.Disarmed
+	v.FexitHeld = st.FexitHeld
 	for _, f := range st.Flows {
 		v.Flows = append(v.Flows, FlowJSON(f))
 	}

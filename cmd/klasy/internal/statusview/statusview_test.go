@@ -3,6 +3,7 @@ package statusview
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -184,6 +185,36 @@ func TestStatusFtraceOps(t *testing.T) {
 	for _, want := range []string{`"ftrace_ops":1,"fexit":1,"hooks":[{"kind":"kprobe","mechanism":"ftrace-ops"`, `"ftrace_ops":0,"ops_err":-16,"fexit":0,"fexit_err":-16,`, `"kind":"kretprobe","mechanism":"fexit"`} {
 		if !bytes.Contains(js, []byte(want)) {
 			t.Errorf("klasy status --json lacks %s:\n%s", want, js)
+		}
+	}
+}
+
+// TestStatusFexitHeld: when tasks inside functions whose after advice
+// was unwoven keep the runtime loaded (fexit_held=N in the runtime's
+// line), klasy status says so, in text and in --json.
+func TestStatusFexitHeld(t *testing.T) {
+	text, err := os.ReadFile("../../../../weaver/records/testdata/status/empty.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, held := range []int{0, 2} {
+		in := strings.Replace(string(text), "fexit_held=0", fmt.Sprintf("fexit_held=%d", held), 1)
+		st, err := records.ParseStatus([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		Write(&b, "lab demo", st)
+		said := strings.Contains(b.String(), "2 direct trampolines of unwoven aspects keep the runtime loaded")
+		if said != (held > 0) {
+			t.Errorf("fexit_held=%d: text says so %v:\n%s", held, said, b.String())
+		}
+		js, err := json.Marshal(View("lab demo", st))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(js), `"fexit_held":2`); got != (held > 0) {
+			t.Errorf("fexit_held=%d: JSON says so %v: %s", held, got, js)
 		}
 	}
 }
