@@ -218,7 +218,9 @@ type fnTrack struct {
 	f      *dwscan.Function
 	insns  []x86code.Insn
 	g      *x86code.Graph
-	facts  [][]int32 // by instruction index: indexes into fs
+	graph  x86code.Graph // g's memory, reused from one function to the next
+	accs   []Access      // run's buffer
+	facts  [][]int32     // by instruction index: indexes into fs
 	fs     []fact
 	spans  [][2]int32 // of fs[k]: instructions [i, j)
 	counts []int32
@@ -297,8 +299,10 @@ func (ft *fnTrack) buildFacts() {
 		}
 	}()
 	for i := range ft.applied {
+		// Past len the elements were cleared before: clearing to cap
+		// each time cost 2% of inference's CPU time.
+		clear(ft.applied[i].regs)
 		ft.applied[i].regs = ft.applied[i].regs[:0]
-		clear(ft.applied[i].regs[:cap(ft.applied[i].regs)])
 	}
 	if cap(ft.applied) < n {
 		ft.applied = make([]appliedFacts, n, n+n/4)

@@ -113,8 +113,8 @@ func ftraceOpsSteps(g *guest, step func(string, func(*guest))) {
 
 	step("ftrace-ops/a hook hit inside advice is counted as missed", func(g *guest) {
 		// kstrdup's entry is hit inside getppid's advice, on the
-		// same CPU in the same context: ftrace's recursion lock (or
-		// the runtime's guard after it) refuses it, and status counts
+		// same CPU in the same context: the runtime's guard
+		// (klasy_enter's busy flag) refuses it, and status counts
 		// each refusal as missed, where kprobes' ftrace handler drops
 		// what its recursion lock refuses without counting.
 		src := `<aspect>

@@ -27,6 +27,7 @@ type Graph struct {
 	// their targets, such as a jump table's, are not followed, so the
 	// blocks only they reach are not known where they start.
 	Indirect []Insn
+	leaders  map[uint64]bool // FuncGraphInto's, reused
 }
 
 // GraphBlock is one basic block [Start, End) and the arcs leaving it.
@@ -68,6 +69,14 @@ func FuncGraph(entry uint64, ranges []Range, patched PatchedBranches) *Graph {
 // FuncGraphDecoded is FuncGraph for a caller that has decoded the
 // ranges already: decoded[i] is Decode(ranges[i].Code, ranges[i].Addr).
 func FuncGraphDecoded(entry uint64, ranges []Range, decoded [][]Insn, patched PatchedBranches) *Graph {
+	return FuncGraphInto(&Graph{}, entry, ranges, decoded, patched)
+}
+
+// FuncGraphInto is FuncGraphDecoded building into g, over the graph it
+// held before: a caller going through many functions (accessinfer)
+// reuses the blocks' memory, with their instructions ~300 MB for a
+// vmlinux.
+func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, patched PatchedBranches) *Graph {
 	type rangeInsns struct {
 		lo, hi uint64
 		insns  []Insn
@@ -93,8 +102,13 @@ func FuncGraphDecoded(entry uint64, ranges []Range, decoded [][]Insn, patched Pa
 		}
 		return false
 	}
-	g := &Graph{Entry: entry}
-	leaders := map[uint64]bool{entry: isStart(entry)}
+	g.Entry, g.Indirect = entry, g.Indirect[:0]
+	if g.leaders == nil {
+		g.leaders = map[uint64]bool{}
+	}
+	leaders := g.leaders
+	clear(leaders)
+	leaders[entry] = isStart(entry)
 	for _, r := range rs {
 		leaders[r.lo] = true
 		next := r.lo
@@ -117,7 +131,10 @@ func FuncGraphDecoded(entry uint64, ranges []Range, decoded [][]Insn, patched Pa
 			}
 		}
 	}
-	g.Blocks = make([]GraphBlock, 0, len(leaders)+1) // one per leader, and one past a byte that did not decode, mostly
+	if n := len(leaders) + 1; cap(g.Blocks) < n {
+		g.Blocks = make([]GraphBlock, 0, n) // one per leader, and one past a byte that did not decode, mostly
+	}
+	g.Blocks = g.Blocks[:0]
 	for _, r := range rs {
 		var cur *GraphBlock
 		for i := range r.insns {

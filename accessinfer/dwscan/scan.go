@@ -76,6 +76,12 @@ type Scanner struct {
 	origin map[dwarf.Offset]originInfo
 	names  map[string]string
 	out    *Unit
+	// The lists of the function being scanned grow here and are copied
+	// out at its end: growing each function's own left half its
+	// variables' memory behind as garbage.
+	vars    []Variable
+	inlines []InlineSite
+	params  []ScopedType
 }
 
 // Sections are the raw DWARF sections a scan reads besides what
@@ -95,7 +101,7 @@ type Sections struct {
 // globals' types through ts (one goroutine's: neither is safe for
 // concurrent use).
 func NewScanner(d *dwarf.Data, ts *members.Types, sec Sections) *Scanner {
-	s := &Scanner{d: d, r: d.Reader(), ts: ts, secs: sec.DIEs, abbrev: diescan.Abbrevs{}, names: map[string]string{}}
+	s := &Scanner{d: d, r: d.Reader(), ts: ts, secs: sec.DIEs, abbrev: ts.Abbrevs(), names: map[string]string{}}
 	s.locs.loc = sec.Loc
 	s.locs.loclists = sec.Loclists
 	s.locs.addr = sec.Addr
@@ -339,9 +345,21 @@ func (s *Scanner) subprogram(e *diescan.DIE) {
 	fb := e.FrameBase
 	f.CFAFrame = len(fb) == 1 && fb[0] == opCallFrameCFA
 	if e.Children {
+		f.Vars, f.Inlines, f.Params = s.vars[:0], s.inlines[:0], s.params[:0]
 		s.children(&f, 0, nil)
+		s.vars, s.inlines, s.params = f.Vars, f.Inlines, f.Params
+		f.Vars, f.Inlines, f.Params = clone(f.Vars), clone(f.Inlines), clone(f.Params)
 	}
 	s.out.Funcs = append(s.out.Funcs, f)
+}
+
+// clone copies l out of a scanner's buffer (nil if empty, as a list
+// never appended to).
+func clone[T any](l []T) []T {
+	if len(l) == 0 {
+		return nil
+	}
+	return append([]T(nil), l...)
 }
 
 // children reads the DIEs of a scope up to its end: variables, lexical

@@ -2,6 +2,9 @@ package members
 
 import (
 	"debug/dwarf"
+	"sort"
+
+	"github.com/klasy/klasy/dwarfmap/diescan"
 )
 
 // Kind is what a type is, as far as tracking needs to know.
@@ -64,16 +67,55 @@ type Key struct {
 	off  dwarf.Offset
 }
 
-// Types reads and caches the types of one dwarf.Data (not safe for
-// concurrent use: each worker has its own).
+// Types reads and caches the types of one image's DWARF (not safe for
+// concurrent use: each worker has its own). It reads the type DIEs with
+// diescan, not debug/dwarf, whose entries allocated a field slice per
+// DIE: a quarter of inference's allocations on a vmlinux.
 type Types struct {
-	d     *dwarf.Data
-	r     *dwarf.Reader
-	cache map[dwarf.Offset]*Type
+	secs    *diescan.Sections
+	units   [][2]uint64 // [start, end) of each unit in .debug_info
+	unit    map[uint64]*diescan.Unit
+	cur     *diescan.Unit
+	abbrevs diescan.Abbrevs
+	cache   map[dwarf.Offset]*Type
+	mbuf    []Member // members' buffer
 }
 
-func NewTypes(d *dwarf.Data) *Types {
-	return &Types{d: d, r: d.Reader(), cache: map[dwarf.Offset]*Type{}}
+// NewTypes reads types from the sections secs, whose units are units
+// (dwscan.Units).
+func NewTypes(secs *diescan.Sections, units [][2]uint64) *Types {
+	return &Types{secs: secs, units: units, unit: map[uint64]*diescan.Unit{}, abbrevs: diescan.Abbrevs{},
+		cache: map[dwarf.Offset]*Type{}}
+}
+
+// Abbrevs is the cache of abbreviation tables, for a scanner of the same
+// goroutine to share.
+func (ts *Types) Abbrevs() diescan.Abbrevs { return ts.abbrevs }
+
+// seek positions ts.cur at the DIE at off; false if no unit holds it.
+func (ts *Types) seek(off dwarf.Offset) bool {
+	o := uint64(off)
+	if ts.cur == nil || o < ts.cur.Start() || o >= ts.cur.End() {
+		i := sort.Search(len(ts.units), func(i int) bool { return ts.units[i][1] > o })
+		if i == len(ts.units) || o < ts.units[i][0] {
+			return false
+		}
+		u := ts.unit[ts.units[i][0]]
+		if u == nil {
+			var err error
+			u, err = diescan.NewUnit(ts.secs, ts.units[i][0], ts.units[i][1], ts.abbrevs)
+			if err != nil {
+				return false
+			}
+			// The unit DIE's bases (DWARF 5) apply to its strings.
+			var d diescan.DIE
+			u.UnitDIE(&d)
+			ts.unit[ts.units[i][0]] = u
+		}
+		ts.cur = u
+	}
+	ts.cur.Seek(o)
+	return true
 }
 
 // Get returns the type at off with typedefs and qualifiers stripped;
@@ -91,22 +133,21 @@ func (ts *Types) Get(off dwarf.Offset) *Type {
 }
 
 func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
-	if depth > 16 {
+	if depth > 16 || !ts.seek(off) {
 		return nil
 	}
-	ts.r.Seek(off)
-	e, err := ts.r.Next()
-	if err != nil || e == nil {
+	var e diescan.TypeDIE
+	if !ts.cur.NextType(&e) && (e.Tag != 0 || ts.cur.Err() != nil) {
 		return nil
 	}
-	next, _ := e.Val(dwarf.AttrType).(dwarf.Offset)
+	next := dwarf.Offset(e.Type)
 	switch e.Tag {
 	case dwarf.TagTypedef:
 		// The typedef nearest the type names it, as the plugin names
 		// it: atomic_long_t is a typedef of atomic64_t, the typedef of
 		// an anonymous struct, whose accesses are atomic64_t's.
-		if n, _ := e.Val(dwarf.AttrName).(string); n != "" {
-			typedef = n
+		if len(e.Name) > 0 {
+			typedef = string(e.Name)
 		}
 		fallthrough
 	case dwarf.TagConstType, dwarf.TagVolatileType, dwarf.TagRestrictType, dwarf.TagAtomicType:
@@ -121,7 +162,7 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		return t
 	}
 	t := &Type{off: off}
-	t.Size, _ = e.Val(dwarf.AttrByteSize).(int64)
+	t.Size = e.ByteSize
 	switch e.Tag {
 	case dwarf.TagPointerType:
 		t.Kind, t.Elem, t.Size = Ptr, next, 8
@@ -130,7 +171,7 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		if e.Tag == dwarf.TagUnionType {
 			t.Kind = Union
 		}
-		t.Name, _ = e.Val(dwarf.AttrName).(string)
+		t.Name = string(e.Name)
 		if t.Name == "" {
 			t.anon, t.Name = true, typedef
 		}
@@ -142,24 +183,19 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		n := int64(1)
 		known := false
 		if e.Children {
-			for {
-				c, err := ts.r.Next()
-				if err != nil || c == nil || c.Tag == 0 {
-					break
-				}
+			var c diescan.TypeDIE
+			for ts.cur.NextType(&c) {
 				if c.Tag == dwarf.TagSubrangeType {
-					if cnt, ok := c.Val(dwarf.AttrCount).(int64); ok {
-						n, known = n*cnt, true
-					} else if ub, ok := c.Val(dwarf.AttrUpperBound).(int64); ok {
-						n, known = n*(ub+1), true
+					if c.HasCount {
+						n, known = n*c.Count, true
+					} else if c.HasUpperBound {
+						n, known = n*(c.UpperBound+1), true
 					} else {
 						known = false
 						n = 0
 					}
 				}
-				if c.Children {
-					ts.r.SkipChildren()
-				}
+				ts.cur.SkipTypeChildren(&c)
 			}
 		}
 		if known {
@@ -178,37 +214,41 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 
 // members reads the member DIEs following a struct's DIE.
 func (ts *Types) members(size int64) []Member {
-	var ms []Member
-	for {
-		c, err := ts.r.Next()
-		if err != nil || c == nil || c.Tag == 0 {
-			break
-		}
+	ms := ts.mbuf[:0]
+	defer func() {
+		// Grown in ts's buffer, copied out once: a vmlinux has a copy
+		// of each struct per unit that uses it.
+		ts.mbuf = ms
+	}()
+	var c diescan.TypeDIE
+	for ts.cur.NextType(&c) {
 		if c.Tag == dwarf.TagMember {
 			m := Member{}
-			m.Name, _ = c.Val(dwarf.AttrName).(string)
-			m.Type, _ = c.Val(dwarf.AttrType).(dwarf.Offset)
-			m.off, _ = c.Val(dwarf.AttrDataMemberLoc).(int64)
+			m.Name = string(c.Name)
+			m.Type = dwarf.Offset(c.Type)
+			m.off = c.MemberLoc
 			m.bitOff = m.off * 8
-			if bs, ok := c.Val(dwarf.AttrBitSize).(int64); ok {
+			if c.HasBitSize {
+				bs := c.BitSize
 				m.BitSize = bs
-				if dbo, ok := c.Val(dwarf.AttrDataBitOffset).(int64); ok {
-					m.bitOff = dbo // DWARF 4+: from the start of the struct
-				} else if bo, ok := c.Val(dwarf.AttrBitOffset).(int64); ok {
+				if c.HasDataBitOffset {
+					m.bitOff = c.DataBitOffset // DWARF 4+: from the start of the struct
+				} else if c.HasBitOffset {
 					// DWARF 2/3: from the most significant bit of the
 					// storage unit of DW_AT_byte_size at the member location.
-					unit, _ := c.Val(dwarf.AttrByteSize).(int64)
-					m.bitOff = m.off*8 + unit*8 - bo - bs
+					unit := c.ByteSize
+					m.bitOff = m.off*8 + unit*8 - c.BitOffset - bs
 				}
 				m.off = m.bitOff / 8
 			}
 			ms = append(ms, m)
 		}
-		if c.Children {
-			ts.r.SkipChildren()
-		}
+		ts.cur.SkipTypeChildren(&c)
 	}
-	return ms
+	if len(ms) == 0 {
+		return nil
+	}
+	return append([]Member(nil), ms...)
 }
 
 // span is a member's bytes [lo, hi) from the start of its container.

@@ -106,13 +106,47 @@ const (
 	formGNUStrpAlt   form = 0x1f21
 )
 
+// countAbbrevs counts the attributes and finds the largest code of the
+// abbreviation table at off, for parseAbbrevs to size its slices; it
+// stops where the table ends or stops parsing (parseAbbrevs says why).
+func countAbbrevs(b []byte, off uint64) (nattrs int, maxCode uint64) {
+	r := bytereader.New(b)
+	r.Seek(int(off))
+	for {
+		code := r.ULEB128()
+		if code == 0 || r.Err() != nil || code > 1<<20 {
+			return nattrs, maxCode
+		}
+		maxCode = max(maxCode, code)
+		r.ULEB128()
+		r.U8()
+		for {
+			at, fm := r.ULEB128(), form(r.ULEB128())
+			if r.Err() != nil || at == 0 && fm == 0 {
+				break
+			}
+			if fm == formImplicitConst {
+				r.SLEB128()
+			}
+			nattrs++
+		}
+	}
+}
+
 func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 	if off >= uint64(len(b)) {
 		return nil, fmt.Errorf("abbrev offset %#x outside .debug_abbrev: %w", off, ErrMalformed)
 	}
 	r := bytereader.New(b)
 	r.Seek(int(off))
-	var tab []abbrev
+	// The attributes of all the table's abbreviations go in one slice
+	// (span[code] is the code's part), not one grown per abbreviation:
+	// a vmlinux has a table per unit, thousands of abbreviations each.
+	// Counted first, so that nothing is grown.
+	nattrs, maxCode := countAbbrevs(b, off)
+	tab := make([]abbrev, 0, maxCode+1)
+	all := make([]attrSpec, 0, nattrs)
+	span := make([][2]int32, 0, maxCode+1)
 	for {
 		code := r.ULEB128()
 		if code == 0 || r.Err() != nil {
@@ -123,6 +157,7 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 		}
 		a := abbrev{tag: dwarf.Tag(r.ULEB128())}
 		a.children = r.U8() == 1 // DW_CHILDREN_yes
+		lo := len(all)
 		for {
 			at, fm := dwarf.Attr(r.ULEB128()), form(r.ULEB128())
 			if r.Err() != nil {
@@ -135,12 +170,20 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 			if fm == formImplicitConst {
 				s.ic = r.SLEB128()
 			}
-			a.attrs = append(a.attrs, s)
+			all = append(all, s)
 		}
 		for uint64(len(tab)) <= code {
 			tab = append(tab, abbrev{})
+			span = append(span, [2]int32{})
 		}
 		tab[code] = a
+		span[code] = [2]int32{int32(lo), int32(len(all))}
+	}
+	for code := range tab {
+		// nil for none, as appending to nil left it.
+		if lo, hi := span[code][0], span[code][1]; hi > lo {
+			tab[code].attrs = all[lo:hi:hi]
+		}
 	}
 	if r.Err() != nil {
 		return nil, fmt.Errorf("abbrev table at %#x: %w", off, ErrMalformed)

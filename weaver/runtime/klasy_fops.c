@@ -120,14 +120,6 @@ static __always_inline struct klasy_hook *klasy_fops_find(struct klasy_ops_set *
 }
 
 /*
- * What ftrace calls at each site of the filter. Without
- * FTRACE_OPS_FL_RECURSION ftrace leaves recursion to us: a hit that the
- * trylock refuses (the handler's own calls reaching a hooked function in
- * the same context, a second time) is counted as missed, where kprobes'
- * ftrace handler drops it uncounted. The trylock also keeps preemption
- * off until the unlock: the advice's per-CPU state stays on this CPU.
- */
-/*
  * Whether h can go on the ops without SAVE_REGS: its handler reads only
  * the registers ftrace saves for a function's arguments, and ftrace
  * hands such an ops a pt_regs at all (DYNAMIC_FTRACE_WITH_ARGS, which
@@ -138,27 +130,38 @@ static bool klasy_args_only(const struct klasy_hook *h)
 	return IS_ENABLED(CONFIG_DYNAMIC_FTRACE_WITH_ARGS) && h->args_only;
 }
 
+/*
+ * What ftrace calls at each site of the filter. ftrace's recursion lock
+ * (ftrace_test_recursion_trylock, or FTRACE_OPS_FL_RECURSION) is not
+ * taken: it was a fifth of a null advice's cost, and klasy_enter's busy
+ * flag, the first thing every advice handler tests, already refuses a
+ * second klasy handler on this CPU (the advice's own calls reaching a
+ * hooked function, an interrupt) and counts the hit as missed. Nothing
+ * before that test can recurse: this handler and rcu_is_watching are
+ * notrace, the lookup is inline, and the task filter calls nothing
+ * (taskfilter). Preemption stays off from here to the advice's end, so
+ * the per-CPU flag and state stay on this CPU.
+ */
 static void notrace klasy_fops_handler(unsigned long ip, unsigned long parent_ip,
 				       struct ftrace_ops *op,
 				       struct ftrace_regs *fregs)
 {
 	struct klasy_ops_set *f = container_of(op, struct klasy_ops_set, ops);
-	struct klasy_hook *h = klasy_fops_find(f, ip);
+	/*
+	 * ftrace calls an ops only at the sites of its filter: with one,
+	 * that is the hook, no search needed.
+	 */
+	struct klasy_hook *h = likely(f->n == 1) ? f->hooks[0] : klasy_fops_find(f, ip);
 	/*
 	 * Without SAVE_REGS, x86's ftrace_regs is a pt_regs whose argument
 	 * registers, bp, sp and ip are filled (ftrace_caller); args_only
 	 * hooks read no other.
 	 */
 	struct pt_regs *regs = ftrace_get_regs(fregs) ?: &fregs->regs;
-	int bit;
 
 	if (unlikely(!h || !READ_ONCE(f->armed)))
 		return;
-	bit = ftrace_test_recursion_trylock(ip, parent_ip);
-	if (unlikely(bit < 0)) {
-		atomic_long_inc(&h->missed);
-		return;
-	}
+	preempt_disable_notrace();
 	/*
 	 * Not FTRACE_OPS_FL_RCU: ftrace calls us from idle paths too, where
 	 * advice's rcu_read_lock (the flow table) would not be waited for.
@@ -167,7 +170,7 @@ static void notrace klasy_fops_handler(unsigned long ip, unsigned long parent_ip
 		h->rp.kp.pre_handler(&h->rp.kp, regs);
 	else
 		atomic_long_inc(&h->missed);
-	ftrace_test_recursion_unlock(bit);
+	preempt_enable_notrace();
 }
 
 static unsigned int klasy_fops_count_of(const struct klasy_fops *f)

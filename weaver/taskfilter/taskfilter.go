@@ -98,11 +98,14 @@ func (f Filter) C() string {
 	}
 	if f.Comm != "" {
 		// The name and the NUL after it: the kernel pads comm with NULs.
-		var lit strings.Builder
+		// Compared byte by byte, no memcmp: the test runs before the
+		// handler's recursion guard (klasy_enter), and memcmp may be a
+		// hooked function.
+		fmt.Fprintf(&b, "\t{\n\t\tstatic const char want[%d] = \"", len(f.Comm)+1)
 		for i := 0; i < len(f.Comm); i++ {
-			fmt.Fprintf(&lit, "\\x%02x", f.Comm[i])
+			fmt.Fprintf(&b, "\\x%02x", f.Comm[i])
 		}
-		fmt.Fprintf(&b, "\tif (memcmp(current->comm, \"%s\", %d))\n\t\treturn true;\n", lit.String(), len(f.Comm)+1)
+		fmt.Fprintf(&b, "\";\n\t\tunsigned int i;\n\n\t\tfor (i = 0; i < %d; i++)\n\t\t\tif (READ_ONCE(current->comm[i]) != want[i])\n\t\t\t\treturn true;\n\t}\n", len(f.Comm)+1)
 	}
 	b.WriteString("\treturn false;\n}")
 	return b.String()

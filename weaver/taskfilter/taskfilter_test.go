@@ -15,9 +15,9 @@ func TestC(t *testing.T) {
 	}{
 		{Filter{}, nil, nil},
 		{Filter{SelfTGID: 71, IncludeSelf: true}, nil, nil},
-		{Filter{SelfTGID: 71}, []string{"current->tgid == 71"}, []string{"memcmp", "!="}},
-		{Filter{PID: 300, SelfTGID: 71}, []string{"current->tgid == 71", "current->tgid != 300"}, []string{"memcmp"}},
-		{Filter{Comm: "dd", IncludeSelf: true, SelfTGID: 71}, []string{`memcmp(current->comm, "\x64\x64", 3)`}, []string{"tgid"}},
+		{Filter{SelfTGID: 71}, []string{"current->tgid == 71"}, []string{"comm", "!="}},
+		{Filter{PID: 300, SelfTGID: 71}, []string{"current->tgid == 71", "current->tgid != 300"}, []string{"comm"}},
+		{Filter{Comm: "dd", IncludeSelf: true, SelfTGID: 71}, []string{`want[3] = "\x64\x64"`, "current->comm[i]) != want[i]"}, []string{"tgid", "memcmp"}},
 	} {
 		c := tc.f.C()
 		if (c == "") != (tc.want == nil) {

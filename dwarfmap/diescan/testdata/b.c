@@ -16,3 +16,12 @@ int other(struct pair *p)
 	lock.locked++;
 	return clamp(p->v[0]) + clamp(p->v[1]);
 }
+
+/* Bitfields and a two-dimensional array, for the type DIEs' constants. */
+struct bits {
+	unsigned int lo:3, mid:9;
+	int grid[2][3];
+	unsigned long long hi:40;
+};
+
+struct bits bits_global;
