@@ -35,9 +35,13 @@
  * busy bit only to take the slot over, never to look and back out: the
  * slot's own task misses (finds it busy) only while its slot is being
  * taken from it, after which it has no frames a later access could read
- * stale. (The count wraps at 4: a task would have to unlock its slot 4
- * times between a reclaimer's look and its exchange, and then lose its
- * frames, not read another's.)
+ * stale. The count survives the slot's freeing (task 0) and claiming:
+ * reset there, a task that freed its slot and claimed it again, one call
+ * returned and the next begun in the reclaimer's window (an interrupt
+ * in an ftrace-ops handler), would show the word the reclaimer saw and
+ * lose the new call's frame. (The count wraps at 4: a task would have
+ * to unlock its slot 4 times between a reclaimer's look and its
+ * exchange, and then lose its frames, not read another's.)
  */
 #define KLASY_CALL_BUSY 1UL
 #define KLASY_CALL_GEN 6UL
@@ -105,10 +109,12 @@ static struct klasy_call_task *klasy_call_task(struct klasy_calls *c,
 		/* Its task's frames as of its last unlock, for the look. */
 		w = smp_load_acquire(&s->task);
 		if ((w & KLASY_CALL_BUSY) ||
-		    (w && (s64)(now - klasy_call_newest(s)) <= KLASY_CALL_STALE_NS))
+		    ((w & KLASY_CALL_TASK) &&
+		     (s64)(now - klasy_call_newest(s)) <= KLASY_CALL_STALE_NS))
 			continue;
 		/* Fails if its task used it since w was read. */
-		if (cmpxchg(&s->task, w, me | KLASY_CALL_BUSY) != w)
+		if (cmpxchg(&s->task, w, me | (w & KLASY_CALL_GEN) |
+			    KLASY_CALL_BUSY) != w)
 			continue;
 		s->birth = current->start_time;
 		s->n = 0;
@@ -189,8 +195,8 @@ void klasy_call_end(struct klasy_calls *c, unsigned long cfa)
 		if (s->f[i].cfa <= cfa)
 			klasy_call_drop(s, i);
 	if (!s->n)
-		/* Free, and given up: its writes before a new holder's. */
-		smp_store_release(&s->task, 0);
+		/* Free, given up, counted: writes before a new holder's. */
+		smp_store_release(&s->task, (s->task + 2) & KLASY_CALL_GEN);
 	else
 		klasy_call_unlock(s);
 }

@@ -866,9 +866,10 @@ struct klasy_call_frame {
 
 struct klasy_call_task {
 	/*
-	 * Its task_struct, 0: free; bit 0 set while a handler holds the
-	 * slot (cmpxchg: its task's, or another's taking it over from
-	 * another CPU), bits 1-2 count its unlocks (klasy_call.c).
+	 * Its task_struct (bits 3 up, 0: free); bit 0 set while a handler
+	 * holds the slot (cmpxchg: its task's, or another's taking it over
+	 * from another CPU), bits 1-2 count its unlocks, kept while free
+	 * (klasy_call.c).
 	 */
 	unsigned long task;
 	u64 birth;			/* its start_time */

@@ -16,13 +16,15 @@
  * per-bucket bit spinlocks are not NMI-safe. Here nothing is allocated
  * after the aspect registers, an operation holds one bucket's lock for
  * a few loads and stores (interrupts off, so no handler on this CPU
- * can spin on a lock this CPU holds). In NMI context (where x86 runs
- * an int3 kprobe's handler too) the code interrupted may be the stats
- * reader holding that very lock (klasy_enter keeps handlers from
- * nesting, so not another operation): there it only trylocks, up to
- * KLASY_SMAP_NMI_TRIES times, which outlasts any other CPU's hold of a
- * few loads and stores, and an operation that still finds the bucket
- * locked is counted (busy), never waited on further. A map holds its size in keys
+ * can spin on a lock this CPU holds). Handlers do not nest on a CPU
+ * (klasy_enter), and the stats reader marks its CPU as running one
+ * while it holds a bucket, so no handler on the holder's CPU (an NMI,
+ * or a hook inside the reader's unlock) ever spins on it. In NMI
+ * context (where x86 runs an int3 kprobe's handler too) a bucket is
+ * still only trylocked, up to KLASY_SMAP_NMI_TRIES times, which
+ * outlasts any other CPU's hold of a few loads and stores (lockdep
+ * checks no other acquire in NMI), and an operation that still finds
+ * it locked is counted (busy), never waited on further. A map holds its size in keys
  * (KLASY_SMAP_ENTRIES or its MAP_SIZE: a count kept with
  * atomic_long_add_unless, so concurrent inserts cannot pass it) in
  * twice as many slots or more, KLASY_SMAP_WAYS a bucket, so that a
@@ -33,6 +35,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/hardirq.h>
+#include <linux/irqflags.h>
 #include <linux/jhash.h>
 #include <linux/kernel.h>
 #include <linux/log2.h>
@@ -242,6 +245,33 @@ bool klasy_smap_delete(struct klasy_aspect *a, unsigned int map,
 EXPORT_SYMBOL_GPL(klasy_smap_delete);
 
 /*
+ * The stats reader's hold of bucket b. The reader is no handler, so
+ * without the busy mark klasy_enter would let one run on this CPU while
+ * b is held: an ftrace-ops hook on _raw_spin_unlock_irqrestore, or the
+ * lock_release tracepoint of a lockdep kernel, runs inside the unlock
+ * with b still held, and its MAP_SET of a key in b would spin for ever.
+ * Marked, such a hit is counted as missed, as one inside a handler is.
+ * Interrupts off first: nothing on this CPU runs between mark and lock.
+ */
+static void klasy_smap_read_lock(struct klasy_smap_bucket *b,
+				 unsigned long *flags)
+{
+	local_irq_save(*flags);
+	WRITE_ONCE(this_cpu_ptr(&klasy_hit)->busy, 1);
+	barrier();
+	raw_spin_lock(&b->lock);
+}
+
+static void klasy_smap_read_unlock(struct klasy_smap_bucket *b,
+				   unsigned long flags)
+{
+	raw_spin_unlock(&b->lock);
+	barrier();
+	WRITE_ONCE(this_cpu_ptr(&klasy_hit)->busy, 0);
+	local_irq_restore(flags);
+}
+
+/*
  * klasy_smap_show prints a's shared maps: an smap line each (entries=
  * its keys now, size= its bound), then an skey line per key (t= its
  * typed bitmap in hex, w= its words in hex, v= its value), in bucket
@@ -265,11 +295,11 @@ int klasy_smap_show(struct seq_file *sf, struct klasy_aspect *a)
 		for (j = 0; j < m->nbuckets; j++) {
 			struct klasy_smap_bucket *b = &m->b[j];
 
-			raw_spin_lock_irqsave(&b->lock, flags);
+			klasy_smap_read_lock(b, &flags);
 			for (w = 0; w < KLASY_SMAP_WAYS; w++)
 				if (b->e[w].key.nw)
 					all[n++] = b->e[w];
-			raw_spin_unlock_irqrestore(&b->lock, flags);
+			klasy_smap_read_unlock(b, flags);
 		}
 		seq_printf(sf, "smap index=%u name=", i);
 		klasy_put_token(sf, m->name);

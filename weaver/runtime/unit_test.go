@@ -296,12 +296,12 @@ func TestTimersInUserSpace(t *testing.T) {
 // for the runtime's own), with klasy_agg.c's keys.
 func smapHarness(t testing.TB, smap []byte) string {
 	t.Helper()
-	x := unitSource(t, runtime.Header, nil, "KLASY_STR_MAX", "KLASY_KEY_WORDS", "struct klasy_key",
+	x := unitSource(t, runtime.Header, nil, "KLASY_MAX_VALUES", "struct klasy_hit", "KLASY_STR_MAX", "KLASY_KEY_WORDS", "struct klasy_key",
 		"KLASY_SMAP_MAX", "KLASY_SMAP_WAYS", "KLASY_SMAP_ENTRIES", "KLASY_SMAP_MAX_ENTRIES") +
 		unitSource(t, "klasy_agg.c", nil, "klasy_key_add", "klasy_key_eq") +
 		unitSource(t, "klasy_smap.c", smap, "KLASY_SMAP_NMI_TRIES", "struct klasy_smap_entry", "struct klasy_smap_bucket", "struct klasy_smap",
 			"klasy_smap_free", "klasy_smap_alloc", "klasy_smap_lock", "klasy_smap_find", "klasy_smap_set",
-			"klasy_smap_get", "klasy_smap_delete")
+			"klasy_smap_get", "klasy_smap_delete", "klasy_smap_read_lock", "klasy_smap_read_unlock", "klasy_smap_show")
 	return unitHarness(t, "smap_harness", map[string]string{"smap_extract.c": x})
 }
 
@@ -348,6 +348,15 @@ func TestSharedMapsInUserSpace(t *testing.T) {
 			"get a 300 absent", "set a 2 300", "del a 300 no", "count a busy=3 spins=3000",
 			"get a 301 absent", "count a busy=3", // another bucket, free
 			"release", "get a 300 = 1", "nmi 0", "get a 300 = 1", "count a busy=3 overflow=0 spins=3000")},
+		{"the stats show every key held", lines(
+			"fill a 50 1", "set b 9 s:dd 7", "show", "count a entries=50 missed=0")},
+		// review3 finding 1: an entry hook on _raw_spin_unlock_irqrestore
+		// (or a lockdep kernel's lock_release tracepoint) runs inside the
+		// stats reader's unlock, the bucket still held, on the reader's
+		// CPU: its MAP_SET of a key in that bucket spun for ever.
+		{"an advice on the unlock inside the stats reader's hold is refused, not spun on", lines(
+			"set a 1 300", "show a 5 300", "count a entries=1 missed>=1", "get a 300 = 1",
+			"nmi 1", "show a 5 300", "count a busy=0", "nmi 0")},
 	})
 }
 
@@ -387,6 +396,20 @@ func TestCallSlotsRace(t *testing.T) {
 		if nonzero == 0 || full == 0 {
 			t.Errorf("the run did not make the case: %d values read back, %d calls without a slot; want both > 0", nonzero, full)
 		}
+	}
+}
+
+// TestCallSlotFreedAndClaimedAgain (review3 finding 2): a reclaimer
+// looks at a task's stale slot; before its exchange the task's call
+// returns (freeing the slot) and its next call claims it again and sets
+// a value. With the unlock count reset on free the task word came back
+// as the reclaimer saw it, the exchange took the slot, and the task's
+// CALL_GET read 0, counted nowhere.
+func TestCallSlotFreedAndClaimedAgain(t *testing.T) {
+	bin := callHarness(t, nil)
+	out, err := runHarnessFor(t, time.Minute, bin, "", "aba")
+	if err != nil || strings.TrimSpace(out) != "ok" {
+		t.Fatalf("call_harness aba: %v\n%s", err, out)
 	}
 }
 

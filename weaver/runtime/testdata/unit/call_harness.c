@@ -15,6 +15,15 @@
  * A read must give the value the task set in that call, or 0 (the call
  * lost its slot or missed it); anything else is another call's value.
  * Prints "ok READS NONZERO MISSED FULL" or the first wrong read, exit 1.
+ *
+ *   call_harness aba
+ *
+ * One thread, two tasks: A is inside a call with a value set when R,
+ * looking for a slot, finds A's stale; between R's look at it and its
+ * exchange, A's call returns (its slot freed) and A's next call begins
+ * (the slot claimed again) and sets a value. A must read that value
+ * back: R may not take the slot on what it saw before. Prints "ok" or
+ * what A read, exit 1.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -28,6 +37,16 @@
 #undef smp_load_acquire
 #undef current
 #define READ_ONCE(x) (*(volatile __typeof__(x) *)&(x))
+/* aba: the hook runs once, just before the next compare-and-exchange. */
+static int hook_armed;
+static void aba_hook(void);
+#undef cmpxchg
+#define cmpxchg(p, o, n) ({ \
+	if (hook_armed) { \
+		hook_armed = 0; \
+		aba_hook(); \
+	} \
+	__sync_val_compare_and_swap((p), (o), (n)); })
 #define WRITE_ONCE(x, v) (*(volatile __typeof__(x) *)&(x) = (v))
 #define smp_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define smp_load_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -110,11 +129,58 @@ static void *run(void *arg)
 	return NULL;
 }
 
+static struct task_struct task_a = { .pid = 1, .start_time = 1 };
+static struct task_struct task_r = { .pid = 2, .start_time = 2 };
+
+/* A's call returns and its next begins, with a value set. */
+static void aba_hook(void)
+{
+	unsigned long top = (unsigned long)task_a.stack + THREAD_SIZE;
+
+	task = &task_a;
+	klasy_call_end(&calls, top - 64);
+	klasy_hit.cfa = klasy_call_begin(&calls, top - 64);
+	klasy_call_set(&calls, 0, 0xa2);
+	klasy_hit.cfa = 0;
+	task = &task_r;
+}
+
+static int aba(void)
+{
+	unsigned long top_a, top_r;
+	u64 got;
+
+	task_a.stack = calloc(1, THREAD_SIZE);
+	task_r.stack = calloc(1, THREAD_SIZE);
+	top_a = (unsigned long)task_a.stack + THREAD_SIZE;
+	top_r = (unsigned long)task_r.stack + THREAD_SIZE;
+	task = &task_a;
+	klasy_hit.cfa = klasy_call_begin(&calls, top_a - 64);
+	klasy_call_set(&calls, 0, 0xa1);
+	klasy_hit.cfa = 0;
+	/* R has no slot: its first exchange is its take of A's. */
+	task = &task_r;
+	hook_armed = 1;
+	klasy_call_begin(&calls, top_r - 64);
+	task = &task_a;
+	klasy_hit.cfa = top_a - 64;
+	got = klasy_call_get(&calls, 0);
+	if (hook_armed || got != 0xa2) {
+		printf("A read %#" PRIx64 ", want 0xa2 (missed %ld, full %ld)\n", got,
+		       atomic_long_read(&calls.missed), atomic_long_read(&calls.full));
+		return 1;
+	}
+	printf("ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	long i, n;
 	pthread_t *th;
 
+	if (argc == 2 && !strcmp(argv[1], "aba"))
+		return aba();
 	if (argc != 3)
 		return 2;
 	n = atol(argv[1]);

@@ -20,9 +20,17 @@
  *   hold MAP KEY...         another CPU holds KEY's bucket lock
  *   release                 it lets go
  *   nmi 0|1                 run in NMI context (trylock) or not
- *   count MAP entries=N overflow=N busy=N spins=N   check the map (any
- *                           subset; >= for at least); spins counts
- *                           cpu_relax() in all
+ *   count MAP entries=N overflow=N busy=N spins=N missed=N   check the
+ *                           map (any subset; >= for at least); spins
+ *                           counts cpu_relax() in all, missed the hits
+ *                           of show's probe that klasy_enter refused
+ *   show [MAP V KEY...]     read the stats (klasy_smap_show): an skey
+ *                           line for every key held; with MAP..., an
+ *                           advice hooked on the bucket unlock (ftrace-ops
+ *                           on _raw_spin_unlock_irqrestore, a lockdep
+ *                           kernel's lock_release tracepoint) runs on
+ *                           the reader's CPU, behind klasy_enter, before
+ *                           each unlock lets go: MAP_SET(MAP, V, KEY...)
  *
  * A lock taken while held (a spin that would never end) fails, as does
  * a lock left held after an operation. A failed check prints "line N:
@@ -64,11 +72,59 @@ static int spins;
 #define cpu_relax() (spins++)
 #define raw_spin_lock_init(l) ((l)->locked = 0)
 static void spin_would_hang(void);
-#define raw_spin_lock_irqsave(l, f) \
-	do { (void)(f); if ((l)->locked) spin_would_hang(); (l)->locked = 1; held++; } while (0)
+static void probe_unlock(void);
+static void lock_it(raw_spinlock_t *l)
+{
+	if (l->locked)
+		spin_would_hang();
+	l->locked = 1;
+	held++;
+}
+
+/* A hook on the unlock runs at its entry: the lock still held. */
+static void unlock_it(raw_spinlock_t *l)
+{
+	probe_unlock();
+	l->locked = 0;
+	held--;
+}
+#define raw_spin_lock_irqsave(l, f) do { (void)(f); lock_it(l); } while (0)
+#define raw_spin_lock(l) lock_it(l)
 #define raw_spin_trylock_irqsave(l, f) \
 	((void)(f), (l)->locked ? 0 : ((l)->locked = 1, held++, 1))
-#define raw_spin_unlock_irqrestore(l, f) ((l)->locked = 0, held--, (void)(f))
+#define raw_spin_unlock_irqrestore(l, f) ((void)(f), unlock_it(l))
+#define raw_spin_unlock(l) unlock_it(l)
+#define local_irq_save(f) ((f) = 0)
+#define local_irq_restore(f) ((void)(f))
+#define barrier() __asm__ __volatile__("" ::: "memory")
+
+/* The stats file: its text in buf. */
+struct seq_file {
+	char *buf;
+	size_t len;
+};
+
+/* No format check: the kernel's u64 is unsigned long long, ours is not. */
+static void seq_printf(struct seq_file *sf, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	sf->buf = realloc(sf->buf, sf->len + n + 1);
+	va_start(ap, fmt);
+	vsnprintf(sf->buf + sf->len, n + 1, fmt, ap);
+	va_end(ap);
+	sf->len += n;
+}
+
+static void klasy_put_token(struct seq_file *sf, const char *s)
+{
+	seq_printf(sf, "%s", s);
+}
+#define kvmalloc_array(n, size, gfp) calloc(n, size)
 
 /* lib/jhash.h's jhash2 is the kernel's; any hash of the words does. */
 static u32 jhash2(const u32 *k, u32 len, u32 init)
@@ -103,7 +159,33 @@ struct klasy_aspect {
 	struct klasy_smap *smaps;
 };
 
+struct klasy_hit;
+extern struct klasy_hit klasy_hit;
+
 #include "smap_extract.c"
+
+/* The CPU's klasy_hit: busy while a handler (klasy_enter) runs. */
+struct klasy_hit klasy_hit;
+
+/* show's probe: the advice on the unlock, and its refused hits. */
+static struct klasy_aspect *probe_aspect;
+static int probe_map = -1;
+static struct klasy_key probe_key;
+static u64 probe_v;
+static long probe_missed;
+
+static void probe_unlock(void)
+{
+	if (probe_map < 0)
+		return;
+	if (klasy_hit.busy) {	/* klasy_enter refuses it */
+		probe_missed++;
+		return;
+	}
+	klasy_hit.busy = 1;
+	klasy_smap_set(probe_aspect, probe_map, &probe_key, probe_v);
+	klasy_hit.busy = 0;
+}
 
 int klasy_user_cpu;
 struct task_struct *klasy_user_current;
@@ -279,6 +361,8 @@ int main(void)
 					got = atomic_long_read(&m->busy);
 				else if (!strcmp(args[i], "spins"))
 					got = spins;
+				else if (!strcmp(args[i], "missed"))
+					got = probe_missed;
 				else
 					fail("count: no count %s", args[i]);
 				if (least ? got < num(eq + 1) : got != num(eq + 1))
@@ -286,6 +370,33 @@ int main(void)
 			}
 			if (m->used.counter != entries)
 				fail("the map counts %ld keys, holds %u", m->used.counter, entries);
+		} else if (!strcmp(args[0], "show")) {
+			struct seq_file sf = {};
+			unsigned int keys = 0, lines = 0, m, b, w;
+			char *p;
+
+			if (nargs > 1) {
+				if (nargs < 4)
+					fail("show MAP V KEY...");
+				probe_aspect = &aspect;
+				probe_map = map_of(args[1]);
+				probe_v = num(args[2]);
+				key(&probe_key, args + 3, nargs - 3);
+			}
+			if (klasy_smap_show(&sf, &aspect))
+				fail("klasy_smap_show failed");
+			probe_map = -1;
+			for (m = 0; m < aspect.nsmaps; m++)
+				for (b = 0; b < aspect.smaps[m].nbuckets; b++)
+					for (w = 0; w < KLASY_SMAP_WAYS; w++)
+						keys += !!aspect.smaps[m].b[b].e[w].key.nw;
+			for (p = sf.buf; p && (p = strstr(p, "skey ")); p++)
+				lines++;
+			if (lines != keys)
+				fail("show: %u skey lines, the maps hold %u keys\n%s", lines, keys, sf.buf);
+			if (klasy_hit.busy)
+				fail("show left the CPU marked as running a handler");
+			free(sf.buf);
 		} else {
 			fail("unknown operation %s", args[0]);
 		}
