@@ -15,7 +15,7 @@ import (
 func init() {
 	register(&command{
 		Name:    "accesses",
-		Summary: "list the struct member accesses a pattern selects (from .debug_klasy)",
+		Summary: "list the struct member accesses a pattern selects (from .debug_klasy, or inferred from DWARF and code)",
 		Help:    helpText("accesses"),
 		Run:     runAccesses,
 	})
