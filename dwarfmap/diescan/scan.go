@@ -389,20 +389,31 @@ func HoldsCode(t dwarf.Tag) bool {
 	return false
 }
 
+// abbrevOf reads the abbreviation code of the DIE at off, where the
+// reader stands, and returns its abbreviation: nil at a null entry and on
+// an error (a code not in the table fails the reader).
+func (s *Unit) abbrevOf(off uint64) *abbrev {
+	r := &s.r
+	code := r.ULEB128()
+	if code == 0 || r.Err() != nil {
+		return nil
+	}
+	if code >= uint64(len(s.abbrevs)) || (s.abbrevs[code].tag == 0 && s.abbrevs[code].attrs == nil) {
+		r.Fail(fmt.Errorf("DIE at %#x: abbreviation code %d not in the table: %w", off, code, ErrMalformed))
+		return nil
+	}
+	return &s.abbrevs[code]
+}
+
 // Next reads the next DIE into d. It returns false at a null entry (the
 // end of a list of children) and on an error (see Err).
 func (s *Unit) Next(d *DIE) bool {
 	r := &s.r
 	*d = DIE{Off: uint64(r.Offset()), DeclFile: -1, CallFile: -1}
-	code := r.ULEB128()
-	if code == 0 || r.Err() != nil {
+	a := s.abbrevOf(d.Off)
+	if a == nil {
 		return false
 	}
-	if code >= uint64(len(s.abbrevs)) || (s.abbrevs[code].tag == 0 && s.abbrevs[code].attrs == nil) {
-		r.Fail(fmt.Errorf("DIE at %#x: abbreviation code %d not in the table: %w", d.Off, code, ErrMalformed))
-		return false
-	}
-	a := &s.abbrevs[code]
 	d.Tag, d.Children = a.tag, a.children
 	want := wanted(a.tag) || (s.vars && varTag(a.tag))
 	for _, at := range a.attrs {

@@ -2,7 +2,6 @@ package diescan
 
 import (
 	"debug/dwarf"
-	"fmt"
 )
 
 // TypeDIE is the decoded subset of a type's DIE (or a member's, a
@@ -42,15 +41,10 @@ func (s *Unit) constant(f form, ptr bool) bool {
 func (s *Unit) NextType(d *TypeDIE) bool {
 	r := &s.r
 	*d = TypeDIE{Off: uint64(r.Offset())}
-	code := r.ULEB128()
-	if code == 0 || r.Err() != nil {
+	a := s.abbrevOf(d.Off)
+	if a == nil {
 		return false
 	}
-	if code >= uint64(len(s.abbrevs)) || (s.abbrevs[code].tag == 0 && s.abbrevs[code].attrs == nil) {
-		r.Fail(fmt.Errorf("DIE at %#x: abbreviation code %d not in the table: %w", d.Off, code, ErrMalformed))
-		return false
-	}
-	a := &s.abbrevs[code]
 	d.Tag, d.Children = a.tag, a.children
 	for _, at := range a.attrs {
 		switch at.attr {
