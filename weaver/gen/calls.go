@@ -96,13 +96,20 @@ func (g *cgen) callDecls() error {
 	}
 	g.p("")
 	g.p("/* The aspect's per-call variables (CALL_SET, CALL_GET) and their values. */")
-	g.p("enum {")
-	for i, n := range names {
-		g.p("\t__klasy_call_%s = %d,", n, i)
-	}
-	g.p("};")
+	g.numberNames("__klasy_call_", names)
 	g.p("static struct klasy_calls klasy_calls;")
 	return nil
+}
+
+// numberNames declares an enum that numbers names, each as prefix+name,
+// in order: the macros of klasy_rt.h paste the prefix to the name advice
+// gives them.
+func (g *cgen) numberNames(prefix string, names []string) {
+	g.p("enum {")
+	for i, n := range names {
+		g.p("\t%s%s = %d,", prefix, n, i)
+	}
+	g.p("};")
 }
 
 // callFrame sets the call the hit belongs to, when the aspect has

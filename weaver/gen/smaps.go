@@ -44,11 +44,7 @@ func (g *cgen) sharedMapDecls() error {
 	}
 	g.p("")
 	g.p("/* The aspect's shared maps (MAP_SET, MAP_GET, MAP_DELETE). */")
-	g.p("enum {")
-	for i, n := range names {
-		g.p("\t__klasy_map_%s = %d,", n, i)
-	}
-	g.p("};")
+	g.numberNames("__klasy_map_", names)
 	g.p("static const char *const klasy_smap_names[] = {")
 	for _, n := range names {
 		g.p("\t%s,", cString(n))
