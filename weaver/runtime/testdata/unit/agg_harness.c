@@ -31,6 +31,7 @@
 #include <stdarg.h>
 
 #include "kern_user.h"
+#include "script.h"
 
 #include "agg_types.c"
 
@@ -84,35 +85,6 @@ u64 ktime_get_mono_fast_ns(void)
 u64 sched_clock_cpu(int cpu)
 {
 	return clock_ns;
-}
-
-static int line_no;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("line %d: ", line_no);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	exit(1);
-}
-
-static u64 num(const char *s)
-{
-	char *end;
-	u64 v;
-
-	if (!s)
-		fail("missing number");
-	v = strtoull(s, &end, 0);
-	if (!*s || *end)
-		fail("%s: not a number", s);
-	return v;
 }
 
 static u64 count(const struct klasy_timer *t, const char *key)
@@ -171,20 +143,20 @@ int main(void)
 		for (i = nargs; i < 16; i++)
 			args[i] = NULL;
 		if (!strcmp(args[0], "task")) {
-			u64 n = num(args[1]);
+			u64 n = script_num(args[1]);
 
 			if (n < 1 || n > 8)
 				fail("task: 1..8");
 			klasy_user_current = &tasks[n];
 		} else if (!strcmp(args[0], "sp")) {
-			klasy_hit.sp = num(args[1]);
+			klasy_hit.sp = script_num(args[1]);
 		} else if (!strcmp(args[0], "kstack")) {
-			kstack = num(args[1]);
+			kstack = script_num(args[1]);
 		} else if (!strcmp(args[0], "start")) {
 			klasy_timer_start(&aspect, &desc);
 		} else if (!strcmp(args[0], "crowd")) {
 			struct task_struct *me = klasy_user_current;
-			u64 n = num(args[1]);
+			u64 n = script_num(args[1]);
 
 			if (n > sizeof(others) / sizeof(others[0]) - nothers)
 				fail("crowd: at most %zu tasks in all", sizeof(others) / sizeof(others[0]));
@@ -199,8 +171,8 @@ int main(void)
 		} else if (!strcmp(args[0], "stop")) {
 			klasy_timer_stop(&aspect, &desc);
 		} else if (!strcmp(args[0], "wait")) {
-			clock_ns += num(args[1]);
-			klasy_user_current->se.sum_exec_runtime += num(args[1]);
+			clock_ns += script_num(args[1]);
+			klasy_user_current->se.sum_exec_runtime += script_num(args[1]);
 		} else if (!strcmp(args[0], "timer")) {
 			struct klasy_timer sum = { 0 };
 			int cpu;
@@ -224,7 +196,7 @@ int main(void)
 					fail("timer: %s is not KEY=VAL", args[i]);
 				*eq = '\0';
 				got = count(&sum, args[i]);
-				if (got != num(eq + 1))
+				if (got != script_num(eq + 1))
 					fail("%s=%" PRIu64 ", want %s", args[i], got, eq + 1);
 			}
 		} else {

@@ -37,6 +37,7 @@
 #include <stdarg.h>
 
 #include "kern_user.h"
+#include "script.h"
 
 /* What klasy_check_replace sees of kprobes and of klasy_rt.h. */
 struct kprobe {
@@ -157,22 +158,6 @@ static void buffers(unsigned long size)
 }
 
 /* ---- script ---- */
-
-static int line_no;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("line %d: ", line_no);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	exit(1);
-}
 
 static long long num(const char *s)
 {

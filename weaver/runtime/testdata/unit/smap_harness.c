@@ -40,6 +40,7 @@
 #include <stdarg.h>
 
 #include "kern_user.h"
+#include "script.h"
 
 /* The kernel's primitives klasy_smap.c uses, one thread. */
 #define GFP_KERNEL 0
@@ -200,38 +201,9 @@ u64 sched_clock_cpu(int cpu)
 	return 0;
 }
 
-static int line_no;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("line %d: ", line_no);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	exit(1);
-}
-
 static void spin_would_hang(void)
 {
 	fail("a lock taken while held: it would spin for ever");
-}
-
-static u64 num(const char *s)
-{
-	char *end;
-	u64 v;
-
-	if (!s)
-		fail("missing number");
-	v = strtoull(s, &end, 0);
-	if (!*s || *end)
-		fail("%s: not a number", s);
-	return v;
 }
 
 static unsigned int map_of(const char *s)
@@ -253,7 +225,7 @@ static void key(struct klasy_key *k, char **args, int n)
 		if (!strncmp(args[i], "s:", 2))
 			klasy_key_add(k, KLASY_VAL_KSTR, (u64)(unsigned long)(args[i] + 2));
 		else
-			klasy_key_add(k, 0, num(args[i]));
+			klasy_key_add(k, 0, script_num(args[i]));
 	}
 }
 
@@ -285,7 +257,7 @@ int main(void)
 			if (nargs < 4)
 				fail("set MAP V KEY...");
 			key(&k, args + 3, nargs - 3);
-			klasy_smap_set(&aspect, map_of(args[1]), &k, num(args[2]));
+			klasy_smap_set(&aspect, map_of(args[1]), &k, script_num(args[2]));
 		} else if (!strcmp(args[0], "get")) {
 			bool absent = !strcmp(args[nargs - 1], "absent");
 			int nk = nargs - 2 - (absent ? 1 : 2);
@@ -300,7 +272,7 @@ int main(void)
 				fail("get: found %" PRIu64 ", want absent", v);
 			if (!absent && !found)
 				fail("get: absent, want %s", args[nargs - 1]);
-			if (!absent && v != num(args[nargs - 1]))
+			if (!absent && v != script_num(args[nargs - 1]))
 				fail("get: %" PRIu64 ", want %s", v, args[nargs - 1]);
 		} else if (!strcmp(args[0], "del")) {
 			bool want = !strcmp(args[nargs - 1], "yes");
@@ -312,7 +284,7 @@ int main(void)
 				fail("del: %s, want %s", want ? "no" : "yes", args[nargs - 1]);
 		} else if (!strcmp(args[0], "fill")) {
 			unsigned int m = map_of(args[1]);
-			u64 n = num(args[2]), from = num(args[3]);
+			u64 n = script_num(args[2]), from = script_num(args[3]);
 
 			for (; n; n--, from++) {
 				key(&k, (char *[]){ "0" }, 1);
@@ -335,7 +307,7 @@ int main(void)
 			holding->lock.locked = 0;
 			holding = NULL;
 		} else if (!strcmp(args[0], "nmi")) {
-			nmi = num(args[1]);
+			nmi = script_num(args[1]);
 		} else if (!strcmp(args[0], "count")) {
 			struct klasy_smap *m = &aspect.smaps[map_of(args[1])];
 			unsigned int b, w, entries = 0;
@@ -365,7 +337,7 @@ int main(void)
 					got = probe_missed;
 				else
 					fail("count: no count %s", args[i]);
-				if (least ? got < num(eq + 1) : got != num(eq + 1))
+				if (least ? got < script_num(eq + 1) : got != script_num(eq + 1))
 					fail("%s=%" PRIu64 ", want %s%s", args[i], got, least ? "at least " : "", eq + 1);
 			}
 			if (m->used.counter != entries)
@@ -380,7 +352,7 @@ int main(void)
 					fail("show MAP V KEY...");
 				probe_aspect = &aspect;
 				probe_map = map_of(args[1]);
-				probe_v = num(args[2]);
+				probe_v = script_num(args[2]);
 				key(&probe_key, args + 3, nargs - 3);
 			}
 			if (klasy_smap_show(&sf, &aspect))

@@ -20,6 +20,7 @@
 #include <stdarg.h>
 
 #include "kern_user.h"
+#include "script.h"
 
 typedef struct {
 	int counter;
@@ -54,21 +55,6 @@ static u64 script_id;
 
 #include "stack_funcs.c"
 #include "stack_have.h"
-
-static int lineno;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("line %d: ", lineno);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	exit(1);
-}
 
 static unsigned int parse_frames(char *s, unsigned long *ip)
 {
@@ -105,7 +91,7 @@ int main(void)
 		char *hash = strchr(line, '#');
 		int n;
 
-		lineno++;
+		line_no++;
 		if (hash)
 			*hash = 0;
 		n = sscanf(line, "%31s %511s %511s", op, a, b);
@@ -152,6 +138,6 @@ int main(void)
 			fail("unknown operation %s", op);
 		}
 	}
-	printf("ok %d lines\n", lineno);
+	printf("ok %d lines\n", line_no);
 	return 0;
 }
