@@ -258,27 +258,6 @@ static __always_inline void klasy_ref_put(struct percpu_ref *ref)
 		ref->data->release(ref);
 }
 
-/* The hook at ip in d: a binary search. */
-static __always_inline struct klasy_hook *klasy_direct_find(struct klasy_direct *d,
-							    unsigned long ip)
-{
-	unsigned int lo = 0, hi = d->n, mid;
-
-	/* The common case, one hooked function a set: no search. */
-	if (likely(hi == 1))
-		return d->ips[0] == ip ? d->hooks[0] : NULL;
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		if (d->ips[mid] == ip)
-			return d->hooks[mid];
-		if (d->ips[mid] < ip)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
 /*
  * Called by the trampoline with the registers at the function's entry:
  * 1 to call the body and come back to klasy_direct_exit, the call
@@ -314,7 +293,7 @@ asmlinkage int notrace klasy_direct_enter(struct klasy_direct_frame *f)
 	if (unlikely(!rcu_is_watching()))
 		goto out;
 	list_for_each_entry_rcu(d, &klasy_directs, node, true) {
-		h = klasy_direct_find(d, ip);
+		h = klasy_hook_search(d->ips, d->hooks, d->n, ip);
 		if (h) {
 			found = d;
 			break;

@@ -101,24 +101,6 @@ struct klasy_fops {
 	struct klasy_ops_set set[2];
 };
 
-/* The hook at ip: a binary search, no call the handler could recurse on. */
-static __always_inline struct klasy_hook *klasy_fops_find(struct klasy_ops_set *f,
-							  unsigned long ip)
-{
-	unsigned int lo = 0, hi = f->n, mid;
-
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		if (f->ips[mid] == ip)
-			return f->hooks[mid];
-		if (f->ips[mid] < ip)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
 /*
  * Whether h can go on the ops without SAVE_REGS: its handler reads only
  * the registers ftrace saves for a function's arguments, and ftrace
@@ -151,7 +133,8 @@ static void notrace klasy_fops_handler(unsigned long ip, unsigned long parent_ip
 	 * ftrace calls an ops only at the sites of its filter: with one,
 	 * that is the hook, no search needed.
 	 */
-	struct klasy_hook *h = likely(f->n == 1) ? f->hooks[0] : klasy_fops_find(f, ip);
+	struct klasy_hook *h = likely(f->n == 1) ? f->hooks[0] :
+				 klasy_hook_search(f->ips, f->hooks, f->n, ip);
 	/*
 	 * Without SAVE_REGS, x86's ftrace_regs is a pt_regs whose argument
 	 * registers, bp, sp and ip are filled (ftrace_caller); args_only

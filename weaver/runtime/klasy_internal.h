@@ -92,4 +92,30 @@ int klasy_tp_register(struct klasy_hook *h);
 void klasy_tp_unregister(struct klasy_hook *h);
 void klasy_tp_sync(struct klasy_aspect *a);
 
+/*
+ * The hook at ip among n hooks at ascending ips (hooks[i] at ips[i]), or
+ * NULL: a binary search that calls nothing, for handlers a call could
+ * recurse through (klasy_fops.c, klasy_direct.c).
+ */
+static __always_inline struct klasy_hook *
+klasy_hook_search(const unsigned long *ips, struct klasy_hook *const *hooks,
+		  unsigned int n, unsigned long ip)
+{
+	unsigned int lo = 0, hi = n, mid;
+
+	/* The common case, one hooked function a set: no search. */
+	if (likely(n == 1))
+		return ips[0] == ip ? hooks[0] : NULL;
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (ips[mid] == ip)
+			return hooks[mid];
+		if (ips[mid] < ip)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
 #endif /* _KLASY_INTERNAL_H */
