@@ -64,6 +64,16 @@ func TestDiagnose(t *testing.T) {
 
 func writeDiag(t testing.TB, b *dwarfmap.Batch, res *accessinfer.Result, tab *debugklasy.Table, out string) {
 	c := newComparer(b, tab)
+	// The bitfield tests the source confirms count as confirmed, as
+	// Compare counts them.
+	c.src = &sourceLines{dir: builtSource(), files: map[string][][]byte{}}
+	confirmAll := func(accs []accessinfer.Access) ([]bool, []bool) {
+		ok, strict := c.confirmAll(accs)
+		for i := range accs {
+			ok[i] = ok[i] || (accs[i].BitTest && c.sourceNames(&accs[i]))
+		}
+		return ok, strict
+	}
 	type sm struct{ st, mb string }
 	byMember := map[sm][]*debugklasy.Access{}
 	byLine := map[[2]int][]*debugklasy.Access{}
@@ -118,7 +128,7 @@ func writeDiag(t testing.TB, b *dwarfmap.Batch, res *accessinfer.Result, tab *de
 			t.Fatal(err)
 		}
 		tw := bufio.NewWriter(tf)
-		conf, strictAll := c.confirmAll(res.Accesses)
+		conf, strictAll := confirmAll(res.Accesses)
 		for i := range res.Accesses {
 			a := &res.Accesses[i]
 			j, k := i, i
@@ -153,14 +163,21 @@ func writeDiag(t testing.TB, b *dwarfmap.Batch, res *accessinfer.Result, tab *de
 		tf.Close()
 	}
 	n := 0
-	okAll, _ := c.confirmAll(res.Accesses)
+	okAll, _ := confirmAll(res.Accesses)
 	for i := range res.Accesses {
 		a := &res.Accesses[i]
+		mark := "=="
 		if okAll[i] {
-			continue
+			// ACCESSINFER_DIAG_CONF=S.M: the confirmed accesses of that
+			// member too, marked ++, to compare with the others.
+			if os.Getenv("ACCESSINFER_DIAG_CONF") != a.Struct+"."+a.Member {
+				continue
+			}
+			mark = "++"
+		} else {
+			n++
 		}
-		n++
-		fmt.Fprintf(w, "== %#x %s.%s %s depth %d (%s) in %s\n", a.PC, a.Struct, a.Member, a.Kind, a.Depth, a.Why, a.Func)
+		fmt.Fprintf(w, "%s %#x %s.%s %s depth %d (%s) in %s\n", mark, a.PC, a.Struct, a.Member, a.Kind, a.Depth, a.Why, a.Func)
 		fmt.Fprintf(w, "   rows: %s\n", fl(c.linesOf(a, true)))
 		fmt.Fprintf(w, "   block: %s\n", fl(c.linesOf(a, false)))
 		var calls []string
