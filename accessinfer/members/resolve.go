@@ -69,6 +69,7 @@ type Use struct {
 	Bits    Bits
 	Hint    Hint
 	Addr    bool // lea: the address of the member at off
+	Read    bool // a load or read-modify-write: the bytes are read
 	Indexed bool // an index register adds an unknown multiple
 	// Copy: the instruction moves bytes between memory and memory
 	// through a register (a load whose value is only stored, or the
@@ -108,6 +109,9 @@ type Use struct {
 	// a struct assignment the plugin records no member of; atomic_set(v,
 	// i) stores v->counter).
 	Assign func(t *Type) bool
+	// nested: t is the type of a named member of the object (a level
+	// below the outer one).
+	nested bool
 }
 
 func (a Use) assigns(t *Type) bool { return a.Assign != nil && a.Assign(t) }
@@ -275,6 +279,7 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 			// what is inside.
 			return []Chain{{h}}
 		}
+		inner.nested = true
 		cs := ts.walk(mt, inner, nil, 0, depth+1)
 		if len(cs) == 0 {
 			return []Chain{{h}}
@@ -290,6 +295,16 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 		}
 		h := ts.hopOf(outer, m, outerBit, lo, hi)
 		el := ts.Get(mt.Elem)
+		if a.nested && a.Read && !a.Copy && el != nil && el.Size > 0 && inner.N > el.Size && el.Kind != Struct && el.Kind != Union && el.Kind != Array {
+			// A read of several elements of a scalar array at once,
+			// not a piece of a copy: C reads an array element by
+			// element, so the source reached these bytes through a
+			// pointer cast to another type (io_kiocb_to_cmd(req, struct
+			// io_open)->how is ((struct io_open *)&req->cmd)->how, and
+			// io_cmd_data's data[] a byte blob), whose member the
+			// plugin records, not the array: only the outer member.
+			return nil
+		}
 		if a.Indexed || a.copies(lo, hi) || el == nil || el.Size <= 0 || (el.Kind != Struct && el.Kind != Union) {
 			return []Chain{{h}}
 		}
