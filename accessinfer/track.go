@@ -688,6 +688,17 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 	}
 	switch {
 	case len(got) == 1:
+		for _, o := range objs {
+			if o.off == got[0].obj.off && ft.w.ts.EmbedsAtZero(got[0].obj.t, o.t) {
+				// The register is also a pointer to a struct the
+				// typing's holds at offset 0 (tp and sk), which the
+				// access does not fit: the source cast that pointer
+				// (inet_csk(sk)->icsk_ack), to which struct of the
+				// hierarchy is not told.
+				got[0].chains = members.TrimZeroLevels(ft.w.ts, got[0].chains)
+				break
+			}
+		}
 		return got[0]
 	case len(got) > 1:
 		// Agreeing typings: keep the innermost member they share.

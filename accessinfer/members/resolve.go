@@ -389,19 +389,10 @@ func (ts *Types) ObjectAccess(t *Type, a Use) []Chain {
 	if a.Declared {
 		return cs
 	}
-	for i, c := range cs {
-		// A struct member at offset 0 with more below it: the pointer may
-		// be one to that member, cast (current_thread_info() is current;
-		// inet_sk(sk) is sk): the hops below are sure, it is not.
-		for len(c) > 1 && c[0].BitOff == 0 {
-			if mt := ts.Get(c[0].Member.Type); mt == nil || (mt.Kind != Struct && mt.Kind != Union) {
-				break
-			}
-			c = c[1:]
-		}
-		cs[i] = c
-	}
-	return cs
+	// A struct member at offset 0 with more below it: the pointer may
+	// be one to that member, cast (current_thread_info() is current;
+	// inet_sk(sk) is sk): the hops below are sure, it is not.
+	return TrimZeroLevels(ts, cs)
 }
 
 // builtWhole reports whether stores (Use.Stores) cover all of t and
@@ -473,4 +464,37 @@ func (ts *Types) structGroup(cands []*Member) *Member {
 		}
 	}
 	return anon
+}
+
+// EmbedsAtZero says whether struct t holds u at offset 0, through its
+// first members (tcp_sock holds inet_connection_sock, inet_sock and
+// sock so): a pointer to t is also one to u.
+func (ts *Types) EmbedsAtZero(t, u *Type) bool {
+	for d := 0; t != nil && u != nil && d < 8; d++ {
+		if d > 0 && t.Key() == u.Key() {
+			return true
+		}
+		if t.Kind != Struct || len(t.members) == 0 || t.members[0].bitOff != 0 {
+			return false
+		}
+		t = ts.Get(t.members[0].Type)
+	}
+	return false
+}
+
+// TrimZeroLevels drops the levels of each chain that are struct
+// members at offset 0 above the first one that is not: where a pointer
+// to the outer struct may be a cast one to any of those members'
+// types, the hops below are sure, they are not.
+func TrimZeroLevels(ts *Types, cs []Chain) []Chain {
+	for i, c := range cs {
+		for len(c) > 1 && c[0].BitOff == 0 {
+			if mt := ts.Get(c[0].Member.Type); mt == nil || (mt.Kind != Struct && mt.Kind != Union) {
+				break
+			}
+			c = c[1:]
+		}
+		cs[i] = c
+	}
+	return cs
 }

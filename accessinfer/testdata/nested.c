@@ -36,3 +36,43 @@ noinline int cmd_byte(struct req *req, int i)
 {
 	return req->cmd.data[3]; /* want: req.cmd:load cmd_data.data:load */
 }
+
+/* A class hierarchy, each struct embedding the next at offset 0 (sock,
+ * inet_connection_sock, tcp_sock), and the casts between its pointers. */
+void consume(void *p);
+
+struct base {
+	int state;
+	int flags;
+	int refs;
+};
+
+struct mid {
+	struct base b;
+	int ack;
+	int rto;
+	int pending;
+};
+
+struct top {
+	struct mid m;
+	int snd;
+	int rcv;
+};
+
+static inline struct mid *to_mid(struct base *b)
+{
+	return (struct mid *)b;
+}
+
+/* sk and tp are one register: the source casts sk (inet_csk(sk)->...),
+ * so which struct of the hierarchy it names is not told; the member
+ * below it is. */
+noinline int cast_sibling(struct base *sk)
+{
+	struct top *tp = (struct top *)sk;
+
+	consume(tp);
+	return to_mid(sk)->rto /* want: mid.rto:load */
+	       + tp->rcv; /* want: top.rcv:load */
+}
