@@ -58,11 +58,10 @@
 // whose member neither the value's type nor its use tells, a load that
 // spans several members, an indexed access outside an array member, a
 // register two variables of different types share where both typings
-// fit different members, the struct members at offset 0 above the
-// access where that register is also a pointer to a struct they hold
-// there (tp and sk: the source cast, inet_csk(sk)->icsk_ack), an array
-// of scalars inside a member read several elements at once outside a
-// copy (a cast of the member: io_kiocb_to_cmd()), a store into a struct in the frame (most are
+// fit different members, the offset-0 levels where it also points to a
+// struct they hold there (tp, sk: inet_csk(sk)->icsk_ack casts), a
+// scalar array in a member read wider than its element outside a copy
+// (io_kiocb_to_cmd()'s cast), a store into a struct in the frame (most are
 // its initializer, CONFIG_INIT_STACK_ALL_ZERO's zeroing or a copy into
 // it), va_arg's __va_list_tag, the code of assembler units (gas
 // describes their functions too; they have no C member access): no

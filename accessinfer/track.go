@@ -689,12 +689,10 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 	switch {
 	case len(got) == 1:
 		for _, o := range objs {
+			// Also a pointer to a struct the typing's holds at offset 0
+			// (tp and sk) that the access does not fit: the source cast
+			// it (inet_csk(sk)->icsk_ack), to which struct is not told.
 			if o.off == got[0].obj.off && ft.w.ts.EmbedsAtZero(got[0].obj.t, o.t) {
-				// The register is also a pointer to a struct the
-				// typing's holds at offset 0 (tp and sk), which the
-				// access does not fit: the source cast that pointer
-				// (inet_csk(sk)->icsk_ack), to which struct of the
-				// hierarchy is not told.
 				got[0].chains = members.TrimZeroLevels(ft.w.ts, got[0].chains)
 				break
 			}
@@ -743,8 +741,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if acc.Kind == x86code.Addr || n <= 0 {
 		n = 1
 	}
-	a := members.Use{Off: obj.off, N: n, Addr: acc.Kind == x86code.Addr, Indexed: obj.indexed,
-		Read: acc.Kind == x86code.Load || acc.Kind == x86code.RMW}
+	a := members.Use{Off: obj.off, N: n, Addr: acc.Kind == x86code.Addr, Indexed: obj.indexed, Read: acc.Kind == x86code.Load || acc.Kind == x86code.RMW}
 	// A pointer loaded from the object.
 	if t.Kind == members.Ptr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
 		if p := ts.Pointee(t); members.Useful(p) {
@@ -1028,8 +1025,9 @@ func (ft *fnTrack) copyAt(i, end int) bool {
 
 // copySpan is, for instruction i that moves memory to memory (copyAt),
 // the displacements [lo, hi) that it and the moves of the same kind
-// through the same base register around it in its block (up to 32
-// instructions away) cover contiguously.
+// through the same base register (or one a lea set to it plus a
+// constant: leaAlias) around it in its block (up to 32 instructions
+// away) cover contiguously.
 func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 	moves := func(j int) bool { return ft.copyAt(j, end) || ft.retStore(j) || (imm && ft.immStore(j)) }
 	if !moves(i) {
@@ -1043,18 +1041,23 @@ func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 	type iv struct{ lo, hi int64 }
 	var ivs []iv
 	start := max(ft.blockStart(i), i-32)
+	other, delta, ak := ft.leaAlias(m.Base, start, min(end, i+33))
 	for j := start; j < end && j <= i+32; j++ {
 		if ft.memAt[j] < 0 {
 			continue
 		}
 		o := ft.looked[ft.memAt[j]].acc
-		if o.Kind != acc.Kind || o.Mem.Base != m.Base || o.Mem.Index != 0 || o.Mem.Segment != m.Segment || o.Bytes <= 0 {
+		if o.Kind != acc.Kind || o.Mem.Index != 0 || o.Mem.Segment != m.Segment || o.Bytes <= 0 {
 			continue
 		}
-		if j != i && !moves(j) {
+		d, same := int64(0), o.Mem.Base == m.Base
+		if !same && ak >= 0 && o.Mem.Base == other && ft.keeps(ak, i, m.Base) && ft.keeps(ak, j, other) {
+			d, same = delta, true
+		}
+		if !same || (j != i && !moves(j)) {
 			continue
 		}
-		ivs = append(ivs, iv{o.Mem.Disp, o.Mem.Disp + int64(o.Bytes)})
+		ivs = append(ivs, iv{o.Mem.Disp + d, o.Mem.Disp + d + int64(o.Bytes)})
 	}
 	lo, hi = m.Disp, m.Disp+int64(max(acc.Bytes, 1))
 	for grown := true; grown; {
@@ -1066,6 +1069,39 @@ func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 		}
 	}
 	return lo, hi, true
+}
+
+// leaAlias finds in [from, to) the last lea setting one full register to
+// the other plus a constant, one of them base: the other, what it holds
+// less base, the lea's index (-1: none). GCC's memcpy(&io->addr, ..)
+// stores its first word through io's register, the rest through one.
+func (ft *fnTrack) leaAlias(base x86asm.Reg, from, to int) (other x86asm.Reg, delta int64, at int) {
+	at = -1
+	for j := from; j < to; j++ {
+		in := &ft.insns[j].Inst
+		d, ok := in.Args[0].(x86asm.Reg)
+		lm, ok2 := in.Args[1].(x86asm.Mem)
+		if _, full, _ := regIndex(d); in.Op != x86asm.LEA || !ok || !ok2 || !full || lm.Index != 0 || lm.Segment != 0 || lm.Base == d {
+			continue
+		}
+		if base == d && lm.Base != 0 && lm.Base != x86asm.RIP {
+			other, delta, at = lm.Base, -lm.Disp, j
+		} else if base == lm.Base {
+			other, delta, at = d, lm.Disp, j
+		}
+	}
+	return other, delta, at
+}
+
+// keeps says whether the instructions after k before j leave r (k < j).
+func (ft *fnTrack) keeps(k, j int, r x86asm.Reg) bool {
+	ri, _, _ := regIndex(r)
+	for t := k + 1; t < j; t++ {
+		if writesReg(&ft.insns[t].Inst, ri) {
+			return false
+		}
+	}
+	return k < j
 }
 
 // feedsRepString reports whether the address lea instruction i

@@ -76,3 +76,38 @@ noinline int cast_sibling(struct base *sk)
 	return to_mid(sk)->rto /* want: mid.rto:load */
 	       + tp->rcv; /* want: top.rcv:load */
 }
+
+/* memcpy() into an embedded member: GCC stores the first word through
+ * the object's register and the rest through a register set to the
+ * member by a lea. The member is copied whole: the plugin records its
+ * address (memcpy's argument), nothing inside it. */
+struct addr_storage {
+	unsigned short family;
+	char data[126];
+};
+
+struct amsg {
+	long flags;
+	void *iov;
+	struct addr_storage addr;
+};
+
+static struct amsg the_amsg;
+
+__attribute__((noipa)) struct amsg *get_amsg(void)
+{
+	return &the_amsg;
+}
+
+noinline int save_addr(void)
+{
+	struct addr_storage st;
+	struct amsg *io;
+
+	consume(&st);
+	io = get_amsg();
+	if (!io)
+		return -1;
+	__builtin_memcpy(&io->addr, &st, sizeof(io->addr)); /* want-any: amsg.addr:store amsg.addr:lea */
+	return 0;
+}
