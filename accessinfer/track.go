@@ -1026,16 +1026,15 @@ func (ft *fnTrack) copyAt(i, end int) bool {
 // copySpan is, for instruction i that moves memory to memory (copyAt),
 // the displacements [lo, hi) that it and the moves of the same kind
 // through the same base register (or one a lea set to it plus a
-// constant: leaAlias) around it in its block (up to 32 instructions
-// away) cover contiguously.
+// constant: leaAlias; a global's, by address) around it in its block
+// (up to 32 instructions away) cover contiguously.
 func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
-	moves := func(j int) bool { return ft.copyAt(j, end) || ft.retStore(j) || (imm && ft.immStore(j)) }
-	if !moves(i) {
-		return 0, 0, false
-	}
 	acc := ft.looked[ft.memAt[i]].acc
 	m := acc.Mem
-	if m.Index != 0 || m.Base == 0 || m.Base == x86asm.RIP {
+	rip := m.Base == x86asm.RIP
+	// Immediates stored to a global: most often INIT_LIST_HEAD's address.
+	moves := func(j int) bool { return ft.copyAt(j, end) || ft.retStore(j) || (imm && !rip && ft.immStore(j)) }
+	if !moves(i) || m.Index != 0 || m.Base == 0 {
 		return 0, 0, false
 	}
 	type iv struct{ lo, hi int64 }
@@ -1051,7 +1050,9 @@ func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 			continue
 		}
 		d, same := int64(0), o.Mem.Base == m.Base
-		if !same && ak >= 0 && o.Mem.Base == other && ft.keeps(ak, i, m.Base) && ft.keeps(ak, j, other) {
+		if rip && same { // a global copied: by addresses, in i's terms
+			d = int64(ft.insns[j].End()) - int64(ft.insns[i].End())
+		} else if !same && !rip && ak >= 0 && o.Mem.Base == other && ft.keeps(ak, i, m.Base) && ft.keeps(ak, j, other) {
 			d, same = delta, true
 		}
 		if !same || (j != i && !moves(j)) {

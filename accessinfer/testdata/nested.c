@@ -111,3 +111,29 @@ noinline int save_addr(void)
 	__builtin_memcpy(&io->addr, &st, sizeof(io->addr)); /* want-any: amsg.addr:store amsg.addr:lea */
 	return 0;
 }
+
+/* A struct copied from a global template (futexv[i].q = futex_q_init):
+ * the moves read the global at RIP-relative addresses. The source names
+ * no member of the template; the plugin records the member assigned. */
+struct span {
+	long lo;
+	long hi;
+};
+
+struct tmpl {
+	long a;
+	struct span in;
+	long z;
+};
+
+struct holder {
+	int x;
+	struct tmpl t;
+};
+
+struct tmpl tmpl_init = { 1, { 2, 3 }, 4 };
+
+noinline void init_holder(struct holder *h)
+{
+	h->t = tmpl_init; /* want: holder.t:store */
+}
