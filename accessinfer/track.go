@@ -689,9 +689,8 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 	switch {
 	case len(got) == 1:
 		for _, o := range objs {
-			// Also a pointer to a struct the typing's holds at offset 0
-			// (tp and sk) that the access does not fit: the source cast
-			// it (inet_csk(sk)->icsk_ack), to which struct is not told.
+			// Also a pointer to a struct the typing's holds at offset 0 (tp, sk),
+			// not fitting: a cast (inet_csk(sk)->icsk_ack), to which is not told.
 			if o.off == got[0].obj.off && ft.w.ts.EmbedsAtZero(got[0].obj.t, o.t) {
 				got[0].chains = members.TrimZeroLevels(ft.w.ts, got[0].chains)
 				break
@@ -981,13 +980,15 @@ func knownOp(op x86asm.Op) bool {
 }
 
 // copyAt reports whether instruction i, in a block ending before end,
-// moves bytes from memory to memory through a register: a mov load
+// moves bytes from memory to memory: a push of memory (with its
+// neighbours, a struct passed by value), or through a register: a mov load
 // whose register is next read by a mov store of it (of the same width)
 // before anything else reads or writes it, or that store.
 func (ft *fnTrack) copyAt(i, end int) bool {
 	in := &ft.insns[i].Inst
 	if in.Op != x86asm.MOV {
-		return false
+		_, isMem := in.Args[0].(x86asm.Mem)
+		return isMem && in.Op == x86asm.PUSH
 	}
 	if dst, ok := in.Args[0].(x86asm.Reg); ok {
 		if _, isMem := in.Args[1].(x86asm.Mem); isMem {
