@@ -10,6 +10,7 @@ import (
 
 	"github.com/klasy/klasy/accessinfer/dwscan"
 	"github.com/klasy/klasy/accessinfer/members"
+	"github.com/klasy/klasy/accessinfer/regflow"
 	"github.com/klasy/klasy/x86code"
 )
 
@@ -926,6 +927,12 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 	return h
 }
 
+// writesAny is writesReg for a register.
+func writesAny(inst *x86asm.Inst, r x86asm.Reg) bool {
+	ri, _, ok := regIndex(r)
+	return ok && writesReg(inst, ri)
+}
+
 // writesReg reports whether inst may write register index ri.
 func writesReg(inst *x86asm.Inst, ri int) bool {
 	if d, ok := inst.Args[0].(x86asm.Reg); ok {
@@ -1027,7 +1034,7 @@ func (ft *fnTrack) copyAt(i, end int) bool {
 // copySpan is, for instruction i that moves memory to memory (copyAt),
 // the displacements [lo, hi) that it and the moves of the same kind
 // through the same base register (or one a lea set to it plus a
-// constant: leaAlias; a global's, by address) around it in its block
+// constant: regflow.Alias; a global's, by address) around it in its block
 // (up to 32 instructions away) cover contiguously.
 func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 	acc := ft.looked[ft.memAt[i]].acc
@@ -1041,7 +1048,7 @@ func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 	type iv struct{ lo, hi int64 }
 	var ivs []iv
 	start := max(ft.blockStart(i), i-32)
-	other, delta, ak := ft.leaAlias(m.Base, start, min(end, i+33))
+	other, delta, ak := regflow.Alias(ft.insns, m.Base, start, min(end, i+33))
 	for j := start; j < end && j <= i+32; j++ {
 		if ft.memAt[j] < 0 {
 			continue
@@ -1053,7 +1060,7 @@ func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 		d, same := int64(0), o.Mem.Base == m.Base
 		if rip && same { // a global copied: by addresses, in i's terms
 			d = int64(ft.insns[j].End()) - int64(ft.insns[i].End())
-		} else if !same && !rip && ak >= 0 && o.Mem.Base == other && ft.keeps(ak, i, m.Base) && ft.keeps(ak, j, other) {
+		} else if !same && !rip && o.Mem.Base == other && regflow.Holds(ft.insns, writesAny, ak, i, j, m.Base, other) {
 			d, same = delta, true
 		}
 		if !same || (j != i && !moves(j)) {
@@ -1071,39 +1078,6 @@ func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 		}
 	}
 	return lo, hi, true
-}
-
-// leaAlias finds in [from, to) the last lea setting one full register to
-// the other plus a constant, one of them base: the other, what it holds
-// less base, the lea's index (-1: none). GCC's memcpy(&io->addr, ..)
-// stores its first word through io's register, the rest through one.
-func (ft *fnTrack) leaAlias(base x86asm.Reg, from, to int) (other x86asm.Reg, delta int64, at int) {
-	at = -1
-	for j := from; j < to; j++ {
-		in := &ft.insns[j].Inst
-		d, ok := in.Args[0].(x86asm.Reg)
-		lm, ok2 := in.Args[1].(x86asm.Mem)
-		if _, full, _ := regIndex(d); in.Op != x86asm.LEA || !ok || !ok2 || !full || lm.Index != 0 || lm.Segment != 0 || lm.Base == d {
-			continue
-		}
-		if base == d && lm.Base != 0 && lm.Base != x86asm.RIP {
-			other, delta, at = lm.Base, -lm.Disp, j
-		} else if base == lm.Base {
-			other, delta, at = d, lm.Disp, j
-		}
-	}
-	return other, delta, at
-}
-
-// keeps says whether the instructions after k before j leave r (k < j).
-func (ft *fnTrack) keeps(k, j int, r x86asm.Reg) bool {
-	ri, _, _ := regIndex(r)
-	for t := k + 1; t < j; t++ {
-		if writesReg(&ft.insns[t].Inst, ri) {
-			return false
-		}
-	}
-	return k < j
 }
 
 // feedsRepString reports whether the address lea instruction i
