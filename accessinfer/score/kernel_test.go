@@ -137,7 +137,7 @@ func (kr kernelRun) report(tb testing.TB) {
 //
 //	go test ./accessinfer/score -run '^$' -bench InferVsPlugin -benchtime 1x
 //
-// Measured 2026-11-26 (the CPU times compare; the wall times swing
+// Measured 2026-11-27 (the CPU times compare; the wall times swing
 // with the machine's load):
 //
 //	struct        inferred confirmed  by-src precision   strict    no-bt   records reachable     found   recall
@@ -146,11 +146,15 @@ func (kr kernelRun) report(tb testing.TB) {
 //	file              1829      1780       0    97.32%   87.70%   97.32%      1440      1225      1120   91.43%
 //	task_struct       7697      7562      17    98.47%   94.37%   98.49%      4995      3961      3727   94.09%
 //	sock              3753      3721       5    99.28%   95.84%   99.28%      2368      1838      1605   87.32%
-//	total           281959    276514    1333    98.54%   94.00%   98.59%    271044    177131    143948   81.27%
+//	total           281546    276461    1333    98.67%   94.13%   98.71%    271044    177131    143942   81.26%
 //
-// (before the scoring's source rule for bitfield tests and the rules
-// of Score and accessinfer added with it: 282,910 inferred, 97.52%,
-// recall 81.31%.) Inference CPU 5.9-6.3 s, dwarfmap's index build
+// (before the rules for nested levels — offset-0 levels above a cast
+// within a class hierarchy, scalar arrays read wider than an element,
+// copies through a second base a lea set, from or to a global, pushed
+// by value: 281,959 inferred, 276,514 confirmed, 98.54%, recall
+// 81.27%; before the scoring's source rule for bitfield tests and the
+// rules of Score and accessinfer added with it: 282,910 inferred,
+// 97.52%, recall 81.31%.) Inference CPU 5.9-6.3 s, dwarfmap's index build
 // 1.9 s; after the infertime branch's allocation cuts (types read with
 // diescan, buffers reused), same accesses: 4.8-5.5 s (Debian's vmlinux
 // 8.2-9.3 s -> 6.5-7.9 s, its index 2.7 s), 18% less CPU paired with
@@ -171,9 +175,9 @@ func BenchmarkInferVsPlugin(b *testing.B) {
 }
 
 // TestBuiltKernelFloors holds inference on the built kernel to the
-// figures measured when it was last changed (2026-11-26: precision
-// 98.5% in total, bitfield tests the source confirms counted; recall
-// 81.3%; sk_buff 98.2% / 80.0%), so that a change cannot make it worse
+// figures measured when it was last changed (2026-11-27: precision
+// 98.67% in total, bitfield tests the source confirms counted; recall
+// 81.26%; sk_buff 98.2% / 80.0%), so that a change cannot make it worse
 // unnoticed. Issue 19's precision target (99%) is not met yet.
 func TestBuiltKernelFloors(t *testing.T) {
 	if testing.Short() {
@@ -184,7 +188,7 @@ func TestBuiltKernelFloors(t *testing.T) {
 	kr.report(t)
 	floors := map[string][2]float64{ // precision, recall
 		"sk_buff": {0.98, 0.795}, "inode": {0.99, 0.88}, "file": {0.97, 0.91},
-		"task_struct": {0.982, 0.935}, "sock": {0.99, 0.87}, "": {0.983, 0.81},
+		"task_struct": {0.982, 0.935}, "sock": {0.99, 0.87}, "": {0.986, 0.81},
 	}
 	for _, s := range kr.scores {
 		f := floors[s.Struct]
