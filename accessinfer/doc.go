@@ -38,10 +38,13 @@
 //     member at offset 0 is an outer level only when the object's type
 //     is a variable's as declared (sk->__sk_common of sk->sk_state).
 //   - Copies are told from member accesses: a mov whose loaded value
-//     is only stored (or the store of it), a struct returned in %rax
-//     and %rdx and stored, and, for a whole object, immediates stored;
-//     an embedded struct all of whose bytes such moves beside the
-//     instruction cover is copied whole (p = file->f_path), an object
+//     is only stored (or the store of it), a push of memory (a struct
+//     passed by value), a struct returned in %rax and %rdx and stored,
+//     and, for a whole object, immediates stored; such moves beside the
+//     instruction through its base, a register a lea set to it plus a
+//     constant (regflow) or, for a global, at RIP-relative addresses,
+//     count together: an embedded struct all of whose bytes they
+//     cover is copied whole (p = file->f_path), an object
 //     all of whose bytes they cover is copied or initialized
 //     (*insn = BPF_MOV64_IMM(..)): the member, or nothing, not the
 //     members inside. Stores through one base that write a whole
