@@ -157,10 +157,10 @@ func linesOf(lt *lineTable, a Access, src string) []int {
 }
 
 func TestFixtures(t *testing.T) {
-	for _, src := range []string{"basic.c", "bitfields.c", "copies.c"} {
+	for _, src := range []string{"basic.c", "bitfields.c", "copies.c", "wrappers.c"} {
 		t.Run(src, func(t *testing.T) {
 			var flags []string
-			if src == "copies.c" {
+			if src == "copies.c" || src == "wrappers.c" {
 				// As the kernel builds: struct copies through general
 				// registers, not SSE ones.
 				flags = []string{"-mno-sse", "-mno-mmx", "-mno-red-zone"}
