@@ -879,10 +879,10 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 		var shift uint
 		var andMask, orMask uint64
 		haveAnd, merged := false, false
-		for j := i + 1; j < hi && j < i+12; j++ {
+		for j := i + 1; j < hi && j < i+20; j++ {
 			nx := &ft.insns[j].Inst
 			// Stored back to the same place: a write of the changed bits.
-			if nacc, ok := x86code.Access(nx); ok && nacc.Kind == x86code.Store && nacc.Mem == acc.Mem && nx.Op == x86asm.MOV {
+			if nacc, ok := x86code.Access(nx); ok && nacc.Kind == x86code.Store && ft.sameMem(i, j, acc.Mem, nacc.Mem) && nx.Op == x86asm.MOV {
 				if sr, ok := nx.Args[1].(x86asm.Reg); ok {
 					if si, _, ok := regIndex(sr); ok && si == ri && shift == 0 && (haveAnd || orMask != 0) {
 						changed := orMask
@@ -951,6 +951,13 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 					continue
 				}
 			}
+			// A copy of the merged value to another register (kept to
+			// test the new bits) leaves it where it is, to be stored.
+			if sr, ok := nx.Args[1].(x86asm.Reg); ok && isReg && merged && nx.Op == x86asm.MOV && dj != ri {
+				if si, _, ok := regIndex(sr); ok && si == ri {
+					continue
+				}
+			}
 			// Any other use of the register ends the pattern: what was
 			// and-ed so far is what the code looks at.
 			if usesReg(nx, ri) || writesReg(nx, ri) {
@@ -968,6 +975,17 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 	done:
 	}
 	return pats, skip
+}
+
+// sameMem reports whether memory operand m of instruction i and n of
+// instruction j are the same address: RIP-relative ones by the address
+// they resolve to.
+func (ft *fnTrack) sameMem(i, j int, m, n x86asm.Mem) bool {
+	if m.Base != x86asm.RIP || n.Base != x86asm.RIP || m.Segment != n.Segment {
+		return m == n
+	}
+	a, b := &ft.insns[i], &ft.insns[j]
+	return a.PC+uint64(a.Inst.Len)+uint64(m.Disp) == b.PC+uint64(b.Inst.Len)+uint64(n.Disp)
 }
 
 // usesReg reports whether inst reads register index ri (roughly: names
