@@ -759,6 +759,19 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		// member's address in the source.
 		return nil, loaded
 	}
+	var memset members.Chain
+	if acc.Kind == x86code.Addr && ft.alignedRep(i, end) {
+		// The middle of an inlined memset or memcpy (memset(info, 0,
+		// sizeof(*info))): its first and last words stored apart, the
+		// rest by a rep stos or movs from 8 bytes past the start the
+		// source named, rounded down. The members here are the source's
+		// only where they hold that start too.
+		cs := ts.ObjectAccess(t, members.Use{Off: obj.off - 8, N: 1, Addr: true})
+		if len(cs) == 0 {
+			return nil, loaded
+		}
+		memset = cs[0]
+	}
 	if t.Name == "__va_list_tag" {
 		// va_arg's expansion: the compiler's, no member access in
 		// the source.
@@ -798,6 +811,9 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		a.Assign = func(t *members.Type) bool { _, val := ft.wrapperParamAt(pc, t); return val }
 	}
 	chains = ft.trimHierarchy(ts.ObjectAccess(t, a))
+	if memset != nil {
+		chains = members.Within(chains, memset)
+	}
 	if acc.Kind == x86code.Load && n == 8 && len(chains) == 1 {
 		last := chains[0][len(chains[0])-1]
 		mt := ts.Get(last.Member.Type)
@@ -1106,6 +1122,24 @@ func (ft *fnTrack) feedsRepString(i, end int) bool {
 			}
 		}
 		if holds == 0 {
+			return false
+		}
+	}
+	return false
+}
+
+// alignedRep reports whether the address lea instruction i computes is
+// rounded down (and with a negative constant) and then starts a rep
+// stos or rep movs (feedsRepString).
+func (ft *fnTrack) alignedRep(i, end int) bool {
+	dst, ok := ft.insns[i].Inst.Args[0].(x86asm.Reg)
+	di, full, ok2 := regIndex(dst)
+	for j := i + 1; ok && ok2 && full && j < end && j <= i+8; j++ {
+		nx := &ft.insns[j].Inst
+		if imm, isImm := nx.Args[1].(x86asm.Imm); isImm && nx.Op == x86asm.AND && nx.Args[0] == dst {
+			return imm < 0 && ft.feedsRepString(j, end)
+		}
+		if writesReg(nx, di) {
 			return false
 		}
 	}

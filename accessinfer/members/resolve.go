@@ -210,6 +210,31 @@ func (ts *Types) walk(t *Type, a Use, outer *Type, outerBit int64, depth int) []
 	return out
 }
 
+// Within keeps of each chain the hops, from the outermost, that o
+// holds too; chains left without any are dropped.
+func Within(cs []Chain, o Chain) []Chain {
+	out := cs[:0]
+	for _, c := range cs {
+		n := 0
+		for n < len(c) && o.holds(c[n].Member) {
+			n++
+		}
+		if n > 0 {
+			out = append(out, c[:n])
+		}
+	}
+	return out
+}
+
+func (c Chain) holds(m *Member) bool {
+	for _, h := range c {
+		if h.Member == m {
+			return true
+		}
+	}
+	return false
+}
+
 // copies reports whether the access is part of a copy of all the bytes
 // [lo, hi).
 func (a Use) copies(lo, hi int64) bool {
