@@ -36,10 +36,12 @@ type Access struct {
 	Union    bool // the container is a union
 	Bitfield bool
 	// BitTest: a bitfield whose bits the instruction (or the test or bt
-	// after its load) tests against a constant. GCC's front end folds
-	// such a test (if (skb->cloned), p->bf == 3) into a BIT_FIELD_REF,
+	// after its load) tests against a constant, or one of several
+	// members one such test covers. GCC's front end folds such a test
+	// (if (skb->cloned), p->bf == 3) and merges adjacent members'
+	// compares (c->x86 == 6 && c->x86_model == 1) into a BIT_FIELD_REF,
 	// in which the klasy plugin records no member
-	// (TestPluginMissesBitfieldTests).
+	// (TestPluginMissesBitfieldTests, TestPluginMissesMergedCompares).
 	BitTest bool
 	// BitOffset and BitSize are the member's bits in its container.
 	BitOffset, BitSize int64
@@ -537,7 +539,7 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
 		for d, h := range c {
 			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.Name, Struct: h.Container.Name, Member: h.Member.Name,
 				Union: h.Container.Kind == members.Union, Bitfield: h.Member.BitSize > 0, BitOffset: h.BitOff, BitSize: h.BitSize,
-				BitTest: h.Member.BitSize > 0 && r.test,
+				BitTest: r.test && (h.Member.BitSize > 0 || (len(r.chains) > 1 && d == len(c)-1)),
 				Kind:    r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls,
 				ContainerOff: off, ContainerKnown: known})
 			off += h.BitOff / 8

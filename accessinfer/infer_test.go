@@ -157,7 +157,7 @@ func linesOf(lt *lineTable, a Access, src string) []int {
 }
 
 func TestFixtures(t *testing.T) {
-	for _, src := range []string{"basic.c", "bitfields.c", "copies.c", "wrappers.c"} {
+	for _, src := range []string{"basic.c", "bitfields.c", "copies.c", "wrappers.c", "adjacent.c"} {
 		t.Run(src, func(t *testing.T) {
 			var flags []string
 			if src == "copies.c" || src == "wrappers.c" {
@@ -345,6 +345,55 @@ func TestPluginMissesBitfieldTests(t *testing.T) {
 		}
 	}
 	for k, want := range map[string]bool{"flag_x x": true, "flag_y y": true, "flag_z z": false, "flag_z3 z": true} {
+		if bt, ok := got[k]; !ok || bt != want {
+			t.Errorf("%s: inferred %v, BitTest %v; want BitTest %v", k, ok, bt, want)
+		}
+	}
+}
+
+// TestPluginMissesMergedCompares shows the plugin's second blind spot,
+// counted as the first (Score.BitTests): adjacent members compared with
+// constants in one condition (c->family == 6 && c->model == 1), which
+// GCC's front end merges into one masked compare at -O2, have no record
+// in .debug_klasy; a member compared alone has one. Inference finds
+// both members of the merged compare and marks them tests.
+func TestPluginMissesMergedCompares(t *testing.T) {
+	so := plugin(t)
+	exe := build(t, filepath.Join(t.TempDir(), "a.out"), []string{"-fplugin=" + so}, "adjacent.c")
+	tab, err := debugklasy.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := map[string]int{}
+	for _, r := range tab.Accesses {
+		if r.Struct == "cpuinfo" {
+			recs[r.Function.Name+" "+r.Member]++
+		}
+	}
+	for _, k := range []string{"is_model family", "is_model model", "is_model_p family", "is_model_p model"} {
+		if recs[k] != 0 {
+			t.Errorf("%s: the plugin records the merged compare now (%d): Access.BitTest of several members may go", k, recs[k])
+		}
+	}
+	if recs["family_of family"] == 0 {
+		t.Errorf("the plugin's record of a compare alone is missing: %v", recs)
+	}
+	img, err := elfimage.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	res, err := Infer(img, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, a := range res.Accesses {
+		if a.Struct == "cpuinfo" {
+			got[a.Func+" "+a.Member] = a.BitTest
+		}
+	}
+	for k, want := range map[string]bool{"is_model family": true, "is_model model": true, "is_model_p family": true, "is_model_p model": true, "family_of family": false} {
 		if bt, ok := got[k]; !ok || bt != want {
 			t.Errorf("%s: inferred %v, BitTest %v; want BitTest %v", k, ok, bt, want)
 		}
