@@ -781,7 +781,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
 	if acc.Kind == x86code.Store {
-		a.Stores = ft.storesBeside(i, end, obj.off-acc.Mem.Disp)
+		a.Stores = ft.storesBeside(i, obj.off-acc.Mem.Disp)
 	}
 	pc := ft.insns[i].PC
 	a.WrapOK = func(t *members.Type) bool { ptr, val := ft.wrapperParamAt(pc, t); return ptr || val }
@@ -1021,9 +1021,12 @@ func (ft *fnTrack) storedToFrame(s *state, i, end int) bool {
 }
 
 // storesBeside lists the bytes that the movs to memory through
-// instruction i's base register (no index) in its block, up to 32
-// instructions away, write, as offsets from the base plus shift.
-func (ft *fnTrack) storesBeside(i, end int, shift int64) [][2]int64 {
+// instruction i's base register (no index) on its straight path, up to
+// 32 instructions away, write, as offsets from the base plus shift. The
+// path runs across the start of a block that is only a jump target
+// (two initializers sharing their tail: *insn++ = BPF_..(..) in each
+// case of a switch), not across a jump or a return.
+func (ft *fnTrack) storesBeside(i int, shift int64) [][2]int64 {
 	m := ft.looked[ft.memAt[i]].acc.Mem
 	if m.Index != 0 || m.Base == 0 || m.Base == x86asm.RIP {
 		return nil
@@ -1033,10 +1036,10 @@ func (ft *fnTrack) storesBeside(i, end int, shift int64) [][2]int64 {
 	// The register holds the same base from after its last write
 	// before i to its next write after.
 	start := i
-	for lo := max(ft.blockStart(i), i-32); start > lo && !regs.Writes(&ft.insns[start-1].Inst, bi); start-- {
+	for lo := max(0, i-32); start > lo && !regs.Writes(&ft.insns[start-1].Inst, bi) && !x86code.EndsBlock(&ft.insns[start-1].Inst); start-- {
 	}
-	for j := start; j < end && j <= i+32; j++ {
-		if j > i && regs.Writes(&ft.insns[j].Inst, bi) {
+	for j := start; j < len(ft.insns) && j <= i+32; j++ {
+		if j > i && (regs.Writes(&ft.insns[j].Inst, bi) || x86code.EndsBlock(&ft.insns[j-1].Inst)) {
 			break
 		}
 		if ft.memAt[j] < 0 || ft.insns[j].Inst.Op != x86asm.MOV {

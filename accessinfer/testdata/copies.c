@@ -86,3 +86,25 @@ noinline void init_inner(struct outer *o)
 {
 	memset(&o->in, 0, sizeof(o->in)); /* want: outer.in:lea */ /* want-any: outer.in:store info.tail:store */
 }
+
+/* Compound literals whose stores GCC splits over blocks: the cases
+ * share their tail (the jump into 2a: its stores of code, off and the
+ * register byte), the zeroing store is in each case's own block. All
+ * the stores on a path together build the whole struct. */
+noinline int emit_case(const struct insn *si, struct insn *insn_buf, int t, int size)
+{
+	struct insn *insn = insn_buf;
+
+	switch (t) {
+	case 1:
+		if (size == 2)
+			*insn++ = (struct insn){ .code = 0x69, .dst = si->dst, .src = si->src, .off = 0x1a4 }; /* want-any: insn.dst:load insn.src:load */
+		else
+			*insn++ = (struct insn){ .code = 0x61, .dst = si->dst, .src = si->src, .off = 0x1a4 }; /* want-any: insn.dst:load insn.src:load */
+		break;
+	case 2:
+		*insn++ = (struct insn){ .code = 0x71, .dst = si->dst, .src = si->src, .off = 0x10 }; /* want-any: insn.dst:load insn.src:load */
+		break;
+	}
+	return insn - insn_buf;
+}
