@@ -710,7 +710,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if acc.Kind == x86code.Addr || n <= 0 {
 		n = 1
 	}
-	a := members.Use{Off: obj.off, N: n, Addr: acc.Kind == x86code.Addr, Indexed: obj.indexed, Load: acc.Kind == x86code.Load}
+	a := members.Use{Off: obj.off, N: n, Addr: acc.Kind == x86code.Addr || regs.WholeArea(ft.insns[i].Inst.Op), Indexed: obj.indexed, Load: acc.Kind == x86code.Load}
 	// A pointer loaded from the object.
 	if t.Kind == members.Ptr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
 		if p := ts.Pointee(t); members.Useful(p) {

@@ -186,3 +186,20 @@ func Uses(inst *x86asm.Inst, ri int) bool {
 	}
 	return false
 }
+
+// WholeArea reports whether op's memory operand is the start of a
+// structure the instruction reads or writes whole (a descriptor table
+// register's limit and base, an FPU or XSAVE area): the source hands
+// the asm the structure's address (native_load_gdt(&gdt_descr),
+// os_xrstor(&fpstate->regs.xsave, ..)), naming no member inside it.
+func WholeArea(op x86asm.Op) bool {
+	switch op {
+	case x86asm.LGDT, x86asm.LIDT, x86asm.SGDT, x86asm.SIDT,
+		x86asm.FXSAVE, x86asm.FXSAVE64, x86asm.FXRSTOR, x86asm.FXRSTOR64,
+		x86asm.XSAVE, x86asm.XSAVE64, x86asm.XSAVEC, x86asm.XSAVEC64, x86asm.XSAVEOPT, x86asm.XSAVEOPT64,
+		x86asm.XSAVES, x86asm.XSAVES64, x86asm.XRSTOR, x86asm.XRSTOR64, x86asm.XRSTORS, x86asm.XRSTORS64,
+		x86asm.FNSAVE, x86asm.FRSTOR, x86asm.FLDENV, x86asm.FNSTENV:
+		return true
+	}
+	return false
+}

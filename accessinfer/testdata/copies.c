@@ -108,3 +108,32 @@ noinline int emit_case(const struct insn *si, struct insn *insn_buf, int t, int 
 	}
 	return insn - insn_buf;
 }
+
+/* Instructions that read or write a whole structure at their operand
+ * (a descriptor table register, an FPU save area): the source hands the
+ * asm the structure, naming no member inside it. */
+struct desc_ptr {
+	unsigned short size;
+	unsigned long address;
+} __attribute__((packed));
+
+noinline void load_gdt(const struct desc_ptr *dtr)
+{
+	asm volatile("lgdt %0" : : "m"(*dtr));
+}
+
+struct fx_area {
+	unsigned short cwd;
+	unsigned short swd;
+	int regs[126];
+};
+
+struct fpu_state {
+	long flags;
+	struct fx_area fx;
+};
+
+noinline void save_fx(struct fpu_state *s)
+{
+	asm volatile("fxsave %0" : "=m"(s->fx)); /* want-any: fpu_state.fx:load fpu_state.fx:store */
+}
