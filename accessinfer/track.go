@@ -918,6 +918,9 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 // before anything else reads or writes it, or that store.
 func (ft *fnTrack) copyAt(i, end int) bool {
 	in := &ft.insns[i].Inst
+	if m, ok := in.Args[0].(x86asm.Mem); ok && in.Op == x86asm.PUSH && m.Base != x86asm.RSP {
+		return true // onto the stack: a struct passed by value, word by word
+	}
 	if in.Op != x86asm.MOV {
 		return false
 	}

@@ -137,3 +137,27 @@ noinline void save_fx(struct fpu_state *s)
 {
 	asm volatile("fxsave %0" : "=m"(s->fx)); /* want-any: fpu_state.fx:load fpu_state.fx:store */
 }
+
+/* A struct passed by value, pushed word by word from where it lies: a
+ * copy of the member (c->cm), not reads of the members inside. */
+struct mem_ops {
+	void *(*alloc)(void *opaque, long n);
+	void (*free)(void *opaque, void *p);
+	void *opaque;
+};
+
+noinline void free_with(struct mem_ops m, void *p)
+{
+	if (m.free) /* want-any: mem_ops.free:load */
+		m.free(m.opaque, p); /* want-any: mem_ops.free:load mem_ops.opaque:load */
+}
+
+struct ctx {
+	long n;
+	struct mem_ops cm;
+};
+
+noinline void free_ctx(struct ctx *c, void *p)
+{
+	free_with(c->cm, p); /* want: ctx.cm:load */
+}
