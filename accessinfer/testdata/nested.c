@@ -137,26 +137,3 @@ noinline void init_holder(struct holder *h)
 {
 	h->t = tmpl_init; /* want: holder.t:store */
 }
-
-/* A struct member passed by value (ZSTD_customMalloc(size,
- * ddict->cMem)): pushed word by word. The plugin records the member. */
-struct cmem {
-	void *alloc;
-	void *free;
-	void *opaque;
-};
-
-struct ddict {
-	long size;
-	struct cmem mem;
-};
-
-__attribute__((noipa)) void *cmem_alloc(long size, struct cmem m)
-{
-	return size ? m.opaque : m.alloc; /* want: cmem.opaque:load cmem.alloc:load */
-}
-
-noinline void *ddict_alloc(struct ddict *d, long n)
-{
-	return cmem_alloc(n, d->mem); /* want: ddict.mem:load */
-}
