@@ -671,6 +671,16 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 			// not fitting: a cast (inet_csk(sk)->icsk_ack), to which is not told.
 			if o.off == got[0].obj.off && ft.w.ts.EmbedsAtZero(got[0].obj.t, o.t) {
 				got[0].chains = members.TrimZeroLevels(ft.w.ts, got[0].chains)
+				// Left with a struct at offset 0 and nothing decided
+				// inside it (a union there): nothing is decided.
+				cs := got[0].chains[:0]
+				for _, c := range got[0].chains {
+					mt := ft.w.ts.Get(c[0].Member.Type)
+					if !(len(c) == 1 && c[0].BitOff == 0 && mt != nil && (mt.Kind == members.Struct || mt.Kind == members.Union)) {
+						cs = append(cs, c)
+					}
+				}
+				got[0].chains = cs
 				break
 			}
 		}

@@ -45,6 +45,10 @@ struct base {
 	int state;
 	int flags;
 	int refs;
+	union {
+		long val;
+		void *ptr;
+	};
 };
 
 struct mid {
@@ -75,6 +79,17 @@ noinline int cast_sibling(struct base *sk)
 	consume(tp);
 	return to_mid(sk)->rto /* want: mid.rto:load */
 	       + tp->rcv; /* want: top.rcv:load */
+}
+
+/* The same on an anonymous union of the innermost struct: sk's typing
+ * decides no member there, tp's only mid.b, which names the cast's
+ * struct, not told either (sk->val would be the same code). */
+noinline long cast_union(struct base *sk)
+{
+	struct top *tp = (struct top *)sk;
+
+	consume(tp);
+	return to_mid(sk)->b.val + tp->rcv; /* want: top.rcv:load */
 }
 
 /* memcpy() into an embedded member: GCC stores the first word through
