@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/klasy/klasy/accessinfer"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
@@ -15,7 +16,9 @@ import (
 // TestAccessesHash logs a hash of every field of every access inferred
 // on the built and on Debian's vmlinux, and the counts: a change meant
 // only to make inference faster must leave both hashes as they were.
-// Set ACCESSINFER_HASH=FILE to also append the two lines to FILE.
+// Set ACCESSINFER_HASH=FILE to also append the two lines to FILE;
+// ACCESSINFER_HASH_KERNEL=built (or debian) keeps to one image, to time
+// inference alone as a whole process.
 func TestAccessesHash(t *testing.T) {
 	out := os.Getenv("ACCESSINFER_HASH")
 	if out == "" {
@@ -23,13 +26,18 @@ func TestAccessesHash(t *testing.T) {
 	}
 	var lines string
 	for _, kind := range []string{lab.Built, lab.Debian} {
+		if only := os.Getenv("ACCESSINFER_HASH_KERNEL"); only != "" && only != kind {
+			continue
+		}
 		k, err := lab.FindKernel(kind)
 		testenv.Need(t, kind+"-kernel", err)
 		img, err := elfimage.Open(k.Vmlinux)
 		if err != nil {
 			t.Fatal(err)
 		}
+		start, cpu := time.Now(), cpuTime()
 		res, err := accessinfer.Infer(img, accessinfer.Options{})
+		wall, cpu := time.Since(start), cpuTime()-cpu
 		img.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -40,6 +48,7 @@ func TestAccessesHash(t *testing.T) {
 		}
 		l := fmt.Sprintf("%s: %d accesses, %d functions, %d insns, %d mem insns, sha256 %x\n",
 			kind, len(res.Accesses), res.Funcs, res.Insns, res.MemInsns, h.Sum(nil))
+		t.Logf("%s: inference %v, CPU %v", kind, wall.Round(time.Millisecond), cpu.Round(time.Millisecond))
 		t.Log(l)
 		lines += l
 	}
