@@ -327,13 +327,19 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	if nb == 0 {
 		return nil
 	}
+	// The blocks' successors by index and instruction ranges, found
+	// once: the rounds below would search for them at every visit.
+	succs := make([][]int, nb)
+	rng := make([][2]int, nb)
 	preds := make([][]int, nb)
 	for i := range g.Blocks {
 		for _, s := range g.Blocks[i].Succs {
 			if j, ok := g.Block(s); ok {
+				succs[i] = append(succs[i], j)
 				preds[j] = append(preds[j], i)
 			}
 		}
+		rng[i][0], rng[i][1] = ft.blockInsns(&g.Blocks[i])
 	}
 	// Reverse post-order from the entry, then the blocks no known arc
 	// reaches (after indirect jumps) in address order.
@@ -344,8 +350,8 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		var dfs func(int)
 		dfs = func(b int) {
 			seen[b] = true
-			for _, s := range g.Blocks[b].Succs {
-				if j, ok := g.Block(s); ok && !seen[j] {
+			for _, j := range succs[b] {
+				if !seen[j] {
 					dfs(j)
 				}
 			}
@@ -366,8 +372,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	pats := make([]map[int]members.Bits, nb)
 	skips := make([]map[int]bool, nb)
 	for _, b := range order {
-		lo, hi := ft.blockInsns(&g.Blocks[b])
-		pats[b], skips[b] = ft.bitPatterns(lo, hi)
+		pats[b], skips[b] = ft.bitPatterns(rng[b][0], rng[b][1])
 	}
 	// uses[p] counts the blocks still to read outs[p] in a one-pass
 	// run; at 0 its state is free for another block (recycle).
@@ -457,7 +462,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	// emitting runs block b from its state in and emits its accesses.
 	emitting := func(b int) *state {
 		s := in(b)
-		lo, hi := ft.blockInsns(&g.Blocks[b])
+		lo, hi := rng[b][0], rng[b][1]
 		for i := lo; i < hi; i++ {
 			ft.step(s, i, hi, pats[b], skips[b], func(r memResult) {
 				*memInsns++
@@ -485,15 +490,16 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	for i := range dirty {
 		dirty[i] = true
 	}
-	for round := 0; round < 6; round++ {
-		changed := false
+	converged := false
+	for round := 0; round < 6 && !converged; round++ {
+		converged = true
 		for _, b := range order {
 			if !dirty[b] {
 				continue
 			}
 			dirty[b] = false
 			s := in(b)
-			lo, hi := ft.blockInsns(&g.Blocks[b])
+			lo, hi := rng[b][0], rng[b][1]
 			for i := lo; i < hi; i++ {
 				ft.step(s, i, hi, pats[b], skips[b], nil)
 			}
@@ -502,19 +508,28 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 					free = append(free, outs[b])
 				}
 				outs[b] = s
-				changed = true
-				for _, sc := range g.Blocks[b].Succs {
-					if j, ok := g.Block(sc); ok {
-						dirty[j] = true
-					}
+				converged = false
+				for _, j := range succs[b] {
+					dirty[j] = true
 				}
 			} else {
 				free = append(free, s)
 			}
 		}
-		if !changed {
-			break
+	}
+	if converged {
+		// Each block last ran from the state an emitting pass would
+		// give it (no predecessor changed since), and look keeps the
+		// last result at each instruction: emitted from there.
+		for _, b := range order {
+			for i := rng[b][0]; i < rng[b][1]; i++ {
+				if k := ft.memAt[i]; k >= 0 {
+					*memInsns++
+					ft.emit(&accs, i, ft.looked[k].r)
+				}
+			}
 		}
+		return done()
 	}
 	for _, b := range order {
 		free = append(free, emitting(b))
