@@ -33,8 +33,8 @@ type Function struct {
 	Name     string
 	Entry    uint64
 	Ranges   [][2]uint64
-	CFAFrame bool // DW_AT_frame_base is DW_OP_call_frame_cfa
-	Vars     []Variable
+	CFAFrame bool       // DW_AT_frame_base is DW_OP_call_frame_cfa
+	Vars     []Variable // those that can type an access (Scanner.typed)
 	Inlines  []InlineSite
 	Params   []ScopedType // of the inlined copies
 }
@@ -430,21 +430,46 @@ func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *F
 			return
 		}
 		pieces = []Piece{{0, Everywhere, b}}
-	case e.HasLocList && e.LocListx:
-		if off, ok := s.locs.loclistx(e.LocList); ok {
-			pieces = s.locs.list(off)
-		}
 	case e.HasLocList:
-		pieces = s.locs.list(int64(e.LocList))
 	default:
 		return
 	}
-	if f == nil || len(pieces) == 0 {
+	if f == nil {
 		return
 	}
 	oi := s.lookupOrigin(e)
-	if oi.typ == 0 {
+	if oi.typ == 0 || !s.typed(oi.typ) {
+		return
+	}
+	switch {
+	case pieces != nil:
+	case e.LocListx:
+		if off, ok := s.locs.loclistx(e.LocList); ok {
+			pieces = s.locs.list(off)
+		}
+	default:
+		pieces = s.locs.list(int64(e.LocList))
+	}
+	if len(pieces) == 0 {
 		return
 	}
 	f.Vars = append(f.Vars, Variable{Name: oi.name, Type: oi.typ, Depth: depth, Scope: scope, Pieces: pieces})
+}
+
+// typed says whether a variable of type off can type a memory access:
+// a struct, union or array, or a pointer to one (or to a pointer).
+// Tracking uses no other; most locals are integers, and their location
+// lists were half of those read.
+func (s *Scanner) typed(off dwarf.Offset) bool {
+	t := s.ts.Get(off)
+	if t == nil {
+		return false
+	}
+	switch t.Kind {
+	case members.Struct, members.Union, members.Array:
+		return true
+	case members.Ptr:
+		return members.Useful(s.ts.Pointee(t))
+	}
+	return false
 }
