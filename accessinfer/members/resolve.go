@@ -127,6 +127,11 @@ func (ts *Types) walk(t *Type, a Use, outer *Type, outerBit int64, depth int) []
 	var cands []*Member
 	for i := range t.members {
 		m := &t.members[i]
+		if m.BitSize == 0 && m.off >= a.Off+a.N {
+			// Past the access whatever its size (the tests below
+			// skip it): its type need not be read for that.
+			continue
+		}
 		lo, hi := ts.span(m)
 		if hi <= lo {
 			// A zero-size member: a marker (sk_buff's __cloned_offset[0])
