@@ -329,16 +329,11 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	}
 	// The blocks' successors by index and instruction ranges, found
 	// once: the rounds below would search for them at every visit.
-	succs := make([][]int, nb)
-	rng := make([][2]int, nb)
-	preds := make([][]int, nb)
+	g.ArcsInto(&ft.arcs)
+	succs, preds := ft.arcs.Succs, ft.arcs.Preds
+	rng := grow(ft.rng, nb)
+	ft.rng = rng
 	for i := range g.Blocks {
-		for _, s := range g.Blocks[i].Succs {
-			if j, ok := g.Block(s); ok {
-				succs[i] = append(succs[i], j)
-				preds[j] = append(preds[j], i)
-			}
-		}
 		rng[i][0], rng[i][1] = ft.blockInsns(&g.Blocks[i])
 	}
 	// Reverse post-order from the entry, then the blocks no known arc

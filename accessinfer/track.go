@@ -219,8 +219,10 @@ type fnTrack struct {
 	insns  []x86code.Insn
 	g      *x86code.Graph
 	graph  x86code.Graph // g's memory, reused from one function to the next
-	accs   []Access      // run's buffer
-	facts  [][]int32     // by instruction index: indexes into fs
+	arcs   x86code.Arcs  // g's arcs, and run's blocks' instructions
+	rng    [][2]int
+	accs   []Access  // run's buffer
+	facts  [][]int32 // by instruction index: indexes into fs
 	fs     []fact
 	spans  [][2]int32 // of fs[k]: instructions [i, j)
 	counts []int32

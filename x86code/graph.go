@@ -295,3 +295,58 @@ func (g *Graph) Reachable() map[uint64]bool {
 func isInt3(inst *x86asm.Inst) bool {
 	return inst.Op == x86asm.INT && inst.Len == 1
 }
+
+// Arcs are a graph's arcs between its blocks, by block index; their
+// memory is reused from one graph to the next (ArcsInto).
+type Arcs struct {
+	// Succs[i] are the blocks block i goes to, in its Succs' order;
+	// Preds[j] the blocks that go to block j, by index.
+	Succs, Preds [][]int
+	pool         []int
+	arcs         [][2]int
+}
+
+// ArcsInto fills a with g's arcs, each block's start searched once.
+func (g *Graph) ArcsInto(a *Arcs) {
+	nb := len(g.Blocks)
+	a.arcs = a.arcs[:0]
+	for i := range g.Blocks {
+		for _, s := range g.Blocks[i].Succs {
+			if j, ok := g.Block(s); ok {
+				a.arcs = append(a.arcs, [2]int{i, j})
+			}
+		}
+	}
+	a.Succs, a.Preds = resize(a.Succs, nb), resize(a.Preds, nb)
+	// Counts first (in the pool, before its lists), then each list
+	// sliced from the pool and filled in arc order.
+	if n := 2*len(a.arcs) + 2*nb; cap(a.pool) < n {
+		a.pool = make([]int, n)
+	}
+	nsucc, npred := a.pool[:nb], a.pool[nb:2*nb]
+	clear(nsucc)
+	clear(npred)
+	for _, e := range a.arcs {
+		nsucc[e[0]]++
+		npred[e[1]]++
+	}
+	at := 2 * nb
+	for i := 0; i < nb; i++ {
+		a.Succs[i] = a.pool[at : at : at+nsucc[i]]
+		at += nsucc[i]
+		a.Preds[i] = a.pool[at : at : at+npred[i]]
+		at += npred[i]
+	}
+	for _, e := range a.arcs {
+		a.Succs[e[0]] = append(a.Succs[e[0]], e[1])
+		a.Preds[e[1]] = append(a.Preds[e[1]], e[0])
+	}
+}
+
+// resize returns s with length n, reusing its array when large enough.
+func resize(s [][]int, n int) [][]int {
+	if cap(s) < n {
+		return make([][]int, n)
+	}
+	return s[:n]
+}
