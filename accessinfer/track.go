@@ -2,7 +2,6 @@ package accessinfer
 
 import (
 	"debug/dwarf"
-	"fmt"
 	"sort"
 	"strings"
 
@@ -221,6 +220,7 @@ type fnTrack struct {
 	graph  x86code.Graph // g's memory, reused from one function to the next
 	arcs   x86code.Arcs  // g's arcs, and run's blocks' instructions
 	rng    [][2]int
+	objBuf []object  // objects' result
 	accs   []Access  // run's buffer
 	facts  [][]int32 // by instruction index: indexes into fs
 	fs     []fact
@@ -499,7 +499,7 @@ func (ft *fnTrack) objects(s *state, m x86asm.Mem, next uint64, pc uint64) []obj
 		return nil
 	}
 	o.indexed = m.Index != 0
-	out := []object{o}
+	out := append(ft.objBuf[:0], o) // valid until the next call
 	if bi, _, ok := regIndex(m.Base); ok && m.Base != x86asm.RIP && s.regs[bi].kind == vPtr {
 		for _, alt := range s.regs[bi].alts {
 			ao := o
@@ -507,6 +507,7 @@ func (ft *fnTrack) objects(s *state, m x86asm.Mem, next uint64, pc uint64) []obj
 			out = append(out, ao)
 		}
 	}
+	ft.objBuf = out
 	return out
 }
 
@@ -807,12 +808,12 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		case mt != nil && mt.Kind == members.Ptr && last.BitSize == 64:
 			// The only member the 8 bytes touch is this pointer: the load is it.
 			if p := ts.Pointee(mt); members.Useful(p) {
-				loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s", nameOf(last.Container), last.Member.Name)}
+				loaded = val{kind: vPtr, t: p, why: nameOf(last.Container) + "." + last.Member.Name}
 			}
 		case mt != nil && mt.Kind == members.Array:
 			if el := ts.Get(mt.Elem); el != nil && el.Kind == members.Ptr {
 				if p := ts.Pointee(el); members.Useful(p) {
-					loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s[]", nameOf(last.Container), last.Member.Name)}
+					loaded = val{kind: vPtr, t: p, why: nameOf(last.Container) + "." + last.Member.Name + "[]"}
 				}
 			}
 		}

@@ -324,7 +324,9 @@ func (s *Scanner) ranges(e *diescan.DIE) [][2]uint64 {
 			out = append(out, r)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	if len(out) > 1 {
+		sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	}
 	return out
 }
 
