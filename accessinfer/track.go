@@ -421,8 +421,9 @@ func (ft *fnTrack) apply(s *state, i int) {
 
 // regVal is a register DWARF gives a value at an instruction.
 type regVal struct {
-	reg int
-	v   val
+	reg   int
+	v     val
+	depth int
 }
 
 // appliedFacts are what apply sets at an instruction, worked out once.
@@ -431,24 +432,29 @@ type appliedFacts struct {
 	regs []regVal
 }
 
-// prepare works out what DWARF's facts at instruction i set.
+// prepare works out what DWARF's facts at instruction i set. An
+// instruction has a few: a list searched, not a table of 16 registers
+// cleared for each.
 func (ft *fnTrack) prepare(i int) {
-	fs := ft.facts[i]
-	type best struct {
-		v     val
-		depth int
-		set   bool
-	}
-	var regs [16]best
-	for _, k := range fs {
+	ap := &ft.applied[i]
+	ap.done = true
+	for _, k := range ft.facts[i] {
 		f := &ft.fs[k]
 		if f.reg < 0 {
 			continue
 		}
-		b := &regs[f.reg]
+		j := 0
+		for j < len(ap.regs) && ap.regs[j].reg != f.reg {
+			j++
+		}
+		if j == len(ap.regs) {
+			ap.regs = append(ap.regs, regVal{reg: f.reg, v: f.v, depth: f.depth})
+			continue
+		}
+		b := &ap.regs[j]
 		switch {
-		case !b.set || f.depth > b.depth:
-			*b = best{v: f.v, depth: f.depth, set: true}
+		case f.depth > b.depth:
+			b.v, b.depth = f.v, f.depth
 		case f.depth == b.depth && !b.v.same(f.v):
 			dup := false
 			for _, a := range b.v.alts {
@@ -457,13 +463,6 @@ func (ft *fnTrack) prepare(i int) {
 			if !dup {
 				b.v.alts = append(b.v.alts[:len(b.v.alts):len(b.v.alts)], f.v)
 			}
-		}
-	}
-	ap := &ft.applied[i]
-	ap.done = true
-	for r := range regs {
-		if regs[r].set {
-			ap.regs = append(ap.regs, regVal{r, regs[r].v})
 		}
 	}
 }
