@@ -78,7 +78,14 @@ type Types struct {
 	cur     *diescan.Unit
 	abbrevs diescan.Abbrevs
 	cache   map[dwarf.Offset]*Type
-	mbuf    []Member // members' buffer
+	// recent holds cache's entries last asked for, by offset modulo
+	// its size: most lookups find their type there without hashing
+	// into the large map.
+	recent [4096]struct {
+		off dwarf.Offset
+		t   *Type
+	}
+	mbuf []Member // members' buffer
 }
 
 // NewTypes reads types from the sections secs, whose units are units
@@ -124,11 +131,16 @@ func (ts *Types) Get(off dwarf.Offset) *Type {
 	if off == 0 {
 		return nil
 	}
-	if t, ok := ts.cache[off]; ok {
-		return t
+	r := &ts.recent[uint32(off)%uint32(len(ts.recent))]
+	if r.off == off {
+		return r.t
 	}
-	t := ts.read(off, "", 0)
-	ts.cache[off] = t
+	t, ok := ts.cache[off]
+	if !ok {
+		t = ts.read(off, "", 0)
+		ts.cache[off] = t
+	}
+	r.off, r.t = off, t
 	return t
 }
 
@@ -159,6 +171,9 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		}
 		t := ts.read(next, typedef, depth+1)
 		ts.cache[next] = t
+		if r := &ts.recent[uint32(next)%uint32(len(ts.recent))]; r.off == next {
+			r.t = t
+		}
 		return t
 	}
 	t := &Type{off: off}
