@@ -153,6 +153,7 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	// Each worker's types, read in the scan, serve it in tracking too.
 	sec := dwscan.Sections{Info: img.Section(".debug_info"), Loc: img.Section(".debug_loc"),
 		Loclists: img.Section(".debug_loclists"), Addr: img.Section(".debug_addr"),
+		Line: img.Section(".debug_line"), Str: img.Section(".debug_str"), LineStr: img.Section(".debug_line_str"),
 		DIEs: diescan.NewSections(img.Section)}
 	tss := make([]*members.Types, nw)
 	for w := range tss {

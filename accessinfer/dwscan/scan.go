@@ -73,10 +73,14 @@ type Scanner struct {
 	u, uo  *diescan.Unit // the scan, and the reads of origins
 	e      diescan.DIE
 	locs   unitLocs
-	files  []string
-	origin map[dwarf.Offset]originInfo
-	names  map[uintptr]string
-	out    *Unit
+	files  []string // from debug/dwarf, when ft cannot read the table
+	ft     fileTable
+	// fromTable: the unit's files are ft's.
+	fromTable bool
+	line      [3][]byte // .debug_line, .debug_str, .debug_line_str
+	origin    map[dwarf.Offset]originInfo
+	names     map[uintptr]string
+	out       *Unit
 	// The lists of the function being scanned grow here and are copied
 	// out at its end: growing each function's own left half its
 	// variables' memory behind as garbage.
@@ -92,6 +96,8 @@ type Sections struct {
 	Loc      []byte // .debug_loc (DWARF 2-4)
 	Loclists []byte // .debug_loclists (DWARF 5)
 	Addr     []byte // .debug_addr
+	// The line tables and their strings, for the files' names.
+	Line, Str, LineStr []byte
 	// The DIEs are read with dwarfmap's scanner (diescan), which
 	// decodes only the attributes asked for: debug/dwarf's Reader
 	// decoded all of them into interface values, half the scan's time.
@@ -106,6 +112,7 @@ func NewScanner(d *dwarf.Data, ts *members.Types, sec Sections) *Scanner {
 	s.locs.loc = sec.Loc
 	s.locs.loclists = sec.Loclists
 	s.locs.addr = sec.Addr
+	s.line = [3][]byte{sec.Line, sec.Str, sec.LineStr}
 	return s
 }
 
@@ -253,7 +260,10 @@ func (s *Scanner) scanUnit(start, end uint64) {
 	}
 	s.locs.llBase, _ = cu.Val(dwarf.AttrLoclistsBase).(int64)
 	s.files = s.files[:0]
-	if lr, err := s.d.LineReader(cu); err == nil && lr != nil {
+	stmt, ok := cu.Val(dwarf.AttrStmtList).(int64)
+	compDir, _ := cu.Val(dwarf.AttrCompDir).(string)
+	s.fromTable = ok && stmt >= 0 && s.ft.read(s.line[0], s.line[1], s.line[2], uint64(stmt), compDir)
+	if lr, err := s.d.LineReader(cu); !s.fromTable && err == nil && lr != nil {
 		for _, f := range lr.Files() {
 			if f == nil {
 				s.files = append(s.files, "")
@@ -288,6 +298,21 @@ func (s *Scanner) scanUnit(start, end uint64) {
 			s.skipChildren(e)
 		}
 	}
+}
+
+// file is the name of the unit's file i, "" if none.
+func (s *Scanner) file(i int64) string {
+	switch {
+	case i < 0:
+		return ""
+	case s.fromTable:
+		if i < int64(len(s.ft.names)) {
+			return s.ft.name(int(i))
+		}
+	case i < int64(len(s.files)):
+		return s.files[i]
+	}
+	return ""
 }
 
 // langAssembler is DW_LANG_Mips_Assembler, which gas gives its units.
@@ -406,9 +431,7 @@ func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 				rs = s.ranges(e)
 				oi := s.lookupOrigin(e)
 				site := InlineSite{Name: oi.name, Ranges: rs, Depth: depth + 1}
-				if cf := e.CallFile; cf >= 0 && int(cf) < len(s.files) {
-					site.CallFile = s.files[cf]
-				}
+				site.CallFile = s.file(e.CallFile)
 				site.CallLine = int(e.CallLine)
 				f.Inlines = append(f.Inlines, site)
 			}
