@@ -28,6 +28,10 @@ type Graph struct {
 	// blocks only they reach are not known where they start.
 	Indirect []Insn
 	leaders  map[uint64]bool // FuncGraphInto's, reused
+	// succs holds the blocks' Succs, three places each (a branch's
+	// target, a patched one, the next instruction), reused.
+	succs   []uint64
+	reached []bool // markPadding's, reused
 }
 
 // GraphBlock is one basic block [Start, End) and the arcs leaving it.
@@ -102,7 +106,7 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 		}
 		return false
 	}
-	g.Entry, g.Indirect = entry, g.Indirect[:0]
+	g.Entry, g.Indirect, g.succs = entry, g.Indirect[:0], g.succs[:0]
 	if g.leaders == nil {
 		g.leaders = map[uint64]bool{}
 	}
@@ -118,7 +122,8 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 				leaders[in.PC] = true // after a byte that did not decode
 			}
 			next = in.End()
-			for _, t := range branchTargets(in, patched) {
+			ts, nt := branchTargets(in, patched)
+			for _, t := range ts[:nt] {
 				if inCode(t) && isStart(t) {
 					leaders[t] = true
 				}
@@ -141,7 +146,7 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 			in := r.insns[i]
 			if leaders[in.PC] || cur == nil {
 				if cur != nil {
-					cur.close(in.PC, inCode, isStart, patched)
+					cur.close(in.PC, inCode, isStart, patched, &g.succs)
 				}
 				g.Blocks = append(g.Blocks, GraphBlock{Start: in.PC})
 				cur = &g.Blocks[len(g.Blocks)-1]
@@ -150,12 +155,12 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 			cur.End = in.End()
 			if i+1 < len(r.insns) && r.insns[i+1].PC != in.End() {
 				// A byte that does not decode ends the block.
-				cur.close(0, inCode, isStart, patched)
+				cur.close(0, inCode, isStart, patched, &g.succs)
 				cur = nil
 			}
 		}
 		if cur != nil {
-			cur.close(0, inCode, isStart, patched)
+			cur.close(0, inCode, isStart, patched, &g.succs)
 		}
 	}
 	slices.SortFunc(g.Blocks, func(a, b GraphBlock) int { return cmp.Compare(a.Start, b.Start) })
@@ -176,8 +181,15 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 }
 
 // close ends block b before next (0: no instruction follows in its
-// range) and works out its arcs from its last instruction.
-func (b *GraphBlock) close(next uint64, inCode, isStart func(uint64) bool, patched PatchedBranches) {
+// range) and works out its arcs from its last instruction, its Succs in
+// three places of pool.
+func (b *GraphBlock) close(next uint64, inCode, isStart func(uint64) bool, patched PatchedBranches, pool *[]uint64) {
+	n := len(*pool)
+	if cap(*pool)-n < 3 {
+		*pool = make([]uint64, 0, max(1024, 2*cap(*pool)))
+		n = 0
+	}
+	b.Succs, *pool = (*pool)[n:n:n+3], (*pool)[:n+3]
 	in := &b.Last
 	falls := true
 	switch {
@@ -192,7 +204,8 @@ func (b *GraphBlock) close(next uint64, inCode, isStart func(uint64) bool, patch
 	}
 	// ud2 falls through: a WARN() goes on after its trap (a BUG()
 	// does not, and no block after it runs then either).
-	for _, t := range branchTargets(in, patched) {
+	ts, nt := branchTargets(in, patched)
+	for _, t := range ts[:nt] {
 		if inCode(t) && isStart(t) {
 			b.Succs = append(b.Succs, t)
 		} else if !inCode(t) {
@@ -208,15 +221,19 @@ func (b *GraphBlock) close(next uint64, inCode, isStart func(uint64) bool, patch
 
 // markPadding marks the blocks of int3 and nop that nothing reaches.
 func (g *Graph) markPadding(insns func(lo, hi uint64) []Insn) {
-	reached := map[uint64]bool{}
+	reached := g.reached[:0]
+	reached = append(reached, make([]bool, len(g.Blocks))...)
+	g.reached = reached
 	for _, b := range g.Blocks {
 		for _, s := range b.Succs {
-			reached[s] = true
+			if j, ok := g.Block(s); ok {
+				reached[j] = true
+			}
 		}
 	}
 	for i := range g.Blocks {
 		b := &g.Blocks[i]
-		if reached[b.Start] || b.Start == g.Entry {
+		if reached[i] || b.Start == g.Entry {
 			continue
 		}
 		pad := true
@@ -232,15 +249,14 @@ func (g *Graph) markPadding(insns func(lo, hi uint64) []Insn) {
 
 // branchTargets are the addresses a direct branch (or a patched one) at
 // in may go to besides the next instruction.
-func branchTargets(in *Insn, patched PatchedBranches) []uint64 {
-	var out []uint64
+func branchTargets(in *Insn, patched PatchedBranches) (out [2]uint64, n int) {
 	if t, ok := branchTarget(&in.Inst, in.End()); ok {
-		out = append(out, t)
+		out[n], n = t, n+1
 	}
 	if t, ok := patched[in.PC]; ok {
-		out = append(out, t)
+		out[n], n = t, n+1
 	}
-	return out
+	return out, n
 }
 
 // endsGraphBlock reports whether the block ends after in.
