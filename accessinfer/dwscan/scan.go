@@ -263,12 +263,14 @@ func (s *Scanner) scanUnit(start, end uint64) {
 	stmt, ok := cu.Val(dwarf.AttrStmtList).(int64)
 	compDir, _ := cu.Val(dwarf.AttrCompDir).(string)
 	s.fromTable = ok && stmt >= 0 && s.ft.read(s.line[0], s.line[1], s.line[2], uint64(stmt), compDir)
-	if lr, err := s.d.LineReader(cu); !s.fromTable && err == nil && lr != nil {
-		for _, f := range lr.Files() {
-			if f == nil {
-				s.files = append(s.files, "")
-			} else {
-				s.files = append(s.files, f.Name)
+	if !s.fromTable {
+		if lr, err := s.d.LineReader(cu); err == nil && lr != nil {
+			for _, f := range lr.Files() {
+				if f == nil {
+					s.files = append(s.files, "")
+				} else {
+					s.files = append(s.files, f.Name)
+				}
 			}
 		}
 	}
