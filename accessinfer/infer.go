@@ -127,9 +127,14 @@ type worker struct {
 // linked executable; a module's code addresses are section offsets and
 // its globals unrelocated: not supported yet).
 func Infer(img *elfimage.Image, opt Options) (*Result, error) {
-	d, err := img.DWARF()
-	if err != nil {
-		return nil, err
+	// debug/dwarf's reading of the whole image (every unit's
+	// abbreviations: 3% of inference) only when a scan asks for it
+	// (dwscan.Scanner.Err), or to say why there is no DWARF.
+	dw := sync.OnceValues(img.DWARF)
+	if len(img.Section(".debug_info")) == 0 {
+		if _, err := dw(); err != nil {
+			return nil, err
+		}
 	}
 	// Inference allocates ~0.8 GB in short-lived pieces for a vmlinux:
 	// collecting less often saved a quarter of its CPU time at 200, and
@@ -155,7 +160,7 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		Loclists: img.Section(".debug_loclists"), Addr: img.Section(".debug_addr"),
 		Line: img.Section(".debug_line"), Str: img.Section(".debug_str"), LineStr: img.Section(".debug_line_str"),
 		DIEs: diescan.NewSections(img.Section)}
-	tss := make([]*members.Types, nw)
+	tss, errs := make([]*members.Types, nw), make([]error, nw)
 	for w := range tss {
 		tss[w] = members.NewTypes(sec.DIEs, cus)
 	}
@@ -163,11 +168,12 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := dwscan.NewScanner(d, tss[w], sec)
+			s := dwscan.NewScanner(dw, tss[w], sec)
 			for i := range next {
 				scanner[i] = w
 				s.Scan(cus[i][0], cus[i][1], &scans[i])
 			}
+			errs[w] = s.Err()
 		}()
 	}
 	for i := range cus {
@@ -175,6 +181,11 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	}
 	close(next)
 	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
 	res := &Result{Scan: time.Since(start)}
 	start = time.Now()
 

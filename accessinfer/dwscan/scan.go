@@ -65,8 +65,11 @@ type Unit struct {
 }
 
 type Scanner struct {
-	d      *dwarf.Data
-	r      *dwarf.Reader // the unit DIE, for its line table and bases
+	// dw gives debug/dwarf's view of the image, read when first asked:
+	// for the line tables fileTable does not read, and to tell whether
+	// a unit diescan cannot read makes the image an error.
+	dw     func() (*dwarf.Data, error)
+	err    error
 	ts     *members.Types
 	secs   *diescan.Sections
 	abbrev diescan.Abbrevs
@@ -104,11 +107,11 @@ type Sections struct {
 	DIEs *diescan.Sections
 }
 
-// NewScanner returns a scanner of d's units that reads the sizes of
+// NewScanner returns a scanner of an image's units that reads the sizes of
 // globals' types through ts (one goroutine's: neither is safe for
 // concurrent use).
-func NewScanner(d *dwarf.Data, ts *members.Types, sec Sections) *Scanner {
-	s := &Scanner{d: d, r: d.Reader(), ts: ts, secs: sec.DIEs, abbrev: ts.Abbrevs(), names: map[uintptr]string{}}
+func NewScanner(dw func() (*dwarf.Data, error), ts *members.Types, sec Sections) *Scanner {
+	s := &Scanner{dw: dw, ts: ts, secs: sec.DIEs, abbrev: ts.Abbrevs(), names: map[uintptr]string{}}
 	s.locs.loc = sec.Loc
 	s.locs.loclists = sec.Loclists
 	s.locs.addr = sec.Addr
@@ -231,54 +234,35 @@ func (s *Scanner) origins(o dwarf.Offset, hop int) originInfo {
 
 // scanUnit scans the compilation unit at [start, end).
 func (s *Scanner) scanUnit(start, end uint64) {
+	var cud diescan.DIE
 	u, err := diescan.NewUnit(s.secs, start, end, s.abbrev)
-	if err != nil {
+	if err != nil || !u.UnitDIE(&cud) {
+		s.unreadable()
+		return
+	}
+	if cud.Tag != dwarf.TagCompileUnit {
 		return
 	}
 	uo, _ := diescan.NewUnit(s.secs, start, end, s.abbrev)
 	u.WantVariables()
 	uo.WantVariables()
 	s.u, s.uo = u, uo
-	var cud diescan.DIE
-	if !u.UnitDIE(&cud) || cud.Tag != dwarf.TagCompileUnit {
-		return
-	}
 	uo.UnitDIE(&diescan.DIE{})
-	// The line table's files and the location lists' bases, from
-	// debug/dwarf's reading of the unit DIE.
-	s.r.Seek(dwarf.Offset(cud.Off))
-	cu, err := s.r.Next()
-	if err != nil || cu == nil {
-		return
-	}
 	s.locs.version = u.Version()
 	s.locs.lowPC = cud.Low
-	if v, ok := cu.Val(dwarf.AttrAddrBase).(int64); ok {
-		s.locs.addrBase = uint64(v)
-	} else {
-		s.locs.addrBase = 0
-	}
-	s.locs.llBase, _ = cu.Val(dwarf.AttrLoclistsBase).(int64)
+	s.locs.addrBase, _ = cud.AddrBase()
+	s.locs.llBase = int64(cud.LoclistsBase)
 	s.files = s.files[:0]
-	stmt, ok := cu.Val(dwarf.AttrStmtList).(int64)
-	compDir, _ := cu.Val(dwarf.AttrCompDir).(string)
-	s.fromTable = ok && stmt >= 0 && s.ft.read(s.line[0], s.line[1], s.line[2], uint64(stmt), compDir)
-	if !s.fromTable {
-		if lr, err := s.d.LineReader(cu); err == nil && lr != nil {
-			for _, f := range lr.Files() {
-				if f == nil {
-					s.files = append(s.files, "")
-				} else {
-					s.files = append(s.files, f.Name)
-				}
-			}
-		}
+	compDir := string(cud.CompDir)
+	s.fromTable = cud.StmtList >= 0 && s.ft.read(s.line[0], s.line[1], s.line[2], uint64(cud.StmtList), compDir)
+	if !s.fromTable && cud.StmtList >= 0 {
+		s.filesFromDebugDwarf(cud.Off)
 	}
 	s.origin = map[dwarf.Offset]originInfo{}
 	if !cud.Children {
 		return
 	}
-	if lang, _ := cu.Val(dwarf.AttrLanguage).(int64); lang == langAssembler {
+	if cud.Language == langAssembler {
 		// gas describes an assembler file's functions (.type f,
 		// @function) as subprograms; their code has no C member
 		// access to infer, only the variables' addresses it uses
@@ -298,6 +282,42 @@ func (s *Scanner) scanUnit(start, end uint64) {
 			s.skipChildren(e)
 		default:
 			s.skipChildren(e)
+		}
+	}
+}
+
+// unreadable notes a unit diescan cannot read: an image debug/dwarf
+// refuses as a whole is an error (Err), as when inference began with
+// debug/dwarf; other units are skipped, as they were.
+func (s *Scanner) unreadable() {
+	if _, err := s.dw(); err != nil && s.err == nil {
+		s.err = err
+	}
+}
+
+// Err is the error of the image's DWARF a scan met, if any.
+func (s *Scanner) Err() error { return s.err }
+
+// filesFromDebugDwarf reads the files of the unit whose DIE is at off
+// with debug/dwarf's LineReader: the tables fileTable does not read.
+func (s *Scanner) filesFromDebugDwarf(off uint64) {
+	d, err := s.dw()
+	if err != nil {
+		return
+	}
+	r := d.Reader()
+	r.Seek(dwarf.Offset(off))
+	cu, err := r.Next()
+	if err != nil || cu == nil {
+		return
+	}
+	if lr, err := d.LineReader(cu); err == nil && lr != nil {
+		for _, f := range lr.Files() {
+			if f == nil {
+				s.files = append(s.files, "")
+			} else {
+				s.files = append(s.files, f.Name)
+			}
 		}
 	}
 }
