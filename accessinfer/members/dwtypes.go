@@ -3,6 +3,7 @@ package members
 import (
 	"debug/dwarf"
 	"sort"
+	"unsafe"
 
 	"github.com/klasy/klasy/dwarfmap/diescan"
 )
@@ -78,6 +79,7 @@ type Types struct {
 	cur     *diescan.Unit
 	abbrevs diescan.Abbrevs
 	cache   map[dwarf.Offset]*Type
+	names   map[uintptr]string // str's
 	// recent holds cache's entries last asked for, by offset modulo
 	// its size: most lookups find their type there without hashing
 	// into the large map.
@@ -92,7 +94,7 @@ type Types struct {
 // (dwscan.Units).
 func NewTypes(secs *diescan.Sections, units [][2]uint64) *Types {
 	return &Types{secs: secs, units: units, unit: map[uint64]*diescan.Unit{}, abbrevs: diescan.Abbrevs{},
-		cache: map[dwarf.Offset]*Type{}}
+		cache: map[dwarf.Offset]*Type{}, names: map[uintptr]string{}}
 }
 
 // Abbrevs is the cache of abbreviation tables, for a scanner of the same
@@ -159,7 +161,7 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		// it: atomic_long_t is a typedef of atomic64_t, the typedef of
 		// an anonymous struct, whose accesses are atomic64_t's.
 		if len(e.Name) > 0 {
-			typedef = string(e.Name)
+			typedef = ts.str(e.Name)
 		}
 		fallthrough
 	case dwarf.TagConstType, dwarf.TagVolatileType, dwarf.TagRestrictType, dwarf.TagAtomicType:
@@ -186,7 +188,7 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		if e.Tag == dwarf.TagUnionType {
 			t.Kind = Union
 		}
-		t.Name = string(e.Name)
+		t.Name = ts.str(e.Name)
 		if t.Name == "" {
 			t.anon, t.Name = true, typedef
 		}
@@ -227,6 +229,22 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 	return t
 }
 
+// str returns a name as a string, one copy per place in its section:
+// every unit's copy of a struct names its members with the same bytes
+// of .debug_str.
+func (ts *Types) str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if v, ok := ts.names[at]; ok && len(v) == len(b) {
+		return v
+	}
+	v := string(b)
+	ts.names[at] = v
+	return v
+}
+
 // members reads the member DIEs following a struct's DIE.
 func (ts *Types) members(size int64) []Member {
 	ms := ts.mbuf[:0]
@@ -239,7 +257,7 @@ func (ts *Types) members(size int64) []Member {
 	for ts.cur.NextType(&c) {
 		if c.Tag == dwarf.TagMember {
 			m := Member{}
-			m.Name = string(c.Name)
+			m.Name = ts.str(c.Name)
 			m.Type = dwarf.Offset(c.Type)
 			m.off = c.MemberLoc
 			m.bitOff = m.off * 8
