@@ -246,7 +246,7 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 		if m.Name == "" || a.Indexed {
 			return nil
 		}
-		return []Chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
+		return chainOf(ts.hopOf(outer, m, outerBit, lo, hi))
 	}
 	inner := a.sub(m.off)
 	if a.Indexed && mt.Kind != Array && !(m.Name == "" && (mt.Kind == Struct || mt.Kind == Union)) {
@@ -278,11 +278,11 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 			// The whole member (a struct copy), or its address, or a
 			// piece of a copy of it: the plugin records the member, not
 			// what is inside.
-			return []Chain{{h}}
+			return chainOf(h)
 		}
 		cs := ts.walk(mt, inner, nil, 0, depth+1)
 		if len(cs) == 0 {
-			return []Chain{{h}}
+			return chainOf(h)
 		}
 		out := make([]Chain, len(cs))
 		for i, c := range cs {
@@ -296,12 +296,12 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 		h := ts.hopOf(outer, m, outerBit, lo, hi)
 		el := ts.Get(mt.Elem)
 		if a.Indexed || a.copies(lo, hi) || el == nil || el.Size <= 0 || (el.Kind != Struct && el.Kind != Union) {
-			return []Chain{{h}}
+			return chainOf(h)
 		}
 		// An element of an array of structs: where in the element.
 		in := inner.Off % el.Size
 		if in+inner.N > el.Size || (a.Addr && in == 0) {
-			return []Chain{{h}}
+			return chainOf(h)
 		}
 		e := inner
 		e.Bits = e.Bits.shift((inner.Off - in) * 8)
@@ -319,7 +319,18 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 	if m.Name == "" {
 		return nil
 	}
-	return []Chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
+	return chainOf(ts.hopOf(outer, m, outerBit, lo, hi))
+}
+
+// chainOf is the one chain of hop h, in one allocation (two for the
+// literal []Chain{{h}}: the commonest result).
+func chainOf(h Hop) []Chain {
+	p := &struct {
+		c [1]Chain
+		h [1]Hop
+	}{h: [1]Hop{h}}
+	p.c[0] = p.h[:]
+	return p.c[:]
 }
 
 // single reports whether t is a struct or union of exactly one member,
