@@ -2,6 +2,7 @@ package accessinfer
 
 import (
 	"debug/dwarf"
+	"slices"
 	"sort"
 	"strings"
 
@@ -438,6 +439,13 @@ type appliedFacts struct {
 func (ft *fnTrack) prepare(i int) {
 	ap := &ft.applied[i]
 	ap.done = true
+	if i > 0 && ft.applied[i-1].done && slices.Equal(ft.facts[i-1], ft.facts[i]) {
+		// The same facts as the instruction before (a location covers
+		// a range): the same registers, their alternatives shared (no
+		// one changes a val's alts in place).
+		ap.regs = append(ap.regs, ft.applied[i-1].regs...)
+		return
+	}
 	for _, k := range ft.facts[i] {
 		f := &ft.fs[k]
 		if f.reg < 0 {
