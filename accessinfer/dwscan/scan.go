@@ -250,19 +250,20 @@ func (s *Scanner) scanUnit(start, end uint64) {
 	uo.UnitDIE(&diescan.DIE{})
 	s.locs.version = u.Version()
 	s.locs.lowPC = cud.Low
-	s.locs.addrBase, _ = cud.AddrBase()
-	s.locs.llBase = int64(cud.LoclistsBase)
+	ua := u.UnitAttrs()
+	s.locs.addrBase = ua.AddrBase
+	s.locs.llBase = int64(ua.LoclistsBase)
 	s.files = s.files[:0]
 	compDir := string(cud.CompDir)
-	s.fromTable = cud.StmtList >= 0 && s.ft.read(s.line[0], s.line[1], s.line[2], uint64(cud.StmtList), compDir)
-	if !s.fromTable && cud.StmtList >= 0 {
+	s.fromTable = ua.StmtList >= 0 && s.ft.read(s.line[0], s.line[1], s.line[2], uint64(ua.StmtList), compDir)
+	if !s.fromTable && ua.StmtList >= 0 {
 		s.filesFromDebugDwarf(cud.Off)
 	}
 	s.origin = map[dwarf.Offset]originInfo{}
 	if !cud.Children {
 		return
 	}
-	if cud.Language == langAssembler {
+	if ua.Language == langAssembler {
 		// gas describes an assembler file's functions (.type f,
 		// @function) as subprograms; their code has no C member
 		// access to infer, only the variables' addresses it uses

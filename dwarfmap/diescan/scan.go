@@ -356,11 +356,6 @@ type DIE struct {
 	LocList              uint64
 	HasLocList, LocListx bool
 	FrameBase            []byte
-	// A unit DIE's line table (DW_AT_stmt_list, -1 if absent),
-	// language and location lists' base (DWARF 5).
-	StmtList     int64
-	Language     int64
-	LoclistsBase uint64
 
 	high                uint64
 	hasHigh, highIsOff  bool
@@ -414,7 +409,7 @@ func (s *Unit) abbrevOf(off uint64) *abbrev {
 // end of a list of children) and on an error (see Err).
 func (s *Unit) Next(d *DIE) bool {
 	r := &s.r
-	*d = DIE{Off: uint64(r.Offset()), DeclFile: -1, CallFile: -1, StmtList: -1}
+	*d = DIE{Off: uint64(r.Offset()), DeclFile: -1, CallFile: -1}
 	a := s.abbrevOf(d.Off)
 	if a == nil {
 		return false
@@ -487,12 +482,6 @@ func (s *Unit) Next(d *DIE) bool {
 			d.addrBase, d.hasBases[1] = v.u, true
 		case dwarf.AttrRnglistsBase:
 			d.rngBase, d.hasBases[2] = v.u, true
-		case dwarf.AttrStmtList:
-			d.StmtList = int64(v.u)
-		case dwarf.AttrLanguage:
-			d.Language = int64(v.u)
-		case dwarf.AttrLoclistsBase:
-			d.LoclistsBase = v.u
 		}
 	}
 	return r.Err() == nil
@@ -750,8 +739,43 @@ func (s *Unit) Err() error { return s.r.Err() }
 // Seek moves the scan to the DIE at off in .debug_info (in the unit).
 func (s *Unit) Seek(off uint64) { s.r.Seek(int(off)) }
 
-// AddrBase is a unit DIE's DW_AT_addr_base, if it has one.
-func (d *DIE) AddrBase() (uint64, bool) { return d.addrBase, d.hasBases[1] }
+// UnitAttrs are the attributes of a unit DIE the scan does not keep
+// in a DIE.
+type UnitAttrs struct {
+	StmtList     int64 // DW_AT_stmt_list, -1 if absent
+	Language     int64
+	AddrBase     uint64 // DWARF 5's bases
+	LoclistsBase uint64
+}
+
+// UnitAttrs reads them from the unit DIE (after UnitDIE, which sets
+// the bases its attributes may need), then goes back to where the scan
+// was: Next does not decode them, once a unit.
+func (s *Unit) UnitAttrs() UnitAttrs {
+	r := &s.r
+	back := r.Offset()
+	defer r.Seek(back)
+	ua := UnitAttrs{StmtList: -1}
+	r.Seek(int(s.first))
+	a := s.abbrevOf(s.first)
+	if a == nil {
+		return ua
+	}
+	for _, at := range a.attrs {
+		v := s.readAttr(at.form, at.ic)
+		switch at.attr {
+		case dwarf.AttrStmtList:
+			ua.StmtList = int64(v.u)
+		case dwarf.AttrLanguage:
+			ua.Language = int64(v.u)
+		case dwarf.AttrAddrBase:
+			ua.AddrBase = v.u
+		case dwarf.AttrLoclistsBase:
+			ua.LoclistsBase = v.u
+		}
+	}
+	return ua
+}
 
 // UnitDIE reads the unit's first DIE into d. The string, address and
 // range list bases it sets (DWARF 5) then apply to the unit's attributes,
