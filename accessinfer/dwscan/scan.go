@@ -4,7 +4,6 @@ import (
 	"debug/dwarf"
 	"encoding/binary"
 	"sort"
-	"unsafe"
 
 	"github.com/klasy/klasy/accessinfer/members"
 	"github.com/klasy/klasy/dwarfmap/diescan"
@@ -82,7 +81,7 @@ type Scanner struct {
 	fromTable bool
 	line      [3][]byte // .debug_line, .debug_str, .debug_line_str
 	origin    map[dwarf.Offset]originInfo
-	names     map[uintptr]string
+	names     *members.NameCache
 	out       *Unit
 	// The lists of the function being scanned grow here and are copied
 	// out at its end: growing each function's own left half its
@@ -111,7 +110,7 @@ type Sections struct {
 // globals' types through ts (one goroutine's: neither is safe for
 // concurrent use).
 func NewScanner(dw func() (*dwarf.Data, error), ts *members.Types, sec Sections) *Scanner {
-	s := &Scanner{dw: dw, ts: ts, secs: sec.DIEs, abbrev: ts.Abbrevs(), names: map[uintptr]string{}}
+	s := &Scanner{dw: dw, ts: ts, secs: sec.DIEs, abbrev: ts.Abbrevs(), names: &members.NameCache{}}
 	s.locs.loc = sec.Loc
 	s.locs.loclists = sec.Loclists
 	s.locs.addr = sec.Addr
@@ -153,22 +152,8 @@ type originInfo struct {
 	typ  dwarf.Offset
 }
 
-// str returns b as a string, one copy per distinct name. A name is
-// where it starts in its section (diescan's names are slices of
-// .debug_str or .debug_info, whose strings the linker merged): hashing
-// the bytes of every DIE's name was a fifth of the scan's time.
-func (s *Scanner) str(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	at := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	if v, ok := s.names[at]; ok && len(v) == len(b) {
-		return v
-	}
-	v := string(b)
-	s.names[at] = v
-	return v
-}
+// str returns b as a string (members.NameCache).
+func (s *Scanner) str(b []byte) string { return s.names.Str(b) }
 
 // lookupOrigin follows DW_AT_abstract_origin and DW_AT_specification
 // for a name and a type.

@@ -79,7 +79,7 @@ type Types struct {
 	cur     *diescan.Unit
 	abbrevs diescan.Abbrevs
 	cache   map[dwarf.Offset]*Type
-	names   map[uintptr]string // str's
+	names   NameCache
 	// recent holds cache's entries last asked for, by offset modulo
 	// its size: most lookups find their type there without hashing
 	// into the large map.
@@ -94,7 +94,7 @@ type Types struct {
 // (dwscan.Units).
 func NewTypes(secs *diescan.Sections, units [][2]uint64) *Types {
 	return &Types{secs: secs, units: units, unit: map[uint64]*diescan.Unit{}, abbrevs: diescan.Abbrevs{},
-		cache: map[dwarf.Offset]*Type{}, names: map[uintptr]string{}}
+		cache: map[dwarf.Offset]*Type{}}
 }
 
 // Abbrevs is the cache of abbreviation tables, for a scanner of the same
@@ -229,20 +229,33 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 	return t
 }
 
-// str returns a name as a string, one copy per place in its section:
-// every unit's copy of a struct names its members with the same bytes
-// of .debug_str.
-func (ts *Types) str(b []byte) string {
+// str returns a name as a string (names.Str).
+func (ts *Types) str(b []byte) string { return ts.names.Str(b) }
+
+// NameCache turns DIE names, slices of .debug_str (whose strings the
+// linker merged: every unit's copy of a struct names its members with
+// the same bytes) or .debug_info, into strings: one string for the
+// names found in it by where they start, in a table indexed by a hash
+// of that, the name last there kept. No map: looking names up in one
+// holding every name cost more than making the strings.
+type NameCache struct {
+	slots [1 << 14]struct {
+		at uintptr
+		s  string
+	}
+}
+
+// Str returns b as a string.
+func (c *NameCache) Str(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
 	at := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	if v, ok := ts.names[at]; ok && len(v) == len(b) {
-		return v
+	e := &c.slots[(uint64(at)*0x9e3779b97f4a7c15)>>(64-14)]
+	if e.at != at || len(e.s) != len(b) {
+		e.at, e.s = at, string(b)
 	}
-	v := string(b)
-	ts.names[at] = v
-	return v
+	return e.s
 }
 
 // members reads the member DIEs following a struct's DIE.
