@@ -31,8 +31,11 @@
 //     the chain of named members there (members), anonymous members
 //     collapsed as the plugin collapses them. A bitfield's member is the one whose
 //     bits the instruction (or the shr/and/test that follow its load, or
-//     the and/or before the store that writes the unit back) tests or
-//     changes. An anonymous struct is named by its nearest typedef
+//     the and/or before the store that writes the unit back, a global's
+//     %rip-relative too) tests or changes; adjacent members one masked
+//     compare tests (GCC merged c->x86 == 6 && c->x86_model == 1) are
+//     marked as bitfield tests are, a form the plugin cannot record
+//     either. An anonymous struct is named by its nearest typedef
 //     (atomic_long_t's accesses are atomic64_t's), struct_group()'s
 //     union by its anonymous struct (skb->protocol), and a struct
 //     member at offset 0 is an outer level only when the object's type
@@ -52,7 +55,15 @@
 //     the address of a struct in the frame that a rep stos or rep movs
 //     starts at, its zeroing or a copy into it: no member access. A one-member wrapper's member (kuid_t.val,
 //     pte_t.pte) is an access only inside an inlined copy of a helper
-//     that takes the wrapper.
+//     that takes the wrapper; a partial load of a wrapper's byte array
+//     wider than its elements (guid_t.b, in6_addr.in6_u) is a cast or
+//     an inlined memcmp: none. The lea that starts an inlined memset's
+//     rep stos, 8 bytes past its start and rounded down, names only the
+//     members holding that start; the operand of lgdt, fxsave, xrstor
+//     and their kin is the address of the structure they move whole; a
+//     push of memory is a move (a struct passed by value); the stores
+//     that build a whole struct are looked for along the straight path,
+//     across block starts that are only jump targets.
 //
 // Nothing is guessed: an offset on padding or outside the type, a union
 // whose member neither the value's type nor its use tells, a load that

@@ -16,6 +16,7 @@ import (
 
 	"github.com/klasy/klasy/accessinfer/dwscan"
 	"github.com/klasy/klasy/accessinfer/members"
+	"github.com/klasy/klasy/accessinfer/regs"
 	"github.com/klasy/klasy/dwarfmap/diescan"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/x86code"
@@ -35,10 +36,12 @@ type Access struct {
 	Union    bool // the container is a union
 	Bitfield bool
 	// BitTest: a bitfield whose bits the instruction (or the test or bt
-	// after its load) tests against a constant. GCC's front end folds
-	// such a test (if (skb->cloned), p->bf == 3) into a BIT_FIELD_REF,
+	// after its load) tests against a constant, or one of several
+	// members one such test covers. GCC's front end folds such a test
+	// (if (skb->cloned), p->bf == 3) and merges adjacent members'
+	// compares (c->x86 == 6 && c->x86_model == 1) into a BIT_FIELD_REF,
 	// in which the klasy plugin records no member
-	// (TestPluginMissesBitfieldTests).
+	// (TestPluginMissesBitfieldTests, TestPluginMissesMergedCompares).
 	BitTest bool
 	// BitOffset and BitSize are the member's bits in its container.
 	BitOffset, BitSize int64
@@ -559,7 +562,7 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
 		for d, h := range c {
 			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.Name, Struct: h.Container.Name, Member: h.Member.Name,
 				Union: h.Container.Kind == members.Union, Bitfield: h.Member.BitSize > 0, BitOffset: h.BitOff, BitSize: h.BitSize,
-				BitTest: h.Member.BitSize > 0 && r.test,
+				BitTest: r.test && (h.Member.BitSize > 0 || (len(r.chains) > 1 && d == len(c)-1)),
 				Kind:    r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls,
 				ContainerOff: off, ContainerKnown: known})
 			off += h.BitOff / 8
@@ -652,7 +655,7 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 	dst, dstIsReg := inst.Args[0].(x86asm.Reg)
 	di, full, dok := 0, false, false
 	if dstIsReg {
-		di, full, dok = regIndex(dst)
+		di, full, dok = regs.Index(dst)
 	}
 	set := func(v val) {
 		if dok {
@@ -664,7 +667,7 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 	}
 	srcReg := func() (val, bool) {
 		if rr, ok := inst.Args[1].(x86asm.Reg); ok {
-			if ri, f, ok := regIndex(rr); ok && f {
+			if ri, f, ok := regs.Index(rr); ok && f {
 				return s.regs[ri], true
 			}
 		}
@@ -701,7 +704,7 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 		case m.Index != 0:
 			set(val{})
 		default:
-			bi, _, _ := regIndex(m.Base)
+			bi, _, _ := regs.Index(m.Base)
 			v := s.regs[bi]
 			switch v.kind {
 			case vPtr, vStack:
@@ -768,7 +771,7 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 			sp.k -= 8
 			var v val
 			if rr, ok := inst.Args[0].(x86asm.Reg); ok {
-				if ri, f, ok := regIndex(rr); ok && f {
+				if ri, f, ok := regs.Index(rr); ok && f {
 					v = s.regs[ri]
 				}
 			}
@@ -787,7 +790,7 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 			s.regs[rsp] = sp
 		}
 	case x86asm.CALL:
-		for _, c := range callerSaved {
+		for _, c := range regs.CallerSaved {
 			s.regs[c] = val{}
 		}
 		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
@@ -800,14 +803,14 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 		}
 	case x86asm.XCHG:
 		if a, ok := inst.Args[1].(x86asm.Reg); ok && dok && full {
-			if ai, f, ok := regIndex(a); ok && f {
+			if ai, f, ok := regs.Index(a); ok && f {
 				s.regs[di], s.regs[ai] = s.regs[ai], s.regs[di]
 				break
 			}
 		}
 		set(val{})
 		if a, ok := inst.Args[1].(x86asm.Reg); ok {
-			if ai, _, ok := regIndex(a); ok {
+			if ai, _, ok := regs.Index(a); ok {
 				s.regs[ai] = val{}
 			}
 		}
@@ -817,14 +820,14 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 		}
 		set(val{})
 	default:
-		if !knownOp(inst.Op) {
+		if !regs.KnownOp(inst.Op) {
 			// Anything else may write any register but the stack pointer.
 			sp := s.regs[rsp]
 			s.regs = [16]val{}
 			s.regs[rsp] = sp
 			return
 		}
-		if !readsOnly(inst.Op) {
+		if !regs.ReadsOnly(inst.Op) {
 			set(val{})
 		}
 	}
@@ -895,19 +898,19 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 		if !ok {
 			continue
 		}
-		ri, _, ok := regIndex(dst)
+		ri, _, ok := regs.Index(dst)
 		if !ok {
 			continue
 		}
 		var shift uint
 		var andMask, orMask uint64
 		haveAnd, merged := false, false
-		for j := i + 1; j < hi && j < i+12; j++ {
+		for j := i + 1; j < hi && j < i+20; j++ {
 			nx := &ft.insns[j].Inst
 			// Stored back to the same place: a write of the changed bits.
-			if nacc, ok := x86code.Access(nx); ok && nacc.Kind == x86code.Store && nacc.Mem == acc.Mem && nx.Op == x86asm.MOV {
+			if nacc, ok := x86code.Access(nx); ok && nacc.Kind == x86code.Store && regs.SameAddr(&ft.insns[i], &ft.insns[j], acc.Mem, nacc.Mem) && nx.Op == x86asm.MOV {
 				if sr, ok := nx.Args[1].(x86asm.Reg); ok {
-					if si, _, ok := regIndex(sr); ok && si == ri && shift == 0 && (haveAnd || orMask != 0) {
+					if si, _, ok := regs.Index(sr); ok && si == ri && shift == 0 && (haveAnd || orMask != 0) {
 						changed := orMask
 						if haveAnd {
 							changed |= ^andMask
@@ -935,7 +938,7 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 			d, isReg := nx.Args[0].(x86asm.Reg)
 			dj := -1
 			if isReg {
-				dj, _, _ = regIndex(d)
+				dj, _, _ = regs.Index(d)
 			}
 			imm, hasImm := nx.Args[1].(x86asm.Imm)
 			if dj == ri && hasImm {
@@ -969,14 +972,21 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 			// result is stored back (the check above), not a read of
 			// the bits it kept. The result may be in the other register.
 			if sr, ok := nx.Args[1].(x86asm.Reg); ok && isReg && haveAnd && shift == 0 && (nx.Op == x86asm.OR || nx.Op == x86asm.XOR) {
-				if si, _, ok := regIndex(sr); ok && (si == ri || dj == ri) && dj >= 0 {
+				if si, _, ok := regs.Index(sr); ok && (si == ri || dj == ri) && dj >= 0 {
 					ri, merged = dj, true
+					continue
+				}
+			}
+			// A copy of the merged value to another register (kept to
+			// test the new bits) leaves it where it is, to be stored.
+			if sr, ok := nx.Args[1].(x86asm.Reg); ok && isReg && merged && nx.Op == x86asm.MOV && dj != ri {
+				if si, _, ok := regs.Index(sr); ok && si == ri {
 					continue
 				}
 			}
 			// Any other use of the register ends the pattern: what was
 			// and-ed so far is what the code looks at.
-			if usesReg(nx, ri) || writesReg(nx, ri) {
+			if regs.Uses(nx, ri) || regs.Writes(nx, ri) {
 				if haveAnd && orMask == 0 {
 					// Compared with a constant: a test (p->bf == 3).
 					_, cmpImm := nx.Args[1].(x86asm.Imm)
@@ -991,24 +1001,4 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 	done:
 	}
 	return pats, skip
-}
-
-// usesReg reports whether inst reads register index ri (roughly: names
-// it anywhere).
-func usesReg(inst *x86asm.Inst, ri int) bool {
-	for _, a := range inst.Args {
-		switch a := a.(type) {
-		case x86asm.Reg:
-			if i, _, ok := regIndex(a); ok && i == ri {
-				return true
-			}
-		case x86asm.Mem:
-			for _, r := range []x86asm.Reg{a.Base, a.Index} {
-				if i, _, ok := regIndex(r); ok && i == ri {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }

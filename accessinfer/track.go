@@ -10,6 +10,7 @@ import (
 
 	"github.com/klasy/klasy/accessinfer/dwscan"
 	"github.com/klasy/klasy/accessinfer/members"
+	"github.com/klasy/klasy/accessinfer/regs"
 	"github.com/klasy/klasy/x86code"
 )
 
@@ -165,35 +166,12 @@ func (s *state) equal(o *state) bool {
 	return true
 }
 
-// regIndex maps any width of a general register to its index (x86asm's
-// 64-bit order), and reports whether it is the full 64-bit register.
-func regIndex(r x86asm.Reg) (int, bool, bool) {
-	switch {
-	case r >= x86asm.RAX && r <= x86asm.R15:
-		return int(r - x86asm.RAX), true, true
-	case r >= x86asm.EAX && r <= x86asm.R15L:
-		return int(r - x86asm.EAX), false, true
-	case r >= x86asm.AX && r <= x86asm.R15W:
-		return int(r - x86asm.AX), false, true
-	case r >= x86asm.AL && r <= x86asm.BL:
-		return int(r - x86asm.AL), false, true
-	case r >= x86asm.AH && r <= x86asm.BH:
-		return int(r - x86asm.AH), false, true
-	case r >= x86asm.SPB && r <= x86asm.R15B:
-		return int(r-x86asm.SPB) + 4, false, true
-	}
-	return 0, false, false
-}
-
 // dwarfToIdx maps DWARF register numbers 0-15 to x86asm's order.
 var dwarfToIdx = [16]int{0, 2, 1, 3, 6, 7, 5, 4, 8, 9, 10, 11, 12, 13, 14, 15}
 
 var idxToDWARF = [16]int{0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}
 
 const rsp = 4
-
-// callerSaved are clobbered by a call (System V).
-var callerSaved = []int{0, 1, 2, 6, 7, 8, 9, 10, 11}
 
 // fact is a register (or stack slot) that DWARF says holds a variable
 // at an instruction.
@@ -495,8 +473,8 @@ type object struct {
 func (ft *fnTrack) objects(s *state, m x86asm.Mem, next uint64, pc uint64) []object {
 	if m.Segment == 0 && m.Index != 0 && m.Scale == 1 {
 		// base + index with scale 1: either may be the pointer.
-		bi, _, ok1 := regIndex(m.Base)
-		ii, _, ok2 := regIndex(m.Index)
+		bi, _, ok1 := regs.Index(m.Base)
+		ii, _, ok2 := regs.Index(m.Index)
 		if ok1 && ok2 && s.regs[bi].kind != vPtr && s.regs[ii].kind == vPtr {
 			m.Base, m.Index = m.Index, m.Base
 		}
@@ -507,7 +485,7 @@ func (ft *fnTrack) objects(s *state, m x86asm.Mem, next uint64, pc uint64) []obj
 	}
 	o.indexed = m.Index != 0
 	out := append(ft.objBuf[:0], o) // valid until the next call
-	if bi, _, ok := regIndex(m.Base); ok && m.Base != x86asm.RIP && s.regs[bi].kind == vPtr {
+	if bi, _, ok := regs.Index(m.Base); ok && m.Base != x86asm.RIP && s.regs[bi].kind == vPtr {
 		for _, alt := range s.regs[bi].alts {
 			ao := o
 			ao.t, ao.off, ao.why, ao.base = alt.t, alt.k+m.Disp, alt.why, -alt.k
@@ -529,7 +507,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		case m.Base == x86asm.RIP:
 			a = next + uint64(m.Disp)
 		default:
-			bi, _, ok := regIndex(m.Base)
+			bi, _, ok := regs.Index(m.Base)
 			if !ok || m.Index != 0 || s.regs[bi].kind != vConst {
 				return object{}, false
 			}
@@ -561,7 +539,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 	case m.Base == 0:
 		return global(uint64(m.Disp), "global ", m.Index != 0)
 	}
-	bi, _, ok := regIndex(m.Base)
+	bi, _, ok := regs.Index(m.Base)
 	if !ok {
 		return object{}, false
 	}
@@ -627,15 +605,15 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip ma
 		e.ready = true
 		acc := e.acc
 		e.regs = [3]int{-1, -1, -1}
-		if bi, _, ok := regIndex(acc.Mem.Base); ok {
+		if bi, _, ok := regs.Index(acc.Mem.Base); ok {
 			e.regs[0] = bi
 		}
-		if ii, _, ok := regIndex(acc.Mem.Index); ok {
+		if ii, _, ok := regs.Index(acc.Mem.Index); ok {
 			e.regs[1] = ii
 		}
 		if acc.Kind == x86code.Store {
 			if sr, ok := ft.insns[i].Inst.Args[1].(x86asm.Reg); ok {
-				if si, full, ok := regIndex(sr); ok && full {
+				if si, full, ok := regs.Index(sr); ok && full {
 					e.regs[2] = si
 				}
 			}
@@ -742,7 +720,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if acc.Kind == x86code.Addr || n <= 0 {
 		n = 1
 	}
-	a := members.Use{Off: obj.off, N: n, Addr: acc.Kind == x86code.Addr, Indexed: obj.indexed}
+	a := members.Use{Off: obj.off, N: n, Addr: acc.Kind == x86code.Addr || regs.WholeArea(ft.insns[i].Inst.Op), Indexed: obj.indexed, Load: acc.Kind == x86code.Load}
 	// A pointer loaded from the object.
 	if t.Kind == members.Ptr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
 		if p := ts.Pointee(t); members.Useful(p) {
@@ -762,12 +740,25 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		// same: not decided.
 		return nil, loaded
 	}
-	if obj.frame && acc.Kind == x86code.Addr && ft.feedsRepString(i, end) {
+	if obj.frame && acc.Kind == x86code.Addr && regs.FeedsRepString(ft.insns, i, end) {
 		// The address of a struct in the frame that a rep stos or rep
 		// movs starts at: the zeroing of its initializer (struct x y =
 		// {..} beyond the bytes stored apart) or a copy into it, no
 		// member's address in the source.
 		return nil, loaded
+	}
+	var memset members.Chain
+	if acc.Kind == x86code.Addr && regs.AlignedRep(ft.insns, i, end) {
+		// The middle of an inlined memset or memcpy (memset(info, 0,
+		// sizeof(*info))): its first and last words stored apart, the
+		// rest by a rep stos or movs from 8 bytes past the start the
+		// source named, rounded down. The members here are the source's
+		// only where they hold that start too.
+		cs := ts.ObjectAccess(t, members.Use{Off: obj.off - 8, N: 1, Addr: true})
+		if len(cs) == 0 {
+			return nil, loaded
+		}
+		memset = cs[0]
 	}
 	if t.Name == "__va_list_tag" {
 		// va_arg's expansion: the compiler's, no member access in
@@ -800,7 +791,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
 	if acc.Kind == x86code.Store {
-		a.Stores = ft.storesBeside(i, end, obj.off-acc.Mem.Disp)
+		a.Stores = ft.storesBeside(i, obj.off-acc.Mem.Disp)
 	}
 	pc := ft.insns[i].PC
 	a.WrapOK = func(t *members.Type) bool { ptr, val := ft.wrapperParamAt(pc, t); return ptr || val }
@@ -808,6 +799,9 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		a.Assign = func(t *members.Type) bool { _, val := ft.wrapperParamAt(pc, t); return val }
 	}
 	chains = ft.trimHierarchy(ts.ObjectAccess(t, a))
+	if memset != nil {
+		chains = members.Within(chains, memset)
+	}
 	if acc.Kind == x86code.Load && n == 8 && len(chains) == 1 {
 		last := chains[0][len(chains[0])-1]
 		mt := ts.Get(last.Member.Type)
@@ -887,7 +881,7 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 		case x86asm.Imm:
 			h.Imm = true
 		case x86asm.Reg:
-			if ri, full, ok := regIndex(src); ok && full {
+			if ri, full, ok := regs.Index(src); ok && full {
 				if v := s.regs[ri]; v.kind == vPtr && v.k == 0 {
 					h.PtrTo = v.t.Key()
 				}
@@ -898,7 +892,7 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 		if !ok {
 			return h
 		}
-		ri, full, ok := regIndex(dst)
+		ri, full, ok := regs.Index(dst)
 		if !ok || !full {
 			return h
 		}
@@ -915,70 +909,17 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 		for j := i + 1; j < end && j < i+16; j++ {
 			nx := &ft.insns[j].Inst
 			if a, ok := x86code.Access(nx); ok && a.Kind != x86code.Addr {
-				if bi, _, ok := regIndex(a.Mem.Base); ok && bi == ri && a.Mem.Segment == 0 {
+				if bi, _, ok := regs.Index(a.Mem.Base); ok && bi == ri && a.Mem.Segment == 0 {
 					h.IsPtr = true
 					break
 				}
 			}
-			if writesReg(nx, ri) {
+			if regs.Writes(nx, ri) {
 				break
 			}
 		}
 	}
 	return h
-}
-
-// writesReg reports whether inst may write register index ri.
-func writesReg(inst *x86asm.Inst, ri int) bool {
-	if d, ok := inst.Args[0].(x86asm.Reg); ok {
-		if di, _, ok := regIndex(d); ok && di == ri && !readsOnly(inst.Op) {
-			return true
-		}
-	}
-	if inst.Op == x86asm.CALL {
-		for _, c := range callerSaved {
-			if c == ri {
-				return true
-			}
-		}
-	}
-	return !knownOp(inst.Op)
-}
-
-func readsOnly(op x86asm.Op) bool {
-	switch op {
-	case x86asm.CMP, x86asm.TEST, x86asm.BT, x86asm.PUSH:
-		return true
-	}
-	return false
-}
-
-// knownOp: the instruction writes no register but its first operand
-// (and the flags), or none.
-func knownOp(op x86asm.Op) bool {
-	switch op {
-	case x86asm.MOV, x86asm.MOVZX, x86asm.MOVSX, x86asm.MOVSXD, x86asm.LEA,
-		x86asm.ADD, x86asm.SUB, x86asm.AND, x86asm.OR, x86asm.XOR, x86asm.ADC, x86asm.SBB,
-		x86asm.INC, x86asm.DEC, x86asm.NEG, x86asm.NOT,
-		x86asm.SHL, x86asm.SHR, x86asm.SAR, x86asm.ROL, x86asm.ROR, x86asm.RCL, x86asm.RCR,
-		x86asm.SHLD, x86asm.SHRD, x86asm.BSF, x86asm.BSR, x86asm.BSWAP, x86asm.POPCNT,
-		x86asm.LZCNT, x86asm.TZCNT, x86asm.BTS, x86asm.BTR, x86asm.BTC, x86asm.BT,
-		x86asm.CMP, x86asm.TEST, x86asm.NOP, x86asm.PUSH, x86asm.POP, x86asm.CALL, x86asm.RET,
-		x86asm.JMP, x86asm.JA, x86asm.JAE, x86asm.JB, x86asm.JBE, x86asm.JE, x86asm.JG, x86asm.JGE,
-		x86asm.JL, x86asm.JLE, x86asm.JNE, x86asm.JNO, x86asm.JNP, x86asm.JNS, x86asm.JO, x86asm.JP, x86asm.JS,
-		x86asm.CMOVA, x86asm.CMOVAE, x86asm.CMOVB, x86asm.CMOVBE, x86asm.CMOVE, x86asm.CMOVG, x86asm.CMOVGE,
-		x86asm.CMOVL, x86asm.CMOVLE, x86asm.CMOVNE, x86asm.CMOVNO, x86asm.CMOVNP, x86asm.CMOVNS, x86asm.CMOVO,
-		x86asm.CMOVP, x86asm.CMOVS,
-		x86asm.SETA, x86asm.SETAE, x86asm.SETB, x86asm.SETBE, x86asm.SETE, x86asm.SETG, x86asm.SETGE,
-		x86asm.SETL, x86asm.SETLE, x86asm.SETNE, x86asm.SETNO, x86asm.SETNP, x86asm.SETNS, x86asm.SETO,
-		x86asm.SETP, x86asm.SETS,
-		x86asm.UD2, x86asm.INT, x86asm.LFENCE, x86asm.MFENCE, x86asm.SFENCE, x86asm.PAUSE,
-		x86asm.PREFETCHNTA, x86asm.PREFETCHT0, x86asm.PREFETCHT1, x86asm.PREFETCHT2, x86asm.PREFETCHW,
-		x86asm.MOVQ, x86asm.MOVD, x86asm.MOVDQU, x86asm.MOVDQA, x86asm.MOVUPS, x86asm.MOVAPS,
-		x86asm.PXOR, x86asm.XORPS, x86asm.MOVNTI, x86asm.IMUL:
-		return true
-	}
-	return false
 }
 
 // copyAt reports whether instruction i, in a block ending before end,
@@ -987,6 +928,9 @@ func knownOp(op x86asm.Op) bool {
 // before anything else reads or writes it, or that store.
 func (ft *fnTrack) copyAt(i, end int) bool {
 	in := &ft.insns[i].Inst
+	if m, ok := in.Args[0].(x86asm.Mem); ok && in.Op == x86asm.PUSH && m.Base != x86asm.RSP {
+		return true // onto the stack: a struct passed by value, word by word
+	}
 	if in.Op != x86asm.MOV {
 		return false
 	}
@@ -1004,7 +948,7 @@ func (ft *fnTrack) copyAt(i, end int) bool {
 		return false
 	}
 	// The store: its register loaded by a mov from memory just before.
-	ri, _, ok := regIndex(src)
+	ri, _, ok := regs.Index(src)
 	if !ok {
 		return false
 	}
@@ -1017,7 +961,7 @@ func (ft *fnTrack) copyAt(i, end int) bool {
 			}
 			return false
 		}
-		if usesReg(p, ri) || writesReg(p, ri) {
+		if regs.Uses(p, ri) || regs.Writes(p, ri) {
 			return false
 		}
 	}
@@ -1066,62 +1010,6 @@ func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 	return lo, hi, true
 }
 
-// feedsRepString reports whether the address lea instruction i
-// computes reaches %rdi or %rsi (through movs) of a rep stos or rep movs
-// later in its block.
-func (ft *fnTrack) feedsRepString(i, end int) bool {
-	dst, ok := ft.insns[i].Inst.Args[0].(x86asm.Reg)
-	if !ok {
-		return false
-	}
-	di, full, ok := regIndex(dst)
-	if !ok || !full {
-		return false
-	}
-	holds := uint32(1) << di
-	for j := i + 1; j < end && j <= i+16; j++ {
-		nx := &ft.insns[j].Inst
-		stos := nx.Op == x86asm.STOSB || nx.Op == x86asm.STOSW || nx.Op == x86asm.STOSD || nx.Op == x86asm.STOSQ
-		// (SSE's movsd has F2, not the rep prefix, required below.)
-		movs := nx.Op == x86asm.MOVSB || nx.Op == x86asm.MOVSW || nx.Op == x86asm.MOVSD || nx.Op == x86asm.MOVSQ
-		if stos || movs {
-			rep := false
-			for _, p := range nx.Prefix {
-				rep = rep || p&^x86asm.PrefixImplicit == x86asm.PrefixREP
-			}
-			rdi, _, _ := regIndex(x86asm.RDI)
-			rsi, _, _ := regIndex(x86asm.RSI)
-			return rep && (holds&(1<<rdi) != 0 || (movs && holds&(1<<rsi) != 0))
-		}
-		if nx.Op == x86asm.MOV {
-			if d, ok := nx.Args[0].(x86asm.Reg); ok {
-				if dj, f, ok := regIndex(d); ok {
-					src, isReg := nx.Args[1].(x86asm.Reg)
-					si := -1
-					if isReg {
-						si, _, _ = regIndex(src)
-					}
-					if f && si >= 0 && holds&(1<<si) != 0 {
-						holds |= 1 << dj
-					} else {
-						holds &^= 1 << dj
-					}
-					continue
-				}
-			}
-		}
-		for r := 0; r < 16; r++ {
-			if holds&(1<<r) != 0 && writesReg(nx, r) {
-				holds &^= 1 << r
-			}
-		}
-		if holds == 0 {
-			return false
-		}
-	}
-	return false
-}
-
 // storedToFrame reports whether the value load instruction i gives is
 // next stored (storedNext) into the frame.
 func (ft *fnTrack) storedToFrame(s *state, i, end int) bool {
@@ -1137,7 +1025,7 @@ func (ft *fnTrack) storedToFrame(s *state, i, end int) bool {
 				if !isMem || m.Segment != 0 {
 					return false
 				}
-				bi, _, ok := regIndex(m.Base)
+				bi, _, ok := regs.Index(m.Base)
 				return ok && m.Base != x86asm.RIP && s.regs[bi].kind == vStack
 			}
 		}
@@ -1146,22 +1034,25 @@ func (ft *fnTrack) storedToFrame(s *state, i, end int) bool {
 }
 
 // storesBeside lists the bytes that the movs to memory through
-// instruction i's base register (no index) in its block, up to 32
-// instructions away, write, as offsets from the base plus shift.
-func (ft *fnTrack) storesBeside(i, end int, shift int64) [][2]int64 {
+// instruction i's base register (no index) on its straight path, up to
+// 32 instructions away, write, as offsets from the base plus shift. The
+// path runs across the start of a block that is only a jump target
+// (two initializers sharing their tail: *insn++ = BPF_..(..) in each
+// case of a switch), not across a jump or a return.
+func (ft *fnTrack) storesBeside(i int, shift int64) [][2]int64 {
 	m := ft.looked[ft.memAt[i]].acc.Mem
 	if m.Index != 0 || m.Base == 0 || m.Base == x86asm.RIP {
 		return nil
 	}
-	bi, _, _ := regIndex(m.Base)
+	bi, _, _ := regs.Index(m.Base)
 	var out [][2]int64
 	// The register holds the same base from after its last write
 	// before i to its next write after.
 	start := i
-	for lo := max(ft.blockStart(i), i-32); start > lo && !writesReg(&ft.insns[start-1].Inst, bi); start-- {
+	for lo := max(0, i-32); start > lo && !regs.Writes(&ft.insns[start-1].Inst, bi) && !x86code.EndsBlock(&ft.insns[start-1].Inst); start-- {
 	}
-	for j := start; j < end && j <= i+32; j++ {
-		if j > i && writesReg(&ft.insns[j].Inst, bi) {
+	for j := start; j < len(ft.insns) && j <= i+32; j++ {
+		if j > i && (regs.Writes(&ft.insns[j].Inst, bi) || x86code.EndsBlock(&ft.insns[j-1].Inst)) {
 			break
 		}
 		if ft.memAt[j] < 0 || ft.insns[j].Inst.Op != x86asm.MOV {
@@ -1188,14 +1079,14 @@ func (ft *fnTrack) retStore(j int) bool {
 	if _, isMem := in.Args[0].(x86asm.Mem); !isMem || !ok || (r != x86asm.RAX && r != x86asm.RDX) {
 		return false
 	}
-	ri, _, _ := regIndex(r)
+	ri, _, _ := regs.Index(r)
 	lo := ft.blockStart(j)
 	for k := j - 1; k >= lo && k >= j-16; k-- {
 		p := &ft.insns[k].Inst
 		if p.Op == x86asm.CALL {
 			return true
 		}
-		if writesReg(p, ri) {
+		if regs.Writes(p, ri) {
 			return false
 		}
 	}
@@ -1217,7 +1108,7 @@ func (ft *fnTrack) immStore(j int) bool {
 // storedNext reports whether the register r that instruction i loads
 // is next used, before end, by a mov storing all of it to memory.
 func (ft *fnTrack) storedNext(i, end int, r x86asm.Reg) bool {
-	ri, _, ok := regIndex(r)
+	ri, _, ok := regs.Index(r)
 	if !ok {
 		return false
 	}
@@ -1229,7 +1120,7 @@ func (ft *fnTrack) storedNext(i, end int, r x86asm.Reg) bool {
 				return isMem && !memUses(m, ri)
 			}
 		}
-		if usesReg(nx, ri) || writesReg(nx, ri) {
+		if regs.Uses(nx, ri) || regs.Writes(nx, ri) {
 			return false
 		}
 	}
@@ -1238,7 +1129,7 @@ func (ft *fnTrack) storedNext(i, end int, r x86asm.Reg) bool {
 
 func memUses(m x86asm.Mem, ri int) bool {
 	for _, r := range []x86asm.Reg{m.Base, m.Index} {
-		if i, _, ok := regIndex(r); ok && i == ri {
+		if i, _, ok := regs.Index(r); ok && i == ri {
 			return true
 		}
 	}

@@ -52,6 +52,10 @@ type Config struct {
 	// vmlinux shared from the host; default memory 2048 MB, boot timeout
 	// 6 minutes. Debian's kernel only.
 	System bool
+	// DieWithCaller kills QEMU when the process that starts it dies
+	// (tests: a test binary killed by a timeout or ^C must not leave a
+	// guest spinning a CPU). Without it QEMU outlives `klasy lab up`.
+	DieWithCaller bool
 }
 
 // Lab is a running lab.

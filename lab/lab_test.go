@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -624,5 +625,41 @@ func checkMuxRestart(t *testing.T, ctx context.Context, l *Lab) {
 	}
 	if p := muxOf(); p == 0 || p == old {
 		t.Errorf("mux after Get = %d, want a new one (the old was %d)", p, old)
+	}
+}
+
+// TestKilledCallerTakesQEMU is a test binary killed mid-boot (go test's
+// timeout, ^C): with DieWithCaller, as the tests' labs are started, its
+// QEMU dies with it instead of spinning a CPU for hours.
+func TestKilledCallerTakesQEMU(t *testing.T) {
+	if name := os.Getenv("KLASY_LAB_CALLER"); name != "" {
+		// The caller: boot and wait to be killed.
+		Up(context.Background(), Config{Name: name, Agent: os.Getenv("KLASY_LAB_CALLER_AGENT"), DieWithCaller: true})
+		select {}
+	}
+	needLab(t, Debian)
+	agent := testAgent(t)
+	t.Parallel()
+	name := testName("orphan")
+	caller := exec.Command(os.Args[0], "-test.run=^TestKilledCallerTakesQEMU$")
+	caller.Env = append(os.Environ(), "KLASY_LAB_CALLER="+name, "KLASY_LAB_CALLER_AGENT="+agent)
+	if err := caller.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(labDir(name))
+	var qemu int
+	for deadline := time.Now().Add(time.Minute); qemu == 0; time.Sleep(50 * time.Millisecond) {
+		if rec, err := findLab(name); err == nil && rec.PID > 0 {
+			qemu = rec.PID
+		} else if time.Now().After(deadline) {
+			caller.Process.Kill()
+			t.Fatalf("the caller started no QEMU within a minute: %v", err)
+		}
+	}
+	caller.Process.Kill()
+	caller.Wait()
+	if !processGone(qemu, 10*time.Second) {
+		syscall.Kill(qemu, syscall.SIGKILL)
+		t.Fatalf("QEMU (pid %d) still runs 10 s after the process that started it was killed", qemu)
 	}
 }

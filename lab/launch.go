@@ -176,6 +176,12 @@ func launch(cfg Config, qemu string, rec record, staging string, args func(recor
 	// Its own session: QEMU outlives `klasy lab up` and ignores the
 	// terminal's signals.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if cfg.DieWithCaller {
+		// The signal follows the thread that forks, not the process;
+		// Go ends a thread only when a goroutine locked to it exits,
+		// which no caller of Up does.
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	progress("starting QEMU: %s, console log %s", what, rec.consoleLog())
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -70,6 +70,7 @@ type Use struct {
 	Hint    Hint
 	Addr    bool // lea: the address of the member at off
 	Indexed bool // an index register adds an unknown multiple
+	Load    bool // a load (not a store, a read-modify-write or a lea)
 	// Copy: the instruction moves bytes between memory and memory
 	// through a register (a load whose value is only stored, or the
 	// store of it), and with the moves beside it in its block through
@@ -214,6 +215,31 @@ func (ts *Types) walk(t *Type, a Use, outer *Type, outerBit int64, depth int) []
 	return out
 }
 
+// Within keeps of each chain the hops, from the outermost, that o
+// holds too; chains left without any are dropped.
+func Within(cs []Chain, o Chain) []Chain {
+	out := cs[:0]
+	for _, c := range cs {
+		n := 0
+		for n < len(c) && o.holds(c[n].Member) {
+			n++
+		}
+		if n > 0 {
+			out = append(out, c[:n])
+		}
+	}
+	return out
+}
+
+func (c Chain) holds(m *Member) bool {
+	for _, h := range c {
+		if h.Member == m {
+			return true
+		}
+	}
+	return false
+}
+
 // copies reports whether the access is part of a copy of all the bytes
 // [lo, hi).
 func (a Use) copies(lo, hi int64) bool {
@@ -249,6 +275,15 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 		return chainOf(ts.hopOf(outer, m, outerBit, lo, hi))
 	}
 	inner := a.sub(m.off)
+	if el := ts.scalarElem(mt, 0); el > 0 && len(t.members) == 1 && a.Load && a.N > el && (a.Off > lo || a.Off+a.N < hi) {
+		// The byte array of a one-member wrapper (guid_t's b, in6_addr's
+		// in6_u) loaded wider than its elements, in part: the source
+		// read it through a cast or an inlined memcmp (ipv6_addr_hash's
+		// unsigned long *, guid_equal), naming no member of the wrapper.
+		// (A load of all of it is a copy or a merged loop, kernel_cap_t's
+		// cap[]; stores of elements are merged by GCC's store merging.)
+		return nil
+	}
 	if a.Indexed && mt.Kind != Array && !(m.Name == "" && (mt.Kind == Struct || mt.Kind == Union)) {
 		// An index register moves the access by an unknown amount: only
 		// an array member says where it stays.
@@ -331,6 +366,32 @@ func chainOf(h Hop) []Chain {
 	}{h: [1]Hop{h}}
 	p.c[0] = p.h[:]
 	return p.c[:]
+}
+
+// scalarElem is the size of the widest element of t when t is an array
+// of scalars or a struct or union of such arrays (in6_addr's in6_u);
+// 0 otherwise.
+func (ts *Types) scalarElem(t *Type, depth int) int64 {
+	if t == nil || depth > 4 {
+		return 0
+	}
+	switch t.Kind {
+	case Array:
+		if el := ts.Get(t.Elem); el != nil && (el.Kind == Other || el.Kind == Ptr) && el.Size > 0 {
+			return el.Size
+		}
+	case Struct, Union:
+		var w int64
+		for i := range t.members {
+			e := ts.scalarElem(ts.Get(t.members[i].Type), depth+1)
+			if e == 0 || t.members[i].BitSize > 0 {
+				return 0
+			}
+			w = max(w, e)
+		}
+		return w
+	}
+	return 0
 }
 
 // single reports whether t is a struct or union of exactly one member,

@@ -53,8 +53,9 @@ import (
 // instruction's block, or of the row starting the code after it, in
 // the same function, agrees too (scheduled across the block's edge). A
 // load of a bitfield fits a write of it (the storage unit is read to
-// merge the new bits in). A test of a bitfield against a constant,
-// which the plugin cannot record (GCC folds it into a BIT_FIELD_REF),
+// merge the new bits in). A test of a bitfield against a constant, or
+// of adjacent members whose compares GCC merged into one, which the
+// plugin cannot record (GCC folds them into a BIT_FIELD_REF),
 // is confirmed by the source instead when the source text names the
 // member (->m or .m) at one of the instruction's own rows or call sites
 // (SourceConfirmed).
@@ -537,7 +538,7 @@ func PrintScores(w io.Writer, scores []Score) {
 		}
 		fmt.Fprintf(w, "%-12s %9d %9d %7d %8.2f%% %7.2f%% %7.2f%% %9d %9d %9d %7.2f%%\n", name, s.Inferred, s.Confirmed, s.SourceConfirmed, 100*s.Precision, 100*s.StrictPrecision, 100*s.PrecisionOther, s.Records, s.Reachable, s.Found, 100*s.Recall)
 	}
-	fmt.Fprintln(w, "by-src: a test of a bitfield's bits against a constant, which the plugin cannot record (TestPluginMissesBitfieldTests), whose member the source names (->m or .m) at the instruction's own line rows or inlined call sites: counted as confirmed.")
+	fmt.Fprintln(w, "by-src: a test of a bitfield's bits against a constant, or of adjacent members' compares GCC merged into one (c->x86 == 6 && c->x86_model == 1), which the plugin cannot record (TestPluginMissesBitfieldTests, TestPluginMissesMergedCompares), whose member the source names (->m or .m) at the instruction's own line rows or inlined call sites: counted as confirmed.")
 }
 
 // sortedStructs is a helper for tests: the structs with the most inferred accesses.

@@ -42,3 +42,24 @@ noinline void set_z(struct flags *p, unsigned v)
 {
 	p->z = v; /* want: flags.z:store */ /* want-any: flags.z:load */
 }
+
+/* The same in a global, addressed %rip-relative: the load and the store
+ * of the unit have different displacements for the same address. */
+struct flags gflags;
+
+noinline void set_global_z(unsigned v)
+{
+	gflags.z = v; /* want: flags.z:store */ /* want-any: flags.z:load */
+}
+
+/* The merged unit copied to another register to test it before the
+ * store, fifteen instructions after the load (genphy_update_link's
+ * phydev->link = ..): the load is part of the writes of x and y, not a
+ * read of the bits the and keeps. */
+noinline void set_xy(struct flags *p, int s)
+{
+	p->x = s; /* want-any: flags.x:load flags.y:load flags.x:store flags.y:store */
+	p->y = s >> 3; /* want-any: flags.x:load flags.y:load flags.x:store flags.y:store */
+	if (p->z == 1 && !p->y)
+		p->x = 0; /* want-any: flags.x:load flags.y:load flags.x:store flags.y:store */
+}

@@ -56,3 +56,108 @@ noinline void zeroed_local(int n)
 
 	consume(&b);
 }
+
+/* An inlined memset through a pointer: its first and last words stored
+ * apart, the rest by rep stos from 8 bytes past its start, rounded down.
+ * The lea of that address names no member (here info's devid, whose
+ * address the source does not take); the memset of a member (o->in)
+ * is that member's address. (The words stored apart are not told from
+ * member stores yet: want-any.) */
+struct info {
+	int type;
+	int flags;
+	long devid;
+	long a[9];
+	char tail[4];
+};
+
+noinline void init_info(struct info *info, int type)
+{
+	memset(info, 0, sizeof(*info)); /* want-any: info.tail:store */
+	info->type = type; /* want: info.type:store */
+}
+
+struct outer {
+	long x;
+	struct info in;
+};
+
+noinline void init_inner(struct outer *o)
+{
+	memset(&o->in, 0, sizeof(o->in)); /* want: outer.in:lea */ /* want-any: outer.in:store info.tail:store */
+}
+
+/* Compound literals whose stores GCC splits over blocks: the cases
+ * share their tail (the jump into 2a: its stores of code, off and the
+ * register byte), the zeroing store is in each case's own block. All
+ * the stores on a path together build the whole struct. */
+noinline int emit_case(const struct insn *si, struct insn *insn_buf, int t, int size)
+{
+	struct insn *insn = insn_buf;
+
+	switch (t) {
+	case 1:
+		if (size == 2)
+			*insn++ = (struct insn){ .code = 0x69, .dst = si->dst, .src = si->src, .off = 0x1a4 }; /* want-any: insn.dst:load insn.src:load */
+		else
+			*insn++ = (struct insn){ .code = 0x61, .dst = si->dst, .src = si->src, .off = 0x1a4 }; /* want-any: insn.dst:load insn.src:load */
+		break;
+	case 2:
+		*insn++ = (struct insn){ .code = 0x71, .dst = si->dst, .src = si->src, .off = 0x10 }; /* want-any: insn.dst:load insn.src:load */
+		break;
+	}
+	return insn - insn_buf;
+}
+
+/* Instructions that read or write a whole structure at their operand
+ * (a descriptor table register, an FPU save area): the source hands the
+ * asm the structure, naming no member inside it. */
+struct desc_ptr {
+	unsigned short size;
+	unsigned long address;
+} __attribute__((packed));
+
+noinline void load_gdt(const struct desc_ptr *dtr)
+{
+	asm volatile("lgdt %0" : : "m"(*dtr));
+}
+
+struct fx_area {
+	unsigned short cwd;
+	unsigned short swd;
+	int regs[126];
+};
+
+struct fpu_state {
+	long flags;
+	struct fx_area fx;
+};
+
+noinline void save_fx(struct fpu_state *s)
+{
+	asm volatile("fxsave %0" : "=m"(s->fx)); /* want-any: fpu_state.fx:load fpu_state.fx:store */
+}
+
+/* A struct passed by value, pushed word by word from where it lies: a
+ * copy of the member (c->cm), not reads of the members inside. */
+struct mem_ops {
+	void *(*alloc)(void *opaque, long n);
+	void (*free)(void *opaque, void *p);
+	void *opaque;
+};
+
+noinline void free_with(struct mem_ops m, void *p)
+{
+	if (m.free) /* want-any: mem_ops.free:load */
+		m.free(m.opaque, p); /* want-any: mem_ops.free:load mem_ops.opaque:load */
+}
+
+struct ctx {
+	long n;
+	struct mem_ops cm;
+};
+
+noinline void free_ctx(struct ctx *c, void *p)
+{
+	free_with(c->cm, p); /* want: ctx.cm:load */
+}

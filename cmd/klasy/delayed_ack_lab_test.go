@@ -77,7 +77,7 @@ func TestDelayedACKInLab(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			labs[i], errs[i] = lab.Up(ctx, lab.Config{Name: n, Kernel: lab.Debian, Agent: agent, LAN: true})
+			labs[i], errs[i] = lab.Up(ctx, lab.Config{Name: n, Kernel: lab.Debian, Agent: agent, LAN: true, DieWithCaller: true})
 		}()
 	}
 	wg.Wait()

@@ -48,7 +48,7 @@ func TestFlowAcrossTwoLabs(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			labs[i], errs[i] = lab.Up(ctx, lab.Config{Name: labboot.Name(suffix), Kernel: lab.Built, Agent: agentBin, LAN: true})
+			labs[i], errs[i] = lab.Up(ctx, lab.Config{Name: labboot.Name(suffix), Kernel: lab.Built, Agent: agentBin, LAN: true, DieWithCaller: true})
 		}()
 	}
 	wg.Wait()

@@ -103,6 +103,7 @@ func Boot(t testing.TB, cfg lab.Config) *lab.Lab {
 	if cfg.Agent == "" {
 		cfg.Agent = Agent(t)
 	}
+	cfg.DieWithCaller = true
 	wait := 3 * time.Minute
 	if cfg.BootTimeout+time.Minute > wait {
 		wait = cfg.BootTimeout + time.Minute

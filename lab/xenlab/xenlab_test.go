@@ -55,7 +55,7 @@ func TestXenLab(t *testing.T) {
 	var progress bytes.Buffer
 	start := time.Now()
 	l, err := lab.Up(ctx, lab.Config{Name: fmt.Sprintf("t%d-xen", os.Getpid()), Agent: labboot.Agent(t), Progress: &progress,
-		BootTimeout: 8 * time.Minute, Xen: &Config{Plugin: plugin}})
+		BootTimeout: 8 * time.Minute, Xen: &Config{Plugin: plugin}, DieWithCaller: true})
 	if err != nil {
 		t.Fatalf("booting the Xen lab: %v\n%s", err, progress.String())
 	}

@@ -299,7 +299,7 @@ func runtimeInLab(t *testing.T, k lab.Kernel) {
 	}
 	up := make(chan upResult, 1)
 	go func() {
-		l, err := lab.Up(ctx, lab.Config{Name: fmt.Sprintf("t%d-runtime", os.Getpid()), Kernel: k.Flavor, Agent: agentBin, CPUs: 2})
+		l, err := lab.Up(ctx, lab.Config{Name: fmt.Sprintf("t%d-runtime", os.Getpid()), Kernel: k.Flavor, Agent: agentBin, CPUs: 2, DieWithCaller: true})
 		up <- upResult{l, err}
 	}()
 	var l *lab.Lab

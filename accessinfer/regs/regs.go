@@ -1,0 +1,205 @@
+package regs
+
+import (
+	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/klasy/klasy/x86code"
+)
+
+// Index maps any width of a general register to its index (x86asm's
+// 64-bit order), and reports whether it is the full 64-bit register.
+func Index(r x86asm.Reg) (int, bool, bool) {
+	switch {
+	case r >= x86asm.RAX && r <= x86asm.R15:
+		return int(r - x86asm.RAX), true, true
+	case r >= x86asm.EAX && r <= x86asm.R15L:
+		return int(r - x86asm.EAX), false, true
+	case r >= x86asm.AX && r <= x86asm.R15W:
+		return int(r - x86asm.AX), false, true
+	case r >= x86asm.AL && r <= x86asm.BL:
+		return int(r - x86asm.AL), false, true
+	case r >= x86asm.AH && r <= x86asm.BH:
+		return int(r - x86asm.AH), false, true
+	case r >= x86asm.SPB && r <= x86asm.R15B:
+		return int(r-x86asm.SPB) + 4, false, true
+	}
+	return 0, false, false
+}
+
+// CallerSaved are clobbered by a call (System V), by Index.
+var CallerSaved = []int{0, 1, 2, 6, 7, 8, 9, 10, 11}
+
+// Writes reports whether inst may write register index ri.
+func Writes(inst *x86asm.Inst, ri int) bool {
+	if d, ok := inst.Args[0].(x86asm.Reg); ok {
+		if di, _, ok := Index(d); ok && di == ri && !ReadsOnly(inst.Op) {
+			return true
+		}
+	}
+	if inst.Op == x86asm.CALL {
+		for _, c := range CallerSaved {
+			if c == ri {
+				return true
+			}
+		}
+	}
+	return !KnownOp(inst.Op)
+}
+
+// ReadsOnly: the instruction reads its first operand, writes no register.
+func ReadsOnly(op x86asm.Op) bool {
+	switch op {
+	case x86asm.CMP, x86asm.TEST, x86asm.BT, x86asm.PUSH:
+		return true
+	}
+	return false
+}
+
+// KnownOp: the instruction writes no register but its first operand
+// (and the flags), or none.
+func KnownOp(op x86asm.Op) bool {
+	switch op {
+	case x86asm.MOV, x86asm.MOVZX, x86asm.MOVSX, x86asm.MOVSXD, x86asm.LEA,
+		x86asm.ADD, x86asm.SUB, x86asm.AND, x86asm.OR, x86asm.XOR, x86asm.ADC, x86asm.SBB,
+		x86asm.INC, x86asm.DEC, x86asm.NEG, x86asm.NOT,
+		x86asm.SHL, x86asm.SHR, x86asm.SAR, x86asm.ROL, x86asm.ROR, x86asm.RCL, x86asm.RCR,
+		x86asm.SHLD, x86asm.SHRD, x86asm.BSF, x86asm.BSR, x86asm.BSWAP, x86asm.POPCNT,
+		x86asm.LZCNT, x86asm.TZCNT, x86asm.BTS, x86asm.BTR, x86asm.BTC, x86asm.BT,
+		x86asm.CMP, x86asm.TEST, x86asm.NOP, x86asm.PUSH, x86asm.POP, x86asm.CALL, x86asm.RET,
+		x86asm.JMP, x86asm.JA, x86asm.JAE, x86asm.JB, x86asm.JBE, x86asm.JE, x86asm.JG, x86asm.JGE,
+		x86asm.JL, x86asm.JLE, x86asm.JNE, x86asm.JNO, x86asm.JNP, x86asm.JNS, x86asm.JO, x86asm.JP, x86asm.JS,
+		x86asm.CMOVA, x86asm.CMOVAE, x86asm.CMOVB, x86asm.CMOVBE, x86asm.CMOVE, x86asm.CMOVG, x86asm.CMOVGE,
+		x86asm.CMOVL, x86asm.CMOVLE, x86asm.CMOVNE, x86asm.CMOVNO, x86asm.CMOVNP, x86asm.CMOVNS, x86asm.CMOVO,
+		x86asm.CMOVP, x86asm.CMOVS,
+		x86asm.SETA, x86asm.SETAE, x86asm.SETB, x86asm.SETBE, x86asm.SETE, x86asm.SETG, x86asm.SETGE,
+		x86asm.SETL, x86asm.SETLE, x86asm.SETNE, x86asm.SETNO, x86asm.SETNP, x86asm.SETNS, x86asm.SETO,
+		x86asm.SETP, x86asm.SETS,
+		x86asm.UD2, x86asm.INT, x86asm.LFENCE, x86asm.MFENCE, x86asm.SFENCE, x86asm.PAUSE,
+		x86asm.PREFETCHNTA, x86asm.PREFETCHT0, x86asm.PREFETCHT1, x86asm.PREFETCHT2, x86asm.PREFETCHW,
+		x86asm.MOVQ, x86asm.MOVD, x86asm.MOVDQU, x86asm.MOVDQA, x86asm.MOVUPS, x86asm.MOVAPS,
+		x86asm.PXOR, x86asm.XORPS, x86asm.MOVNTI, x86asm.IMUL:
+		return true
+	}
+	return false
+}
+
+// FeedsRepString reports whether the address lea instruction i
+// computes reaches %rdi or %rsi (through movs) of a rep stos or rep movs
+// later in its block.
+func FeedsRepString(insns []x86code.Insn, i, end int) bool {
+	dst, ok := insns[i].Inst.Args[0].(x86asm.Reg)
+	if !ok {
+		return false
+	}
+	di, full, ok := Index(dst)
+	if !ok || !full {
+		return false
+	}
+	holds := uint32(1) << di
+	for j := i + 1; j < end && j <= i+16; j++ {
+		nx := &insns[j].Inst
+		stos := nx.Op == x86asm.STOSB || nx.Op == x86asm.STOSW || nx.Op == x86asm.STOSD || nx.Op == x86asm.STOSQ
+		// (SSE's movsd has F2, not the rep prefix, required below.)
+		movs := nx.Op == x86asm.MOVSB || nx.Op == x86asm.MOVSW || nx.Op == x86asm.MOVSD || nx.Op == x86asm.MOVSQ
+		if stos || movs {
+			rep := false
+			for _, p := range nx.Prefix {
+				rep = rep || p&^x86asm.PrefixImplicit == x86asm.PrefixREP
+			}
+			rdi, _, _ := Index(x86asm.RDI)
+			rsi, _, _ := Index(x86asm.RSI)
+			return rep && (holds&(1<<rdi) != 0 || (movs && holds&(1<<rsi) != 0))
+		}
+		if nx.Op == x86asm.MOV {
+			if d, ok := nx.Args[0].(x86asm.Reg); ok {
+				if dj, f, ok := Index(d); ok {
+					src, isReg := nx.Args[1].(x86asm.Reg)
+					si := -1
+					if isReg {
+						si, _, _ = Index(src)
+					}
+					if f && si >= 0 && holds&(1<<si) != 0 {
+						holds |= 1 << dj
+					} else {
+						holds &^= 1 << dj
+					}
+					continue
+				}
+			}
+		}
+		for r := 0; r < 16; r++ {
+			if holds&(1<<r) != 0 && Writes(nx, r) {
+				holds &^= 1 << r
+			}
+		}
+		if holds == 0 {
+			return false
+		}
+	}
+	return false
+}
+
+// AlignedRep reports whether the address lea instruction i computes is
+// rounded down (and with a negative constant) and then starts a rep
+// stos or rep movs (FeedsRepString).
+func AlignedRep(insns []x86code.Insn, i, end int) bool {
+	dst, ok := insns[i].Inst.Args[0].(x86asm.Reg)
+	di, full, ok2 := Index(dst)
+	for j := i + 1; ok && ok2 && full && j < end && j <= i+8; j++ {
+		nx := &insns[j].Inst
+		if imm, isImm := nx.Args[1].(x86asm.Imm); isImm && nx.Op == x86asm.AND && nx.Args[0] == dst {
+			return imm < 0 && FeedsRepString(insns, j, end)
+		}
+		if Writes(nx, di) {
+			return false
+		}
+	}
+	return false
+}
+
+// SameAddr reports whether memory operand m of instruction a and n of
+// instruction b are the same address: RIP-relative ones by the address
+// they resolve to.
+func SameAddr(a, b *x86code.Insn, m, n x86asm.Mem) bool {
+	if m.Base != x86asm.RIP || n.Base != x86asm.RIP || m.Segment != n.Segment {
+		return m == n
+	}
+	return a.End()+uint64(m.Disp) == b.End()+uint64(n.Disp)
+}
+
+// Uses reports whether inst reads register index ri (roughly: names
+// it anywhere).
+func Uses(inst *x86asm.Inst, ri int) bool {
+	for _, a := range inst.Args {
+		switch a := a.(type) {
+		case x86asm.Reg:
+			if i, _, ok := Index(a); ok && i == ri {
+				return true
+			}
+		case x86asm.Mem:
+			for _, r := range []x86asm.Reg{a.Base, a.Index} {
+				if i, _, ok := Index(r); ok && i == ri {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// WholeArea reports whether op's memory operand is the start of a
+// structure the instruction reads or writes whole (a descriptor table
+// register's limit and base, an FPU or XSAVE area): the source hands
+// the asm the structure's address (native_load_gdt(&gdt_descr),
+// os_xrstor(&fpstate->regs.xsave, ..)), naming no member inside it.
+func WholeArea(op x86asm.Op) bool {
+	switch op {
+	case x86asm.LGDT, x86asm.LIDT, x86asm.SGDT, x86asm.SIDT,
+		x86asm.FXSAVE, x86asm.FXSAVE64, x86asm.FXRSTOR, x86asm.FXRSTOR64,
+		x86asm.XSAVE, x86asm.XSAVE64, x86asm.XSAVEC, x86asm.XSAVEC64, x86asm.XSAVEOPT, x86asm.XSAVEOPT64,
+		x86asm.XSAVES, x86asm.XSAVES64, x86asm.XRSTOR, x86asm.XRSTOR64, x86asm.XRSTORS, x86asm.XRSTORS64,
+		x86asm.FNSAVE, x86asm.FRSTOR, x86asm.FLDENV, x86asm.FNSTENV:
+		return true
+	}
+	return false
+}
