@@ -27,7 +27,7 @@ type Graph struct {
 	// their targets, such as a jump table's, are not followed, so the
 	// blocks only they reach are not known where they start.
 	Indirect []Insn
-	leaders  map[uint64]bool // FuncGraphInto's, reused
+	lead     []bool // FuncGraphInto's leaders, reused
 	// succs holds the blocks' Succs, three places each (a branch's
 	// target, a patched one, the next instruction), reused.
 	succs   []uint64
@@ -107,44 +107,60 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 		return false
 	}
 	g.Entry, g.Indirect, g.succs = entry, g.Indirect[:0], g.succs[:0]
-	if g.leaders == nil {
-		g.leaders = map[uint64]bool{}
+	// The leaders: a flag per instruction, range after range (at[k] is
+	// range k's first), set at an address in every range holding an
+	// instruction there.
+	at, n := make([]int, len(rs)), 0
+	for k, r := range rs {
+		at[k], n = n, n+len(r.insns)
 	}
-	leaders := g.leaders
-	clear(leaders)
-	leaders[entry] = isStart(entry)
+	lead := g.lead[:0]
+	lead = append(lead, make([]bool, n)...)
+	g.lead = lead
+	nlead := 0
+	mark := func(a uint64) {
+		for k, r := range rs {
+			if a >= r.lo && a < r.hi {
+				if i, ok := slices.BinarySearchFunc(r.insns, a, func(in Insn, t uint64) int { return cmp.Compare(in.PC, t) }); ok && !lead[at[k]+i] {
+					lead[at[k]+i] = true
+					nlead++
+				}
+			}
+		}
+	}
+	mark(entry)
 	for _, r := range rs {
-		leaders[r.lo] = true
+		mark(r.lo)
 		next := r.lo
 		for i := range r.insns {
 			in := &r.insns[i]
 			if in.PC != next {
-				leaders[in.PC] = true // after a byte that did not decode
+				mark(in.PC) // after a byte that did not decode
 			}
 			next = in.End()
 			ts, nt := branchTargets(in, patched)
 			for _, t := range ts[:nt] {
 				if inCode(t) && isStart(t) {
-					leaders[t] = true
+					mark(t)
 				}
 			}
 			if endsGraphBlock(in, patched) && next < r.hi {
-				leaders[next] = true
+				mark(next)
 			}
 			if isIndirectJump(&in.Inst) {
 				g.Indirect = append(g.Indirect, *in)
 			}
 		}
 	}
-	if n := len(leaders) + 1; cap(g.Blocks) < n {
+	if n := nlead + 1; cap(g.Blocks) < n {
 		g.Blocks = make([]GraphBlock, 0, n) // one per leader, and one past a byte that did not decode, mostly
 	}
 	g.Blocks = g.Blocks[:0]
-	for _, r := range rs {
+	for k, r := range rs {
 		var cur *GraphBlock
 		for i := range r.insns {
 			in := r.insns[i]
-			if leaders[in.PC] || cur == nil {
+			if lead[at[k]+i] || cur == nil {
 				if cur != nil {
 					cur.close(in.PC, inCode, isStart, patched, &g.succs)
 				}
