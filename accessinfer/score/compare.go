@@ -3,6 +3,7 @@ package score
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -51,7 +52,11 @@ import (
 // (file_inode(f)'s f->f_inode: the parameter's copy has no location of
 // its own there). A record at the line of the row just before the
 // instruction's block, or of the row starting the code after it, in
-// the same function, agrees too (scheduled across the block's edge). A
+// the same function, agrees too (scheduled across the block's edge), and
+// so does a record through the parameter of a helper that the source
+// calls at one of the instruction's own rows or call sites and that is
+// inlined elsewhere in the image (DWARF lost this copy with its rows:
+// hstate_file(f)'s file_inode(f)). A
 // load of a bitfield fits a write of it (the storage unit is read to
 // merge the new bits in). A test of a bitfield against a constant, or
 // of adjacent members whose compares GCC merged into one, which the
@@ -88,7 +93,11 @@ type Score struct {
 	// whose member the source names (->m or .m) at one of the
 	// instruction's own rows or call sites (Compare's src): counted as
 	// confirmed in Precision, apart in Confirmed.
-	SourceConfirmed      int
+	SourceConfirmed int
+	// ByHelper of the Confirmed are so only through a helper the source
+	// calls at the instruction, inlined elsewhere, whose copy here DWARF
+	// lost (comparer.helperConfirmed).
+	ByHelper             int
 	UnconfirmedExamples  []string
 	MissedRecordExamples []string
 }
@@ -116,6 +125,11 @@ type comparer struct {
 	addrIn map[hostKey]bool // the plugin takes the member's address in the function
 	src    *sourceLines
 	varIn  map[hostVarKey]uint8 // modes (1<<Mode) of the member through the variable in the function
+	// helperIn: modes (1<<Mode) of the member through a parameter of
+	// the function named (v), wherever its code went.
+	helperIn map[hostVarKey]uint8
+	inl      map[string]bool // inlined, by function name
+	byHelper []bool          // confirmAll's accesses confirmed by helperConfirmed only
 }
 
 type hostKey struct {
@@ -273,8 +287,12 @@ func newComparer(b *dwarfmap.Batch, t *debugklasy.Table) *comparer {
 	c.recs = map[recKey][]debugklasy.Mode{}
 	c.addrIn = map[hostKey]bool{}
 	c.varIn = map[hostVarKey]uint8{}
+	c.helperIn, c.inl = map[hostVarKey]uint8{}, map[string]bool{}
 	for i := range t.Accesses {
 		r := &t.Accesses[i]
+		if r.Base.Kind == debugklasy.Param {
+			c.helperIn[hostVarKey{hostKey{0, r.Struct, r.Member}, r.Function.Name}] |= 1 << r.Mode
+		}
 		byVar := r.Base.Var != "" && r.Base.Kind <= debugklasy.Global
 		if r.Mode == debugklasy.Addr || byVar {
 			rows := b.LineRows(r.File, r.Line)
@@ -337,6 +355,7 @@ func (c *comparer) confirmed(a *accessinfer.Access) (ok, strictOK bool) {
 // plugin confirms, by all the rules of Score and by the strict ones.
 func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict []bool) {
 	ok, strict = make([]bool, len(accs)), make([]bool, len(accs))
+	c.byHelper = make([]bool, len(accs))
 	for i := range accs {
 		ok[i], strict[i] = c.confirmed(&accs[i])
 	}
@@ -358,6 +377,10 @@ func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict []bool) {
 			}
 		}
 		out[i] = c.outerConfirmed(a, innerOK) || c.movedConfirmed(a) || c.neighbourConfirmed(a)
+		if !out[i] && c.helperConfirmed(a) {
+			out[i] = true
+			c.byHelper[i] = true
+		}
 		outStrict[i] = strict[i] || c.outerConfirmed(a, innerStrict)
 	}
 	return out, outStrict
@@ -400,6 +423,9 @@ func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, st
 			}
 			if ok {
 				s.Confirmed++
+				if c.byHelper[i] {
+					s.ByHelper++
+				}
 			} else if bySrc {
 				s.SourceConfirmed++
 			} else if len(s.UnconfirmedExamples) < 40 {
@@ -471,6 +497,39 @@ func (c *comparer) sourceNames(a *accessinfer.Access) bool {
 	return false
 }
 
+// helperConfirmed says whether the source at one of a's own rows or
+// call sites calls a function the plugin records accessing a's member
+// through its parameter, in a mode a's use fits: a helper inlined
+// there (the image holds inlined copies of it) whose copy DWARF lost
+// with its rows (hstate_file(f) -> file_inode(f)'s f->f_inode under
+// hugetlb.h's line), so the record's line has no code in this function.
+func (c *comparer) helperConfirmed(a *accessinfer.Access) bool {
+	for _, l := range c.linesOf(a, true) {
+		for _, f := range calledNames(c.src.line(c.b.Index().File(uint32(l[0])), l[1])) {
+			if !c.inlined(f) {
+				continue
+			}
+			modes := c.helperIn[hostVarKey{hostKey{0, a.Struct, a.Member}, f}]
+			for m := debugklasy.Read; m <= debugklasy.Addr; m++ {
+				if modes&(1<<m) != 0 && c.fits(a, m) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// inlined says whether the image holds an inlined copy of function f.
+func (c *comparer) inlined(f string) bool {
+	is, ok := c.inl[f]
+	if !ok {
+		is = slices.ContainsFunc(c.b.Instances(f, ""), func(in dwarfmap.Instance) bool { return in.Inlined })
+		c.inl[f] = is
+	}
+	return is
+}
+
 func fmtPC(pc uint64) string { return fmt.Sprintf("%#x", pc) }
 
 // reachable says whether record r has an instruction in the image (see
@@ -539,6 +598,9 @@ func PrintScores(w io.Writer, scores []Score) {
 		fmt.Fprintf(w, "%-12s %9d %9d %7d %8.2f%% %7.2f%% %7.2f%% %9d %9d %9d %7.2f%%\n", name, s.Inferred, s.Confirmed, s.SourceConfirmed, 100*s.Precision, 100*s.StrictPrecision, 100*s.PrecisionOther, s.Records, s.Reachable, s.Found, 100*s.Recall)
 	}
 	fmt.Fprintln(w, "by-src: a test of a bitfield's bits against a constant, or of adjacent members' compares GCC merged into one (c->x86 == 6 && c->x86_model == 1), which the plugin cannot record (TestPluginMissesBitfieldTests, TestPluginMissesMergedCompares), whose member the source names (->m or .m) at the instruction's own line rows or inlined call sites: counted as confirmed.")
+	if tot := scores[len(scores)-1]; tot.ByHelper > 0 {
+		fmt.Fprintf(w, "by-helper: %d of the confirmed only through a helper the source calls at the instruction's rows or call sites, inlined elsewhere in the image, whose copy here DWARF lost with its rows (hstate_file(f)'s file_inode(f)), the plugin recording the member through the helper's parameter.\n", tot.ByHelper)
+	}
 }
 
 // sortedStructs is a helper for tests: the structs with the most inferred accesses.

@@ -64,6 +64,7 @@ func TestDiagnose(t *testing.T) {
 
 func writeDiag(t testing.TB, b *dwarfmap.Batch, res *accessinfer.Result, tab *debugklasy.Table, out string) {
 	c := newComparer(b, tab)
+	c.src = &sourceLines{dir: builtSource(), files: map[string][][]byte{}}
 	type sm struct{ st, mb string }
 	byMember := map[sm][]*debugklasy.Access{}
 	byLine := map[[2]int][]*debugklasy.Access{}

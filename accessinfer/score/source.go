@@ -62,3 +62,33 @@ func namesMember(text []byte, m string) bool {
 func isIdent(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
+
+// calledNames are the identifiers text calls: each followed by "(",
+// blanks between allowed (keywords too: if, while, sizeof; no function
+// has their names).
+func calledNames(text []byte) []string {
+	var out []string
+	for i := 0; i < len(text); {
+		if !isIdent(text[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(text) && isIdent(text[j]) {
+			j++
+		}
+		if text[i] >= '0' && text[i] <= '9' { // a number: 0x1f
+			i = j
+			continue
+		}
+		k := j
+		for k < len(text) && (text[k] == ' ' || text[k] == '\t') {
+			k++
+		}
+		if k < len(text) && text[k] == '(' {
+			out = append(out, string(text[i:j]))
+		}
+		i = j
+	}
+	return out
+}
