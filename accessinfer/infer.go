@@ -130,14 +130,20 @@ type worker struct {
 // linked executable; a module's code addresses are section offsets and
 // its globals unrelocated: not supported yet).
 func Infer(img *elfimage.Image, opt Options) (*Result, error) {
-	d, err := img.DWARF()
-	if err != nil {
-		return nil, err
+	// debug/dwarf's reading of the whole image (every unit's
+	// abbreviations: 3% of inference) only when a scan asks for it
+	// (dwscan.Scanner.Err), or to say why there is no DWARF.
+	dw := sync.OnceValues(img.DWARF)
+	if len(img.Section(".debug_info")) == 0 {
+		if _, err := dw(); err != nil {
+			return nil, err
+		}
 	}
-	// Inference allocates ~1.5 GB in short-lived pieces for a vmlinux:
-	// collecting less often saved a quarter of its CPU time, for ~0.3 GB
-	// more at the peak.
-	defer debug.SetGCPercent(debug.SetGCPercent(200))
+	// Inference allocates ~0.8 GB in short-lived pieces for a vmlinux:
+	// collecting less often saved a quarter of its CPU time at 200, and
+	// 400 another 12% for 130 MB more at the peak (the built kernel:
+	// still below what 200 took before allocations were cut).
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	nw := opt.Workers
 	if nw <= 0 {
 		nw = runtime.GOMAXPROCS(0)
@@ -155,8 +161,9 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	// Each worker's types, read in the scan, serve it in tracking too.
 	sec := dwscan.Sections{Info: img.Section(".debug_info"), Loc: img.Section(".debug_loc"),
 		Loclists: img.Section(".debug_loclists"), Addr: img.Section(".debug_addr"),
+		Line: img.Section(".debug_line"), Str: img.Section(".debug_str"), LineStr: img.Section(".debug_line_str"),
 		DIEs: diescan.NewSections(img.Section)}
-	tss := make([]*members.Types, nw)
+	tss, errs := make([]*members.Types, nw), make([]error, nw)
 	for w := range tss {
 		tss[w] = members.NewTypes(sec.DIEs, cus)
 	}
@@ -164,11 +171,12 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := dwscan.NewScanner(d, tss[w], sec)
+			s := dwscan.NewScanner(dw, tss[w], sec)
 			for i := range next {
 				scanner[i] = w
 				s.Scan(cus[i][0], cus[i][1], &scans[i])
 			}
+			errs[w] = s.Err()
 		}()
 	}
 	for i := range cus {
@@ -176,6 +184,11 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 	}
 	close(next)
 	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
 	res := &Result{Scan: time.Since(start)}
 	start = time.Now()
 
@@ -330,13 +343,14 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	if nb == 0 {
 		return nil
 	}
-	preds := make([][]int, nb)
+	// The blocks' successors by index and instruction ranges, found
+	// once: the rounds below would search for them at every visit.
+	g.ArcsInto(&ft.arcs)
+	succs, preds := ft.arcs.Succs, ft.arcs.Preds
+	rng := grow(ft.rng, nb)
+	ft.rng = rng
 	for i := range g.Blocks {
-		for _, s := range g.Blocks[i].Succs {
-			if j, ok := g.Block(s); ok {
-				preds[j] = append(preds[j], i)
-			}
-		}
+		rng[i][0], rng[i][1] = ft.blockInsns(&g.Blocks[i])
 	}
 	// Reverse post-order from the entry, then the blocks no known arc
 	// reaches (after indirect jumps) in address order.
@@ -347,8 +361,8 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		var dfs func(int)
 		dfs = func(b int) {
 			seen[b] = true
-			for _, s := range g.Blocks[b].Succs {
-				if j, ok := g.Block(s); ok && !seen[j] {
+			for _, j := range succs[b] {
+				if !seen[j] {
 					dfs(j)
 				}
 			}
@@ -369,8 +383,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	pats := make([]map[int]members.Bits, nb)
 	skips := make([]map[int]bool, nb)
 	for _, b := range order {
-		lo, hi := ft.blockInsns(&g.Blocks[b])
-		pats[b], skips[b] = ft.bitPatterns(lo, hi)
+		pats[b], skips[b] = ft.bitPatterns(rng[b][0], rng[b][1])
 	}
 	// uses[p] counts the blocks still to read outs[p] in a one-pass
 	// run; at 0 its state is free for another block (recycle).
@@ -460,7 +473,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	// emitting runs block b from its state in and emits its accesses.
 	emitting := func(b int) *state {
 		s := in(b)
-		lo, hi := ft.blockInsns(&g.Blocks[b])
+		lo, hi := rng[b][0], rng[b][1]
 		for i := lo; i < hi; i++ {
 			ft.step(s, i, hi, pats[b], skips[b], func(r memResult) {
 				*memInsns++
@@ -488,15 +501,16 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	for i := range dirty {
 		dirty[i] = true
 	}
-	for round := 0; round < 6; round++ {
-		changed := false
+	converged := false
+	for round := 0; round < 6 && !converged; round++ {
+		converged = true
 		for _, b := range order {
 			if !dirty[b] {
 				continue
 			}
 			dirty[b] = false
 			s := in(b)
-			lo, hi := ft.blockInsns(&g.Blocks[b])
+			lo, hi := rng[b][0], rng[b][1]
 			for i := lo; i < hi; i++ {
 				ft.step(s, i, hi, pats[b], skips[b], nil)
 			}
@@ -505,19 +519,28 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 					free = append(free, outs[b])
 				}
 				outs[b] = s
-				changed = true
-				for _, sc := range g.Blocks[b].Succs {
-					if j, ok := g.Block(sc); ok {
-						dirty[j] = true
-					}
+				converged = false
+				for _, j := range succs[b] {
+					dirty[j] = true
 				}
 			} else {
 				free = append(free, s)
 			}
 		}
-		if !changed {
-			break
+	}
+	if converged {
+		// Each block last ran from the state an emitting pass would
+		// give it (no predecessor changed since), and look keeps the
+		// last result at each instruction: emitted from there.
+		for _, b := range order {
+			for i := rng[b][0]; i < rng[b][1]; i++ {
+				if k := ft.memAt[i]; k >= 0 {
+					*memInsns++
+					ft.emit(&accs, i, ft.looked[k].r)
+				}
+			}
 		}
+		return done()
 	}
 	for _, b := range order {
 		free = append(free, emitting(b))

@@ -2,7 +2,7 @@ package accessinfer
 
 import (
 	"debug/dwarf"
-	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -197,8 +197,11 @@ type fnTrack struct {
 	insns  []x86code.Insn
 	g      *x86code.Graph
 	graph  x86code.Graph // g's memory, reused from one function to the next
-	accs   []Access      // run's buffer
-	facts  [][]int32     // by instruction index: indexes into fs
+	arcs   x86code.Arcs  // g's arcs, and run's blocks' instructions
+	rng    [][2]int
+	objBuf []object  // objects' result
+	accs   []Access  // run's buffer
+	facts  [][]int32 // by instruction index: indexes into fs
 	fs     []fact
 	spans  [][2]int32 // of fs[k]: instructions [i, j)
 	counts []int32
@@ -397,8 +400,9 @@ func (ft *fnTrack) apply(s *state, i int) {
 
 // regVal is a register DWARF gives a value at an instruction.
 type regVal struct {
-	reg int
-	v   val
+	reg   int
+	v     val
+	depth int
 }
 
 // appliedFacts are what apply sets at an instruction, worked out once.
@@ -407,24 +411,36 @@ type appliedFacts struct {
 	regs []regVal
 }
 
-// prepare works out what DWARF's facts at instruction i set.
+// prepare works out what DWARF's facts at instruction i set. An
+// instruction has a few: a list searched, not a table of 16 registers
+// cleared for each.
 func (ft *fnTrack) prepare(i int) {
-	fs := ft.facts[i]
-	type best struct {
-		v     val
-		depth int
-		set   bool
+	ap := &ft.applied[i]
+	ap.done = true
+	if i > 0 && ft.applied[i-1].done && slices.Equal(ft.facts[i-1], ft.facts[i]) {
+		// The same facts as the instruction before (a location covers
+		// a range): the same registers, their alternatives shared (no
+		// one changes a val's alts in place).
+		ap.regs = append(ap.regs, ft.applied[i-1].regs...)
+		return
 	}
-	var regs [16]best
-	for _, k := range fs {
+	for _, k := range ft.facts[i] {
 		f := &ft.fs[k]
 		if f.reg < 0 {
 			continue
 		}
-		b := &regs[f.reg]
+		j := 0
+		for j < len(ap.regs) && ap.regs[j].reg != f.reg {
+			j++
+		}
+		if j == len(ap.regs) {
+			ap.regs = append(ap.regs, regVal{reg: f.reg, v: f.v, depth: f.depth})
+			continue
+		}
+		b := &ap.regs[j]
 		switch {
-		case !b.set || f.depth > b.depth:
-			*b = best{v: f.v, depth: f.depth, set: true}
+		case f.depth > b.depth:
+			b.v, b.depth = f.v, f.depth
 		case f.depth == b.depth && !b.v.same(f.v):
 			dup := false
 			for _, a := range b.v.alts {
@@ -433,13 +449,6 @@ func (ft *fnTrack) prepare(i int) {
 			if !dup {
 				b.v.alts = append(b.v.alts[:len(b.v.alts):len(b.v.alts)], f.v)
 			}
-		}
-	}
-	ap := &ft.applied[i]
-	ap.done = true
-	for r := range regs {
-		if regs[r].set {
-			ap.regs = append(ap.regs, regVal{r, regs[r].v})
 		}
 	}
 }
@@ -475,7 +484,7 @@ func (ft *fnTrack) objects(s *state, m x86asm.Mem, next uint64, pc uint64) []obj
 		return nil
 	}
 	o.indexed = m.Index != 0
-	out := []object{o}
+	out := append(ft.objBuf[:0], o) // valid until the next call
 	if bi, _, ok := regs.Index(m.Base); ok && m.Base != x86asm.RIP && s.regs[bi].kind == vPtr {
 		for _, alt := range s.regs[bi].alts {
 			ao := o
@@ -483,6 +492,7 @@ func (ft *fnTrack) objects(s *state, m x86asm.Mem, next uint64, pc uint64) []obj
 			out = append(out, ao)
 		}
 	}
+	ft.objBuf = out
 	return out
 }
 
@@ -817,12 +827,12 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		case mt != nil && mt.Kind == members.Ptr && last.BitSize == 64:
 			// The only member the 8 bytes touch is this pointer: the load is it.
 			if p := ts.Pointee(mt); members.Useful(p) {
-				loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s", nameOf(last.Container), last.Member.Name)}
+				loaded = val{kind: vPtr, t: p, why: nameOf(last.Container) + "." + last.Member.Name}
 			}
 		case mt != nil && mt.Kind == members.Array:
 			if el := ts.Get(mt.Elem); el != nil && el.Kind == members.Ptr {
 				if p := ts.Pointee(el); members.Useful(p) {
-					loaded = val{kind: vPtr, t: p, why: fmt.Sprintf("%s.%s[]", nameOf(last.Container), last.Member.Name)}
+					loaded = val{kind: vPtr, t: p, why: nameOf(last.Container) + "." + last.Member.Name + "[]"}
 				}
 			}
 		}

@@ -27,7 +27,11 @@ type Graph struct {
 	// their targets, such as a jump table's, are not followed, so the
 	// blocks only they reach are not known where they start.
 	Indirect []Insn
-	leaders  map[uint64]bool // FuncGraphInto's, reused
+	lead     []bool // FuncGraphInto's leaders, reused
+	// succs holds the blocks' Succs, three places each (a branch's
+	// target, a patched one, the next instruction), reused.
+	succs   []uint64
+	reached []bool // markPadding's, reused
 }
 
 // GraphBlock is one basic block [Start, End) and the arcs leaving it.
@@ -102,46 +106,63 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 		}
 		return false
 	}
-	g.Entry, g.Indirect = entry, g.Indirect[:0]
-	if g.leaders == nil {
-		g.leaders = map[uint64]bool{}
+	g.Entry, g.Indirect, g.succs = entry, g.Indirect[:0], g.succs[:0]
+	// The leaders: a flag per instruction, range after range (at[k] is
+	// range k's first), set at an address in every range holding an
+	// instruction there.
+	at, n := make([]int, len(rs)), 0
+	for k, r := range rs {
+		at[k], n = n, n+len(r.insns)
 	}
-	leaders := g.leaders
-	clear(leaders)
-	leaders[entry] = isStart(entry)
+	lead := g.lead[:0]
+	lead = append(lead, make([]bool, n)...)
+	g.lead = lead
+	nlead := 0
+	mark := func(a uint64) {
+		for k, r := range rs {
+			if a >= r.lo && a < r.hi {
+				if i, ok := slices.BinarySearchFunc(r.insns, a, func(in Insn, t uint64) int { return cmp.Compare(in.PC, t) }); ok && !lead[at[k]+i] {
+					lead[at[k]+i] = true
+					nlead++
+				}
+			}
+		}
+	}
+	mark(entry)
 	for _, r := range rs {
-		leaders[r.lo] = true
+		mark(r.lo)
 		next := r.lo
 		for i := range r.insns {
 			in := &r.insns[i]
 			if in.PC != next {
-				leaders[in.PC] = true // after a byte that did not decode
+				mark(in.PC) // after a byte that did not decode
 			}
 			next = in.End()
-			for _, t := range branchTargets(in, patched) {
+			ts, nt := branchTargets(in, patched)
+			for _, t := range ts[:nt] {
 				if inCode(t) && isStart(t) {
-					leaders[t] = true
+					mark(t)
 				}
 			}
 			if endsGraphBlock(in, patched) && next < r.hi {
-				leaders[next] = true
+				mark(next)
 			}
 			if isIndirectJump(&in.Inst) {
 				g.Indirect = append(g.Indirect, *in)
 			}
 		}
 	}
-	if n := len(leaders) + 1; cap(g.Blocks) < n {
+	if n := nlead + 1; cap(g.Blocks) < n {
 		g.Blocks = make([]GraphBlock, 0, n) // one per leader, and one past a byte that did not decode, mostly
 	}
 	g.Blocks = g.Blocks[:0]
-	for _, r := range rs {
+	for k, r := range rs {
 		var cur *GraphBlock
 		for i := range r.insns {
 			in := r.insns[i]
-			if leaders[in.PC] || cur == nil {
+			if lead[at[k]+i] || cur == nil {
 				if cur != nil {
-					cur.close(in.PC, inCode, isStart, patched)
+					cur.close(in.PC, inCode, isStart, patched, &g.succs)
 				}
 				g.Blocks = append(g.Blocks, GraphBlock{Start: in.PC})
 				cur = &g.Blocks[len(g.Blocks)-1]
@@ -150,12 +171,12 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 			cur.End = in.End()
 			if i+1 < len(r.insns) && r.insns[i+1].PC != in.End() {
 				// A byte that does not decode ends the block.
-				cur.close(0, inCode, isStart, patched)
+				cur.close(0, inCode, isStart, patched, &g.succs)
 				cur = nil
 			}
 		}
 		if cur != nil {
-			cur.close(0, inCode, isStart, patched)
+			cur.close(0, inCode, isStart, patched, &g.succs)
 		}
 	}
 	slices.SortFunc(g.Blocks, func(a, b GraphBlock) int { return cmp.Compare(a.Start, b.Start) })
@@ -176,8 +197,15 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 }
 
 // close ends block b before next (0: no instruction follows in its
-// range) and works out its arcs from its last instruction.
-func (b *GraphBlock) close(next uint64, inCode, isStart func(uint64) bool, patched PatchedBranches) {
+// range) and works out its arcs from its last instruction, its Succs in
+// three places of pool.
+func (b *GraphBlock) close(next uint64, inCode, isStart func(uint64) bool, patched PatchedBranches, pool *[]uint64) {
+	n := len(*pool)
+	if cap(*pool)-n < 3 {
+		*pool = make([]uint64, 0, max(1024, 2*cap(*pool)))
+		n = 0
+	}
+	b.Succs, *pool = (*pool)[n:n:n+3], (*pool)[:n+3]
 	in := &b.Last
 	falls := true
 	switch {
@@ -192,7 +220,8 @@ func (b *GraphBlock) close(next uint64, inCode, isStart func(uint64) bool, patch
 	}
 	// ud2 falls through: a WARN() goes on after its trap (a BUG()
 	// does not, and no block after it runs then either).
-	for _, t := range branchTargets(in, patched) {
+	ts, nt := branchTargets(in, patched)
+	for _, t := range ts[:nt] {
 		if inCode(t) && isStart(t) {
 			b.Succs = append(b.Succs, t)
 		} else if !inCode(t) {
@@ -208,15 +237,19 @@ func (b *GraphBlock) close(next uint64, inCode, isStart func(uint64) bool, patch
 
 // markPadding marks the blocks of int3 and nop that nothing reaches.
 func (g *Graph) markPadding(insns func(lo, hi uint64) []Insn) {
-	reached := map[uint64]bool{}
+	reached := g.reached[:0]
+	reached = append(reached, make([]bool, len(g.Blocks))...)
+	g.reached = reached
 	for _, b := range g.Blocks {
 		for _, s := range b.Succs {
-			reached[s] = true
+			if j, ok := g.Block(s); ok {
+				reached[j] = true
+			}
 		}
 	}
 	for i := range g.Blocks {
 		b := &g.Blocks[i]
-		if reached[b.Start] || b.Start == g.Entry {
+		if reached[i] || b.Start == g.Entry {
 			continue
 		}
 		pad := true
@@ -232,15 +265,14 @@ func (g *Graph) markPadding(insns func(lo, hi uint64) []Insn) {
 
 // branchTargets are the addresses a direct branch (or a patched one) at
 // in may go to besides the next instruction.
-func branchTargets(in *Insn, patched PatchedBranches) []uint64 {
-	var out []uint64
+func branchTargets(in *Insn, patched PatchedBranches) (out [2]uint64, n int) {
 	if t, ok := branchTarget(&in.Inst, in.End()); ok {
-		out = append(out, t)
+		out[n], n = t, n+1
 	}
 	if t, ok := patched[in.PC]; ok {
-		out = append(out, t)
+		out[n], n = t, n+1
 	}
-	return out
+	return out, n
 }
 
 // endsGraphBlock reports whether the block ends after in.
@@ -294,4 +326,59 @@ func (g *Graph) Reachable() map[uint64]bool {
 // functions and after a return.
 func isInt3(inst *x86asm.Inst) bool {
 	return inst.Op == x86asm.INT && inst.Len == 1
+}
+
+// Arcs are a graph's arcs between its blocks, by block index; their
+// memory is reused from one graph to the next (ArcsInto).
+type Arcs struct {
+	// Succs[i] are the blocks block i goes to, in its Succs' order;
+	// Preds[j] the blocks that go to block j, by index.
+	Succs, Preds [][]int
+	pool         []int
+	arcs         [][2]int
+}
+
+// ArcsInto fills a with g's arcs, each block's start searched once.
+func (g *Graph) ArcsInto(a *Arcs) {
+	nb := len(g.Blocks)
+	a.arcs = a.arcs[:0]
+	for i := range g.Blocks {
+		for _, s := range g.Blocks[i].Succs {
+			if j, ok := g.Block(s); ok {
+				a.arcs = append(a.arcs, [2]int{i, j})
+			}
+		}
+	}
+	a.Succs, a.Preds = resize(a.Succs, nb), resize(a.Preds, nb)
+	// Counts first (in the pool, before its lists), then each list
+	// sliced from the pool and filled in arc order.
+	if n := 2*len(a.arcs) + 2*nb; cap(a.pool) < n {
+		a.pool = make([]int, n)
+	}
+	nsucc, npred := a.pool[:nb], a.pool[nb:2*nb]
+	clear(nsucc)
+	clear(npred)
+	for _, e := range a.arcs {
+		nsucc[e[0]]++
+		npred[e[1]]++
+	}
+	at := 2 * nb
+	for i := 0; i < nb; i++ {
+		a.Succs[i] = a.pool[at : at : at+nsucc[i]]
+		at += nsucc[i]
+		a.Preds[i] = a.pool[at : at : at+npred[i]]
+		at += npred[i]
+	}
+	for _, e := range a.arcs {
+		a.Succs[e[0]] = append(a.Succs[e[0]], e[1])
+		a.Preds[e[1]] = append(a.Preds[e[1]], e[0])
+	}
+}
+
+// resize returns s with length n, reusing its array when large enough.
+func resize(s [][]int, n int) [][]int {
+	if cap(s) < n {
+		return make([][]int, n)
+	}
+	return s[:n]
 }

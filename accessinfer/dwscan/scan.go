@@ -33,8 +33,8 @@ type Function struct {
 	Name     string
 	Entry    uint64
 	Ranges   [][2]uint64
-	CFAFrame bool // DW_AT_frame_base is DW_OP_call_frame_cfa
-	Vars     []Variable
+	CFAFrame bool       // DW_AT_frame_base is DW_OP_call_frame_cfa
+	Vars     []Variable // those that can type an access (Scanner.typed)
 	Inlines  []InlineSite
 	Params   []ScopedType // of the inlined copies
 }
@@ -64,18 +64,25 @@ type Unit struct {
 }
 
 type Scanner struct {
-	d      *dwarf.Data
-	r      *dwarf.Reader // the unit DIE, for its line table and bases
+	// dw gives debug/dwarf's view of the image, read when first asked:
+	// for the line tables fileTable does not read, and to tell whether
+	// a unit diescan cannot read makes the image an error.
+	dw     func() (*dwarf.Data, error)
+	err    error
 	ts     *members.Types
 	secs   *diescan.Sections
 	abbrev diescan.Abbrevs
 	u, uo  *diescan.Unit // the scan, and the reads of origins
 	e      diescan.DIE
 	locs   unitLocs
-	files  []string
-	origin map[dwarf.Offset]originInfo
-	names  map[string]string
-	out    *Unit
+	files  []string // from debug/dwarf, when ft cannot read the table
+	ft     fileTable
+	// fromTable: the unit's files are ft's.
+	fromTable bool
+	line      [3][]byte // .debug_line, .debug_str, .debug_line_str
+	origin    map[dwarf.Offset]originInfo
+	names     *members.NameCache
+	out       *Unit
 	// The lists of the function being scanned grow here and are copied
 	// out at its end: growing each function's own left half its
 	// variables' memory behind as garbage.
@@ -91,20 +98,23 @@ type Sections struct {
 	Loc      []byte // .debug_loc (DWARF 2-4)
 	Loclists []byte // .debug_loclists (DWARF 5)
 	Addr     []byte // .debug_addr
+	// The line tables and their strings, for the files' names.
+	Line, Str, LineStr []byte
 	// The DIEs are read with dwarfmap's scanner (diescan), which
 	// decodes only the attributes asked for: debug/dwarf's Reader
 	// decoded all of them into interface values, half the scan's time.
 	DIEs *diescan.Sections
 }
 
-// NewScanner returns a scanner of d's units that reads the sizes of
+// NewScanner returns a scanner of an image's units that reads the sizes of
 // globals' types through ts (one goroutine's: neither is safe for
 // concurrent use).
-func NewScanner(d *dwarf.Data, ts *members.Types, sec Sections) *Scanner {
-	s := &Scanner{d: d, r: d.Reader(), ts: ts, secs: sec.DIEs, abbrev: ts.Abbrevs(), names: map[string]string{}}
+func NewScanner(dw func() (*dwarf.Data, error), ts *members.Types, sec Sections) *Scanner {
+	s := &Scanner{dw: dw, ts: ts, secs: sec.DIEs, abbrev: ts.Abbrevs(), names: &members.NameCache{}}
 	s.locs.loc = sec.Loc
 	s.locs.loclists = sec.Loclists
 	s.locs.addr = sec.Addr
+	s.line = [3][]byte{sec.Line, sec.Str, sec.LineStr}
 	return s
 }
 
@@ -142,15 +152,8 @@ type originInfo struct {
 	typ  dwarf.Offset
 }
 
-// str returns b as a string, one copy per distinct name.
-func (s *Scanner) str(b []byte) string {
-	if v, ok := s.names[string(b)]; ok {
-		return v
-	}
-	v := string(b)
-	s.names[v] = v
-	return v
-}
+// str returns b as a string (members.NameCache).
+func (s *Scanner) str(b []byte) string { return s.names.Str(b) }
 
 // lookupOrigin follows DW_AT_abstract_origin and DW_AT_specification
 // for a name and a type.
@@ -216,49 +219,36 @@ func (s *Scanner) origins(o dwarf.Offset, hop int) originInfo {
 
 // scanUnit scans the compilation unit at [start, end).
 func (s *Scanner) scanUnit(start, end uint64) {
+	var cud diescan.DIE
 	u, err := diescan.NewUnit(s.secs, start, end, s.abbrev)
-	if err != nil {
+	if err != nil || !u.UnitDIE(&cud) {
+		s.unreadable()
+		return
+	}
+	if cud.Tag != dwarf.TagCompileUnit {
 		return
 	}
 	uo, _ := diescan.NewUnit(s.secs, start, end, s.abbrev)
 	u.WantVariables()
 	uo.WantVariables()
 	s.u, s.uo = u, uo
-	var cud diescan.DIE
-	if !u.UnitDIE(&cud) || cud.Tag != dwarf.TagCompileUnit {
-		return
-	}
 	uo.UnitDIE(&diescan.DIE{})
-	// The line table's files and the location lists' bases, from
-	// debug/dwarf's reading of the unit DIE.
-	s.r.Seek(dwarf.Offset(cud.Off))
-	cu, err := s.r.Next()
-	if err != nil || cu == nil {
-		return
-	}
 	s.locs.version = u.Version()
 	s.locs.lowPC = cud.Low
-	if v, ok := cu.Val(dwarf.AttrAddrBase).(int64); ok {
-		s.locs.addrBase = uint64(v)
-	} else {
-		s.locs.addrBase = 0
-	}
-	s.locs.llBase, _ = cu.Val(dwarf.AttrLoclistsBase).(int64)
+	ua := u.UnitAttrs()
+	s.locs.addrBase = ua.AddrBase
+	s.locs.llBase = int64(ua.LoclistsBase)
 	s.files = s.files[:0]
-	if lr, err := s.d.LineReader(cu); err == nil && lr != nil {
-		for _, f := range lr.Files() {
-			if f == nil {
-				s.files = append(s.files, "")
-			} else {
-				s.files = append(s.files, f.Name)
-			}
-		}
+	compDir := string(cud.CompDir)
+	s.fromTable = ua.StmtList >= 0 && s.ft.read(s.line[0], s.line[1], s.line[2], uint64(ua.StmtList), compDir)
+	if !s.fromTable && ua.StmtList >= 0 {
+		s.filesFromDebugDwarf(cud.Off)
 	}
 	s.origin = map[dwarf.Offset]originInfo{}
 	if !cud.Children {
 		return
 	}
-	if lang, _ := cu.Val(dwarf.AttrLanguage).(int64); lang == langAssembler {
+	if ua.Language == langAssembler {
 		// gas describes an assembler file's functions (.type f,
 		// @function) as subprograms; their code has no C member
 		// access to infer, only the variables' addresses it uses
@@ -280,6 +270,57 @@ func (s *Scanner) scanUnit(start, end uint64) {
 			s.skipChildren(e)
 		}
 	}
+}
+
+// unreadable notes a unit diescan cannot read: an image debug/dwarf
+// refuses as a whole is an error (Err), as when inference began with
+// debug/dwarf; other units are skipped, as they were.
+func (s *Scanner) unreadable() {
+	if _, err := s.dw(); err != nil && s.err == nil {
+		s.err = err
+	}
+}
+
+// Err is the error of the image's DWARF a scan met, if any.
+func (s *Scanner) Err() error { return s.err }
+
+// filesFromDebugDwarf reads the files of the unit whose DIE is at off
+// with debug/dwarf's LineReader: the tables fileTable does not read.
+func (s *Scanner) filesFromDebugDwarf(off uint64) {
+	d, err := s.dw()
+	if err != nil {
+		return
+	}
+	r := d.Reader()
+	r.Seek(dwarf.Offset(off))
+	cu, err := r.Next()
+	if err != nil || cu == nil {
+		return
+	}
+	if lr, err := d.LineReader(cu); err == nil && lr != nil {
+		for _, f := range lr.Files() {
+			if f == nil {
+				s.files = append(s.files, "")
+			} else {
+				s.files = append(s.files, f.Name)
+			}
+		}
+	}
+}
+
+// file is the name of the unit's file i, "" if none.
+func (s *Scanner) file(i int64) string {
+	switch {
+	case i < 0:
+		return ""
+	case s.fromTable:
+		if i < int64(len(s.ft.names)) {
+			return s.ft.name(int(i))
+		}
+	case i < int64(len(s.files)):
+		return s.files[i]
+	}
+	return ""
 }
 
 // langAssembler is DW_LANG_Mips_Assembler, which gas gives its units.
@@ -316,7 +357,9 @@ func (s *Scanner) ranges(e *diescan.DIE) [][2]uint64 {
 			out = append(out, r)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	if len(out) > 1 {
+		sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	}
 	return out
 }
 
@@ -396,9 +439,7 @@ func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 				rs = s.ranges(e)
 				oi := s.lookupOrigin(e)
 				site := InlineSite{Name: oi.name, Ranges: rs, Depth: depth + 1}
-				if cf := e.CallFile; cf >= 0 && int(cf) < len(s.files) {
-					site.CallFile = s.files[cf]
-				}
+				site.CallFile = s.file(e.CallFile)
 				site.CallLine = int(e.CallLine)
 				f.Inlines = append(f.Inlines, site)
 			}
@@ -430,21 +471,46 @@ func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *F
 			return
 		}
 		pieces = []Piece{{0, Everywhere, b}}
-	case e.HasLocList && e.LocListx:
-		if off, ok := s.locs.loclistx(e.LocList); ok {
-			pieces = s.locs.list(off)
-		}
 	case e.HasLocList:
-		pieces = s.locs.list(int64(e.LocList))
 	default:
 		return
 	}
-	if f == nil || len(pieces) == 0 {
+	if f == nil {
 		return
 	}
 	oi := s.lookupOrigin(e)
-	if oi.typ == 0 {
+	if oi.typ == 0 || !s.typed(oi.typ) {
+		return
+	}
+	switch {
+	case pieces != nil:
+	case e.LocListx:
+		if off, ok := s.locs.loclistx(e.LocList); ok {
+			pieces = s.locs.list(off)
+		}
+	default:
+		pieces = s.locs.list(int64(e.LocList))
+	}
+	if len(pieces) == 0 {
 		return
 	}
 	f.Vars = append(f.Vars, Variable{Name: oi.name, Type: oi.typ, Depth: depth, Scope: scope, Pieces: pieces})
+}
+
+// typed says whether a variable of type off can type a memory access:
+// a struct, union or array, or a pointer to one (or to a pointer).
+// Tracking uses no other; most locals are integers, and their location
+// lists were half of those read.
+func (s *Scanner) typed(off dwarf.Offset) bool {
+	t := s.ts.Get(off)
+	if t == nil {
+		return false
+	}
+	switch t.Kind {
+	case members.Struct, members.Union, members.Array:
+		return true
+	case members.Ptr:
+		return members.Useful(s.ts.Pointee(t))
+	}
+	return false
 }

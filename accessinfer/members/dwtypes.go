@@ -3,6 +3,7 @@ package members
 import (
 	"debug/dwarf"
 	"sort"
+	"unsafe"
 
 	"github.com/klasy/klasy/dwarfmap/diescan"
 )
@@ -78,7 +79,15 @@ type Types struct {
 	cur     *diescan.Unit
 	abbrevs diescan.Abbrevs
 	cache   map[dwarf.Offset]*Type
-	mbuf    []Member // members' buffer
+	names   NameCache
+	// recent holds cache's entries last asked for, by offset modulo
+	// its size: most lookups find their type there without hashing
+	// into the large map.
+	recent [4096]struct {
+		off dwarf.Offset
+		t   *Type
+	}
+	mbuf []Member // members' buffer
 }
 
 // NewTypes reads types from the sections secs, whose units are units
@@ -124,11 +133,16 @@ func (ts *Types) Get(off dwarf.Offset) *Type {
 	if off == 0 {
 		return nil
 	}
-	if t, ok := ts.cache[off]; ok {
-		return t
+	r := &ts.recent[uint32(off)%uint32(len(ts.recent))]
+	if r.off == off {
+		return r.t
 	}
-	t := ts.read(off, "", 0)
-	ts.cache[off] = t
+	t, ok := ts.cache[off]
+	if !ok {
+		t = ts.read(off, "", 0)
+		ts.cache[off] = t
+	}
+	r.off, r.t = off, t
 	return t
 }
 
@@ -147,7 +161,7 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		// it: atomic_long_t is a typedef of atomic64_t, the typedef of
 		// an anonymous struct, whose accesses are atomic64_t's.
 		if len(e.Name) > 0 {
-			typedef = string(e.Name)
+			typedef = ts.str(e.Name)
 		}
 		fallthrough
 	case dwarf.TagConstType, dwarf.TagVolatileType, dwarf.TagRestrictType, dwarf.TagAtomicType:
@@ -159,6 +173,9 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		}
 		t := ts.read(next, typedef, depth+1)
 		ts.cache[next] = t
+		if r := &ts.recent[uint32(next)%uint32(len(ts.recent))]; r.off == next {
+			r.t = t
+		}
 		return t
 	}
 	t := &Type{off: off}
@@ -171,7 +188,7 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		if e.Tag == dwarf.TagUnionType {
 			t.Kind = Union
 		}
-		t.Name = string(e.Name)
+		t.Name = ts.str(e.Name)
 		if t.Name == "" {
 			t.anon, t.Name = true, typedef
 		}
@@ -212,6 +229,35 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 	return t
 }
 
+// str returns a name as a string (names.Str).
+func (ts *Types) str(b []byte) string { return ts.names.Str(b) }
+
+// NameCache turns DIE names, slices of .debug_str (whose strings the
+// linker merged: every unit's copy of a struct names its members with
+// the same bytes) or .debug_info, into strings: one string for the
+// names found in it by where they start, in a table indexed by a hash
+// of that, the name last there kept. No map: looking names up in one
+// holding every name cost more than making the strings.
+type NameCache struct {
+	slots [1 << 14]struct {
+		at uintptr
+		s  string
+	}
+}
+
+// Str returns b as a string.
+func (c *NameCache) Str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	e := &c.slots[(uint64(at)*0x9e3779b97f4a7c15)>>(64-14)]
+	if e.at != at || len(e.s) != len(b) {
+		e.at, e.s = at, string(b)
+	}
+	return e.s
+}
+
 // members reads the member DIEs following a struct's DIE.
 func (ts *Types) members(size int64) []Member {
 	ms := ts.mbuf[:0]
@@ -224,7 +270,7 @@ func (ts *Types) members(size int64) []Member {
 	for ts.cur.NextType(&c) {
 		if c.Tag == dwarf.TagMember {
 			m := Member{}
-			m.Name = string(c.Name)
+			m.Name = ts.str(c.Name)
 			m.Type = dwarf.Offset(c.Type)
 			m.off = c.MemberLoc
 			m.bitOff = m.off * 8

@@ -131,6 +131,11 @@ func (ts *Types) walk(t *Type, a Use, outer *Type, outerBit int64, depth int) []
 	var cands []*Member
 	for i := range t.members {
 		m := &t.members[i]
+		if m.BitSize == 0 && m.off >= a.Off+a.N {
+			// Past the access whatever its size (the tests below
+			// skip it): its type need not be read for that.
+			continue
+		}
 		lo, hi := ts.span(m)
 		if hi <= lo {
 			// A zero-size member: a marker (sk_buff's __cloned_offset[0])
@@ -270,7 +275,7 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 		if m.Name == "" || a.Indexed {
 			return nil
 		}
-		return []Chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
+		return chainOf(ts.hopOf(outer, m, outerBit, lo, hi))
 	}
 	inner := a.sub(m.off)
 	if el := ts.scalarElem(mt, 0); el > 0 && len(t.members) == 1 && a.Load && a.N > el && (a.Off > lo || a.Off+a.N < hi) {
@@ -311,12 +316,12 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 			// The whole member (a struct copy), or its address, or a
 			// piece of a copy of it: the plugin records the member, not
 			// what is inside.
-			return []Chain{{h}}
+			return chainOf(h)
 		}
 		inner.nested = true
 		cs := ts.walk(mt, inner, nil, 0, depth+1)
 		if len(cs) == 0 {
-			return []Chain{{h}}
+			return chainOf(h)
 		}
 		out := make([]Chain, len(cs))
 		for i, c := range cs {
@@ -340,12 +345,12 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 			return nil
 		}
 		if a.Indexed || a.copies(lo, hi) || el == nil || el.Size <= 0 || (el.Kind != Struct && el.Kind != Union) {
-			return []Chain{{h}}
+			return chainOf(h)
 		}
 		// An element of an array of structs: where in the element.
 		in := inner.Off % el.Size
 		if in+inner.N > el.Size || (a.Addr && in == 0) {
-			return []Chain{{h}}
+			return chainOf(h)
 		}
 		e := inner
 		e.Bits = e.Bits.shift((inner.Off - in) * 8)
@@ -363,7 +368,18 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 	if m.Name == "" {
 		return nil
 	}
-	return []Chain{{ts.hopOf(outer, m, outerBit, lo, hi)}}
+	return chainOf(ts.hopOf(outer, m, outerBit, lo, hi))
+}
+
+// chainOf is the one chain of hop h, in one allocation (two for the
+// literal []Chain{{h}}: the commonest result).
+func chainOf(h Hop) []Chain {
+	p := &struct {
+		c [1]Chain
+		h [1]Hop
+	}{h: [1]Hop{h}}
+	p.c[0] = p.h[:]
+	return p.c[:]
 }
 
 // scalarElem is the size of the widest element of t when t is an array

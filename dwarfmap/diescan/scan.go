@@ -739,6 +739,44 @@ func (s *Unit) Err() error { return s.r.Err() }
 // Seek moves the scan to the DIE at off in .debug_info (in the unit).
 func (s *Unit) Seek(off uint64) { s.r.Seek(int(off)) }
 
+// UnitAttrs are the attributes of a unit DIE the scan does not keep
+// in a DIE.
+type UnitAttrs struct {
+	StmtList     int64 // DW_AT_stmt_list, -1 if absent
+	Language     int64
+	AddrBase     uint64 // DWARF 5's bases
+	LoclistsBase uint64
+}
+
+// UnitAttrs reads them from the unit DIE (after UnitDIE, which sets
+// the bases its attributes may need), then goes back to where the scan
+// was: Next does not decode them, once a unit.
+func (s *Unit) UnitAttrs() UnitAttrs {
+	r := &s.r
+	back := r.Offset()
+	defer r.Seek(back)
+	ua := UnitAttrs{StmtList: -1}
+	r.Seek(int(s.first))
+	a := s.abbrevOf(s.first)
+	if a == nil {
+		return ua
+	}
+	for _, at := range a.attrs {
+		v := s.readAttr(at.form, at.ic)
+		switch at.attr {
+		case dwarf.AttrStmtList:
+			ua.StmtList = int64(v.u)
+		case dwarf.AttrLanguage:
+			ua.Language = int64(v.u)
+		case dwarf.AttrAddrBase:
+			ua.AddrBase = v.u
+		case dwarf.AttrLoclistsBase:
+			ua.LoclistsBase = v.u
+		}
+	}
+	return ua
+}
+
 // UnitDIE reads the unit's first DIE into d. The string, address and
 // range list bases it sets (DWARF 5) then apply to the unit's attributes,
 // its own included (it is read again with them), and its low_pc becomes
