@@ -62,8 +62,9 @@ import (
 // of adjacent members whose compares GCC merged into one, which the
 // plugin cannot record (GCC folds them into a BIT_FIELD_REF),
 // is confirmed by the source instead when the source text names the
-// member (->m or .m) at one of the instruction's own rows or call sites
-// (SourceConfirmed).
+// member (->m or .m, or a macro the headers define as a path ending in
+// it: sk->sk_reuseport) at one of the instruction's own rows or call
+// sites (SourceConfirmed).
 //
 //   - precision: the share of inferred accesses (instruction, member)
 //     that agree with some plugin record;
@@ -490,8 +491,15 @@ func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, st
 // holding it (linesOf, strict).
 func (c *comparer) sourceNames(a *accessinfer.Access) bool {
 	for _, l := range c.linesOf(a, true) {
-		if namesMember(c.src.line(c.b.Index().File(uint32(l[0])), l[1]), a.Member) {
+		text := c.src.line(c.b.Index().File(uint32(l[0])), l[1])
+		if namesMember(text, a.Member) {
 			return true
+		}
+		// A macro standing for the member's path (sk->sk_reuseport).
+		for _, m := range c.src.aliases(a.Member) {
+			if namesMember(text, m) {
+				return true
+			}
 		}
 	}
 	return false
@@ -597,7 +605,7 @@ func PrintScores(w io.Writer, scores []Score) {
 		}
 		fmt.Fprintf(w, "%-12s %9d %9d %7d %8.2f%% %7.2f%% %7.2f%% %9d %9d %9d %7.2f%%\n", name, s.Inferred, s.Confirmed, s.SourceConfirmed, 100*s.Precision, 100*s.StrictPrecision, 100*s.PrecisionOther, s.Records, s.Reachable, s.Found, 100*s.Recall)
 	}
-	fmt.Fprintln(w, "by-src: a test of a bitfield's bits against a constant, or of adjacent members' compares GCC merged into one (c->x86 == 6 && c->x86_model == 1), which the plugin cannot record (TestPluginMissesBitfieldTests, TestPluginMissesMergedCompares), whose member the source names (->m or .m) at the instruction's own line rows or inlined call sites: counted as confirmed.")
+	fmt.Fprintln(w, "by-src: a test of a bitfield's bits against a constant, or of adjacent members' compares GCC merged into one (c->x86 == 6 && c->x86_model == 1), which the plugin cannot record (TestPluginMissesBitfieldTests, TestPluginMissesMergedCompares), whose member the source names (->m or .m, or a macro standing for its path: sk->sk_reuseport) at the instruction's own line rows or inlined call sites: counted as confirmed.")
 	if tot := scores[len(scores)-1]; tot.ByHelper > 0 {
 		fmt.Fprintf(w, "by-helper: %d of the confirmed only through a helper the source calls at the instruction's rows or call sites, inlined elsewhere in the image, whose copy here DWARF lost with its rows (hstate_file(f)'s file_inode(f)), the plugin recording the member through the helper's parameter.\n", tot.ByHelper)
 	}

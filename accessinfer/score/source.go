@@ -2,8 +2,12 @@ package score
 
 import (
 	"bytes"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
 )
 
 // sourceLines reads the kernel's source files, for the accesses the
@@ -12,6 +16,11 @@ import (
 type sourceLines struct {
 	dir   string
 	files map[string][][]byte
+	// alias: the object-like macros the headers define as a member
+	// path ending in a member (#define sk_reuseport
+	// __sk_common.skc_reuseport), by that member; read once.
+	alias     map[string][]string
+	aliasOnce sync.Once
 }
 
 // line is line n (1-based) of file name (relative to the source tree,
@@ -91,4 +100,37 @@ func calledNames(text []byte) []string {
 		i = j
 	}
 	return out
+}
+
+// memberMacro is a macro whose body is a member path: "name a.b" or
+// "name a->b".
+var memberMacro = regexp.MustCompile(`^#\s*define\s+([A-Za-z_]\w*)\s+[A-Za-z_][\w.>-]*(?:\.|->)([A-Za-z_]\w*)\s*(?:/\*.*)?$`)
+
+// aliases are the macros the source tree's headers (include/, arch/*/
+// include/) define as a member path ending in member m.
+func (s *sourceLines) aliases(m string) []string {
+	if s == nil || s.dir == "" {
+		return nil
+	}
+	s.aliasOnce.Do(func() {
+		s.alias = map[string][]string{}
+		for _, root := range []string{"include", "arch/x86/include"} {
+			filepath.WalkDir(filepath.Join(s.dir, root), func(p string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() || !strings.HasSuffix(p, ".h") {
+					return nil
+				}
+				b, err := os.ReadFile(p)
+				if err != nil || !bytes.Contains(b, []byte("define")) {
+					return nil
+				}
+				for _, l := range bytes.Split(b, []byte("\n")) {
+					if g := memberMacro.FindSubmatch(bytes.TrimSpace(l)); g != nil {
+						s.alias[string(g[2])] = append(s.alias[string(g[2])], string(g[1]))
+					}
+				}
+				return nil
+			})
+		}
+	})
+	return s.alias[m]
 }

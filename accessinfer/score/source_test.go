@@ -22,3 +22,27 @@ func TestCalledNames(t *testing.T) {
 		}
 	}
 }
+
+func TestMemberMacro(t *testing.T) {
+	for _, tc := range []struct {
+		line          string
+		macro, member string
+	}{
+		{"#define sk_reuseport\t\t__sk_common.skc_reuseport", "sk_reuseport", "skc_reuseport"},
+		{"#define inet_daddr\t\tsk.__sk_common.skc_daddr /* comment */", "inet_daddr", "skc_daddr"},
+		{"#define tw_dport\t\t__tw_common.skc_dport", "tw_dport", "skc_dport"},
+		{"#define p_dev p->dev", "p_dev", "dev"},
+		{"#define f(x) (x)->m", "", ""},
+		{"#define BIT 0x10", "", ""},
+		{"#define NAME other_name", "", ""},
+	} {
+		g := memberMacro.FindStringSubmatch(tc.line)
+		var macro, member string
+		if g != nil {
+			macro, member = g[1], g[2]
+		}
+		if macro != tc.macro || member != tc.member {
+			t.Errorf("%q: macro %q member %q, want %q %q", tc.line, macro, member, tc.macro, tc.member)
+		}
+	}
+}
