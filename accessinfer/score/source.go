@@ -106,7 +106,7 @@ func calledNames(text []byte) []string {
 // "name a->b".
 var memberMacro = regexp.MustCompile(`^#\s*define\s+([A-Za-z_]\w*)\s+[A-Za-z_][\w.>-]*(?:\.|->)([A-Za-z_]\w*)\s*(?:/\*.*)?$`)
 
-// aliases are the macros the source tree's headers (include/, arch/*/
+// aliases are the macros the source tree's headers (include/, arch/x86/
 // include/) define as a member path ending in member m.
 func (s *sourceLines) aliases(m string) []string {
 	if s == nil || s.dir == "" {
