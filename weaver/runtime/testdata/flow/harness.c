@@ -57,6 +57,7 @@
 #include <time.h>
 
 #include "harness.h"
+#include "../unit/script.h"
 
 static void die(const char *what)
 {
@@ -83,7 +84,6 @@ static struct klasy_flow *flows[MAX_NAMES];
 static int nflows;
 static struct klasy_flow *cur;
 
-static int line_no;
 static int last_saw;
 int klasy_user_flow;
 
@@ -98,20 +98,6 @@ void klasy_user_after_inc(void)
 		return;
 	between = NULL;
 	*v = (u32)klasy_flow_new_id();
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("line %d: ", line_no);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	exit(1);
 }
 
 static void *obj(const char *name)
@@ -293,21 +279,14 @@ static void need(struct klasy_flow *f)
 
 static int script(void)
 {
-	char line[1024], *args[16], *tok, *save;
+	char line[1024], *args[SCRIPT_ARGS];
 	int nargs, i;
 
 	while (fgets(line, sizeof(line), stdin)) {
 		line_no++;
-		if (strchr(line, '#'))
-			*strchr(line, '#') = '\0';
-		nargs = 0;
-		for (tok = strtok_r(line, " \t\r\n", &save); tok && nargs < 16;
-		     tok = strtok_r(NULL, " \t\r\n", &save))
-			args[nargs++] = tok;
+		nargs = script_args(line, args);
 		if (!nargs)
 			continue;
-		for (i = nargs; i < 16; i++)
-			args[i] = NULL;
 		char *op = args[0];
 
 		if (!strcmp(op, "domain")) {

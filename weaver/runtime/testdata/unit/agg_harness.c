@@ -120,7 +120,7 @@ int main(void)
 	struct klasy_map map = { .tasks = slots };
 	struct klasy_map_desc desc = { .name = "t", .map = &map };
 	struct klasy_aspect aspect = { 0 };
-	char line[1024], *args[16], *tok, *save;
+	char line[1024], *args[SCRIPT_ARGS];
 	int nargs, i;
 
 	for (i = 0; i < 9; i++) {
@@ -132,16 +132,9 @@ int main(void)
 	klasy_hit.sp = 0x10000 + THREAD_SIZE - 1024;
 	while (fgets(line, sizeof(line), stdin)) {
 		line_no++;
-		if (strchr(line, '#'))
-			*strchr(line, '#') = '\0';
-		nargs = 0;
-		for (tok = strtok_r(line, " \t\r\n", &save); tok && nargs < 16;
-		     tok = strtok_r(NULL, " \t\r\n", &save))
-			args[nargs++] = tok;
+		nargs = script_args(line, args);
 		if (!nargs)
 			continue;
-		for (i = nargs; i < 16; i++)
-			args[i] = NULL;
 		if (!strcmp(args[0], "task")) {
 			u64 n = script_num(args[1]);
 

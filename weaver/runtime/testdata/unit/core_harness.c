@@ -212,7 +212,7 @@ static int replace(const char *spec)
 
 int main(void)
 {
-	char line[1024], *args[16], *tok, *save;
+	char line[1024], *args[SCRIPT_ARGS];
 	struct task_struct task = { .pid = 42, .comm = "unit" };
 	struct file file = { 0 };
 	static char ubuf[1 << 16];
@@ -225,16 +225,9 @@ int main(void)
 	file.private_data = (void *)(unsigned long)ktime_get_mono_fast_ns();
 	while (fgets(line, sizeof(line), stdin)) {
 		line_no++;
-		if (strchr(line, '#'))
-			*strchr(line, '#') = '\0';
-		nargs = 0;
-		for (tok = strtok_r(line, " \t\r\n", &save); tok && nargs < 16;
-		     tok = strtok_r(NULL, " \t\r\n", &save))
-			args[nargs++] = tok;
+		nargs = script_args(line, args);
 		if (!nargs)
 			continue;
-		for (i = nargs; i < 16; i++)
-			args[i] = NULL;
 		if (!strcmp(args[0], "buffer")) {
 			buffers(num(args[1]));
 		} else if (!strcmp(args[0], "cpu")) {

@@ -9,6 +9,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* The most words a script line has; args beyond them are NULL. */
+#define SCRIPT_ARGS 16
 
 /* The script's line being run, for fail's messages. */
 static int line_no;
@@ -39,6 +43,25 @@ static inline unsigned long long script_num(const char *s)
 	if (!*s || *end)
 		fail("%s: not a number", s);
 	return v;
+}
+
+/*
+ * Splits line, a '#' starting a comment, into at most SCRIPT_ARGS
+ * words in args, the rest NULL; returns how many.
+ */
+static inline int script_args(char *line, char *args[SCRIPT_ARGS])
+{
+	char *tok, *save;
+	int nargs = 0, i;
+
+	if (strchr(line, '#'))
+		*strchr(line, '#') = '\0';
+	for (tok = strtok_r(line, " \t\r\n", &save); tok && nargs < SCRIPT_ARGS;
+	     tok = strtok_r(NULL, " \t\r\n", &save))
+		args[nargs++] = tok;
+	for (i = nargs; i < SCRIPT_ARGS; i++)
+		args[i] = NULL;
+	return nargs;
 }
 
 #endif

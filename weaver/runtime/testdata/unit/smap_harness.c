@@ -235,7 +235,7 @@ int main(void)
 	static const u32 sizes[] = { 0, 100 };
 	struct klasy_aspect aspect = { .name = "t", .nsmaps = 2, .smap_names = names, .smap_sizes = sizes };
 	struct klasy_smap_bucket *holding = NULL;
-	char line[1024], *args[16], *tok, *save;
+	char line[1024], *args[SCRIPT_ARGS];
 	struct klasy_key k;
 	int nargs, i;
 
@@ -243,16 +243,9 @@ int main(void)
 		fail("klasy_smap_alloc failed");
 	while (fgets(line, sizeof(line), stdin)) {
 		line_no++;
-		if (strchr(line, '#'))
-			*strchr(line, '#') = '\0';
-		nargs = 0;
-		for (tok = strtok_r(line, " \t\r\n", &save); tok && nargs < 16;
-		     tok = strtok_r(NULL, " \t\r\n", &save))
-			args[nargs++] = tok;
+		nargs = script_args(line, args);
 		if (!nargs)
 			continue;
-		for (i = nargs; i < 16; i++)
-			args[i] = NULL;
 		if (!strcmp(args[0], "set")) {
 			if (nargs < 4)
 				fail("set MAP V KEY...");
