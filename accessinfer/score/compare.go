@@ -130,7 +130,6 @@ type comparer struct {
 	// the function named (v), wherever its code went.
 	helperIn map[hostVarKey]uint8
 	inl      map[string]bool // inlined, by function name
-	byHelper []bool          // confirmAll's accesses confirmed by helperConfirmed only
 }
 
 type hostKey struct {
@@ -353,10 +352,11 @@ func (c *comparer) confirmed(a *accessinfer.Access) (ok, strictOK bool) {
 }
 
 // confirmAll says which of accs (by PC, as Result has them) the
-// plugin confirms, by all the rules of Score and by the strict ones.
-func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict []bool) {
+// plugin confirms, by all the rules of Score and by the strict ones,
+// and which only by helperConfirmed (Score.ByHelper).
+func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict, byHelper []bool) {
 	ok, strict = make([]bool, len(accs)), make([]bool, len(accs))
-	c.byHelper = make([]bool, len(accs))
+	byHelper = make([]bool, len(accs))
 	for i := range accs {
 		ok[i], strict[i] = c.confirmed(&accs[i])
 	}
@@ -380,11 +380,11 @@ func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict []bool) {
 		out[i] = c.outerConfirmed(a, innerOK) || c.movedConfirmed(a) || c.neighbourConfirmed(a)
 		if !out[i] && c.helperConfirmed(a) {
 			out[i] = true
-			c.byHelper[i] = true
+			byHelper[i] = true
 		}
 		outStrict[i] = strict[i] || c.outerConfirmed(a, innerStrict)
 	}
-	return out, outStrict
+	return out, outStrict, byHelper
 }
 
 // Compare measures res against the plugin's table t of the same image,
@@ -409,14 +409,14 @@ func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, st
 	}
 	// Precision, and the inferred accesses by line for recall.
 	found := map[recKey]uint8{} // kinds (1<<MemKind)
-	okAll, strictAll := c.confirmAll(res.Accesses)
+	okAll, strictAll, byHelper := c.confirmAll(res.Accesses)
 	for i := range res.Accesses {
 		a := &res.Accesses[i]
 		for _, l := range c.linesOf(a, false) {
 			found[recKey{uint32(l[0]), l[1], a.Struct, a.Member}] |= 1 << a.Kind
 		}
 		ok, strictOK := okAll[i], strictAll[i]
-		bySrc := !ok && a.BitTest && c.sourceNames(a)
+		bySrc := !ok && c.sourceConfirmed(a)
 		add(a.Struct, func(s *Score) {
 			s.Inferred++
 			if !ok && a.BitTest {
@@ -424,7 +424,7 @@ func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, st
 			}
 			if ok {
 				s.Confirmed++
-				if c.byHelper[i] {
+				if byHelper[i] {
 					s.ByHelper++
 				}
 			} else if bySrc {
@@ -484,6 +484,12 @@ func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, st
 		}
 	}
 	return scores
+}
+
+// sourceConfirmed says whether a is a bitfield test the plugin cannot
+// record whose member the source names there (Score.SourceConfirmed).
+func (c *comparer) sourceConfirmed(a *accessinfer.Access) bool {
+	return a.BitTest && c.sourceNames(a)
 }
 
 // sourceNames says whether the source names a's member at one of the

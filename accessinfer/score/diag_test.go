@@ -68,9 +68,9 @@ func writeDiag(t testing.TB, b *dwarfmap.Batch, res *accessinfer.Result, tab *de
 	// Compare counts them.
 	c.src = &sourceLines{dir: builtSource(), files: map[string][][]byte{}}
 	confirmAll := func(accs []accessinfer.Access) ([]bool, []bool) {
-		ok, strict := c.confirmAll(accs)
+		ok, strict, _ := c.confirmAll(accs)
 		for i := range accs {
-			ok[i] = ok[i] || (accs[i].BitTest && c.sourceNames(&accs[i]))
+			ok[i] = ok[i] || c.sourceConfirmed(&accs[i])
 		}
 		return ok, strict
 	}

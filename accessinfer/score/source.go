@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 )
 
 // sourceLines reads the kernel's source files, for the accesses the
@@ -19,8 +18,7 @@ type sourceLines struct {
 	// alias: the object-like macros the headers define as a member
 	// path ending in a member (#define sk_reuseport
 	// __sk_common.skc_reuseport), by that member; read once.
-	alias     map[string][]string
-	aliasOnce sync.Once
+	alias map[string][]string
 }
 
 // line is line n (1-based) of file name (relative to the source tree,
@@ -112,7 +110,7 @@ func (s *sourceLines) aliases(m string) []string {
 	if s == nil || s.dir == "" {
 		return nil
 	}
-	s.aliasOnce.Do(func() {
+	if s.alias == nil {
 		s.alias = map[string][]string{}
 		for _, root := range []string{"include", "arch/x86/include"} {
 			filepath.WalkDir(filepath.Join(s.dir, root), func(p string, d fs.DirEntry, err error) error {
@@ -131,6 +129,6 @@ func (s *sourceLines) aliases(m string) []string {
 				return nil
 			})
 		}
-	})
+	}
 	return s.alias[m]
 }
