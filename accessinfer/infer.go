@@ -325,6 +325,11 @@ func (w *worker) function(f *dwscan.Function) (accs []Access, counts [2]int) {
 		decoded[i] = buf[at:len(buf):len(buf)]
 	}
 	ft.insns = buf
+	ft.pcs = ft.pcs[:0]
+	for k := range buf {
+		ft.pcs = append(ft.pcs, buf[k].PC)
+	}
+	ft.copies = grow(ft.copies, len(buf))
 	ft.g = x86code.FuncGraphInto(&ft.graph, f.Entry, ranges, decoded, patched)
 	counts[0] = len(ft.insns)
 	ft.buildFacts()
@@ -349,8 +354,15 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	succs, preds := ft.arcs.Succs, ft.arcs.Preds
 	rng := grow(ft.rng, nb)
 	ft.rng = rng
+	ft.blockOf = grow(ft.blockOf, len(ft.insns))
+	for i := range ft.blockOf {
+		ft.blockOf[i] = -1
+	}
 	for i := range g.Blocks {
 		rng[i][0], rng[i][1] = ft.blockInsns(&g.Blocks[i])
+		for k := rng[i][0]; k < rng[i][1]; k++ {
+			ft.blockOf[k] = int32(i)
+		}
 	}
 	// Reverse post-order from the entry, then the blocks no known arc
 	// reaches (after indirect jumps) in address order.
@@ -583,6 +595,11 @@ func (ft *fnTrack) callsAt(i int) []CallSite {
 	if len(ks) == 0 {
 		return nil
 	}
+	// The instructions of one inlined copy, one after the other, share
+	// their call sites (no one changes an access's Calls).
+	if ft.lastCalls != nil && slices.Equal(ks, ft.lastSites) {
+		return ft.lastCalls
+	}
 	// Sorted by a copy of ks: a less function over out's positions
 	// would read ks at positions out has already moved away from.
 	byDepth := slices.Clone(ks)
@@ -594,6 +611,7 @@ func (ft *fnTrack) callsAt(i int) []CallSite {
 		s := &ft.f.Inlines[k]
 		out = append(out, CallSite{Func: s.Name, File: s.CallFile, Line: s.CallLine})
 	}
+	ft.lastSites, ft.lastCalls = append(ft.lastSites[:0], ks...), out
 	return out
 }
 

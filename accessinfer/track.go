@@ -213,12 +213,22 @@ type fnTrack struct {
 	sitesAt    [][]int32
 	siteCounts []int32
 	sitePool   []int32
-	applied    []appliedFacts
+	// callsAt's last answer, and the copies it was for.
+	lastSites []int32
+	lastCalls []CallSite
+	applied   []appliedFacts
 	// memAt[i] is instruction i's entry in looked, -1 if it has no
 	// memory operand.
 	memAt  []int32
 	looked []lookEntry
 	objs   []stackObj
+	// pcs are the instructions' addresses (insnIndex searches them, 8
+	// bytes apart, not the instructions); blockOf[i] is the block
+	// holding instruction i; copies[i] caches copyAt(i): 0 not known
+	// yet, 1 no, 2 yes.
+	pcs     []uint64
+	blockOf []int32
+	copies  []int8
 	// named are the struct types the function names through a pointer
 	// (its variables', its inlined copies' parameters'), worked out at
 	// the first access that asks.
@@ -226,7 +236,8 @@ type fnTrack struct {
 }
 
 func (ft *fnTrack) insnIndex(pc uint64) int {
-	return sort.Search(len(ft.insns), func(i int) bool { return ft.insns[i].PC >= pc })
+	i, _ := slices.BinarySearch(ft.pcs, pc)
+	return i
 }
 
 // buildFacts turns the variables' locations into per-instruction facts.
@@ -234,6 +245,7 @@ func (ft *fnTrack) insnIndex(pc uint64) int {
 func (ft *fnTrack) reset(w *worker, f *dwscan.Function) {
 	ft.w, ft.f, ft.g = w, f, nil
 	ft.sitesBuilt = false
+	ft.lastCalls = nil
 	ft.named = nil
 	clear(ft.fs)
 	ft.fs = ft.fs[:0]
@@ -945,6 +957,20 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 // whose register is next read by a mov store of it (of the same width)
 // before anything else reads or writes it, or that store.
 func (ft *fnTrack) copyAt(i, end int) bool {
+	// The same for every state, and asked again by each memory
+	// instruction nearby (copySpan): worked out once.
+	if c := ft.copies[i]; c != 0 {
+		return c == 2
+	}
+	ok := ft.copyAtSlow(i, end)
+	ft.copies[i] = 1
+	if ok {
+		ft.copies[i] = 2
+	}
+	return ok
+}
+
+func (ft *fnTrack) copyAtSlow(i, end int) bool {
 	in := &ft.insns[i].Inst
 	if m, ok := in.Args[0].(x86asm.Mem); ok && in.Op == x86asm.PUSH && m.Base != x86asm.RSP {
 		return true // onto the stack: a struct passed by value, word by word
@@ -1163,6 +1189,9 @@ func memUses(m x86asm.Mem, ri int) bool {
 
 // blockStart is the first instruction of the block holding i.
 func (ft *fnTrack) blockStart(i int) int {
+	if i < len(ft.blockOf) && ft.blockOf[i] >= 0 {
+		return ft.rng[ft.blockOf[i]][0]
+	}
 	if b, ok := ft.g.Block(ft.insns[i].PC); ok {
 		return ft.insnIndex(ft.g.Blocks[b].Start)
 	}
