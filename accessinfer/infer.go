@@ -124,6 +124,28 @@ type worker struct {
 	img  *elfimage.Image
 	res  *elfimage.Reserved
 	ft   fnTrack // its buffers reused from one function to the next
+	// retTypes caches retPointee by callee.
+	retTypes map[uint64]*members.Type
+}
+
+// retPointee is the type a call to target returns a pointer to, nil
+// if none that tracking uses: worked out once per callee, not at every
+// call (and again in each round over a loop).
+func (w *worker) retPointee(target uint64) *members.Type {
+	if p, ok := w.retTypes[target]; ok {
+		return p
+	}
+	var p *members.Type
+	if t, ok := w.rets[target]; ok {
+		if q := w.ts.Pointee(w.ts.Get(t)); members.Useful(q) {
+			p = q
+		}
+	}
+	if w.retTypes == nil {
+		w.retTypes = map[uint64]*members.Type{}
+	}
+	w.retTypes[target] = p
+	return p
 }
 
 // Infer analyses the out-of-line functions of an image (a vmlinux, a
@@ -475,7 +497,9 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	// the end: growing each function's own left half behind as garbage.
 	accs := ft.accs[:0]
 	done := func() []Access {
-		slices.SortStableFunc(accs, byPC)
+		if !slices.IsSortedFunc(accs, byPC) {
+			slices.SortStableFunc(accs, byPC)
+		}
 		ft.accs = accs
 		if len(accs) == 0 {
 			return nil
@@ -543,8 +567,13 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	if converged {
 		// Each block last ran from the state an emitting pass would
 		// give it (no predecessor changed since), and look keeps the
-		// last result at each instruction: emitted from there.
-		for _, b := range order {
+		// last result at each instruction: emitted from there, in
+		// address order (each instruction's accesses together, as
+		// done's stable sort by address leaves them).
+		for b := range g.Blocks {
+			if pos[b] < 0 {
+				continue
+			}
 			for i := rng[b][0]; i < rng[b][1]; i++ {
 				if k := ft.memAt[i]; k >= 0 {
 					*memInsns++
@@ -813,10 +842,8 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 		}
 		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
 			target := uint64(int64(in.End()) + int64(rel))
-			if t, ok := ft.w.rets[target]; ok {
-				if p := ft.w.ts.Pointee(ft.w.ts.Get(t)); members.Useful(p) {
-					s.regs[0] = val{kind: vPtr, t: p, why: "ret"}
-				}
+			if p := ft.w.retPointee(target); p != nil {
+				s.regs[0] = val{kind: vPtr, t: p, why: "ret"}
 			}
 		}
 	case x86asm.XCHG:
@@ -883,7 +910,7 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 	}
 	for i := lo; i < hi; i++ {
 		inst := &ft.insns[i].Inst
-		acc, ok := x86code.Access(inst)
+		acc, ok := ft.access(i)
 		if !ok || acc.Kind == x86code.Addr || acc.Bytes <= 0 || acc.Bytes > 8 {
 			continue
 		}
@@ -926,7 +953,7 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 		for j := i + 1; j < hi && j < i+20; j++ {
 			nx := &ft.insns[j].Inst
 			// Stored back to the same place: a write of the changed bits.
-			if nacc, ok := x86code.Access(nx); ok && nacc.Kind == x86code.Store && regs.SameAddr(&ft.insns[i], &ft.insns[j], acc.Mem, nacc.Mem) && nx.Op == x86asm.MOV {
+			if nacc, ok := ft.access(j); ok && nacc.Kind == x86code.Store && regs.SameAddr(&ft.insns[i], &ft.insns[j], acc.Mem, nacc.Mem) && nx.Op == x86asm.MOV {
 				if sr, ok := nx.Args[1].(x86asm.Reg); ok {
 					if si, _, ok := regs.Index(sr); ok && si == ri && shift == 0 && (haveAnd || orMask != 0) {
 						changed := orMask

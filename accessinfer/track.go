@@ -303,6 +303,7 @@ func (ft *fnTrack) buildFacts() {
 	ft.applied = ft.applied[:n]
 	for i := range ft.applied {
 		ft.applied[i].done = false
+		ft.applied[i].from = -1
 		ft.applied[i].regs = ft.applied[i].regs[:0]
 	}
 	ft.memAt = grow(ft.memAt, n)
@@ -398,7 +399,11 @@ func (ft *fnTrack) apply(s *state, i int) {
 	if !ap.done {
 		ft.prepare(i)
 	}
-	for _, rv := range ap.regs {
+	rs := ap.regs
+	if ap.from >= 0 {
+		rs = ft.applied[ap.from].regs
+	}
+	for _, rv := range rs {
 		s.regs[rv.reg] = rv.v
 	}
 	if sp := s.regs[rsp]; sp.kind == vStack {
@@ -421,6 +426,8 @@ type regVal struct {
 type appliedFacts struct {
 	done bool
 	regs []regVal
+	// from >= 0: the same as instruction from's regs (not copied).
+	from int32
 }
 
 // prepare works out what DWARF's facts at instruction i set. An
@@ -431,9 +438,11 @@ func (ft *fnTrack) prepare(i int) {
 	ap.done = true
 	if i > 0 && ft.applied[i-1].done && slices.Equal(ft.facts[i-1], ft.facts[i]) {
 		// The same facts as the instruction before (a location covers
-		// a range): the same registers, their alternatives shared (no
-		// one changes a val's alts in place).
-		ap.regs = append(ap.regs, ft.applied[i-1].regs...)
+		// a range): the same registers, read from there.
+		ap.from = int32(i - 1)
+		if p := ft.applied[i-1].from; p >= 0 {
+			ap.from = p
+		}
 		return
 	}
 	for _, k := range ft.facts[i] {
@@ -648,6 +657,14 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip ma
 	e.cached = !r.obj.stack
 	e.key, e.r = key, r
 	return r, true
+}
+
+// access is x86code.Access of instruction i, worked out in buildFacts.
+func (ft *fnTrack) access(i int) (x86code.MemAccess, bool) {
+	if k := ft.memAt[i]; k >= 0 {
+		return ft.looked[k].acc, true
+	}
+	return x86code.MemAccess{}, false
 }
 
 // lookEntry caches look's work at one instruction.
@@ -938,7 +955,7 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 		// It is dereferenced before it is overwritten.
 		for j := i + 1; j < end && j < i+16; j++ {
 			nx := &ft.insns[j].Inst
-			if a, ok := x86code.Access(nx); ok && a.Kind != x86code.Addr {
+			if a, ok := ft.access(j); ok && a.Kind != x86code.Addr {
 				if bi, _, ok := regs.Index(a.Mem.Base); ok && bi == ri && a.Mem.Segment == 0 {
 					h.IsPtr = true
 					break
