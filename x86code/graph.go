@@ -169,28 +169,36 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 	g.Blocks = g.Blocks[:0]
 	for k, r := range rs {
 		var cur *GraphBlock
+		// The block's last instruction is copied into it (Last) once,
+		// when the block is closed, not at every instruction.
 		for i := range r.insns {
-			in := r.insns[i]
+			in := &r.insns[i]
 			if lead[at[k]+i] || cur == nil {
 				if cur != nil {
+					cur.Last = r.insns[i-1]
 					cur.close(in.PC, inCode, isStart, patched, &g.succs)
 				}
 				g.Blocks = append(g.Blocks, GraphBlock{Start: in.PC})
 				cur = &g.Blocks[len(g.Blocks)-1]
 			}
-			cur.Last = in
 			cur.End = in.End()
 			if i+1 < len(r.insns) && r.insns[i+1].PC != in.End() {
 				// A byte that does not decode ends the block.
+				cur.Last = *in
 				cur.close(0, inCode, isStart, patched, &g.succs)
 				cur = nil
 			}
 		}
 		if cur != nil {
+			cur.Last = r.insns[len(r.insns)-1]
 			cur.close(0, inCode, isStart, patched, &g.succs)
 		}
 	}
-	slices.SortFunc(g.Blocks, func(a, b GraphBlock) int { return cmp.Compare(a.Start, b.Start) })
+	// The ranges come by address, mostly: their blocks are in order.
+	byStart := func(a, b GraphBlock) int { return cmp.Compare(a.Start, b.Start) }
+	if !slices.IsSortedFunc(g.Blocks, byStart) {
+		slices.SortFunc(g.Blocks, byStart)
+	}
 	g.starts = g.starts[:0]
 	for i := range g.Blocks {
 		g.starts = append(g.starts, g.Blocks[i].Start)
