@@ -339,7 +339,8 @@ func (w *worker) function(f *dwscan.Function) (accs []Access, counts [2]int) {
 	}
 	// Decoded once, for the graph and for tracking, into the worker's
 	// buffer: the ranges one after the other.
-	decoded := make([][]x86code.Insn, len(ranges))
+	decoded := grow(ft.decoded, len(ranges))
+	ft.decoded = decoded
 	buf := ft.insns[:0]
 	for i, r := range ranges {
 		at := len(buf)
@@ -388,10 +389,13 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	}
 	// Reverse post-order from the entry, then the blocks no known arc
 	// reaches (after indirect jumps) in address order.
-	order := make([]int, 0, nb)
-	seen := make([]bool, nb)
+	rb := &ft.runBufs
+	order := rb.order[:0]
+	seen := grow(rb.seen, nb)
+	defer func() { rb.order, rb.seen = order, seen }()
 	if e, ok := g.Block(g.Entry); ok {
-		var post []int
+		post := rb.post[:0]
+		defer func() { rb.post = post }()
 		var dfs func(int)
 		dfs = func(b int) {
 			seen[b] = true
@@ -413,9 +417,10 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		}
 	}
 	entry, _ := g.Block(g.Entry)
-	outs := make([]*state, nb)
-	pats := make([]map[int]members.Bits, nb)
-	skips := make([]map[int]bool, nb)
+	outs := grow(rb.outs, nb)
+	pats := grow(rb.pats, nb)
+	skips := grow(rb.skips, nb)
+	rb.outs, rb.pats, rb.skips = outs, pats, skips
 	for _, b := range order {
 		pats[b], skips[b] = ft.bitPatterns(rng[b][0], rng[b][1])
 	}
@@ -478,7 +483,8 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	// In reverse post-order a block comes after all its predecessors
 	// unless an arc goes back (a loop) or it was reached by none: when
 	// none does, one pass sees every block's final state and emits.
-	pos := make([]int, nb)
+	pos := grow(rb.pos, nb)
+	rb.pos = pos
 	for i := range pos {
 		pos[i] = -1
 	}
@@ -519,7 +525,8 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		return s
 	}
 	if oneway {
-		uses = make([]int, nb)
+		uses = grow(rb.uses, nb)
+		rb.uses = uses
 		for _, b := range order {
 			for _, p := range preds[b] {
 				uses[p]++
@@ -533,7 +540,8 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	// A block none of whose predecessors' states changed since it ran
 	// would give the same state again: only the others run (the rounds
 	// are those of running every block, to the same states).
-	dirty := make([]bool, nb)
+	dirty := grow(rb.dirty, nb)
+	rb.dirty = dirty
 	for i := range dirty {
 		dirty[i] = true
 	}

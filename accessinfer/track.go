@@ -228,6 +228,8 @@ type fnTrack struct {
 	// yet, 1 no, 2 yes.
 	pcs     []uint64
 	blockOf []int32
+	decoded [][]x86code.Insn // function's, by range
+	runBufs runBufs
 	copies  []int8
 	// named are the struct types the function names through a pointer
 	// (its variables', its inlined copies' parameters'), worked out at
@@ -252,6 +254,16 @@ func (ft *fnTrack) reset(w *worker, f *dwscan.Function) {
 	ft.spans = ft.spans[:0]
 	clear(ft.objs)
 	ft.objs = ft.objs[:0]
+}
+
+// runBufs are run's arrays, by block, reused from one function to
+// the next.
+type runBufs struct {
+	order, post, pos, uses []int
+	seen, dirty            []bool
+	outs                   []*state
+	pats                   []map[int]members.Bits
+	skips                  []map[int]bool
 }
 
 // grow returns s with length n, reusing its array when it is large
