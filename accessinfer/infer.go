@@ -344,7 +344,7 @@ func (w *worker) function(f *dwscan.Function) (accs []Access, counts [2]int) {
 	buf := ft.insns[:0]
 	for i, r := range ranges {
 		at := len(buf)
-		buf = x86code.DecodeAppend(buf, r.Code, r.Addr)
+		buf = ft.dec.DecodeAppend(buf, r.Code, r.Addr)
 		decoded[i] = buf[at:len(buf):len(buf)]
 	}
 	ft.insns = buf

@@ -229,6 +229,7 @@ type fnTrack struct {
 	pcs     []uint64
 	blockOf []int32
 	decoded [][]x86code.Insn // function's, by range
+	dec     x86code.Decoder  // the worker's, its templates kept
 	runBufs runBufs
 	copies  []int8
 	// named are the struct types the function names through a pointer
