@@ -352,16 +352,12 @@ func (w *worker) function(f *dwscan.Function) (accs []Access, counts [2]int) {
 	for k := range buf {
 		ft.pcs = append(ft.pcs, buf[k].PC)
 	}
+	ft.indexTable(ranges)
 	ft.copies = grow(ft.copies, len(buf))
 	ft.g = x86code.FuncGraphInto(&ft.graph, f.Entry, ranges, decoded, patched)
 	counts[0] = len(ft.insns)
 	ft.buildFacts()
 	return ft.run(&counts[1]), counts
-}
-
-// blockInsns is the instruction index range [lo, hi) of block b.
-func (ft *fnTrack) blockInsns(b *x86code.GraphBlock) (int, int) {
-	return ft.insnIndex(b.Start), ft.insnIndex(b.End)
 }
 
 // run does the data flow to a fixed point, then one pass that emits.
@@ -382,7 +378,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		ft.blockOf[i] = -1
 	}
 	for i := range g.Blocks {
-		rng[i][0], rng[i][1] = ft.blockInsns(&g.Blocks[i])
+		rng[i][0], rng[i][1] = ft.insnIndex(g.Blocks[i].Start), ft.insnIndex(g.Blocks[i].End)
 		for k := rng[i][0]; k < rng[i][1]; k++ {
 			ft.blockOf[k] = int32(i)
 		}

@@ -227,6 +227,8 @@ type fnTrack struct {
 	// holding instruction i; copies[i] caches copyAt(i): 0 not known
 	// yet, 1 no, 2 yes.
 	pcs     []uint64
+	tab     []int32 // insnIndex(tabLo + x) is tab[x]
+	tabLo   uint64
 	blockOf []int32
 	decoded [][]x86code.Insn // function's, by range
 	dec     x86code.Decoder  // the worker's, its templates kept
@@ -238,9 +240,41 @@ type fnTrack struct {
 	named map[members.Key]bool
 }
 
+// insnIndex is the index of the first instruction at pc or after.
 func (ft *fnTrack) insnIndex(pc uint64) int {
+	if pc >= ft.tabLo && pc-ft.tabLo < uint64(len(ft.tab)) {
+		return int(ft.tab[pc-ft.tabLo])
+	}
 	i, _ := slices.BinarySearch(ft.pcs, pc)
 	return i
+}
+
+// indexTable readies insnIndex's table for the function's code in
+// ranges: an entry per byte from its first to its last (blocks, DWARF
+// locations and inlined copies ask for their bounds: a look-up each,
+// not a search), unless the ranges lie far apart (a .cold part).
+func (ft *fnTrack) indexTable(ranges []x86code.Range) {
+	ft.tab = ft.tab[:0]
+	if len(ranges) == 0 {
+		return
+	}
+	lo, hi, size := ranges[0].Addr, ranges[0].Addr, uint64(0)
+	for _, r := range ranges {
+		lo, hi = min(lo, r.Addr), max(hi, r.Addr+uint64(len(r.Code)))
+		size += uint64(len(r.Code))
+	}
+	if hi-lo > 2*size+64 {
+		return
+	}
+	ft.tabLo = lo
+	ft.tab = grow(ft.tab, int(hi-lo)+1)
+	k := 0
+	for x := range ft.tab {
+		for k < len(ft.pcs) && ft.pcs[k] < lo+uint64(x) {
+			k++
+		}
+		ft.tab[x] = int32(k)
+	}
 }
 
 // buildFacts turns the variables' locations into per-instruction facts.
