@@ -2,6 +2,7 @@ package x86code
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -265,8 +266,11 @@ func (s *shape) fits(inst *x86asm.Inst, b []byte) bool {
 func (d *Decoder) DecodeAppend(dst []Insn, code []byte, base uint64) []Insn {
 	for off := 0; off < len(code); {
 		pc := base + uint64(off)
-		dst = append(dst, Insn{PC: pc})
+		// One more place, not zeroed first: decodeInto writes all of it.
+		dst = slices.Grow(dst, 1)
+		dst = dst[:len(dst)+1]
 		in := &dst[len(dst)-1]
+		in.PC = pc
 		err := d.decodeInto(&in.Inst, code[off:])
 		if err != nil || in.Inst.Len == 0 {
 			dst = dst[:len(dst)-1]
