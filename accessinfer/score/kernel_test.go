@@ -172,6 +172,14 @@ func (kr kernelRun) report(tb testing.TB) {
 // build's 1.85-2.0 s in the same run (index + inference 2.9x the index;
 // the issue asks 2x); whole process, paired medians: 6.36 -> 4.63 s CPU
 // and 831 -> 622 MiB peak (Debian's vmlinux 9.69 -> 6.59 s, 1202 -> 1015
+// MiB). After the infertime4 branch's cuts on the instruction side
+// (x86code's Decoder from templates of instruction shapes, dense
+// address searches and tables, per-instruction caches of copyAt, DWARF
+// registers shared with the instruction before, per-worker callee
+// return types, buffers reused), the same accesses and table: inference
+// CPU 3.35-3.45 -> 2.81-2.95 s in three alternating runs of this bench
+// (the index 1.6-1.8 s); whole process, paired medians of Infer alone:
+// 4.49 -> 3.63 s CPU (Debian's vmlinux 5.67 -> 5.07 s, peak 1025 -> 990
 // MiB).
 func BenchmarkInferVsPlugin(b *testing.B) {
 	vmlinux := builtVmlinux(b)
