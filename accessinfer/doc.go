@@ -72,7 +72,9 @@
 // spans several members, an indexed access outside an array member, a
 // register two variables of different types share where both typings
 // fit different members, the offset-0 levels where it also points to a
-// struct they hold there (tp, sk: inet_csk(sk)->icsk_ack casts), a
+// struct they hold there (tp, sk: inet_csk(sk)->icsk_ack casts) or
+// where it was loaded from a global pointer (current_thread_info() is
+// current cast), a
 // scalar array in a member read wider than its element outside a copy
 // (io_kiocb_to_cmd()'s cast), a store into a struct in the frame (most are
 // its initializer, CONFIG_INIT_STACK_ALL_ZERO's zeroing or a copy into

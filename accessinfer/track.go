@@ -29,8 +29,11 @@ type val struct {
 	kind   vkind
 	t      *members.Type
 	k      int64
-	percpu bool   // vConst: a per-CPU offset was added (per_cpu_ptr, this_cpu_ptr)
-	why    string // where the type came from (provenance)
+	percpu bool // vConst: a per-CPU offset was added (per_cpu_ptr, this_cpu_ptr)
+	// deref: a vPtr loaded from a global or per-CPU pointer variable
+	// (current is current_task's value), not a variable's own value.
+	deref bool
+	why   string // where the type came from (provenance)
 	// alts are other typings of a vPtr that DWARF gives at once (a
 	// pointer and the container_of of it in one register).
 	alts []val
@@ -466,6 +469,7 @@ type object struct {
 	// indexed: an index register adds to the address.
 	indexed bool
 	gname   string
+	deref   bool // val.deref of the base
 }
 
 // objects resolves a memory operand in state s: one object, or one per
@@ -546,7 +550,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 	v := s.regs[bi]
 	switch v.kind {
 	case vPtr:
-		return object{t: v.t, off: v.k + m.Disp, why: v.why, reg: idxToDWARF[bi], base: -v.k}, true
+		return object{t: v.t, off: v.k + m.Disp, why: v.why, reg: idxToDWARF[bi], base: -v.k, deref: v.deref}, true
 	case vStack:
 		if m.Index != 0 {
 			return object{}, false
@@ -742,7 +746,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	// A pointer loaded from the object.
 	if t.Kind == members.Ptr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
 		if p := ts.Pointee(t); members.Useful(p) {
-			loaded = val{kind: vPtr, t: p, why: obj.why}
+			loaded = val{kind: vPtr, t: p, why: obj.why, deref: true}
 		}
 		return nil, loaded
 	}
@@ -794,6 +798,12 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	for _, p := range []string{"var ", "stack var ", "global ", "per-CPU "} {
 		a.Declared = a.Declared || strings.HasPrefix(obj.why, p)
 	}
+	// A pointer loaded from a global is typed by the global's declared
+	// pointee as a loaded member's is by the member's: the source may
+	// have cast it (current_thread_info() is (struct thread_info
+	// *)current, task_thread_info(current) &current->thread_info: the
+	// same instructions), so its offset-0 levels are not decided.
+	a.Declared = a.Declared && !obj.deref
 	if lo, hi, ok := ft.copySpan(i, end, false); ok {
 		if acc.Kind == x86code.Load && t.Kind == members.Struct && t.Size >= 24 && 4*(hi-lo) >= 3*t.Size && ft.storedToFrame(s, i, end) {
 			// Loads next to each other whose values go to the frame,

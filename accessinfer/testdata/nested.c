@@ -152,3 +152,33 @@ noinline void init_holder(struct holder *h)
 {
 	h->t = tmpl_init; /* want: holder.t:store */
 }
+
+/* A pointer loaded from a global pointer variable (the kernel's current,
+ * current_task's value): the source may cast it to its first member's
+ * type (current_thread_info() is (struct thread_info *)current), which
+ * compiles as task_thread_info(current)'s &current->thread_info does.
+ * The offset-0 level is not decided, the member below it is. */
+struct thr_info {
+	unsigned long flags;
+	unsigned int status;
+};
+
+struct task {
+	struct thr_info thread_info;
+	unsigned int state;
+	void *stack;
+};
+
+struct task *cur_task;
+
+#define cur_thread_info() ((struct thr_info *)cur_task)
+
+noinline unsigned int thread_status(void)
+{
+	return cur_thread_info()->status; /* want: thr_info.status:load */
+}
+
+noinline unsigned int task_state(void)
+{
+	return cur_task->state; /* want: task.state:load */
+}
