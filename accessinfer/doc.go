@@ -59,7 +59,12 @@
 //     pte_t.pte) is an access only inside an inlined copy of a helper
 //     that takes the wrapper; a partial load of a wrapper's byte array
 //     wider than its elements (guid_t.b, in6_addr.in6_u) is a cast or
-//     an inlined memcmp: none. The lea that starts an inlined memset's
+//     an inlined memcmp: none. A global's bytes that a parameter of
+//     the function points to, its value a constant in DWARF (GCC
+//     propagated &tk_core.timekeeper into tk_setup_internals' tk), are
+//     typed by the parameter: tk->shift and tk_core.timekeeper.shift
+//     are the same code, the plugin records the levels both share.
+//     The lea that starts an inlined memset's
 //     rep stos, 8 bytes past its start and rounded down, names only the
 //     members holding that start; the operand of lgdt, fxsave, xrstor
 //     and their kin is the address of the structure they move whole; a

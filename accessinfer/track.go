@@ -193,6 +193,31 @@ type stackObj struct {
 	ranges [][2]uint64
 }
 
+// constPtr is a pointer variable whose value DWARF gives as a constant
+// address over [lo, hi): GCC propagated it (tk_setup_internals(tk, ..)
+// called only with &tk_core.timekeeper).
+type constPtr struct {
+	addr   uint64
+	t      *members.Type
+	name   string
+	lo, hi uint64
+}
+
+// constVar finds the constant pointer variable in scope at pc whose
+// object holds address a. The source may name the bytes through it
+// (tk->xtime_sec) or through the global (tk_core.timekeeper.xtime_sec),
+// the same instructions: the plugin records the global's levels above
+// the variable's type only for the second. The variable's typing gives
+// the levels both readings share.
+func (ft *fnTrack) constVar(a, pc uint64) (object, bool) {
+	for _, c := range ft.consts {
+		if pc >= c.lo && pc < c.hi && a >= c.addr && a < c.addr+uint64(max(c.t.Size, 0)) {
+			return object{t: c.t, off: int64(a - c.addr), why: "var " + c.name, reg: -1}, true
+		}
+	}
+	return object{}, false
+}
+
 // fnTrack is one function under analysis.
 type fnTrack struct {
 	w      *worker
@@ -222,6 +247,7 @@ type fnTrack struct {
 	memAt  []int32
 	looked []lookEntry
 	objs   []stackObj
+	consts []constPtr
 	// named are the struct types the function names through a pointer
 	// (its variables', its inlined copies' parameters'), worked out at
 	// the first access that asks.
@@ -243,6 +269,8 @@ func (ft *fnTrack) reset(w *worker, f *dwscan.Function) {
 	ft.spans = ft.spans[:0]
 	clear(ft.objs)
 	ft.objs = ft.objs[:0]
+	clear(ft.consts)
+	ft.consts = ft.consts[:0]
 }
 
 // grow returns s with length n, reusing its array when it is large
@@ -332,7 +360,7 @@ func (ft *fnTrack) buildFacts() {
 		}
 		for _, p := range v.Pieces {
 			w := dwscan.Describe(p.Expr)
-			if w.Kind == dwscan.LocNone || w.Kind == dwscan.LocAddr {
+			if w.Kind == dwscan.LocNone || w.Kind == dwscan.LocAddr || (w.Kind == dwscan.LocConst && obj) {
 				continue
 			}
 			for _, sr := range scope {
@@ -341,6 +369,17 @@ func (ft *fnTrack) buildFacts() {
 					lo, hi = sr[0], sr[1]
 				}
 				if lo >= hi {
+					continue
+				}
+				if w.Kind == dwscan.LocConst {
+					if !v.Param || v.Depth != 0 {
+						// A local or an inlined copy's parameter: the
+						// function itself took the address (tk =
+						// &tk_core.timekeeper; read_seqcount_begin(&tk_core.seq)),
+						// which the plugin records.
+						continue
+					}
+					ft.consts = append(ft.consts, constPtr{addr: uint64(w.Off), t: pv.t, name: v.Name, lo: lo, hi: hi})
 					continue
 				}
 				if obj {
@@ -531,6 +570,9 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if !ok {
 			return object{}, false
 		}
+		if o, ok := ft.constVar(a, pc); ok && !indexed {
+			return o, true
+		}
 		t := ft.w.ts.Get(g.Type)
 		if indexed && (t == nil || t.Kind != members.Array) {
 			return object{}, false
@@ -569,6 +611,10 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		g, off, ok := gl.find(uint64(v.k+m.Disp), v.percpu)
 		if !ok {
 			return object{}, false
+		}
+		if o, ok := ft.constVar(uint64(v.k+m.Disp), pc); ok && !v.percpu {
+			o.reg, o.base = idxToDWARF[bi], int64(uint64(v.k+m.Disp)-uint64(o.off))-v.k
+			return o, true
 		}
 		why := "global "
 		if v.percpu {

@@ -182,3 +182,33 @@ noinline unsigned int task_state(void)
 {
 	return cur_task->state; /* want: task.state:load */
 }
+
+/* A static function whose pointer parameter is the same global's member
+ * at every call (tk_setup_internals(&tk_core.timekeeper, ..)): GCC
+ * propagates the constant, the parameter's location is the address
+ * and the code reads the global at RIP-relative addresses. The source
+ * names the member through the parameter (tk->shift), so the plugin
+ * records no level of the global above it; tk_core.timekeeper.shift
+ * would be the same code. */
+struct read_base {
+	long cycle_last;
+	long shift;
+};
+
+struct tk_core_t {
+	long seq;
+	struct read_base tkr;
+};
+
+struct tk_core_t tk_core_g;
+
+static noinline void setup_base(struct read_base *tkr, long shift)
+{
+	tkr->shift = shift; /* want: read_base.shift:store */
+}
+
+noinline void setup_all(long s)
+{
+	setup_base(&tk_core_g.tkr, s);
+	setup_base(&tk_core_g.tkr, s + 1);
+}
