@@ -77,7 +77,9 @@
 // spans several members, an indexed access outside an array member, a
 // register two variables of different types share where both typings
 // fit different members, the offset-0 levels where it also points to a
-// struct they hold there (tp, sk: inet_csk(sk)->icsk_ack casts) or
+// struct they hold there (tp, sk: inet_csk(sk)->icsk_ack casts), where
+// that struct holds at offset 0, two levels down or more, a class the
+// function has a pointer to (sk, with only tp in the register), or
 // where it was loaded from a global pointer (current_thread_info() is
 // current cast), a
 // scalar array in a member read wider than its element outside a copy

@@ -912,10 +912,33 @@ func (ft *fnTrack) trimHierarchy(cs []members.Chain) []members.Chain {
 			if j >= 2 && c[j].Container.NumMembers() >= 3 && ft.namesType(c[j].Container) {
 				k = j
 			}
+			if ft.namesBase(c[j].Container) {
+				k = j
+			}
 		}
 		cs[i] = c[k:]
 	}
 	return cs
+}
+
+// namesBase says whether t, a class of a hierarchy (three members or
+// more), holds at offset 0, two levels down or more, another class the
+// function has a pointer to: inet_connection_sock holds inet_sock, which
+// holds sock. The source casts that pointer to t (inet_csk(sk)->icsk_ack
+// where tp = tcp_sk(sk) is the same register), which compiles as
+// tp->inet_conn.icsk_ack does: the levels above t are not decided.
+func (ft *fnTrack) namesBase(t *members.Type) bool {
+	if t.NumMembers() < 3 {
+		return false
+	}
+	u := ft.w.ts.AtZero(t)
+	for d := 0; u != nil && u.NumMembers() >= 3 && d < 8; d++ {
+		if d >= 1 && ft.namesType(u) {
+			return true
+		}
+		u = ft.w.ts.AtZero(u)
+	}
+	return false
 }
 
 // namesType says whether the function has a pointer to t.

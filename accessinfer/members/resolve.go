@@ -558,6 +558,18 @@ func (ts *Types) EmbedsAtZero(t, u *Type) bool {
 	return false
 }
 
+// AtZero is the struct t holds at offset 0 as its first member, nil if
+// none (tcp_sock's inet_connection_sock, sock's sock_common).
+func (ts *Types) AtZero(t *Type) *Type {
+	if t == nil || t.Kind != Struct || len(t.members) == 0 || t.members[0].bitOff != 0 {
+		return nil
+	}
+	if u := ts.Get(t.members[0].Type); u != nil && u.Kind == Struct {
+		return u
+	}
+	return nil
+}
+
 // TrimZeroLevels drops the levels of each chain that are struct
 // members at offset 0 above the first one that is not: where a pointer
 // to the outer struct may be a cast one to any of those members'

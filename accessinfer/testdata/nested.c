@@ -212,3 +212,24 @@ noinline void setup_all(long s)
 	setup_base(&tk_core_g.tkr, s);
 	setup_base(&tk_core_g.tkr, s + 1);
 }
+
+/* A class two levels below the struct at offset 0 (tcp_sock holds
+ * inet_connection_sock, which holds inet_sock, which holds sock): with a
+ * pointer to the base in the function, the source casts it to the
+ * middle class (inet_csk(sk)->icsk_rto where tp = tcp_sk(sk)), the same
+ * code as tp->inet_conn.icsk_rto: the outer level is not decided. */
+struct top2 {
+	struct top t;
+	int a;
+	int b;
+};
+
+/* inet_csk(sk) as a macro: no inlined copy gives the register a type. */
+#define to_top(p) ((struct top *)(p))
+
+noinline int cast_deep(struct top2 *t2, struct base *sk, int n)
+{
+	consume(sk);
+	return t2->a * n /* want: top2.a:load */
+	       + to_top(t2)->snd; /* want: top.snd:load */
+}
