@@ -75,8 +75,9 @@
 // Nothing is guessed: an offset on padding or outside the type, a union
 // whose member neither the value's type nor its use tells, a load that
 // spans several members, an indexed access outside an array member, a
-// register two variables of different types share where both typings
-// fit different members, the offset-0 levels where it also points to a
+// register two variables of different types share (in one scope or
+// nested ones: n, and va = rb_entry(n, ..) in a block) where both
+// typings fit different members (the member both reach is kept), the offset-0 levels where it also points to a
 // struct they hold there (tp, sk: inet_csk(sk)->icsk_ack casts), where
 // that struct holds at offset 0, two levels down or more, a class the
 // function has a pointer to (sk, with only tp in the register), or

@@ -417,9 +417,10 @@ func (ft *fnTrack) buildFacts() {
 	}
 }
 
-// apply sets what DWARF says at instruction i. A deeper scope wins; two
-// variables of different types in one register at the same depth (a
-// pointer and its container_of) are both kept, as alternatives.
+// apply sets what DWARF says at instruction i. A deeper scope wins
+// over a variable of the same type; two variables of different types in
+// one register (a pointer and its container_of, at one depth or in
+// nested scopes) are both kept, as alternatives.
 func (ft *fnTrack) apply(s *state, i int) {
 	if len(ft.facts[i]) == 0 {
 		return
@@ -482,7 +483,24 @@ func (ft *fnTrack) prepare(i int) {
 		b := &ap.regs[j]
 		switch {
 		case f.depth > b.depth:
+			old := b.v
 			b.v, b.depth = f.v, f.depth
+			if old.t.Key() != f.v.t.Key() {
+				// An outer scope's variable of another type in the
+				// same register (n, and va = rb_entry(n, ..) in a block
+				// inside): both typings, as at one depth.
+				alts := append([]val{old}, old.alts...)
+				alts[0].alts = nil
+				b.v.alts = alts
+			}
+		case f.depth < b.depth && b.v.t.Key() != f.v.t.Key():
+			dup := false
+			for _, a := range b.v.alts {
+				dup = dup || a.same(f.v)
+			}
+			if !dup {
+				b.v.alts = append(b.v.alts[:len(b.v.alts):len(b.v.alts)], f.v)
+			}
 		case f.depth == b.depth && !b.v.same(f.v):
 			dup := false
 			for _, a := range b.v.alts {

@@ -233,3 +233,38 @@ noinline int cast_deep(struct top2 *t2, struct base *sk, int n)
 	return t2->a * n /* want: top2.a:load */
 	       + to_top(t2)->snd; /* want: top.snd:load */
 }
+
+/* A variable of an inner scope and one of the function in the same
+ * register, of different types: va = rb_entry(n, ..) in the loop's
+ * block, n the function's. n->left and va->node.left are the same
+ * code: both typings count, and they agree only on the inner member. */
+struct rbn {
+	struct rbn *left;
+	struct rbn *right;
+	long color;
+};
+
+struct varea {
+	long start;
+	long end;
+	struct rbn node;
+	long extra;
+};
+
+#define rb_entry_of(p, type, member) \
+	((type *)((char *)(p) - __builtin_offsetof(type, member)))
+
+noinline struct varea *find_varea(struct rbn *n, long addr)
+{
+	while (n) {
+		struct varea *va = rb_entry_of(n, struct varea, node);
+
+		if (addr < va->start) /* want-any: varea.start:load */
+			n = n->left; /* want: rbn.left:load */
+		else if (addr >= va->end) /* want-any: varea.end:load */
+			n = n->right; /* want: rbn.right:load */
+		else
+			return va;
+	}
+	return 0;
+}
