@@ -489,28 +489,30 @@ func (ft *fnTrack) prepare(i int) {
 				// An outer scope's variable of another type in the
 				// same register (n, and va = rb_entry(n, ..) in a block
 				// inside): both typings, as at one depth.
-				alts := append([]val{old}, old.alts...)
-				alts[0].alts = nil
-				b.v.alts = alts
+				for _, a := range append([]val{old}, old.alts...) {
+					a.alts = nil
+					b.addAlt(a)
+				}
 			}
-		case f.depth < b.depth && b.v.t.Key() != f.v.t.Key():
-			dup := false
-			for _, a := range b.v.alts {
-				dup = dup || a.same(f.v)
-			}
-			if !dup {
-				b.v.alts = append(b.v.alts[:len(b.v.alts):len(b.v.alts)], f.v)
-			}
-		case f.depth == b.depth && !b.v.same(f.v):
-			dup := false
-			for _, a := range b.v.alts {
-				dup = dup || a.same(f.v)
-			}
-			if !dup {
-				b.v.alts = append(b.v.alts[:len(b.v.alts):len(b.v.alts)], f.v)
-			}
+		case f.depth < b.depth && b.v.t.Key() != f.v.t.Key(), f.depth == b.depth && !b.v.same(f.v):
+			b.addAlt(f.v)
 		}
 	}
+}
+
+// addAlt adds v to b's typings, once.
+func (b *regVal) addAlt(v val) {
+	m := b.v
+	m.alts = nil
+	if m.same(v) {
+		return
+	}
+	for _, a := range b.v.alts {
+		if a.same(v) {
+			return
+		}
+	}
+	b.v.alts = append(b.v.alts[:len(b.v.alts):len(b.v.alts)], v)
 }
 
 // object is what a memory operand addresses, when tracking knows.
@@ -939,24 +941,14 @@ func (ft *fnTrack) trimHierarchy(cs []members.Chain) []members.Chain {
 	return cs
 }
 
-// namesBase says whether t, a class of a hierarchy (three members or
-// more), holds at offset 0, two levels down or more, another class the
-// function has a pointer to: inet_connection_sock holds inet_sock, which
+// namesBase says whether t, a class of a hierarchy, holds at offset 0,
+// two levels down or more, another class the function has a pointer to
+// (members.HoldsClass): inet_connection_sock holds inet_sock, which
 // holds sock. The source casts that pointer to t (inet_csk(sk)->icsk_ack
 // where tp = tcp_sk(sk) is the same register), which compiles as
 // tp->inet_conn.icsk_ack does: the levels above t are not decided.
 func (ft *fnTrack) namesBase(t *members.Type) bool {
-	if t.NumMembers() < 3 {
-		return false
-	}
-	u := ft.w.ts.AtZero(t)
-	for d := 0; u != nil && u.NumMembers() >= 3 && d < 8; d++ {
-		if d >= 1 && ft.namesType(u) {
-			return true
-		}
-		u = ft.w.ts.AtZero(u)
-	}
-	return false
+	return ft.w.ts.HoldsClass(t, 1, ft.namesType)
 }
 
 // namesType says whether the function has a pointer to t.

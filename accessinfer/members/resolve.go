@@ -558,16 +558,18 @@ func (ts *Types) EmbedsAtZero(t, u *Type) bool {
 	return false
 }
 
-// AtZero is the struct t holds at offset 0 as its first member, nil if
-// none (tcp_sock's inet_connection_sock, sock's sock_common).
-func (ts *Types) AtZero(t *Type) *Type {
-	if t == nil || t.Kind != Struct || len(t.members) == 0 || t.members[0].bitOff != 0 {
-		return nil
+// HoldsClass says whether t, a class (a struct of three members or
+// more), holds at offset 0, through classes, one for which named is
+// true, at least skip levels below the first it holds (tcp_sock holds
+// inet_connection_sock, which holds inet_sock, which holds sock).
+func (ts *Types) HoldsClass(t *Type, skip int, named func(*Type) bool) bool {
+	for d := 0; t != nil && t.Kind == Struct && len(t.members) >= 3 && d < 9; d++ {
+		if d > skip && named(t) {
+			return true
+		}
+		t = ts.Get(t.members[0].Type)
 	}
-	if u := ts.Get(t.members[0].Type); u != nil && u.Kind == Struct {
-		return u
-	}
-	return nil
+	return false
 }
 
 // TrimZeroLevels drops the levels of each chain that are struct
