@@ -551,7 +551,7 @@ func (ft *fnTrack) objects(s *state, m x86asm.Mem, next uint64, pc uint64) []obj
 	if bi, _, ok := regs.Index(m.Base); ok && m.Base != x86asm.RIP && s.regs[bi].kind == vPtr {
 		for _, alt := range s.regs[bi].alts {
 			ao := o
-			ao.t, ao.off, ao.why, ao.base = alt.t, alt.k+m.Disp, alt.why, -alt.k
+			ao.t, ao.off, ao.why, ao.base, ao.deref = alt.t, alt.k+m.Disp, alt.why, -alt.k, alt.deref
 			out = append(out, ao)
 		}
 	}
