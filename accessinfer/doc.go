@@ -57,7 +57,9 @@
 //     the address of a struct in the frame that a rep stos or rep movs
 //     starts at, its zeroing or a copy into it: no member access. A one-member wrapper's member (kuid_t.val,
 //     pte_t.pte) is an access only inside an inlined copy of a helper
-//     that takes the wrapper; a partial load of a wrapper's byte array
+//     that takes the wrapper, and a named wrapper of a scalar (pgd_t,
+//     kuid_t) loaded or stored whole elsewhere is its value moved or
+//     its member named alike: none; a partial load of a wrapper's byte array
 //     wider than its elements (guid_t.b, in6_addr.in6_u) is a cast or
 //     an inlined memcmp: none. The lea that starts an inlined memset's
 //     rep stos, 8 bytes past its start and rounded down, names only the

@@ -461,6 +461,16 @@ func (ts *Types) ObjectAccess(t *Type, a Use) []Chain {
 	if a.Off == 0 && a.N >= t.Size && ts.single(t, 0) && a.assigns(t) {
 		return nil
 	}
+	if a.Off == 0 && a.N >= t.Size && (a.Load || a.Assign != nil) && !a.Copy && t.Name != "" && ts.single(t, 0) && ts.scalarWrapper(t) && !(a.WrapOK != nil && a.WrapOK(t)) {
+		// A named wrapper of one scalar (pgd_t, kuid_t, pm_message_t)
+		// loaded or stored whole where no helper taking it is inlined:
+		// the source moved the value (pgd_page_vaddr(*pgd), *uidp =
+		// uid), which the plugin records no member of, or named the
+		// member (pgd->pgd) in the same instruction: not decided. A
+		// wrapper with no name cannot be moved as a value elsewhere
+		// (get_unaligned's __pptr->x names its member).
+		return nil
+	}
 	cs := ts.walk(t, a, nil, 0, 0)
 	if a.Declared {
 		return cs
@@ -573,4 +583,14 @@ func TrimZeroLevels(ts *Types, cs []Chain) []Chain {
 		cs[i] = c
 	}
 	return cs
+}
+
+// scalarWrapper reports whether the one member of t (a wrapper, see
+// single) is, at the bottom, a scalar rather than a pointer: a pointer
+// wrapper's load is mostly its member named (head->first).
+func (ts *Types) scalarWrapper(t *Type) bool {
+	for t != nil && (t.Kind == Struct || t.Kind == Union) && len(t.members) == 1 {
+		t = ts.Get(t.members[0].Type)
+	}
+	return t != nil && t.Kind == Other
 }
