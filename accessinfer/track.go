@@ -794,7 +794,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	for _, p := range []string{"var ", "stack var ", "global ", "per-CPU "} {
 		a.Declared = a.Declared || strings.HasPrefix(obj.why, p)
 	}
-	if lo, hi, ok := ft.copySpan(i, end, false); ok {
+	if lo, hi, ok := ft.copySpan(i, end, false, false); ok {
 		if acc.Kind == x86code.Load && t.Kind == members.Struct && t.Size >= 24 && 4*(hi-lo) >= 3*t.Size && ft.storedToFrame(s, i, end) {
 			// Loads next to each other whose values go to the frame,
 			// three quarters of a struct or more: the struct copied
@@ -805,8 +805,11 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		// In the object's offsets.
 		a.Copy, a.CopyLo, a.CopyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
-	if lo, hi, ok := ft.copySpan(i, end, true); ok {
+	if lo, hi, ok := ft.copySpan(i, end, true, false); ok {
 		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+	}
+	if lo, hi, ok := ft.copySpan(i, end, true, true); ok && acc.Kind == x86code.Store {
+		a.Consts, a.ConstLo, a.ConstHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
 	if acc.Kind == x86code.Store {
 		a.Stores = ft.storesBeside(i, obj.off-acc.Mem.Disp)
@@ -990,13 +993,16 @@ func (ft *fnTrack) copyAt(i, end int) bool {
 // the displacements [lo, hi) that it and the moves of the same kind
 // through the same base register (or one a lea set to it plus a
 // constant: regs.Alias; a global's, by address) around it in its block
-// (up to 32 instructions away) cover contiguously.
-func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
+// (up to 32 instructions away) cover contiguously. With imm, stores of
+// immediates count too; with only, they alone do.
+func (ft *fnTrack) copySpan(i, end int, imm, only bool) (lo, hi int64, ok bool) {
 	acc := ft.looked[ft.memAt[i]].acc
 	m := acc.Mem
 	rip := m.Base == x86asm.RIP
 	// Immediates stored to a global: most often INIT_LIST_HEAD's address.
-	moves := func(j int) bool { return ft.copyAt(j, end) || ft.retStore(j) || (imm && !rip && ft.immStore(j)) }
+	moves := func(j int) bool {
+		return (!only && (ft.copyAt(j, end) || ft.retStore(j))) || (imm && !rip && ft.immStore(j))
+	}
 	if !moves(i) || m.Index != 0 || m.Base == 0 {
 		return 0, 0, false
 	}

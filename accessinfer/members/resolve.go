@@ -87,6 +87,12 @@ type Use struct {
 	// access in the source.
 	Init           bool
 	InitLo, InitHi int64
+	// Consts: the same with stores of immediates alone
+	// ([constLo, constHi)): an embedded struct all of whose bytes
+	// they write is assigned a constant (x->root = RB_ROOT_CACHED) or
+	// its members are, one by one: not decided below it.
+	Consts           bool
+	ConstLo, ConstHi int64
 	// Stores: for a store, the bytes (container offsets) that it and
 	// the movs storing to memory through the same base register beside
 	// it in its block write. When they cover the whole object and one
@@ -255,6 +261,8 @@ func (a Use) sub(off int64) Use {
 	a.CopyHi -= off
 	a.InitLo -= off
 	a.InitHi -= off
+	a.ConstLo -= off
+	a.ConstHi -= off
 	a.Bits = a.Bits.shift(off * 8)
 	return a
 }
@@ -312,7 +320,8 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 				return []Chain{append(Chain{h}, cs[0]...)}
 			}
 		}
-		if whole || (a.Addr && a.Off == lo) || a.Indexed || copied {
+		inited := a.Consts && a.ConstLo <= lo && a.ConstHi >= hi
+		if whole || (a.Addr && a.Off == lo) || a.Indexed || copied || inited {
 			// The whole member (a struct copy), or its address, or a
 			// piece of a copy of it: the plugin records the member, not
 			// what is inside.

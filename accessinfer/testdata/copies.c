@@ -161,3 +161,24 @@ noinline void free_ctx(struct ctx *c, void *p)
 {
 	free_with(c->cm, p); /* want: ctx.cm:load */
 }
+
+/* An embedded struct all of whose bytes immediates write: assigned a
+ * constant (x->root = RB_ROOT_CACHED) or its members zeroed one by one
+ * (x->root.rb_node = NULL; x->root.leftmost = NULL), the same stores.
+ * The member holding it is sure, the members inside are not. */
+struct root_cached {
+	void *node;
+	void *leftmost;
+};
+
+struct mapping {
+	int flags;
+	struct root_cached root;
+};
+
+#define ROOT_CACHED ((struct root_cached){ NULL, NULL })
+
+noinline void mapping_init(struct mapping *m)
+{
+	m->root = ROOT_CACHED; /* want: mapping.root:store */
+}
