@@ -46,7 +46,10 @@
 //     such moves beside the instruction through its base, a register a
 //     lea set to it plus a constant or, for a global, at RIP-relative
 //     addresses count together: an embedded struct all of whose bytes
-//     they cover is copied whole (p = file->f_path), an object
+//     they cover is copied whole (p = file->f_path), one all of whose
+//     bytes immediates write is assigned a constant or zeroed member
+//     by member alike (x->root = RB_ROOT_CACHED): the member, not the
+//     members inside; an object
 //     all of whose bytes they cover is copied or initialized
 //     (*insn = BPF_MOV64_IMM(..)): the member, or nothing, not the
 //     members inside. Stores through one base that write a whole
