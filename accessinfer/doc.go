@@ -66,7 +66,9 @@
 //     wider than its elements (guid_t.b, in6_addr.in6_u) is a cast or
 //     an inlined memcmp: none. The lea that starts an inlined memset's
 //     rep stos, 8 bytes past its start and rounded down, names only the
-//     members holding that start; the operand of lgdt, fxsave, xrstor
+//     members holding that start, and so do the immediates stored
+//     beside it at or past the start (its head and tail words, or
+//     member stores: the same instructions); the operand of lgdt, fxsave, xrstor
 //     and their kin is the address of the structure they move whole; a
 //     push of memory is a move (a struct passed by value); the stores
 //     that build a whole struct are looked for along the straight path,

@@ -777,6 +777,13 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 			return nil, loaded
 		}
 		memset = cs[0]
+	} else if d, ok := regs.MemsetWord(ft.insns, i, end); ok && acc.Kind == x86code.Store {
+		// Its first or last word, stored apart: the same.
+		cs := ts.ObjectAccess(t, members.Use{Off: obj.off - acc.Mem.Disp + d, N: 1, Addr: true})
+		if len(cs) == 0 {
+			return nil, loaded
+		}
+		memset = cs[0]
 	}
 	if t.Name == "__va_list_tag" {
 		// va_arg's expansion: the compiler's, no member access in
