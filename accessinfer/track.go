@@ -815,8 +815,10 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if lo, hi, ok := ft.copySpan(i, end, true, false); ok {
 		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
-	if lo, hi, ok := ft.copySpan(i, end, true, true); ok && acc.Kind == x86code.Store {
-		a.Consts, a.ConstLo, a.ConstHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+	if a.Init && acc.Kind == x86code.Store && ft.immStore(i) {
+		if lo, hi, ok := ft.copySpan(i, end, true, true); ok {
+			a.Consts, a.ConstLo, a.ConstHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+		}
 	}
 	if acc.Kind == x86code.Store {
 		a.Stores = ft.storesBeside(i, obj.off-acc.Mem.Disp)
