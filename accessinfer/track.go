@@ -825,8 +825,9 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	}
 	pc := ft.insns[i].PC
 	a.WrapOK = func(t *members.Type) bool { ptr, val := ft.wrapperParamAt(pc, t); return ptr || val }
+	a.ByVal = func(t *members.Type) bool { _, val := ft.wrapperParamAt(pc, t); return val }
 	if acc.Kind == x86code.Store {
-		a.Assign = func(t *members.Type) bool { _, val := ft.wrapperParamAt(pc, t); return val }
+		a.Assign = a.ByVal
 	}
 	chains = ft.trimHierarchy(ts.ObjectAccess(t, a))
 	if memset != nil {

@@ -115,6 +115,8 @@ type Use struct {
 	// a struct assignment the plugin records no member of; atomic_set(v,
 	// i) stores v->counter).
 	Assign func(t *Type) bool
+	// ByVal says whether a helper taking a t by value is inlined here.
+	ByVal func(t *Type) bool
 	// nested: t is the type of a named member of the object (a level
 	// below the outer one).
 	nested bool
@@ -470,12 +472,14 @@ func (ts *Types) ObjectAccess(t *Type, a Use) []Chain {
 	if a.Off == 0 && a.N >= t.Size && ts.single(t, 0) && a.assigns(t) {
 		return nil
 	}
-	if a.Off == 0 && a.N >= t.Size && (a.Load || a.Assign != nil) && !a.Copy && t.Name != "" && ts.single(t, 0) && ts.scalarWrapper(t) && !(a.WrapOK != nil && a.WrapOK(t)) {
+	if a.Off == 0 && a.N >= t.Size && (a.Load || a.Assign != nil) && !a.Copy && t.Name != "" && ts.single(t, 0) && ts.scalarWrapper(t) && (!(a.WrapOK != nil && a.WrapOK(t)) || (a.Load && a.ByVal != nil && a.ByVal(t))) {
 		// A named wrapper of one scalar (pgd_t, kuid_t, pm_message_t)
-		// loaded or stored whole where no helper taking it is inlined:
-		// the source moved the value (pgd_page_vaddr(*pgd), *uidp =
-		// uid), which the plugin records no member of, or named the
-		// member (pgd->pgd) in the same instruction: not decided. A
+		// loaded or stored whole where no helper taking it is inlined,
+		// or loaded in the copy of one taking it by value (its
+		// argument, evaluated there): the source moved the value
+		// (pgd_page_vaddr(*pgd), *uidp = uid), which the plugin
+		// records no member of, or named the member (pgd->pgd) in the
+		// same instruction: not decided. A
 		// wrapper with no name cannot be moved as a value elsewhere
 		// (get_unaligned's __pptr->x names its member).
 		return nil
