@@ -977,6 +977,10 @@ func (ft *fnTrack) bitPatterns(lo, hi int) (map[int]members.Bits, map[int]bool) 
 					continue
 				}
 			}
+			if _, ok := nx.Args[1].(x86asm.Mem); ok && dj == ri && haveAnd && shift == 0 && (nx.Op == x86asm.OR || nx.Op == x86asm.XOR) {
+				merged = true // the new bits read from memory (a spilled value)
+				continue
+			}
 			// A copy of the merged value to another register (kept to
 			// test the new bits) leaves it where it is, to be stored.
 			if sr, ok := nx.Args[1].(x86asm.Reg); ok && isReg && merged && nx.Op == x86asm.MOV && dj != ri {
