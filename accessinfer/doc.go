@@ -55,8 +55,9 @@
 //     members inside. Stores through one base that write a whole
 //     struct, one of them parts of two members at once, are an
 //     initializer or a compound literal (*insn++ = BPF_MOV64_REG(..));
-//     loads next to each other stored into the frame, three quarters
-//     of a struct or more, a struct copied into a local (t = *table);
+//     loads beside each other stored into the frame, three quarters
+//     of a struct or more with gaps or none, a struct copied into a
+//     local (t = *table; t.data = &tmp);
 //     the address of a struct in the frame that a rep stos or rep movs
 //     starts at, its zeroing or a copy into it: no member access. A one-member wrapper's member (kuid_t.val,
 //     pte_t.pte) is an access only inside an inlined copy of a helper

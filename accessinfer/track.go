@@ -802,12 +802,16 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		a.Declared = a.Declared || strings.HasPrefix(obj.why, p)
 	}
 	if lo, hi, ok := ft.copySpan(i, end, false, false); ok {
-		if acc.Kind == x86code.Load && t.Kind == members.Struct && t.Size >= 24 && 4*(hi-lo) >= 3*t.Size && ft.storedToFrame(s, i, end) {
-			// Loads next to each other whose values go to the frame,
-			// three quarters of a struct or more: the struct copied
-			// into a local (t = *table; then t.data = &tmp), no
-			// member read in the source.
-			return nil, loaded
+		if acc.Kind == x86code.Load && t.Kind == members.Struct && t.Size >= 24 && ft.storedToFrame(s, i, end) {
+			// Loads beside each other whose values go to the frame,
+			// three quarters of a struct or more, with gaps (the
+			// member the source sets apart: t = *table; t.data = &tmp):
+			// the struct copied into a local, no member read in the
+			// source.
+			ivs, _ := ft.copyMoves(i, end, false, false)
+			if at := acc.Mem.Disp - obj.off; 4*covered(ivs, at, at+t.Size) >= 3*t.Size {
+				return nil, loaded
+			}
 		}
 		// In the object's offsets.
 		a.Copy, a.CopyLo, a.CopyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
@@ -1006,6 +1010,26 @@ func (ft *fnTrack) copyAt(i, end int) bool {
 // (up to 32 instructions away) cover contiguously. With imm, stores of
 // immediates count too; with only, they alone do.
 func (ft *fnTrack) copySpan(i, end int, imm, only bool) (lo, hi int64, ok bool) {
+	ivs, ok := ft.copyMoves(i, end, imm, only)
+	if !ok {
+		return 0, 0, false
+	}
+	acc := ft.looked[ft.memAt[i]].acc
+	lo, hi = acc.Mem.Disp, acc.Mem.Disp+int64(max(acc.Bytes, 1))
+	for grown := true; grown; {
+		grown = false
+		for _, v := range ivs {
+			if v[0] <= hi && v[1] >= lo && (v[0] < lo || v[1] > hi) {
+				lo, hi, grown = min(lo, v[0]), max(hi, v[1]), true
+			}
+		}
+	}
+	return lo, hi, true
+}
+
+// copyMoves lists the displacements [lo, hi) that copySpan's moves
+// write or read, contiguous or not.
+func (ft *fnTrack) copyMoves(i, end int, imm, only bool) ([][2]int64, bool) {
 	acc := ft.looked[ft.memAt[i]].acc
 	m := acc.Mem
 	rip := m.Base == x86asm.RIP
@@ -1014,10 +1038,9 @@ func (ft *fnTrack) copySpan(i, end int, imm, only bool) (lo, hi int64, ok bool) 
 		return (!only && (ft.copyAt(j, end) || ft.retStore(j))) || (imm && !rip && ft.immStore(j))
 	}
 	if !moves(i) || m.Index != 0 || m.Base == 0 {
-		return 0, 0, false
+		return nil, false
 	}
-	type iv struct{ lo, hi int64 }
-	var ivs []iv
+	var ivs [][2]int64
 	start := max(ft.blockStart(i), i-32)
 	other, delta, ak := regs.Alias(ft.insns, m.Base, start, min(end, i+33))
 	for j := start; j < end && j <= i+32; j++ {
@@ -1037,18 +1060,22 @@ func (ft *fnTrack) copySpan(i, end int, imm, only bool) (lo, hi int64, ok bool) 
 		if !same || (j != i && !moves(j)) {
 			continue
 		}
-		ivs = append(ivs, iv{o.Mem.Disp + d, o.Mem.Disp + d + int64(o.Bytes)})
+		ivs = append(ivs, [2]int64{o.Mem.Disp + d, o.Mem.Disp + d + int64(o.Bytes)})
 	}
-	lo, hi = m.Disp, m.Disp+int64(max(acc.Bytes, 1))
-	for grown := true; grown; {
-		grown = false
-		for _, v := range ivs {
-			if v.lo <= hi && v.hi >= lo && (v.lo < lo || v.hi > hi) {
-				lo, hi, grown = min(lo, v.lo), max(hi, v.hi), true
-			}
+	return ivs, true
+}
+
+// covered is how many bytes of [lo, hi) the intervals ivs hold.
+func covered(ivs [][2]int64, lo, hi int64) int64 {
+	sort.Slice(ivs, func(a, b int) bool { return ivs[a][0] < ivs[b][0] })
+	var n int64
+	at := lo // bytes below at are counted
+	for _, v := range ivs {
+		if b, e := max(v[0], at), min(v[1], hi); e > b {
+			n, at = n+e-b, e
 		}
 	}
-	return lo, hi, true
+	return n
 }
 
 // storedToFrame reports whether the value load instruction i gives is

@@ -44,6 +44,31 @@ noinline int handle_copy(const struct table *table)
 	return tmp;
 }
 
+/* The same with the member set apart in the middle (proc_taint's
+ * t.data): the first word's load is a copy's though not next to the
+ * rest; t.procname = table->procname; .. one by one is the same code. */
+struct ctl {
+	const char *procname;
+	void *data;
+	int maxlen;
+	int mode;
+	void *handler;
+	void *poll;
+	void *extra1;
+	void *extra2;
+};
+
+noinline int handle_copy_gap(const struct ctl *table)
+{
+	struct ctl t;
+	long tmp = 0;
+
+	t = *table;
+	t.data = &tmp;
+	consume(&t);
+	return tmp;
+}
+
 struct big {
 	int flags;
 	int count;
