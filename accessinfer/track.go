@@ -963,7 +963,7 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 // before anything else reads or writes it, or that store.
 func (ft *fnTrack) copyAt(i, end int) bool {
 	in := &ft.insns[i].Inst
-	if m, ok := in.Args[0].(x86asm.Mem); ok && in.Op == x86asm.PUSH && m.Base != x86asm.RSP {
+	if _, ok := in.Args[0].(x86asm.Mem); ok && in.Op == x86asm.PUSH {
 		return true // onto the stack: a struct passed by value, word by word
 	}
 	if in.Op != x86asm.MOV {
@@ -1054,6 +1054,13 @@ func (ft *fnTrack) copyMoves(i, end int, imm, only bool) ([][2]int64, bool) {
 		d, same := int64(0), o.Mem.Base == m.Base
 		if rip && same { // a global copied: by addresses, in i's terms
 			d = int64(ft.insns[j].End()) - int64(ft.insns[i].End())
+		} else if same && m.Base == x86asm.RSP && j != i {
+			// The stack pointer moved by the pushes between (push
+			// 0x10(%rsp) thrice passes a struct of three words).
+			d, same = regs.RSPDelta(ft.insns, min(i, j), max(i, j))
+			if j < i {
+				d = -d
+			}
 		} else if !same && !rip && o.Mem.Base == other && regs.Holds(ft.insns, ak, i, j, m.Base, other) {
 			d, same = delta, true
 		}

@@ -272,3 +272,21 @@ func MemsetWord(insns []x86code.Insn, i, end int) (start int64, ok bool) {
 	}
 	return 0, false
 }
+
+// RSPDelta is how far the pushes and pops of instructions [from, to)
+// move the stack pointer; false if another instruction writes it.
+func RSPDelta(insns []x86code.Insn, from, to int) (int64, bool) {
+	sp, _, _ := Index(x86asm.RSP)
+	var d int64
+	for j := from; j < to; j++ {
+		switch in := &insns[j].Inst; {
+		case in.Op == x86asm.PUSH:
+			d -= 8
+		case in.Op == x86asm.POP:
+			d += 8
+		case Writes(in, sp) || in.Op == x86asm.CALL:
+			return 0, false
+		}
+	}
+	return d, true
+}

@@ -189,6 +189,14 @@ noinline void free_ctx(struct ctx *c, void *p)
 	free_with(c->cm, p); /* want: ctx.cm:load */
 }
 
+/* The same from the frame: push 0x18(%rsp) thrice pushes the three
+ * words of m, the stack pointer moving between. */
+noinline void free_both(struct mem_ops m, void *p, void *q)
+{
+	free_with(m, p);
+	free_with(m, q);
+}
+
 /* An embedded struct all of whose bytes immediates write: assigned a
  * constant (x->root = RB_ROOT_CACHED) or its members zeroed one by one
  * (x->root.rb_node = NULL; x->root.leftmost = NULL), the same stores.
