@@ -72,8 +72,9 @@
 //     member stores: the same instructions); the operand of lgdt, fxsave, xrstor
 //     and their kin is the address of the structure they move whole; a
 //     push of memory is a move (a struct passed by value, from the
-//     frame too: the pushes between move %rsp); the stores that build a whole struct are looked for along the straight path,
-//     across block starts that are only jump targets.
+//     frame too: the pushes between move %rsp); the stores that build
+//     a whole struct are looked for along the straight path, across
+//     block starts that are only jump targets.
 //
 // Nothing is guessed: an offset on padding or outside the type, a union
 // whose member neither the value's type nor its use tells, a load that
