@@ -581,6 +581,20 @@ func (ts *Types) EmbedsAtZero(t, u *Type) bool {
 	return false
 }
 
+// HoldsClass says whether t, a class (a struct of three members or
+// more), holds at offset 0, through classes, one for which named is
+// true, at least skip levels below the first it holds (tcp_sock holds
+// inet_connection_sock, which holds inet_sock, which holds sock).
+func (ts *Types) HoldsClass(t *Type, skip int, named func(*Type) bool) bool {
+	for d := 0; t != nil && t.Kind == Struct && len(t.members) >= 3 && d < 9; d++ {
+		if d > skip && named(t) {
+			return true
+		}
+		t = ts.Get(t.members[0].Type)
+	}
+	return false
+}
+
 // TrimZeroLevels drops the levels of each chain that are struct
 // members at offset 0 above the first one that is not: where a pointer
 // to the outer struct may be a cast one to any of those members'

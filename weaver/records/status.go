@@ -89,9 +89,14 @@ type Aspect struct {
 	// opening or closing, a CALL_SET, a CALL_GET) that found the task's
 	// slot held by another CPU, which was taking it over from a task
 	// idle for a minute; CallFull, calls opened with no slot free for
-	// their task. Either leaves the call's variables unset.
-	CallMissed uint64
-	CallFull   uint64
+	// their task. Either leaves the call's variables unset. CallDropped,
+	// calls thrown away before their return: their task's slot taken
+	// over that way (the task exited, its returns were missed, or it was
+	// blocked in one for over a minute: that return read 0), a reused
+	// task_struct's, the oldest past the nesting the runtime keeps.
+	CallMissed  uint64
+	CallFull    uint64
+	CallDropped uint64
 }
 
 // Hook kinds and mechanisms as status shows them.
@@ -432,7 +437,10 @@ func parseAspect(m kvs) (Aspect, int, error) {
 	if a.CallMissed, err = m.uint("call_missed", 64); err != nil {
 		return a, n, err
 	}
-	a.CallFull, err = m.uint("call_full", 64)
+	if a.CallFull, err = m.uint("call_full", 64); err != nil {
+		return a, n, err
+	}
+	a.CallDropped, err = m.uint("call_dropped", 64)
 	return a, n, err
 }
 

@@ -413,6 +413,22 @@ func TestCallSlotFreedAndClaimedAgain(t *testing.T) {
 	}
 }
 
+// TestCallSlotTakenOverCounted: a task blocked in two nested calls for
+// over a minute has its slot taken over by another task's call when no
+// slot is free; its returns' CALL_GET read 0, and both calls are counted
+// (klasy_calls.dropped, shown by klasy status) instead of lost silently.
+// A reused task_struct's open calls are counted too; a stale slot is not
+// taken while another is free.
+func TestCallSlotTakenOverCounted(t *testing.T) {
+	bin := callHarness(t, nil)
+	for _, mode := range []string{"blocked", "reused", "free"} {
+		out, err := runHarnessFor(t, time.Minute, bin, "", mode)
+		if err != nil || strings.TrimSpace(out) != "ok" {
+			t.Errorf("call_harness %s: %v\n%s", mode, err, out)
+		}
+	}
+}
+
 // stackHarness runs klasy_stack.c's table (src is its text, nil for the
 // runtime's own) with the frames and the hash a script gives.
 func stackHarness(t testing.TB, src []byte) string {
