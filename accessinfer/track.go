@@ -251,13 +251,9 @@ type fnTrack struct {
 	looked []lookEntry
 	objs   []stackObj
 	consts []constPtr
-	// pcs are the instructions' addresses (insnIndex searches them, 8
-	// bytes apart, not the instructions); blockOf[i] is the block
-	// holding instruction i; copies[i] caches copyAt(i): 0 not known
-	// yet, 1 no, 2 yes.
-	pcs     []uint64
-	tab     []int32 // insnIndex(tabLo + x) is tab[x]
-	tabLo   uint64
+	// blockOf[i] is the block holding instruction i; copies[i] caches
+	// copyAt(i): 0 not known yet, 1 no, 2 yes.
+	index   x86code.Index
 	blockOf []int32
 	decoded [][]x86code.Insn // function's, by range
 	dec     x86code.Decoder  // the worker's, its templates kept
@@ -270,43 +266,8 @@ type fnTrack struct {
 }
 
 // insnIndex is the index of the first instruction at pc or after.
-func (ft *fnTrack) insnIndex(pc uint64) int {
-	if pc >= ft.tabLo && pc-ft.tabLo < uint64(len(ft.tab)) {
-		return int(ft.tab[pc-ft.tabLo])
-	}
-	i, _ := slices.BinarySearch(ft.pcs, pc)
-	return i
-}
+func (ft *fnTrack) insnIndex(pc uint64) int { return ft.index.At(pc) }
 
-// indexTable readies insnIndex's table for the function's code in
-// ranges: an entry per byte from its first to its last (blocks, DWARF
-// locations and inlined copies ask for their bounds: a look-up each,
-// not a search), unless the ranges lie far apart (a .cold part).
-func (ft *fnTrack) indexTable(ranges []x86code.Range) {
-	ft.tab = ft.tab[:0]
-	if len(ranges) == 0 {
-		return
-	}
-	lo, hi, size := ranges[0].Addr, ranges[0].Addr, uint64(0)
-	for _, r := range ranges {
-		lo, hi = min(lo, r.Addr), max(hi, r.Addr+uint64(len(r.Code)))
-		size += uint64(len(r.Code))
-	}
-	if hi-lo > 2*size+64 {
-		return
-	}
-	ft.tabLo = lo
-	ft.tab = grow(ft.tab, int(hi-lo)+1)
-	k := 0
-	for x := range ft.tab {
-		for k < len(ft.pcs) && ft.pcs[k] < lo+uint64(x) {
-			k++
-		}
-		ft.tab[x] = int32(k)
-	}
-}
-
-// buildFacts turns the variables' locations into per-instruction facts.
 // reset readies ft, and the buffers it keeps, for function f.
 func (ft *fnTrack) reset(w *worker, f *dwscan.Function) {
 	ft.w, ft.f, ft.g = w, f, nil
@@ -923,6 +884,13 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 			return nil, loaded
 		}
 		memset = cs[0]
+	} else if d, ok := regs.MemsetWord(ft.insns, i, end); ok && acc.Kind == x86code.Store {
+		// Its first or last word, stored apart: the same.
+		cs := ts.ObjectAccess(t, members.Use{Off: obj.off - acc.Mem.Disp + d, N: 1, Addr: true})
+		if len(cs) == 0 {
+			return nil, loaded
+		}
+		memset = cs[0]
 	}
 	if t.Name == "__va_list_tag" {
 		// va_arg's expansion: the compiler's, no member access in
@@ -946,27 +914,37 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	// *)current, task_thread_info(current) &current->thread_info: the
 	// same instructions), so its offset-0 levels are not decided.
 	a.Declared = a.Declared && !obj.deref
-	if lo, hi, ok := ft.copySpan(i, end, false); ok {
-		if acc.Kind == x86code.Load && t.Kind == members.Struct && t.Size >= 24 && 4*(hi-lo) >= 3*t.Size && ft.storedToFrame(s, i, end) {
-			// Loads next to each other whose values go to the frame,
-			// three quarters of a struct or more: the struct copied
-			// into a local (t = *table; then t.data = &tmp), no
-			// member read in the source.
-			return nil, loaded
+	if lo, hi, ok := ft.copySpan(i, end, false, false); ok {
+		if acc.Kind == x86code.Load && t.Kind == members.Struct && t.Size >= 24 && ft.storedToFrame(s, i, end) {
+			// Loads beside each other whose values go to the frame,
+			// three quarters of a struct or more, with gaps (the
+			// member the source sets apart: t = *table; t.data = &tmp):
+			// the struct copied into a local, no member read in the
+			// source.
+			ivs, _ := ft.copyMoves(i, end, false, false)
+			if at := acc.Mem.Disp - obj.off; 4*covered(ivs, at, at+t.Size) >= 3*t.Size {
+				return nil, loaded
+			}
 		}
 		// In the object's offsets.
 		a.Copy, a.CopyLo, a.CopyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
-	if lo, hi, ok := ft.copySpan(i, end, true); ok {
+	if lo, hi, ok := ft.copySpan(i, end, true, false); ok {
 		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+	}
+	if a.Init && acc.Kind == x86code.Store && ft.immStore(i) {
+		if lo, hi, ok := ft.copySpan(i, end, true, true); ok {
+			a.Consts, a.ConstLo, a.ConstHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+		}
 	}
 	if acc.Kind == x86code.Store {
 		a.Stores = ft.storesBeside(i, obj.off-acc.Mem.Disp)
 	}
 	pc := ft.insns[i].PC
 	a.WrapOK = func(t *members.Type) bool { ptr, val := ft.wrapperParamAt(pc, t); return ptr || val }
+	a.ByVal = func(t *members.Type) bool { _, val := ft.wrapperParamAt(pc, t); return val }
 	if acc.Kind == x86code.Store {
-		a.Assign = func(t *members.Type) bool { _, val := ft.wrapperParamAt(pc, t); return val }
+		a.Assign = a.ByVal
 	}
 	chains = ft.trimHierarchy(ts.ObjectAccess(t, a))
 	if memset != nil {
@@ -1125,7 +1103,7 @@ func (ft *fnTrack) copyAt(i, end int) bool {
 
 func (ft *fnTrack) copyAtSlow(i, end int) bool {
 	in := &ft.insns[i].Inst
-	if m, ok := in.Args[0].(x86asm.Mem); ok && in.Op == x86asm.PUSH && m.Base != x86asm.RSP {
+	if _, ok := in.Args[0].(x86asm.Mem); ok && in.Op == x86asm.PUSH {
 		return true // onto the stack: a struct passed by value, word by word
 	}
 	if in.Op != x86asm.MOV {
@@ -1169,18 +1147,40 @@ func (ft *fnTrack) copyAtSlow(i, end int) bool {
 // the displacements [lo, hi) that it and the moves of the same kind
 // through the same base register (or one a lea set to it plus a
 // constant: regs.Alias; a global's, by address) around it in its block
-// (up to 32 instructions away) cover contiguously.
-func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
+// (up to 32 instructions away) cover contiguously. With imm, stores of
+// immediates count too; with only, they alone do.
+func (ft *fnTrack) copySpan(i, end int, imm, only bool) (lo, hi int64, ok bool) {
+	ivs, ok := ft.copyMoves(i, end, imm, only)
+	if !ok {
+		return 0, 0, false
+	}
+	acc := ft.looked[ft.memAt[i]].acc
+	lo, hi = acc.Mem.Disp, acc.Mem.Disp+int64(max(acc.Bytes, 1))
+	for grown := true; grown; {
+		grown = false
+		for _, v := range ivs {
+			if v[0] <= hi && v[1] >= lo && (v[0] < lo || v[1] > hi) {
+				lo, hi, grown = min(lo, v[0]), max(hi, v[1]), true
+			}
+		}
+	}
+	return lo, hi, true
+}
+
+// copyMoves lists the displacements [lo, hi) that copySpan's moves
+// write or read, contiguous or not.
+func (ft *fnTrack) copyMoves(i, end int, imm, only bool) ([][2]int64, bool) {
 	acc := ft.looked[ft.memAt[i]].acc
 	m := acc.Mem
 	rip := m.Base == x86asm.RIP
 	// Immediates stored to a global: most often INIT_LIST_HEAD's address.
-	moves := func(j int) bool { return ft.copyAt(j, end) || ft.retStore(j) || (imm && !rip && ft.immStore(j)) }
-	if !moves(i) || m.Index != 0 || m.Base == 0 {
-		return 0, 0, false
+	moves := func(j int) bool {
+		return (!only && (ft.copyAt(j, end) || ft.retStore(j))) || (imm && !rip && ft.immStore(j))
 	}
-	type iv struct{ lo, hi int64 }
-	var ivs []iv
+	if !moves(i) || m.Index != 0 || m.Base == 0 {
+		return nil, false
+	}
+	var ivs [][2]int64
 	start := max(ft.blockStart(i), i-32)
 	other, delta, ak := regs.Alias(ft.insns, m.Base, start, min(end, i+33))
 	for j := start; j < end && j <= i+32; j++ {
@@ -1194,24 +1194,35 @@ func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 		d, same := int64(0), o.Mem.Base == m.Base
 		if rip && same { // a global copied: by addresses, in i's terms
 			d = int64(ft.insns[j].End()) - int64(ft.insns[i].End())
+		} else if same && m.Base == x86asm.RSP && j != i {
+			// The stack pointer moved by the pushes between (push
+			// 0x10(%rsp) thrice passes a struct of three words).
+			d, same = regs.RSPDelta(ft.insns, min(i, j), max(i, j))
+			if j < i {
+				d = -d
+			}
 		} else if !same && !rip && o.Mem.Base == other && regs.Holds(ft.insns, ak, i, j, m.Base, other) {
 			d, same = delta, true
 		}
 		if !same || (j != i && !moves(j)) {
 			continue
 		}
-		ivs = append(ivs, iv{o.Mem.Disp + d, o.Mem.Disp + d + int64(o.Bytes)})
+		ivs = append(ivs, [2]int64{o.Mem.Disp + d, o.Mem.Disp + d + int64(o.Bytes)})
 	}
-	lo, hi = m.Disp, m.Disp+int64(max(acc.Bytes, 1))
-	for grown := true; grown; {
-		grown = false
-		for _, v := range ivs {
-			if v.lo <= hi && v.hi >= lo && (v.lo < lo || v.hi > hi) {
-				lo, hi, grown = min(lo, v.lo), max(hi, v.hi), true
-			}
+	return ivs, true
+}
+
+// covered is how many bytes of [lo, hi) the intervals ivs hold.
+func covered(ivs [][2]int64, lo, hi int64) int64 {
+	sort.Slice(ivs, func(a, b int) bool { return ivs[a][0] < ivs[b][0] })
+	var n int64
+	at := lo // bytes below at are counted
+	for _, v := range ivs {
+		if b, e := max(v[0], at), min(v[1], hi); e > b {
+			n, at = n+e-b, e
 		}
 	}
-	return lo, hi, true
+	return n
 }
 
 // storedToFrame reports whether the value load instruction i gives is
