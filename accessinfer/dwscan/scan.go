@@ -257,6 +257,13 @@ func (s *Scanner) scanUnit(start, end uint64) {
 	}
 	e := &s.e
 	for {
+		// Most DIEs of a unit are its types: skipped without decoding.
+		if t := u.PeekTag(); t != dwarf.TagSubprogram && t != dwarf.TagVariable && t != 0 {
+			if !u.Skip() {
+				return
+			}
+			continue
+		}
 		if !u.Next(e) || e.Tag == 0 {
 			return
 		}
@@ -265,8 +272,6 @@ func (s *Scanner) scanUnit(start, end uint64) {
 			s.subprogram(e)
 		case dwarf.TagVariable:
 			s.variableDIE(e, 0, nil, nil)
-			s.skipChildren(e)
-		default:
 			s.skipChildren(e)
 		}
 	}
@@ -331,18 +336,7 @@ func (s *Scanner) skipChildren(e *diescan.DIE) {
 	if !e.Children || s.u.SkipChildren(e) {
 		return
 	}
-	var c diescan.DIE
-	for depth := 1; depth > 0; {
-		if !s.u.Next(&c) {
-			if s.u.Err() != nil {
-				return
-			}
-			depth--
-			continue
-		}
-		if c.Children && !s.u.SkipChildren(&c) {
-			depth++
-		}
+	for s.u.Skip() {
 	}
 }
 
@@ -411,6 +405,15 @@ func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 	var de diescan.DIE
 	e := &de
 	for {
+		switch s.u.PeekTag() {
+		case dwarf.TagFormalParameter, dwarf.TagVariable, dwarf.TagLexDwarfBlock, dwarf.TagInlinedSubroutine, 0:
+		default:
+			// Call sites, labels, types local to the function.
+			if !s.u.Skip() {
+				return
+			}
+			continue
+		}
 		if !s.u.Next(e) || e.Tag == 0 {
 			return
 		}

@@ -53,6 +53,51 @@ type abbrev struct {
 	tag      dwarf.Tag
 	children bool
 	attrs    []attrSpec
+	// For Skip, in a unit of 8-byte addresses and 4-byte offsets (the
+	// sizes fixedSize assumes): size is the bytes of all the attributes
+	// when each form has a fixed size, else -1; sib is where the value
+	// of DW_AT_sibling starts when the attributes before it have fixed
+	// sizes, else -1.
+	size, sib int32
+}
+
+// fixedSize is the size of a value of form f in a unit of DWARF 3 or
+// later with 8-byte addresses and 4-byte offsets; -1 if it varies.
+func fixedSize(f form) int32 {
+	switch f {
+	case formFlagPresent, formImplicitConst:
+		return 0
+	case formData1, formRef1, formFlag, formStrx1, formAddrx1:
+		return 1
+	case formData2, formRef2, formStrx2, formAddrx2:
+		return 2
+	case formStrx3, formAddrx3:
+		return 3
+	case formData4, formRef4, formStrx4, formAddrx4,
+		formStrp, formLineStrp, formSecOffset, formGNURefAlt, formGNUStrpAlt, formRefAddr:
+		return 4
+	case formData8, formRef8, formRefSig8, formAddr:
+		return 8
+	case formData16:
+		return 16
+	}
+	return -1
+}
+
+// sizes sets a's size and sib.
+func (a *abbrev) sizes() {
+	a.size, a.sib = 0, -1
+	for _, at := range a.attrs {
+		if at.attr == dwarf.AttrSibling && a.sib < 0 && a.size >= 0 {
+			a.sib = a.size
+		}
+		n := fixedSize(at.form)
+		if n < 0 || a.size < 0 {
+			a.size = -1
+			continue
+		}
+		a.size += n
+	}
 }
 
 // form is a DW_FORM_* code (debug/dwarf keeps its names private).
@@ -184,6 +229,7 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 		if lo, hi := span[code][0], span[code][1]; hi > lo {
 			tab[code].attrs = all[lo:hi:hi]
 		}
+		tab[code].sizes()
 	}
 	if r.Err() != nil {
 		return nil, fmt.Errorf("abbrev table at %#x: %w", off, ErrMalformed)
@@ -795,6 +841,75 @@ func (s *Unit) UnitDIE(d *DIE) bool {
 	}
 	s.lowPC = d.Low
 	return true
+}
+
+// PeekTag returns the tag of the DIE at the scan without moving it: 0
+// at a null entry or where no DIE can be read.
+func (s *Unit) PeekTag() dwarf.Tag {
+	r := s.r
+	code := r.ULEB128()
+	if r.Err() != nil || code >= uint64(len(s.abbrevs)) {
+		return 0
+	}
+	return s.abbrevs[code].tag
+}
+
+// Skip moves the scan past the DIE at it and its children, decoding
+// only what finds their end: DW_AT_sibling, or the sizes of the
+// attributes. It returns false at a null entry and on an error (see
+// Err), as Next does.
+func (s *Unit) Skip() bool {
+	r := &s.r
+	off := uint64(r.Offset())
+	a := s.abbrevOf(off)
+	if a == nil {
+		return false
+	}
+	// fixedSize's sizes hold for this unit.
+	fixed := s.addrSize == 8 && s.offSize == 4 && s.ver >= 3
+	sib := uint64(0)
+	switch {
+	case fixed && a.children && a.sib >= 0:
+		r.Skip(uint64(a.sib))
+		for _, at := range a.attrs {
+			if at.attr == dwarf.AttrSibling {
+				sib = s.ref(at.form, s.readAttr(at.form, at.ic).u)
+				break
+			}
+		}
+		if r.Err() == nil && sib > off && sib <= s.end {
+			s.Seek(sib)
+			return true
+		}
+		// Not a sibling Skip can use: the attributes one by one, from
+		// the start.
+		r.Seek(int(off))
+		s.abbrevOf(off)
+		sib = 0
+	case fixed && !a.children && a.size >= 0:
+		r.Skip(uint64(a.size))
+		return r.Err() == nil
+	}
+	for _, at := range a.attrs {
+		if at.attr == dwarf.AttrSibling {
+			sib = s.ref(at.form, s.readAttr(at.form, at.ic).u)
+			continue
+		}
+		s.skipAttr(at.form)
+	}
+	if r.Err() != nil {
+		return false
+	}
+	if !a.children {
+		return true
+	}
+	if sib > off && sib <= s.end {
+		s.Seek(sib)
+		return true
+	}
+	for s.Skip() {
+	}
+	return r.Err() == nil
 }
 
 // SkipChildren moves the scan past the children of d, just read, if d
