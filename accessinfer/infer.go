@@ -212,8 +212,8 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 				gl.normal = append(gl.normal, g)
 			}
 		}
-		for a, t := range scans[i].Rets {
-			rets[a] = t
+		for _, r := range scans[i].Rets {
+			rets[r.Entry] = r.Type
 		}
 		for j := range scans[i].Funcs {
 			f := &scans[i].Funcs[j]

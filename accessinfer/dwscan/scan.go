@@ -60,7 +60,13 @@ type Global struct {
 type Unit struct {
 	Funcs   []Function
 	Globals []Global
-	Rets    map[uint64]dwarf.Offset // entry -> declared return type
+	Rets    []Ret // in the order of the unit's DIEs
+}
+
+// Ret is the declared return type of the function at Entry.
+type Ret struct {
+	Entry uint64
+	Type  dwarf.Offset
 }
 
 type Scanner struct {
@@ -89,6 +95,35 @@ type Scanner struct {
 	vars    []Variable
 	inlines []InlineSite
 	params  []ScopedType
+	one     [1]Piece // a location that is one expression
+	rbuf    [][2]uint64
+	// The lists a scan keeps are carved out of these: they live as long
+	// as its result, and one allocation for thousands of them cost less
+	// than one each.
+	slabs struct {
+		vars    slab[Variable]
+		inlines slab[InlineSite]
+		params  slab[ScopedType]
+		pieces  slab[Piece]
+		ranges  slab[[2]uint64]
+	}
+}
+
+// slab hands out slices of large backing arrays.
+type slab[T any] struct{ buf []T }
+
+// copy returns a copy of l (nil if empty, as a list never appended to),
+// its capacity its length: appending to it copies it out of the slab.
+func (s *slab[T]) copy(l []T) []T {
+	if len(l) == 0 {
+		return nil
+	}
+	if len(l) > cap(s.buf)-len(s.buf) {
+		s.buf = make([]T, 0, max(1024, len(l)))
+	}
+	n := len(s.buf)
+	s.buf = append(s.buf, l...)
+	return s.buf[n:len(s.buf):len(s.buf)]
 }
 
 // Sections are the raw DWARF sections a scan reads besides what
@@ -142,7 +177,6 @@ func Units(info []byte) [][2]uint64 {
 // Scan scans the compilation unit at [start, end) of .debug_info into
 // out.
 func (s *Scanner) Scan(start, end uint64, out *Unit) {
-	out.Rets = map[uint64]dwarf.Offset{}
 	s.out = out
 	s.scanUnit(start, end)
 }
@@ -244,7 +278,11 @@ func (s *Scanner) scanUnit(start, end uint64) {
 	if !s.fromTable && ua.StmtList >= 0 {
 		s.filesFromDebugDwarf(cud.Off)
 	}
-	s.origin = map[dwarf.Offset]originInfo{}
+	// Emptied, not made anew: its buckets serve the next unit.
+	if s.origin == nil {
+		s.origin = map[dwarf.Offset]originInfo{}
+	}
+	clear(s.origin)
 	if !cud.Children {
 		return
 	}
@@ -341,7 +379,8 @@ func (s *Scanner) skipChildren(e *diescan.DIE) {
 }
 
 func (s *Scanner) ranges(e *diescan.DIE) [][2]uint64 {
-	rs, err := s.u.Ranges(e)
+	rs, err := s.u.AppendRanges(s.rbuf[:0], e)
+	s.rbuf = rs
 	if err != nil {
 		return nil
 	}
@@ -354,8 +393,15 @@ func (s *Scanner) ranges(e *diescan.DIE) [][2]uint64 {
 	if len(out) > 1 {
 		sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
 	}
-	return out
+	if len(out) == 0 && len(rs) > 0 {
+		// Only empty ranges: a scope of no code (a variable's Scope
+		// nil is the whole function).
+		return noCode
+	}
+	return s.slabs.ranges.copy(out)
 }
+
+var noCode = [][2]uint64{}
 
 func (s *Scanner) subprogram(e *diescan.DIE) {
 	if e.Decl {
@@ -373,7 +419,7 @@ func (s *Scanner) subprogram(e *diescan.DIE) {
 		return
 	}
 	if oi.typ != 0 {
-		s.out.Rets[rs[0][0]] = oi.typ
+		s.out.Rets = append(s.out.Rets, Ret{rs[0][0], oi.typ})
 	}
 	f := Function{Name: oi.name, Entry: rs[0][0], Ranges: rs}
 	if e.HasLow {
@@ -385,18 +431,9 @@ func (s *Scanner) subprogram(e *diescan.DIE) {
 		f.Vars, f.Inlines, f.Params = s.vars[:0], s.inlines[:0], s.params[:0]
 		s.children(&f, 0, nil)
 		s.vars, s.inlines, s.params = f.Vars, f.Inlines, f.Params
-		f.Vars, f.Inlines, f.Params = clone(f.Vars), clone(f.Inlines), clone(f.Params)
+		f.Vars, f.Inlines, f.Params = s.slabs.vars.copy(f.Vars), s.slabs.inlines.copy(f.Inlines), s.slabs.params.copy(f.Params)
 	}
 	s.out.Funcs = append(s.out.Funcs, f)
-}
-
-// clone copies l out of a scanner's buffer (nil if empty, as a list
-// never appended to).
-func clone[T any](l []T) []T {
-	if len(l) == 0 {
-		return nil
-	}
-	return append([]T(nil), l...)
 }
 
 // children reads the DIEs of a scope up to its end: variables, lexical
@@ -473,7 +510,8 @@ func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *F
 			}
 			return
 		}
-		pieces = []Piece{{0, Everywhere, b}}
+		pieces = s.one[:]
+		s.one[0] = Piece{0, Everywhere, b}
 	case e.HasLocList:
 	default:
 		return
@@ -497,7 +535,7 @@ func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *F
 	if len(pieces) == 0 {
 		return
 	}
-	f.Vars = append(f.Vars, Variable{Name: oi.name, Type: oi.typ, Depth: depth, Scope: scope, Pieces: pieces})
+	f.Vars = append(f.Vars, Variable{Name: oi.name, Type: oi.typ, Depth: depth, Scope: scope, Pieces: s.slabs.pieces.copy(pieces)})
 }
 
 // typed says whether a variable of type off can type a memory access:

@@ -604,6 +604,13 @@ func unknownForm(f form) error {
 
 // Ranges returns the address ranges of d (low/high or DW_AT_ranges).
 func (s *Unit) Ranges(d *DIE) ([][2]uint64, error) {
+	return s.AppendRanges(nil, d)
+}
+
+// AppendRanges appends the address ranges of d to out: a caller's
+// buffer saves the allocation of each list. On an error it returns out
+// as it was.
+func (s *Unit) AppendRanges(out [][2]uint64, d *DIE) ([][2]uint64, error) {
 	if d.HasLow && d.hasHigh {
 		hi := d.high
 		if d.highIsOff {
@@ -612,20 +619,27 @@ func (s *Unit) Ranges(d *DIE) ([][2]uint64, error) {
 		if hi >= d.Low {
 			// Zero-length too: an inlined copy optimized down to nothing
 			// still marks where the call was (its entry_pc).
-			return [][2]uint64{{d.Low, hi}}, nil
+			return append(out, [2]uint64{d.Low, hi}), nil
 		}
-		return nil, nil
+		return out, nil
 	}
 	if !d.hasRanges {
-		return nil, nil
+		return out, nil
 	}
+	var got [][2]uint64
+	var err error
 	if s.ver >= 5 {
-		return s.rnglist(d.ranges, d.rngIndex)
+		got, err = s.rnglist(out, d.ranges, d.rngIndex)
+	} else {
+		got, err = s.rangesV4(out, d.ranges)
 	}
-	return s.rangesV4(d.ranges)
+	if err != nil {
+		return out, err
+	}
+	return got, nil
 }
 
-func (s *Unit) rnglist(off uint64, index bool) ([][2]uint64, error) {
+func (s *Unit) rnglist(out [][2]uint64, off uint64, index bool) ([][2]uint64, error) {
 	sec := s.secs.Rnglists
 	if index {
 		at := s.rngBase + off*uint64(s.offSize)
@@ -644,7 +658,6 @@ func (s *Unit) rnglist(off uint64, index bool) ([][2]uint64, error) {
 	r := bytereader.New(sec)
 	r.Seek(int(off))
 	base := s.lowPC
-	var out [][2]uint64
 	add := func(lo, hi uint64) {
 		if hi >= lo { // empty ones too, as debug/dwarf: see dieRanges
 			out = append(out, [2]uint64{lo, hi})
@@ -693,7 +706,7 @@ const (
 	rleStartLength  = 0x07
 )
 
-func (s *Unit) rangesV4(off uint64) ([][2]uint64, error) {
+func (s *Unit) rangesV4(out [][2]uint64, off uint64) ([][2]uint64, error) {
 	sec := s.secs.Ranges
 	if off >= uint64(len(sec)) {
 		return nil, fmt.Errorf("range list at %#x outside .debug_ranges: %w", off, ErrMalformed)
@@ -705,7 +718,6 @@ func (s *Unit) rangesV4(off uint64) ([][2]uint64, error) {
 	if s.addrSize == 4 {
 		maxAddr = 0xffffffff
 	}
-	var out [][2]uint64
 	for r.Err() == nil {
 		a, b := r.Uint(s.addrSize), r.Uint(s.addrSize)
 		switch {
