@@ -181,8 +181,11 @@ func (s *Scanner) Scan(start, end uint64, out *Unit) {
 	s.scanUnit(start, end)
 }
 
+// originInfo is a DIE's name and type, its own or its origins'. The
+// name stays bytes of the string section until kept: most variables
+// are dropped (Scanner.typed).
 type originInfo struct {
-	name string
+	name []byte
 	typ  dwarf.Offset
 }
 
@@ -193,9 +196,9 @@ func (s *Scanner) str(b []byte) string { return s.names.Str(b) }
 // for a name and a type.
 func (s *Scanner) lookupOrigin(e *diescan.DIE) originInfo {
 	var oi originInfo
-	oi.name = s.str(e.Name)
+	oi.name = e.Name
 	oi.typ = dwarf.Offset(e.Type)
-	if oi.name != "" && oi.typ != 0 {
+	if len(oi.name) != 0 && oi.typ != 0 {
 		return oi
 	}
 	o := e.Origin
@@ -205,7 +208,7 @@ func (s *Scanner) lookupOrigin(e *diescan.DIE) originInfo {
 		}
 	}
 	c := s.origins(dwarf.Offset(o), 0)
-	if oi.name == "" {
+	if len(oi.name) == 0 {
 		oi.name = c.name
 	}
 	if oi.typ == 0 {
@@ -230,16 +233,16 @@ func (s *Scanner) origins(o dwarf.Offset, hop int) originInfo {
 	if !s.uo.Next(&oe) {
 		return oi
 	}
-	oi.name = s.str(oe.Name)
+	oi.name = oe.Name
 	oi.typ = dwarf.Offset(oe.Type)
-	if (oi.name == "" || oi.typ == 0) && hop < 3 {
+	if (len(oi.name) == 0 || oi.typ == 0) && hop < 3 {
 		next := oe.Origin
 		if next == 0 {
 			next = oe.Spec
 		}
 		if next != 0 {
 			c := s.origins(dwarf.Offset(next), hop+1)
-			if oi.name == "" {
+			if len(oi.name) == 0 {
 				oi.name = c.name
 			}
 			if oi.typ == 0 {
@@ -421,7 +424,7 @@ func (s *Scanner) subprogram(e *diescan.DIE) {
 	if oi.typ != 0 {
 		s.out.Rets = append(s.out.Rets, Ret{rs[0][0], oi.typ})
 	}
-	f := Function{Name: oi.name, Entry: rs[0][0], Ranges: rs}
+	f := Function{Name: s.str(oi.name), Entry: rs[0][0], Ranges: rs}
 	if e.HasLow {
 		f.Entry = e.Low
 	}
@@ -478,7 +481,7 @@ func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 			if f != nil {
 				rs = s.ranges(e)
 				oi := s.lookupOrigin(e)
-				site := InlineSite{Name: oi.name, Ranges: rs, Depth: depth + 1}
+				site := InlineSite{Name: s.str(oi.name), Ranges: rs, Depth: depth + 1}
 				site.CallFile = s.file(e.CallFile)
 				site.CallLine = int(e.CallLine)
 				f.Inlines = append(f.Inlines, site)
@@ -501,11 +504,12 @@ func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *F
 		b := e.Loc
 		if w := Describe(b); w.Kind == LocAddr {
 			oi := s.lookupOrigin(e)
-			g := Global{Addr: w.addr, Type: oi.typ, Name: oi.name}
+			g := Global{Addr: w.addr, Type: oi.typ}
 			if t := s.ts.Get(oi.typ); t != nil {
 				g.Size = t.Size
 			}
 			if g.Size > 0 {
+				g.Name = s.str(oi.name)
 				s.out.Globals = append(s.out.Globals, g)
 			}
 			return
@@ -535,7 +539,7 @@ func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *F
 	if len(pieces) == 0 {
 		return
 	}
-	f.Vars = append(f.Vars, Variable{Name: oi.name, Type: oi.typ, Depth: depth, Scope: scope, Pieces: s.slabs.pieces.copy(pieces)})
+	f.Vars = append(f.Vars, Variable{Name: s.str(oi.name), Type: oi.typ, Depth: depth, Scope: scope, Pieces: s.slabs.pieces.copy(pieces)})
 }
 
 // typed says whether a variable of type off can type a memory access:
