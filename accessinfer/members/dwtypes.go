@@ -87,8 +87,9 @@ type Types struct {
 	names   NameCache
 	// recent holds cache's entries last asked for, by offset modulo
 	// its size: most lookups find their type there without hashing
-	// into the large map.
-	recent [4096]struct {
+	// into the large map. A worker reads ~90,000 types of a vmlinux: at
+	// 4,096 entries a third of inference's Get calls went on to the map.
+	recent [1 << 17]struct {
 		off dwarf.Offset
 		t   *Type
 	}
