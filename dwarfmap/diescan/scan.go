@@ -858,6 +858,15 @@ func (s *Unit) UnitDIE(d *DIE) bool {
 // PeekTag returns the tag of the DIE at the scan without moving it: 0
 // at a null entry or where no DIE can be read.
 func (s *Unit) PeekTag() dwarf.Tag {
+	if off := s.r.Offset(); s.r.Err() == nil && off < int(s.end) {
+		// Most codes are one byte: read in place.
+		if c := s.secs.Info[off]; c < 0x80 {
+			if int(c) < len(s.abbrevs) {
+				return s.abbrevs[c].tag
+			}
+			return 0
+		}
+	}
 	r := s.r
 	code := r.ULEB128()
 	if r.Err() != nil || code >= uint64(len(s.abbrevs)) {
