@@ -31,7 +31,10 @@ import (
 	"github.com/klasy/klasy/weaver/target"
 )
 
-const bumpParam = "/sys/module/klasy_counter/parameters/bump"
+const (
+	bumpParam = "/sys/module/klasy_counter/parameters/bump"
+	spanParam = "/sys/module/klasy_counter/parameters/span"
+)
 
 // counterModule builds testdata/counter with the plugin against the
 // lab kernel's tree and writes the .ko into dir.
@@ -169,6 +172,12 @@ func TestAccessInLab(t *testing.T) {
 		g.counterBumps(false)
 	})
 
+	t.Run("module line overwriting its base, after advice", func(t *testing.T) {
+		g := *g
+		g.t = t
+		g.spanAfter()
+	})
+
 	t.Run("module of another build", func(t *testing.T) {
 		// The same module with another build-id in the file.
 		other := bytes.Clone(image)
@@ -284,5 +293,50 @@ func (g *guest) counterBumps(inferred bool) {
 		}
 	}
 	g.unweave("counter")
+	g.checkClean()
+}
+
+// spanAfter weaves testdata/counter/span: after advice with target(c) at
+// counter_span's line, whose last instruction overwrites c's register
+// (DWARF has only c's entry value where the line's code ends). The hook
+// must be a line-level kprobe-post on that instruction, and the advice
+// must see the struct the line read.
+func (g *guest) spanAfter() {
+	t := g.t
+	rep := g.weave("counter/span")
+	n := 0
+	for _, jp := range rep.JoinPoints {
+		if jp.Function != "counter_span" {
+			continue
+		}
+		n++
+		if jp.Skipped != "" {
+			t.Errorf("%s skipped: %s", jp.Where(), jp.Skipped)
+		} else if jp.Exact || jp.Kind != joinpoint.KprobePost {
+			t.Errorf("%s: exact %v, %s hook; want a line-level kprobe-post on the line's last instruction", jp.Where(), jp.Exact, jp.Kind)
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no join point in counter_span: %+v", rep.JoinPoints)
+	}
+	if got := strings.TrimSpace(g.run("cat", spanParam)); got != "427" {
+		t.Errorf("%s reads %q, want 427", spanParam, got)
+	}
+	rs, _, err := g.sess.Drain(g.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for _, r := range rs {
+		if r.Function != "counter_span" || !slices.Equal(r.Ints(), []int64{40, 2}) {
+			t.Errorf("unexpected record %+v, want counter_span's span [40 2]", r)
+			continue
+		}
+		got++
+	}
+	if got == 0 {
+		t.Errorf("no record from counter_span's after advice")
+	}
+	g.unweave("span")
 	g.checkClean()
 }

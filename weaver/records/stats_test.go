@@ -56,7 +56,7 @@ func TestParseStatsLabels(t *testing.T) {
 }
 
 func TestParseStatsErrors(t *testing.T) {
-	const hdr = "stats abi=18 cpus=1\n"
+	const hdr = "stats abi=19 cpus=1\n"
 	const asp = "aspect id=1 name=a maps=1 room=1 unclaimed=0 failed=0\n"
 	const keyed = "map index=0 kind=count name=- advice=1 file=a.klasy line=3 keys=1 dropped=0\n"
 	const hist = "map index=0 kind=hist name=h advice=1 file=a.klasy line=3 count=1 buckets=65\n"
@@ -67,8 +67,8 @@ func TestParseStatsErrors(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"", "stats: empty"},
 		{asp, `stats line 1: "aspect": want the stats line first`},
-		{"stats abi=8 cpus=1\n", "runtime ABI 8, this klasy reads ABI 18"},
-		{"stats abi=18\n", "no cpus="},
+		{"stats abi=8 cpus=1\n", "runtime ABI 8, this klasy reads ABI 19"},
+		{"stats abi=19\n", "no cpus="},
 		{hdr + hdr, `stats line 2: "stats": want the stats line first, and only there`},
 		{hdr + "bogus x=1\n", `unknown line kind "bogus"`},
 		{hdr + "map index=0 kind=count name=- advice=1 file=a line=3 keys=0 dropped=0\n", "a map outside an aspect"},
@@ -115,7 +115,7 @@ func TestParseStatsErrors(t *testing.T) {
 // TestParseStatsKStack: a COUNT_STACK map says key=kstack; its keys are
 // stack ids, past int64's range.
 func TestParseStatsKStack(t *testing.T) {
-	in := "stats abi=18 cpus=2\naspect id=1 name=kstack maps=1 room=1 unclaimed=0 failed=0\n" +
+	in := "stats abi=19 cpus=2\naspect id=1 name=kstack maps=1 room=1 unclaimed=0 failed=0\n" +
 		"map index=0 kind=count name=stacks advice=1 file=kstack.klasy line=15 key=kstack keys=2 dropped=0\n" +
 		"key k=42 n=3 v=1\nkey k=18364758544493064720 n=7 v=1\n"
 	s, err := ParseStats([]byte(in))

@@ -89,9 +89,13 @@ type Aspect struct {
 	// opening or closing, a CALL_SET, a CALL_GET) that found the task's
 	// slot held by another CPU, which was taking it over from a task
 	// idle for a minute; CallFull, calls opened with no slot free for
-	// their task. Either leaves the call's variables unset.
-	CallMissed uint64
-	CallFull   uint64
+	// their task. Either leaves the call's variables unset. CallDropped,
+	// the open calls of slots taken over that way: their task exited
+	// inside them or was blocked in one for over a minute, whose return
+	// then read its variables as 0.
+	CallMissed  uint64
+	CallFull    uint64
+	CallDropped uint64
 }
 
 // Hook kinds and mechanisms as status shows them.
@@ -432,7 +436,10 @@ func parseAspect(m kvs) (Aspect, int, error) {
 	if a.CallMissed, err = m.uint("call_missed", 64); err != nil {
 		return a, n, err
 	}
-	a.CallFull, err = m.uint("call_full", 64)
+	if a.CallFull, err = m.uint("call_full", 64); err != nil {
+		return a, n, err
+	}
+	a.CallDropped, err = m.uint("call_dropped", 64)
 	return a, n, err
 }
 

@@ -50,8 +50,8 @@ func TestParseStatusTotals(t *testing.T) {
 }
 
 func TestParseStatusErrors(t *testing.T) {
-	const rt = "runtime abi=18 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 lost=0\n"
-	const asp = "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=0 call_missed=0 call_full=0\n"
+	const rt = "runtime abi=19 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 lost=0\n"
+	const asp = "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=0 call_missed=0 call_full=0 call_dropped=0\n"
 	hook := func(kv string) string {
 		f := map[string]string{}
 		order := strings.Fields("aspect index kind addr image mech hits missed advice function inlined_in file line module access")
@@ -87,24 +87,25 @@ func TestParseStatusErrors(t *testing.T) {
 		{"", "status: empty"},
 		{asp, `status line 1: "aspect": want the runtime line first`},
 		{rt + rt, `status line 2: "runtime": want the runtime line first, and only there`},
-		{"runtime abi=1 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: runtime ABI 1, this klasy reads ABI 18"},
-		{"runtime abi=7 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: runtime ABI 7, this klasy reads ABI 18"},
-		{"runtime abi=18 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: no ftrace_ops="},
+		{"runtime abi=1 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: runtime ABI 1, this klasy reads ABI 19"},
+		{"runtime abi=7 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: runtime ABI 7, this klasy reads ABI 19"},
+		{"runtime abi=19 cpus=1 buffer_kb=8 unread=0 lost=0\n", "status line 1: no ftrace_ops="},
 		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=2 ops_err=0\n", "ops=2 above hooks=1"},
 		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=16\n", "ops_err=16: not 0 or a negative error number"},
 		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0\n", "no fexit="},
-		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=1 ops_err=0 fexit=1 fexit_err=0 call_missed=0 call_full=0\n", "ops=1 and fexit=1 above hooks=1"},
-		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=5 call_missed=0 call_full=0\n", "fexit_err=5: not 0 or a negative error number"},
+		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=1 ops_err=0 fexit=1 fexit_err=0 call_missed=0 call_full=0 call_dropped=0\n", "ops=1 and fexit=1 above hooks=1"},
+		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=5 call_missed=0 call_full=0 call_dropped=0\n", "fexit_err=5: not 0 or a negative error number"},
 		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=0\n", "no call_missed="},
-		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=0 call_missed=-1 call_full=0\n", "call_missed=-1: not a 64-bit decimal"},
-		{"runtime abi=18 cpus=2 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 lost=0\n", "lost= has 1 counts for 2 CPUs"},
-		{"runtime abi=18 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=-1 lost=0\n", "unread=-1: not a 64-bit decimal"},
-		{"runtime abi=18 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 lost=0\n", "status line 1: no unread="},
-		{"runtime abi=18 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 lost=0 new=1\n", "unknown key new"},
-		{"runtime abi=18 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 unread=0 lost=0\n", "unread twice"},
-		{"runtime abi=18 cpus=1  buffer_kb=8 ftrace_ops=1 unread=0 lost=0\n", `"" is not key=value`},
-		{"runtime abi=18 cpus=1 buffer_kb= ftrace_ops=1 unread=0 lost=0\n", `"buffer_kb=" is not key=value`},
-		{"runtime abi=18 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 lost=0,x\n", `lost=0,x: "x" is not a 64-bit decimal`},
+		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=0 call_missed=-1 call_full=0 call_dropped=0\n", "call_missed=-1: not a 64-bit decimal"},
+		{rt + "aspect id=2 name=a module=m hooks=1 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=0 call_missed=0 call_full=0\n", "no call_dropped="},
+		{"runtime abi=19 cpus=2 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 lost=0\n", "lost= has 1 counts for 2 CPUs"},
+		{"runtime abi=19 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=-1 lost=0\n", "unread=-1: not a 64-bit decimal"},
+		{"runtime abi=19 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 lost=0\n", "status line 1: no unread="},
+		{"runtime abi=19 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 lost=0 new=1\n", "unknown key new"},
+		{"runtime abi=19 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 unread=0 lost=0\n", "unread twice"},
+		{"runtime abi=19 cpus=1  buffer_kb=8 ftrace_ops=1 unread=0 lost=0\n", `"" is not key=value`},
+		{"runtime abi=19 cpus=1 buffer_kb= ftrace_ops=1 unread=0 lost=0\n", `"buffer_kb=" is not key=value`},
+		{"runtime abi=19 cpus=1 buffer_kb=8 ftrace_ops=1 fexit=1 fexit_held=0 unread=0 lost=0,x\n", `lost=0,x: "x" is not a 64-bit decimal`},
 		{rt + "probe x=1\n", `status line 2: unknown line kind "probe"`},
 		{rt + hook(""), "status line 2: hook of aspect 2 outside that aspect"},
 		{rt + asp, "status line 2: aspect 2 has 0 hook lines, its line says hooks=1"},
@@ -123,7 +124,7 @@ func TestParseStatusErrors(t *testing.T) {
 		{rt + asp + hook("module=DEL"), "status line 3: no module="},
 		{rt + asp + hook("hits=DEL missed=x"), "no hits="},
 		{rt + asp + hook("extra=1"), "status line 3: unknown key extra"},
-		{rt + "aspect id=4294967296 name=a module=m hooks=0 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=0 call_missed=0 call_full=0\n", "id=4294967296: not a 32-bit decimal"},
+		{rt + "aspect id=4294967296 name=a module=m hooks=0 register_us=5 ops=0 ops_err=0 fexit=0 fexit_err=0 call_missed=0 call_full=0 call_dropped=0\n", "id=4294967296: not a 32-bit decimal"},
 		{flow, `status line 1: "flow": want the runtime line first`},
 		{rt + asp + hook("") + flow, "status line 4: flow line after an aspect"},
 		{rt + flow + flow, "status line 3: flow f twice"},

@@ -295,6 +295,13 @@ func (r *resolver) add(jp *joinpoint.JoinPoint) {
 	k := jpKey{jp.Advice, jp.Module, jp.Addr, jp.Kind, args.String()}
 	if prev := r.seen[k]; jp.Skipped == "" && prev != nil && prev.Skipped == "" {
 		if jp.Access != nil && prev.Access != nil && *jp.Access != *prev.Access {
+			if jp.Exact && !prev.Exact {
+				// One hook serves both: the access on its instruction
+				// leads, so its line counts as exact.
+				jp.Merged = append(append(jp.Merged, prev.Access), prev.Merged...)
+				*prev = *jp
+				return
+			}
 			prev.Merged = append(prev.Merged, jp.Access)
 		}
 		return

@@ -72,8 +72,9 @@ static u64 klasy_call_newest(struct klasy_call_task *s)
  * The current task's slot, held (busy), or NULL: counted in c->missed
  * when it was being taken over. With claim, a free slot becomes its
  * own, or the one of a task whose newest call is older than
- * KLASY_CALL_STALE_NS (it exited, or its returns all missed); none:
- * counted in c->full.
+ * KLASY_CALL_STALE_NS (it exited, its returns all missed, or it is
+ * blocked in a call: that call's frames, counted in c->dropped, read 0
+ * on its return); none: counted in c->full.
  */
 static struct klasy_call_task *klasy_call_task(struct klasy_calls *c,
 					       bool claim)
@@ -116,6 +117,9 @@ static struct klasy_call_task *klasy_call_task(struct klasy_calls *c,
 		if (cmpxchg(&s->task, w, me | (w & KLASY_CALL_GEN) |
 			    KLASY_CALL_BUSY) != w)
 			continue;
+		if ((w & KLASY_CALL_TASK) && s->n)
+			atomic_long_add(min_t(unsigned int, s->n, KLASY_CALL_DEPTH),
+					&c->dropped);
 		s->birth = current->start_time;
 		s->n = 0;
 		return s;

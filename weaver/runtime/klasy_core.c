@@ -997,12 +997,13 @@ static int status_show(struct seq_file *m, void *v)
 		klasy_put_token(m, a->name);
 		seq_puts(m, " module=");
 		klasy_put_token(m, a->owner ? module_name(a->owner) : NULL);
-		seq_printf(m, " hooks=%u register_us=%llu ops=%u ops_err=%d fexit=%u fexit_err=%d call_missed=%ld call_full=%ld\n",
+		seq_printf(m, " hooks=%u register_us=%llu ops=%u ops_err=%d fexit=%u fexit_err=%d call_missed=%ld call_full=%ld call_dropped=%ld\n",
 			   a->nhooks, div_u64(a->register_ns, NSEC_PER_USEC),
 			   klasy_fops_count(a), a->fops_err,
 			   klasy_direct_count(a), a->direct_err,
 			   a->calls ? atomic_long_read(&a->calls->missed) : 0,
-			   a->calls ? atomic_long_read(&a->calls->full) : 0);
+			   a->calls ? atomic_long_read(&a->calls->full) : 0,
+			   a->calls ? atomic_long_read(&a->calls->dropped) : 0);
 		for (i = 0; i < a->nhooks; i++)
 			klasy_show_hook(m, a, &a->hooks[i]);
 	}

@@ -36,7 +36,7 @@
 #include <asm/msr.h>		/* rdtsc() for DO_RDTSC */
 
 /* Bumped on any change to what follows; status shows it as abi=N. */
-#define KLASY_ABI_VERSION 18
+#define KLASY_ABI_VERSION 19
 
 /* Values one advice may store per hit; more are counted as dropped. */
 #define KLASY_MAX_VALUES 16
@@ -852,7 +852,9 @@ struct klasy_kstack;
  * newest call is older than a minute gives its slot up, as in a timer).
  * An access that finds the task's slot held by another CPU (a task
  * taking it over) keeps or reads nothing, counted in klasy_calls.missed;
- * a call that finds no slot, in klasy_calls.full (klasy status).
+ * a call that finds no slot, in klasy_calls.full; the open calls of a
+ * slot taken over, in klasy_calls.dropped: their CALL_GET reads 0 if
+ * they still return (klasy status).
  */
 #define KLASY_CALL_VARS 8
 #define KLASY_CALL_DEPTH 8
@@ -881,11 +883,14 @@ struct klasy_call_task {
  * An aspect's per-call variables: static in its advice module, named by
  * its struct klasy_aspect. missed: begins, ends, sets and gets that found
  * the task's slot busy (kept or read nothing); full: calls opened with no
- * slot free for their task (their CALL_SET kept nothing).
+ * slot free for their task (their CALL_SET kept nothing); dropped: open
+ * calls of a slot another task took over after a minute without a new
+ * call (their task exited inside them or is still blocked in one).
  */
 struct klasy_calls {
 	atomic_long_t missed;
 	atomic_long_t full;
+	atomic_long_t dropped;
 	struct klasy_call_task t[KLASY_AGG_TASKS];
 };
 

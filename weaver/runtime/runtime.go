@@ -25,7 +25,7 @@ const (
 	// Header is the ABI header advice modules include.
 	Header = "klasy_rt.h"
 	// ABIVersion is KLASY_ABI_VERSION in klasy_rt.h, shown in status as abi=N.
-	ABIVersion = 18
+	ABIVersion = 19
 
 	// DebugfsDir is the runtime's directory in the guest's debugfs.
 	DebugfsDir = "/sys/kernel/debug/klasy"

@@ -413,6 +413,18 @@ func TestCallSlotFreedAndClaimedAgain(t *testing.T) {
 	}
 }
 
+// TestCallSlotTakenOverCounted: a task blocked in a call for over a
+// minute has its slot taken over by another task's call; its return's
+// CALL_GET reads 0, and the call is counted (klasy_calls.dropped, shown
+// by klasy status) instead of lost silently.
+func TestCallSlotTakenOverCounted(t *testing.T) {
+	bin := callHarness(t, nil)
+	out, err := runHarnessFor(t, time.Minute, bin, "", "blocked")
+	if err != nil || strings.TrimSpace(out) != "ok" {
+		t.Fatalf("call_harness blocked: %v\n%s", err, out)
+	}
+}
+
 // stackHarness runs klasy_stack.c's table (src is its text, nil for the
 // runtime's own) with the frames and the hash a script gives.
 func stackHarness(t testing.TB, src []byte) string {

@@ -411,9 +411,48 @@ func (ag *Group) placeLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, l
 		addr := pl.Before
 		if ag.Timing == joinpoint.After {
 			addr = pl.After
+			if ag.afterLast(b, s, inst, a, jp, pl, cands) {
+				continue
+			}
 		}
 		ag.finish(b, s, inst, a, jp, addr, hookSpan{lo: pl.Before, hi: pl.End, cands: cands}, nil)
 	}
+}
+
+// afterLast places a line-tier after join point whose target is not
+// known where the line's code ends (the variable's last use was on the
+// line: DWARF drops or moves it right after) as a kprobe-post hook on
+// the line's last instruction: the advice still runs right after the
+// line's code, and the target is taken before that instruction, where
+// DWARF still locates it. Only for advice whose one context value is
+// the target (a local_var taken before the instruction could miss its
+// write), and when the last instruction falls through (a call's post
+// handler would run before the callee). false: place it as before.
+func (ag *Group) afterLast(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, a debugklasy.Access, jp *joinpoint.JoinPoint, pl linecode.Place, cands []cand) bool {
+	if ag.Target == nil || len(ag.Locals) > 0 || pl.After != pl.End {
+		return false
+	}
+	span := hookSpan{lo: pl.Before, hi: pl.End, cands: cands}
+	if ag.checkAddr(b, s, inst, pl.After) == "" {
+		if _, skip, _ := ag.bind(b, s, inst, a, jp, pl.After, span, nil); skip == "" {
+			return false // known at the line's end
+		}
+	}
+	ins := b.Insns(pl.Before, pl.End)
+	if len(ins) == 0 {
+		return false
+	}
+	last := ins[len(ins)-1]
+	if last.End() != pl.End || last.Inst.Op == x86asm.CALL || x86code.EndsBlock(&last.Inst) || ag.checkAddr(b, s, inst, last.PC) != "" {
+		return false
+	}
+	args, skip, _ := ag.bind(b, s, inst, a, jp, last.PC, span, nil)
+	if skip != "" {
+		return false
+	}
+	jp.Addr, jp.Kind, jp.Args = last.PC, joinpoint.KprobePost, args
+	ag.Add(jp)
+	return true
 }
 
 // nearest applies KLASY's rule to a line without code in this copy: the

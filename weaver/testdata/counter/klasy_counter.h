@@ -6,6 +6,9 @@
 struct klasy_counter {
 	unsigned long bumps;
 	long value;
+	struct {
+		long lo, hi;
+	} span;
 };
 
 #endif

@@ -13,7 +13,7 @@ import (
 // kernel had no room for.
 func kstackStats(t *testing.T) *records.Stats {
 	t.Helper()
-	st, err := records.ParseStats([]byte("stats abi=18 cpus=2\naspect id=1 name=kstack maps=1 room=1 unclaimed=0 failed=0\n" +
+	st, err := records.ParseStats([]byte("stats abi=19 cpus=2\naspect id=1 name=kstack maps=1 room=1 unclaimed=0 failed=0\n" +
 		"map index=0 kind=count name=stacks advice=1 file=kstack.klasy line=15 key=kstack keys=3 dropped=0\n" +
 		"key k=1 n=3 v=1\nkey k=2 n=7 v=1\nkey k=3 n=1 v=1\n"))
 	if err != nil {
@@ -76,7 +76,7 @@ func TestFolded(t *testing.T) {
 // @[comm, kstack], the stack's frames in the key, and --folded with the
 // command as the root frame.
 func TestStackInByKey(t *testing.T) {
-	st, err := records.ParseStats([]byte("stats abi=18 cpus=2\naspect id=1 name=k maps=1 room=1 unclaimed=0 failed=0\n" +
+	st, err := records.ParseStats([]byte("stats abi=19 cpus=2\naspect id=1 name=k maps=1 room=1 unclaimed=0 failed=0\n" +
 		"map index=0 kind=count name=by_comm advice=1 file=k.klasy line=3 by=1 keys=2 dropped=0\n" +
 		"tkey t=0x5 w=100000003,6464,300000008,1 n=4 v=0\n" +
 		"tkey t=0x5 w=100000003,6464,300000008,3 n=2 v=0\n"))

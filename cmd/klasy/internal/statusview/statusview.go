@@ -52,8 +52,9 @@ func Write(w io.Writer, target string, st *records.Status) {
 		if a.FexitErr != 0 {
 			ops += fmt.Sprintf(", after hooks are kretprobes: ftrace refused the direct ops (error %d, %v)", a.FexitErr, syscall.Errno(-a.FexitErr))
 		}
-		if a.CallMissed > 0 || a.CallFull > 0 {
-			ops += fmt.Sprintf(", per-call variables: %d missed (the task's slot was being taken over), %s without a slot", a.CallMissed, human.Plural(int(a.CallFull), "call"))
+		if a.CallMissed > 0 || a.CallFull > 0 || a.CallDropped > 0 {
+			ops += fmt.Sprintf(", per-call variables: %d missed (the task's slot was being taken over), %s without a slot, %d dropped (open a minute without a new call of the task, their slot taken over: a return after that reads them as 0)",
+				a.CallMissed, human.Plural(int(a.CallFull), "call"), a.CallDropped)
 		}
 		fmt.Fprintf(w, "aspect %s (module %s): %s%s\n", a.Name, a.Module, human.Plural(len(a.Hooks), "hook"), ops)
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
@@ -159,17 +160,19 @@ type FlowJSON struct {
 }
 
 type aspectJSON struct {
-	ID         uint32     `json:"id"`
-	Name       string     `json:"name"`
-	Module     string     `json:"module"`
-	RegisterUS int64      `json:"register_us"`
-	FtraceOps  int        `json:"ftrace_ops"`        // hooks on the aspect's ftrace_ops
-	OpsErr     int        `json:"ops_err,omitempty"` // ftrace refused them: the kernel's error
-	Fexit      int        `json:"fexit"`             // after hooks on its direct trampoline
-	FexitErr   int        `json:"fexit_err,omitempty"`
-	CallMissed uint64     `json:"call_missed,omitempty"` // per-call variable accesses that found the slot busy
-	CallFull   uint64     `json:"call_full,omitempty"`   // calls opened without a slot
-	Hooks      []hookJSON `json:"hooks"`
+	ID         uint32 `json:"id"`
+	Name       string `json:"name"`
+	Module     string `json:"module"`
+	RegisterUS int64  `json:"register_us"`
+	FtraceOps  int    `json:"ftrace_ops"`        // hooks on the aspect's ftrace_ops
+	OpsErr     int    `json:"ops_err,omitempty"` // ftrace refused them: the kernel's error
+	Fexit      int    `json:"fexit"`             // after hooks on its direct trampoline
+	FexitErr   int    `json:"fexit_err,omitempty"`
+	CallMissed uint64 `json:"call_missed,omitempty"` // per-call variable accesses that found the slot busy
+	CallFull   uint64 `json:"call_full,omitempty"`   // calls opened without a slot
+	// open calls whose slot was taken over after a minute: their return read 0
+	CallDropped uint64     `json:"call_dropped,omitempty"`
+	Hooks       []hookJSON `json:"hooks"`
 }
 
 type hookJSON struct {
@@ -201,7 +204,7 @@ func View(target string, st *records.Status) JSON {
 		v.Flows = append(v.Flows, FlowJSON(f))
 	}
 	for _, a := range st.Aspects {
-		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), FtraceOps: a.Ops, OpsErr: a.OpsErr, Fexit: a.Fexit, FexitErr: a.FexitErr, CallMissed: a.CallMissed, CallFull: a.CallFull, Hooks: []hookJSON{}}
+		aj := aspectJSON{ID: a.ID, Name: a.Name, Module: a.Module, RegisterUS: a.Register.Microseconds(), FtraceOps: a.Ops, OpsErr: a.OpsErr, Fexit: a.Fexit, FexitErr: a.FexitErr, CallMissed: a.CallMissed, CallFull: a.CallFull, CallDropped: a.CallDropped, Hooks: []hookJSON{}}
 		for _, h := range a.Hooks {
 			aj.Hooks = append(aj.Hooks, hookJSON{Kind: h.Kind, Mechanism: h.Mech, Addr: fmt.Sprintf("%#x", h.Addr), PC: fmt.Sprintf("%#x", h.Image),
 				Hits: h.Hits, Missed: h.Missed, Advice: h.Advice, Function: h.Function, InlinedIn: h.InlinedIn, File: h.File, Line: h.Line, Module: h.Module, Access: h.Access})

@@ -122,13 +122,14 @@ func TestStatusDisarmed(t *testing.T) {
 }
 
 // TestStatusCallCounters: an aspect's per-call variable accesses that
-// missed their task's slot, and calls opened without one, are shown
-// when there are any, in text and --json.
+// missed their task's slot, calls opened without one, and open calls
+// dropped with their slot, are shown when there are any, in text and
+// --json.
 func TestStatusCallCounters(t *testing.T) {
 	st := parsedStatus(t, "flows")
 	var b bytes.Buffer
 	Write(&b, "lab demo", st)
-	want := "aspect netflow (module klasy_a_netflow): 1 hook, per-call variables: 3 missed (the task's slot was being taken over), 1 call without a slot\n"
+	want := "aspect netflow (module klasy_a_netflow): 1 hook, per-call variables: 3 missed (the task's slot was being taken over), 1 call without a slot, 2 dropped (open a minute without a new call of the task, their slot taken over: a return after that reads them as 0)\n"
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("klasy status lacks %q:\n%s", want, b.String())
 	}
@@ -141,7 +142,7 @@ func TestStatusCallCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(js), `"call_missed":3,"call_full":1`) {
+	if !strings.Contains(string(js), `"call_missed":3,"call_full":1,"call_dropped":2`) {
 		t.Errorf("klasy status --json lacks the per-call counters: %s", js)
 	}
 }

@@ -24,6 +24,13 @@
  * (the slot claimed again) and sets a value. A must read that value
  * back: R may not take the slot on what it saw before. Prints "ok" or
  * what A read, exit 1.
+ *
+ *   call_harness blocked
+ *
+ * A is inside a call with a value set, blocked past the minute after
+ * which R, opening a call, takes A's slot over. A's return reads 0: the
+ * call must be counted as dropped. Prints "ok" or what was read and
+ * counted, exit 1.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -64,6 +71,7 @@ typedef struct {
 	long counter;
 } atomic_long_t;
 #define atomic_long_inc(v) __atomic_fetch_add(&(v)->counter, 1, __ATOMIC_RELAXED)
+#define atomic_long_add(i, v) __atomic_fetch_add(&(v)->counter, (i), __ATOMIC_RELAXED)
 #define atomic_long_read(v) __atomic_load_n(&(v)->counter, __ATOMIC_RELAXED)
 #define WARN_ON_ONCE(c) ({ bool __c = (c); if (__c) { fprintf(stderr, "WARN_ON_ONCE(%s)\n", #c); abort(); } __c; })
 
@@ -174,6 +182,37 @@ static int aba(void)
 	return 0;
 }
 
+static int blocked(void)
+{
+	unsigned long top_a, top_r;
+	u64 got;
+
+	task_a.stack = calloc(1, THREAD_SIZE);
+	task_r.stack = calloc(1, THREAD_SIZE);
+	top_a = (unsigned long)task_a.stack + THREAD_SIZE;
+	top_r = (unsigned long)task_r.stack + THREAD_SIZE;
+	task = &task_a;
+	klasy_hit.cfa = klasy_call_begin(&calls, top_a - 64);
+	klasy_call_set(&calls, 0, 0xa1);
+	/* R's call, a minute later by the clock, takes A's slot over. */
+	task = &task_r;
+	klasy_hit.cfa = klasy_call_begin(&calls, top_r - 64);
+	klasy_call_set(&calls, 0, 0xb1);
+	task = &task_a;
+	klasy_hit.cfa = top_a - 64;
+	got = klasy_call_get(&calls, 0);
+	klasy_call_end(&calls, top_a - 64);
+	if (got || atomic_long_read(&calls.dropped) != 1 ||
+	    atomic_long_read(&calls.missed) || atomic_long_read(&calls.full)) {
+		printf("A read %#" PRIx64 ", want 0; dropped %ld, want 1 (missed %ld, full %ld)\n",
+		       got, atomic_long_read(&calls.dropped),
+		       atomic_long_read(&calls.missed), atomic_long_read(&calls.full));
+		return 1;
+	}
+	printf("ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	long i, n;
@@ -181,6 +220,8 @@ int main(int argc, char **argv)
 
 	if (argc == 2 && !strcmp(argv[1], "aba"))
 		return aba();
+	if (argc == 2 && !strcmp(argv[1], "blocked"))
+		return blocked();
 	if (argc != 3)
 		return 2;
 	n = atol(argv[1]);
