@@ -15,6 +15,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/klasy/klasy/internal/bytereader"
 )
@@ -25,7 +26,22 @@ var ErrMalformed = errors.New("malformed DWARF")
 // Sections are the DWARF sections the scanner reads (nil when absent).
 type Sections struct {
 	Info, Abbrev, Str, LineStr, StrOffsets, Addr, Ranges, Rnglists []byte
+	shared                                                         *sharedAbbrevs
 }
+
+// sharedAbbrevs are the abbreviation tables parsed by the units of
+// sections that share them (ShareAbbrevs).
+type sharedAbbrevs struct {
+	mu sync.Mutex
+	m  map[uint64][]abbrev
+}
+
+// ShareAbbrevs has the units of s share across goroutines the
+// abbreviation tables they parse: a table is parsed once however many
+// goroutines read its units (a goroutine's own Abbrevs is still looked
+// in first, without a lock). A scan of every unit with readers of types
+// that seek into any unit parsed a third of a vmlinux's tables twice.
+func (s *Sections) ShareAbbrevs() { s.shared = &sharedAbbrevs{m: map[uint64][]abbrev{}} }
 
 // NewSections gets the sections by name (".debug_info") from section,
 // as elfimage.Image.Section gives them.
@@ -767,13 +783,23 @@ func NewUnit(secs *Sections, start, end uint64, cache Abbrevs) (*Unit, error) {
 		return nil, fmt.Errorf("unit at %#x: unsupported header (version %d, address size %d): %w", start, s.ver, s.addrSize, ErrMalformed)
 	}
 	ab, ok := cache[abOff]
+	if !ok && secs.shared != nil {
+		secs.shared.mu.Lock()
+		ab, ok = secs.shared.m[abOff]
+		secs.shared.mu.Unlock()
+	}
 	if !ok {
 		var err error
 		if ab, err = parseAbbrevs(secs.Abbrev, abOff); err != nil {
 			return nil, err
 		}
-		cache[abOff] = ab
+		if secs.shared != nil {
+			secs.shared.mu.Lock()
+			secs.shared.m[abOff] = ab
+			secs.shared.mu.Unlock()
+		}
 	}
+	cache[abOff] = ab
 	s.abbrevs = ab
 	s.first = uint64(r.Offset())
 	return s, nil
