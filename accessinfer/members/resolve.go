@@ -137,6 +137,13 @@ func (ts *Types) walk(t *Type, a Use, outer *Type, outerBit int64, depth int) []
 			// skip it): its type need not be read for that.
 			continue
 		}
+		if t.Kind == Struct && m.BitSize == 0 && i+1 < len(ms) && ms[i+1].off >= m.off && ms[i+1].off <= a.Off {
+			// Before the access: a struct's members do not overlap, so
+			// it ends where the next one starts at the latest. Neither
+			// is its type read (nor those of the members before a
+			// member of sk_buff at 200).
+			continue
+		}
 		lo, hi := ts.span(m)
 		if hi <= lo {
 			// A zero-size member: a marker (sk_buff's __cloned_offset[0])
