@@ -286,14 +286,18 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 		return chainOf(ts.hopOf(outer, m, outerBit, lo, hi))
 	}
 	inner := a.sub(m.off)
-	if el := ts.scalarElem(mt, 0); el > 0 && len(ts.mems(t)) == 1 && a.Load && a.N > el && (a.Off > lo || a.Off+a.N < hi) {
-		// The byte array of a one-member wrapper (guid_t's b, in6_addr's
-		// in6_u) loaded wider than its elements, in part: the source
-		// read it through a cast or an inlined memcmp (ipv6_addr_hash's
-		// unsigned long *, guid_equal), naming no member of the wrapper.
-		// (A load of all of it is a copy or a merged loop, kernel_cap_t's
-		// cap[]; stores of elements are merged by GCC's store merging.)
-		return nil
+	// (The cheap tests first: scalarElem reads the types of all of a
+	// struct's members.)
+	if len(ts.mems(t)) == 1 && a.Load && (a.Off > lo || a.Off+a.N < hi) {
+		if el := ts.scalarElem(mt, 0); el > 0 && a.N > el {
+			// The byte array of a one-member wrapper (guid_t's b, in6_addr's
+			// in6_u) loaded wider than its elements, in part: the source
+			// read it through a cast or an inlined memcmp (ipv6_addr_hash's
+			// unsigned long *, guid_equal), naming no member of the wrapper.
+			// (A load of all of it is a copy or a merged loop, kernel_cap_t's
+			// cap[]; stores of elements are merged by GCC's store merging.)
+			return nil
+		}
 	}
 	if a.Indexed && mt.Kind != Array && !(m.Name == "" && (mt.Kind == Struct || mt.Kind == Union)) {
 		// An index register moves the access by an unknown amount: only
