@@ -172,7 +172,14 @@ func (kr kernelRun) report(tb testing.TB) {
 // build's 1.85-2.0 s in the same run (index + inference 2.9x the index;
 // the issue asks 2x); whole process, paired medians: 6.36 -> 4.63 s CPU
 // and 831 -> 622 MiB peak (Debian's vmlinux 9.69 -> 6.59 s, 1202 -> 1015
-// MiB).
+// MiB). After the infertime3 branch's cuts on the DWARF side (the
+// units' types and call sites stepped over undecoded, structs' members
+// read when first walked and not read before the access, the scan's
+// lists in slabs, abbreviation tables shared by the workers), the same
+// accesses and table: inference CPU 3.43-3.72 s -> 3.05-3.10 s in this
+// benchmark (index build 1.73-2.03 s); whole process, paired medians:
+// 4.21 -> 3.82 s CPU and 647 -> 547 MiB (Debian's vmlinux 6.08 -> 5.53 s,
+// 1023 -> 865 MiB).
 func BenchmarkInferVsPlugin(b *testing.B) {
 	vmlinux := builtVmlinux(b)
 	for i := 0; i < b.N; i++ {

@@ -6,8 +6,9 @@
 // (and, for accessinfer's scan, WantVariables: variables, parameters,
 // lexical blocks and their locations).
 // The scanner skips the other attributes by form, lets its caller jump
-// over subtrees with DW_AT_sibling, and returns names as slices of the
-// string sections. It reads DWARF 2 to 5, little-endian.
+// over subtrees with DW_AT_sibling or step over a DIE it does not want
+// without decoding it (PeekTag, Skip), and returns names as slices of
+// the string sections. It reads DWARF 2 to 5, little-endian.
 package diescan
 
 import (
