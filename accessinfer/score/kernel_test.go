@@ -176,10 +176,11 @@ func (kr kernelRun) report(tb testing.TB) {
 // units' types and call sites stepped over undecoded, structs' members
 // read when first walked and not read before the access, the scan's
 // lists in slabs, abbreviation tables shared by the workers), the same
-// accesses and table: inference CPU 3.43-3.72 s -> 3.05-3.10 s in this
-// benchmark (index build 1.73-2.03 s); whole process, paired medians:
-// 4.21 -> 3.82 s CPU and 647 -> 547 MiB (Debian's vmlinux 6.08 -> 5.53 s,
-// 1023 -> 865 MiB).
+// accesses and table: inference CPU 3.05-3.43 s -> 2.67-2.96 s in this
+// benchmark, three runs of each taken in turn (index build 1.59-1.77 s);
+// TestDebianKernel 5.17 -> 4.25 s and 4.77 -> 3.88 s; whole process,
+// paired medians: 3.87 -> 3.71 s CPU and 658 -> 558 MiB (Debian's
+// vmlinux 5.95 -> 5.50 s, 1026 -> 840 MiB).
 func BenchmarkInferVsPlugin(b *testing.B) {
 	vmlinux := builtVmlinux(b)
 	for i := 0; i < b.N; i++ {
