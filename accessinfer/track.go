@@ -29,8 +29,11 @@ type val struct {
 	kind   vkind
 	t      *members.Type
 	k      int64
-	percpu bool   // vConst: a per-CPU offset was added (per_cpu_ptr, this_cpu_ptr)
-	why    string // where the type came from (provenance)
+	percpu bool // vConst: a per-CPU offset was added (per_cpu_ptr, this_cpu_ptr)
+	// deref: a vPtr loaded from a global or per-CPU pointer variable
+	// (current is current_task's value), not a variable's own value.
+	deref bool
+	why   string // where the type came from (provenance)
 	// alts are other typings of a vPtr that DWARF gives at once (a
 	// pointer and the container_of of it in one register).
 	alts []val
@@ -190,6 +193,31 @@ type stackObj struct {
 	ranges [][2]uint64
 }
 
+// constPtr is a pointer variable whose value DWARF gives as a constant
+// address over [lo, hi): GCC propagated it (tk_setup_internals(tk, ..)
+// called only with &tk_core.timekeeper).
+type constPtr struct {
+	addr   uint64
+	t      *members.Type
+	name   string
+	lo, hi uint64
+}
+
+// constVar finds the constant pointer variable in scope at pc whose
+// object holds address a. The source may name the bytes through it
+// (tk->xtime_sec) or through the global (tk_core.timekeeper.xtime_sec),
+// the same instructions: the plugin records the global's levels above
+// the variable's type only for the second. The variable's typing gives
+// the levels both readings share.
+func (ft *fnTrack) constVar(a, pc uint64) (object, bool) {
+	for _, c := range ft.consts {
+		if pc >= c.lo && pc < c.hi && a >= c.addr && a < c.addr+uint64(max(c.t.Size, 0)) {
+			return object{t: c.t, off: int64(a - c.addr), why: "var " + c.name, reg: -1}, true
+		}
+	}
+	return object{}, false
+}
+
 // fnTrack is one function under analysis.
 type fnTrack struct {
 	w      *worker
@@ -219,6 +247,7 @@ type fnTrack struct {
 	memAt  []int32
 	looked []lookEntry
 	objs   []stackObj
+	consts []constPtr
 	// named are the struct types the function names through a pointer
 	// (its variables', its inlined copies' parameters'), worked out at
 	// the first access that asks.
@@ -240,6 +269,8 @@ func (ft *fnTrack) reset(w *worker, f *dwscan.Function) {
 	ft.spans = ft.spans[:0]
 	clear(ft.objs)
 	ft.objs = ft.objs[:0]
+	clear(ft.consts)
+	ft.consts = ft.consts[:0]
 }
 
 // grow returns s with length n, reusing its array when it is large
@@ -329,7 +360,7 @@ func (ft *fnTrack) buildFacts() {
 		}
 		for _, p := range v.Pieces {
 			w := dwscan.Describe(p.Expr)
-			if w.Kind == dwscan.LocNone || w.Kind == dwscan.LocAddr {
+			if w.Kind == dwscan.LocNone || w.Kind == dwscan.LocAddr || (w.Kind == dwscan.LocConst && obj) {
 				continue
 			}
 			for _, sr := range scope {
@@ -338,6 +369,17 @@ func (ft *fnTrack) buildFacts() {
 					lo, hi = sr[0], sr[1]
 				}
 				if lo >= hi {
+					continue
+				}
+				if w.Kind == dwscan.LocConst {
+					if !v.Param || v.Depth != 0 {
+						// A local or an inlined copy's parameter: the
+						// function itself took the address (tk =
+						// &tk_core.timekeeper; read_seqcount_begin(&tk_core.seq)),
+						// which the plugin records.
+						continue
+					}
+					ft.consts = append(ft.consts, constPtr{addr: uint64(w.Off), t: pv.t, name: v.Name, lo: lo, hi: hi})
 					continue
 				}
 				if obj {
@@ -375,9 +417,10 @@ func (ft *fnTrack) buildFacts() {
 	}
 }
 
-// apply sets what DWARF says at instruction i. A deeper scope wins; two
-// variables of different types in one register at the same depth (a
-// pointer and its container_of) are both kept, as alternatives.
+// apply sets what DWARF says at instruction i. A deeper scope wins
+// over a variable of the same type; two variables of different types in
+// one register (a pointer and its container_of, at one depth or in
+// nested scopes) are both kept, as alternatives.
 func (ft *fnTrack) apply(s *state, i int) {
 	if len(ft.facts[i]) == 0 {
 		return
@@ -440,17 +483,36 @@ func (ft *fnTrack) prepare(i int) {
 		b := &ap.regs[j]
 		switch {
 		case f.depth > b.depth:
+			old := b.v
 			b.v, b.depth = f.v, f.depth
-		case f.depth == b.depth && !b.v.same(f.v):
-			dup := false
-			for _, a := range b.v.alts {
-				dup = dup || a.same(f.v)
+			if old.t.Key() != f.v.t.Key() {
+				// An outer scope's variable of another type in the
+				// same register (n, and va = rb_entry(n, ..) in a block
+				// inside): both typings, as at one depth.
+				for _, a := range append([]val{old}, old.alts...) {
+					a.alts = nil
+					b.addAlt(a)
+				}
 			}
-			if !dup {
-				b.v.alts = append(b.v.alts[:len(b.v.alts):len(b.v.alts)], f.v)
-			}
+		case f.depth < b.depth && b.v.t.Key() != f.v.t.Key(), f.depth == b.depth && !b.v.same(f.v):
+			b.addAlt(f.v)
 		}
 	}
+}
+
+// addAlt adds v to b's typings, once.
+func (b *regVal) addAlt(v val) {
+	m := b.v
+	m.alts = nil
+	if m.same(v) {
+		return
+	}
+	for _, a := range b.v.alts {
+		if a.same(v) {
+			return
+		}
+	}
+	b.v.alts = append(b.v.alts[:len(b.v.alts):len(b.v.alts)], v)
 }
 
 // object is what a memory operand addresses, when tracking knows.
@@ -466,6 +528,7 @@ type object struct {
 	// indexed: an index register adds to the address.
 	indexed bool
 	gname   string
+	deref   bool // val.deref of the base
 }
 
 // objects resolves a memory operand in state s: one object, or one per
@@ -488,7 +551,7 @@ func (ft *fnTrack) objects(s *state, m x86asm.Mem, next uint64, pc uint64) []obj
 	if bi, _, ok := regs.Index(m.Base); ok && m.Base != x86asm.RIP && s.regs[bi].kind == vPtr {
 		for _, alt := range s.regs[bi].alts {
 			ao := o
-			ao.t, ao.off, ao.why, ao.base = alt.t, alt.k+m.Disp, alt.why, -alt.k
+			ao.t, ao.off, ao.why, ao.base, ao.deref = alt.t, alt.k+m.Disp, alt.why, -alt.k, alt.deref
 			out = append(out, ao)
 		}
 	}
@@ -527,6 +590,9 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if !ok {
 			return object{}, false
 		}
+		if o, ok := ft.constVar(a, pc); ok && !indexed {
+			return o, true
+		}
 		t := ft.w.ts.Get(g.Type)
 		if indexed && (t == nil || t.Kind != members.Array) {
 			return object{}, false
@@ -546,7 +612,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 	v := s.regs[bi]
 	switch v.kind {
 	case vPtr:
-		return object{t: v.t, off: v.k + m.Disp, why: v.why, reg: idxToDWARF[bi], base: -v.k}, true
+		return object{t: v.t, off: v.k + m.Disp, why: v.why, reg: idxToDWARF[bi], base: -v.k, deref: v.deref}, true
 	case vStack:
 		if m.Index != 0 {
 			return object{}, false
@@ -565,6 +631,10 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		g, off, ok := gl.find(uint64(v.k+m.Disp), v.percpu)
 		if !ok {
 			return object{}, false
+		}
+		if o, ok := ft.constVar(uint64(v.k+m.Disp), pc); ok && !v.percpu {
+			o.reg, o.base = idxToDWARF[bi], int64(uint64(v.k+m.Disp)-uint64(o.off))-v.k
+			return o, true
 		}
 		why := "global "
 		if v.percpu {
@@ -742,7 +812,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	// A pointer loaded from the object.
 	if t.Kind == members.Ptr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
 		if p := ts.Pointee(t); members.Useful(p) {
-			loaded = val{kind: vPtr, t: p, why: obj.why}
+			loaded = val{kind: vPtr, t: p, why: obj.why, deref: true}
 		}
 		return nil, loaded
 	}
@@ -777,6 +847,13 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 			return nil, loaded
 		}
 		memset = cs[0]
+	} else if d, ok := regs.MemsetWord(ft.insns, i, end); ok && acc.Kind == x86code.Store {
+		// Its first or last word, stored apart: the same.
+		cs := ts.ObjectAccess(t, members.Use{Off: obj.off - acc.Mem.Disp + d, N: 1, Addr: true})
+		if len(cs) == 0 {
+			return nil, loaded
+		}
+		memset = cs[0]
 	}
 	if t.Name == "__va_list_tag" {
 		// va_arg's expansion: the compiler's, no member access in
@@ -794,27 +871,43 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	for _, p := range []string{"var ", "stack var ", "global ", "per-CPU "} {
 		a.Declared = a.Declared || strings.HasPrefix(obj.why, p)
 	}
-	if lo, hi, ok := ft.copySpan(i, end, false); ok {
-		if acc.Kind == x86code.Load && t.Kind == members.Struct && t.Size >= 24 && 4*(hi-lo) >= 3*t.Size && ft.storedToFrame(s, i, end) {
-			// Loads next to each other whose values go to the frame,
-			// three quarters of a struct or more: the struct copied
-			// into a local (t = *table; then t.data = &tmp), no
-			// member read in the source.
-			return nil, loaded
+	// A pointer loaded from a global is typed by the global's declared
+	// pointee as a loaded member's is by the member's: the source may
+	// have cast it (current_thread_info() is (struct thread_info
+	// *)current, task_thread_info(current) &current->thread_info: the
+	// same instructions), so its offset-0 levels are not decided.
+	a.Declared = a.Declared && !obj.deref
+	if lo, hi, ok := ft.copySpan(i, end, false, false); ok {
+		if acc.Kind == x86code.Load && t.Kind == members.Struct && t.Size >= 24 && ft.storedToFrame(s, i, end) {
+			// Loads beside each other whose values go to the frame,
+			// three quarters of a struct or more, with gaps (the
+			// member the source sets apart: t = *table; t.data = &tmp):
+			// the struct copied into a local, no member read in the
+			// source.
+			ivs, _ := ft.copyMoves(i, end, false, false)
+			if at := acc.Mem.Disp - obj.off; 4*covered(ivs, at, at+t.Size) >= 3*t.Size {
+				return nil, loaded
+			}
 		}
 		// In the object's offsets.
 		a.Copy, a.CopyLo, a.CopyHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
-	if lo, hi, ok := ft.copySpan(i, end, true); ok {
+	if lo, hi, ok := ft.copySpan(i, end, true, false); ok {
 		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+	}
+	if a.Init && acc.Kind == x86code.Store && ft.immStore(i) {
+		if lo, hi, ok := ft.copySpan(i, end, true, true); ok {
+			a.Consts, a.ConstLo, a.ConstHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
+		}
 	}
 	if acc.Kind == x86code.Store {
 		a.Stores = ft.storesBeside(i, obj.off-acc.Mem.Disp)
 	}
 	pc := ft.insns[i].PC
 	a.WrapOK = func(t *members.Type) bool { ptr, val := ft.wrapperParamAt(pc, t); return ptr || val }
+	a.ByVal = func(t *members.Type) bool { _, val := ft.wrapperParamAt(pc, t); return val }
 	if acc.Kind == x86code.Store {
-		a.Assign = func(t *members.Type) bool { _, val := ft.wrapperParamAt(pc, t); return val }
+		a.Assign = a.ByVal
 	}
 	chains = ft.trimHierarchy(ts.ObjectAccess(t, a))
 	if memset != nil {
@@ -856,10 +949,23 @@ func (ft *fnTrack) trimHierarchy(cs []members.Chain) []members.Chain {
 			if j >= 2 && ft.w.ts.NumMembers(c[j].Container) >= 3 && ft.namesType(c[j].Container) {
 				k = j
 			}
+			if ft.namesBase(c[j].Container) {
+				k = j
+			}
 		}
 		cs[i] = c[k:]
 	}
 	return cs
+}
+
+// namesBase says whether t, a class of a hierarchy, holds at offset 0,
+// two levels down or more, another class the function has a pointer to
+// (members.HoldsClass): inet_connection_sock holds inet_sock, which
+// holds sock. The source casts that pointer to t (inet_csk(sk)->icsk_ack
+// where tp = tcp_sk(sk) is the same register), which compiles as
+// tp->inet_conn.icsk_ack does: the levels above t are not decided.
+func (ft *fnTrack) namesBase(t *members.Type) bool {
+	return ft.w.ts.HoldsClass(t, 1, ft.namesType)
 }
 
 // namesType says whether the function has a pointer to t.
@@ -946,7 +1052,7 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 // before anything else reads or writes it, or that store.
 func (ft *fnTrack) copyAt(i, end int) bool {
 	in := &ft.insns[i].Inst
-	if m, ok := in.Args[0].(x86asm.Mem); ok && in.Op == x86asm.PUSH && m.Base != x86asm.RSP {
+	if _, ok := in.Args[0].(x86asm.Mem); ok && in.Op == x86asm.PUSH {
 		return true // onto the stack: a struct passed by value, word by word
 	}
 	if in.Op != x86asm.MOV {
@@ -990,18 +1096,40 @@ func (ft *fnTrack) copyAt(i, end int) bool {
 // the displacements [lo, hi) that it and the moves of the same kind
 // through the same base register (or one a lea set to it plus a
 // constant: regs.Alias; a global's, by address) around it in its block
-// (up to 32 instructions away) cover contiguously.
-func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
+// (up to 32 instructions away) cover contiguously. With imm, stores of
+// immediates count too; with only, they alone do.
+func (ft *fnTrack) copySpan(i, end int, imm, only bool) (lo, hi int64, ok bool) {
+	ivs, ok := ft.copyMoves(i, end, imm, only)
+	if !ok {
+		return 0, 0, false
+	}
+	acc := ft.looked[ft.memAt[i]].acc
+	lo, hi = acc.Mem.Disp, acc.Mem.Disp+int64(max(acc.Bytes, 1))
+	for grown := true; grown; {
+		grown = false
+		for _, v := range ivs {
+			if v[0] <= hi && v[1] >= lo && (v[0] < lo || v[1] > hi) {
+				lo, hi, grown = min(lo, v[0]), max(hi, v[1]), true
+			}
+		}
+	}
+	return lo, hi, true
+}
+
+// copyMoves lists the displacements [lo, hi) that copySpan's moves
+// write or read, contiguous or not.
+func (ft *fnTrack) copyMoves(i, end int, imm, only bool) ([][2]int64, bool) {
 	acc := ft.looked[ft.memAt[i]].acc
 	m := acc.Mem
 	rip := m.Base == x86asm.RIP
 	// Immediates stored to a global: most often INIT_LIST_HEAD's address.
-	moves := func(j int) bool { return ft.copyAt(j, end) || ft.retStore(j) || (imm && !rip && ft.immStore(j)) }
-	if !moves(i) || m.Index != 0 || m.Base == 0 {
-		return 0, 0, false
+	moves := func(j int) bool {
+		return (!only && (ft.copyAt(j, end) || ft.retStore(j))) || (imm && !rip && ft.immStore(j))
 	}
-	type iv struct{ lo, hi int64 }
-	var ivs []iv
+	if !moves(i) || m.Index != 0 || m.Base == 0 {
+		return nil, false
+	}
+	var ivs [][2]int64
 	start := max(ft.blockStart(i), i-32)
 	other, delta, ak := regs.Alias(ft.insns, m.Base, start, min(end, i+33))
 	for j := start; j < end && j <= i+32; j++ {
@@ -1015,24 +1143,35 @@ func (ft *fnTrack) copySpan(i, end int, imm bool) (lo, hi int64, ok bool) {
 		d, same := int64(0), o.Mem.Base == m.Base
 		if rip && same { // a global copied: by addresses, in i's terms
 			d = int64(ft.insns[j].End()) - int64(ft.insns[i].End())
+		} else if same && m.Base == x86asm.RSP && j != i {
+			// The stack pointer moved by the pushes between (push
+			// 0x10(%rsp) thrice passes a struct of three words).
+			d, same = regs.RSPDelta(ft.insns, min(i, j), max(i, j))
+			if j < i {
+				d = -d
+			}
 		} else if !same && !rip && o.Mem.Base == other && regs.Holds(ft.insns, ak, i, j, m.Base, other) {
 			d, same = delta, true
 		}
 		if !same || (j != i && !moves(j)) {
 			continue
 		}
-		ivs = append(ivs, iv{o.Mem.Disp + d, o.Mem.Disp + d + int64(o.Bytes)})
+		ivs = append(ivs, [2]int64{o.Mem.Disp + d, o.Mem.Disp + d + int64(o.Bytes)})
 	}
-	lo, hi = m.Disp, m.Disp+int64(max(acc.Bytes, 1))
-	for grown := true; grown; {
-		grown = false
-		for _, v := range ivs {
-			if v.lo <= hi && v.hi >= lo && (v.lo < lo || v.hi > hi) {
-				lo, hi, grown = min(lo, v.lo), max(hi, v.hi), true
-			}
+	return ivs, true
+}
+
+// covered is how many bytes of [lo, hi) the intervals ivs hold.
+func covered(ivs [][2]int64, lo, hi int64) int64 {
+	sort.Slice(ivs, func(a, b int) bool { return ivs[a][0] < ivs[b][0] })
+	var n int64
+	at := lo // bytes below at are counted
+	for _, v := range ivs {
+		if b, e := max(v[0], at), min(v[1], hi); e > b {
+			n, at = n+e-b, e
 		}
 	}
-	return lo, hi, true
+	return n
 }
 
 // storedToFrame reports whether the value load instruction i gives is

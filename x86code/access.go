@@ -103,7 +103,13 @@ func Access(inst *x86asm.Inst) (MemAccess, bool) {
 		acc.Kind, acc.Branch = Load, true
 	case x86asm.CMP, x86asm.TEST, x86asm.BT, x86asm.PUSH, x86asm.UCOMISS, x86asm.UCOMISD, x86asm.COMISS, x86asm.COMISD:
 		acc.Kind = Load
-	case x86asm.POP:
+	case x86asm.POP,
+		// One operand, written: saved state and control words, stores of
+		// the x87 stack, descriptor-table registers.
+		x86asm.FXSAVE, x86asm.FXSAVE64, x86asm.XSAVE, x86asm.XSAVE64, x86asm.XSAVEOPT, x86asm.XSAVEOPT64,
+		x86asm.XSAVEC, x86asm.XSAVES, x86asm.FNSAVE, x86asm.FNSTENV, x86asm.FNSTCW, x86asm.FNSTSW, x86asm.STMXCSR,
+		x86asm.FST, x86asm.FSTP, x86asm.FIST, x86asm.FISTP, x86asm.FISTTP, x86asm.FBSTP,
+		x86asm.SGDT, x86asm.SIDT, x86asm.SLDT, x86asm.STR, x86asm.SMSW:
 		acc.Kind = Store
 	case x86asm.XCHG, x86asm.CMPXCHG, x86asm.CMPXCHG8B, x86asm.CMPXCHG16B, x86asm.XADD:
 		acc.Kind = RMW

@@ -35,6 +35,14 @@ func TestAccess(t *testing.T) {
 		{[]byte{0x48, 0x8b, 0x05, 0x10, 0, 0, 0}, "mov rax,[rip+0x10]", Load, x86asm.RIP, 0, 0x10, 8, false},
 		{[]byte{0xff, 0x50, 0x08}, "call [rax+0x8]", Load, x86asm.RAX, 0, 8, 8, true},
 		{[]byte{0x41, 0xf6, 0x44, 0x24, 0x7e, 0x04}, "test byte [r12+0x7e],0x4", Load, x86asm.R12, 0, 0x7e, 1, false},
+		// One operand, written (the default rule would read it).
+		{[]byte{0x48, 0x0f, 0xae, 0x07}, "fxsave64 [rdi]", Store, x86asm.RDI, 0, 0, 0, false},
+		{[]byte{0x48, 0x0f, 0xae, 0x27}, "xsave64 [rdi]", Store, x86asm.RDI, 0, 0, 0, false},
+		{[]byte{0x0f, 0x01, 0x47, 0x10}, "sgdt [rdi+0x10]", Store, x86asm.RDI, 0, 0x10, 0, false},
+		{[]byte{0x0f, 0xae, 0x5f, 0x08}, "stmxcsr dword [rdi+0x8]", Store, x86asm.RDI, 0, 8, 4, false},
+		{[]byte{0xd9, 0x7f, 0x04}, "fnstcw word [rdi+0x4]", Store, x86asm.RDI, 0, 4, 2, false},
+		{[]byte{0xd9, 0x5f, 0x08}, "fstp dword [rdi+0x8]", Store, x86asm.RDI, 0, 8, 4, false},
+		{[]byte{0x48, 0x0f, 0xae, 0x0f}, "fxrstor64 [rdi]", Load, x86asm.RDI, 0, 0, 0, false},
 	}
 	for _, tc := range tests {
 		inst, err := x86asm.Decode(tc.code, 64)

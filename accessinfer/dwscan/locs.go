@@ -245,6 +245,10 @@ const (
 	LocRegPlus // the value is reg + off (DW_OP_bregN off; DW_OP_stack_value)
 	LocFrame   // the variable is in memory at the frame base + off
 	LocAddr    // the variable is in memory at addr
+	// LocConst: the value is the address off (DW_OP_addr; DW_OP_stack_value),
+	// a pointer GCC propagated as a constant (tk_setup_internals'
+	// tk, always &tk_core.timekeeper).
+	LocConst
 )
 
 // Describe reads the few expression shapes a compiler uses for a
@@ -276,6 +280,8 @@ func Describe(e []byte) Where {
 		}
 	case c == opAddr && len(e) == 9:
 		return Where{Kind: LocAddr, addr: binary.LittleEndian.Uint64(e[1:]), whole: true}
+	case c == opAddr && len(e) == 10 && e[9] == opStackValue:
+		return Where{Kind: LocConst, Off: int64(binary.LittleEndian.Uint64(e[1:9])), whole: true}
 	}
 	return Where{}
 }

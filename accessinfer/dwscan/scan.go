@@ -17,6 +17,7 @@ type Variable struct {
 	Depth  int          // scopes from the function: inlined copies and lexical blocks
 	Scope  [][2]uint64  // code of its innermost scope; nil: the whole function
 	Pieces []Piece
+	Param  bool // a formal parameter
 }
 
 // InlineSite is a copy of a function inlined into the one scanned.
@@ -539,7 +540,7 @@ func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *F
 	if len(pieces) == 0 {
 		return
 	}
-	f.Vars = append(f.Vars, Variable{Name: s.str(oi.name), Type: oi.typ, Depth: depth, Scope: scope, Pieces: s.slabs.pieces.copy(pieces)})
+	f.Vars = append(f.Vars, Variable{Name: s.str(oi.name), Type: oi.typ, Depth: depth, Scope: scope, Pieces: s.slabs.pieces.copy(pieces), Param: e.Tag == dwarf.TagFormalParameter})
 }
 
 // typed says whether a variable of type off can type a memory access:

@@ -28,10 +28,11 @@ type Type struct {
 	Size  int64
 	Elem  dwarf.Offset // pointee or element type (unstripped); 0 for void
 	count int64        // array elements; 0 when unknown (flexible)
-	// members are read when first asked for (Types.mems): most struct
-	// types read, the pointees of locals and globals read to tell
-	// whether they can type an access, are never walked.
-	members []Member
+	// memberList is read when first asked for (Types.mems, never this
+	// field): most struct types read, the pointees of locals and
+	// globals read to tell whether they can type an access, are never
+	// walked.
+	memberList []Member
 	// unread: members still to be read from the DIE at off.
 	unread bool
 }
@@ -265,14 +266,14 @@ func (c *NameCache) Str(b []byte) string {
 // mems returns the members of t, read from its DIE the first time.
 func (ts *Types) mems(t *Type) []Member {
 	if !t.unread {
-		return t.members
+		return t.memberList
 	}
 	t.unread = false
 	var e diescan.TypeDIE
 	if ts.seek(t.off) && ts.cur.NextType(&e) && e.Children {
-		t.members = ts.members()
+		t.memberList = ts.members()
 	}
-	return t.members
+	return t.memberList
 }
 
 // members reads the member DIEs following a struct's DIE.

@@ -87,6 +87,12 @@ type Use struct {
 	// access in the source.
 	Init           bool
 	InitLo, InitHi int64
+	// Consts: the same with stores of immediates alone
+	// ([constLo, constHi)): an embedded struct all of whose bytes
+	// they write is assigned a constant (x->root = RB_ROOT_CACHED) or
+	// its members are, one by one: not decided below it.
+	Consts           bool
+	ConstLo, ConstHi int64
 	// Stores: for a store, the bytes (container offsets) that it and
 	// the movs storing to memory through the same base register beside
 	// it in its block write. When they cover the whole object and one
@@ -109,6 +115,8 @@ type Use struct {
 	// a struct assignment the plugin records no member of; atomic_set(v,
 	// i) stores v->counter).
 	Assign func(t *Type) bool
+	// ByVal says whether a helper taking a t by value is inlined here.
+	ByVal func(t *Type) bool
 	// nested: t is the type of a named member of the object (a level
 	// below the outer one).
 	nested bool
@@ -263,6 +271,8 @@ func (a Use) sub(off int64) Use {
 	a.CopyHi -= off
 	a.InitLo -= off
 	a.InitHi -= off
+	a.ConstLo -= off
+	a.ConstHi -= off
 	a.Bits = a.Bits.shift(off * 8)
 	return a
 }
@@ -324,7 +334,8 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 				return []Chain{append(Chain{h}, cs[0]...)}
 			}
 		}
-		if whole || (a.Addr && a.Off == lo) || a.Indexed || copied {
+		inited := a.Consts && a.ConstLo <= lo && a.ConstHi >= hi
+		if whole || (a.Addr && a.Off == lo) || a.Indexed || copied || inited {
 			// The whole member (a struct copy), or its address, or a
 			// piece of a copy of it: the plugin records the member, not
 			// what is inside.
@@ -475,6 +486,18 @@ func (ts *Types) ObjectAccess(t *Type, a Use) []Chain {
 	if a.Off == 0 && a.N >= t.Size && ts.single(t, 0) && a.assigns(t) {
 		return nil
 	}
+	if a.Off == 0 && a.N >= t.Size && (a.Load || a.Assign != nil) && !a.Copy && t.Name != "" && ts.single(t, 0) && ts.scalarWrapper(t) && (!(a.WrapOK != nil && a.WrapOK(t)) || (a.Load && a.ByVal != nil && a.ByVal(t))) {
+		// A named wrapper of one scalar (pgd_t, kuid_t, pm_message_t)
+		// loaded or stored whole where no helper taking it is inlined,
+		// or loaded in the copy of one taking it by value (its
+		// argument, evaluated there): the source moved the value
+		// (pgd_page_vaddr(*pgd), *uidp = uid), which the plugin
+		// records no member of, or named the member (pgd->pgd) in the
+		// same instruction: not decided. A
+		// wrapper with no name cannot be moved as a value elsewhere
+		// (get_unaligned's __pptr->x names its member).
+		return nil
+	}
 	cs := ts.walk(t, a, nil, 0, 0)
 	if a.Declared {
 		return cs
@@ -574,6 +597,20 @@ func (ts *Types) EmbedsAtZero(t, u *Type) bool {
 	return false
 }
 
+// HoldsClass says whether t, a class (a struct of three members or
+// more), holds at offset 0, through classes, one for which named is
+// true, at least skip levels below the first it holds (tcp_sock holds
+// inet_connection_sock, which holds inet_sock, which holds sock).
+func (ts *Types) HoldsClass(t *Type, skip int, named func(*Type) bool) bool {
+	for d := 0; t != nil && t.Kind == Struct && len(ts.mems(t)) >= 3 && d < 9; d++ {
+		if d > skip && named(t) {
+			return true
+		}
+		t = ts.Get(ts.mems(t)[0].Type)
+	}
+	return false
+}
+
 // TrimZeroLevels drops the levels of each chain that are struct
 // members at offset 0 above the first one that is not: where a pointer
 // to the outer struct may be a cast one to any of those members'
@@ -589,4 +626,14 @@ func TrimZeroLevels(ts *Types, cs []Chain) []Chain {
 		cs[i] = c
 	}
 	return cs
+}
+
+// scalarWrapper reports whether the one member of t (a wrapper, see
+// single) is, at the bottom, a scalar rather than a pointer: a pointer
+// wrapper's load is mostly its member named (head->first).
+func (ts *Types) scalarWrapper(t *Type) bool {
+	for t != nil && (t.Kind == Struct || t.Kind == Union) && len(ts.mems(t)) == 1 {
+		t = ts.Get(ts.mems(t)[0].Type)
+	}
+	return t != nil && t.Kind == Other
 }

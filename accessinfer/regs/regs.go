@@ -243,3 +243,50 @@ func Holds(insns []x86code.Insn, at, i, j int, base, other x86asm.Reg) bool {
 	}
 	return at >= 0 && keeps(i, base) && keeps(j, other)
 }
+
+// MemsetWord reports whether store i of an immediate, through a base
+// register without index, is a head or tail word of an inlined memset:
+// within 8 instructions a lea of that base plus start+8 is rounded down
+// to start a rep stos (AlignedRep), and the store is at start or past
+// it. start is the displacement the memset begins at.
+func MemsetWord(insns []x86code.Insn, i, end int) (start int64, ok bool) {
+	in := &insns[i].Inst
+	m, isMem := in.Args[0].(x86asm.Mem)
+	if _, isImm := in.Args[1].(x86asm.Imm); in.Op != x86asm.MOV || !isMem || !isImm || m.Index != 0 || m.Segment != 0 || m.Base == x86asm.RIP {
+		return 0, false
+	}
+	bi, full, ok := Index(m.Base)
+	if !ok || !full {
+		return 0, false
+	}
+	for _, dir := range []int{1, -1} {
+		for j := i + dir; j >= 0 && j < end && j >= i-8 && j <= i+8; j += dir {
+			nx := &insns[j].Inst
+			if l, isMem := nx.Args[1].(x86asm.Mem); nx.Op == x86asm.LEA && isMem && l.Base == m.Base && l.Index == 0 && AlignedRep(insns, j, end) {
+				return l.Disp - 8, m.Disp >= l.Disp-8
+			}
+			if Writes(nx, bi) {
+				break
+			}
+		}
+	}
+	return 0, false
+}
+
+// RSPDelta is how far the pushes and pops of instructions [from, to)
+// move the stack pointer; false if another instruction writes it.
+func RSPDelta(insns []x86code.Insn, from, to int) (int64, bool) {
+	sp, _, _ := Index(x86asm.RSP)
+	var d int64
+	for j := from; j < to; j++ {
+		switch in := &insns[j].Inst; {
+		case in.Op == x86asm.PUSH:
+			d -= 8
+		case in.Op == x86asm.POP:
+			d += 8
+		case Writes(in, sp) || in.Op == x86asm.CALL:
+			return 0, false
+		}
+	}
+	return d, true
+}

@@ -138,17 +138,30 @@ func (kr kernelRun) report(tb testing.TB) {
 //	go test ./accessinfer/score -run '^$' -bench InferVsPlugin -benchtime 1x
 //
 // Measured 2026-11-27 (the CPU times compare; the wall times swing
-// with the machine's load), after the precleaf branch's leaf rules, the
-// by-helper scoring rule and the precnest branch's nested-level rules:
+// with the machine's load), after the undecleaf branch's rules (named
+// scalar wrappers moved whole, embedded structs written whole by
+// immediates, memset's head and tail words: not decided; bitfield
+// writes or-ing a value from memory, struct copies into a local with
+// gaps, structs pushed from the frame) on the undecnest branch's:
 //
 //	struct        inferred confirmed  by-src precision   strict    no-bt   records reachable     found   recall
-//	sk_buff           9466      9095     213    98.33%   87.93%   98.52%      4006      3285      2631   80.09%
-//	inode             2823      2804       0    99.33%   95.01%   99.33%      2278      1820      1616   88.79%
-//	file              1829      1793       0    98.03%   87.70%   98.03%      1440      1225      1120   91.43%
-//	task_struct       7696      7562      17    98.48%   94.37%   98.50%      4995      3961      3727   94.09%
-//	sock              3751      3723       5    99.39%   95.95%   99.39%      2368      1838      1606   87.38%
-//	total           281185    276634    1397    98.88%   94.25%   98.92%    271044    177131    143951   81.27%
+//	sk_buff           9497      9125     214    98.34%   87.84%   98.52%      4006      3285      2636   80.24%
+//	inode             2867      2850       0    99.41%   95.15%   99.41%      2278      1820      1657   91.04%
+//	file              1880      1844       0    98.09%   88.03%   98.09%      1440      1225      1133   92.49%
+//	task_struct       7525      7491      17    99.77%   95.57%   99.80%      4995      3961      3736   94.32%
+//	sock              3674      3646       5    99.37%   96.05%   99.37%      2368      1838      1604   87.27%
+//	total           280313    276471    1403    99.13%   94.54%   99.17%    271044    177131    144417   81.53%
 //
+// (before the undecleaf rules: 281,378 inferred, 277,072 confirmed,
+// 98.97%, recall 81.60%; before the undecnest rules — a pointer loaded
+// from a global pointer, current, decides no offset-0 level; a
+// constant-valued pointer parameter types the global's bytes it points
+// to; the levels above a class holding a class the function points to;
+// an outer scope's variable in the same register kept as another
+// typing — after the precleaf branch's leaf rules, the by-helper
+// scoring rule and the precnest branch's nested-level rules: 281,185
+// inferred, 276,634 confirmed, 1,397 by-src, 98.88%, recall 81.27%;
+// sk_buff 98.33% / 80.09%, task_struct 98.48% / 94.09%.)
 // (by-src 1,365 and 98.87% before the source rule read macros that
 // stand for a member's path, sk->sk_reuseport.)
 // (before the nested-level rules — offset-0 levels above a cast within
@@ -198,10 +211,10 @@ func BenchmarkInferVsPlugin(b *testing.B) {
 
 // TestBuiltKernelFloors holds inference on the built kernel to the
 // figures measured when it was last changed (2026-11-27: precision
-// 98.87% in total, bitfield tests and merged compares the source
-// confirms counted; recall 81.27%; sk_buff 98.3% / 80.1%), so that a
+// 99.13% in total, bitfield tests and merged compares the source
+// confirms counted; recall 81.53%; sk_buff 98.3% / 80.2%), so that a
 // change cannot make it worse unnoticed. Issue 19's precision target
-// (99%) is not met yet.
+// (99%) is met in total, not yet for sk_buff and file.
 func TestBuiltKernelFloors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: reads the whole built kernel")
@@ -210,13 +223,13 @@ func TestBuiltKernelFloors(t *testing.T) {
 	kr := runKernel(t, vmlinux, false)
 	kr.report(t)
 	floors := map[string][2]float64{ // precision, recall
-		"sk_buff": {0.982, 0.80}, "inode": {0.992, 0.88}, "file": {0.979, 0.91},
-		"task_struct": {0.984, 0.935}, "sock": {0.993, 0.87}, "": {0.988, 0.812},
+		"sk_buff": {0.983, 0.802}, "inode": {0.993, 0.91}, "file": {0.98, 0.92},
+		"task_struct": {0.995, 0.94}, "sock": {0.993, 0.87}, "": {0.991, 0.815},
 	}
 	for _, s := range kr.scores {
 		f := floors[s.Struct]
 		if s.Precision < f[0] || s.Recall < f[1] {
-			t.Errorf("%q: precision %.4f recall %.4f, floors %.2f %.2f", s.Struct, s.Precision, s.Recall, f[0], f[1])
+			t.Errorf("%q: precision %.4f recall %.4f, floors %.4f %.4f", s.Struct, s.Precision, s.Recall, f[0], f[1])
 		}
 	}
 }

@@ -63,3 +63,19 @@ noinline void set_xy(struct flags *p, int s)
 	if (p->z == 1 && !p->y)
 		p->x = 0; /* want-any: flags.x:load flags.y:load flags.x:store flags.y:store */
 }
+
+int pick(int v);
+
+/* A bitfield written with a value spilled to the frame: the new bits are
+ * or-ed in from memory (or 0x3(%rsp),%al). The load of the unit is the
+ * write's, not a read of the bits it keeps (y, z). */
+noinline void set_x_late(struct flags *p, int v, int w, int u, int t)
+{
+	_Bool on = pick(v) > w;
+	int a = pick(u), b = pick(t), c = pick(a + b), d = pick(c ^ a);
+	int e = pick(d + b), f = pick(e + c), g = pick(f), h = pick(g);
+
+	p->b = a + b + c + d + e + f + g + h; /* want: flags.b:store */
+	p->a = a * b * c * d * e * f * g * h; /* want: flags.a:store */
+	p->x = on; /* want: flags.x:store */ /* want-any: flags.x:load */
+}

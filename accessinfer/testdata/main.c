@@ -4,3 +4,4 @@ void consume(void *p) { __asm__ volatile("" ::"r"(p) : "memory"); }
 static char buf[256];
 struct skb *get_skb(void) { return (struct skb *)buf; }
 int main(void) { return 0; }
+int pick(int v) { __asm__ volatile("" : "+r"(v)); return v; }

@@ -152,3 +152,119 @@ noinline void init_holder(struct holder *h)
 {
 	h->t = tmpl_init; /* want: holder.t:store */
 }
+
+/* A pointer loaded from a global pointer variable (the kernel's current,
+ * current_task's value): the source may cast it to its first member's
+ * type (current_thread_info() is (struct thread_info *)current), which
+ * compiles as task_thread_info(current)'s &current->thread_info does.
+ * The offset-0 level is not decided, the member below it is. */
+struct thr_info {
+	unsigned long flags;
+	unsigned int status;
+};
+
+struct task {
+	struct thr_info thread_info;
+	unsigned int state;
+	void *stack;
+};
+
+struct task *cur_task;
+
+#define cur_thread_info() ((struct thr_info *)cur_task)
+
+noinline unsigned int thread_status(void)
+{
+	return cur_thread_info()->status; /* want: thr_info.status:load */
+}
+
+noinline unsigned int task_state(void)
+{
+	return cur_task->state; /* want: task.state:load */
+}
+
+/* A static function whose pointer parameter is the same global's member
+ * at every call (tk_setup_internals(&tk_core.timekeeper, ..)): GCC
+ * propagates the constant, the parameter's location is the address
+ * and the code reads the global at RIP-relative addresses. The source
+ * names the member through the parameter (tk->shift), so the plugin
+ * records no level of the global above it; tk_core.timekeeper.shift
+ * would be the same code. */
+struct read_base {
+	long cycle_last;
+	long shift;
+};
+
+struct tk_core_t {
+	long seq;
+	struct read_base tkr;
+};
+
+struct tk_core_t tk_core_g;
+
+static noinline void setup_base(struct read_base *tkr, long shift)
+{
+	tkr->shift = shift; /* want: read_base.shift:store */
+}
+
+noinline void setup_all(long s)
+{
+	setup_base(&tk_core_g.tkr, s);
+	setup_base(&tk_core_g.tkr, s + 1);
+}
+
+/* A class two levels below the struct at offset 0 (tcp_sock holds
+ * inet_connection_sock, which holds inet_sock, which holds sock): with a
+ * pointer to the base in the function, the source casts it to the
+ * middle class (inet_csk(sk)->icsk_rto where tp = tcp_sk(sk)), the same
+ * code as tp->inet_conn.icsk_rto: the outer level is not decided. */
+struct top2 {
+	struct top t;
+	int a;
+	int b;
+};
+
+/* inet_csk(sk) as a macro: no inlined copy gives the register a type. */
+#define to_top(p) ((struct top *)(p))
+
+noinline int cast_deep(struct top2 *t2, struct base *sk, int n)
+{
+	consume(sk);
+	return t2->a * n /* want: top2.a:load */
+	       + to_top(t2)->snd; /* want: top.snd:load */
+}
+
+/* A variable of an inner scope and one of the function in the same
+ * register, of different types: va = rb_entry(n, ..) in the loop's
+ * block, n the function's. n->left and va->node.left are the same
+ * code: both typings count, and they agree only on the inner member. */
+struct rbn {
+	struct rbn *left;
+	struct rbn *right;
+	long color;
+};
+
+struct varea {
+	long start;
+	long end;
+	struct rbn node;
+	long extra;
+};
+
+#define rb_entry_of(p, type, member) \
+	((type *)((char *)(p) - __builtin_offsetof(type, member)))
+
+noinline struct varea *find_varea(struct rbn *n, long addr)
+{
+	while (n) {
+		struct varea *va = rb_entry_of(n, struct varea, node);
+
+		if (addr < va->start) /* want-any: varea.start:load */
+			n = n->left; /* want: rbn.left:load */
+		else if (addr >= va->end) /* want-any: varea.end:load */
+			n = n->right; /* want: rbn.right:load */
+		else
+			return va;
+	}
+	return 0;
+}

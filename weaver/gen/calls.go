@@ -113,10 +113,13 @@ func (g *cgen) numberNames(prefix string, names []string) {
 }
 
 // callFrame sets the call the hit belongs to, when the aspect has
-// per-call variables: at an out-of-line entry it opens the call (the
-// probed SP points at the return address: the CFA is 8 above), on a
-// return the probed SP is the CFA again; elsewhere there is none
-// (klasy_leave left 0).
+// per-call variables: at an out-of-line entry of a function the aspect
+// also hooks on return it opens the call (the probed SP points at the
+// return address: the CFA is 8 above), on a return the probed SP is the
+// CFA again; elsewhere there is none (klasy_leave left 0). An entry
+// without a return hook opens nothing: no return would close it, and
+// its frame would wait for the task's next call, or be counted dropped
+// with the task's slot.
 func (g *cgen) callFrame(h *joinpoint.Hook) {
 	if len(CallVars(g.m.file)) == 0 {
 		return
@@ -124,9 +127,19 @@ func (g *cgen) callFrame(h *joinpoint.Hook) {
 	switch {
 	case h.Kind == joinpoint.Kretprobe:
 		g.p("\thit->cfa = kernel_stack_pointer(regs);")
-	case atEntry(h):
+	case atEntry(h) && g.hookedOnReturn(h):
 		g.p("\thit->cfa = klasy_call_begin(&klasy_calls, kernel_stack_pointer(regs) + sizeof(long));")
 	}
+}
+
+// hookedOnReturn: the aspect has a return hook of h's function.
+func (g *cgen) hookedOnReturn(h *joinpoint.Hook) bool {
+	for _, r := range g.m.Hooks {
+		if r.Kind == joinpoint.Kretprobe && r.Module == h.Module && r.Function == h.Function {
+			return true
+		}
+	}
+	return false
 }
 
 // callEnd closes the call on a return, after its advice.

@@ -90,9 +90,10 @@ type Aspect struct {
 	// slot held by another CPU, which was taking it over from a task
 	// idle for a minute; CallFull, calls opened with no slot free for
 	// their task. Either leaves the call's variables unset. CallDropped,
-	// the open calls of slots taken over that way: their task exited
-	// inside them or was blocked in one for over a minute, whose return
-	// then read its variables as 0.
+	// calls thrown away before their return: their task's slot taken
+	// over that way (the task exited, its returns were missed, or it was
+	// blocked in one for over a minute: that return read 0), a reused
+	// task_struct's, the oldest past the nesting the runtime keeps.
 	CallMissed  uint64
 	CallFull    uint64
 	CallDropped uint64

@@ -71,16 +71,17 @@ static u64 klasy_call_newest(struct klasy_call_task *s)
 /*
  * The current task's slot, held (busy), or NULL: counted in c->missed
  * when it was being taken over. With claim, a free slot becomes its
- * own, or the one of a task whose newest call is older than
+ * own, else the one of a task whose newest call is older than
  * KLASY_CALL_STALE_NS (it exited, its returns all missed, or it is
- * blocked in a call: that call's frames, counted in c->dropped, read 0
- * on its return); none: counted in c->full.
+ * blocked in a call: that call reads 0 on its return); none: counted
+ * in c->full. Frames thrown away before their return (a slot taken
+ * over, a reused task_struct's) are counted in c->dropped.
  */
 static struct klasy_call_task *klasy_call_task(struct klasy_calls *c,
 					       bool claim)
 {
 	unsigned long me = (unsigned long)current, w;
-	unsigned int i = hash_long(me, KLASY_AGG_TASK_BITS), p;
+	unsigned int i = hash_long(me, KLASY_AGG_TASK_BITS), p, pass;
 	struct klasy_call_task *s;
 	u64 now;
 
@@ -97,6 +98,9 @@ static struct klasy_call_task *klasy_call_task(struct klasy_calls *c,
 		}
 		/* A task_struct an exited task left: not our calls. */
 		if (s->birth != current->start_time) {
+			if (s->n)
+				atomic_long_add(min_t(unsigned int, s->n, KLASY_CALL_DEPTH),
+						&c->dropped);
 			s->birth = current->start_time;
 			s->n = 0;
 		}
@@ -105,24 +109,29 @@ static struct klasy_call_task *klasy_call_task(struct klasy_calls *c,
 	if (!claim)
 		return NULL;
 	now = ktime_get_mono_fast_ns();
-	for (p = 0; p < KLASY_CALL_PROBES; p++) {
-		s = &c->t[(i + p) & (KLASY_AGG_TASKS - 1)];
-		/* Its task's frames as of its last unlock, for the look. */
-		w = smp_load_acquire(&s->task);
-		if ((w & KLASY_CALL_BUSY) ||
-		    ((w & KLASY_CALL_TASK) &&
-		     (s64)(now - klasy_call_newest(s)) <= KLASY_CALL_STALE_NS))
-			continue;
-		/* Fails if its task used it since w was read. */
-		if (cmpxchg(&s->task, w, me | (w & KLASY_CALL_GEN) |
-			    KLASY_CALL_BUSY) != w)
-			continue;
-		if ((w & KLASY_CALL_TASK) && s->n)
-			atomic_long_add(min_t(unsigned int, s->n, KLASY_CALL_DEPTH),
-					&c->dropped);
-		s->birth = current->start_time;
-		s->n = 0;
-		return s;
+	/* A free slot first; another task's stale one only if none is. */
+	for (pass = 0; pass < 2; pass++) {
+		for (p = 0; p < KLASY_CALL_PROBES; p++) {
+			s = &c->t[(i + p) & (KLASY_AGG_TASKS - 1)];
+			/* Its task's frames as of its last unlock, for the look. */
+			w = smp_load_acquire(&s->task);
+			if ((w & KLASY_CALL_BUSY) ||
+			    ((w & KLASY_CALL_TASK) &&
+			     (!pass || (s64)(now - klasy_call_newest(s)) <=
+				       KLASY_CALL_STALE_NS)))
+				continue;
+			/* Fails if its task used it since w was read. */
+			if (cmpxchg(&s->task, w, me | (w & KLASY_CALL_GEN) |
+				    KLASY_CALL_BUSY) != w)
+				continue;
+			if ((w & KLASY_CALL_TASK) && s->n)
+				atomic_long_add(min_t(unsigned int, s->n,
+						      KLASY_CALL_DEPTH),
+						&c->dropped);
+			s->birth = current->start_time;
+			s->n = 0;
+			return s;
+		}
 	}
 	atomic_long_inc(&c->full);
 	return NULL;
@@ -172,8 +181,10 @@ unsigned long klasy_call_begin(struct klasy_calls *c, unsigned long cfa)
 	for (i = s->n; i-- > 0;)
 		if (s->f[i].cfa <= cfa)
 			klasy_call_drop(s, i);
-	if (s->n == KLASY_CALL_DEPTH)
+	if (s->n == KLASY_CALL_DEPTH) {
 		klasy_call_drop(s, 0);
+		atomic_long_inc(&c->dropped);
+	}
 	s->f[s->n] = (struct klasy_call_frame){
 		.cfa = cfa,
 		.t0 = ktime_get_mono_fast_ns(),

@@ -852,9 +852,12 @@ struct klasy_kstack;
  * newest call is older than a minute gives its slot up, as in a timer).
  * An access that finds the task's slot held by another CPU (a task
  * taking it over) keeps or reads nothing, counted in klasy_calls.missed;
- * a call that finds no slot, in klasy_calls.full; the open calls of a
- * slot taken over, in klasy_calls.dropped: their CALL_GET reads 0 if
- * they still return (klasy status).
+ * a call that finds no slot, in klasy_calls.full; a call's frame thrown
+ * away before its return closed it (its task's slot taken over, the
+ * task exited, the oldest past KLASY_CALL_DEPTH), in klasy_calls.dropped:
+ * if that call still returns, its CALL_GET reads 0 (klasy status). An
+ * entry the aspect does not also hook on return opens no call: no return
+ * would close it, so CALL_SET keeps nothing there.
  */
 #define KLASY_CALL_VARS 8
 #define KLASY_CALL_DEPTH 8
@@ -883,9 +886,11 @@ struct klasy_call_task {
  * An aspect's per-call variables: static in its advice module, named by
  * its struct klasy_aspect. missed: begins, ends, sets and gets that found
  * the task's slot busy (kept or read nothing); full: calls opened with no
- * slot free for their task (their CALL_SET kept nothing); dropped: open
- * calls of a slot another task took over after a minute without a new
- * call (their task exited inside them or is still blocked in one).
+ * slot free for their task (their CALL_SET kept nothing); dropped: frames
+ * thrown away before their return: a slot another task took over after a
+ * minute without a new call (its task exited, its returns were missed, or
+ * it is still blocked in one), a reused task_struct's, the oldest of a
+ * task past KLASY_CALL_DEPTH.
  */
 struct klasy_calls {
 	atomic_long_t missed;

@@ -413,15 +413,19 @@ func TestCallSlotFreedAndClaimedAgain(t *testing.T) {
 	}
 }
 
-// TestCallSlotTakenOverCounted: a task blocked in a call for over a
-// minute has its slot taken over by another task's call; its return's
-// CALL_GET reads 0, and the call is counted (klasy_calls.dropped, shown
-// by klasy status) instead of lost silently.
+// TestCallSlotTakenOverCounted: a task blocked in two nested calls for
+// over a minute has its slot taken over by another task's call when no
+// slot is free; its returns' CALL_GET read 0, and both calls are counted
+// (klasy_calls.dropped, shown by klasy status) instead of lost silently.
+// A reused task_struct's open calls are counted too; a stale slot is not
+// taken while another is free.
 func TestCallSlotTakenOverCounted(t *testing.T) {
 	bin := callHarness(t, nil)
-	out, err := runHarnessFor(t, time.Minute, bin, "", "blocked")
-	if err != nil || strings.TrimSpace(out) != "ok" {
-		t.Fatalf("call_harness blocked: %v\n%s", err, out)
+	for _, mode := range []string{"blocked", "reused", "free"} {
+		out, err := runHarnessFor(t, time.Minute, bin, "", mode)
+		if err != nil || strings.TrimSpace(out) != "ok" {
+			t.Errorf("call_harness %s: %v\n%s", mode, err, out)
+		}
 	}
 }
 

@@ -52,9 +52,18 @@ func Write(w io.Writer, target string, st *records.Status) {
 		if a.FexitErr != 0 {
 			ops += fmt.Sprintf(", after hooks are kretprobes: ftrace refused the direct ops (error %d, %v)", a.FexitErr, syscall.Errno(-a.FexitErr))
 		}
-		if a.CallMissed > 0 || a.CallFull > 0 || a.CallDropped > 0 {
-			ops += fmt.Sprintf(", per-call variables: %d missed (the task's slot was being taken over), %s without a slot, %d dropped (open a minute without a new call of the task, their slot taken over: a return after that reads them as 0)",
-				a.CallMissed, human.Plural(int(a.CallFull), "call"), a.CallDropped)
+		var calls []string
+		if a.CallMissed > 0 {
+			calls = append(calls, fmt.Sprintf("%d missed (the task's slot was being taken over)", a.CallMissed))
+		}
+		if a.CallFull > 0 {
+			calls = append(calls, human.Plural(int(a.CallFull), "call")+" without a slot")
+		}
+		if a.CallDropped > 0 {
+			calls = append(calls, fmt.Sprintf("%d dropped before their return (the task's slot taken over after a minute, the task gone, or nested too deep): a return after that reads them as 0", a.CallDropped))
+		}
+		if len(calls) > 0 {
+			ops += ", per-call variables: " + strings.Join(calls, ", ")
 		}
 		fmt.Fprintf(w, "aspect %s (module %s): %s%s\n", a.Name, a.Module, human.Plural(len(a.Hooks), "hook"), ops)
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
@@ -170,7 +179,7 @@ type aspectJSON struct {
 	FexitErr   int    `json:"fexit_err,omitempty"`
 	CallMissed uint64 `json:"call_missed,omitempty"` // per-call variable accesses that found the slot busy
 	CallFull   uint64 `json:"call_full,omitempty"`   // calls opened without a slot
-	// open calls whose slot was taken over after a minute: their return read 0
+	// calls dropped before their return: a return after that read 0
 	CallDropped uint64     `json:"call_dropped,omitempty"`
 	Hooks       []hookJSON `json:"hooks"`
 }

@@ -129,7 +129,7 @@ func TestStatusCallCounters(t *testing.T) {
 	st := parsedStatus(t, "flows")
 	var b bytes.Buffer
 	Write(&b, "lab demo", st)
-	want := "aspect netflow (module klasy_a_netflow): 1 hook, per-call variables: 3 missed (the task's slot was being taken over), 1 call without a slot, 2 dropped (open a minute without a new call of the task, their slot taken over: a return after that reads them as 0)\n"
+	want := "aspect netflow (module klasy_a_netflow): 1 hook, per-call variables: 3 missed (the task's slot was being taken over), 1 call without a slot, 2 dropped before their return (the task's slot taken over after a minute, the task gone, or nested too deep): a return after that reads them as 0\n"
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("klasy status lacks %q:\n%s", want, b.String())
 	}

@@ -25,11 +25,15 @@
  * back: R may not take the slot on what it saw before. Prints "ok" or
  * what A read, exit 1.
  *
- *   call_harness blocked
+ *   call_harness blocked | reused | free
  *
- * A is inside a call with a value set, blocked past the minute after
- * which R, opening a call, takes A's slot over. A's return reads 0: the
- * call must be counted as dropped. Prints "ok" or what was read and
+ * blocked: A is inside two nested calls with values set, blocked past
+ * the minute after which R, opening a call when every other slot is
+ * held too, takes A's slot over. A's returns read 0, R's its own value,
+ * and A's two calls are counted as dropped. reused: A's task_struct,
+ * with two calls open, is reused by a new task: the two are dropped.
+ * free: A's slot is stale but another is free: R takes the free one, A
+ * reads its value, nothing is dropped. Prints "ok" or what was read and
  * counted, exit 1.
  */
 #include <inttypes.h>
@@ -182,35 +186,81 @@ static int aba(void)
 	return 0;
 }
 
-static int blocked(void)
+/* t opens a call at depth d (its CFA d * 64 below its stack's top). */
+static void open_call(struct task_struct *t, int d, u64 v)
 {
-	unsigned long top_a, top_r;
-	u64 got;
+	if (!t->stack)
+		t->stack = calloc(1, THREAD_SIZE);
+	task = t;
+	klasy_hit.cfa = klasy_call_begin(&calls,
+					 (unsigned long)t->stack + THREAD_SIZE - 64 * d);
+	klasy_call_set(&calls, 0, v);
+	klasy_hit.cfa = 0;
+}
 
-	task_a.stack = calloc(1, THREAD_SIZE);
-	task_r.stack = calloc(1, THREAD_SIZE);
-	top_a = (unsigned long)task_a.stack + THREAD_SIZE;
-	top_r = (unsigned long)task_r.stack + THREAD_SIZE;
-	task = &task_a;
-	klasy_hit.cfa = klasy_call_begin(&calls, top_a - 64);
-	klasy_call_set(&calls, 0, 0xa1);
-	/* R's call, a minute later by the clock, takes A's slot over. */
-	task = &task_r;
-	klasy_hit.cfa = klasy_call_begin(&calls, top_r - 64);
-	klasy_call_set(&calls, 0, 0xb1);
-	task = &task_a;
-	klasy_hit.cfa = top_a - 64;
-	got = klasy_call_get(&calls, 0);
-	klasy_call_end(&calls, top_a - 64);
-	if (got || atomic_long_read(&calls.dropped) != 1 ||
+/* What t's call at depth d reads, closing it. */
+static u64 close_call(struct task_struct *t, int d)
+{
+	unsigned long cfa = (unsigned long)t->stack + THREAD_SIZE - 64 * d;
+	u64 v;
+
+	task = t;
+	klasy_hit.cfa = cfa;
+	v = klasy_call_get(&calls, 0);
+	klasy_call_end(&calls, cfa);
+	klasy_hit.cfa = 0;
+	return v;
+}
+
+static int expect(const char *mode, u64 a_inner, u64 a_outer, u64 want_a,
+		  u64 r, u64 want_r, long want_dropped)
+{
+	if (a_inner != want_a || a_outer != want_a || r != want_r ||
+	    atomic_long_read(&calls.dropped) != want_dropped ||
 	    atomic_long_read(&calls.missed) || atomic_long_read(&calls.full)) {
-		printf("A read %#" PRIx64 ", want 0; dropped %ld, want 1 (missed %ld, full %ld)\n",
-		       got, atomic_long_read(&calls.dropped),
+		printf("%s: A read %#" PRIx64 " %#" PRIx64 " (want %#" PRIx64 "), R %#" PRIx64
+		       " (want %#" PRIx64 "); dropped %ld (want %ld), missed %ld, full %ld\n",
+		       mode, a_inner, a_outer, want_a, r, want_r,
+		       atomic_long_read(&calls.dropped), want_dropped,
 		       atomic_long_read(&calls.missed), atomic_long_read(&calls.full));
 		return 1;
 	}
 	printf("ok\n");
 	return 0;
+}
+
+static int slots_taken(const char *mode)
+{
+	static struct task_struct others[KLASY_CALL_PROBES];
+	struct task_struct b = { .pid = 3, .start_time = 3 };
+	u64 inner, outer, r;
+	int i;
+
+	open_call(&task_a, 1, 0xa1);
+	open_call(&task_a, 2, 0xa2);
+	if (!strcmp(mode, "blocked"))
+		for (i = 1; i < KLASY_CALL_PROBES; i++) {
+			others[i] = (struct task_struct){ .pid = 10 + i, .start_time = 10 + i };
+			open_call(&others[i], 1, 0xc0 + i);
+		}
+	if (!strcmp(mode, "reused")) {
+		/* A exits inside both calls; b gets its task_struct. */
+		b.stack = task_a.stack;
+		task_a.start_time = b.start_time;
+		open_call(&task_a, 1, 0xb1);
+		r = close_call(&task_a, 1);
+		return expect(mode, 0, 0, 0, r, 0xb1, 2);
+	}
+	/* R's call, a minute later by the clock. */
+	open_call(&task_r, 1, 0xd1);
+	r = close_call(&task_r, 1);
+	inner = close_call(&task_a, 2);
+	outer = close_call(&task_a, 1);
+	if (!strcmp(mode, "blocked"))
+		return expect(mode, inner, outer, 0, r, 0xd1, 2);
+	if (inner != 0xa2)
+		return expect(mode, inner, 0, 0xa2, r, 0xd1, 0);
+	return expect(mode, outer, outer, 0xa1, r, 0xd1, 0);
 }
 
 int main(int argc, char **argv)
@@ -220,8 +270,9 @@ int main(int argc, char **argv)
 
 	if (argc == 2 && !strcmp(argv[1], "aba"))
 		return aba();
-	if (argc == 2 && !strcmp(argv[1], "blocked"))
-		return blocked();
+	if (argc == 2 && (!strcmp(argv[1], "blocked") ||
+			  !strcmp(argv[1], "reused") || !strcmp(argv[1], "free")))
+		return slots_taken(argv[1]);
 	if (argc != 3)
 		return 2;
 	n = atol(argv[1]);
