@@ -198,14 +198,17 @@ func (kr kernelRun) report(tb testing.TB) {
 // 3.13 s (index 1.63-1.85 s); TestDebianKernel 5.72 -> 4.52 s and
 // 4.88 -> 4.33 s.
 // After the infertime4 branch's cuts on the instruction side
-// (x86code's Decoder from templates of instruction shapes, dense
-// address searches and tables, per-instruction caches of copyAt, DWARF
+// (x86code's Decoder from templates of instruction shapes, x86code.Index
+// and dense address searches, per-instruction caches of copyAt, DWARF
 // registers shared with the instruction before, per-worker callee
 // return types, buffers reused), the same accesses and table: inference
-// CPU 3.35-3.45 -> 2.81-2.95 s in three alternating runs of this bench
-// (the index 1.6-1.8 s); whole process, paired medians of Infer alone:
-// 4.49 -> 3.63 s CPU (Debian's vmlinux 5.67 -> 5.07 s, peak 1025 -> 990
-// MiB).
+// CPU 3.33-3.60 -> 2.47-2.65 s in this benchmark, three runs of each in
+// turn, before infertime3's cuts (index 1.64-1.84 s); TestDebianKernel
+// 4.80-5.30 -> 4.17-4.75 s; whole process, paired medians of Infer
+// alone: 3.55 -> 3.17 s CPU (Debian's vmlinux 5.00 -> 4.29 s, peak 1046
+// -> 1018 MiB). With infertime3's cuts, on a loaded machine: 2.85-3.34
+// -> 2.47-3.13 s (index 1.69-2.27 s); TestDebianKernel 4.69-4.71 ->
+// 3.98-4.06 s.
 func BenchmarkInferVsPlugin(b *testing.B) {
 	vmlinux := builtVmlinux(b)
 	for i := 0; i < b.N; i++ {
