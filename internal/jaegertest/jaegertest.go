@@ -98,46 +98,56 @@ func Start(t testing.TB) *Jaeger {
 		err = fmt.Errorf("no Jaeger at %s: run make jaeger", bin)
 	}
 	testenv.Need(t, "jaeger", err)
-	qhttp, qgrpc, ogrpc, ohttp := freePort(t), freePort(t), freePort(t), freePort(t)
-	cfg := filepath.Join(t.TempDir(), "jaeger.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, config, qhttp, qgrpc, ogrpc, ohttp), 0o644); err != nil {
-		t.Fatal(err)
+	// The ports are free when picked, not when Jaeger binds them: another
+	// process may take one in between. Then it is tried on others.
+	for attempt := 1; ; attempt++ {
+		qhttp, qgrpc, ogrpc, ohttp := freePort(t), freePort(t), freePort(t), freePort(t)
+		cfg := filepath.Join(t.TempDir(), "jaeger.yaml")
+		if err := os.WriteFile(cfg, fmt.Appendf(nil, config, qhttp, qgrpc, ogrpc, ohttp), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		j := &Jaeger{
+			OTLPHTTP: fmt.Sprintf("http://127.0.0.1:%d", ohttp),
+			OTLPGRPC: fmt.Sprintf("grpc://127.0.0.1:%d", ogrpc),
+			query:    fmt.Sprintf("http://127.0.0.1:%d", qhttp),
+			bin:      bin,
+			config:   cfg,
+		}
+		err := j.start()
+		if err == nil {
+			t.Cleanup(j.Stop)
+			return j
+		}
+		if attempt == 3 || !bytes.Contains(j.log.Bytes(), []byte("address already in use")) {
+			t.Fatal(err)
+		}
+		t.Logf("jaeger: a port was taken before it bound it, trying others")
 	}
-	j := &Jaeger{
-		OTLPHTTP: fmt.Sprintf("http://127.0.0.1:%d", ohttp),
-		OTLPGRPC: fmt.Sprintf("grpc://127.0.0.1:%d", ogrpc),
-		query:    fmt.Sprintf("http://127.0.0.1:%d", qhttp),
-		bin:      bin,
-		config:   cfg,
-	}
-	t.Cleanup(j.Stop)
-	j.start(t)
-	return j
 }
 
 // start runs Jaeger and waits until its query API answers.
-func (j *Jaeger) start(t testing.TB) {
-	t.Helper()
+func (j *Jaeger) start() error {
 	j.log, j.exited = &bytes.Buffer{}, make(chan struct{})
 	j.cmd = exec.Command(j.bin, "--config", j.config)
 	j.cmd.Stdout, j.cmd.Stderr = j.log, j.log
 	if err := j.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	cmd, exited := j.cmd, j.exited
 	go func() { cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if _, err := j.get("/api/services"); err == nil {
-			return
+			return nil
 		}
 		select {
 		case <-exited:
-			t.Fatalf("jaeger exited at start:\n%s", j.log)
+			return fmt.Errorf("jaeger exited at start:\n%s", j.log)
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("jaeger's query API did not answer in 60 s:\n%s", j.log)
+			j.Stop()
+			return fmt.Errorf("jaeger's query API did not answer in 60 s:\n%s", j.log)
 		}
 	}
 }
@@ -147,7 +157,9 @@ func (j *Jaeger) start(t testing.TB) {
 func (j *Jaeger) Restart(t testing.TB) {
 	t.Helper()
 	j.Stop()
-	j.start(t)
+	if err := j.start(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Stop stops Jaeger (its storage is gone with it).
