@@ -43,9 +43,15 @@ func TestAccess(t *testing.T) {
 		{[]byte{0xd9, 0x7f, 0x04}, "fnstcw word [rdi+0x4]", Store, x86asm.RDI, 0, 4, 2, false},
 		{[]byte{0xd9, 0x5f, 0x08}, "fstp dword [rdi+0x8]", Store, x86asm.RDI, 0, 8, 4, false},
 		{[]byte{0x48, 0x0f, 0xae, 0x0f}, "fxrstor64 [rdi]", Load, x86asm.RDI, 0, 0, 0, false},
+		// 32-bit displacements sign-extended as the CPU does (x86asm
+		// zero-extends them); a 64-bit moffs is whole.
+		{[]byte{0x48, 0x8b, 0x87, 0x00, 0x00, 0xff, 0xff}, "mov rax,[rdi-0x10000]", Load, x86asm.RDI, 0, -0x10000, 8, false},
+		{[]byte{0x48, 0x8d, 0x14, 0xc5, 0x30, 0x46, 0xe3, 0x81}, "lea rdx,[rax*8-0x7e1cb9d0]", Addr, 0, x86asm.RAX, -0x7e1cb9d0, 0, false},
+		{[]byte{0x48, 0x8b, 0x05, 0x00, 0xff, 0xff, 0xff}, "mov rax,[rip-0x100]", Load, x86asm.RIP, 0, -0x100, 8, false},
+		{[]byte{0xa1, 0x00, 0x10, 0x00, 0x80, 0, 0, 0, 0}, "mov eax,[0x80001000]", Load, 0, 0, 0x80001000, 4, false},
 	}
 	for _, tc := range tests {
-		inst, err := x86asm.Decode(tc.code, 64)
+		inst, err := decode(tc.code)
 		if err != nil {
 			t.Errorf("% x: %v", tc.code, err)
 			continue

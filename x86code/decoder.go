@@ -172,13 +172,13 @@ func shapeOf(b []byte) (s shape, ok bool) {
 	return s, true
 }
 
-// disp and rel read the variable parts as x86asm stores them: a 32-bit
-// displacement zero-extended, an 8-bit one sign-extended; offsets signed.
+// disp and rel read the variable parts as decode gives them: a
+// displacement and an offset sign-extended.
 func (s *shape) disp(b []byte) int64 {
 	if s.dispLen == 1 {
 		return int64(int8(b[s.dispOff]))
 	}
-	return int64(binary.LittleEndian.Uint32(b[s.dispOff:]))
+	return int64(int32(binary.LittleEndian.Uint32(b[s.dispOff:])))
 }
 
 func (s *shape) rel(b []byte) x86asm.Rel {
@@ -188,7 +188,8 @@ func (s *shape) rel(b []byte) x86asm.Rel {
 	return x86asm.Rel(int32(binary.LittleEndian.Uint32(b[s.relOff:])))
 }
 
-// Decode is x86asm.Decode(b, 64).
+// Decode is x86asm.Decode(b, 64), its 32-bit displacement
+// sign-extended (decode).
 func (d *Decoder) Decode(b []byte) (x86asm.Inst, error) {
 	var inst x86asm.Inst
 	err := d.decodeInto(&inst, b)
@@ -200,7 +201,7 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) error {
 	s, ok := shapeOf(b)
 	if !ok {
 		var err error
-		*inst, err = x86asm.Decode(b, 64)
+		*inst, err = decode(b)
 		return err
 	}
 	if d.slots == nil {
@@ -232,7 +233,7 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) error {
 		return nil
 	}
 	var err error
-	*inst, err = x86asm.Decode(b, 64)
+	*inst, err = decode(b)
 	if err == nil && s.fits(inst, b) {
 		t.key, t.ok, t.inst = s.key, true, *inst
 	}

@@ -15,7 +15,7 @@ import (
 // sameDecode fails t unless d decodes b as x86asm does.
 func sameDecode(t *testing.T, d *Decoder, b []byte) bool {
 	t.Helper()
-	want, werr := x86asm.Decode(b, 64)
+	want, werr := decode(b)
 	got, gerr := d.Decode(b)
 	if (werr == nil) != (gerr == nil) || !reflect.DeepEqual(want, got) {
 		t.Errorf("% x: Decoder gives %#v (%v), x86asm %#v (%v)", b, got, gerr, want, werr)
@@ -136,7 +136,7 @@ func TestDecoderOnKernels(t *testing.T) {
 		var d Decoder
 		n, bad := 0, 0
 		for off := 0; off < len(code) && bad < 10; {
-			want, werr := x86asm.Decode(code[off:], 64)
+			want, werr := decode(code[off:])
 			var got x86asm.Inst
 			gerr := d.decodeInto(&got, code[off:])
 			if (werr == nil) != (gerr == nil) || want != got {

@@ -18,6 +18,35 @@ import (
 	"golang.org/x/arch/x86/x86asm"
 )
 
+// decode is x86asm.Decode(b, 64) with a 32-bit displacement
+// sign-extended, as the CPU extends it: x86asm keeps it zero-extended,
+// so container_of's -0x218(%rdi) read as 0xfffffde8(%rdi), and a global
+// array's -0x7e1cb9d0(,%rax,8) as an address 4 GiB off the kernel's.
+func decode(b []byte) (x86asm.Inst, error) {
+	inst, err := x86asm.Decode(b, 64)
+	if err == nil {
+		signExtendDisp(&inst)
+	}
+	return inst, err
+}
+
+// signExtendDisp sign-extends inst's 32-bit displacement in place (a
+// mov's 64-bit absolute moffs is whole already).
+func signExtendDisp(inst *x86asm.Inst) {
+	if inst.Opcode>>24&0xfc == 0xa0 {
+		return
+	}
+	for i, a := range inst.Args {
+		if a == nil {
+			return
+		}
+		if m, ok := a.(x86asm.Mem); ok && m.Disp >= 1<<31 && m.Disp < 1<<32 {
+			m.Disp = int64(int32(m.Disp))
+			inst.Args[i] = m
+		}
+	}
+}
+
 // sweep decodes code loaded at base from its first byte, calling fn with
 // each instruction, or with inst nil for a byte that does not decode,
 // until fn returns false.
@@ -28,7 +57,7 @@ func sweep(code []byte, base uint64, fn func(pc uint64, inst *x86asm.Inst) bool)
 	for off := 0; off < len(code); {
 		pc := base + uint64(off)
 		var err error
-		inst, err = x86asm.Decode(code[off:], 64)
+		inst, err = decode(code[off:])
 		if err != nil || inst.Len == 0 {
 			if !fn(pc, nil) {
 				return
