@@ -12,6 +12,7 @@ import (
 	"github.com/klasy/klasy/accessinfer"
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/x86code"
 )
 
@@ -98,7 +99,10 @@ type Score struct {
 	// ByHelper of the Confirmed are so only through a helper the source
 	// calls at the instruction, inlined elsewhere, whose copy here DWARF
 	// lost (comparer.helperConfirmed).
-	ByHelper             int
+	ByHelper int
+	// ByISRA of the Confirmed are so only as loads IPA-SRA moved from
+	// a clone into its caller (comparer.israConfirmed).
+	ByISRA               int
 	UnconfirmedExamples  []string
 	MissedRecordExamples []string
 }
@@ -130,6 +134,8 @@ type comparer struct {
 	// the function named (v), wherever its code went.
 	helperIn map[hostVarKey]uint8
 	inl      map[string]bool // inlined, by function name
+	img      *elfimage.Image
+	clones   map[uint64]bool // entry -> an IPA-SRA clone (israConfirmed)
 }
 
 type hostKey struct {
@@ -288,6 +294,7 @@ func newComparer(b *dwarfmap.Batch, t *debugklasy.Table) *comparer {
 	c.addrIn = map[hostKey]bool{}
 	c.varIn = map[hostVarKey]uint8{}
 	c.helperIn, c.inl = map[hostVarKey]uint8{}, map[string]bool{}
+	c.img, c.clones = b.Index().Image(), map[uint64]bool{}
 	for i := range t.Accesses {
 		r := &t.Accesses[i]
 		if r.Base.Kind == debugklasy.Param {
@@ -353,10 +360,11 @@ func (c *comparer) confirmed(a *accessinfer.Access) (ok, strictOK bool) {
 
 // confirmAll says which of accs (by PC, as Result has them) the
 // plugin confirms, by all the rules of Score and by the strict ones,
-// and which only by helperConfirmed (Score.ByHelper).
-func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict, byHelper []bool) {
+// and which only by helperConfirmed (Score.ByHelper) or israConfirmed
+// (Score.ByISRA).
+func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict []bool, byHelper []uint8) {
 	ok, strict = make([]bool, len(accs)), make([]bool, len(accs))
-	byHelper = make([]bool, len(accs))
+	byHelper = make([]uint8, len(accs))
 	for i := range accs {
 		ok[i], strict[i] = c.confirmed(&accs[i])
 	}
@@ -380,7 +388,10 @@ func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict, byHelper [
 		out[i] = c.outerConfirmed(a, innerOK) || c.movedConfirmed(a) || c.neighbourConfirmed(a)
 		if !out[i] && c.helperConfirmed(a) {
 			out[i] = true
-			byHelper[i] = true
+			byHelper[i] = byHelperRule
+		} else if !out[i] && c.israConfirmed(a) {
+			out[i] = true
+			byHelper[i] = byISRA
 		}
 		outStrict[i] = strict[i] || c.outerConfirmed(a, innerStrict)
 	}
@@ -424,8 +435,11 @@ func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, st
 			}
 			if ok {
 				s.Confirmed++
-				if byHelper[i] {
+				switch byHelper[i] {
+				case byHelperRule:
 					s.ByHelper++
+				case byISRA:
+					s.ByISRA++
 				}
 			} else if bySrc {
 				s.SourceConfirmed++
@@ -544,6 +558,12 @@ func (c *comparer) inlined(f string) bool {
 	return is
 }
 
+// How confirmAll confirmed an access beyond the line rules.
+const (
+	byHelperRule = 1 + iota
+	byISRA
+)
+
 func fmtPC(pc uint64) string { return fmt.Sprintf("%#x", pc) }
 
 // reachable says whether record r has an instruction in the image (see
@@ -614,6 +634,9 @@ func PrintScores(w io.Writer, scores []Score) {
 	fmt.Fprintln(w, "by-src: a test of a bitfield's bits against a constant, or of adjacent members' compares GCC merged into one (c->x86 == 6 && c->x86_model == 1), which the plugin cannot record (TestPluginMissesBitfieldTests, TestPluginMissesMergedCompares), whose member the source names (->m or .m, or a macro standing for its path: sk->sk_reuseport) at the instruction's own line rows or inlined call sites: counted as confirmed.")
 	if tot := scores[len(scores)-1]; tot.ByHelper > 0 {
 		fmt.Fprintf(w, "by-helper: %d of the confirmed only through a helper the source calls at the instruction's rows or call sites, inlined elsewhere in the image, whose copy here DWARF lost with its rows (hstate_file(f)'s file_inode(f)), the plugin recording the member through the helper's parameter.\n", tot.ByHelper)
+	}
+	if tot := scores[len(scores)-1]; tot.ByISRA > 0 {
+		fmt.Fprintf(w, "by-isra: %d of the confirmed only as a load passed to an IPA-SRA clone (write_irq_affinity.constprop.0.isra.0 takes file_inode(file), its callers load file->f_inode), the plugin recording the read in the clone's function through its parameter (TestPluginMissesISRA).\n", tot.ByISRA)
 	}
 }
 

@@ -98,3 +98,36 @@ func TestAgainstPlugin(t *testing.T) {
 		t.Errorf("recall %.2f, want >= 0.85", tot.Recall)
 	}
 }
+
+// TestPluginMissesISRA shows where the plugin puts a load that GCC's
+// IPA-SRA moved into the callers of a clone (testdata/isra.c: fl_work
+// reads f->inode, fl_work.isra.0 takes the value, fl_work0 and
+// fl_work1 load it): in fl_work, through its parameter, at fl_work's
+// line, where no instruction loads it. Score counts the callers' loads
+// as confirmed (ByISRA).
+func TestPluginMissesISRA(t *testing.T) {
+	t.Setenv("KLASY_CACHE", t.TempDir())
+	exe := buildWithPlugin(t, "isra.c")
+	tab, err := debugklasy.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := map[string]int{}
+	for i := range tab.Accesses {
+		if r := &tab.Accesses[i]; r.Struct == "fl" {
+			recs[r.Function.Name+" "+r.Member+" "+r.Base.Kind.String()]++
+		}
+	}
+	if recs["fl_work inode param"] == 0 || recs["fl_work0 inode param"]+recs["fl_work1 inode param"] != 0 {
+		t.Errorf("the plugin's records of fl.inode are not in fl_work alone now: %v", recs)
+	}
+	scores := measure(t, exe, []string{"fl"})
+	s := scores[0]
+	for _, e := range s.UnconfirmedExamples {
+		t.Logf("unconfirmed: %s", e)
+	}
+	// fl_work0's and fl_work1's loads of f->inode, fl_priv's f->priv.
+	if s.Inferred != 3 || s.Confirmed != 3 || s.ByISRA != 2 {
+		t.Errorf("inferred %d, confirmed %d, by IPA-SRA %d; want 3, 3, 2", s.Inferred, s.Confirmed, s.ByISRA)
+	}
+}
