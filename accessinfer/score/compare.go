@@ -98,7 +98,8 @@ type Score struct {
 	SourceConfirmed int
 	// ByHelper of the Confirmed are so only through a helper the source
 	// calls at the instruction, inlined elsewhere, whose copy here DWARF
-	// lost (comparer.helperConfirmed).
+	// lost (comparer.helperConfirmed), or that a record at the
+	// instruction's lines names in its base (comparer.baseConfirmed).
 	ByHelper int
 	// ByISRA of the Confirmed are so only as loads IPA-SRA moved from
 	// a clone into its caller (comparer.israConfirmed).
@@ -136,6 +137,10 @@ type comparer struct {
 	inl      map[string]bool // inlined, by function name
 	img      *elfimage.Image
 	clones   map[uint64]bool // entry -> an IPA-SRA clone (israConfirmed)
+	// baseCalls: the functions the base expressions of the plugin's
+	// records at a line call ("file_inode(file)"), by (file, line).
+	baseCalls map[[2]int][]string
+	ool       map[string]bool // has an out-of-line body, by function name
 }
 
 type hostKey struct {
@@ -295,6 +300,7 @@ func newComparer(b *dwarfmap.Batch, t *debugklasy.Table) *comparer {
 	c.varIn = map[hostVarKey]uint8{}
 	c.helperIn, c.inl = map[hostVarKey]uint8{}, map[string]bool{}
 	c.img, c.clones = b.Index().Image(), map[uint64]bool{}
+	c.baseCalls, c.ool = map[[2]int][]string{}, map[string]bool{}
 	for i := range t.Accesses {
 		r := &t.Accesses[i]
 		if r.Base.Kind == debugklasy.Param {
@@ -326,11 +332,16 @@ func newComparer(b *dwarfmap.Batch, t *debugklasy.Table) *comparer {
 				}
 			}
 		}
+		calls := calledNames([]byte(r.Base.Expr))
 		for _, id := range b.Files(r.File) {
 			for _, l := range []int{r.Line, r.StmtLine} {
 				if l != 0 {
 					k := recKey{id, l, r.Struct, r.Member}
 					c.recs[k] = append(c.recs[k], r.Mode)
+					if len(calls) > 0 {
+						lk := [2]int{int(id), l}
+						c.baseCalls[lk] = append(c.baseCalls[lk], calls...)
+					}
 				}
 			}
 		}
@@ -386,7 +397,7 @@ func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict []bool, byH
 			}
 		}
 		out[i] = c.outerConfirmed(a, innerOK) || c.movedConfirmed(a) || c.neighbourConfirmed(a)
-		if !out[i] && c.helperConfirmed(a) {
+		if !out[i] && (c.helperConfirmed(a) || c.baseConfirmed(a)) {
 			out[i] = true
 			byHelper[i] = byHelperRule
 		} else if !out[i] && c.israConfirmed(a) {
@@ -633,7 +644,7 @@ func PrintScores(w io.Writer, scores []Score) {
 	}
 	fmt.Fprintln(w, "by-src: a test of a bitfield's bits against a constant, or of adjacent members' compares GCC merged into one (c->x86 == 6 && c->x86_model == 1), which the plugin cannot record (TestPluginMissesBitfieldTests, TestPluginMissesMergedCompares), whose member the source names (->m or .m, or a macro standing for its path: sk->sk_reuseport) at the instruction's own line rows or inlined call sites: counted as confirmed.")
 	if tot := scores[len(scores)-1]; tot.ByHelper > 0 {
-		fmt.Fprintf(w, "by-helper: %d of the confirmed only through a helper the source calls at the instruction's rows or call sites, inlined elsewhere in the image, whose copy here DWARF lost with its rows (hstate_file(f)'s file_inode(f)), the plugin recording the member through the helper's parameter.\n", tot.ByHelper)
+		fmt.Fprintf(w, "by-helper: %d of the confirmed only through a helper the source calls at the instruction's rows or call sites, inlined elsewhere in the image, whose copy here DWARF lost with its rows (hstate_file(f)'s file_inode(f)), or that the base of a record at the instruction's lines calls (inode.i_mode through \"file_inode(file)\", the load scheduled among the line before's instructions), the plugin recording the member through the helper's parameter.\n", tot.ByHelper)
 	}
 	if tot := scores[len(scores)-1]; tot.ByISRA > 0 {
 		fmt.Fprintf(w, "by-isra: %d of the confirmed only as a load passed to an IPA-SRA clone (write_irq_affinity.constprop.0.isra.0 takes file_inode(file), its callers load file->f_inode), the plugin recording the read in the clone's function through its parameter (TestPluginMissesISRA).\n", tot.ByISRA)

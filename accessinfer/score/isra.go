@@ -1,12 +1,14 @@
 package score
 
 import (
+	"slices"
 	"strings"
 
 	"golang.org/x/arch/x86/x86asm"
 
 	"github.com/klasy/klasy/accessinfer"
 	"github.com/klasy/klasy/debugklasy"
+	"github.com/klasy/klasy/dwarfmap"
 	"github.com/klasy/klasy/x86code"
 )
 
@@ -128,4 +130,37 @@ func regNum(a x86asm.Arg) (uint, bool) {
 		return uint(r - x86asm.AX), true
 	}
 	return 0, false
+}
+
+// baseConfirmed says whether a load is the read of a helper that the
+// plugin names in the base expression of a record at one of the lines
+// of a's block (inode.i_mode read through "file_inode(file)" at
+// file_start_write's line in vfs_write), the plugin recording that
+// helper reading a's member through its parameter: the source there
+// reads the member, and the scheduler moved the load among the
+// instructions of the line before, where the helper's own row is lost
+// (TestHelperBaseConfirmed). A helper with an out-of-line body does
+// its load there, not here.
+func (c *comparer) baseConfirmed(a *accessinfer.Access) bool {
+	if a.Kind != x86code.Load {
+		return false
+	}
+	for _, l := range c.linesOf(a, false) {
+		for _, f := range c.baseCalls[l] {
+			if c.readsParam(f, a) && !c.outOfLine(f) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// outOfLine says whether the image holds an out-of-line body of f.
+func (c *comparer) outOfLine(f string) bool {
+	is, ok := c.ool[f]
+	if !ok {
+		is = slices.ContainsFunc(c.b.Instances(f, ""), func(in dwarfmap.Instance) bool { return !in.Inlined })
+		c.ool[f] = is
+	}
+	return is
 }

@@ -131,3 +131,21 @@ func TestPluginMissesISRA(t *testing.T) {
 		t.Errorf("inferred %d, confirmed %d, by IPA-SRA %d; want 3, 3, 2", s.Inferred, s.Confirmed, s.ByISRA)
 	}
 }
+
+// TestHelperBaseConfirmed: in testdata/helperbase.c the scheduler moves
+// fl_ino's load of f->inode among the instructions of the line before
+// start_write's call, where its own row is lost; the plugin records
+// ino.mode at start_write's line through "fl_ino(f)", and f->inode in
+// fl_ino through its parameter. Score confirms the load.
+func TestHelperBaseConfirmed(t *testing.T) {
+	t.Setenv("KLASY_CACHE", t.TempDir())
+	exe := buildWithPlugin(t, "helperbase.c")
+	s := measure(t, exe, []string{"fl2"})[0]
+	for _, e := range s.UnconfirmedExamples {
+		t.Logf("unconfirmed: %s", e)
+	}
+	// f->mode, f->inode (moved), f->priv.
+	if s.Inferred != 3 || s.Confirmed != 3 || s.ByHelper != 1 {
+		t.Errorf("inferred %d, confirmed %d, by helper %d; want 3, 3, 1", s.Inferred, s.Confirmed, s.ByHelper)
+	}
+}
