@@ -164,6 +164,7 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		Loclists: img.Section(".debug_loclists"), Addr: img.Section(".debug_addr"),
 		Line: img.Section(".debug_line"), Str: img.Section(".debug_str"), LineStr: img.Section(".debug_line_str"),
 		DIEs: diescan.NewSections(img.Section)}
+	sec.DIEs.ShareAbbrevs()
 	tss, errs := make([]*members.Types, nw), make([]error, nw)
 	for w := range tss {
 		tss[w] = members.NewTypes(sec.DIEs, cus)
@@ -213,8 +214,8 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 				gl.normal = append(gl.normal, g)
 			}
 		}
-		for a, t := range scans[i].Rets {
-			rets[a] = t
+		for _, r := range scans[i].Rets {
+			rets[r.Entry] = r.Type
 		}
 		for j := range scans[i].Funcs {
 			f := &scans[i].Funcs[j]

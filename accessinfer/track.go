@@ -945,8 +945,8 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 func (ft *fnTrack) trimHierarchy(cs []members.Chain) []members.Chain {
 	for i, c := range cs {
 		k := 0
-		for j := 1; j < len(c) && c[j-1].BitOff == 0 && c[j-1].Container.NumMembers() >= 3; j++ {
-			if j >= 2 && c[j].Container.NumMembers() >= 3 && ft.namesType(c[j].Container) {
+		for j := 1; j < len(c) && c[j-1].BitOff == 0 && ft.w.ts.NumMembers(c[j-1].Container) >= 3; j++ {
+			if j >= 2 && ft.w.ts.NumMembers(c[j].Container) >= 3 && ft.namesType(c[j].Container) {
 				k = j
 			}
 			if ft.namesBase(c[j].Container) {

@@ -26,6 +26,9 @@ type unitLocs struct {
 	addrBase uint64 // DW_AT_addr_base into .debug_addr
 	llBase   int64  // DW_AT_loclists_base
 	loc      []byte // .debug_loc (DWARF 2-4)
+	// buf holds the pieces of the list last read: the caller copies
+	// them out.
+	buf      []Piece
 	loclists []byte // .debug_loclists (DWARF 5)
 	addr     []byte // .debug_addr
 }
@@ -101,7 +104,8 @@ func (u *unitLocs) list5(off int64) []Piece {
 	}
 	i := int(off)
 	base := u.lowPC
-	var out []Piece
+	out := u.buf[:0]
+	defer func() { u.buf = out[:0] }()
 	expr := func(lo, hi uint64) bool {
 		n := int(uleb(b, &i))
 		if n < 0 || i+n > len(b) {
@@ -182,7 +186,8 @@ func (u *unitLocs) list4(off int64) []Piece {
 	}
 	i := int(off)
 	base := u.lowPC
-	var out []Piece
+	out := u.buf[:0]
+	defer func() { u.buf = out[:0] }()
 	for i+16 <= len(b) {
 		lo := binary.LittleEndian.Uint64(b[i:])
 		hi := binary.LittleEndian.Uint64(b[i+8:])

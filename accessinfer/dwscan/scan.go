@@ -61,7 +61,13 @@ type Global struct {
 type Unit struct {
 	Funcs   []Function
 	Globals []Global
-	Rets    map[uint64]dwarf.Offset // entry -> declared return type
+	Rets    []Ret // in the order of the unit's DIEs
+}
+
+// Ret is the declared return type of the function at Entry.
+type Ret struct {
+	Entry uint64
+	Type  dwarf.Offset
 }
 
 type Scanner struct {
@@ -90,6 +96,35 @@ type Scanner struct {
 	vars    []Variable
 	inlines []InlineSite
 	params  []ScopedType
+	one     [1]Piece // a location that is one expression
+	rbuf    [][2]uint64
+	// The lists a scan keeps are carved out of these: they live as long
+	// as its result, and one allocation for thousands of them cost less
+	// than one each.
+	slabs struct {
+		vars    slab[Variable]
+		inlines slab[InlineSite]
+		params  slab[ScopedType]
+		pieces  slab[Piece]
+		ranges  slab[[2]uint64]
+	}
+}
+
+// slab hands out slices of large backing arrays.
+type slab[T any] struct{ buf []T }
+
+// copy returns a copy of l (nil if empty, as a list never appended to),
+// its capacity its length: appending to it copies it out of the slab.
+func (s *slab[T]) copy(l []T) []T {
+	if len(l) == 0 {
+		return nil
+	}
+	if len(l) > cap(s.buf)-len(s.buf) {
+		s.buf = make([]T, 0, max(1024, len(l)))
+	}
+	n := len(s.buf)
+	s.buf = append(s.buf, l...)
+	return s.buf[n:len(s.buf):len(s.buf)]
 }
 
 // Sections are the raw DWARF sections a scan reads besides what
@@ -143,13 +178,15 @@ func Units(info []byte) [][2]uint64 {
 // Scan scans the compilation unit at [start, end) of .debug_info into
 // out.
 func (s *Scanner) Scan(start, end uint64, out *Unit) {
-	out.Rets = map[uint64]dwarf.Offset{}
 	s.out = out
 	s.scanUnit(start, end)
 }
 
+// originInfo is a DIE's name and type, its own or its origins'. The
+// name stays bytes of the string section until kept: most variables
+// are dropped (Scanner.typed).
 type originInfo struct {
-	name string
+	name []byte
 	typ  dwarf.Offset
 }
 
@@ -160,9 +197,9 @@ func (s *Scanner) str(b []byte) string { return s.names.Str(b) }
 // for a name and a type.
 func (s *Scanner) lookupOrigin(e *diescan.DIE) originInfo {
 	var oi originInfo
-	oi.name = s.str(e.Name)
+	oi.name = e.Name
 	oi.typ = dwarf.Offset(e.Type)
-	if oi.name != "" && oi.typ != 0 {
+	if len(oi.name) != 0 && oi.typ != 0 {
 		return oi
 	}
 	o := e.Origin
@@ -172,7 +209,7 @@ func (s *Scanner) lookupOrigin(e *diescan.DIE) originInfo {
 		}
 	}
 	c := s.origins(dwarf.Offset(o), 0)
-	if oi.name == "" {
+	if len(oi.name) == 0 {
 		oi.name = c.name
 	}
 	if oi.typ == 0 {
@@ -197,16 +234,16 @@ func (s *Scanner) origins(o dwarf.Offset, hop int) originInfo {
 	if !s.uo.Next(&oe) {
 		return oi
 	}
-	oi.name = s.str(oe.Name)
+	oi.name = oe.Name
 	oi.typ = dwarf.Offset(oe.Type)
-	if (oi.name == "" || oi.typ == 0) && hop < 3 {
+	if (len(oi.name) == 0 || oi.typ == 0) && hop < 3 {
 		next := oe.Origin
 		if next == 0 {
 			next = oe.Spec
 		}
 		if next != 0 {
 			c := s.origins(dwarf.Offset(next), hop+1)
-			if oi.name == "" {
+			if len(oi.name) == 0 {
 				oi.name = c.name
 			}
 			if oi.typ == 0 {
@@ -245,7 +282,11 @@ func (s *Scanner) scanUnit(start, end uint64) {
 	if !s.fromTable && ua.StmtList >= 0 {
 		s.filesFromDebugDwarf(cud.Off)
 	}
-	s.origin = map[dwarf.Offset]originInfo{}
+	// Emptied, not made anew: its buckets serve the next unit.
+	if s.origin == nil {
+		s.origin = map[dwarf.Offset]originInfo{}
+	}
+	clear(s.origin)
 	if !cud.Children {
 		return
 	}
@@ -258,6 +299,13 @@ func (s *Scanner) scanUnit(start, end uint64) {
 	}
 	e := &s.e
 	for {
+		// Most DIEs of a unit are its types: skipped without decoding.
+		if t := u.PeekTag(); t != dwarf.TagSubprogram && t != dwarf.TagVariable && t != 0 {
+			if !u.Skip() {
+				return
+			}
+			continue
+		}
 		if !u.Next(e) || e.Tag == 0 {
 			return
 		}
@@ -266,8 +314,6 @@ func (s *Scanner) scanUnit(start, end uint64) {
 			s.subprogram(e)
 		case dwarf.TagVariable:
 			s.variableDIE(e, 0, nil, nil)
-			s.skipChildren(e)
-		default:
 			s.skipChildren(e)
 		}
 	}
@@ -332,23 +378,13 @@ func (s *Scanner) skipChildren(e *diescan.DIE) {
 	if !e.Children || s.u.SkipChildren(e) {
 		return
 	}
-	var c diescan.DIE
-	for depth := 1; depth > 0; {
-		if !s.u.Next(&c) {
-			if s.u.Err() != nil {
-				return
-			}
-			depth--
-			continue
-		}
-		if c.Children && !s.u.SkipChildren(&c) {
-			depth++
-		}
+	for s.u.Skip() {
 	}
 }
 
 func (s *Scanner) ranges(e *diescan.DIE) [][2]uint64 {
-	rs, err := s.u.Ranges(e)
+	rs, err := s.u.AppendRanges(s.rbuf[:0], e)
+	s.rbuf = rs
 	if err != nil {
 		return nil
 	}
@@ -361,8 +397,15 @@ func (s *Scanner) ranges(e *diescan.DIE) [][2]uint64 {
 	if len(out) > 1 {
 		sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
 	}
-	return out
+	if len(out) == 0 && len(rs) > 0 {
+		// Only empty ranges: a scope of no code (a variable's Scope
+		// nil is the whole function).
+		return noCode
+	}
+	return s.slabs.ranges.copy(out)
 }
+
+var noCode = [][2]uint64{}
 
 func (s *Scanner) subprogram(e *diescan.DIE) {
 	if e.Decl {
@@ -380,9 +423,9 @@ func (s *Scanner) subprogram(e *diescan.DIE) {
 		return
 	}
 	if oi.typ != 0 {
-		s.out.Rets[rs[0][0]] = oi.typ
+		s.out.Rets = append(s.out.Rets, Ret{rs[0][0], oi.typ})
 	}
-	f := Function{Name: oi.name, Entry: rs[0][0], Ranges: rs}
+	f := Function{Name: s.str(oi.name), Entry: rs[0][0], Ranges: rs}
 	if e.HasLow {
 		f.Entry = e.Low
 	}
@@ -392,18 +435,9 @@ func (s *Scanner) subprogram(e *diescan.DIE) {
 		f.Vars, f.Inlines, f.Params = s.vars[:0], s.inlines[:0], s.params[:0]
 		s.children(&f, 0, nil)
 		s.vars, s.inlines, s.params = f.Vars, f.Inlines, f.Params
-		f.Vars, f.Inlines, f.Params = clone(f.Vars), clone(f.Inlines), clone(f.Params)
+		f.Vars, f.Inlines, f.Params = s.slabs.vars.copy(f.Vars), s.slabs.inlines.copy(f.Inlines), s.slabs.params.copy(f.Params)
 	}
 	s.out.Funcs = append(s.out.Funcs, f)
-}
-
-// clone copies l out of a scanner's buffer (nil if empty, as a list
-// never appended to).
-func clone[T any](l []T) []T {
-	if len(l) == 0 {
-		return nil
-	}
-	return append([]T(nil), l...)
 }
 
 // children reads the DIEs of a scope up to its end: variables, lexical
@@ -412,6 +446,15 @@ func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 	var de diescan.DIE
 	e := &de
 	for {
+		switch s.u.PeekTag() {
+		case dwarf.TagFormalParameter, dwarf.TagVariable, dwarf.TagLexDwarfBlock, dwarf.TagInlinedSubroutine, 0:
+		default:
+			// Call sites, labels, types local to the function.
+			if !s.u.Skip() {
+				return
+			}
+			continue
+		}
 		if !s.u.Next(e) || e.Tag == 0 {
 			return
 		}
@@ -439,7 +482,7 @@ func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 			if f != nil {
 				rs = s.ranges(e)
 				oi := s.lookupOrigin(e)
-				site := InlineSite{Name: oi.name, Ranges: rs, Depth: depth + 1}
+				site := InlineSite{Name: s.str(oi.name), Ranges: rs, Depth: depth + 1}
 				site.CallFile = s.file(e.CallFile)
 				site.CallLine = int(e.CallLine)
 				f.Inlines = append(f.Inlines, site)
@@ -462,16 +505,18 @@ func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *F
 		b := e.Loc
 		if w := Describe(b); w.Kind == LocAddr {
 			oi := s.lookupOrigin(e)
-			g := Global{Addr: w.addr, Type: oi.typ, Name: oi.name}
+			g := Global{Addr: w.addr, Type: oi.typ}
 			if t := s.ts.Get(oi.typ); t != nil {
 				g.Size = t.Size
 			}
 			if g.Size > 0 {
+				g.Name = s.str(oi.name)
 				s.out.Globals = append(s.out.Globals, g)
 			}
 			return
 		}
-		pieces = []Piece{{0, Everywhere, b}}
+		pieces = s.one[:]
+		s.one[0] = Piece{0, Everywhere, b}
 	case e.HasLocList:
 	default:
 		return
@@ -495,7 +540,7 @@ func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *F
 	if len(pieces) == 0 {
 		return
 	}
-	f.Vars = append(f.Vars, Variable{Name: oi.name, Type: oi.typ, Depth: depth, Scope: scope, Pieces: pieces, Param: e.Tag == dwarf.TagFormalParameter})
+	f.Vars = append(f.Vars, Variable{Name: s.str(oi.name), Type: oi.typ, Depth: depth, Scope: scope, Pieces: s.slabs.pieces.copy(pieces), Param: e.Tag == dwarf.TagFormalParameter})
 }
 
 // typed says whether a variable of type off can type a memory access:

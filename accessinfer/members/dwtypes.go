@@ -21,14 +21,20 @@ const (
 
 // Type is a DWARF type with typedefs and qualifiers stripped.
 type Type struct {
-	off     dwarf.Offset // of the stripped DIE
-	Kind    Kind
-	Name    string // struct/union tag, or the typedef naming an anonymous one (as the plugin names it)
-	anon    bool   // no tag (name is a typedef's, or "")
-	Size    int64
-	Elem    dwarf.Offset // pointee or element type (unstripped); 0 for void
-	count   int64        // array elements; 0 when unknown (flexible)
-	members []Member
+	off   dwarf.Offset // of the stripped DIE
+	Kind  Kind
+	Name  string // struct/union tag, or the typedef naming an anonymous one (as the plugin names it)
+	anon  bool   // no tag (name is a typedef's, or "")
+	Size  int64
+	Elem  dwarf.Offset // pointee or element type (unstripped); 0 for void
+	count int64        // array elements; 0 when unknown (flexible)
+	// memberList is read when first asked for (Types.mems, never this
+	// field): most struct types read, the pointees of locals and
+	// globals read to tell whether they can type an access, are never
+	// walked.
+	memberList []Member
+	// unread: members still to be read from the DIE at off.
+	unread bool
 }
 
 // Member is a member of a struct or union.
@@ -58,7 +64,7 @@ func (t *Type) Key() Key {
 }
 
 // NumMembers is how many members a struct or union has.
-func (t *Type) NumMembers() int { return len(t.members) }
+func (ts *Types) NumMembers(t *Type) int { return len(ts.mems(t)) }
 
 // Key is a type's identity across units (see Type.Key).
 type Key struct {
@@ -82,8 +88,9 @@ type Types struct {
 	names   NameCache
 	// recent holds cache's entries last asked for, by offset modulo
 	// its size: most lookups find their type there without hashing
-	// into the large map.
-	recent [4096]struct {
+	// into the large map. A worker reads ~90,000 types of a vmlinux: at
+	// 4,096 entries a third of inference's Get calls went on to the map.
+	recent [1 << 17]struct {
 		off dwarf.Offset
 		t   *Type
 	}
@@ -192,9 +199,7 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		if t.Name == "" {
 			t.anon, t.Name = true, typedef
 		}
-		if e.Children {
-			t.members = ts.members(t.Size)
-		}
+		t.unread = e.Children
 	case dwarf.TagArrayType:
 		t.Kind, t.Elem = Array, next
 		n := int64(1)
@@ -258,8 +263,21 @@ func (c *NameCache) Str(b []byte) string {
 	return e.s
 }
 
+// mems returns the members of t, read from its DIE the first time.
+func (ts *Types) mems(t *Type) []Member {
+	if !t.unread {
+		return t.memberList
+	}
+	t.unread = false
+	var e diescan.TypeDIE
+	if ts.seek(t.off) && ts.cur.NextType(&e) && e.Children {
+		t.memberList = ts.members()
+	}
+	return t.memberList
+}
+
 // members reads the member DIEs following a struct's DIE.
-func (ts *Types) members(size int64) []Member {
+func (ts *Types) members() []Member {
 	ms := ts.mbuf[:0]
 	defer func() {
 		// Grown in ts's buffer, copied out once: a vmlinux has a copy

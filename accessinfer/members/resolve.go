@@ -137,18 +137,26 @@ func (ts *Types) walk(t *Type, a Use, outer *Type, outerBit int64, depth int) []
 		outer, outerBit = t, 0
 	}
 	var cands []*Member
-	for i := range t.members {
-		m := &t.members[i]
+	ms := ts.mems(t)
+	for i := range ms {
+		m := &ms[i]
 		if m.BitSize == 0 && m.off >= a.Off+a.N {
 			// Past the access whatever its size (the tests below
 			// skip it): its type need not be read for that.
+			continue
+		}
+		if t.Kind == Struct && m.BitSize == 0 && i+1 < len(ms) && ms[i+1].off >= m.off && ms[i+1].off <= a.Off {
+			// Before the access: a struct's members do not overlap, so
+			// it ends where the next one starts at the latest. Neither
+			// is its type read (nor those of the members before a
+			// member of sk_buff at 200).
 			continue
 		}
 		lo, hi := ts.span(m)
 		if hi <= lo {
 			// A zero-size member: a marker (sk_buff's __cloned_offset[0])
 			// touches nothing; a flexible array, the last member, runs on.
-			if i != len(t.members)-1 || m.BitSize != 0 || a.Off < lo {
+			if i != len(ms)-1 || m.BitSize != 0 || a.Off < lo {
 				continue
 			}
 			hi = a.Off + a.N
@@ -288,14 +296,18 @@ func (ts *Types) one(t *Type, m *Member, a Use, outer *Type, outerBit int64, dep
 		return chainOf(ts.hopOf(outer, m, outerBit, lo, hi))
 	}
 	inner := a.sub(m.off)
-	if el := ts.scalarElem(mt, 0); el > 0 && len(t.members) == 1 && a.Load && a.N > el && (a.Off > lo || a.Off+a.N < hi) {
-		// The byte array of a one-member wrapper (guid_t's b, in6_addr's
-		// in6_u) loaded wider than its elements, in part: the source
-		// read it through a cast or an inlined memcmp (ipv6_addr_hash's
-		// unsigned long *, guid_equal), naming no member of the wrapper.
-		// (A load of all of it is a copy or a merged loop, kernel_cap_t's
-		// cap[]; stores of elements are merged by GCC's store merging.)
-		return nil
+	// (The cheap tests first: scalarElem reads the types of all of a
+	// struct's members.)
+	if len(ts.mems(t)) == 1 && a.Load && (a.Off > lo || a.Off+a.N < hi) {
+		if el := ts.scalarElem(mt, 0); el > 0 && a.N > el {
+			// The byte array of a one-member wrapper (guid_t's b, in6_addr's
+			// in6_u) loaded wider than its elements, in part: the source
+			// read it through a cast or an inlined memcmp (ipv6_addr_hash's
+			// unsigned long *, guid_equal), naming no member of the wrapper.
+			// (A load of all of it is a copy or a merged loop, kernel_cap_t's
+			// cap[]; stores of elements are merged by GCC's store merging.)
+			return nil
+		}
 	}
 	if a.Indexed && mt.Kind != Array && !(m.Name == "" && (mt.Kind == Struct || mt.Kind == Union)) {
 		// An index register moves the access by an unknown amount: only
@@ -407,9 +419,10 @@ func (ts *Types) scalarElem(t *Type, depth int) int64 {
 		}
 	case Struct, Union:
 		var w int64
-		for i := range t.members {
-			e := ts.scalarElem(ts.Get(t.members[i].Type), depth+1)
-			if e == 0 || t.members[i].BitSize > 0 {
+		ms := ts.mems(t)
+		for i := range ms {
+			e := ts.scalarElem(ts.Get(ms[i].Type), depth+1)
+			if e == 0 || ms[i].BitSize > 0 {
 				return 0
 			}
 			w = max(w, e)
@@ -422,11 +435,12 @@ func (ts *Types) scalarElem(t *Type, depth int) int64 {
 // single reports whether t is a struct or union of exactly one member,
 // itself a scalar, a pointer or such a wrapper.
 func (ts *Types) single(t *Type, depth int) bool {
-	if t == nil || (t.Kind != Struct && t.Kind != Union) || len(t.members) != 1 || depth > 8 {
+	if t == nil || (t.Kind != Struct && t.Kind != Union) || len(ts.mems(t)) != 1 || depth > 8 {
 		return false
 	}
-	mt := ts.Get(t.members[0].Type)
-	if mt == nil || t.members[0].BitSize > 0 {
+	m0 := &ts.mems(t)[0]
+	mt := ts.Get(m0.Type)
+	if mt == nil || m0.BitSize > 0 {
 		return false
 	}
 	switch mt.Kind {
@@ -514,8 +528,9 @@ func (ts *Types) builtWhole(t *Type, stores [][2]int64) bool {
 	}
 	for _, v := range stores {
 		n := 0
-		for i := range t.members {
-			mlo, mhi := ts.span(&t.members[i])
+		ms := ts.mems(t)
+		for i := range ms {
+			mlo, mhi := ts.span(&ms[i])
 			if mlo < v[1] && mhi > v[0] {
 				n++
 			}
@@ -552,11 +567,12 @@ func (ts *Types) structGroup(cands []*Member) *Member {
 			continue
 		}
 		mt := ts.Get(m.Type)
-		if mt == nil || mt.Kind != Struct || mt.Size != at.Size || len(mt.members) != len(at.members) || m.off != anon.off {
+		if mt == nil || mt.Kind != Struct || mt.Size != at.Size || len(ts.mems(mt)) != len(ts.mems(at)) || m.off != anon.off {
 			return nil
 		}
-		for i := range mt.members {
-			x, y := &mt.members[i], &at.members[i]
+		xs, ys := ts.mems(mt), ts.mems(at)
+		for i := range xs {
+			x, y := &xs[i], &ys[i]
 			if x.Name != y.Name || x.bitOff != y.bitOff || x.BitSize != y.BitSize {
 				return nil
 			}
@@ -573,10 +589,10 @@ func (ts *Types) EmbedsAtZero(t, u *Type) bool {
 		if d > 0 && t.Key() == u.Key() {
 			return true
 		}
-		if t.Kind != Struct || len(t.members) == 0 || t.members[0].bitOff != 0 {
+		if t.Kind != Struct || len(ts.mems(t)) == 0 || ts.mems(t)[0].bitOff != 0 {
 			return false
 		}
-		t = ts.Get(t.members[0].Type)
+		t = ts.Get(ts.mems(t)[0].Type)
 	}
 	return false
 }
@@ -586,11 +602,11 @@ func (ts *Types) EmbedsAtZero(t, u *Type) bool {
 // true, at least skip levels below the first it holds (tcp_sock holds
 // inet_connection_sock, which holds inet_sock, which holds sock).
 func (ts *Types) HoldsClass(t *Type, skip int, named func(*Type) bool) bool {
-	for d := 0; t != nil && t.Kind == Struct && len(t.members) >= 3 && d < 9; d++ {
+	for d := 0; t != nil && t.Kind == Struct && len(ts.mems(t)) >= 3 && d < 9; d++ {
 		if d > skip && named(t) {
 			return true
 		}
-		t = ts.Get(t.members[0].Type)
+		t = ts.Get(ts.mems(t)[0].Type)
 	}
 	return false
 }
@@ -616,8 +632,8 @@ func TrimZeroLevels(ts *Types, cs []Chain) []Chain {
 // single) is, at the bottom, a scalar rather than a pointer: a pointer
 // wrapper's load is mostly its member named (head->first).
 func (ts *Types) scalarWrapper(t *Type) bool {
-	for t != nil && (t.Kind == Struct || t.Kind == Union) && len(t.members) == 1 {
-		t = ts.Get(t.members[0].Type)
+	for t != nil && (t.Kind == Struct || t.Kind == Union) && len(ts.mems(t)) == 1 {
+		t = ts.Get(ts.mems(t)[0].Type)
 	}
 	return t != nil && t.Kind == Other
 }

@@ -6,8 +6,9 @@
 // (and, for accessinfer's scan, WantVariables: variables, parameters,
 // lexical blocks and their locations).
 // The scanner skips the other attributes by form, lets its caller jump
-// over subtrees with DW_AT_sibling, and returns names as slices of the
-// string sections. It reads DWARF 2 to 5, little-endian.
+// over subtrees with DW_AT_sibling or step over a DIE it does not want
+// without decoding it (PeekTag, Skip), and returns names as slices of
+// the string sections. It reads DWARF 2 to 5, little-endian.
 package diescan
 
 import (
@@ -15,6 +16,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/klasy/klasy/internal/bytereader"
 )
@@ -25,7 +27,22 @@ var ErrMalformed = errors.New("malformed DWARF")
 // Sections are the DWARF sections the scanner reads (nil when absent).
 type Sections struct {
 	Info, Abbrev, Str, LineStr, StrOffsets, Addr, Ranges, Rnglists []byte
+	shared                                                         *sharedAbbrevs
 }
+
+// sharedAbbrevs are the abbreviation tables parsed by the units of
+// sections that share them (ShareAbbrevs).
+type sharedAbbrevs struct {
+	mu sync.Mutex
+	m  map[uint64][]abbrev
+}
+
+// ShareAbbrevs has the units of s share across goroutines the
+// abbreviation tables they parse: a table is parsed once however many
+// goroutines read its units (a goroutine's own Abbrevs is still looked
+// in first, without a lock). A scan of every unit with readers of types
+// that seek into any unit parsed a third of a vmlinux's tables twice.
+func (s *Sections) ShareAbbrevs() { s.shared = &sharedAbbrevs{m: map[uint64][]abbrev{}} }
 
 // NewSections gets the sections by name (".debug_info") from section,
 // as elfimage.Image.Section gives them.
@@ -53,6 +70,51 @@ type abbrev struct {
 	tag      dwarf.Tag
 	children bool
 	attrs    []attrSpec
+	// For Skip, in a unit of 8-byte addresses and 4-byte offsets (the
+	// sizes fixedSize assumes): size is the bytes of all the attributes
+	// when each form has a fixed size, else -1; sib is where the value
+	// of DW_AT_sibling starts when the attributes before it have fixed
+	// sizes, else -1.
+	size, sib int32
+}
+
+// fixedSize is the size of a value of form f in a unit of DWARF 3 or
+// later with 8-byte addresses and 4-byte offsets; -1 if it varies.
+func fixedSize(f form) int32 {
+	switch f {
+	case formFlagPresent, formImplicitConst:
+		return 0
+	case formData1, formRef1, formFlag, formStrx1, formAddrx1:
+		return 1
+	case formData2, formRef2, formStrx2, formAddrx2:
+		return 2
+	case formStrx3, formAddrx3:
+		return 3
+	case formData4, formRef4, formStrx4, formAddrx4,
+		formStrp, formLineStrp, formSecOffset, formGNURefAlt, formGNUStrpAlt, formRefAddr:
+		return 4
+	case formData8, formRef8, formRefSig8, formAddr:
+		return 8
+	case formData16:
+		return 16
+	}
+	return -1
+}
+
+// sizes sets a's size and sib.
+func (a *abbrev) sizes() {
+	a.size, a.sib = 0, -1
+	for _, at := range a.attrs {
+		if at.attr == dwarf.AttrSibling && a.sib < 0 && a.size >= 0 {
+			a.sib = a.size
+		}
+		n := fixedSize(at.form)
+		if n < 0 || a.size < 0 {
+			a.size = -1
+			continue
+		}
+		a.size += n
+	}
 }
 
 // form is a DW_FORM_* code (debug/dwarf keeps its names private).
@@ -184,6 +246,7 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 		if lo, hi := span[code][0], span[code][1]; hi > lo {
 			tab[code].attrs = all[lo:hi:hi]
 		}
+		tab[code].sizes()
 	}
 	if r.Err() != nil {
 		return nil, fmt.Errorf("abbrev table at %#x: %w", off, ErrMalformed)
@@ -558,6 +621,13 @@ func unknownForm(f form) error {
 
 // Ranges returns the address ranges of d (low/high or DW_AT_ranges).
 func (s *Unit) Ranges(d *DIE) ([][2]uint64, error) {
+	return s.AppendRanges(nil, d)
+}
+
+// AppendRanges appends the address ranges of d to out: a caller's
+// buffer saves the allocation of each list. On an error it returns out
+// as it was.
+func (s *Unit) AppendRanges(out [][2]uint64, d *DIE) ([][2]uint64, error) {
 	if d.HasLow && d.hasHigh {
 		hi := d.high
 		if d.highIsOff {
@@ -566,20 +636,27 @@ func (s *Unit) Ranges(d *DIE) ([][2]uint64, error) {
 		if hi >= d.Low {
 			// Zero-length too: an inlined copy optimized down to nothing
 			// still marks where the call was (its entry_pc).
-			return [][2]uint64{{d.Low, hi}}, nil
+			return append(out, [2]uint64{d.Low, hi}), nil
 		}
-		return nil, nil
+		return out, nil
 	}
 	if !d.hasRanges {
-		return nil, nil
+		return out, nil
 	}
+	var got [][2]uint64
+	var err error
 	if s.ver >= 5 {
-		return s.rnglist(d.ranges, d.rngIndex)
+		got, err = s.rnglist(out, d.ranges, d.rngIndex)
+	} else {
+		got, err = s.rangesV4(out, d.ranges)
 	}
-	return s.rangesV4(d.ranges)
+	if err != nil {
+		return out, err
+	}
+	return got, nil
 }
 
-func (s *Unit) rnglist(off uint64, index bool) ([][2]uint64, error) {
+func (s *Unit) rnglist(out [][2]uint64, off uint64, index bool) ([][2]uint64, error) {
 	sec := s.secs.Rnglists
 	if index {
 		at := s.rngBase + off*uint64(s.offSize)
@@ -598,7 +675,6 @@ func (s *Unit) rnglist(off uint64, index bool) ([][2]uint64, error) {
 	r := bytereader.New(sec)
 	r.Seek(int(off))
 	base := s.lowPC
-	var out [][2]uint64
 	add := func(lo, hi uint64) {
 		if hi >= lo { // empty ones too, as debug/dwarf: see dieRanges
 			out = append(out, [2]uint64{lo, hi})
@@ -647,7 +723,7 @@ const (
 	rleStartLength  = 0x07
 )
 
-func (s *Unit) rangesV4(off uint64) ([][2]uint64, error) {
+func (s *Unit) rangesV4(out [][2]uint64, off uint64) ([][2]uint64, error) {
 	sec := s.secs.Ranges
 	if off >= uint64(len(sec)) {
 		return nil, fmt.Errorf("range list at %#x outside .debug_ranges: %w", off, ErrMalformed)
@@ -659,7 +735,6 @@ func (s *Unit) rangesV4(off uint64) ([][2]uint64, error) {
 	if s.addrSize == 4 {
 		maxAddr = 0xffffffff
 	}
-	var out [][2]uint64
 	for r.Err() == nil {
 		a, b := r.Uint(s.addrSize), r.Uint(s.addrSize)
 		switch {
@@ -709,13 +784,23 @@ func NewUnit(secs *Sections, start, end uint64, cache Abbrevs) (*Unit, error) {
 		return nil, fmt.Errorf("unit at %#x: unsupported header (version %d, address size %d): %w", start, s.ver, s.addrSize, ErrMalformed)
 	}
 	ab, ok := cache[abOff]
+	if !ok && secs.shared != nil {
+		secs.shared.mu.Lock()
+		ab, ok = secs.shared.m[abOff]
+		secs.shared.mu.Unlock()
+	}
 	if !ok {
 		var err error
 		if ab, err = parseAbbrevs(secs.Abbrev, abOff); err != nil {
 			return nil, err
 		}
-		cache[abOff] = ab
+		if secs.shared != nil {
+			secs.shared.mu.Lock()
+			secs.shared.m[abOff] = ab
+			secs.shared.mu.Unlock()
+		}
 	}
+	cache[abOff] = ab
 	s.abbrevs = ab
 	s.first = uint64(r.Offset())
 	return s, nil
@@ -795,6 +880,84 @@ func (s *Unit) UnitDIE(d *DIE) bool {
 	}
 	s.lowPC = d.Low
 	return true
+}
+
+// PeekTag returns the tag of the DIE at the scan without moving it: 0
+// at a null entry or where no DIE can be read.
+func (s *Unit) PeekTag() dwarf.Tag {
+	if off := s.r.Offset(); s.r.Err() == nil && off < int(s.end) {
+		// Most codes are one byte: read in place.
+		if c := s.secs.Info[off]; c < 0x80 {
+			if int(c) < len(s.abbrevs) {
+				return s.abbrevs[c].tag
+			}
+			return 0
+		}
+	}
+	r := s.r
+	code := r.ULEB128()
+	if r.Err() != nil || code >= uint64(len(s.abbrevs)) {
+		return 0
+	}
+	return s.abbrevs[code].tag
+}
+
+// Skip moves the scan past the DIE at it and its children, decoding
+// only what finds their end: DW_AT_sibling, or the sizes of the
+// attributes. It returns false at a null entry and on an error (see
+// Err), as Next does.
+func (s *Unit) Skip() bool {
+	r := &s.r
+	off := uint64(r.Offset())
+	a := s.abbrevOf(off)
+	if a == nil {
+		return false
+	}
+	// fixedSize's sizes hold for this unit.
+	fixed := s.addrSize == 8 && s.offSize == 4 && s.ver >= 3
+	sib := uint64(0)
+	switch {
+	case fixed && a.children && a.sib >= 0:
+		r.Skip(uint64(a.sib))
+		for _, at := range a.attrs {
+			if at.attr == dwarf.AttrSibling {
+				sib = s.ref(at.form, s.readAttr(at.form, at.ic).u)
+				break
+			}
+		}
+		if r.Err() == nil && sib > off && sib <= s.end {
+			s.Seek(sib)
+			return true
+		}
+		// Not a sibling Skip can use: the attributes one by one, from
+		// the start.
+		r.Seek(int(off))
+		s.abbrevOf(off)
+		sib = 0
+	case fixed && !a.children && a.size >= 0:
+		r.Skip(uint64(a.size))
+		return r.Err() == nil
+	}
+	for _, at := range a.attrs {
+		if at.attr == dwarf.AttrSibling {
+			sib = s.ref(at.form, s.readAttr(at.form, at.ic).u)
+			continue
+		}
+		s.skipAttr(at.form)
+	}
+	if r.Err() != nil {
+		return false
+	}
+	if !a.children {
+		return true
+	}
+	if sib > off && sib <= s.end {
+		s.Seek(sib)
+		return true
+	}
+	for s.Skip() {
+	}
+	return r.Err() == nil
 }
 
 // SkipChildren moves the scan past the children of d, just read, if d

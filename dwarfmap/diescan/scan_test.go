@@ -279,3 +279,73 @@ func TestVariablesMatchDebugDwarf(t *testing.T) {
 		})
 	}
 }
+
+// TestSkip checks that PeekTag and Skip, from every DIE of the test
+// input, give the tag debug/dwarf reads there and land where debug/dwarf
+// reads the DIE after it and its children.
+func TestSkip(t *testing.T) {
+	for _, flags := range [][]string{{"-O2", "-gdwarf-5"}, {"-O2", "-gdwarf-4"}, {"-O0", "-gdwarf-2"}} {
+		t.Run(strings.Join(flags, " "), func(t *testing.T) {
+			img := compile(t, flags...)
+			d, err := img.DWARF()
+			if err != nil {
+				t.Fatal(err)
+			}
+			secs := NewSections(img.Section)
+			cache := Abbrevs{}
+			n := 0
+			for _, u := range units(t, secs.Info) {
+				s, err := NewUnit(secs, u[0], u[1], cache)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var die DIE
+				if !s.UnitDIE(&die) {
+					t.Fatalf("unit at %#x: no unit DIE: %v", u[0], s.Err())
+				}
+				r := d.Reader()
+				r.Seek(dwarf.Offset(die.Off))
+				for {
+					e, err := r.Next()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if e == nil {
+						break
+					}
+					if e.Tag == 0 {
+						continue // debug/dwarf gives null entries no offset
+					}
+					if uint64(e.Offset) >= u[1] {
+						break
+					}
+					s.Seek(uint64(e.Offset))
+					if tag := s.PeekTag(); tag != e.Tag {
+						t.Fatalf("DIE at %#x: PeekTag %v, debug/dwarf %v", e.Offset, tag, e.Tag)
+					}
+					if !s.Skip() || s.Err() != nil {
+						t.Fatalf("DIE at %#x (%v): Skip failed: %v", e.Offset, e.Tag, s.Err())
+					}
+					after := d.Reader()
+					after.Seek(e.Offset)
+					after.Next()
+					after.SkipChildren()
+					next, err := after.Next()
+					switch {
+					case err != nil || next == nil || uint64(s.r.Offset()) >= u[1]:
+					case next.Tag == 0:
+						if tag := s.PeekTag(); tag != 0 {
+							t.Fatalf("DIE at %#x (%v): Skip to %#x, a %v, debug/dwarf's next is a null entry", e.Offset, e.Tag, s.r.Offset(), tag)
+						}
+					case uint64(next.Offset) != uint64(s.r.Offset()):
+						t.Fatalf("DIE at %#x (%v): Skip to %#x, debug/dwarf's next DIE at %#x", e.Offset, e.Tag, s.r.Offset(), next.Offset)
+					}
+					n++
+				}
+			}
+			if n < 50 {
+				t.Errorf("only %d DIEs skipped", n)
+			}
+		})
+	}
+}
