@@ -132,23 +132,24 @@ func regNum(a x86asm.Arg) (uint, bool) {
 	return 0, false
 }
 
-// baseConfirmed says whether a load is the read of a helper that the
+// baseConfirmed says whether a is the access of a helper that the
 // plugin names in the base expression of a record at one of the lines
-// of a's block (inode.i_mode read through "file_inode(file)" at
-// file_start_write's line in vfs_write), the plugin recording that
-// helper reading a's member through its parameter: the source there
-// reads the member, and the scheduler moved the load among the
-// instructions of the line before, where the helper's own row is lost
-// (TestHelperBaseConfirmed). A helper with an out-of-line body does
-// its load there, not here.
+// of a's block, the plugin recording that helper accessing a's member
+// through its parameter in a mode a's use fits: inode.i_mode read
+// through "file_inode(file)" at file_start_write's line in vfs_write,
+// where the scheduler moved file_inode's load among the instructions
+// of the line before and its own row is lost; qdisc_skb_cb.pkt_len
+// written through "qdisc_skb_cb(skb)", which takes &skb->cb and has no
+// code of its own (TestHelperBaseConfirmed). A helper with an
+// out-of-line body does its access there, not here.
 func (c *comparer) baseConfirmed(a *accessinfer.Access) bool {
-	if a.Kind != x86code.Load {
-		return false
-	}
 	for _, l := range c.linesOf(a, false) {
 		for _, f := range c.baseCalls[l] {
-			if c.readsParam(f, a) && !c.outOfLine(f) {
-				return true
+			modes := c.helperIn[hostVarKey{hostKey{0, a.Struct, a.Member}, f}]
+			for m := debugklasy.Read; m <= debugklasy.Addr; m++ {
+				if modes&(1<<m) != 0 && c.fits(a, m) && !c.outOfLine(f) {
+					return true
+				}
 			}
 		}
 	}

@@ -136,7 +136,8 @@ func TestPluginMissesISRA(t *testing.T) {
 // fl_ino's load of f->inode among the instructions of the line before
 // start_write's call, where its own row is lost; the plugin records
 // ino.mode at start_write's line through "fl_ino(f)", and f->inode in
-// fl_ino through its parameter. Score confirms the load.
+// fl_ino through its parameter. Score confirms the load, and the store
+// through fl_cb(f), a helper taking f->cb's address (qdisc_skb_cb).
 func TestHelperBaseConfirmed(t *testing.T) {
 	t.Setenv("KLASY_CACHE", t.TempDir())
 	exe := buildWithPlugin(t, "helperbase.c")
@@ -144,8 +145,8 @@ func TestHelperBaseConfirmed(t *testing.T) {
 	for _, e := range s.UnconfirmedExamples {
 		t.Logf("unconfirmed: %s", e)
 	}
-	// f->mode, f->inode (moved), f->priv.
-	if s.Inferred != 3 || s.Confirmed != 3 || s.ByHelper != 1 {
-		t.Errorf("inferred %d, confirmed %d, by helper %d; want 3, 3, 1", s.Inferred, s.Confirmed, s.ByHelper)
+	// f->mode, f->inode (moved), f->priv, fl_cb(f)->b.
+	if s.Inferred != 4 || s.Confirmed != 4 || s.ByHelper != 2 {
+		t.Errorf("inferred %d, confirmed %d, by helper %d; want 4, 4, 2", s.Inferred, s.Confirmed, s.ByHelper)
 	}
 }

@@ -3,7 +3,8 @@
  * instructions of the line before (count = 100), where its own row is
  * lost. The klasy plugin records f->inode in fl_ino, at fl_ino's line,
  * and ino.mode through the base expression "fl_ino(f)" at start_write's
- * line, which has a row in the load's block. */
+ * line, which has a row in the load's block. The same holds for a
+ * helper taking a member's address, used at the caller's line (fl_cb). */
 #define noinline __attribute__((noinline))
 
 void consume(void *p);
@@ -18,7 +19,26 @@ struct fl2 {
 	struct ino *inode;
 	void *priv;
 	unsigned int mode;
+	char cb[16];
 };
+
+/* A control block cast from a byte array (qdisc_skb_cb(skb)). */
+struct cbx {
+	int a;
+	int b;
+};
+
+static inline struct cbx *fl_cb(struct fl2 *f)
+{
+	return (struct cbx *)f->cb;
+}
+
+/* The plugin records cbx.b through "fl_cb(f)" here, fl2.cb's address
+ * in fl_cb, whose line has no code. */
+noinline void fl_setcb(struct fl2 *f, int v)
+{
+	fl_cb(f)->b = v; /* want: fl2.cb:store */
+}
 
 static inline struct ino *fl_ino(const struct fl2 *f)
 {
