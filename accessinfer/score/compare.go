@@ -532,6 +532,15 @@ func (c *comparer) sourceNames(a *accessinfer.Access) bool {
 				return true
 			}
 		}
+		// A macro reading its argument's member
+		// (skb_vlan_tag_present(skb)).
+		if g := c.src.getters(a.Member); len(g) > 0 {
+			for _, f := range calledNames(text) {
+				if slices.Contains(g, f) {
+					return true
+				}
+			}
+		}
 	}
 	return false
 }
