@@ -512,9 +512,14 @@ func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, st
 }
 
 // sourceConfirmed says whether a is a bitfield test the plugin cannot
-// record whose member the source names there (Score.SourceConfirmed).
+// record whose member the source names there (Score.SourceConfirmed):
+// a test the instructions show (BitTest), or a load of a bitfield,
+// whose test against zero GCC may compute as a shift and a mask
+// (!!p->ready, unlikely(skb->pfmemalloc): TestBitfieldValueTest). A
+// bitfield read as a value the plugin records; it is unconfirmed here
+// only when no record of the member is at the load's lines.
 func (c *comparer) sourceConfirmed(a *accessinfer.Access) bool {
-	return a.BitTest && c.sourceNames(a)
+	return (a.BitTest || (a.Bitfield && a.Kind == x86code.Load)) && c.sourceNames(a)
 }
 
 // sourceNames says whether the source names a's member at one of the
@@ -651,7 +656,7 @@ func PrintScores(w io.Writer, scores []Score) {
 		}
 		fmt.Fprintf(w, "%-12s %9d %9d %7d %8.2f%% %7.2f%% %7.2f%% %9d %9d %9d %7.2f%%\n", name, s.Inferred, s.Confirmed, s.SourceConfirmed, 100*s.Precision, 100*s.StrictPrecision, 100*s.PrecisionOther, s.Records, s.Reachable, s.Found, 100*s.Recall)
 	}
-	fmt.Fprintln(w, "by-src: a test of a bitfield's bits against a constant, or of adjacent members' compares GCC merged into one (c->x86 == 6 && c->x86_model == 1), which the plugin cannot record (TestPluginMissesBitfieldTests, TestPluginMissesMergedCompares), whose member the source names (->m or .m, or a macro standing for its path: sk->sk_reuseport) at the instruction's own line rows or inlined call sites: counted as confirmed.")
+	fmt.Fprintln(w, "by-src: a test of a bitfield's bits against a constant (the load of a bitfield too: GCC may compute !!p->x as a shift and a mask), or of adjacent members' compares GCC merged into one (c->x86 == 6 && c->x86_model == 1), which the plugin cannot record (TestPluginMissesBitfieldTests, TestPluginMissesMergedCompares), whose member the source names (->m or .m, or a macro standing for its path: sk->sk_reuseport) at the instruction's own line rows or inlined call sites: counted as confirmed.")
 	if tot := scores[len(scores)-1]; tot.ByHelper > 0 {
 		fmt.Fprintf(w, "by-helper: %d of the confirmed only through a helper the source calls at the instruction's rows or call sites, inlined elsewhere in the image, whose copy here DWARF lost with its rows (hstate_file(f)'s file_inode(f)), or that the base of a record at the instruction's block's lines calls (inode.i_mode through \"file_inode(file)\", the load scheduled among the line before's instructions; qdisc_skb_cb(skb) taking &skb->cb), the plugin recording the member through the helper's parameter.\n", tot.ByHelper)
 	}

@@ -150,3 +150,48 @@ func TestHelperBaseConfirmed(t *testing.T) {
 		t.Errorf("inferred %d, confirmed %d, by helper %d; want 4, 4, 2", s.Inferred, s.Confirmed, s.ByHelper)
 	}
 }
+
+// TestBitfieldValueTest: testdata/bitvalue.c's !!p->ready, a bitfield
+// tested against zero, compiles to a shift and a mask on the loaded
+// unit: inference cannot mark the load a test, the plugin records no
+// access (its blind spot for bitfield tests), and the source names the
+// member at the load's line. Score counts it confirmed by the source.
+func TestBitfieldValueTest(t *testing.T) {
+	t.Setenv("KLASY_CACHE", t.TempDir())
+	exe := buildWithPlugin(t, "bitvalue.c")
+	tab, err := debugklasy.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range tab.Accesses {
+		if r := &tab.Accesses[i]; r.Member == "ready" {
+			t.Errorf("the plugin records !!p->ready now (%s:%d): the source need not confirm it", r.File, r.Line)
+		}
+	}
+	x, _, err := dwarfmap.Load(exe, dwarfmap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	img, err := elfimage.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	res, err := accessinfer.Infer(img, accessinfer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := x.NewBatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fixture's file names are relative to this directory.
+	s := Compare(b, res, tab, []string{"bv"}, ".")[0]
+	for _, e := range s.UnconfirmedExamples {
+		t.Logf("unconfirmed: %s", e)
+	}
+	if s.Inferred != 2 || s.Confirmed != 1 || s.SourceConfirmed != 1 {
+		t.Errorf("inferred %d, confirmed %d, by the source %d; want 2, 1, 1", s.Inferred, s.Confirmed, s.SourceConfirmed)
+	}
+}
