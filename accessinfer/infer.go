@@ -125,6 +125,24 @@ type worker struct {
 	img  *elfimage.Image
 	res  *elfimage.Reserved
 	ft   fnTrack // its buffers reused from one function to the next
+	// retTypes caches retPointee by callee.
+	retTypes map[uint64]*members.Type
+}
+
+// retPointee is the type a call to target returns a pointer to, nil
+// if none tracking uses: once per callee, not at every call.
+func (w *worker) retPointee(target uint64) *members.Type {
+	if p, ok := w.retTypes[target]; ok {
+		return p
+	}
+	var p *members.Type
+	if t, ok := w.rets[target]; ok {
+		if q := w.ts.Pointee(w.ts.Get(t)); members.Useful(q) {
+			p = q
+		}
+	}
+	w.retTypes[target] = p
+	return p
 }
 
 // Infer analyses the out-of-line functions of an image (a vmlinux, a
@@ -249,7 +267,7 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wk := &worker{ts: tss[w], g: gl, rets: rets, img: img, res: reserved}
+			wk := &worker{ts: tss[w], g: gl, rets: rets, img: img, res: reserved, retTypes: map[uint64]*members.Type{}}
 			for q := 0; q < nw; q++ {
 				queue := queues[(w+q)%nw]
 				pos := &taken[(w+q)%nw]
@@ -319,23 +337,21 @@ func (w *worker) function(f *dwscan.Function) (accs []Access, counts [2]int) {
 	}
 	// Decoded once, for the graph and for tracking, into the worker's
 	// buffer: the ranges one after the other.
-	decoded := make([][]x86code.Insn, len(ranges))
+	decoded := grow(ft.decoded, len(ranges))
+	ft.decoded = decoded
 	buf := ft.insns[:0]
 	for i, r := range ranges {
 		at := len(buf)
-		buf = x86code.DecodeAppend(buf, r.Code, r.Addr)
+		buf = ft.dec.DecodeAppend(buf, r.Code, r.Addr)
 		decoded[i] = buf[at:len(buf):len(buf)]
 	}
 	ft.insns = buf
+	ft.index.Reset(buf, ranges)
+	ft.copies = grow(ft.copies, len(buf))
 	ft.g = x86code.FuncGraphInto(&ft.graph, f.Entry, ranges, decoded, patched)
 	counts[0] = len(ft.insns)
 	ft.buildFacts()
 	return ft.run(&counts[1]), counts
-}
-
-// blockInsns is the instruction index range [lo, hi) of block b.
-func (ft *fnTrack) blockInsns(b *x86code.GraphBlock) (int, int) {
-	return ft.insnIndex(b.Start), ft.insnIndex(b.End)
 }
 
 // run does the data flow to a fixed point, then one pass that emits.
@@ -351,15 +367,25 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	succs, preds := ft.arcs.Succs, ft.arcs.Preds
 	rng := grow(ft.rng, nb)
 	ft.rng = rng
+	ft.blockOf = grow(ft.blockOf, len(ft.insns))
+	for i := range ft.blockOf {
+		ft.blockOf[i] = -1
+	}
 	for i := range g.Blocks {
-		rng[i][0], rng[i][1] = ft.blockInsns(&g.Blocks[i])
+		rng[i][0], rng[i][1] = ft.insnIndex(g.Blocks[i].Start), ft.insnIndex(g.Blocks[i].End)
+		for k := rng[i][0]; k < rng[i][1]; k++ {
+			ft.blockOf[k] = int32(i)
+		}
 	}
 	// Reverse post-order from the entry, then the blocks no known arc
 	// reaches (after indirect jumps) in address order.
-	order := make([]int, 0, nb)
-	seen := make([]bool, nb)
+	rb := &ft.runBufs
+	order := rb.order[:0]
+	seen := grow(rb.seen, nb)
+	defer func() { rb.order, rb.seen = order, seen }()
 	if e, ok := g.Block(g.Entry); ok {
-		var post []int
+		post := rb.post[:0]
+		defer func() { rb.post = post }()
 		var dfs func(int)
 		dfs = func(b int) {
 			seen[b] = true
@@ -381,9 +407,10 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		}
 	}
 	entry, _ := g.Block(g.Entry)
-	outs := make([]*state, nb)
-	pats := make([]map[int]members.Bits, nb)
-	skips := make([]map[int]bool, nb)
+	outs := grow(rb.outs, nb)
+	pats := grow(rb.pats, nb)
+	skips := grow(rb.skips, nb)
+	rb.outs, rb.pats, rb.skips = outs, pats, skips
 	for _, b := range order {
 		pats[b], skips[b] = bitpat.Find(ft.insns, rng[b][0], rng[b][1])
 	}
@@ -446,7 +473,8 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	// In reverse post-order a block comes after all its predecessors
 	// unless an arc goes back (a loop) or it was reached by none: when
 	// none does, one pass sees every block's final state and emits.
-	pos := make([]int, nb)
+	pos := grow(rb.pos, nb)
+	rb.pos = pos
 	for i := range pos {
 		pos[i] = -1
 	}
@@ -465,7 +493,9 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	// the end: growing each function's own left half behind as garbage.
 	accs := ft.accs[:0]
 	done := func() []Access {
-		slices.SortStableFunc(accs, byPC)
+		if !slices.IsSortedFunc(accs, byPC) {
+			slices.SortStableFunc(accs, byPC)
+		}
 		ft.accs = accs
 		if len(accs) == 0 {
 			return nil
@@ -485,7 +515,8 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		return s
 	}
 	if oneway {
-		uses = make([]int, nb)
+		uses = grow(rb.uses, nb)
+		rb.uses = uses
 		for _, b := range order {
 			for _, p := range preds[b] {
 				uses[p]++
@@ -499,7 +530,8 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	// A block none of whose predecessors' states changed since it ran
 	// would give the same state again: only the others run (the rounds
 	// are those of running every block, to the same states).
-	dirty := make([]bool, nb)
+	dirty := grow(rb.dirty, nb)
+	rb.dirty = dirty
 	for i := range dirty {
 		dirty[i] = true
 	}
@@ -533,8 +565,13 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	if converged {
 		// Each block last ran from the state an emitting pass would
 		// give it (no predecessor changed since), and look keeps the
-		// last result at each instruction: emitted from there.
-		for _, b := range order {
+		// last result at each instruction: emitted from there, in
+		// address order (each instruction's accesses together, as
+		// done's stable sort by address leaves them).
+		for b := range g.Blocks {
+			if pos[b] < 0 {
+				continue
+			}
 			for i := rng[b][0]; i < rng[b][1]; i++ {
 				if k := ft.memAt[i]; k >= 0 {
 					*memInsns++
@@ -585,6 +622,11 @@ func (ft *fnTrack) callsAt(i int) []CallSite {
 	if len(ks) == 0 {
 		return nil
 	}
+	// The instructions of one inlined copy, one after the other, share
+	// their call sites (no one changes an access's Calls).
+	if ft.lastCalls != nil && slices.Equal(ks, ft.lastSites) {
+		return ft.lastCalls
+	}
 	// Sorted by a copy of ks: a less function over out's positions
 	// would read ks at positions out has already moved away from.
 	byDepth := slices.Clone(ks)
@@ -596,6 +638,7 @@ func (ft *fnTrack) callsAt(i int) []CallSite {
 		s := &ft.f.Inlines[k]
 		out = append(out, CallSite{Func: s.Name, File: s.CallFile, Line: s.CallLine})
 	}
+	ft.lastSites, ft.lastCalls = append(ft.lastSites[:0], ks...), out
 	return out
 }
 
@@ -797,10 +840,8 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool
 		}
 		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
 			target := uint64(int64(in.End()) + int64(rel))
-			if t, ok := ft.w.rets[target]; ok {
-				if p := ft.w.ts.Pointee(ft.w.ts.Get(t)); members.Useful(p) {
-					s.regs[0] = val{kind: vPtr, t: p, why: "ret"}
-				}
+			if p := ft.w.retPointee(target); p != nil {
+				s.regs[0] = val{kind: vPtr, t: p, why: "ret"}
 			}
 		}
 	case x86asm.XCHG:

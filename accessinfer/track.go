@@ -241,28 +241,38 @@ type fnTrack struct {
 	sitesAt    [][]int32
 	siteCounts []int32
 	sitePool   []int32
-	applied    []appliedFacts
+	// callsAt's last answer, and the copies it was for.
+	lastSites []int32
+	lastCalls []CallSite
+	applied   []appliedFacts
 	// memAt[i] is instruction i's entry in looked, -1 if it has no
 	// memory operand.
 	memAt  []int32
 	looked []lookEntry
 	objs   []stackObj
 	consts []constPtr
+	// blockOf[i] is the block holding instruction i; copies[i] caches
+	// copyAt(i): 0 not known yet, 1 no, 2 yes.
+	index   x86code.Index
+	blockOf []int32
+	decoded [][]x86code.Insn // function's, by range
+	dec     x86code.Decoder  // the worker's, its templates kept
+	runBufs runBufs
+	copies  []int8
 	// named are the struct types the function names through a pointer
 	// (its variables', its inlined copies' parameters'), worked out at
 	// the first access that asks.
 	named map[members.Key]bool
 }
 
-func (ft *fnTrack) insnIndex(pc uint64) int {
-	return sort.Search(len(ft.insns), func(i int) bool { return ft.insns[i].PC >= pc })
-}
+// insnIndex is the index of the first instruction at pc or after.
+func (ft *fnTrack) insnIndex(pc uint64) int { return ft.index.At(pc) }
 
-// buildFacts turns the variables' locations into per-instruction facts.
 // reset readies ft, and the buffers it keeps, for function f.
 func (ft *fnTrack) reset(w *worker, f *dwscan.Function) {
 	ft.w, ft.f, ft.g = w, f, nil
 	ft.sitesBuilt = false
+	ft.lastCalls = nil
 	ft.named = nil
 	clear(ft.fs)
 	ft.fs = ft.fs[:0]
@@ -271,6 +281,16 @@ func (ft *fnTrack) reset(w *worker, f *dwscan.Function) {
 	ft.objs = ft.objs[:0]
 	clear(ft.consts)
 	ft.consts = ft.consts[:0]
+}
+
+// runBufs are run's arrays, by block, reused from one function to
+// the next.
+type runBufs struct {
+	order, post, pos, uses []int
+	seen, dirty            []bool
+	outs                   []*state
+	pats                   []map[int]members.Bits
+	skips                  []map[int]bool
 }
 
 // grow returns s with length n, reusing its array when it is large
@@ -322,6 +342,7 @@ func (ft *fnTrack) buildFacts() {
 	ft.applied = ft.applied[:n]
 	for i := range ft.applied {
 		ft.applied[i].done = false
+		ft.applied[i].from = -1
 		ft.applied[i].regs = ft.applied[i].regs[:0]
 	}
 	ft.memAt = grow(ft.memAt, n)
@@ -429,7 +450,11 @@ func (ft *fnTrack) apply(s *state, i int) {
 	if !ap.done {
 		ft.prepare(i)
 	}
-	for _, rv := range ap.regs {
+	rs := ap.regs
+	if ap.from >= 0 {
+		rs = ft.applied[ap.from].regs
+	}
+	for _, rv := range rs {
 		s.regs[rv.reg] = rv.v
 	}
 	if sp := s.regs[rsp]; sp.kind == vStack {
@@ -452,6 +477,8 @@ type regVal struct {
 type appliedFacts struct {
 	done bool
 	regs []regVal
+	// from >= 0: the same as instruction from's regs (not copied).
+	from int32
 }
 
 // prepare works out what DWARF's facts at instruction i set. An
@@ -462,9 +489,11 @@ func (ft *fnTrack) prepare(i int) {
 	ap.done = true
 	if i > 0 && ft.applied[i-1].done && slices.Equal(ft.facts[i-1], ft.facts[i]) {
 		// The same facts as the instruction before (a location covers
-		// a range): the same registers, their alternatives shared (no
-		// one changes a val's alts in place).
-		ap.regs = append(ap.regs, ft.applied[i-1].regs...)
+		// a range): the same registers, read from there.
+		ap.from = int32(i - 1)
+		if p := ft.applied[i-1].from; p >= 0 {
+			ap.from = p
+		}
 		return
 	}
 	for _, k := range ft.facts[i] {
@@ -706,6 +735,14 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip ma
 	e.cached = !r.obj.stack
 	e.key, e.r = key, r
 	return r, true
+}
+
+// access is x86code.Access of instruction i, worked out in buildFacts.
+func (ft *fnTrack) access(i int) (x86code.MemAccess, bool) {
+	if k := ft.memAt[i]; k >= 0 {
+		return ft.looked[k].acc, true
+	}
+	return x86code.MemAccess{}, false
 }
 
 // lookEntry caches look's work at one instruction.
@@ -1032,7 +1069,7 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 		// It is dereferenced before it is overwritten.
 		for j := i + 1; j < end && j < i+16; j++ {
 			nx := &ft.insns[j].Inst
-			if a, ok := x86code.Access(nx); ok && a.Kind != x86code.Addr {
+			if a, ok := ft.access(j); ok && a.Kind != x86code.Addr {
 				if bi, _, ok := regs.Index(a.Mem.Base); ok && bi == ri && a.Mem.Segment == 0 {
 					h.IsPtr = true
 					break
@@ -1051,6 +1088,20 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 // whose register is next read by a mov store of it (of the same width)
 // before anything else reads or writes it, or that store.
 func (ft *fnTrack) copyAt(i, end int) bool {
+	// The same for every state, and asked again by each memory
+	// instruction nearby (copySpan): worked out once.
+	if c := ft.copies[i]; c != 0 {
+		return c == 2
+	}
+	ok := ft.copyAtSlow(i, end)
+	ft.copies[i] = 1
+	if ok {
+		ft.copies[i] = 2
+	}
+	return ok
+}
+
+func (ft *fnTrack) copyAtSlow(i, end int) bool {
 	in := &ft.insns[i].Inst
 	if _, ok := in.Args[0].(x86asm.Mem); ok && in.Op == x86asm.PUSH {
 		return true // onto the stack: a struct passed by value, word by word
@@ -1302,6 +1353,9 @@ func memUses(m x86asm.Mem, ri int) bool {
 
 // blockStart is the first instruction of the block holding i.
 func (ft *fnTrack) blockStart(i int) int {
+	if i < len(ft.blockOf) && ft.blockOf[i] >= 0 {
+		return ft.rng[ft.blockOf[i]][0]
+	}
 	if b, ok := ft.g.Block(ft.insns[i].PC); ok {
 		return ft.insnIndex(ft.g.Blocks[b].Start)
 	}

@@ -32,6 +32,10 @@ type Graph struct {
 	// target, a patched one, the next instruction), reused.
 	succs   []uint64
 	reached []bool // markPadding's, reused
+	// starts are the blocks' starts, by address: Block searches them
+	// (8 bytes apart) rather than the blocks (over 200 bytes each).
+	starts []uint64
+	pcs    []uint64 // FuncGraphInto's instruction addresses, reused
 }
 
 // GraphBlock is one basic block [Start, End) and the arcs leaving it.
@@ -84,11 +88,18 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 	type rangeInsns struct {
 		lo, hi uint64
 		insns  []Insn
+		pcs    []uint64 // the instructions' addresses, searched
 	}
 	var rs []rangeInsns
+	pcs := g.pcs[:0]
 	for i, r := range ranges {
-		rs = append(rs, rangeInsns{r.Addr, r.Addr + uint64(len(r.Code)), decoded[i]})
+		at := len(pcs)
+		for k := range decoded[i] {
+			pcs = append(pcs, decoded[i][k].PC)
+		}
+		rs = append(rs, rangeInsns{r.Addr, r.Addr + uint64(len(r.Code)), decoded[i], pcs[at:len(pcs):len(pcs)]})
 	}
+	g.pcs = pcs
 	inCode := func(a uint64) bool {
 		for _, r := range rs {
 			if a >= r.lo && a < r.hi {
@@ -100,7 +111,7 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 	isStart := func(a uint64) bool {
 		for _, r := range rs {
 			if a >= r.lo && a < r.hi {
-				_, ok := slices.BinarySearchFunc(r.insns, a, func(in Insn, t uint64) int { return cmp.Compare(in.PC, t) })
+				_, ok := slices.BinarySearch(r.pcs, a)
 				return ok
 			}
 		}
@@ -121,7 +132,7 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 	mark := func(a uint64) {
 		for k, r := range rs {
 			if a >= r.lo && a < r.hi {
-				if i, ok := slices.BinarySearchFunc(r.insns, a, func(in Insn, t uint64) int { return cmp.Compare(in.PC, t) }); ok && !lead[at[k]+i] {
+				if i, ok := slices.BinarySearch(r.pcs, a); ok && !lead[at[k]+i] {
 					lead[at[k]+i] = true
 					nlead++
 				}
@@ -158,32 +169,44 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 	g.Blocks = g.Blocks[:0]
 	for k, r := range rs {
 		var cur *GraphBlock
+		// The block's last instruction is copied into it (Last) once,
+		// when the block is closed, not at every instruction.
 		for i := range r.insns {
-			in := r.insns[i]
+			in := &r.insns[i]
 			if lead[at[k]+i] || cur == nil {
 				if cur != nil {
+					cur.Last = r.insns[i-1]
 					cur.close(in.PC, inCode, isStart, patched, &g.succs)
 				}
 				g.Blocks = append(g.Blocks, GraphBlock{Start: in.PC})
 				cur = &g.Blocks[len(g.Blocks)-1]
 			}
-			cur.Last = in
 			cur.End = in.End()
 			if i+1 < len(r.insns) && r.insns[i+1].PC != in.End() {
 				// A byte that does not decode ends the block.
+				cur.Last = *in
 				cur.close(0, inCode, isStart, patched, &g.succs)
 				cur = nil
 			}
 		}
 		if cur != nil {
+			cur.Last = r.insns[len(r.insns)-1]
 			cur.close(0, inCode, isStart, patched, &g.succs)
 		}
 	}
-	slices.SortFunc(g.Blocks, func(a, b GraphBlock) int { return cmp.Compare(a.Start, b.Start) })
+	// The ranges come by address, mostly: their blocks are in order.
+	byStart := func(a, b GraphBlock) int { return cmp.Compare(a.Start, b.Start) }
+	if !slices.IsSortedFunc(g.Blocks, byStart) {
+		slices.SortFunc(g.Blocks, byStart)
+	}
+	g.starts = g.starts[:0]
+	for i := range g.Blocks {
+		g.starts = append(g.starts, g.Blocks[i].Start)
+	}
 	g.markPadding(func(lo, hi uint64) []Insn {
 		for _, r := range rs {
 			if lo >= r.lo && lo < r.hi {
-				i, _ := slices.BinarySearchFunc(r.insns, lo, func(in Insn, t uint64) int { return cmp.Compare(in.PC, t) })
+				i, _ := slices.BinarySearch(r.pcs, lo)
 				j := i
 				for j < len(r.insns) && r.insns[j].PC < hi {
 					j++
@@ -296,6 +319,10 @@ func isIndirectJump(inst *x86asm.Inst) bool {
 
 // Block returns the index of the block starting at addr.
 func (g *Graph) Block(addr uint64) (int, bool) {
+	if len(g.starts) == len(g.Blocks) {
+		return slices.BinarySearch(g.starts, addr)
+	}
+	// A graph made by hand (tests): its blocks searched.
 	return slices.BinarySearchFunc(g.Blocks, addr, func(b GraphBlock, a uint64) int { return cmp.Compare(b.Start, a) })
 }
 

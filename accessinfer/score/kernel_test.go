@@ -205,6 +205,18 @@ func (kr kernelRun) report(tb testing.TB) {
 // merging main's rules (280,313 inferred, 99.13%): 3.34-3.79 s -> 2.71-
 // 3.13 s (index 1.63-1.85 s); TestDebianKernel 5.72 -> 4.52 s and
 // 4.88 -> 4.33 s.
+// After the infertime4 branch's cuts on the instruction side
+// (x86code's Decoder from templates of instruction shapes, x86code.Index
+// and dense address searches, per-instruction caches of copyAt, DWARF
+// registers shared with the instruction before, per-worker callee
+// return types, buffers reused), the same accesses and table: inference
+// CPU 3.33-3.60 -> 2.47-2.65 s in this benchmark, three runs of each in
+// turn, before infertime3's cuts (index 1.64-1.84 s); TestDebianKernel
+// 4.80-5.30 -> 4.17-4.75 s; whole process, paired medians of Infer
+// alone: 3.55 -> 3.17 s CPU (Debian's vmlinux 5.00 -> 4.29 s, peak 1046
+// -> 1018 MiB). With infertime3's cuts, on a loaded machine: 2.85-3.34
+// -> 2.47-3.13 s (index 1.69-2.27 s); TestDebianKernel 4.69-4.71 ->
+// 3.98-4.06 s.
 func BenchmarkInferVsPlugin(b *testing.B) {
 	vmlinux := builtVmlinux(b)
 	for i := 0; i < b.N; i++ {
