@@ -12,6 +12,7 @@ import (
 	"github.com/klasy/klasy/accessinfer"
 	"github.com/klasy/klasy/debugklasy"
 	"github.com/klasy/klasy/dwarfmap"
+	"github.com/klasy/klasy/dwarfmap/elfimage"
 	"github.com/klasy/klasy/x86code"
 )
 
@@ -97,8 +98,12 @@ type Score struct {
 	SourceConfirmed int
 	// ByHelper of the Confirmed are so only through a helper the source
 	// calls at the instruction, inlined elsewhere, whose copy here DWARF
-	// lost (comparer.helperConfirmed).
-	ByHelper             int
+	// lost (comparer.helperConfirmed), or that a record at the
+	// instruction's lines names in its base (comparer.baseConfirmed).
+	ByHelper int
+	// ByISRA of the Confirmed are so only as loads IPA-SRA moved from
+	// a clone into its caller (comparer.israConfirmed).
+	ByISRA               int
 	UnconfirmedExamples  []string
 	MissedRecordExamples []string
 }
@@ -130,6 +135,12 @@ type comparer struct {
 	// the function named (v), wherever its code went.
 	helperIn map[hostVarKey]uint8
 	inl      map[string]bool // inlined, by function name
+	img      *elfimage.Image
+	clones   map[uint64]bool // entry -> an IPA-SRA clone (israConfirmed)
+	// baseCalls: the functions the base expressions of the plugin's
+	// records at a line call ("file_inode(file)"), by (file, line).
+	baseCalls map[[2]int][]string
+	ool       map[string]bool // has an out-of-line body, by function name
 }
 
 type hostKey struct {
@@ -288,6 +299,8 @@ func newComparer(b *dwarfmap.Batch, t *debugklasy.Table) *comparer {
 	c.addrIn = map[hostKey]bool{}
 	c.varIn = map[hostVarKey]uint8{}
 	c.helperIn, c.inl = map[hostVarKey]uint8{}, map[string]bool{}
+	c.img, c.clones = b.Index().Image(), map[uint64]bool{}
+	c.baseCalls, c.ool = map[[2]int][]string{}, map[string]bool{}
 	for i := range t.Accesses {
 		r := &t.Accesses[i]
 		if r.Base.Kind == debugklasy.Param {
@@ -319,11 +332,16 @@ func newComparer(b *dwarfmap.Batch, t *debugklasy.Table) *comparer {
 				}
 			}
 		}
+		calls := calledNames([]byte(r.Base.Expr))
 		for _, id := range b.Files(r.File) {
 			for _, l := range []int{r.Line, r.StmtLine} {
 				if l != 0 {
 					k := recKey{id, l, r.Struct, r.Member}
 					c.recs[k] = append(c.recs[k], r.Mode)
+					if len(calls) > 0 {
+						lk := [2]int{int(id), l}
+						c.baseCalls[lk] = append(c.baseCalls[lk], calls...)
+					}
 				}
 			}
 		}
@@ -353,10 +371,11 @@ func (c *comparer) confirmed(a *accessinfer.Access) (ok, strictOK bool) {
 
 // confirmAll says which of accs (by PC, as Result has them) the
 // plugin confirms, by all the rules of Score and by the strict ones,
-// and which only by helperConfirmed (Score.ByHelper).
-func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict, byHelper []bool) {
+// and which only by helperConfirmed (Score.ByHelper) or israConfirmed
+// (Score.ByISRA).
+func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict []bool, byHelper []uint8) {
 	ok, strict = make([]bool, len(accs)), make([]bool, len(accs))
-	byHelper = make([]bool, len(accs))
+	byHelper = make([]uint8, len(accs))
 	for i := range accs {
 		ok[i], strict[i] = c.confirmed(&accs[i])
 	}
@@ -378,9 +397,12 @@ func (c *comparer) confirmAll(accs []accessinfer.Access) (ok, strict, byHelper [
 			}
 		}
 		out[i] = c.outerConfirmed(a, innerOK) || c.movedConfirmed(a) || c.neighbourConfirmed(a)
-		if !out[i] && c.helperConfirmed(a) {
+		if !out[i] && (c.helperConfirmed(a) || c.baseConfirmed(a)) {
 			out[i] = true
-			byHelper[i] = true
+			byHelper[i] = byHelperRule
+		} else if !out[i] && c.israConfirmed(a) {
+			out[i] = true
+			byHelper[i] = byISRA
 		}
 		outStrict[i] = strict[i] || c.outerConfirmed(a, innerStrict)
 	}
@@ -424,8 +446,11 @@ func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, st
 			}
 			if ok {
 				s.Confirmed++
-				if byHelper[i] {
+				switch byHelper[i] {
+				case byHelperRule:
 					s.ByHelper++
+				case byISRA:
+					s.ByISRA++
 				}
 			} else if bySrc {
 				s.SourceConfirmed++
@@ -487,9 +512,14 @@ func Compare(b *dwarfmap.Batch, res *accessinfer.Result, t *debugklasy.Table, st
 }
 
 // sourceConfirmed says whether a is a bitfield test the plugin cannot
-// record whose member the source names there (Score.SourceConfirmed).
+// record whose member the source names there (Score.SourceConfirmed):
+// a test the instructions show (BitTest), or a load of a bitfield,
+// whose test against zero GCC may compute as a shift and a mask
+// (!!p->ready, unlikely(skb->pfmemalloc): TestBitfieldValueTest). A
+// bitfield read as a value the plugin records; it is unconfirmed here
+// only when no record of the member is at the load's lines.
 func (c *comparer) sourceConfirmed(a *accessinfer.Access) bool {
-	return a.BitTest && c.sourceNames(a)
+	return (a.BitTest || (a.Bitfield && a.Kind == x86code.Load)) && c.sourceNames(a)
 }
 
 // sourceNames says whether the source names a's member at one of the
@@ -505,6 +535,15 @@ func (c *comparer) sourceNames(a *accessinfer.Access) bool {
 		for _, m := range c.src.aliases(a.Member) {
 			if namesMember(text, m) {
 				return true
+			}
+		}
+		// A macro reading its argument's member
+		// (skb_vlan_tag_present(skb)).
+		if g := c.src.getters(a.Member); len(g) > 0 {
+			for _, f := range calledNames(text) {
+				if slices.Contains(g, f) {
+					return true
+				}
 			}
 		}
 	}
@@ -543,6 +582,12 @@ func (c *comparer) inlined(f string) bool {
 	}
 	return is
 }
+
+// How confirmAll confirmed an access beyond the line rules.
+const (
+	byHelperRule = 1 + iota
+	byISRA
+)
 
 func fmtPC(pc uint64) string { return fmt.Sprintf("%#x", pc) }
 
@@ -611,9 +656,12 @@ func PrintScores(w io.Writer, scores []Score) {
 		}
 		fmt.Fprintf(w, "%-12s %9d %9d %7d %8.2f%% %7.2f%% %7.2f%% %9d %9d %9d %7.2f%%\n", name, s.Inferred, s.Confirmed, s.SourceConfirmed, 100*s.Precision, 100*s.StrictPrecision, 100*s.PrecisionOther, s.Records, s.Reachable, s.Found, 100*s.Recall)
 	}
-	fmt.Fprintln(w, "by-src: a test of a bitfield's bits against a constant, or of adjacent members' compares GCC merged into one (c->x86 == 6 && c->x86_model == 1), which the plugin cannot record (TestPluginMissesBitfieldTests, TestPluginMissesMergedCompares), whose member the source names (->m or .m, or a macro standing for its path: sk->sk_reuseport) at the instruction's own line rows or inlined call sites: counted as confirmed.")
+	fmt.Fprintln(w, "by-src: a test of a bitfield's bits against a constant (the load of a bitfield too: GCC may compute !!p->x as a shift and a mask), or of adjacent members' compares GCC merged into one (c->x86 == 6 && c->x86_model == 1), which the plugin cannot record (TestPluginMissesBitfieldTests, TestPluginMissesMergedCompares), whose member the source names (->m or .m, or a macro standing for its path: sk->sk_reuseport) at the instruction's own line rows or inlined call sites: counted as confirmed.")
 	if tot := scores[len(scores)-1]; tot.ByHelper > 0 {
-		fmt.Fprintf(w, "by-helper: %d of the confirmed only through a helper the source calls at the instruction's rows or call sites, inlined elsewhere in the image, whose copy here DWARF lost with its rows (hstate_file(f)'s file_inode(f)), the plugin recording the member through the helper's parameter.\n", tot.ByHelper)
+		fmt.Fprintf(w, "by-helper: %d of the confirmed only through a helper the source calls at the instruction's rows or call sites, inlined elsewhere in the image, whose copy here DWARF lost with its rows (hstate_file(f)'s file_inode(f)), or that the base of a record at the instruction's block's lines calls (inode.i_mode through \"file_inode(file)\", the load scheduled among the line before's instructions; qdisc_skb_cb(skb) taking &skb->cb), the plugin recording the member through the helper's parameter.\n", tot.ByHelper)
+	}
+	if tot := scores[len(scores)-1]; tot.ByISRA > 0 {
+		fmt.Fprintf(w, "by-isra: %d of the confirmed only as a load passed to an IPA-SRA clone (write_irq_affinity.constprop.0.isra.0 takes file_inode(file), its callers load file->f_inode), the plugin recording the read in the clone's function through its parameter (TestPluginMissesISRA).\n", tot.ByISRA)
 	}
 }
 

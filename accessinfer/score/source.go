@@ -19,6 +19,10 @@ type sourceLines struct {
 	// path ending in a member (#define sk_reuseport
 	// __sk_common.skc_reuseport), by that member; read once.
 	alias map[string][]string
+	// getter: the function-like macros the headers define as their
+	// one parameter's member (skb_vlan_tag_present(__skb) is
+	// ((__skb)->vlan_present)), by member.
+	getter map[string][]string
 }
 
 // line is line n (1-based) of file name (relative to the source tree,
@@ -111,7 +115,7 @@ func (s *sourceLines) aliases(m string) []string {
 		return nil
 	}
 	if s.alias == nil {
-		s.alias = map[string][]string{}
+		s.alias, s.getter = map[string][]string{}, map[string][]string{}
 		for _, root := range []string{"include", "arch/x86/include"} {
 			filepath.WalkDir(filepath.Join(s.dir, root), func(p string, d fs.DirEntry, err error) error {
 				if err != nil || d.IsDir() || !strings.HasSuffix(p, ".h") {
@@ -122,8 +126,12 @@ func (s *sourceLines) aliases(m string) []string {
 					return nil
 				}
 				for _, l := range bytes.Split(b, []byte("\n")) {
-					if g := memberMacro.FindSubmatch(bytes.TrimSpace(l)); g != nil {
+					l = bytes.TrimSpace(l)
+					if g := memberMacro.FindSubmatch(l); g != nil {
 						s.alias[string(g[2])] = append(s.alias[string(g[2])], string(g[1]))
+					}
+					if g := getterMacro.FindSubmatch(l); g != nil && bytes.Equal(g[2], g[3]) {
+						s.getter[string(g[4])] = append(s.getter[string(g[4])], string(g[1]))
 					}
 				}
 				return nil
@@ -131,4 +139,18 @@ func (s *sourceLines) aliases(m string) []string {
 		}
 	}
 	return s.alias[m]
+}
+
+// getterMacro matches a function-like macro of one parameter whose body
+// is that parameter's member: #define f(p) ((p)->m).
+var getterMacro = regexp.MustCompile(`^#\s*define\s+([A-Za-z_]\w*)\(\s*([A-Za-z_]\w*)\s*\)\s+\(*\s*([A-Za-z_]\w*)\s*\)?\s*->\s*([A-Za-z_]\w*)\s*\)*\s*(?:/\*.*)?$`)
+
+// getters are the function-like macros the headers define as their
+// parameter's member m (aliases reads them).
+func (s *sourceLines) getters(m string) []string {
+	s.aliases(m)
+	if s == nil {
+		return nil
+	}
+	return s.getter[m]
 }

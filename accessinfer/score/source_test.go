@@ -46,3 +46,27 @@ func TestMemberMacro(t *testing.T) {
 		}
 	}
 }
+
+func TestGetterMacro(t *testing.T) {
+	for _, tc := range []struct {
+		line          string
+		macro, member string
+	}{
+		{"#define skb_vlan_tag_present(__skb)\t((__skb)->vlan_present)", "skb_vlan_tag_present", "vlan_present"},
+		{"#define f(x) (x)->m", "f", "m"},
+		{"#define f(x) x->m /* c */", "f", "m"},
+		{"#define f(x) ((y)->m)", "", ""},
+		{"#define f(x, y) ((x)->m)", "", ""},
+		{"#define f(x) ((x)->m + 1)", "", ""},
+		{"#define f(x) ((x)->m.n)", "", ""},
+	} {
+		g := getterMacro.FindStringSubmatch(tc.line)
+		var macro, member string
+		if g != nil && g[2] == g[3] {
+			macro, member = g[1], g[4]
+		}
+		if macro != tc.macro || member != tc.member {
+			t.Errorf("%q: macro %q member %q, want %q %q", tc.line, macro, member, tc.macro, tc.member)
+		}
+	}
+}
