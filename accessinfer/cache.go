@@ -15,7 +15,7 @@ import (
 
 // cacheFormat changes whenever what Infer finds for the same image may
 // change: a file of another format is inferred again.
-const cacheFormat = 49
+const cacheFormat = 50
 
 // cacheHeader starts a cache file; the accesses follow one by one, so
 // that a reader keeps only those it selects.

@@ -13,8 +13,14 @@ import (
 // and, test, bt) and the load-modify-store sequences that write some of
 // its bits (and with a mask, or, store back): the bits each load tests
 // and each store changes, relative to the first byte accessed. skip
-// marks the loads that are part of a write.
-func Find(insns []x86code.Insn, lo, hi int) (map[int]members.Bits, map[int]bool) {
+// marks the loads that are part of a write. A pattern begun in the
+// block may run on to end (>= hi) along the straight path into the
+// next block when that block is reached from this one only (the store
+// back after a branch on other flags), and the store may go through a
+// copy of the load's base register, or the base moved by a constant
+// (see bases), that copy made as far back as start (<= lo), the block
+// before when it is this one's only way in.
+func Find(insns []x86code.Insn, start, lo, hi, end int) (map[int]members.Bits, map[int]bool) {
 	var pats map[int]members.Bits
 	var skip map[int]bool
 	put := func(i int, b members.Bits) {
@@ -65,10 +71,17 @@ func Find(insns []x86code.Insn, lo, hi int) (map[int]members.Bits, map[int]bool)
 		var shift uint
 		var andMask, orMask uint64
 		haveAnd, merged := false, false
-		for j := i + 1; j < hi && j < i+20; j++ {
+		al := bases(insns, start, i, acc.Mem)
+		// Past hi only the store back is looked for: anything else
+		// ends the pattern as at the block's end.
+		past, hiAnd, hiHave, hiOr := false, uint64(0), false, uint64(0)
+		for j := i + 1; j < end && j < i+20; j++ {
+			if j == hi {
+				past, hiAnd, hiHave, hiOr = true, andMask, haveAnd, orMask
+			}
 			nx := &insns[j].Inst
 			// Stored back to the same place: a write of the changed bits.
-			if nacc, ok := x86code.Access(nx); ok && nacc.Kind == x86code.Store && regs.SameAddr(&insns[i], &insns[j], acc.Mem, nacc.Mem) && nx.Op == x86asm.MOV {
+			if nacc, ok := x86code.Access(nx); ok && nacc.Kind == x86code.Store && (regs.SameAddr(&insns[i], &insns[j], acc.Mem, nacc.Mem) || al.same(acc.Mem, nacc.Mem)) && nx.Op == x86asm.MOV {
 				if sr, ok := nx.Args[1].(x86asm.Reg); ok {
 					if si, _, ok := regs.Index(sr); ok && si == ri && shift == 0 && (haveAnd || orMask != 0) {
 						changed := orMask
@@ -95,6 +108,7 @@ func Find(insns []x86code.Insn, lo, hi int) (map[int]members.Bits, map[int]bool)
 				}
 				break
 			}
+			al.step(nx)
 			d, isReg := nx.Args[0].(x86asm.Reg)
 			dj := -1
 			if isReg {
@@ -105,6 +119,9 @@ func Find(insns []x86code.Insn, lo, hi int) (map[int]members.Bits, map[int]bool)
 				switch nx.Op {
 				case x86asm.SHR, x86asm.SAR:
 					if haveAnd || orMask != 0 {
+						if past {
+							goto fallback
+						}
 						goto done
 					}
 					shift += uint(imm)
@@ -120,9 +137,15 @@ func Find(insns []x86code.Insn, lo, hi int) (map[int]members.Bits, map[int]bool)
 					orMask |= uint64(imm) << shift
 					continue
 				case x86asm.TEST:
+					if past {
+						goto fallback
+					}
 					put(i, members.Bits{OK: true, Mask: (uint64(imm) << shift) & unit, Test: true})
 					goto done
 				case x86asm.BT:
+					if past {
+						goto fallback
+					}
 					put(i, members.Bits{OK: true, Mask: (1 << (uint64(imm) + uint64(shift))) & unit, Test: true})
 					goto done
 				}
@@ -151,6 +174,9 @@ func Find(insns []x86code.Insn, lo, hi int) (map[int]members.Bits, map[int]bool)
 			// Any other use of the register ends the pattern: what was
 			// and-ed so far is what the code looks at.
 			if regs.Uses(nx, ri) || regs.Writes(nx, ri) {
+				if past {
+					goto fallback
+				}
 				if haveAnd && orMask == 0 {
 					// Compared with a constant: a test (p->bf == 3).
 					_, cmpImm := nx.Args[1].(x86asm.Imm)
@@ -159,8 +185,16 @@ func Find(insns []x86code.Insn, lo, hi int) (map[int]members.Bits, map[int]bool)
 				goto done
 			}
 		}
+		if past {
+			goto fallback
+		}
 		if haveAnd && orMask == 0 {
 			put(i, members.Bits{OK: true, Mask: andMask & unit})
+		}
+		goto done
+	fallback:
+		if hiHave && hiOr == 0 {
+			put(i, members.Bits{OK: true, Mask: hiAnd & unit})
 		}
 	done:
 	}

@@ -79,3 +79,33 @@ noinline void set_x_late(struct flags *p, int v, int w, int u, int t)
 	p->a = a * b * c * d * e * f * g * h; /* want: flags.a:store */
 	p->x = on; /* want: flags.x:store */ /* want-any: flags.x:load */
 }
+
+/* Bitfields set, then memset of the array after them
+ * (skb_complete_wifi_ack): the unit is stored back through the base
+ * register moved on to the array (lea 0x40(%rdi),%rdi), not read. */
+struct ack {
+	long head[6];
+	unsigned char u : 2, valid : 1, acked : 1, w : 4;
+	long area[11];
+};
+
+noinline void set_ack(struct ack *p, _Bool acked)
+{
+	/* One store for both, at either line. */
+	p->valid = 1; /* want-any: ack.valid:load ack.acked:load ack.valid:store ack.acked:store */
+	p->acked = acked; /* want-any: ack.valid:load ack.acked:load ack.valid:store ack.acked:store */
+	__builtin_memset(p->area, 0, sizeof(p->area)); /* want-any: ack.area:lea ack.area:store */
+}
+
+/* A bitfield set to one of two constants on a branch taken after the
+ * and (eth_skb_pkt_type): the store back is in the next block. */
+noinline void set_branch(struct flags *p, long v, long w)
+{
+	if (__builtin_expect(v != 0, 0)) {
+		if ((v ^ w) & 1)
+			p->z = 1; /* want: flags.z:store */ /* want-any: flags.z:load */
+		else
+			p->z = 2; /* want-any: flags.z:store flags.z:load */ /* not followed: the taken branch */
+	}
+	consume(p);
+}

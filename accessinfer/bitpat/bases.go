@@ -1,0 +1,142 @@
+package bitpat
+
+import (
+	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/klasy/klasy/accessinfer/regs"
+	"github.com/klasy/klasy/x86code"
+)
+
+// aliases holds the registers known to hold a load's base register
+// plus a constant (by register index), from the load on: the compiler
+// stores a bitfield's unit back through a copy of the base made before
+// the load (tcp_gso_segment's nskb kept in %r13 while %rax is
+// reused) or through the base moved on to the next member
+// (skb_complete_wifi_ack's add $0x30,%rdi before the store).
+type aliases struct {
+	off map[int]int64
+}
+
+// bases finds the aliases of m's base register at the load insns[i]:
+// the base itself unless the load overwrites it, and the registers a
+// 64-bit register move in [lo, i) made equal to it, neither changed
+// since.
+func bases(insns []x86code.Insn, lo, i int, m x86asm.Mem) aliases {
+	b, is64, ok := regs.Index(m.Base)
+	if !ok || !is64 || m.Index != 0 || m.Base == x86asm.RIP {
+		return aliases{}
+	}
+	a := aliases{off: map[int]int64{b: 0}}
+	written := map[int]bool{}
+	for k := i - 1; k >= lo && k >= i-20; k-- {
+		inst := &insns[k].Inst
+		if written[b] || implicit(inst.Op) {
+			break
+		}
+		if inst.Op == x86asm.MOV {
+			x, okx := inst.Args[1].(x86asm.Reg)
+			y, oky := inst.Args[0].(x86asm.Reg)
+			xi, x64, okx2 := regs.Index(x)
+			yi, y64, oky2 := regs.Index(y)
+			if okx && oky && okx2 && oky2 && x64 && y64 {
+				if yi == b && !written[xi] {
+					a.off[xi] = 0
+				} else if xi == b && !written[yi] {
+					a.off[yi] = 0
+				}
+			}
+		}
+		for r := 0; r < 16; r++ {
+			if regs.Writes(inst, r) {
+				written[r] = true
+			}
+		}
+	}
+	if d, ok := insns[i].Inst.Args[0].(x86asm.Reg); ok {
+		if di, _, ok := regs.Index(d); ok {
+			delete(a.off, di)
+		}
+	}
+	return a
+}
+
+// same reports whether n, a store's operand, is m's address through
+// an alias.
+func (a aliases) same(m, n x86asm.Mem) bool {
+	if a.off == nil || n.Index != 0 || n.Segment != m.Segment {
+		return false
+	}
+	ni, _, ok := regs.Index(n.Base)
+	if !ok || n.Base == x86asm.RIP {
+		return false
+	}
+	o, ok := a.off[ni]
+	return ok && o+n.Disp == m.Disp
+}
+
+// step follows inst's effect on the aliases: a move or lea from an
+// alias makes another, add and sub of a constant move one, any other
+// write ends one.
+func (a aliases) step(inst *x86asm.Inst) {
+	if a.off == nil {
+		return
+	}
+	if implicit(inst.Op) {
+		clear(a.off)
+		return
+	}
+	d, ok := inst.Args[0].(x86asm.Reg)
+	if !ok {
+		return
+	}
+	di, d64, ok := regs.Index(d)
+	if !ok {
+		return
+	}
+	if _, alias := a.off[di]; !alias && !regs.Writes(inst, di) {
+		return
+	}
+	if d64 {
+		switch src := inst.Args[1].(type) {
+		case x86asm.Reg:
+			if si, s64, ok := regs.Index(src); ok && s64 && inst.Op == x86asm.MOV {
+				if o, ok := a.off[si]; ok {
+					a.off[di] = o
+					return
+				}
+			}
+		case x86asm.Mem:
+			if si, s64, ok := regs.Index(src.Base); ok && s64 && inst.Op == x86asm.LEA && src.Index == 0 && src.Base != x86asm.RIP {
+				if o, ok := a.off[si]; ok {
+					a.off[di] = o + src.Disp
+					return
+				}
+			}
+		case x86asm.Imm:
+			if o, ok := a.off[di]; ok && (inst.Op == x86asm.ADD || inst.Op == x86asm.SUB) {
+				if inst.Op == x86asm.SUB {
+					src = -src
+				}
+				a.off[di] = o + int64(src)
+				return
+			}
+		}
+	}
+	if regs.Writes(inst, di) {
+		delete(a.off, di)
+	}
+}
+
+// implicit reports whether op may write registers other than its
+// first operand (a call clobbers the caller-saved ones): the aliases
+// are not followed across it.
+func implicit(op x86asm.Op) bool {
+	switch op {
+	case x86asm.CALL, x86asm.XCHG, x86asm.XADD, x86asm.CMPXCHG, x86asm.MUL, x86asm.DIV, x86asm.IDIV,
+		x86asm.CPUID, x86asm.RDMSR, x86asm.RDTSC, x86asm.RDTSCP, x86asm.CQO, x86asm.CDQ, x86asm.POP, x86asm.LEAVE,
+		x86asm.STOSB, x86asm.STOSW, x86asm.STOSD, x86asm.STOSQ, x86asm.MOVSB, x86asm.MOVSW, x86asm.MOVSD, x86asm.MOVSQ,
+		x86asm.LODSB, x86asm.LODSW, x86asm.LODSD, x86asm.LODSQ, x86asm.SYSCALL:
+		return true
+	}
+	return false
+}
