@@ -411,39 +411,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	pats := grow(rb.pats, nb)
 	skips := grow(rb.skips, nb)
 	rb.outs, rb.pats, rb.skips = outs, pats, skips
-	for _, b := range order {
-		// A pattern may run on into the next block when only this
-		// one leads there (the store back after a branch).
-		end := rng[b][1]
-		if end < len(ft.blockOf) {
-			if n := ft.blockOf[end]; n >= 0 && len(preds[n]) == 1 && preds[n][0] == b {
-				end = rng[n][1]
-			}
-		}
-		// And a copy of a base may be made in the one block before.
-		start := rng[b][0]
-		if start > 0 && len(preds[b]) == 1 {
-			if p := ft.blockOf[start-1]; p >= 0 && preds[b][0] == int(p) {
-				start = rng[p][0]
-			}
-		}
-		pats[b], skips[b] = bitpat.Find(ft.insns, start, rng[b][0], rng[b][1], end)
-	}
-	// What a pattern found in the next block belongs to that block.
-	for _, b := range order {
-		for i, p := range pats[b] {
-			if i < rng[b][0] || i >= rng[b][1] {
-				n := ft.blockOf[i]
-				if pats[n] == nil {
-					pats[n] = map[int]members.Bits{}
-				}
-				if _, ok := pats[n][i]; !ok {
-					pats[n][i] = p
-				}
-				delete(pats[b], i)
-			}
-		}
-	}
+	bitpat.FindBlocks(ft.insns, rng, ft.blockOf, preds, order, pats, skips)
 	// uses[p] counts the blocks still to read outs[p] in a one-pass
 	// run; at 0 its state is free for another block (recycle).
 	var uses []int

@@ -3,6 +3,7 @@ package bitpat
 import (
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/klasy/klasy/accessinfer/members"
 	"github.com/klasy/klasy/accessinfer/regs"
 	"github.com/klasy/klasy/x86code"
 )
@@ -139,4 +140,55 @@ func implicit(op x86asm.Op) bool {
 		return true
 	}
 	return false
+}
+
+// FindBlocks runs Find on each block of order (rng: each block's
+// instructions, blockOf: each instruction's block, preds: each block's
+// predecessors) over its Span, into pats and skips by block, what it
+// found in a next block moved there (Rehome).
+func FindBlocks(insns []x86code.Insn, rng [][2]int, blockOf []int32, preds [][]int, order []int, pats []map[int]members.Bits, skips []map[int]bool) {
+	for _, b := range order {
+		start, end := Span(rng, blockOf, preds, b)
+		pats[b], skips[b] = Find(insns, start, rng[b][0], rng[b][1], end)
+	}
+	Rehome(pats, rng, blockOf, order)
+}
+
+// Span is where Find may look around block b: on into the next block when b is
+// its only way in (the store back after a branch), and back into the
+// block before when that is b's only way in (a copy of the base made
+// there).
+func Span(rng [][2]int, blockOf []int32, preds [][]int, b int) (start, end int) {
+	start, end = rng[b][0], rng[b][1]
+	if end < len(blockOf) {
+		if n := blockOf[end]; n >= 0 && len(preds[n]) == 1 && preds[n][0] == b {
+			end = rng[n][1]
+		}
+	}
+	if start > 0 && len(preds[b]) == 1 {
+		if p := blockOf[start-1]; p >= 0 && preds[b][0] == int(p) {
+			start = rng[p][0]
+		}
+	}
+	return start, end
+}
+
+// Rehome moves what Find found for a block in the next one (a store
+// back after a branch) into that block's patterns.
+func Rehome(pats []map[int]members.Bits, rng [][2]int, blockOf []int32, order []int) {
+	for _, b := range order {
+		for i, p := range pats[b] {
+			if i >= rng[b][0] && i < rng[b][1] {
+				continue
+			}
+			n := blockOf[i]
+			if pats[n] == nil {
+				pats[n] = map[int]members.Bits{}
+			}
+			if _, ok := pats[n][i]; !ok {
+				pats[n][i] = p
+			}
+			delete(pats[b], i)
+		}
+	}
 }
