@@ -127,11 +127,11 @@ func (s *sourceLines) aliases(m string) []string {
 				}
 				for _, l := range bytes.Split(b, []byte("\n")) {
 					l = bytes.TrimSpace(l)
-					if g := memberMacro.FindSubmatch(l); g != nil {
-						s.alias[string(g[2])] = append(s.alias[string(g[2])], string(g[1]))
+					if macro, member, ok := aliasOf(l); ok {
+						s.alias[member] = append(s.alias[member], macro)
 					}
-					if g := getterMacro.FindSubmatch(l); g != nil && bytes.Equal(g[2], g[3]) {
-						s.getter[string(g[4])] = append(s.getter[string(g[4])], string(g[1]))
+					if macro, member, ok := getterOf(l); ok {
+						s.getter[member] = append(s.getter[member], macro)
 					}
 				}
 				return nil
@@ -144,6 +144,26 @@ func (s *sourceLines) aliases(m string) []string {
 // getterMacro matches a function-like macro of one parameter whose body
 // is that parameter's member: #define f(p) ((p)->m).
 var getterMacro = regexp.MustCompile(`^#\s*define\s+([A-Za-z_]\w*)\(\s*([A-Za-z_]\w*)\s*\)\s+\(*\s*([A-Za-z_]\w*)\s*\)?\s*->\s*([A-Za-z_]\w*)\s*\)*\s*(?:/\*.*)?$`)
+
+// aliasOf reads a header line defining a macro as a member path
+// (memberMacro): the macro and the path's last member.
+func aliasOf(line []byte) (macro, member string, ok bool) {
+	g := memberMacro.FindSubmatch(line)
+	if g == nil {
+		return "", "", false
+	}
+	return string(g[1]), string(g[2]), true
+}
+
+// getterOf reads a header line defining a macro as its parameter's
+// member (getterMacro): the macro and the member.
+func getterOf(line []byte) (macro, member string, ok bool) {
+	g := getterMacro.FindSubmatch(line)
+	if g == nil || !bytes.Equal(g[2], g[3]) {
+		return "", "", false
+	}
+	return string(g[1]), string(g[4]), true
+}
 
 // getters are the function-like macros the headers define as their
 // parameter's member m (aliases reads them).

@@ -36,11 +36,7 @@ func TestMemberMacro(t *testing.T) {
 		{"#define BIT 0x10", "", ""},
 		{"#define NAME other_name", "", ""},
 	} {
-		g := memberMacro.FindStringSubmatch(tc.line)
-		var macro, member string
-		if g != nil {
-			macro, member = g[1], g[2]
-		}
+		macro, member, _ := aliasOf([]byte(tc.line))
 		if macro != tc.macro || member != tc.member {
 			t.Errorf("%q: macro %q member %q, want %q %q", tc.line, macro, member, tc.macro, tc.member)
 		}
@@ -60,11 +56,7 @@ func TestGetterMacro(t *testing.T) {
 		{"#define f(x) ((x)->m + 1)", "", ""},
 		{"#define f(x) ((x)->m.n)", "", ""},
 	} {
-		g := getterMacro.FindStringSubmatch(tc.line)
-		var macro, member string
-		if g != nil && g[2] == g[3] {
-			macro, member = g[1], g[4]
-		}
+		macro, member, _ := getterOf([]byte(tc.line))
 		if macro != tc.macro || member != tc.member {
 			t.Errorf("%q: macro %q member %q, want %q %q", tc.line, macro, member, tc.macro, tc.member)
 		}
