@@ -188,7 +188,20 @@ func (s *Scanner) Scan(start, end uint64, out *Unit) {
 type originInfo struct {
 	name []byte
 	typ  dwarf.Offset
+	// typed caches Scanner.typed(typ) in the origins map: 0 not
+	// known yet, else typedYes or typedNo. Every inlined copy of a
+	// function has its parameters and locals name the same abstract
+	// ones.
+	typed int8
+	// from is the DIE in the origins map typ came from (0: the DIE's
+	// own), where typed is kept.
+	from dwarf.Offset
 }
+
+const (
+	typedYes = 1 + iota
+	typedNo
+)
 
 // str returns b as a string (members.NameCache).
 func (s *Scanner) str(b []byte) string { return s.names.Str(b) }
@@ -213,9 +226,28 @@ func (s *Scanner) lookupOrigin(e *diescan.DIE) originInfo {
 		oi.name = c.name
 	}
 	if oi.typ == 0 {
-		oi.typ = c.typ
+		oi.typ, oi.typed, oi.from = c.typ, c.typed, dwarf.Offset(o)
 	}
 	return oi
+}
+
+// typedOrigin is typed(oi.typ), kept in the origins map when the type
+// came from there.
+func (s *Scanner) typedOrigin(oi originInfo) bool {
+	if oi.typed != 0 {
+		return oi.typed == typedYes
+	}
+	ok := s.typed(oi.typ)
+	if oi.from != 0 {
+		if c, in := s.origin[oi.from]; in && c.typ == oi.typ {
+			c.typed = typedNo
+			if ok {
+				c.typed = typedYes
+			}
+			s.origin[oi.from] = c
+		}
+	}
+	return ok
 }
 
 // origins is the name and type the DIE at o has or its origins give
@@ -300,7 +332,8 @@ func (s *Scanner) scanUnit(start, end uint64) {
 	e := &s.e
 	for {
 		// Most DIEs of a unit are its types: skipped without decoding.
-		if t := u.PeekTag(); t != dwarf.TagSubprogram && t != dwarf.TagVariable && t != 0 {
+		// So are variables without a location: declarations.
+		if p := u.Peek(); p.Tag != dwarf.TagSubprogram && (p.Tag != dwarf.TagVariable || !p.Location) && p.Tag != 0 {
 			if !u.Skip() {
 				return
 			}
@@ -313,7 +346,7 @@ func (s *Scanner) scanUnit(start, end uint64) {
 		case dwarf.TagSubprogram:
 			s.subprogram(e)
 		case dwarf.TagVariable:
-			s.variableDIE(e, 0, nil, nil)
+			s.variableDIE(e, 0, nil, nil, originInfo{}, false)
 			s.skipChildren(e)
 		}
 	}
@@ -445,11 +478,28 @@ func (s *Scanner) subprogram(e *diescan.DIE) {
 func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 	var de diescan.DIE
 	e := &de
+	// The parameters of an inlined copy are kept with or without a
+	// location (Function.Params).
+	inlined := f != nil && depth > 0 && len(scope) > 0
 	for {
-		switch s.u.PeekTag() {
-		case dwarf.TagFormalParameter, dwarf.TagVariable, dwarf.TagLexDwarfBlock, dwarf.TagInlinedSubroutine, 0:
+		// Call sites, labels, types local to the function are skipped
+		// undecoded; so are variables and parameters without a
+		// location (optimized out, or an abstract instance's) but
+		// those of an inlined copy, and lexical blocks without
+		// children: a third of the DIEs scanned.
+		var skip bool
+		switch p := s.u.Peek(); p.Tag {
+		case dwarf.TagInlinedSubroutine, 0:
+		case dwarf.TagFormalParameter:
+			skip = !p.Location && !inlined
+		case dwarf.TagVariable:
+			skip = !p.Location
+		case dwarf.TagLexDwarfBlock:
+			skip = !p.Children
 		default:
-			// Call sites, labels, types local to the function.
+			skip = true
+		}
+		if skip {
 			if !s.u.Skip() {
 				return
 			}
@@ -460,13 +510,15 @@ func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 		}
 		switch e.Tag {
 		case dwarf.TagFormalParameter, dwarf.TagVariable:
-			if e.Tag == dwarf.TagFormalParameter && f != nil && depth > 0 && len(scope) > 0 {
+			var oi originInfo
+			known := false
+			if e.Tag == dwarf.TagFormalParameter && inlined {
 				// A parameter of an inlined copy, with a location or not.
-				if oi := s.lookupOrigin(e); oi.typ != 0 {
+				if oi, known = s.lookupOrigin(e), true; oi.typ != 0 {
 					f.Params = append(f.Params, ScopedType{Type: oi.typ, Scope: scope})
 				}
 			}
-			s.variableDIE(e, depth, scope, f)
+			s.variableDIE(e, depth, scope, f, oi, known)
 			s.skipChildren(e)
 		case dwarf.TagLexDwarfBlock:
 			if !e.Children {
@@ -497,14 +549,17 @@ func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 }
 
 // variableDIE records a variable: a global if it lives at a fixed
-// address, else (in a function) a local with its locations.
-func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *Function) {
+// address, else (in a function) a local with its locations. oi is
+// lookupOrigin(e) when known.
+func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *Function, oi originInfo, known bool) {
 	var pieces []Piece
 	switch {
 	case e.Loc != nil:
 		b := e.Loc
 		if w := Describe(b); w.Kind == LocAddr {
-			oi := s.lookupOrigin(e)
+			if !known {
+				oi = s.lookupOrigin(e)
+			}
 			g := Global{Addr: w.addr, Type: oi.typ}
 			if t := s.ts.Get(oi.typ); t != nil {
 				g.Size = t.Size
@@ -524,8 +579,10 @@ func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *F
 	if f == nil {
 		return
 	}
-	oi := s.lookupOrigin(e)
-	if oi.typ == 0 || !s.typed(oi.typ) {
+	if !known {
+		oi = s.lookupOrigin(e)
+	}
+	if oi.typ == 0 || !s.typedOrigin(oi) {
 		return
 	}
 	switch {

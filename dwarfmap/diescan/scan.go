@@ -7,7 +7,7 @@
 // lexical blocks and their locations).
 // The scanner skips the other attributes by form, lets its caller jump
 // over subtrees with DW_AT_sibling or step over a DIE it does not want
-// without decoding it (PeekTag, Skip), and returns names as slices of
+// without decoding it (PeekTag or Peek, Skip), and returns names as slices of
 // the string sections. It reads DWARF 2 to 5, little-endian.
 package diescan
 
@@ -76,6 +76,8 @@ type abbrev struct {
 	// of DW_AT_sibling starts when the attributes before it have fixed
 	// sizes, else -1.
 	size, sib int32
+	// loc: the DIEs have a DW_AT_location (Peek).
+	loc bool
 }
 
 // fixedSize is the size of a value of form f in a unit of DWARF 3 or
@@ -105,6 +107,9 @@ func fixedSize(f form) int32 {
 func (a *abbrev) sizes() {
 	a.size, a.sib = 0, -1
 	for _, at := range a.attrs {
+		if at.attr == dwarf.AttrLocation {
+			a.loc = true
+		}
 		if at.attr == dwarf.AttrSibling && a.sib < 0 && a.size >= 0 {
 			a.sib = a.size
 		}
@@ -885,21 +890,46 @@ func (s *Unit) UnitDIE(d *DIE) bool {
 // PeekTag returns the tag of the DIE at the scan without moving it: 0
 // at a null entry or where no DIE can be read.
 func (s *Unit) PeekTag() dwarf.Tag {
+	if a := s.peek(); a != nil {
+		return a.tag
+	}
+	return 0
+}
+
+// Peek is what the abbreviation of a DIE says of it: enough to step
+// over (Skip) one that cannot matter to a scan without decoding it.
+type Peek struct {
+	Tag      dwarf.Tag // 0 at a null entry or where no DIE can be read
+	Children bool
+	Location bool // it has a DW_AT_location
+}
+
+// Peek returns what the abbreviation of the DIE at the scan says,
+// without moving the scan.
+func (s *Unit) Peek() Peek {
+	if a := s.peek(); a != nil {
+		return Peek{Tag: a.tag, Children: a.children, Location: a.loc}
+	}
+	return Peek{}
+}
+
+// peek returns the abbreviation of the DIE at the scan, nil if none.
+func (s *Unit) peek() *abbrev {
 	if off := s.r.Offset(); s.r.Err() == nil && off < int(s.end) {
 		// Most codes are one byte: read in place.
 		if c := s.secs.Info[off]; c < 0x80 {
 			if int(c) < len(s.abbrevs) {
-				return s.abbrevs[c].tag
+				return &s.abbrevs[c]
 			}
-			return 0
+			return nil
 		}
 	}
 	r := s.r
 	code := r.ULEB128()
 	if r.Err() != nil || code >= uint64(len(s.abbrevs)) {
-		return 0
+		return nil
 	}
-	return s.abbrevs[code].tag
+	return &s.abbrevs[code]
 }
 
 // Skip moves the scan past the DIE at it and its children, decoding

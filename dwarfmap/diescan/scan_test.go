@@ -280,9 +280,10 @@ func TestVariablesMatchDebugDwarf(t *testing.T) {
 	}
 }
 
-// TestSkip checks that PeekTag and Skip, from every DIE of the test
-// input, give the tag debug/dwarf reads there and land where debug/dwarf
-// reads the DIE after it and its children.
+// TestSkip checks that PeekTag, Peek and Skip, from every DIE of the
+// test input, give the tag (and children, and whether it has a
+// location) debug/dwarf reads there and land where debug/dwarf reads
+// the DIE after it and its children.
 func TestSkip(t *testing.T) {
 	for _, flags := range [][]string{{"-O2", "-gdwarf-5"}, {"-O2", "-gdwarf-4"}, {"-O0", "-gdwarf-2"}} {
 		t.Run(strings.Join(flags, " "), func(t *testing.T) {
@@ -293,7 +294,7 @@ func TestSkip(t *testing.T) {
 			}
 			secs := NewSections(img.Section)
 			cache := Abbrevs{}
-			n := 0
+			n, withLoc := 0, 0
 			for _, u := range units(t, secs.Info) {
 				s, err := NewUnit(secs, u[0], u[1], cache)
 				if err != nil {
@@ -323,6 +324,13 @@ func TestSkip(t *testing.T) {
 					if tag := s.PeekTag(); tag != e.Tag {
 						t.Fatalf("DIE at %#x: PeekTag %v, debug/dwarf %v", e.Offset, tag, e.Tag)
 					}
+					want := Peek{Tag: e.Tag, Children: e.Children, Location: e.AttrField(dwarf.AttrLocation) != nil}
+					if p := s.Peek(); p != want {
+						t.Fatalf("DIE at %#x: Peek %+v, debug/dwarf %+v", e.Offset, p, want)
+					}
+					if want.Location {
+						withLoc++
+					}
 					if !s.Skip() || s.Err() != nil {
 						t.Fatalf("DIE at %#x (%v): Skip failed: %v", e.Offset, e.Tag, s.Err())
 					}
@@ -343,8 +351,8 @@ func TestSkip(t *testing.T) {
 					n++
 				}
 			}
-			if n < 50 {
-				t.Errorf("only %d DIEs skipped", n)
+			if n < 50 || withLoc == 0 {
+				t.Errorf("only %d DIEs skipped, %d with a location", n, withLoc)
 			}
 		})
 	}
