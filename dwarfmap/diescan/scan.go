@@ -62,8 +62,26 @@ type Abbrevs map[uint64][]abbrev
 
 type attrSpec struct {
 	attr dwarf.Attr
+	// read: Next keeps the attribute's value (nextAttr); the others
+	// (DW_AT_decl_column, DW_AT_GNU_locviews, ..., a third of a
+	// variable's) are stepped over without decoding.
+	read bool
 	form form
 	ic   int64 // DW_FORM_implicit_const value
+}
+
+// nextAttr reports whether Next keeps the value of attribute a.
+func nextAttr(a dwarf.Attr) bool {
+	switch a {
+	case dwarf.AttrSibling, dwarf.AttrName, dwarf.AttrLowpc, dwarf.AttrHighpc, dwarf.AttrEntrypc,
+		dwarf.AttrRanges, dwarf.AttrAbstractOrigin, dwarf.AttrSpecification, dwarf.AttrExternal,
+		dwarf.AttrDeclaration, dwarf.AttrInline, dwarf.AttrDeclFile, dwarf.AttrDeclLine,
+		dwarf.AttrCallFile, dwarf.AttrCallLine, dwarf.AttrType, dwarf.AttrByteSize, dwarf.AttrCompDir,
+		dwarf.AttrLocation, dwarf.AttrFrameBase, dwarf.AttrStrOffsetsBase, dwarf.AttrAddrBase,
+		dwarf.AttrRnglistsBase:
+		return true
+	}
+	return false
 }
 
 type abbrev struct {
@@ -233,7 +251,7 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 			if at == 0 && fm == 0 {
 				break
 			}
-			s := attrSpec{attr: at, form: fm}
+			s := attrSpec{attr: at, form: fm, read: nextAttr(at)}
 			if fm == formImplicitConst {
 				s.ic = r.SLEB128()
 			}
@@ -485,7 +503,7 @@ func (s *Unit) Next(d *DIE) bool {
 	d.Tag, d.Children = a.tag, a.children
 	want := wanted(a.tag) || (s.vars && varTag(a.tag))
 	for _, at := range a.attrs {
-		if !want && at.attr != dwarf.AttrSibling {
+		if (!want || !at.read) && at.attr != dwarf.AttrSibling {
 			s.skipAttr(at.form)
 			continue
 		}
