@@ -35,6 +35,12 @@ type Type struct {
 	memberList []Member
 	// unread: members still to be read from the DIE at off.
 	unread bool
+	// bitEnd[i], for a struct of many members in the order of their
+	// offsets, is the byte where the bitfields among its first i
+	// members end at the latest (walk's skip); empty when not known yet,
+	// nil after noSkip says the members are not in order.
+	bitEnd []int64
+	noSkip bool
 }
 
 // Member is a member of a struct or union.

@@ -1,5 +1,7 @@
 package members
 
+import "sort"
+
 // Hop is one named member on the way to the bytes an instruction
 // touches, named as the plugin names it: its named container (anonymous
 // members collapsed into it) and the member's bits in that container.
@@ -138,7 +140,7 @@ func (ts *Types) walk(t *Type, a Use, outer *Type, outerBit int64, depth int) []
 	}
 	var cands []*Member
 	ms := ts.mems(t)
-	for i := range ms {
+	for i := ts.skip(t, ms, a.Off); i < len(ms); i++ {
 		m := &ms[i]
 		if m.BitSize == 0 && m.off >= a.Off+a.N {
 			// Past the access whatever its size (the tests below
@@ -232,6 +234,41 @@ func (ts *Types) walk(t *Type, a Use, outer *Type, outerBit int64, depth int) []
 		out = append(out, Chain{ts.hopOf(outer, m, outerBit, lo, hi)})
 	}
 	return out
+}
+
+// skip returns how many of the first members of t (ms) walk passes over
+// for an access at byte off whatever its size and bits: those whose
+// next member starts at off or before, bitfields ending by off. A
+// struct's members are found by a binary search rather than one by one:
+// an access to sk_buff's members past its 200th byte went through the
+// hundred before it each time.
+func (ts *Types) skip(t *Type, ms []Member, off int64) int {
+	if t.Kind != Struct || len(ms) < 16 || off <= 0 || t.noSkip {
+		return 0
+	}
+	if t.bitEnd == nil {
+		// Once per type: the members must be in the order of their
+		// offsets for walk to pass over them so.
+		be := make([]int64, len(ms)+1)
+		for i := range ms {
+			if i > 0 && ms[i].off < ms[i-1].off {
+				t.noSkip = true
+				return 0
+			}
+			be[i+1] = be[i]
+			if ms[i].BitSize > 0 {
+				be[i+1] = max(be[i], (ms[i].bitOff+ms[i].BitSize+7)/8)
+			}
+		}
+		t.bitEnd = be
+	}
+	// k members start at off or before: walk passes over each of the
+	// first k-1 that is not a bitfield (the next starts by off).
+	k := sort.Search(len(ms), func(i int) bool { return ms[i].off > off })
+	// Of those, the bitfields among the first q end by off: passed
+	// over too (bitEnd grows with i).
+	q := sort.Search(len(ms)+1, func(i int) bool { return t.bitEnd[i] > off })
+	return max(0, min(k-1, q-1))
 }
 
 // Within keeps of each chain the hops, from the outermost, that o
