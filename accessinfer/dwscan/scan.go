@@ -200,20 +200,7 @@ func (s *Scanner) Scan(start, end uint64, out *Unit) {
 type originInfo struct {
 	name []byte
 	typ  dwarf.Offset
-	// typed caches Scanner.typed(typ) in the origins map: 0 not
-	// known yet, else typedYes or typedNo. Every inlined copy of a
-	// function has its parameters and locals name the same abstract
-	// ones.
-	typed int8
-	// from is the DIE in the origins map typ came from (0: the DIE's
-	// own), where typed is kept.
-	from dwarf.Offset
 }
-
-const (
-	typedYes = 1 + iota
-	typedNo
-)
 
 // str returns b as a string (members.NameCache).
 func (s *Scanner) str(b []byte) string { return s.names.Str(b) }
@@ -238,28 +225,9 @@ func (s *Scanner) lookupOrigin(e *diescan.DIE) originInfo {
 		oi.name = c.name
 	}
 	if oi.typ == 0 {
-		oi.typ, oi.typed, oi.from = c.typ, c.typed, dwarf.Offset(o)
+		oi.typ = c.typ
 	}
 	return oi
-}
-
-// typedOrigin is typed(oi.typ), kept in the origins map when the type
-// came from there.
-func (s *Scanner) typedOrigin(oi originInfo) bool {
-	if oi.typed != 0 {
-		return oi.typed == typedYes
-	}
-	ok := s.typed(oi.typ)
-	if oi.from != 0 {
-		if c, in := s.origin[oi.from]; in && c.typ == oi.typ {
-			c.typed = typedNo
-			if ok {
-				c.typed = typedYes
-			}
-			s.origin[oi.from] = c
-		}
-	}
-	return ok
 }
 
 // origins is the name and type the DIE at o has or its origins give
@@ -596,7 +564,7 @@ func (s *Scanner) variableDIE(e *diescan.DIE, depth int, scope [][2]uint64, f *F
 	if !known {
 		oi = s.lookupOrigin(e)
 	}
-	if oi.typ == 0 || !s.typedOrigin(oi) {
+	if oi.typ == 0 || !s.typed(oi.typ) {
 		return
 	}
 	switch {
