@@ -21,26 +21,29 @@ const (
 
 // Type is a DWARF type with typedefs and qualifiers stripped.
 type Type struct {
-	off   dwarf.Offset // of the stripped DIE
-	Kind  Kind
-	Name  string // struct/union tag, or the typedef naming an anonymous one (as the plugin names it)
-	anon  bool   // no tag (name is a typedef's, or "")
-	Size  int64
-	Elem  dwarf.Offset // pointee or element type (unstripped); 0 for void
-	count int64        // array elements; 0 when unknown (flexible)
+	off  dwarf.Offset // of the stripped DIE
+	Kind Kind
+	anon bool // no tag (name is a typedef's, or "")
+	// unread: members still to be read from the DIE at off.
+	unread bool
+	// noSkip: the members are not in the order of their offsets
+	// (bitEnd).
+	noSkip bool
+	Name   string // struct/union tag, or the typedef naming an anonymous one (as the plugin names it)
+	Size   int64
+	Elem   dwarf.Offset // pointee or element type (unstripped); 0 for void
+	count  int64        // array elements; 0 when unknown (flexible)
 	// memberList is read when first asked for (Types.mems, never this
 	// field): most struct types read, the pointees of locals and
 	// globals read to tell whether they can type an access, are never
 	// walked.
 	memberList []Member
-	// unread: members still to be read from the DIE at off.
-	unread bool
 	// bitEnd[i], for a struct of many members in the order of their
 	// offsets, is the byte where the bitfields among its first i
-	// members end at the latest (walk's skip); empty when not known yet,
-	// nil after noSkip says the members are not in order.
+	// members end at the latest (walk's skip); nil until walk first
+	// needs it. (The fields are in this order so that a Type stays
+	// 96 bytes.)
 	bitEnd []int64
-	noSkip bool
 }
 
 // Member is a member of a struct or union.
