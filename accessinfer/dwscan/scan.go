@@ -91,7 +91,6 @@ type Scanner struct {
 	origin    map[dwarf.Offset]originInfo
 	names     *members.NameCache
 	out       *Unit
-	unit      Unit // out, the lists of the unit being scanned
 	// The lists of the function being scanned grow here and are copied
 	// out at its end: growing each function's own left half its
 	// variables' memory behind as garbage.
@@ -109,9 +108,6 @@ type Scanner struct {
 		params  slab[ScopedType]
 		pieces  slab[Piece]
 		ranges  slab[[2]uint64]
-		funcs   slab[Function]
-		globals slab[Global]
-		rets    slab[Ret]
 	}
 }
 
@@ -181,17 +177,10 @@ func Units(info []byte) [][2]uint64 {
 }
 
 // Scan scans the compilation unit at [start, end) of .debug_info into
-// out, whose lists it sets.
+// out.
 func (s *Scanner) Scan(start, end uint64, out *Unit) {
-	// The unit's lists grow in the scanner's own and are copied out
-	// once, into slabs: grown in out, each left its smaller arrays
-	// behind as garbage (8 MB of a vmlinux's functions).
-	s.out = &s.unit
-	s.unit.Funcs, s.unit.Globals, s.unit.Rets = s.unit.Funcs[:0], s.unit.Globals[:0], s.unit.Rets[:0]
+	s.out = out
 	s.scanUnit(start, end)
-	out.Funcs = s.slabs.funcs.copy(s.unit.Funcs)
-	out.Globals = s.slabs.globals.copy(s.unit.Globals)
-	out.Rets = s.slabs.rets.copy(s.unit.Rets)
 }
 
 // originInfo is a DIE's name and type, its own or its origins'. The
