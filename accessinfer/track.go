@@ -140,7 +140,7 @@ func (s *state) merge(o *state) bool {
 			changed = true
 		}
 	}
-	out := s.slots[:0:0]
+	out := s.slots[:0] // s owns its slots: filtered in place
 	for _, sl := range s.slots {
 		if v, ok := o.slot(sl.off); ok && v.same(sl.v) {
 			out = append(out, sl)
@@ -148,6 +148,7 @@ func (s *state) merge(o *state) bool {
 			changed = true
 		}
 	}
+	clear(s.slots[len(out):])
 	s.slots = out
 	return changed
 }
@@ -227,9 +228,10 @@ type fnTrack struct {
 	graph  x86code.Graph // g's memory, reused from one function to the next
 	arcs   x86code.Arcs  // g's arcs, and run's blocks' instructions
 	rng    [][2]int
-	objBuf []object  // objects' result
-	accs   []Access  // run's buffer
-	facts  [][]int32 // by instruction index: indexes into fs
+	objBuf []object    // objects' result
+	got    []memResult // lookObjs' buffer
+	accs   []Access    // run's arena: its free part
+	facts  [][]int32   // by instruction index: indexes into fs
 	fs     []fact
 	spans  [][2]int32 // of fs[k]: instructions [i, j)
 	counts []int32
@@ -774,7 +776,8 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 		r.chains, r.loaded = ft.resolveObj(s, i, end, acc, objs[0], pats, skip)
 		return r
 	}
-	var got []memResult
+	got := ft.got[:0]
+	defer func() { ft.got = got[:0] }()
 	for _, o := range objs {
 		c, l := ft.resolveObj(s, i, end, acc, o, pats, skip)
 		if len(c) > 0 {
@@ -1332,20 +1335,11 @@ func (ft *fnTrack) storedNext(i, end int, r x86asm.Reg) bool {
 		if nx.Op == x86asm.MOV {
 			if s, ok := nx.Args[1].(x86asm.Reg); ok && s == r {
 				m, isMem := nx.Args[0].(x86asm.Mem)
-				return isMem && !memUses(m, ri)
+				return isMem && !regs.MemUses(m, ri)
 			}
 		}
 		if regs.Uses(nx, ri) || regs.Writes(nx, ri) {
 			return false
-		}
-	}
-	return false
-}
-
-func memUses(m x86asm.Mem, ri int) bool {
-	for _, r := range []x86asm.Reg{m.Base, m.Index} {
-		if i, _, ok := regs.Index(r); ok && i == ri {
-			return true
 		}
 	}
 	return false

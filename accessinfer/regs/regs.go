@@ -167,6 +167,17 @@ func SameAddr(a, b *x86code.Insn, m, n x86asm.Mem) bool {
 	return a.End()+uint64(m.Disp) == b.End()+uint64(n.Disp)
 }
 
+// MemUses reports whether memory operand m's address reads register
+// index ri.
+func MemUses(m x86asm.Mem, ri int) bool {
+	for _, r := range []x86asm.Reg{m.Base, m.Index} {
+		if i, _, ok := Index(r); ok && i == ri {
+			return true
+		}
+	}
+	return false
+}
+
 // Uses reports whether inst reads register index ri (roughly: names
 // it anywhere).
 func Uses(inst *x86asm.Inst, ri int) bool {
