@@ -509,7 +509,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 		s := in(b)
 		lo, hi := rng[b][0], rng[b][1]
 		for i := lo; i < hi; i++ {
-			ft.step(s, i, hi, pats[b], skips[b], func(r memResult) {
+			ft.step(s, i, hi, pats[b], skips[b], func(r *memResult) {
 				*memInsns++
 				ft.emit(&accs, i, r)
 			})
@@ -577,7 +577,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 			for i := rng[b][0]; i < rng[b][1]; i++ {
 				if k := ft.memAt[i]; k >= 0 {
 					*memInsns++
-					ft.emit(&accs, i, ft.looked[k].r)
+					ft.emit(&accs, i, &ft.looked[k].r)
 				}
 			}
 		}
@@ -590,7 +590,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 }
 
 // emit adds the accesses of instruction i.
-func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
+func (ft *fnTrack) emit(accs *[]Access, i int, r *memResult) {
 	if len(r.chains) == 0 {
 		return
 	}
@@ -686,7 +686,7 @@ func (ft *fnTrack) buildSites() {
 // step applies DWARF's facts at instruction i, looks at its memory
 // operand (calling emit, if not nil, with what it touches) and applies
 // the instruction to s.
-func (ft *fnTrack) step(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool, emit func(memResult)) {
+func (ft *fnTrack) step(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool, emit func(*memResult)) {
 	ft.apply(s, i)
 	in := &ft.insns[i]
 	r, hasMem := ft.look(s, i, end, pats, skip)
@@ -697,7 +697,7 @@ func (ft *fnTrack) step(s *state, i, end int, pats map[int]members.Bits, skip ma
 }
 
 // transfer applies instruction in to s.
-func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool) {
+func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r *memResult, hasMem bool) {
 	inst := &in.Inst
 	dst, dstIsReg := inst.Args[0].(x86asm.Reg)
 	di, full, dok := 0, false, false

@@ -228,10 +228,11 @@ type fnTrack struct {
 	graph  x86code.Graph // g's memory, reused from one function to the next
 	arcs   x86code.Arcs  // g's arcs, and run's blocks' instructions
 	rng    [][2]int
-	objBuf []object    // objects' result
-	got    []memResult // lookObjs' buffer
-	accs   []Access    // run's arena: its free part
-	facts  [][]int32   // by instruction index: indexes into fs
+	objBuf []object      // objects' result
+	got    []memResult   // lookObjs' buffer
+	moves  [2][][2]int64 // copyMoves' [0], storesBeside's [1] results until their next call
+	accs   []Access      // run's arena: its free part
+	facts  [][]int32     // by instruction index: indexes into fs
 	fs     []fact
 	spans  [][2]int32 // of fs[k]: instructions [i, j)
 	counts []int32
@@ -676,6 +677,8 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 	return object{}, false
 }
 
+var noMem memResult // look's result without a memory operand
+
 // result of looking at one instruction's memory operand.
 type memResult struct {
 	acc    x86code.MemAccess
@@ -697,9 +700,9 @@ func isPercpuBase(name string) bool {
 // and the container_of of it, both in scope), each is tried: the
 // members are those of the only typing under which the access falls on
 // a member, or the innermost member all typings agree on.
-func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool) (memResult, bool) {
+func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool) (*memResult, bool) {
 	if ft.memAt[i] < 0 {
-		return memResult{}, false
+		return &noMem, false
 	}
 	e := &ft.looked[ft.memAt[i]]
 	if !e.ready {
@@ -731,12 +734,11 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip ma
 		}
 	}
 	if e.cached && key[0].same(e.key[0]) && key[1].same(e.key[1]) && key[2].same(e.key[2]) {
-		return e.r, true
+		return &e.r, true
 	}
-	r := ft.lookSlow(s, i, end, e.acc, pats, skip)
-	e.cached = !r.obj.stack
-	e.key, e.r = key, r
-	return r, true
+	e.key, e.r = key, ft.lookSlow(s, i, end, e.acc, pats, skip)
+	e.cached = !e.r.obj.stack
+	return &e.r, true // valid until look's next call at i: not copied
 }
 
 // access is x86code.Access of instruction i, worked out in buildFacts.
@@ -1183,7 +1185,8 @@ func (ft *fnTrack) copyMoves(i, end int, imm, only bool) ([][2]int64, bool) {
 	if !moves(i) || m.Index != 0 || m.Base == 0 {
 		return nil, false
 	}
-	var ivs [][2]int64
+	ivs := ft.moves[0][:0]
+	defer func() { ft.moves[0] = ivs }()
 	start := max(ft.blockStart(i), i-32)
 	other, delta, ak := regs.Alias(ft.insns, m.Base, start, min(end, i+33))
 	for j := start; j < end && j <= i+32; j++ {
@@ -1263,7 +1266,8 @@ func (ft *fnTrack) storesBeside(i int, shift int64) [][2]int64 {
 		return nil
 	}
 	bi, _, _ := regs.Index(m.Base)
-	var out [][2]int64
+	out := ft.moves[1][:0]
+	defer func() { ft.moves[1] = out }()
 	// The register holds the same base from after its last write
 	// before i to its next write after.
 	start := i
