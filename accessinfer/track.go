@@ -25,30 +25,38 @@ const (
 	vPercpuOff       // this CPU's (or some CPU's) per-CPU offset
 )
 
+// val is copied at every instruction (a state holds 16): 48 bytes.
 type val struct {
 	kind   vkind
-	t      *members.Type
-	k      int64
 	percpu bool // vConst: a per-CPU offset was added (per_cpu_ptr, this_cpu_ptr)
 	// deref: a vPtr loaded from a global or per-CPU pointer variable
 	// (current is current_task's value), not a variable's own value.
 	deref bool
+	t     *members.Type
+	k     int64
 	why   string // where the type came from (provenance)
 	// alts are other typings of a vPtr that DWARF gives at once (a
-	// pointer and the container_of of it in one register).
-	alts []val
+	// pointer and the container_of of it in one register); nil: none.
+	alts *[]val
+}
+
+func (v val) altv() []val {
+	if v.alts == nil {
+		return nil
+	}
+	return *v.alts
 }
 
 // addK moves the pointer by d bytes, in every typing.
 func (v val) addK(d int64) val {
 	v.k += d
-	if len(v.alts) > 0 {
-		alts := make([]val, len(v.alts))
-		for i, a := range v.alts {
+	if len(v.altv()) > 0 {
+		alts := make([]val, len(*v.alts))
+		for i, a := range *v.alts {
 			alts[i] = a
 			alts[i].k += d
 		}
-		v.alts = alts
+		v.alts = &alts
 	}
 	return v
 }
@@ -60,11 +68,11 @@ func (v val) same(o val) bool {
 	if v.kind != vPtr {
 		return true
 	}
-	if v.t.Key() != o.t.Key() || len(v.alts) != len(o.alts) {
+	if v.t.Key() != o.t.Key() || len(v.altv()) != len(o.altv()) {
 		return false
 	}
-	for i := range v.alts {
-		if !v.alts[i].same(o.alts[i]) {
+	for i := range v.altv() {
+		if !(*v.alts)[i].same((*o.alts)[i]) {
 			return false
 		}
 	}
@@ -92,12 +100,6 @@ func (s *state) copyFrom(o *state) {
 	s.slots = append(s.slots[:0], o.slots...)
 }
 
-func (s *state) clone() *state {
-	c := &state{regs: s.regs}
-	c.slots = append([]slot(nil), s.slots...)
-	return c
-}
-
 func (s *state) slot(off int64) (val, bool) {
 	i := sort.Search(len(s.slots), func(i int) bool { return s.slots[i].off >= off })
 	if i < len(s.slots) && s.slots[i].off == off {
@@ -108,7 +110,7 @@ func (s *state) slot(off int64) (val, bool) {
 
 // setSlot writes n bytes at off: an 8-byte value is kept, anything else
 // forgets the slots it overlaps.
-// The state owns its slots (clone copies them): they change in place.
+// The state owns its slots (copyFrom copies them): they change in place.
 func (s *state) setSlot(off int64, n int64, v val) {
 	out := s.slots[:0]
 	for _, sl := range s.slots {
@@ -169,11 +171,6 @@ func (s *state) equal(o *state) bool {
 	}
 	return true
 }
-
-// dwarfToIdx maps DWARF register numbers 0-15 to x86asm's order.
-var dwarfToIdx = [16]int{0, 2, 1, 3, 6, 7, 5, 4, 8, 9, 10, 11, 12, 13, 14, 15}
-
-var idxToDWARF = [16]int{0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}
 
 const rsp = 4
 
@@ -418,12 +415,12 @@ func (ft *fnTrack) buildFacts() {
 					if w.Reg > 15 {
 						continue
 					}
-					fc.reg = dwarfToIdx[w.Reg]
+					fc.reg = regs.FromDWARF[w.Reg]
 				case dwscan.LocRegPlus:
 					if w.Reg > 15 {
 						continue
 					}
-					fc.reg = dwarfToIdx[w.Reg]
+					fc.reg = regs.FromDWARF[w.Reg]
 					fc.v.k = -w.Off
 				case dwscan.LocFrame:
 					if !ft.f.CFAFrame {
@@ -521,7 +518,7 @@ func (ft *fnTrack) prepare(i int) {
 				// An outer scope's variable of another type in the
 				// same register (n, and va = rb_entry(n, ..) in a block
 				// inside): both typings, as at one depth.
-				for _, a := range append([]val{old}, old.alts...) {
+				for _, a := range append([]val{old}, old.altv()...) {
 					a.alts = nil
 					b.addAlt(a)
 				}
@@ -539,12 +536,14 @@ func (b *regVal) addAlt(v val) {
 	if m.same(v) {
 		return
 	}
-	for _, a := range b.v.alts {
+	as := b.v.altv()
+	for _, a := range as {
 		if a.same(v) {
 			return
 		}
 	}
-	b.v.alts = append(b.v.alts[:len(b.v.alts):len(b.v.alts)], v)
+	as = append(as[:len(as):len(as)], v)
+	b.v.alts = &as
 }
 
 // object is what a memory operand addresses, when tracking knows.
@@ -581,7 +580,7 @@ func (ft *fnTrack) objects(s *state, m x86asm.Mem, next uint64, pc uint64) []obj
 	o.indexed = m.Index != 0
 	out := append(ft.objBuf[:0], o) // valid until the next call
 	if bi, _, ok := regs.Index(m.Base); ok && m.Base != x86asm.RIP && s.regs[bi].kind == vPtr {
-		for _, alt := range s.regs[bi].alts {
+		for _, alt := range s.regs[bi].altv() {
 			ao := o
 			ao.t, ao.off, ao.why, ao.base, ao.deref = alt.t, alt.k+m.Disp, alt.why, -alt.k, alt.deref
 			out = append(out, ao)
@@ -644,7 +643,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 	v := s.regs[bi]
 	switch v.kind {
 	case vPtr:
-		return object{t: v.t, off: v.k + m.Disp, why: v.why, reg: idxToDWARF[bi], base: -v.k, deref: v.deref}, true
+		return object{t: v.t, off: v.k + m.Disp, why: v.why, reg: regs.ToDWARF[bi], base: -v.k, deref: v.deref}, true
 	case vStack:
 		if m.Index != 0 {
 			return object{}, false
@@ -652,7 +651,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		so := v.k + m.Disp
 		for _, o := range ft.objs {
 			if so >= o.off && so < o.off+o.t.Size && pc >= o.ranges[0][0] && pc < o.ranges[0][1] {
-				return object{t: o.t, off: so - o.off, why: "stack var " + o.name, reg: idxToDWARF[bi], base: o.off - v.k, frame: true}, true
+				return object{t: o.t, off: so - o.off, why: "stack var " + o.name, reg: regs.ToDWARF[bi], base: o.off - v.k, frame: true}, true
 			}
 		}
 		return object{stack: true, slot: so}, true
@@ -665,14 +664,14 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 			return object{}, false
 		}
 		if o, ok := ft.constVar(uint64(v.k+m.Disp), pc); ok && !v.percpu {
-			o.reg, o.base = idxToDWARF[bi], int64(uint64(v.k+m.Disp)-uint64(o.off))-v.k
+			o.reg, o.base = regs.ToDWARF[bi], int64(uint64(v.k+m.Disp)-uint64(o.off))-v.k
 			return o, true
 		}
 		why := "global "
 		if v.percpu {
 			why = "per-CPU "
 		}
-		return object{t: ft.w.ts.Get(g.Type), off: off, why: why + g.Name, reg: idxToDWARF[bi], base: int64(g.Addr) - v.k}, true
+		return object{t: ft.w.ts.Get(g.Type), off: off, why: why + g.Name, reg: regs.ToDWARF[bi], base: int64(g.Addr) - v.k}, true
 	}
 	return object{}, false
 }

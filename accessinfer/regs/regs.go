@@ -26,6 +26,12 @@ func Index(r x86asm.Reg) (int, bool, bool) {
 	return 0, false, false
 }
 
+// FromDWARF maps DWARF register numbers 0-15 to Index's order; ToDWARF
+// maps back.
+var FromDWARF = [16]int{0, 2, 1, 3, 6, 7, 5, 4, 8, 9, 10, 11, 12, 13, 14, 15}
+
+var ToDWARF = [16]int{0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}
+
 // CallerSaved are clobbered by a call (System V), by Index.
 var CallerSaved = []int{0, 1, 2, 6, 7, 8, 9, 10, 11}
 
