@@ -81,7 +81,7 @@ func Find(insns []x86code.Insn, start, lo, hi, end int) (map[int]members.Bits, m
 			}
 			nx := &insns[j].Inst
 			// Stored back to the same place: a write of the changed bits.
-			if nacc, ok := x86code.Access(nx); ok && nacc.Kind == x86code.Store && (regs.SameAddr(&insns[i], &insns[j], acc.Mem, nacc.Mem) || al.same(acc.Mem, nacc.Mem)) && nx.Op == x86asm.MOV {
+			if nacc, ok := movStore(nx); ok && (regs.SameAddr(&insns[i], &insns[j], acc.Mem, nacc.Mem) || al.same(acc.Mem, nacc.Mem)) {
 				if sr, ok := nx.Args[1].(x86asm.Reg); ok {
 					if si, _, ok := regs.Index(sr); ok && si == ri && shift == 0 && (haveAnd || orMask != 0) {
 						changed := orMask
@@ -199,4 +199,14 @@ func Find(insns []x86code.Insn, start, lo, hi, end int) (map[int]members.Bits, m
 	done:
 	}
 	return pats, skip
+}
+
+// movStore is the operand a mov stores to (ok false for any other
+// instruction), the op tested before x86code.Access works out the rest.
+func movStore(inst *x86asm.Inst) (x86code.MemAccess, bool) {
+	if inst.Op != x86asm.MOV {
+		return x86code.MemAccess{}, false
+	}
+	acc, ok := x86code.Access(inst)
+	return acc, ok && acc.Kind == x86code.Store
 }
