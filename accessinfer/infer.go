@@ -411,7 +411,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	pats := grow(rb.pats, nb)
 	skips := grow(rb.skips, nb)
 	rb.outs, rb.pats, rb.skips = outs, pats, skips
-	bitpat.FindBlocks(ft.insns, rng, ft.blockOf, preds, order, pats, skips)
+	bitpat.FindBlocks(ft.insns, ft.access, rng, ft.blockOf, preds, order, pats, skips)
 	// uses[p] counts the blocks still to read outs[p] in a one-pass
 	// run; at 0 its state is free for another block (recycle).
 	var uses []int

@@ -166,11 +166,14 @@ func implicit(op x86asm.Op) bool {
 // FindBlocks runs Find on each block of order (rng: each block's
 // instructions, blockOf: each instruction's block, preds: each block's
 // predecessors) over its Span, into pats and skips by block, what it
-// found in a next block moved there (Rehome).
-func FindBlocks(insns []x86code.Insn, rng [][2]int, blockOf []int32, preds [][]int, order []int, pats []map[int]members.Bits, skips []map[int]bool) {
+// found in a next block moved there (Rehome). access is Find's.
+func FindBlocks(insns []x86code.Insn, access func(i int) (x86code.MemAccess, bool), rng [][2]int, blockOf []int32, preds [][]int, order []int, pats []map[int]members.Bits, skips []map[int]bool) {
+	if access == nil {
+		access = func(i int) (x86code.MemAccess, bool) { return x86code.Access(&insns[i].Inst) }
+	}
 	for _, b := range order {
 		start, end := Span(rng, blockOf, preds, b)
-		pats[b], skips[b] = Find(insns, start, rng[b][0], rng[b][1], end)
+		pats[b], skips[b] = Find(insns, access, start, rng[b][0], rng[b][1], end)
 	}
 	Rehome(pats, rng, blockOf, order)
 }
