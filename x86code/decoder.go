@@ -28,11 +28,12 @@ type Decoder struct {
 const slotBits = 13
 
 // shapeKey is an instruction's bytes but its displacement and branch
-// offset: REX, opcode (two bytes after 0f), ModRM, SIB, flags, and the
-// immediate.
+// offset: REX, opcode (two bytes after 0f), ModRM, SIB, flags, the
+// immediate and the legacy prefixes.
 type shapeKey struct {
 	bytes uint64
 	imm   uint32
+	pfx   uint32
 }
 
 type template struct {
@@ -54,7 +55,10 @@ const (
 	opModRM = 1 << 4 // followed by a ModRM byte
 	opRel   = 1 << 5 // the immediate is a branch offset
 	opKnown = 1 << 6
-	immMask = 0x0f // immediate bytes
+	// The immediate only with ModRM's reg field 0 or 1 (test; not,
+	// neg, mul, div have none).
+	opGroup3 = 1 << 7
+	immMask  = 0x0f // immediate bytes
 )
 
 var oneByte, twoByte [256]uint8
@@ -78,6 +82,10 @@ func init() {
 		set(&oneByte, 0, r)
 	}
 	set(&oneByte, 0, 0xc3, 0xcc, 0x90, 0xc9, 0x98, 0x99, 0xf4)
+	// String instructions (rep stos, rep movs).
+	set(&oneByte, 0, 0xa4, 0xa5, 0xaa, 0xab, 0xac, 0xad)
+	set(&oneByte, opModRM|opGroup3|1, 0xf6)
+	set(&oneByte, opModRM|opGroup3|4, 0xf7)
 	set(&oneByte, 1, 0x6a, 0xa8, 0x04, 0x0c, 0x14, 0x1c, 0x24, 0x2c, 0x34, 0x3c)
 	set(&oneByte, 4, 0x68, 0xa9, 0x05, 0x0d, 0x15, 0x1d, 0x25, 0x2d, 0x35, 0x3d)
 	for r := 0xb8; r <= 0xbf; r++ {
@@ -97,19 +105,42 @@ func init() {
 		set(&twoByte, opModRM, c)
 	}
 	set(&twoByte, opModRM|1, 0xba, 0xa4, 0xac)
+	set(&twoByte, 0, 0x0b)       // ud2
+	set(&twoByte, opModRM, 0xb9) // ud1
 	for c := 0x80; c <= 0x8f; c++ {
 		set(&twoByte, opRel|4, c)
 	}
 }
 
+// isPrefix reports whether c is a legacy prefix Decoder knows the
+// effect of on the layout: segments (%gs: per-CPU data), lock, rep and
+// the operand size (0x66: a 16-bit immediate). Not the address size.
+func isPrefix(c byte) bool {
+	switch c {
+	case 0x26, 0x2e, 0x36, 0x3e, 0x64, 0x65, 0x66, 0xf0, 0xf2, 0xf3:
+		return true
+	}
+	return false
+}
+
 // shapeOf finds the shape of the instruction at the start of b, ok
-// false if it is not of an opcode Decoder knows (a legacy prefix, two
-// REX, VEX, ...) or b is too short for it.
+// false if it is not of an opcode Decoder knows (two REX, VEX, more
+// than four prefixes, ...) or b is too short for it.
 func shapeOf(b []byte) (s shape, ok bool) {
 	p := 0
+	var pfx uint32
+	opsize := false
+	for p < len(b) && isPrefix(b[p]) {
+		if p == 4 {
+			return s, false
+		}
+		pfx = pfx<<8 | uint32(b[p])
+		opsize = opsize || b[p] == 0x66
+		p++
+	}
 	var rex byte
-	if len(b) > 0 && b[0]&0xf0 == 0x40 {
-		rex, p = b[0], 1
+	if p < len(b) && b[p]&0xf0 == 0x40 {
+		rex, p = b[p], p+1
 	}
 	if p >= len(b) {
 		return s, false
@@ -155,6 +186,15 @@ func shapeOf(b []byte) (s shape, ok bool) {
 		p += s.dispLen
 	}
 	n := int(fl & immMask)
+	if fl&opGroup3 != 0 && modrm>>3&7 > 1 {
+		n = 0
+	}
+	if opsize && rex&8 == 0 && n == 4 {
+		if fl&opRel != 0 {
+			return s, false // a 16-bit offset
+		}
+		n = 2
+	}
 	var imm uint32
 	if p+n > len(b) {
 		return s, false
@@ -168,7 +208,7 @@ func shapeOf(b []byte) (s shape, ok bool) {
 	}
 	p += n
 	s.n = p
-	s.key = shapeKey{bytes: uint64(rex) | uint64(op1)<<8 | uint64(op2)<<16 | uint64(modrm)<<24 | uint64(sib)<<32 | flags<<40, imm: imm}
+	s.key = shapeKey{bytes: uint64(rex) | uint64(op1)<<8 | uint64(op2)<<16 | uint64(modrm)<<24 | uint64(sib)<<32 | flags<<40, imm: imm, pfx: pfx}
 	return s, true
 }
 
@@ -207,7 +247,7 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) error {
 	if d.slots == nil {
 		d.slots = make([]template, 1<<slotBits)
 	}
-	h := (s.key.bytes ^ uint64(s.key.imm)<<13) * 0x9e3779b97f4a7c15
+	h := (s.key.bytes ^ uint64(s.key.imm)<<13 ^ uint64(s.key.pfx)<<29) * 0x9e3779b97f4a7c15
 	t := &d.slots[h>>(64-slotBits)]
 	if t.ok && t.key == s.key {
 		*inst = t.inst
