@@ -24,6 +24,28 @@ import (
 // decoded again. Not safe for concurrent use: one per goroutine.
 type Decoder struct {
 	slots []template
+	// mems are memory operands put in an instruction's Args lately, by
+	// a hash: an operand put in again (the same base register and
+	// displacement) shares its Arg rather than taking a new one.
+	mems *[256]memArg
+}
+
+type memArg struct {
+	m x86asm.Mem
+	a x86asm.Arg
+}
+
+// memArg returns m as an Arg.
+func (d *Decoder) memArg(m x86asm.Mem) x86asm.Arg {
+	if d.mems == nil {
+		d.mems = new([256]memArg)
+	}
+	h := (uint64(m.Base) | uint64(m.Index)<<8 | uint64(m.Scale)<<16 | uint64(m.Segment)<<24 ^ uint64(m.Disp)<<32) * 0x9e3779b97f4a7c15
+	e := &d.mems[h>>56]
+	if e.a == nil || e.m != m {
+		e.m, e.a = m, m
+	}
+	return e.a
 }
 
 // 8,192 places: a table that stays in the caches decoded a kernel's
@@ -59,11 +81,11 @@ const (
 // shape is where an instruction's variable parts are.
 type shape struct {
 	key              shapeKey
-	n                int // length
-	dispOff, dispLen int // a memory operand's displacement
-	relOff, relLen   int // a branch's offset
 	imm              uint32
-	immLen           int // an immediate's bytes (imm: their value)
+	n                uint8 // length
+	dispOff, dispLen uint8 // a memory operand's displacement
+	relOff, relLen   uint8 // a branch's offset
+	immLen           uint8 // an immediate's bytes (imm: their value)
 }
 
 // Opcode layouts: a ModRM byte, and the immediate's size.
@@ -195,11 +217,11 @@ func shapeOf(b []byte) (s shape, ok bool) {
 		}
 		switch {
 		case mod == 1:
-			s.dispOff, s.dispLen = p, 1
+			s.dispOff, s.dispLen = uint8(p), 1
 		case mod == 2, mod == 0 && rm == 5, mod == 0 && rm == 4 && sib&7 == 5:
-			s.dispOff, s.dispLen = p, 4
+			s.dispOff, s.dispLen = uint8(p), 4
 		}
-		p += s.dispLen
+		p += int(s.dispLen)
 	}
 	n := int(fl & immMask)
 	if fl&opGroup3 != 0 && modrm>>3&7 > 1 {
@@ -215,15 +237,15 @@ func shapeOf(b []byte) (s shape, ok bool) {
 		return s, false
 	}
 	if fl&opRel != 0 {
-		s.relOff, s.relLen = p, n
+		s.relOff, s.relLen = uint8(p), uint8(n)
 	} else {
 		for i := n - 1; i >= 0; i-- {
 			s.imm = s.imm<<8 | uint32(b[p+i])
 		}
-		s.immLen = n
+		s.immLen = uint8(n)
 	}
 	p += n
-	s.n = p
+	s.n = uint8(p)
 	s.key = shapeKey{bytes: uint64(rex) | uint64(op1)<<8 | uint64(op2)<<16 | uint64(modrm)<<24 | uint64(sib)<<32 | flags<<40, pfx: pfx}
 	return s, true
 }
@@ -294,7 +316,7 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) error {
 					if s.dispLen > 0 {
 						if v := s.disp(b); v != a.Disp {
 							a.Disp = v
-							inst.Args[i] = a
+							inst.Args[i] = d.memArg(a)
 						}
 					}
 				case x86asm.Rel:
@@ -336,7 +358,7 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) error {
 // and how its immediate is extended (immEither: not negative, both
 // alike).
 func (s *shape) fits(inst *x86asm.Inst, b []byte) (immExt, bool) {
-	if inst.Len != s.n {
+	if inst.Len != int(s.n) {
 		return 0, false
 	}
 	mems, rels, imms := 0, 0, 0
@@ -371,7 +393,7 @@ func (s *shape) fits(inst *x86asm.Inst, b []byte) (immExt, bool) {
 			}
 		}
 	}
-	ok := mems <= 1 && rels == min(s.relLen, 1) && (s.dispLen == 0 || mems == 1) && imms == min(s.immLen, 1)
+	ok := mems <= 1 && rels == int(min(s.relLen, 1)) && (s.dispLen == 0 || mems == 1) && imms == int(min(s.immLen, 1))
 	return ext, ok
 }
 
