@@ -474,15 +474,14 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 			}
 		}
 	}
-	// The accesses grow in the worker's buffer and are copied out at
-	// the end: growing each function's own left half behind as garbage.
-	accs := ft.accs[:0]
+	// The accesses grow in the worker's slab, where they stay: no
+	// array of each function's own, no copy.
+	accs := ft.w.out.Tail()
 	done := func() []Access {
 		if !slices.IsSortedFunc(accs, byPC) {
 			slices.SortStableFunc(accs, byPC)
 		}
-		ft.accs = accs
-		return ft.w.out.Copy(accs)
+		return ft.w.out.Commit(accs)
 	}
 	// emitting runs block b from its state in and emits its accesses.
 	emitting := func(b int) *state {

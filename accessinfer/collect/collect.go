@@ -5,8 +5,8 @@ import (
 	"slices"
 )
 
-// Slab hands out copies carved from large arrays. Not safe for
-// concurrent use: one per worker.
+// Slab hands out places carved from large arrays for results to be
+// appended to. Not safe for concurrent use: one per worker.
 type Slab[T any] struct {
 	buf []T
 }
@@ -15,21 +15,27 @@ type Slab[T any] struct {
 // kilobytes of accesses, a few tail places of each left unused.
 const slabLen = 2048
 
-// Copy returns a copy of x (nil if empty), its capacity its length: an
-// append to it does not reach the next copy.
-func (s *Slab[T]) Copy(x []T) []T {
+// Tail returns an empty slice whose appends fill s's free places (at
+// least an eighth of an array's); Commit keeps what they filled.
+func (s *Slab[T]) Tail() []T {
+	if cap(s.buf)-len(s.buf) < slabLen/8 {
+		s.buf = make([]T, 0, slabLen)
+	}
+	return s.buf[len(s.buf):len(s.buf)]
+}
+
+// Commit returns x, the last Tail appended to, its capacity its length
+// (nil if empty): the places it fills in s are its own, the next Tail
+// after them. x grown out of s's array (append moved it) is returned
+// as it is.
+func (s *Slab[T]) Commit(x []T) []T {
 	if len(x) == 0 {
 		return nil
 	}
-	if len(x) > slabLen/4 {
-		return append([]T(nil), x...)
+	if n := len(s.buf); len(x) <= cap(s.buf)-n && &x[0] == &s.buf[:n+1][n] {
+		s.buf = s.buf[:n+len(x)]
 	}
-	if cap(s.buf)-len(s.buf) < len(x) {
-		s.buf = make([]T, 0, slabLen)
-	}
-	at := len(s.buf)
-	s.buf = append(s.buf, x...)
-	return s.buf[at:len(s.buf):len(s.buf)]
+	return x[:len(x):len(x)]
 }
 
 // segment is a run of outs[fn][lo:hi] in one of fn's address ranges.

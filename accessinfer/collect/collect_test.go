@@ -72,27 +72,27 @@ func TestMerge(t *testing.T) {
 	}
 }
 
-// TestSlabCopy: each copy holds what it was given, however the ones
-// after it are made or appended to.
-func TestSlabCopy(t *testing.T) {
+// TestSlab: each function's results hold what was appended to them,
+// however the ones after them are appended or appended to, and those
+// that outgrow a Tail's places too.
+func TestSlab(t *testing.T) {
 	var s Slab[int]
-	var copies, want [][]int
+	var got, want [][]int
 	for n := 0; n < 3*slabLen; n += 1 + n/3 {
-		x := make([]int, n%(slabLen/2))
-		for i := range x {
-			x[i] = n + i
+		x := s.Tail()
+		for i := 0; i < n%(slabLen+slabLen/3); i++ {
+			x = append(x, n+i)
 		}
-		c := s.Copy(x)
+		c := s.Commit(x)
 		_ = append(c, -1)
-		copies, want = append(copies, c), append(want, slices.Clone(x))
-		x = x[:0]
+		got, want = append(got, c), append(want, slices.Clone(x))
 	}
-	for i := range copies {
-		if !slices.Equal(copies[i], want[i]) {
-			t.Fatalf("copy %d: %v, want %v", i, copies[i], want[i])
+	for i := range got {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("results %d: %v, want %v", i, got[i], want[i])
 		}
 	}
-	if s.Copy(nil) != nil {
-		t.Error("a copy of nothing is not nil")
+	if s.Commit(s.Tail()) != nil {
+		t.Error("no results are not nil")
 	}
 }
