@@ -78,10 +78,10 @@ func Coverage(jps []*JoinPoint) CoverageStats {
 		if target {
 			st.Target++
 		}
-		for _, a := range sites {
+		for i, a := range sites {
 			s := get(jp.Module, a)
 			s.hooked, s.code = true, true
-			s.exact = s.exact || jp.Exact
+			s.exact = s.exact || jp.Exact && (i == 0 || !a.LineLevel)
 			s.target = s.target || target
 		}
 	}

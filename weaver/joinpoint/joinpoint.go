@@ -212,6 +212,10 @@ type AccessSite struct {
 	// Inferred: the access was inferred from the image's DWARF and code
 	// (an image built without the plugin), not recorded by the plugin.
 	Inferred bool
+	// LineLevel marks an access merged into an exact join point whose
+	// own hook is on its line, not on its instruction: the line starts
+	// where the leading access's instruction is.
+	LineLevel bool
 }
 
 // Hook is one kprobe or kretprobe of an advice module: the woven join

@@ -297,12 +297,19 @@ func (r *resolver) add(jp *joinpoint.JoinPoint) {
 		if jp.Access != nil && prev.Access != nil && *jp.Access != *prev.Access {
 			if jp.Exact && !prev.Exact {
 				// One hook serves both: the access on its instruction
-				// leads, so its line counts as exact.
-				jp.Merged = append(append(jp.Merged, prev.Access), prev.Merged...)
+				// leads, so its line counts as exact; the others'
+				// stay line-level.
+				for _, a := range append([]*joinpoint.AccessSite{prev.Access}, prev.Merged...) {
+					jp.Merged = append(jp.Merged, lineLevel(a))
+				}
 				*prev = *jp
 				return
 			}
-			prev.Merged = append(prev.Merged, jp.Access)
+			a := jp.Access
+			if prev.Exact && !jp.Exact {
+				a = lineLevel(a)
+			}
+			prev.Merged = append(prev.Merged, a)
 		}
 		return
 	}
@@ -310,6 +317,14 @@ func (r *resolver) add(jp *joinpoint.JoinPoint) {
 		r.seen[k] = jp
 	}
 	r.jps = append(r.jps, jp)
+}
+
+// lineLevel is a copy of a marked line-level: sites may be shared by
+// join points where they lead.
+func lineLevel(a *joinpoint.AccessSite) *joinpoint.AccessSite {
+	c := *a
+	c.LineLevel = true
+	return &c
 }
 
 // functions returns the names every execution(...) of a group matches.

@@ -427,15 +427,21 @@ func (ag *Group) placeLine(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, l
 // DWARF still locates it. Only for advice whose one context value is
 // the target (a local_var taken before the instruction could miss its
 // write), and when the last instruction falls through (a call's post
-// handler would run before the callee). false: place it as before.
+// handler would run before the callee). true: jp is placed (at the
+// line's end when the target is known there); false: place it as
+// before.
 func (ag *Group) afterLast(b *dwarfmap.Batch, s *site, inst dwarfmap.Instance, a debugklasy.Access, jp *joinpoint.JoinPoint, pl linecode.Place, cands []cand) bool {
 	if ag.Target == nil || len(ag.Locals) > 0 || pl.After != pl.End {
 		return false
 	}
 	span := hookSpan{lo: pl.Before, hi: pl.End, cands: cands}
 	if ag.checkAddr(b, s, inst, pl.After) == "" {
-		if _, skip, _ := ag.bind(b, s, inst, a, jp, pl.After, span, nil); skip == "" {
-			return false // known at the line's end
+		if args, skip, _ := ag.bind(b, s, inst, a, jp, pl.After, span, nil); skip == "" {
+			// Known at the line's end: placed there, as finish
+			// would, without binding it again.
+			jp.Addr, jp.Args = pl.After, args
+			ag.Add(jp)
+			return true
 		}
 	}
 	ins := b.Insns(pl.Before, pl.End)

@@ -82,7 +82,8 @@ type joinPointJSON struct {
 	Access string `json:"access,omitempty"` // "sk_buff.len read"
 	Exact  *bool  `json:"exact,omitempty"`
 	// Merged are the other accesses the same hook stands for (the same
-	// advice, address and values: "sk_buff.nohdr write net/core/skbuff.c:1190").
+	// advice, address and values: "sk_buff.nohdr write net/core/skbuff.c:1190",
+	// "(line-level)" after one whose hook is on its line under an exact one).
 	Merged []string `json:"merged,omitempty"`
 	// Source is where the access came from: "plugin" (.debug_klasy) or
 	// "inferred" (the image's DWARF and code: a kernel without the
@@ -104,7 +105,11 @@ func JSON(w io.Writer, domain string, rep *weaver.Report) error {
 				j.Source = "inferred"
 			}
 			for _, m := range jp.Merged {
-				j.Merged = append(j.Merged, fmt.Sprintf("%s.%s %s %s:%d", m.Struct, m.Member, m.Mode, m.File, m.Line))
+				l := fmt.Sprintf("%s.%s %s %s:%d", m.Struct, m.Member, m.Mode, m.File, m.Line)
+				if m.LineLevel {
+					l += " (line-level)"
+				}
+				j.Merged = append(j.Merged, l)
 			}
 		}
 		if err := enc.Encode(j); err != nil {
