@@ -128,7 +128,6 @@ type worker struct {
 	ft   fnTrack // its buffers reused from one function to the next
 	// retTypes caches retPointee by callee.
 	retTypes map[uint64]*members.Type
-	out      collect.Slab[Access] // the functions' accesses
 }
 
 // retPointee is the type a call to target returns a pointer to, nil
@@ -474,21 +473,29 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 			}
 		}
 	}
-	// The accesses grow in the worker's slab, where they stay: no
-	// array of each function's own, no copy.
-	accs := ft.w.out.Tail()
+	// The accesses grow at the end of the worker's arena, each
+	// function's left there, not copied out of a buffer (49 MB more to
+	// collect for the built kernel); a short tail is left behind.
+	if cap(ft.accs) < 1024 {
+		ft.accs = make([]Access, 0, 16384)
+	}
+	accs := ft.accs
 	done := func() []Access {
 		if !slices.IsSortedFunc(accs, byPC) {
 			slices.SortStableFunc(accs, byPC)
 		}
-		return ft.w.out.Commit(accs)
+		ft.accs = accs[len(accs):]
+		if len(accs) == 0 {
+			return nil
+		}
+		return accs[:len(accs):len(accs)]
 	}
 	// emitting runs block b from its state in and emits its accesses.
 	emitting := func(b int) *state {
 		s := in(b)
 		lo, hi := rng[b][0], rng[b][1]
 		for i := lo; i < hi; i++ {
-			ft.step(s, i, hi, pats[b], skips[b], func(r memResult) {
+			ft.step(s, i, hi, pats[b], skips[b], func(r *memResult) {
 				*memInsns++
 				ft.emit(&accs, i, r)
 			})
@@ -556,7 +563,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 			for i := rng[b][0]; i < rng[b][1]; i++ {
 				if k := ft.memAt[i]; k >= 0 {
 					*memInsns++
-					ft.emit(&accs, i, ft.looked[k].r)
+					ft.emit(&accs, i, &ft.looked[k].r)
 				}
 			}
 		}
@@ -569,7 +576,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 }
 
 // emit adds the accesses of instruction i.
-func (ft *fnTrack) emit(accs *[]Access, i int, r memResult) {
+func (ft *fnTrack) emit(accs *[]Access, i int, r *memResult) {
 	if len(r.chains) == 0 {
 		return
 	}
@@ -665,7 +672,7 @@ func (ft *fnTrack) buildSites() {
 // step applies DWARF's facts at instruction i, looks at its memory
 // operand (calling emit, if not nil, with what it touches) and applies
 // the instruction to s.
-func (ft *fnTrack) step(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool, emit func(memResult)) {
+func (ft *fnTrack) step(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool, emit func(*memResult)) {
 	ft.apply(s, i)
 	in := &ft.insns[i]
 	r, hasMem := ft.look(s, i, end, pats, skip)
@@ -676,7 +683,7 @@ func (ft *fnTrack) step(s *state, i, end int, pats map[int]members.Bits, skip ma
 }
 
 // transfer applies instruction in to s.
-func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r memResult, hasMem bool) {
+func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r *memResult, hasMem bool) {
 	inst := &in.Inst
 	dst, dstIsReg := inst.Args[0].(x86asm.Reg)
 	di, full, dok := 0, false, false

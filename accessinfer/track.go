@@ -25,30 +25,38 @@ const (
 	vPercpuOff       // this CPU's (or some CPU's) per-CPU offset
 )
 
+// val is copied at every instruction (a state holds 16): 48 bytes.
 type val struct {
 	kind   vkind
-	t      *members.Type
-	k      int64
 	percpu bool // vConst: a per-CPU offset was added (per_cpu_ptr, this_cpu_ptr)
 	// deref: a vPtr loaded from a global or per-CPU pointer variable
 	// (current is current_task's value), not a variable's own value.
 	deref bool
+	t     *members.Type
+	k     int64
 	why   string // where the type came from (provenance)
 	// alts are other typings of a vPtr that DWARF gives at once (a
-	// pointer and the container_of of it in one register).
-	alts []val
+	// pointer and the container_of of it in one register); nil: none.
+	alts *[]val
+}
+
+func (v val) altv() []val {
+	if v.alts == nil {
+		return nil
+	}
+	return *v.alts
 }
 
 // addK moves the pointer by d bytes, in every typing.
 func (v val) addK(d int64) val {
 	v.k += d
-	if len(v.alts) > 0 {
-		alts := make([]val, len(v.alts))
-		for i, a := range v.alts {
+	if len(v.altv()) > 0 {
+		alts := make([]val, len(*v.alts))
+		for i, a := range *v.alts {
 			alts[i] = a
 			alts[i].k += d
 		}
-		v.alts = alts
+		v.alts = &alts
 	}
 	return v
 }
@@ -60,11 +68,11 @@ func (v val) same(o val) bool {
 	if v.kind != vPtr {
 		return true
 	}
-	if v.t.Key() != o.t.Key() || len(v.alts) != len(o.alts) {
+	if v.t.Key() != o.t.Key() || len(v.altv()) != len(o.altv()) {
 		return false
 	}
-	for i := range v.alts {
-		if !v.alts[i].same(o.alts[i]) {
+	for i := range v.altv() {
+		if !(*v.alts)[i].same((*o.alts)[i]) {
 			return false
 		}
 	}
@@ -92,12 +100,6 @@ func (s *state) copyFrom(o *state) {
 	s.slots = append(s.slots[:0], o.slots...)
 }
 
-func (s *state) clone() *state {
-	c := &state{regs: s.regs}
-	c.slots = append([]slot(nil), s.slots...)
-	return c
-}
-
 func (s *state) slot(off int64) (val, bool) {
 	i := sort.Search(len(s.slots), func(i int) bool { return s.slots[i].off >= off })
 	if i < len(s.slots) && s.slots[i].off == off {
@@ -108,7 +110,7 @@ func (s *state) slot(off int64) (val, bool) {
 
 // setSlot writes n bytes at off: an 8-byte value is kept, anything else
 // forgets the slots it overlaps.
-// The state owns its slots (clone copies them): they change in place.
+// The state owns its slots (copyFrom copies them): they change in place.
 func (s *state) setSlot(off int64, n int64, v val) {
 	out := s.slots[:0]
 	for _, sl := range s.slots {
@@ -140,7 +142,7 @@ func (s *state) merge(o *state) bool {
 			changed = true
 		}
 	}
-	out := s.slots[:0:0]
+	out := s.slots[:0] // s owns its slots: filtered in place
 	for _, sl := range s.slots {
 		if v, ok := o.slot(sl.off); ok && v.same(sl.v) {
 			out = append(out, sl)
@@ -148,6 +150,7 @@ func (s *state) merge(o *state) bool {
 			changed = true
 		}
 	}
+	clear(s.slots[len(out):])
 	s.slots = out
 	return changed
 }
@@ -168,11 +171,6 @@ func (s *state) equal(o *state) bool {
 	}
 	return true
 }
-
-// dwarfToIdx maps DWARF register numbers 0-15 to x86asm's order.
-var dwarfToIdx = [16]int{0, 2, 1, 3, 6, 7, 5, 4, 8, 9, 10, 11, 12, 13, 14, 15}
-
-var idxToDWARF = [16]int{0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}
 
 const rsp = 4
 
@@ -227,9 +225,11 @@ type fnTrack struct {
 	graph  x86code.Graph // g's memory, reused from one function to the next
 	arcs   x86code.Arcs  // g's arcs, and run's blocks' instructions
 	rng    [][2]int
-	objBuf []object  // objects' result
-	accs   []Access  // run's buffer
-	facts  [][]int32 // by instruction index: indexes into fs
+	objBuf []object      // objects' result
+	got    []memResult   // lookObjs' buffer
+	moves  [2][][2]int64 // copyMoves' [0], storesBeside's [1] results until their next call
+	accs   []Access      // run's arena: its free part
+	facts  [][]int32     // by instruction index: indexes into fs
 	fs     []fact
 	spans  [][2]int32 // of fs[k]: instructions [i, j)
 	counts []int32
@@ -415,12 +415,12 @@ func (ft *fnTrack) buildFacts() {
 					if w.Reg > 15 {
 						continue
 					}
-					fc.reg = dwarfToIdx[w.Reg]
+					fc.reg = regs.FromDWARF[w.Reg]
 				case dwscan.LocRegPlus:
 					if w.Reg > 15 {
 						continue
 					}
-					fc.reg = dwarfToIdx[w.Reg]
+					fc.reg = regs.FromDWARF[w.Reg]
 					fc.v.k = -w.Off
 				case dwscan.LocFrame:
 					if !ft.f.CFAFrame {
@@ -518,7 +518,7 @@ func (ft *fnTrack) prepare(i int) {
 				// An outer scope's variable of another type in the
 				// same register (n, and va = rb_entry(n, ..) in a block
 				// inside): both typings, as at one depth.
-				for _, a := range append([]val{old}, old.alts...) {
+				for _, a := range append([]val{old}, old.altv()...) {
 					a.alts = nil
 					b.addAlt(a)
 				}
@@ -536,12 +536,14 @@ func (b *regVal) addAlt(v val) {
 	if m.same(v) {
 		return
 	}
-	for _, a := range b.v.alts {
+	as := b.v.altv()
+	for _, a := range as {
 		if a.same(v) {
 			return
 		}
 	}
-	b.v.alts = append(b.v.alts[:len(b.v.alts):len(b.v.alts)], v)
+	as = append(as[:len(as):len(as)], v)
+	b.v.alts = &as
 }
 
 // object is what a memory operand addresses, when tracking knows.
@@ -578,7 +580,7 @@ func (ft *fnTrack) objects(s *state, m x86asm.Mem, next uint64, pc uint64) []obj
 	o.indexed = m.Index != 0
 	out := append(ft.objBuf[:0], o) // valid until the next call
 	if bi, _, ok := regs.Index(m.Base); ok && m.Base != x86asm.RIP && s.regs[bi].kind == vPtr {
-		for _, alt := range s.regs[bi].alts {
+		for _, alt := range s.regs[bi].altv() {
 			ao := o
 			ao.t, ao.off, ao.why, ao.base, ao.deref = alt.t, alt.k+m.Disp, alt.why, -alt.k, alt.deref
 			out = append(out, ao)
@@ -641,7 +643,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 	v := s.regs[bi]
 	switch v.kind {
 	case vPtr:
-		return object{t: v.t, off: v.k + m.Disp, why: v.why, reg: idxToDWARF[bi], base: -v.k, deref: v.deref}, true
+		return object{t: v.t, off: v.k + m.Disp, why: v.why, reg: regs.ToDWARF[bi], base: -v.k, deref: v.deref}, true
 	case vStack:
 		if m.Index != 0 {
 			return object{}, false
@@ -649,7 +651,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		so := v.k + m.Disp
 		for _, o := range ft.objs {
 			if so >= o.off && so < o.off+o.t.Size && pc >= o.ranges[0][0] && pc < o.ranges[0][1] {
-				return object{t: o.t, off: so - o.off, why: "stack var " + o.name, reg: idxToDWARF[bi], base: o.off - v.k, frame: true}, true
+				return object{t: o.t, off: so - o.off, why: "stack var " + o.name, reg: regs.ToDWARF[bi], base: o.off - v.k, frame: true}, true
 			}
 		}
 		return object{stack: true, slot: so}, true
@@ -662,17 +664,19 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 			return object{}, false
 		}
 		if o, ok := ft.constVar(uint64(v.k+m.Disp), pc); ok && !v.percpu {
-			o.reg, o.base = idxToDWARF[bi], int64(uint64(v.k+m.Disp)-uint64(o.off))-v.k
+			o.reg, o.base = regs.ToDWARF[bi], int64(uint64(v.k+m.Disp)-uint64(o.off))-v.k
 			return o, true
 		}
 		why := "global "
 		if v.percpu {
 			why = "per-CPU "
 		}
-		return object{t: ft.w.ts.Get(g.Type), off: off, why: why + g.Name, reg: idxToDWARF[bi], base: int64(g.Addr) - v.k}, true
+		return object{t: ft.w.ts.Get(g.Type), off: off, why: why + g.Name, reg: regs.ToDWARF[bi], base: int64(g.Addr) - v.k}, true
 	}
 	return object{}, false
 }
+
+var noMem memResult // look's result without a memory operand
 
 // result of looking at one instruction's memory operand.
 type memResult struct {
@@ -695,9 +699,9 @@ func isPercpuBase(name string) bool {
 // and the container_of of it, both in scope), each is tried: the
 // members are those of the only typing under which the access falls on
 // a member, or the innermost member all typings agree on.
-func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool) (memResult, bool) {
+func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool) (*memResult, bool) {
 	if ft.memAt[i] < 0 {
-		return memResult{}, false
+		return &noMem, false
 	}
 	e := &ft.looked[ft.memAt[i]]
 	if !e.ready {
@@ -729,12 +733,11 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip ma
 		}
 	}
 	if e.cached && key[0].same(e.key[0]) && key[1].same(e.key[1]) && key[2].same(e.key[2]) {
-		return e.r, true
+		return &e.r, true
 	}
-	r := ft.lookSlow(s, i, end, e.acc, pats, skip)
-	e.cached = !r.obj.stack
-	e.key, e.r = key, r
-	return r, true
+	e.key, e.r = key, ft.lookSlow(s, i, end, e.acc, pats, skip)
+	e.cached = !e.r.obj.stack
+	return &e.r, true // valid until look's next call at i: not copied
 }
 
 // access is x86code.Access of instruction i, worked out in buildFacts.
@@ -774,7 +777,8 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 		r.chains, r.loaded = ft.resolveObj(s, i, end, acc, objs[0], pats, skip)
 		return r
 	}
-	var got []memResult
+	got := ft.got[:0]
+	defer func() { ft.got = got[:0] }()
 	for _, o := range objs {
 		c, l := ft.resolveObj(s, i, end, acc, o, pats, skip)
 		if len(c) > 0 {
@@ -1180,7 +1184,8 @@ func (ft *fnTrack) copyMoves(i, end int, imm, only bool) ([][2]int64, bool) {
 	if !moves(i) || m.Index != 0 || m.Base == 0 {
 		return nil, false
 	}
-	var ivs [][2]int64
+	ivs := ft.moves[0][:0]
+	defer func() { ft.moves[0] = ivs }()
 	start := max(ft.blockStart(i), i-32)
 	other, delta, ak := regs.Alias(ft.insns, m.Base, start, min(end, i+33))
 	for j := start; j < end && j <= i+32; j++ {
@@ -1260,7 +1265,8 @@ func (ft *fnTrack) storesBeside(i int, shift int64) [][2]int64 {
 		return nil
 	}
 	bi, _, _ := regs.Index(m.Base)
-	var out [][2]int64
+	out := ft.moves[1][:0]
+	defer func() { ft.moves[1] = out }()
 	// The register holds the same base from after its last write
 	// before i to its next write after.
 	start := i
@@ -1332,20 +1338,11 @@ func (ft *fnTrack) storedNext(i, end int, r x86asm.Reg) bool {
 		if nx.Op == x86asm.MOV {
 			if s, ok := nx.Args[1].(x86asm.Reg); ok && s == r {
 				m, isMem := nx.Args[0].(x86asm.Mem)
-				return isMem && !memUses(m, ri)
+				return isMem && !regs.MemUses(m, ri)
 			}
 		}
 		if regs.Uses(nx, ri) || regs.Writes(nx, ri) {
 			return false
-		}
-	}
-	return false
-}
-
-func memUses(m x86asm.Mem, ri int) bool {
-	for _, r := range []x86asm.Reg{m.Base, m.Index} {
-		if i, _, ok := regs.Index(r); ok && i == ri {
-			return true
 		}
 	}
 	return false

@@ -5,39 +5,6 @@ import (
 	"slices"
 )
 
-// Slab hands out places carved from large arrays for results to be
-// appended to. Not safe for concurrent use: one per worker.
-type Slab[T any] struct {
-	buf []T
-}
-
-// slabLen is how many elements a Slab's array holds: some hundreds of
-// kilobytes of accesses, a few tail places of each left unused.
-const slabLen = 2048
-
-// Tail returns an empty slice whose appends fill s's free places (at
-// least an eighth of an array's); Commit keeps what they filled.
-func (s *Slab[T]) Tail() []T {
-	if cap(s.buf)-len(s.buf) < slabLen/8 {
-		s.buf = make([]T, 0, slabLen)
-	}
-	return s.buf[len(s.buf):len(s.buf)]
-}
-
-// Commit returns x, the last Tail appended to, its capacity its length
-// (nil if empty): the places it fills in s are its own, the next Tail
-// after them. x grown out of s's array (append moved it) is returned
-// as it is.
-func (s *Slab[T]) Commit(x []T) []T {
-	if len(x) == 0 {
-		return nil
-	}
-	if n := len(s.buf); len(x) <= cap(s.buf)-n && &x[0] == &s.buf[:n+1][n] {
-		s.buf = s.buf[:n+len(x)]
-	}
-	return x[:len(x):len(x)]
-}
-
 // segment is a run of outs[fn][lo:hi] in one of fn's address ranges.
 type segment struct {
 	fn, lo, hi  int

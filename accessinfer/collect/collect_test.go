@@ -71,28 +71,3 @@ func TestMerge(t *testing.T) {
 		}
 	}
 }
-
-// TestSlab: each function's results hold what was appended to them,
-// however the ones after them are appended or appended to, and those
-// that outgrow a Tail's places too.
-func TestSlab(t *testing.T) {
-	var s Slab[int]
-	var got, want [][]int
-	for n := 0; n < 3*slabLen; n += 1 + n/3 {
-		x := s.Tail()
-		for i := 0; i < n%(slabLen+slabLen/3); i++ {
-			x = append(x, n+i)
-		}
-		c := s.Commit(x)
-		_ = append(c, -1)
-		got, want = append(got, c), append(want, slices.Clone(x))
-	}
-	for i := range got {
-		if !slices.Equal(got[i], want[i]) {
-			t.Fatalf("results %d: %v, want %v", i, got[i], want[i])
-		}
-	}
-	if s.Commit(s.Tail()) != nil {
-		t.Error("no results are not nil")
-	}
-}

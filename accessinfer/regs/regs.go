@@ -26,6 +26,12 @@ func Index(r x86asm.Reg) (int, bool, bool) {
 	return 0, false, false
 }
 
+// FromDWARF maps DWARF register numbers 0-15 to Index's order; ToDWARF
+// maps back.
+var FromDWARF = [16]int{0, 2, 1, 3, 6, 7, 5, 4, 8, 9, 10, 11, 12, 13, 14, 15}
+
+var ToDWARF = [16]int{0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}
+
 // CallerSaved are clobbered by a call (System V), by Index.
 var CallerSaved = []int{0, 1, 2, 6, 7, 8, 9, 10, 11}
 
@@ -165,6 +171,17 @@ func SameAddr(a, b *x86code.Insn, m, n x86asm.Mem) bool {
 		return m == n
 	}
 	return a.End()+uint64(m.Disp) == b.End()+uint64(n.Disp)
+}
+
+// MemUses reports whether memory operand m's address reads register
+// index ri.
+func MemUses(m x86asm.Mem, ri int) bool {
+	for _, r := range []x86asm.Reg{m.Base, m.Index} {
+		if i, _, ok := Index(r); ok && i == ri {
+			return true
+		}
+	}
+	return false
 }
 
 // Uses reports whether inst reads register index ri (roughly: names
