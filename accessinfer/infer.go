@@ -15,6 +15,7 @@ import (
 	"golang.org/x/arch/x86/x86asm"
 
 	"github.com/klasy/klasy/accessinfer/bitpat"
+	"github.com/klasy/klasy/accessinfer/collect"
 	"github.com/klasy/klasy/accessinfer/dwscan"
 	"github.com/klasy/klasy/accessinfer/members"
 	"github.com/klasy/klasy/accessinfer/regs"
@@ -283,27 +284,12 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		}()
 	}
 	wg.Wait()
-	n := 0
 	for i := range out {
-		n += len(out[i])
 		res.Insns += counts[i][0]
 		res.MemInsns += counts[i][1]
 	}
-	// Each function's accesses are by PC already: a stable sort of
-	// their positions, then one copy each, gives the order a stable
-	// sort of the accesses themselves does without moving them
-	// log n times.
-	all := make([]*Access, 0, n)
-	for i := range out {
-		for j := range out[i] {
-			all = append(all, &out[i][j])
-		}
-	}
-	slices.SortStableFunc(all, func(a, b *Access) int { return cmp.Compare(a.PC, b.PC) })
-	res.Accesses = make([]Access, n)
-	for i, a := range all {
-		res.Accesses[i] = *a
-	}
+	res.Accesses = collect.Merge(out, func(a *Access) uint64 { return a.PC },
+		func(i int) [][2]uint64 { return funcs[i].Ranges })
 	res.Funcs = len(funcs)
 	res.Track = time.Since(start)
 	return res, nil
@@ -411,7 +397,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 	pats := grow(rb.pats, nb)
 	skips := grow(rb.skips, nb)
 	rb.outs, rb.pats, rb.skips = outs, pats, skips
-	bitpat.FindBlocks(ft.insns, rng, ft.blockOf, preds, order, pats, skips)
+	bitpat.FindBlocks(ft.insns, ft.access, rng, ft.blockOf, preds, order, pats, skips)
 	// uses[p] counts the blocks still to read outs[p] in a one-pass
 	// run; at 0 its state is free for another block (recycle).
 	var uses []int

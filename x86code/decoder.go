@@ -9,44 +9,83 @@ import (
 
 // Decoder decodes as Decode does, faster over a whole image: x86asm's
 // table walk costs ~200 ns an instruction, and most instructions of a
-// kernel share their shape (prefix, opcode, ModRM, SIB, immediate) with
-// one decoded before, differing only in their displacement or branch
-// offset. A Decoder keeps, for each such shape of the common opcodes
-// it knows the layout of, x86asm's answer (a template), and gives the
-// next instruction of that shape the template with its displacement or
-// offset put in, as x86asm stores them. Any other instruction, and the
-// first of each shape, goes to x86asm. The templates are kept in a
-// table indexed by a hash of the shape, one each (a map cost more than
-// the decoding it saved): a shape whose place another took is decoded
-// again. Not safe for concurrent use: one per goroutine.
+// kernel share their shape (prefixes, opcode, ModRM, SIB) with one
+// decoded before, differing only in their displacement, immediate or
+// branch offset. A Decoder keeps, for each such shape of the common
+// opcodes it knows the layout of, x86asm's answer (a template), and
+// gives the next instruction of that shape the template with its
+// displacement, immediate or offset put in, as x86asm stores them (an
+// immediate sign- or zero-extended as the one the template was made
+// from shows, until a negative one does: until then only immediates
+// both extend alike are put in). Any other instruction, and the first
+// of each shape, goes to x86asm. The templates are kept in a table
+// indexed by a hash of the shape, two places each (a map cost more
+// than the decoding it saved): a shape pushed out of both by others is
+// decoded again. Not safe for concurrent use: one per goroutine.
 type Decoder struct {
 	slots []template
+	// mems are memory operands put in an instruction's Args lately, by
+	// a hash: an operand put in again (the same base register and
+	// displacement) shares its Arg rather than taking a new one.
+	mems *[256]memArg
+}
+
+type memArg struct {
+	m x86asm.Mem
+	a x86asm.Arg
+}
+
+// memArg returns m as an Arg.
+func (d *Decoder) memArg(m x86asm.Mem) x86asm.Arg {
+	if d.mems == nil {
+		d.mems = new([256]memArg)
+	}
+	h := (uint64(m.Base) | uint64(m.Index)<<8 | uint64(m.Scale)<<16 | uint64(m.Segment)<<24 ^ uint64(m.Disp)<<32) * 0x9e3779b97f4a7c15
+	e := &d.mems[h>>56]
+	if e.a == nil || e.m != m {
+		e.m, e.a = m, m
+	}
+	return e.a
 }
 
 // 8,192 places: a table that stays in the caches decoded a kernel's
-// .text 15% faster than one of 65,536 that missed fewer shapes.
+// .text 15% faster than one of 65,536 that missed fewer shapes. Two
+// places a shape (the newest first) missed 6% of the built kernel's
+// instructions' shapes, one place 8.5%.
 const slotBits = 13
 
-// shapeKey is an instruction's bytes but its displacement and branch
-// offset: REX, opcode (two bytes after 0f), ModRM, SIB, flags, and the
-// immediate.
+// shapeKey is an instruction's bytes but its displacement, immediate
+// and branch offset: REX, opcode (two bytes after 0f), ModRM, SIB,
+// flags and the legacy prefixes.
 type shapeKey struct {
 	bytes uint64
-	imm   uint32
+	pfx   uint32
 }
 
 type template struct {
 	key  shapeKey
 	ok   bool // a template of shape key
+	ext  immExt
 	inst x86asm.Inst
 }
+
+// immExt is how x86asm extends a shape's immediate to an Imm.
+type immExt uint8
+
+const (
+	immEither   immExt = iota // not known: only non-negative ones seen
+	immSigned                 // sign-extended
+	immUnsigned               // zero-extended
+)
 
 // shape is where an instruction's variable parts are.
 type shape struct {
 	key              shapeKey
-	n                int // length
-	dispOff, dispLen int // a memory operand's displacement
-	relOff, relLen   int // a branch's offset
+	imm              uint32
+	n                uint8 // length
+	dispOff, dispLen uint8 // a memory operand's displacement
+	relOff, relLen   uint8 // a branch's offset
+	immLen           uint8 // an immediate's bytes (imm: their value)
 }
 
 // Opcode layouts: a ModRM byte, and the immediate's size.
@@ -54,7 +93,10 @@ const (
 	opModRM = 1 << 4 // followed by a ModRM byte
 	opRel   = 1 << 5 // the immediate is a branch offset
 	opKnown = 1 << 6
-	immMask = 0x0f // immediate bytes
+	// The immediate only with ModRM's reg field 0 or 1 (test; not,
+	// neg, mul, div have none).
+	opGroup3 = 1 << 7
+	immMask  = 0x0f // immediate bytes
 )
 
 var oneByte, twoByte [256]uint8
@@ -78,6 +120,10 @@ func init() {
 		set(&oneByte, 0, r)
 	}
 	set(&oneByte, 0, 0xc3, 0xcc, 0x90, 0xc9, 0x98, 0x99, 0xf4)
+	// String instructions (rep stos, rep movs).
+	set(&oneByte, 0, 0xa4, 0xa5, 0xaa, 0xab, 0xac, 0xad)
+	set(&oneByte, opModRM|opGroup3|1, 0xf6)
+	set(&oneByte, opModRM|opGroup3|4, 0xf7)
 	set(&oneByte, 1, 0x6a, 0xa8, 0x04, 0x0c, 0x14, 0x1c, 0x24, 0x2c, 0x34, 0x3c)
 	set(&oneByte, 4, 0x68, 0xa9, 0x05, 0x0d, 0x15, 0x1d, 0x25, 0x2d, 0x35, 0x3d)
 	for r := 0xb8; r <= 0xbf; r++ {
@@ -97,19 +143,42 @@ func init() {
 		set(&twoByte, opModRM, c)
 	}
 	set(&twoByte, opModRM|1, 0xba, 0xa4, 0xac)
+	set(&twoByte, 0, 0x0b)       // ud2
+	set(&twoByte, opModRM, 0xb9) // ud1
 	for c := 0x80; c <= 0x8f; c++ {
 		set(&twoByte, opRel|4, c)
 	}
 }
 
+// isPrefix reports whether c is a legacy prefix Decoder knows the
+// effect of on the layout: segments (%gs: per-CPU data), lock, rep and
+// the operand size (0x66: a 16-bit immediate). Not the address size.
+func isPrefix(c byte) bool {
+	switch c {
+	case 0x26, 0x2e, 0x36, 0x3e, 0x64, 0x65, 0x66, 0xf0, 0xf2, 0xf3:
+		return true
+	}
+	return false
+}
+
 // shapeOf finds the shape of the instruction at the start of b, ok
-// false if it is not of an opcode Decoder knows (a legacy prefix, two
-// REX, VEX, ...) or b is too short for it.
+// false if it is not of an opcode Decoder knows (two REX, VEX, more
+// than four prefixes, ...) or b is too short for it.
 func shapeOf(b []byte) (s shape, ok bool) {
 	p := 0
+	var pfx uint32
+	opsize := false
+	for p < len(b) && isPrefix(b[p]) {
+		if p == 4 {
+			return s, false
+		}
+		pfx = pfx<<8 | uint32(b[p])
+		opsize = opsize || b[p] == 0x66
+		p++
+	}
 	var rex byte
-	if len(b) > 0 && b[0]&0xf0 == 0x40 {
-		rex, p = b[0], 1
+	if p < len(b) && b[p]&0xf0 == 0x40 {
+		rex, p = b[p], p+1
 	}
 	if p >= len(b) {
 		return s, false
@@ -148,28 +217,51 @@ func shapeOf(b []byte) (s shape, ok bool) {
 		}
 		switch {
 		case mod == 1:
-			s.dispOff, s.dispLen = p, 1
+			s.dispOff, s.dispLen = uint8(p), 1
 		case mod == 2, mod == 0 && rm == 5, mod == 0 && rm == 4 && sib&7 == 5:
-			s.dispOff, s.dispLen = p, 4
+			s.dispOff, s.dispLen = uint8(p), 4
 		}
-		p += s.dispLen
+		p += int(s.dispLen)
 	}
 	n := int(fl & immMask)
-	var imm uint32
+	if fl&opGroup3 != 0 && modrm>>3&7 > 1 {
+		n = 0
+	}
+	if opsize && rex&8 == 0 && n == 4 {
+		if fl&opRel != 0 {
+			return s, false // a 16-bit offset
+		}
+		n = 2
+	}
 	if p+n > len(b) {
 		return s, false
 	}
 	if fl&opRel != 0 {
-		s.relOff, s.relLen = p, n
+		s.relOff, s.relLen = uint8(p), uint8(n)
 	} else {
 		for i := n - 1; i >= 0; i-- {
-			imm = imm<<8 | uint32(b[p+i])
+			s.imm = s.imm<<8 | uint32(b[p+i])
 		}
+		s.immLen = uint8(n)
 	}
 	p += n
-	s.n = p
-	s.key = shapeKey{bytes: uint64(rex) | uint64(op1)<<8 | uint64(op2)<<16 | uint64(modrm)<<24 | uint64(sib)<<32 | flags<<40, imm: imm}
+	s.n = uint8(p)
+	s.key = shapeKey{bytes: uint64(rex) | uint64(op1)<<8 | uint64(op2)<<16 | uint64(modrm)<<24 | uint64(sib)<<32 | flags<<40, pfx: pfx}
 	return s, true
+}
+
+// immNeg reports whether the immediate's top bit is set: its sign- and
+// zero-extension differ.
+func (s *shape) immNeg() bool {
+	return s.immLen > 0 && s.imm>>(8*s.immLen-1)&1 != 0
+}
+
+// immArg is the immediate extended as ext says.
+func (s *shape) immArg(ext immExt) x86asm.Imm {
+	if ext == immSigned && s.immNeg() {
+		return x86asm.Imm(int64(s.imm) - 1<<(8*s.immLen))
+	}
+	return x86asm.Imm(s.imm)
 }
 
 // disp and rel read the variable parts as decode gives them: a
@@ -207,11 +299,15 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) error {
 	if d.slots == nil {
 		d.slots = make([]template, 1<<slotBits)
 	}
-	h := (s.key.bytes ^ uint64(s.key.imm)<<13) * 0x9e3779b97f4a7c15
-	t := &d.slots[h>>(64-slotBits)]
-	if t.ok && t.key == s.key {
+	h := (s.key.bytes ^ uint64(s.key.pfx)<<29) * 0x9e3779b97f4a7c15
+	at := int(h>>(64-slotBits)) &^ 1
+	t := &d.slots[at]
+	if !t.ok || t.key != s.key {
+		t = &d.slots[at+1]
+	}
+	if t.ok && t.key == s.key && (t.ext != immEither || !s.immNeg()) {
 		*inst = t.inst
-		if s.dispLen > 0 || s.relLen > 0 {
+		if s.dispLen > 0 || s.relLen > 0 || s.immLen > 0 {
 			for i := range inst.Args {
 				switch a := inst.Args[i].(type) {
 				case nil:
@@ -220,12 +316,18 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) error {
 					if s.dispLen > 0 {
 						if v := s.disp(b); v != a.Disp {
 							a.Disp = v
-							inst.Args[i] = a
+							inst.Args[i] = d.memArg(a)
 						}
 					}
 				case x86asm.Rel:
 					if s.relLen > 0 {
 						inst.Args[i] = s.rel(b)
+					}
+				case x86asm.Imm:
+					if s.immLen > 0 {
+						if v := s.immArg(t.ext); v != a {
+							inst.Args[i] = v
+						}
 					}
 				}
 			}
@@ -234,35 +336,65 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) error {
 	}
 	var err error
 	*inst, err = decode(b)
-	if err == nil && s.fits(inst, b) {
-		t.key, t.ok, t.inst = s.key, true, *inst
+	if err != nil {
+		return err
 	}
-	return err
+	if ext, ok := s.fits(inst, b); ok {
+		if t.ok && t.key == s.key {
+			// The same shape: what its immediate's extension is, now known.
+			t.ext, t.inst = max(t.ext, ext), *inst
+		} else {
+			// The newest first, the one it pushes aside second.
+			d.slots[at+1] = d.slots[at]
+			d.slots[at] = template{key: s.key, ok: true, ext: ext, inst: *inst}
+		}
+	}
+	return nil
 }
 
 // fits reports whether x86asm's inst is of the shape s found: the
-// same length, and the displacement and offset where s has them (in
-// one argument each), so that the template serves the shape.
-func (s *shape) fits(inst *x86asm.Inst, b []byte) bool {
-	if inst.Len != s.n {
-		return false
+// same length, and the displacement, offset and immediate where s has
+// them (in one argument each), so that the template serves the shape;
+// and how its immediate is extended (immEither: not negative, both
+// alike).
+func (s *shape) fits(inst *x86asm.Inst, b []byte) (immExt, bool) {
+	if inst.Len != int(s.n) {
+		return 0, false
 	}
-	mems, rels := 0, 0
+	mems, rels, imms := 0, 0, 0
+	ext := immEither
 	for _, a := range inst.Args {
 		switch a := a.(type) {
 		case x86asm.Mem:
 			mems++
 			if s.dispLen > 0 && a.Disp != s.disp(b) || s.dispLen == 0 && a.Disp != 0 {
-				return false
+				return 0, false
 			}
 		case x86asm.Rel:
 			rels++
 			if s.relLen == 0 || a != s.rel(b) {
-				return false
+				return 0, false
+			}
+		case x86asm.Imm:
+			// Without an immediate in the bytes, one the shape
+			// gives (shl $1), in the template.
+			if s.immLen == 0 {
+				continue
+			}
+			imms++
+			switch {
+			case !s.immNeg() && a == s.immArg(immEither):
+			case a == s.immArg(immSigned):
+				ext = immSigned
+			case a == s.immArg(immUnsigned):
+				ext = immUnsigned
+			default:
+				return 0, false
 			}
 		}
 	}
-	return mems <= 1 && rels == (min(s.relLen, 1)) && (s.dispLen == 0 || mems == 1)
+	ok := mems <= 1 && rels == int(min(s.relLen, 1)) && (s.dispLen == 0 || mems == 1) && imms == int(min(s.immLen, 1))
+	return ext, ok
 }
 
 // DecodeAppend is DecodeAppend with d.

@@ -26,7 +26,8 @@ func sameDecode(t *testing.T, d *Decoder, b []byte) bool {
 
 // TestDecoderShapes decodes every ModRM byte (and the SIB bytes without
 // a base or an index, and some others) of every opcode a Decoder knows
-// the layout of, with and without REX prefixes, each
+// the layout of, with and without REX prefixes and legacy prefixes
+// (%gs, lock, rep, operand size: a 16-bit immediate), each
 // shape twice with other displacements, immediates and offsets (the
 // second from the template the first left): the same as x86asm each
 // time. On main there is no Decoder: x86asm decodes every instruction.
@@ -34,8 +35,10 @@ func TestDecoderShapes(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	d := &Decoder{}
 	rexes := []int{-1, 0x41, 0x42, 0x48, 0x4c, 0x4f}
+	prefixes := [][]byte{nil, {0x65}, {0x66}, {0xf0}, {0xf3}, {0x66, 0x2e}, {0x66, 0x66, 0x2e, 0x65}, {0x67}}
 	if testing.Short() {
 		rexes = []int{-1, 0x48}
+		prefixes = prefixes[:3]
 	}
 	// The SIB bytes without a base or an index, and a few others.
 	var someSIBs []int
@@ -54,8 +57,15 @@ func TestDecoderShapes(t *testing.T) {
 			if tab[op]&opKnown == 0 {
 				continue
 			}
-			for _, rex := range rexes {
+			for pi, rex := range rexesWith(rexes, len(prefixes)) {
+				pfx := prefixes[pi/len(rexes)]
+				if len(pfx) > 0 && (rex != -1 && rex != 0x48) {
+					continue // each prefix with and without REX.W
+				}
 				for modrm := 0; modrm < 256; modrm++ {
+					if len(pfx) > 0 && modrm%8 != 4 && modrm%8 != 5 && modrm%16 != 0 {
+						continue // each mod and reg field, the SIB and RIP forms
+					}
 					sibs := []int{0}
 					if tab[op]&opModRM == 0 {
 						if modrm > 0 {
@@ -63,10 +73,13 @@ func TestDecoderShapes(t *testing.T) {
 						}
 					} else if modrm>>6 != 3 && modrm&7 == 4 {
 						sibs = someSIBs
+						if len(pfx) > 0 {
+							sibs = sibs[:4]
+						}
 					}
 					for _, sib := range sibs {
 						for k := 0; k < 3 && bad < 10; k++ {
-							var b []byte
+							b := append([]byte(nil), pfx...)
 							if rex >= 0 {
 								b = append(b, byte(rex))
 							}
@@ -101,6 +114,15 @@ func TestDecoderShapes(t *testing.T) {
 	for _, b := range [][]byte{{0x48, 0x8b, 0x47}, {0xe8, 1, 2}, {0x0f, 0x85, 1}, {0x48}} {
 		sameDecode(t, d, b)
 	}
+}
+
+// rexesWith repeats rexes n times, once for each legacy prefix.
+func rexesWith(rexes []int, n int) []int {
+	var out []int
+	for i := 0; i < n; i++ {
+		out = append(out, rexes...)
+	}
+	return out
 }
 
 // TestDecoderAppend decodes a function with a Decoder as Decode does.

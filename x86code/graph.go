@@ -36,6 +36,10 @@ type Graph struct {
 	// (8 bytes apart) rather than the blocks (over 200 bytes each).
 	starts []uint64
 	pcs    []uint64 // FuncGraphInto's instruction addresses, reused
+	// at holds, for each byte of the ranges, the index in its range of
+	// the instruction starting there, -1 if none: a look-up, not a
+	// search, for each branch target. Reused.
+	at []int32
 }
 
 // GraphBlock is one basic block [Start, End) and the arcs leaving it.
@@ -89,17 +93,28 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 		lo, hi uint64
 		insns  []Insn
 		pcs    []uint64 // the instructions' addresses, searched
+		at     []int32  // by byte from lo: the instruction starting there, -1 if none
 	}
 	var rs []rangeInsns
-	pcs := g.pcs[:0]
+	pcs, ats := g.pcs[:0], g.at[:0]
 	for i, r := range ranges {
-		at := len(pcs)
+		at, bytes := len(pcs), len(ats)
 		for k := range decoded[i] {
 			pcs = append(pcs, decoded[i][k].PC)
 		}
-		rs = append(rs, rangeInsns{r.Addr, r.Addr + uint64(len(r.Code)), decoded[i], pcs[at:len(pcs):len(pcs)]})
+		ats = slices.Grow(ats, len(r.Code))[:bytes+len(r.Code)]
+		byByte := ats[bytes:]
+		for k := range byByte {
+			byByte[k] = -1
+		}
+		for k := range decoded[i] {
+			if off := decoded[i][k].PC - r.Addr; off < uint64(len(byByte)) {
+				byByte[off] = int32(k)
+			}
+		}
+		rs = append(rs, rangeInsns{r.Addr, r.Addr + uint64(len(r.Code)), decoded[i], pcs[at:len(pcs):len(pcs)], byByte})
 	}
-	g.pcs = pcs
+	g.pcs, g.at = pcs, ats
 	inCode := func(a uint64) bool {
 		for _, r := range rs {
 			if a >= r.lo && a < r.hi {
@@ -111,8 +126,7 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 	isStart := func(a uint64) bool {
 		for _, r := range rs {
 			if a >= r.lo && a < r.hi {
-				_, ok := slices.BinarySearch(r.pcs, a)
-				return ok
+				return r.at[a-r.lo] >= 0
 			}
 		}
 		return false
@@ -132,7 +146,7 @@ func FuncGraphInto(g *Graph, entry uint64, ranges []Range, decoded [][]Insn, pat
 	mark := func(a uint64) {
 		for k, r := range rs {
 			if a >= r.lo && a < r.hi {
-				if i, ok := slices.BinarySearch(r.pcs, a); ok && !lead[at[k]+i] {
+				if i := int(r.at[a-r.lo]); i >= 0 && !lead[at[k]+i] {
 					lead[at[k]+i] = true
 					nlead++
 				}

@@ -31,12 +31,28 @@ func (x *Index) Reset(insns []Insn, ranges []Range) {
 		return
 	}
 	x.lo = lo
-	k := 0
-	for a := lo; a <= hi; a++ {
-		for k < len(x.pcs) && x.pcs[k] < a {
-			k++
+	n := int(hi-lo) + 1
+	x.tab = slices.Grow(x.tab, n)[:n]
+	if !slices.IsSorted(x.pcs) {
+		k := 0
+		for i := range x.tab {
+			for k < len(x.pcs) && x.pcs[k] < lo+uint64(i) {
+				k++
+			}
+			x.tab[i] = int32(k)
 		}
-		x.tab = append(x.tab, int32(k))
+		return
+	}
+	// By instruction, not by byte: the bytes up to each one's address
+	// (from the one before's, on) are its.
+	i := 0
+	for k, pc := range x.pcs {
+		for ; i < n && lo+uint64(i) <= pc; i++ {
+			x.tab[i] = int32(k)
+		}
+	}
+	for ; i < n; i++ {
+		x.tab[i] = int32(len(x.pcs))
 	}
 }
 

@@ -9,29 +9,35 @@ import (
 )
 
 // aliases holds the registers known to hold a load's base register
-// plus a constant (by register index), from the load on: the compiler
-// stores a bitfield's unit back through a copy of the base made before
-// the load (tcp_gso_segment's nskb kept in %r13 while %rax is
-// reused) or through the base moved on to the next member
-// (skb_complete_wifi_ack's add $0x30,%rdi before the store).
+// plus a constant (by register index, a bit of has each), from the load
+// on: the compiler stores a bitfield's unit back through a copy of the
+// base made before the load (tcp_gso_segment's nskb kept in %r13 while
+// %rax is reused) or through the base moved on to the next member
+// (skb_complete_wifi_ack's add $0x30,%rdi before the store). An array,
+// not a map: bases runs at every load of every function.
 type aliases struct {
-	off map[int]int64
+	has uint16
+	off [16]int64
 }
+
+func (a *aliases) get(r int) (int64, bool) { return a.off[r], a.has&(1<<r) != 0 }
+func (a *aliases) set(r int, o int64)      { a.off[r], a.has = o, a.has|1<<r }
+func (a *aliases) del(r int)               { a.has &^= 1 << r }
 
 // bases finds the aliases of m's base register at the load insns[i]:
 // the base itself unless the load overwrites it, and the registers a
 // 64-bit register move in [lo, i) made equal to it, neither changed
 // since.
-func bases(insns []x86code.Insn, lo, i int, m x86asm.Mem) aliases {
+func bases(insns []x86code.Insn, lo, i int, m x86asm.Mem) (a aliases) {
 	b, is64, ok := regs.Index(m.Base)
 	if !ok || !is64 || m.Index != 0 || m.Base == x86asm.RIP {
-		return aliases{}
+		return a
 	}
-	a := aliases{off: map[int]int64{b: 0}}
-	written := map[int]bool{}
+	a.set(b, 0)
+	var written uint16
 	for k := i - 1; k >= lo && k >= i-20; k-- {
 		inst := &insns[k].Inst
-		if written[b] || implicit(inst.Op) {
+		if written&(1<<b) != 0 || implicit(inst.Op) {
 			break
 		}
 		if inst.Op == x86asm.MOV {
@@ -40,50 +46,65 @@ func bases(insns []x86code.Insn, lo, i int, m x86asm.Mem) aliases {
 			xi, x64, okx2 := regs.Index(x)
 			yi, y64, oky2 := regs.Index(y)
 			if okx && oky && okx2 && oky2 && x64 && y64 {
-				if yi == b && !written[xi] {
-					a.off[xi] = 0
-				} else if xi == b && !written[yi] {
-					a.off[yi] = 0
+				if yi == b && written&(1<<xi) == 0 {
+					a.set(xi, 0)
+				} else if xi == b && written&(1<<yi) == 0 {
+					a.set(yi, 0)
 				}
 			}
 		}
-		for r := 0; r < 16; r++ {
-			if regs.Writes(inst, r) {
-				written[r] = true
-			}
-		}
+		written |= writeMask(inst)
 	}
 	if d, ok := insns[i].Inst.Args[0].(x86asm.Reg); ok {
 		if di, _, ok := regs.Index(d); ok {
-			delete(a.off, di)
+			a.del(di)
 		}
 	}
 	return a
 }
 
+// writeMask has bit r set where regs.Writes(inst, r).
+func writeMask(inst *x86asm.Inst) uint16 {
+	if !regs.KnownOp(inst.Op) {
+		return 0xffff
+	}
+	var m uint16
+	if d, ok := inst.Args[0].(x86asm.Reg); ok && !regs.ReadsOnly(inst.Op) {
+		if di, _, ok := regs.Index(d); ok {
+			m |= 1 << di
+		}
+	}
+	if inst.Op == x86asm.CALL {
+		for _, c := range regs.CallerSaved {
+			m |= 1 << c
+		}
+	}
+	return m
+}
+
 // same reports whether n, a store's operand, is m's address through
 // an alias.
-func (a aliases) same(m, n x86asm.Mem) bool {
-	if a.off == nil || n.Index != 0 || n.Segment != m.Segment {
+func (a *aliases) same(m, n x86asm.Mem) bool {
+	if a.has == 0 || n.Index != 0 || n.Segment != m.Segment {
 		return false
 	}
 	ni, _, ok := regs.Index(n.Base)
 	if !ok || n.Base == x86asm.RIP {
 		return false
 	}
-	o, ok := a.off[ni]
+	o, ok := a.get(ni)
 	return ok && o+n.Disp == m.Disp
 }
 
 // step follows inst's effect on the aliases: a move or lea from an
 // alias makes another, add and sub of a constant move one, any other
 // write ends one.
-func (a aliases) step(inst *x86asm.Inst) {
-	if a.off == nil {
+func (a *aliases) step(inst *x86asm.Inst) {
+	if a.has == 0 {
 		return
 	}
 	if implicit(inst.Op) {
-		clear(a.off)
+		a.has = 0
 		return
 	}
 	d, ok := inst.Args[0].(x86asm.Reg)
@@ -94,37 +115,37 @@ func (a aliases) step(inst *x86asm.Inst) {
 	if !ok {
 		return
 	}
-	if _, alias := a.off[di]; !alias && !regs.Writes(inst, di) {
+	if _, alias := a.get(di); !alias && !regs.Writes(inst, di) {
 		return
 	}
 	if d64 {
 		switch src := inst.Args[1].(type) {
 		case x86asm.Reg:
 			if si, s64, ok := regs.Index(src); ok && s64 && inst.Op == x86asm.MOV {
-				if o, ok := a.off[si]; ok {
-					a.off[di] = o
+				if o, ok := a.get(si); ok {
+					a.set(di, o)
 					return
 				}
 			}
 		case x86asm.Mem:
 			if si, s64, ok := regs.Index(src.Base); ok && s64 && inst.Op == x86asm.LEA && src.Index == 0 && src.Base != x86asm.RIP {
-				if o, ok := a.off[si]; ok {
-					a.off[di] = o + src.Disp
+				if o, ok := a.get(si); ok {
+					a.set(di, o+src.Disp)
 					return
 				}
 			}
 		case x86asm.Imm:
-			if o, ok := a.off[di]; ok && (inst.Op == x86asm.ADD || inst.Op == x86asm.SUB) {
+			if o, ok := a.get(di); ok && (inst.Op == x86asm.ADD || inst.Op == x86asm.SUB) {
 				if inst.Op == x86asm.SUB {
 					src = -src
 				}
-				a.off[di] = o + int64(src)
+				a.set(di, o+int64(src))
 				return
 			}
 		}
 	}
 	if regs.Writes(inst, di) {
-		delete(a.off, di)
+		a.del(di)
 	}
 }
 
@@ -145,11 +166,14 @@ func implicit(op x86asm.Op) bool {
 // FindBlocks runs Find on each block of order (rng: each block's
 // instructions, blockOf: each instruction's block, preds: each block's
 // predecessors) over its Span, into pats and skips by block, what it
-// found in a next block moved there (Rehome).
-func FindBlocks(insns []x86code.Insn, rng [][2]int, blockOf []int32, preds [][]int, order []int, pats []map[int]members.Bits, skips []map[int]bool) {
+// found in a next block moved there (Rehome). access is Find's.
+func FindBlocks(insns []x86code.Insn, access func(i int) (x86code.MemAccess, bool), rng [][2]int, blockOf []int32, preds [][]int, order []int, pats []map[int]members.Bits, skips []map[int]bool) {
+	if access == nil {
+		access = func(i int) (x86code.MemAccess, bool) { return x86code.Access(&insns[i].Inst) }
+	}
 	for _, b := range order {
 		start, end := Span(rng, blockOf, preds, b)
-		pats[b], skips[b] = Find(insns, start, rng[b][0], rng[b][1], end)
+		pats[b], skips[b] = Find(insns, access, start, rng[b][0], rng[b][1], end)
 	}
 	Rehome(pats, rng, blockOf, order)
 }

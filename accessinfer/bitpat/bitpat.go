@@ -19,8 +19,13 @@ import (
 // back after a branch on other flags), and the store may go through a
 // copy of the load's base register, or the base moved by a constant
 // (see bases), that copy made as far back as start (<= lo), the block
-// before when it is this one's only way in.
-func Find(insns []x86code.Insn, start, lo, hi, end int) (map[int]members.Bits, map[int]bool) {
+// before when it is this one's only way in. access(i) is
+// x86code.Access of insns[i] (the caller's, worked out once per
+// function; nil: Find works it out).
+func Find(insns []x86code.Insn, access func(i int) (x86code.MemAccess, bool), start, lo, hi, end int) (map[int]members.Bits, map[int]bool) {
+	if access == nil {
+		access = func(i int) (x86code.MemAccess, bool) { return x86code.Access(&insns[i].Inst) }
+	}
 	var pats map[int]members.Bits
 	var skip map[int]bool
 	put := func(i int, b members.Bits) {
@@ -31,7 +36,7 @@ func Find(insns []x86code.Insn, start, lo, hi, end int) (map[int]members.Bits, m
 	}
 	for i := lo; i < hi; i++ {
 		inst := &insns[i].Inst
-		acc, ok := x86code.Access(inst)
+		acc, ok := access(i)
 		if !ok || acc.Kind == x86code.Addr || acc.Bytes <= 0 || acc.Bytes > 8 {
 			continue
 		}
@@ -81,7 +86,7 @@ func Find(insns []x86code.Insn, start, lo, hi, end int) (map[int]members.Bits, m
 			}
 			nx := &insns[j].Inst
 			// Stored back to the same place: a write of the changed bits.
-			if nacc, ok := x86code.Access(nx); ok && nacc.Kind == x86code.Store && (regs.SameAddr(&insns[i], &insns[j], acc.Mem, nacc.Mem) || al.same(acc.Mem, nacc.Mem)) && nx.Op == x86asm.MOV {
+			if nacc, ok := movStore(nx, j, access); ok && (regs.SameAddr(&insns[i], &insns[j], acc.Mem, nacc.Mem) || al.same(acc.Mem, nacc.Mem)) {
 				if sr, ok := nx.Args[1].(x86asm.Reg); ok {
 					if si, _, ok := regs.Index(sr); ok && si == ri && shift == 0 && (haveAnd || orMask != 0) {
 						changed := orMask
@@ -199,4 +204,14 @@ func Find(insns []x86code.Insn, start, lo, hi, end int) (map[int]members.Bits, m
 	done:
 	}
 	return pats, skip
+}
+
+// movStore is the operand a mov, insns[j], stores to (ok false for
+// any other instruction).
+func movStore(inst *x86asm.Inst, j int, access func(int) (x86code.MemAccess, bool)) (x86code.MemAccess, bool) {
+	if inst.Op != x86asm.MOV {
+		return x86code.MemAccess{}, false
+	}
+	acc, ok := access(j)
+	return acc, ok && acc.Kind == x86code.Store
 }
