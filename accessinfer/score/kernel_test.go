@@ -152,11 +152,12 @@ func (kr kernelRun) report(tb testing.TB) {
 //	total           283970    280286    1484    99.23%   94.49%   99.24%    271044    177134    145717   82.26%
 //
 // confirmed counts the by-helper and by-isra accesses the table's notes
-// describe. Inference CPU 2.2-2.8 s against the index build's 1.7-1.9 s
-// in the same run, three runs on a quiet machine (index + inference
-// 2.3-2.6x the index; the issue asks 2x); TestDebianKernel 3.5-3.6 s
-// against 2.45-2.5 s. How each rule and cut moved these figures is in
-// the commit messages (git log -- accessinfer x86code dwarfmap/diescan).
+// describe. Inference CPU 1.9-2.7 s (median 2.5) against the index
+// build's 1.75-2.5 s in the same run, seven runs on 2026-11-27: the
+// inference 1.05-1.36x the index, median 1.21 (index + inference 2.2x;
+// the issue asks 2x); TestDebianKernel 3.0-4.0 s (median 3.2), 1.03-1.47x
+// the index, median 1.11. How each rule and cut moved these figures is
+// in the commit messages (git log -- accessinfer x86code dwarfmap/diescan).
 func BenchmarkInferVsPlugin(b *testing.B) {
 	vmlinux := builtVmlinux(b)
 	for i := 0; i < b.N; i++ {
