@@ -53,7 +53,7 @@ func bases(insns []x86code.Insn, lo, i int, m x86asm.Mem) (a aliases) {
 				}
 			}
 		}
-		written |= writeMask(inst)
+		written |= regs.WriteMask(inst)
 	}
 	if d, ok := insns[i].Inst.Args[0].(x86asm.Reg); ok {
 		if di, _, ok := regs.Index(d); ok {
@@ -61,25 +61,6 @@ func bases(insns []x86code.Insn, lo, i int, m x86asm.Mem) (a aliases) {
 		}
 	}
 	return a
-}
-
-// writeMask has bit r set where regs.Writes(inst, r).
-func writeMask(inst *x86asm.Inst) uint16 {
-	if !regs.KnownOp(inst.Op) {
-		return 0xffff
-	}
-	var m uint16
-	if d, ok := inst.Args[0].(x86asm.Reg); ok && !regs.ReadsOnly(inst.Op) {
-		if di, _, ok := regs.Index(d); ok {
-			m |= 1 << di
-		}
-	}
-	if inst.Op == x86asm.CALL {
-		for _, c := range regs.CallerSaved {
-			m |= 1 << c
-		}
-	}
-	return m
 }
 
 // same reports whether n, a store's operand, is m's address through
@@ -168,9 +149,6 @@ func implicit(op x86asm.Op) bool {
 // predecessors) over its Span, into pats and skips by block, what it
 // found in a next block moved there (Rehome). access is Find's.
 func FindBlocks(insns []x86code.Insn, access func(i int) (x86code.MemAccess, bool), rng [][2]int, blockOf []int32, preds [][]int, order []int, pats []map[int]members.Bits, skips []map[int]bool) {
-	if access == nil {
-		access = func(i int) (x86code.MemAccess, bool) { return x86code.Access(&insns[i].Inst) }
-	}
 	for _, b := range order {
 		start, end := Span(rng, blockOf, preds, b)
 		pats[b], skips[b] = Find(insns, access, start, rng[b][0], rng[b][1], end)

@@ -21,11 +21,8 @@ import (
 // (see bases), that copy made as far back as start (<= lo), the block
 // before when it is this one's only way in. access(i) is
 // x86code.Access of insns[i] (the caller's, worked out once per
-// function; nil: Find works it out).
+// function).
 func Find(insns []x86code.Insn, access func(i int) (x86code.MemAccess, bool), start, lo, hi, end int) (map[int]members.Bits, map[int]bool) {
-	if access == nil {
-		access = func(i int) (x86code.MemAccess, bool) { return x86code.Access(&insns[i].Inst) }
-	}
 	var pats map[int]members.Bits
 	var skip map[int]bool
 	put := func(i int, b members.Bits) {

@@ -37,19 +37,27 @@ var CallerSaved = []int{0, 1, 2, 6, 7, 8, 9, 10, 11}
 
 // Writes reports whether inst may write register index ri.
 func Writes(inst *x86asm.Inst, ri int) bool {
-	if d, ok := inst.Args[0].(x86asm.Reg); ok {
-		if di, _, ok := Index(d); ok && di == ri && !ReadsOnly(inst.Op) {
-			return true
+	return WriteMask(inst)&(1<<ri) != 0
+}
+
+// WriteMask has bit ri set for each register index ri that inst may
+// write (Writes): one pass for all sixteen.
+func WriteMask(inst *x86asm.Inst) uint16 {
+	if !KnownOp(inst.Op) {
+		return 0xffff
+	}
+	var m uint16
+	if d, ok := inst.Args[0].(x86asm.Reg); ok && !ReadsOnly(inst.Op) {
+		if di, _, ok := Index(d); ok {
+			m |= 1 << di
 		}
 	}
 	if inst.Op == x86asm.CALL {
 		for _, c := range CallerSaved {
-			if c == ri {
-				return true
-			}
+			m |= 1 << c
 		}
 	}
-	return !KnownOp(inst.Op)
+	return m
 }
 
 // ReadsOnly: the instruction reads its first operand, writes no register.
@@ -194,10 +202,8 @@ func Uses(inst *x86asm.Inst, ri int) bool {
 				return true
 			}
 		case x86asm.Mem:
-			for _, r := range []x86asm.Reg{a.Base, a.Index} {
-				if i, _, ok := Index(r); ok && i == ri {
-					return true
-				}
+			if MemUses(a, ri) {
+				return true
 			}
 		}
 	}

@@ -70,7 +70,9 @@ type attrSpec struct {
 	ic   int64 // DW_FORM_implicit_const value
 }
 
-// nextAttr reports whether Next keeps the value of attribute a.
+// nextAttr reports whether Next keeps the value of attribute a: the
+// attributes Next's switch stores (one left out here is never read:
+// TestMatchesDebugDwarf compares every field with debug/dwarf).
 func nextAttr(a dwarf.Attr) bool {
 	switch a {
 	case dwarf.AttrSibling, dwarf.AttrName, dwarf.AttrLowpc, dwarf.AttrHighpc, dwarf.AttrEntrypc,
