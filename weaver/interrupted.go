@@ -52,7 +52,7 @@ func (s *Session) loadAdvice(ctx context.Context, m *gen.Module, ko []byte, load
 	if loadedRuntime && !errors.Is(err, errLeftLoaded) {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unwindTimeout)
 		defer cancel()
-		s.unloadRuntimeIfIdle(uctx)
+		s.releaseRuntime(uctx)
 	}
 	return err
 }

@@ -292,7 +292,7 @@ func (p *Prepared) Load(ctx context.Context) error {
 	}
 	if err := s.loadAdvice(ctx, m, ko, rep.LoadedRuntime); err != nil {
 		if rep.LoadedRuntime && ctx.Err() == nil {
-			s.unloadRuntimeIfIdle(ctx)
+			s.releaseRuntime(ctx)
 		}
 		return err
 	}
@@ -309,7 +309,7 @@ func (p *Prepared) Load(ctx context.Context) error {
 			return fmt.Errorf("interrupted: %s is loaded and could not be unwoven (%v): it is live in %s; 'klasy unweave --all' removes it", m.Name, uerr, s.T.Name())
 		}
 		if rep.LoadedRuntime {
-			s.unloadRuntimeIfIdle(uctx)
+			s.releaseRuntime(uctx)
 		}
 		return fmt.Errorf("interrupted: %s was loaded and is unwoven again; nothing was woven", m.Name)
 	}
@@ -485,13 +485,21 @@ func (s *Session) checkFlowDomain(ctx context.Context) error {
 	return nil
 }
 
-// unloadRuntimeIfIdle unloads the runtime when no aspect is woven.
-func (s *Session) unloadRuntimeIfIdle(ctx context.Context) error {
+// releaseRuntime unloads the runtime a failed or interrupted weave
+// loaded, when no aspect is woven. Its failure goes to the log, not to
+// the caller, which returns the weave's own error; the runtime then
+// stays loaded with no aspect, which status shows and unweave removes.
+func (s *Session) releaseRuntime(ctx context.Context) {
 	st, err := s.Status(ctx)
-	if err != nil || st == nil || len(st.Aspects) > 0 {
-		return err
+	if err == nil && (st == nil || len(st.Aspects) > 0) {
+		return
 	}
-	return unloadRuntime(ctx, s.T)
+	if err == nil {
+		err = unloadRuntime(ctx, s.T)
+	}
+	if err != nil {
+		fmt.Fprintf(s.log, "klasy: the runtime this weave loaded stays in %s (%v): 'klasy unweave --all' removes it\n", s.T.Name(), err)
+	}
 }
 
 // readMechanisms reads how the kernel placed each hook. Jump
