@@ -936,7 +936,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if lo, hi, ok := ft.copySpan(i, end, true, false); ok {
 		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
-	if a.Init && acc.Kind == x86code.Store && ft.immStore(i) {
+	if a.Init && acc.Kind == x86code.Store && regs.ImmStore(ft.insns, i) {
 		if lo, hi, ok := ft.copySpan(i, end, true, true); ok {
 			a.Consts, a.ConstLo, a.ConstHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 		}
@@ -1115,7 +1115,7 @@ func (ft *fnTrack) copyAtSlow(i, end int) bool {
 	}
 	if dst, ok := in.Args[0].(x86asm.Reg); ok {
 		if _, isMem := in.Args[1].(x86asm.Mem); isMem {
-			return ft.storedNext(i, end, dst)
+			return regs.StoredNext(ft.insns, i, end, dst)
 		}
 		return false
 	}
@@ -1136,7 +1136,7 @@ func (ft *fnTrack) copyAtSlow(i, end int) bool {
 		p := &ft.insns[j].Inst
 		if d, ok := p.Args[0].(x86asm.Reg); ok && d == src && p.Op == x86asm.MOV {
 			if _, isMem := p.Args[1].(x86asm.Mem); isMem {
-				return ft.storedNext(j, end, src)
+				return regs.StoredNext(ft.insns, j, end, src)
 			}
 			return false
 		}
@@ -1179,7 +1179,7 @@ func (ft *fnTrack) copyMoves(i, end int, imm, only bool) ([][2]int64, bool) {
 	rip := m.Base == x86asm.RIP
 	// Immediates stored to a global: most often INIT_LIST_HEAD's address.
 	moves := func(j int) bool {
-		return (!only && (ft.copyAt(j, end) || ft.retStore(j))) || (imm && !rip && ft.immStore(j))
+		return (!only && (ft.copyAt(j, end) || ft.retStore(j))) || (imm && !rip && regs.ImmStore(ft.insns, j))
 	}
 	if !moves(i) || m.Index != 0 || m.Base == 0 {
 		return nil, false
@@ -1288,65 +1288,8 @@ func (ft *fnTrack) storesBeside(i int, shift int64) [][2]int64 {
 	return out
 }
 
-// retStore reports whether instruction j stores %rax or %rdx as a
-// call before it in its block left them: a struct returned in
-// registers (inode->i_mtime = current_time(inode)) stored whole.
-func (ft *fnTrack) retStore(j int) bool {
-	in := &ft.insns[j].Inst
-	if in.Op != x86asm.MOV {
-		return false
-	}
-	r, ok := in.Args[1].(x86asm.Reg)
-	if _, isMem := in.Args[0].(x86asm.Mem); !isMem || !ok || (r != x86asm.RAX && r != x86asm.RDX) {
-		return false
-	}
-	ri, _, _ := regs.Index(r)
-	lo := ft.blockStart(j)
-	for k := j - 1; k >= lo && k >= j-16; k-- {
-		p := &ft.insns[k].Inst
-		if p.Op == x86asm.CALL {
-			return true
-		}
-		if regs.Writes(p, ri) {
-			return false
-		}
-	}
-	return false
-}
-
-// immStore reports whether instruction j is a mov of an immediate to
-// memory.
-func (ft *fnTrack) immStore(j int) bool {
-	in := &ft.insns[j].Inst
-	if in.Op != x86asm.MOV {
-		return false
-	}
-	_, isMem := in.Args[0].(x86asm.Mem)
-	_, isImm := in.Args[1].(x86asm.Imm)
-	return isMem && isImm
-}
-
-// storedNext reports whether the register r that instruction i loads
-// is next used, before end, by a mov storing all of it to memory.
-func (ft *fnTrack) storedNext(i, end int, r x86asm.Reg) bool {
-	ri, _, ok := regs.Index(r)
-	if !ok {
-		return false
-	}
-	for j := i + 1; j < end && j <= i+8; j++ {
-		nx := &ft.insns[j].Inst
-		if nx.Op == x86asm.MOV {
-			if s, ok := nx.Args[1].(x86asm.Reg); ok && s == r {
-				m, isMem := nx.Args[0].(x86asm.Mem)
-				return isMem && !regs.MemUses(m, ri)
-			}
-		}
-		if regs.Uses(nx, ri) || regs.Writes(nx, ri) {
-			return false
-		}
-	}
-	return false
-}
+// retStore is regs.RetStore within instruction j's block.
+func (ft *fnTrack) retStore(j int) bool { return regs.RetStore(ft.insns, ft.blockStart(j), j) }
 
 // blockStart is the first instruction of the block holding i.
 func (ft *fnTrack) blockStart(i int) int {

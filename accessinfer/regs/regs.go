@@ -313,3 +313,63 @@ func RSPDelta(insns []x86code.Insn, from, to int) (int64, bool) {
 	}
 	return d, true
 }
+
+// RetStore reports whether instruction j stores %rax or %rdx as a
+// call before it in its block (which starts at lo) left them: a struct
+// returned in registers (inode->i_mtime = current_time(inode)) stored
+// whole.
+func RetStore(insns []x86code.Insn, lo, j int) bool {
+	in := &insns[j].Inst
+	if in.Op != x86asm.MOV {
+		return false
+	}
+	r, ok := in.Args[1].(x86asm.Reg)
+	if _, isMem := in.Args[0].(x86asm.Mem); !isMem || !ok || (r != x86asm.RAX && r != x86asm.RDX) {
+		return false
+	}
+	ri, _, _ := Index(r)
+	for k := j - 1; k >= lo && k >= j-16; k-- {
+		p := &insns[k].Inst
+		if p.Op == x86asm.CALL {
+			return true
+		}
+		if Writes(p, ri) {
+			return false
+		}
+	}
+	return false
+}
+
+// ImmStore reports whether instruction j is a mov of an immediate to
+// memory.
+func ImmStore(insns []x86code.Insn, j int) bool {
+	in := &insns[j].Inst
+	if in.Op != x86asm.MOV {
+		return false
+	}
+	_, isMem := in.Args[0].(x86asm.Mem)
+	_, isImm := in.Args[1].(x86asm.Imm)
+	return isMem && isImm
+}
+
+// StoredNext reports whether the register r that instruction i loads
+// is next used, before end, by a mov storing all of it to memory.
+func StoredNext(insns []x86code.Insn, i, end int, r x86asm.Reg) bool {
+	ri, _, ok := Index(r)
+	if !ok {
+		return false
+	}
+	for j := i + 1; j < end && j <= i+8; j++ {
+		nx := &insns[j].Inst
+		if nx.Op == x86asm.MOV {
+			if s, ok := nx.Args[1].(x86asm.Reg); ok && s == r {
+				m, isMem := nx.Args[0].(x86asm.Mem)
+				return isMem && !MemUses(m, ri)
+			}
+		}
+		if Uses(nx, ri) || Writes(nx, ri) {
+			return false
+		}
+	}
+	return false
+}
