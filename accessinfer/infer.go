@@ -563,6 +563,9 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 			for i := rng[b][0]; i < rng[b][1]; i++ {
 				if k := ft.memAt[i]; k >= 0 {
 					*memInsns++
+					if ft.looked[k].lazy {
+						ft.finish(&ft.looked[k], i)
+					}
 					ft.emit(&accs, i, &ft.looked[k].r)
 				}
 			}
@@ -675,7 +678,7 @@ func (ft *fnTrack) buildSites() {
 func (ft *fnTrack) step(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool, emit func(*memResult)) {
 	ft.apply(s, i)
 	in := &ft.insns[i]
-	r, hasMem := ft.look(s, i, end, pats, skip)
+	r, hasMem := ft.look(s, i, end, pats, skip, emit != nil)
 	if hasMem && emit != nil {
 		emit(r)
 	}
