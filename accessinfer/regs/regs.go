@@ -9,21 +9,39 @@ import (
 // Index maps any width of a general register to its index (x86asm's
 // 64-bit order), and reports whether it is the full 64-bit register.
 func Index(r x86asm.Reg) (int, bool, bool) {
+	e := regTable[r] // asked at nearly every instruction: a table, not a search
+	return int(e & 15), e&full != 0, e&known != 0
+}
+
+const (
+	full  = 1 << 4
+	known = 1 << 5
+)
+
+// regTable holds Index's answer for every register, by value.
+var regTable = func() (t [256]uint8) {
+	for r := range t {
+		t[r] = indexOf(x86asm.Reg(r))
+	}
+	return t
+}()
+
+func indexOf(r x86asm.Reg) uint8 {
 	switch {
 	case r >= x86asm.RAX && r <= x86asm.R15:
-		return int(r - x86asm.RAX), true, true
+		return uint8(r-x86asm.RAX) | full | known
 	case r >= x86asm.EAX && r <= x86asm.R15L:
-		return int(r - x86asm.EAX), false, true
+		return uint8(r-x86asm.EAX) | known
 	case r >= x86asm.AX && r <= x86asm.R15W:
-		return int(r - x86asm.AX), false, true
+		return uint8(r-x86asm.AX) | known
 	case r >= x86asm.AL && r <= x86asm.BL:
-		return int(r - x86asm.AL), false, true
+		return uint8(r-x86asm.AL) | known
 	case r >= x86asm.AH && r <= x86asm.BH:
-		return int(r - x86asm.AH), false, true
+		return uint8(r-x86asm.AH) | known
 	case r >= x86asm.SPB && r <= x86asm.R15B:
-		return int(r-x86asm.SPB) + 4, false, true
+		return uint8(r-x86asm.SPB+4) | known
 	}
-	return 0, false, false
+	return 0
 }
 
 // FromDWARF maps DWARF register numbers 0-15 to Index's order; ToDWARF
@@ -72,6 +90,22 @@ func ReadsOnly(op x86asm.Op) bool {
 // KnownOp: the instruction writes no register but its first operand
 // (and the flags), or none.
 func KnownOp(op x86asm.Op) bool {
+	// Asked at every instruction: a table, not the switch's search.
+	if int(op) < len(knownOps) {
+		return knownOps[op]
+	}
+	return knownOp(op)
+}
+
+var knownOps = func() []bool {
+	t := make([]bool, x86asm.XTEST+1)
+	for op := range t {
+		t[op] = knownOp(x86asm.Op(op))
+	}
+	return t
+}()
+
+func knownOp(op x86asm.Op) bool {
 	switch op {
 	case x86asm.MOV, x86asm.MOVZX, x86asm.MOVSX, x86asm.MOVSXD, x86asm.LEA,
 		x86asm.ADD, x86asm.SUB, x86asm.AND, x86asm.OR, x86asm.XOR, x86asm.ADC, x86asm.SBB,
