@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/klasy/klasy/accessinfer/cover"
 	"github.com/klasy/klasy/accessinfer/dwscan"
 	"github.com/klasy/klasy/accessinfer/members"
 	"github.com/klasy/klasy/accessinfer/regs"
@@ -232,8 +233,7 @@ type fnTrack struct {
 	facts  [][]int32     // by instruction index: indexes into fs
 	fs     []fact
 	spans  [][2]int32 // of fs[k]: instructions [i, j)
-	counts []int32
-	pool   []int32
+	cover  cover.Lists
 	// sitesAt[i] are the inlined copies holding instruction i (indexes
 	// into f.inlines), worked out at the first access emitted.
 	free       []*state // states no block holds any more
@@ -310,28 +310,7 @@ func (ft *fnTrack) buildFacts() {
 	ts := ft.w.ts
 	n := len(ft.insns)
 	ft.facts = grow(ft.facts, n)
-	defer func() {
-		// One array for all the instructions' lists.
-		ft.counts = grow(ft.counts, n)
-		total := 0
-		for _, sp := range ft.spans {
-			for i := sp[0]; i < sp[1]; i++ {
-				ft.counts[i]++
-			}
-			total += int(sp[1] - sp[0])
-		}
-		ft.pool = grow(ft.pool, total)
-		at := 0
-		for i, c := range ft.counts {
-			ft.facts[i] = ft.pool[at : at : at+int(c)]
-			at += int(c)
-		}
-		for k, sp := range ft.spans {
-			for i := sp[0]; i < sp[1]; i++ {
-				ft.facts[i] = append(ft.facts[i], int32(k))
-			}
-		}
-	}()
+	defer func() { ft.cover.Fill(ft.facts, ft.spans) }() // the lists by instruction
 	for i := range ft.applied {
 		// Past len the elements were cleared before: clearing to cap
 		// each time cost 2% of inference's CPU time.
