@@ -113,6 +113,14 @@ func (s *state) slot(off int64) (val, bool) {
 // forgets the slots it overlaps.
 // The state owns its slots (copyFrom copies them): they change in place.
 func (s *state) setSlot(off int64, n int64, v val) {
+	if n == 8 && v.kind != vNone {
+		// DWARF's facts set a slot at every instruction of a
+		// variable's range: most often to what it holds already.
+		i := sort.Search(len(s.slots), func(i int) bool { return s.slots[i].off >= off })
+		if i < len(s.slots) && s.slots[i].off == off && s.slots[i].v == v {
+			return // slots never overlap: nothing else to forget
+		}
+	}
 	out := s.slots[:0]
 	for _, sl := range s.slots {
 		if sl.off+8 <= off || sl.off >= off+n {
