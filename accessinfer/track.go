@@ -253,6 +253,7 @@ type fnTrack struct {
 	lastSites []int32
 	lastCalls []CallSite
 	applied   []appliedFacts
+	gen       uint32 // applied's entries of this function
 	// memAt[i] is instruction i's entry in looked, -1 if it has no
 	// memory operand.
 	memAt  []int32
@@ -319,21 +320,14 @@ func (ft *fnTrack) buildFacts() {
 	n := len(ft.insns)
 	ft.facts = grow(ft.facts, n)
 	defer func() { ft.cover.Fill(ft.facts, ft.spans) }() // the lists by instruction
-	for i := range ft.applied {
-		// Past len the elements were cleared before: clearing to cap
-		// each time cost 2% of inference's CPU time.
-		clear(ft.applied[i].regs)
-		ft.applied[i].regs = ft.applied[i].regs[:0]
-	}
+	// An entry of applied is this function's only when its gen is
+	// ft.gen: nothing to reset at each instruction (two passes over all
+	// of them, with the collector's barriers, cost more than prepare).
+	ft.gen++
 	if cap(ft.applied) < n {
 		ft.applied = make([]appliedFacts, n, n+n/4)
 	}
 	ft.applied = ft.applied[:n]
-	for i := range ft.applied {
-		ft.applied[i].done = false
-		ft.applied[i].from = -1
-		ft.applied[i].regs = ft.applied[i].regs[:0]
-	}
 	ft.memAt = grow(ft.memAt, n)
 	clear(ft.looked)
 	ft.looked = ft.looked[:0]
@@ -436,7 +430,7 @@ func (ft *fnTrack) apply(s *state, i int) {
 		return
 	}
 	ap := &ft.applied[i]
-	if !ap.done {
+	if ap.gen != ft.gen {
 		ft.prepare(i)
 	}
 	rs := ap.regs
@@ -464,7 +458,7 @@ type regVal struct {
 
 // appliedFacts are what apply sets at an instruction, worked out once.
 type appliedFacts struct {
-	done bool
+	gen  uint32 // done for the function of this fnTrack.gen
 	regs []regVal
 	// from >= 0: the same as instruction from's regs (not copied).
 	from int32
@@ -475,8 +469,10 @@ type appliedFacts struct {
 // cleared for each.
 func (ft *fnTrack) prepare(i int) {
 	ap := &ft.applied[i]
-	ap.done = true
-	if i > 0 && ft.applied[i-1].done && slices.Equal(ft.facts[i-1], ft.facts[i]) {
+	ap.gen, ap.from = ft.gen, -1
+	clear(ap.regs) // an earlier function's
+	ap.regs = ap.regs[:0]
+	if i > 0 && ft.applied[i-1].gen == ft.gen && slices.Equal(ft.facts[i-1], ft.facts[i]) {
 		// The same facts as the instruction before (a location covers
 		// a range): the same registers, read from there.
 		ap.from = int32(i - 1)
