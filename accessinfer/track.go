@@ -242,13 +242,16 @@ type fnTrack struct {
 	fs     []fact
 	spans  [][2]int32 // of fs[k]: instructions [i, j)
 	cover  cover.Lists
-	// sitesAt[i] are the inlined copies holding instruction i (indexes
-	// into f.inlines), worked out at the first access emitted.
+	// sitesAt[i] are the ranges of inlined copies holding instruction
+	// i (siteK: their copies' indexes into f.inlines), worked out at
+	// the first access emitted.
 	free       []*state // states no block holds any more
 	sitesBuilt bool
 	sitesAt    [][]int32
-	siteCounts []int32
-	sitePool   []int32
+	siteSpans  [][2]int32
+	siteK      []int32
+	siteLists  cover.Lists
+	siteBuf    []int32
 	// callsAt's last answer, and the copies it was for.
 	lastSites []int32
 	lastCalls []CallSite
