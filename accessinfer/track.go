@@ -1326,8 +1326,11 @@ func (ft *fnTrack) storesBeside(i int, shift int64) [][2]int64 {
 	return out
 }
 
-// retStore is regs.RetStore within instruction j's block.
-func (ft *fnTrack) retStore(j int) bool { return regs.RetStore(ft.insns, ft.blockStart(j), j) }
+// retStore is regs.RetStore within instruction j's block (not looked
+// up for an instruction that is no mov).
+func (ft *fnTrack) retStore(j int) bool {
+	return ft.insns[j].Inst.Op == x86asm.MOV && regs.RetStore(ft.insns, ft.blockStart(j), j)
+}
 
 // blockStart is the first instruction of the block holding i.
 func (ft *fnTrack) blockStart(i int) int {
