@@ -1,20 +1,14 @@
 // Package cover lists, for each position of a sequence (a function's
 // instructions), the spans that cover it: the DWARF facts (a variable's
-// location over a range of instructions) that hold at each instruction.
-// Positions between two consecutive span ends share one list, built
-// once per such stretch, so the work grows with the spans rather than
-// with the positions they cover.
+// location over a range of instructions) that hold at each instruction,
+// the inlined copies' ranges that hold it. Positions between two
+// consecutive span ends share one list, built once per such stretch, so
+// the lists cost the spans' number, not the positions they cover.
 package cover
-
-import (
-	"cmp"
-	"math"
-	"slices"
-)
 
 // Lists keeps its arrays from one call to the next.
 type Lists struct {
-	byLo, byHi []int32
+	head, next []int32 // events by position: a list through next
 	active     []int32
 	pool       []int32
 	stretches  []stretch
@@ -29,45 +23,59 @@ type stretch struct {
 // spans of the spans [lo, hi) holding i, in increasing order. The lists
 // are shared between positions and valid until Fill's next call.
 func (l *Lists) Fill(out [][]int32, spans [][2]int32) {
-	clear(out)
-	nf := len(spans)
-	l.byLo, l.byHi = resize(l.byLo, nf), resize(l.byHi, nf)
-	for k := range nf {
-		l.byLo[k], l.byHi[k] = int32(k), int32(k)
+	n := int32(len(out))
+	// head[p] starts the list of the spans starting at p, head[n+1+p]
+	// that of those ending at p (2k a start of span k, 2k+1 its end):
+	// found by position, not sorted.
+	l.head, l.next = resize(l.head, 2*int(n)+2), resize(l.next, 2*len(spans))
+	for i := range l.head {
+		l.head[i] = -1
 	}
-	slices.SortFunc(l.byLo, func(a, b int32) int { return cmp.Compare(spans[a][0], spans[b][0]) })
-	slices.SortFunc(l.byHi, func(a, b int32) int { return cmp.Compare(spans[a][1], spans[b][1]) })
+	for k := len(spans) - 1; k >= 0; k-- {
+		lo, hi := max(spans[k][0], 0), min(spans[k][1], n)
+		if lo >= hi {
+			continue
+		}
+		e := int32(2 * k)
+		l.next[e], l.head[lo] = l.head[lo], e
+		l.next[e+1], l.head[n+1+hi] = l.head[n+1+hi], e+1
+	}
 	l.active, l.pool, l.stretches = l.active[:0], l.pool[:0], l.stretches[:0]
-	lo, hi := 0, 0 // next of byLo, byHi
-	for lo < nf || hi < nf {
-		// The next position where the set changes.
-		at := int32(math.MaxInt32)
-		if lo < nf {
-			at = spans[l.byLo[lo]][0]
+	from := int32(0)
+	for p := int32(0); p < n; p++ {
+		if l.head[p] < 0 && l.head[n+1+p] < 0 {
+			continue
 		}
-		if hi < nf {
-			at = min(at, spans[l.byHi[hi]][1])
-		}
-		if n := len(l.stretches); n > 0 {
-			l.stretches[n-1].to = at
-		}
-		for ; hi < nf && spans[l.byHi[hi]][1] == at; hi++ {
-			if i, ok := slices.BinarySearch(l.active, l.byHi[hi]); ok {
-				l.active = slices.Delete(l.active, i, i+1)
+		l.stretches = append(l.stretches, stretch{from: from, to: p, at: int32(len(l.pool)) - int32(len(l.active)), n: int32(len(l.active))})
+		from = p
+		for e := l.head[n+1+p]; e >= 0; e = l.next[e] {
+			k := e / 2
+			for j, a := range l.active {
+				if a == k {
+					l.active = append(l.active[:j], l.active[j+1:]...)
+					break
+				}
 			}
 		}
-		for ; lo < nf && spans[l.byLo[lo]][0] == at; lo++ {
-			if k := l.byLo[lo]; spans[k][0] < spans[k][1] {
-				i, _ := slices.BinarySearch(l.active, k)
-				l.active = slices.Insert(l.active, i, k)
+		for e := l.head[p]; e >= 0; e = l.next[e] {
+			k := e / 2
+			j := len(l.active)
+			for j > 0 && l.active[j-1] > k {
+				j--
 			}
+			l.active = append(l.active, 0)
+			copy(l.active[j+1:], l.active[j:])
+			l.active[j] = k
 		}
-		l.stretches = append(l.stretches, stretch{from: at, to: at, at: int32(len(l.pool)), n: int32(len(l.active))})
 		l.pool = append(l.pool, l.active...)
 	}
+	l.stretches = append(l.stretches, stretch{from: from, to: n, at: int32(len(l.pool)) - int32(len(l.active)), n: int32(len(l.active))})
 	for _, s := range l.stretches {
-		list := l.pool[s.at : s.at+s.n : s.at+s.n]
-		for i := max(s.from, 0); i < s.to && int(i) < len(out); i++ {
+		var list []int32
+		if s.n > 0 {
+			list = l.pool[s.at : s.at+s.n : s.at+s.n]
+		}
+		for i := s.from; i < s.to; i++ {
 			out[i] = list
 		}
 	}

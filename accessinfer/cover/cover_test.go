@@ -20,6 +20,9 @@ func TestFill(t *testing.T) {
 			spans[k] = [2]int32{lo, lo + int32(r.Intn(20)) - 2}
 		}
 		out := make([][]int32, n)
+		for i := range out {
+			out[i] = []int32{-1} // Fill sets every position
+		}
 		l.Fill(out, spans)
 		for i := range out {
 			var want []int32
