@@ -563,9 +563,6 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 			for i := rng[b][0]; i < rng[b][1]; i++ {
 				if k := ft.memAt[i]; k >= 0 {
 					*memInsns++
-					if ft.looked[k].lazy {
-						ft.finish(&ft.looked[k], i)
-					}
 					ft.emit(&accs, i, &ft.looked[k].r)
 				}
 			}
@@ -676,7 +673,7 @@ func (ft *fnTrack) buildSites() {
 func (ft *fnTrack) step(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool, emit func(*memResult)) {
 	ft.apply(s, i)
 	in := &ft.insns[i]
-	r, hasMem := ft.look(s, i, end, pats, skip, emit != nil)
+	r, hasMem := ft.look(s, i, end, pats, skip)
 	if hasMem && emit != nil {
 		emit(r)
 	}

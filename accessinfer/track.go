@@ -275,8 +275,6 @@ type fnTrack struct {
 	// (its variables', its inlined copies' parameters'), worked out at
 	// the first access that asks.
 	named map[members.Key]bool
-	// lazyState is finish's.
-	lazyState state
 }
 
 // insnIndex is the index of the first instruction at pc or after.
@@ -686,10 +684,8 @@ func isPercpuBase(name string) bool {
 // [i, end)). When DWARF gives the base register two types (a pointer
 // and the container_of of it, both in scope), each is tried: the
 // members are those of the only typing under which the access falls on
-// a member, or the innermost member all typings agree on. Without
-// full (a round that emits nothing) the members are left to work out
-// until asked for (finish), unless the value a load gives needs them.
-func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool, full bool) (*memResult, bool) {
+// a member, or the innermost member all typings agree on.
+func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip map[int]bool) (*memResult, bool) {
 	if ft.memAt[i] < 0 {
 		return &noMem, false
 	}
@@ -714,9 +710,8 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip ma
 	}
 	// The result depends on the registers the operand names (and, for
 	// a store, the one it stores) and on nothing else of the state but
-	// the stack slots a load from the frame reads and which registers
-	// hold frame addresses (storedToFrame): worked out again only when
-	// those registers changed.
+	// the stack slots a load from the frame reads: worked out again
+	// only when those registers changed.
 	var key [3]val
 	for k, ri := range e.regs {
 		if ri >= 0 {
@@ -724,50 +719,11 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip ma
 		}
 	}
 	if e.cached && key[0].same(e.key[0]) && key[1].same(e.key[1]) && key[2].same(e.key[2]) {
-		if e.lazy && full {
-			ft.finish(e, i)
-		}
 		return &e.r, true
 	}
-	e.key, e.lazy = key, false
-	if !full && (e.acc.Kind != x86code.Load || e.acc.Bytes != 8) {
-		// What transfer needs of the result without the members: the
-		// value such an access gives is none unless the object is a
-		// stack slot or a per-CPU offset, both quick to look at in full.
-		in := &ft.insns[i]
-		if objs := ft.objects(s, e.acc.Mem, in.End(), in.PC); len(objs) > 0 && !objs[0].stack && !isPercpuBase(objs[0].gname) {
-			e.r = memResult{acc: e.acc, obj: objs[0]}
-			e.lazy, e.cached, e.end, e.pats, e.skip = true, true, end, pats, skip
-			e.inFrame = 0
-			for r := range s.regs {
-				if s.regs[r].kind == vStack {
-					e.inFrame |= 1 << r
-				}
-			}
-			return &e.r, true
-		}
-	}
-	e.r = ft.lookSlow(s, i, end, e.acc, pats, skip)
+	e.key, e.r = key, ft.lookSlow(s, i, end, e.acc, pats, skip)
 	e.cached = !e.r.obj.stack
 	return &e.r, true // valid until look's next call at i: not copied
-}
-
-// finish works out a result look left lazy from the registers it was
-// for: those of its key, and which held frame addresses.
-func (ft *fnTrack) finish(e *lookEntry, i int) {
-	s := &ft.lazyState
-	s.regs = [16]val{}
-	for r := range s.regs {
-		if e.inFrame&(1<<r) != 0 {
-			s.regs[r] = val{kind: vStack}
-		}
-	}
-	for k, ri := range e.regs {
-		if ri >= 0 {
-			s.regs[ri] = e.key[k]
-		}
-	}
-	e.r, e.lazy = ft.lookSlow(s, i, e.end, e.acc, e.pats, e.skip), false
 }
 
 // access is x86code.Access of instruction i, worked out in buildFacts.
@@ -786,14 +742,6 @@ type lookEntry struct {
 	regs   [3]int // base, index, stored register (-1: none)
 	key    [3]val
 	r      memResult
-	// lazy: r has the object but not the members yet (finish), for the
-	// block ending at end, with its patterns and the registers that
-	// held frame addresses (bits by index).
-	lazy    bool
-	inFrame uint16
-	end     int
-	pats    map[int]members.Bits
-	skip    map[int]bool
 }
 
 // lookSlow is look without the cache.
