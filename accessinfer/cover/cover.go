@@ -6,12 +6,14 @@
 // the lists cost the spans' number, not the positions they cover.
 package cover
 
+import "slices"
+
 // Lists keeps its arrays from one call to the next.
 type Lists struct {
-	head, next []int32 // events by position: a list through next
-	active     []int32
-	pool       []int32
-	stretches  []stretch
+	events    []int64
+	active    []int32
+	pool      []int32
+	stretches []stretch
 }
 
 type stretch struct {
@@ -24,52 +26,40 @@ type stretch struct {
 // are shared between positions and valid until Fill's next call.
 func (l *Lists) Fill(out [][]int32, spans [][2]int32) {
 	n := int32(len(out))
-	// head[p] starts the list of the spans starting at p, head[n+1+p]
-	// that of those ending at p (2k a start of span k, 2k+1 its end):
-	// found by position, not sorted.
-	l.head, l.next = resize(l.head, 2*int(n)+2), resize(l.next, 2*len(spans))
-	for i := range l.head {
-		l.head[i] = -1
-	}
-	for k := len(spans) - 1; k >= 0; k-- {
-		lo, hi := max(spans[k][0], 0), min(spans[k][1], n)
-		if lo >= hi {
-			continue
+	// An event is a span's start or end at a position: position, then
+	// ends before starts, then the span, in the bits of one integer
+	// (sorted without a comparison function).
+	ev := l.events[:0]
+	for k, sp := range spans {
+		if lo, hi := max(sp[0], 0), min(sp[1], n); lo < hi {
+			ev = append(ev, int64(hi)<<33|int64(k), int64(lo)<<33|1<<32|int64(k))
 		}
-		e := int32(2 * k)
-		l.next[e], l.head[lo] = l.head[lo], e
-		l.next[e+1], l.head[n+1+hi] = l.head[n+1+hi], e+1
 	}
+	slices.Sort(ev)
+	l.events = ev
 	l.active, l.pool, l.stretches = l.active[:0], l.pool[:0], l.stretches[:0]
 	from := int32(0)
-	for p := int32(0); p < n; p++ {
-		if l.head[p] < 0 && l.head[n+1+p] < 0 {
+	for _, e := range ev {
+		p, start, k := int32(e>>33), e&(1<<32) != 0, int32(uint32(e))
+		if p != from {
+			l.stretches = append(l.stretches, stretch{from: from, to: p, at: int32(len(l.pool)), n: int32(len(l.active))})
+			l.pool = append(l.pool, l.active...)
+			from = p
+		}
+		if !start {
+			if j := slices.Index(l.active, k); j >= 0 {
+				l.active = slices.Delete(l.active, j, j+1)
+			}
 			continue
 		}
-		l.stretches = append(l.stretches, stretch{from: from, to: p, at: int32(len(l.pool)) - int32(len(l.active)), n: int32(len(l.active))})
-		from = p
-		for e := l.head[n+1+p]; e >= 0; e = l.next[e] {
-			k := e / 2
-			for j, a := range l.active {
-				if a == k {
-					l.active = append(l.active[:j], l.active[j+1:]...)
-					break
-				}
-			}
+		j := len(l.active)
+		for j > 0 && l.active[j-1] > k {
+			j--
 		}
-		for e := l.head[p]; e >= 0; e = l.next[e] {
-			k := e / 2
-			j := len(l.active)
-			for j > 0 && l.active[j-1] > k {
-				j--
-			}
-			l.active = append(l.active, 0)
-			copy(l.active[j+1:], l.active[j:])
-			l.active[j] = k
-		}
-		l.pool = append(l.pool, l.active...)
+		l.active = slices.Insert(l.active, j, k)
 	}
-	l.stretches = append(l.stretches, stretch{from: from, to: n, at: int32(len(l.pool)) - int32(len(l.active)), n: int32(len(l.active))})
+	l.stretches = append(l.stretches, stretch{from: from, to: n, at: int32(len(l.pool)), n: int32(len(l.active))})
+	l.pool = append(l.pool, l.active...)
 	for _, s := range l.stretches {
 		var list []int32
 		if s.n > 0 {
@@ -79,11 +69,4 @@ func (l *Lists) Fill(out [][]int32, spans [][2]int32) {
 			out[i] = list
 		}
 	}
-}
-
-func resize(s []int32, n int) []int32 {
-	if cap(s) < n {
-		return make([]int32, n)
-	}
-	return s[:n]
 }
