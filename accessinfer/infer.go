@@ -606,17 +606,10 @@ func (ft *fnTrack) callsAt(i int) []CallSite {
 	if !ft.sitesBuilt {
 		ft.buildSites()
 	}
-	if len(ft.sitesAt[i]) == 0 {
+	ks := ft.sitesAt[i]
+	if len(ks) == 0 {
 		return nil
 	}
-	// The copies of the ranges, each once (a copy's ranges may overlap).
-	ks := ft.siteBuf[:0]
-	for _, sp := range ft.sitesAt[i] {
-		if k := ft.siteK[sp]; len(ks) == 0 || ks[len(ks)-1] != k {
-			ks = append(ks, k)
-		}
-	}
-	ft.siteBuf = ks
 	// The instructions of one inlined copy, one after the other, share
 	// their call sites (no one changes an access's Calls).
 	if ft.lastCalls != nil && slices.Equal(ks, ft.lastSites) {
@@ -637,34 +630,43 @@ func (ft *fnTrack) callsAt(i int) []CallSite {
 	return out
 }
 
-// buildSites lists, for each instruction, the ranges of inlined copies
-// holding it (indexes into siteK, which gives the copy's index into
-// f.inlines; copies in their order).
+// buildSites lists, for each instruction, the inlined copies holding
+// it (indexes into f.inlines, in their order).
 func (ft *fnTrack) buildSites() {
 	ft.sitesBuilt = true
 	n := len(ft.insns)
 	ft.sitesAt = grow(ft.sitesAt, n)
-	spans, ks := ft.siteSpans[:0], ft.siteK[:0]
-	for k := range ft.f.Inlines {
-		s := &ft.f.Inlines[k]
-		for ri, r := range s.Ranges {
-			dup := false
-			for _, q := range s.Ranges[:ri] {
-				dup = dup || (q[0] <= r[0] && r[1] <= q[1])
+	ft.siteCounts = grow(ft.siteCounts, n)
+	total := 0
+	each := func(fn func(k, i int)) {
+		for k := range ft.f.Inlines {
+			s := &ft.f.Inlines[k]
+			for ri, r := range s.Ranges {
+				dup := false
+				for _, q := range s.Ranges[:ri] {
+					dup = dup || (q[0] <= r[0] && r[1] <= q[1])
+				}
+				if dup {
+					continue
+				}
+				for i := ft.insnIndex(r[0]); i < n && ft.insns[i].PC < r[1]; i++ {
+					fn(k, i)
+				}
 			}
-			if dup {
-				continue
-			}
-			lo := ft.insnIndex(r[0])
-			hi := lo
-			for hi < n && ft.insns[hi].PC < r[1] {
-				hi++
-			}
-			spans, ks = append(spans, [2]int32{int32(lo), int32(hi)}), append(ks, int32(k))
 		}
 	}
-	ft.siteSpans, ft.siteK = spans, ks
-	ft.siteLists.Fill(ft.sitesAt, spans)
+	each(func(k, i int) { ft.siteCounts[i]++; total++ })
+	ft.sitePool = grow(ft.sitePool, total)
+	at := 0
+	for i, c := range ft.siteCounts {
+		ft.sitesAt[i] = ft.sitePool[at : at : at+int(c)]
+		at += int(c)
+	}
+	each(func(k, i int) {
+		if l := len(ft.sitesAt[i]); l == 0 || ft.sitesAt[i][l-1] != int32(k) {
+			ft.sitesAt[i] = append(ft.sitesAt[i], int32(k))
+		}
+	})
 }
 
 // step applies DWARF's facts at instruction i, looks at its memory

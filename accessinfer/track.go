@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
-	"github.com/klasy/klasy/accessinfer/cover"
 	"github.com/klasy/klasy/accessinfer/dwscan"
 	"github.com/klasy/klasy/accessinfer/members"
 	"github.com/klasy/klasy/accessinfer/regs"
@@ -241,17 +240,15 @@ type fnTrack struct {
 	facts  [][]int32     // by instruction index: indexes into fs
 	fs     []fact
 	spans  [][2]int32 // of fs[k]: instructions [i, j)
-	cover  cover.Lists
-	// sitesAt[i] are the ranges of inlined copies holding instruction
-	// i (siteK: their copies' indexes into f.inlines), worked out at
-	// the first access emitted.
+	counts []int32
+	pool   []int32
+	// sitesAt[i] are the inlined copies holding instruction i (indexes
+	// into f.inlines), worked out at the first access emitted.
 	free       []*state // states no block holds any more
 	sitesBuilt bool
 	sitesAt    [][]int32
-	siteSpans  [][2]int32
-	siteK      []int32
-	siteLists  cover.Lists
-	siteBuf    []int32
+	siteCounts []int32
+	sitePool   []int32
 	// callsAt's last answer, and the copies it was for.
 	lastSites []int32
 	lastCalls []CallSite
@@ -320,7 +317,28 @@ func (ft *fnTrack) buildFacts() {
 	ts := ft.w.ts
 	n := len(ft.insns)
 	ft.facts = grow(ft.facts, n)
-	defer func() { ft.cover.Fill(ft.facts, ft.spans) }() // the lists by instruction
+	defer func() {
+		// One array for all the instructions' lists.
+		ft.counts = grow(ft.counts, n)
+		total := 0
+		for _, sp := range ft.spans {
+			for i := sp[0]; i < sp[1]; i++ {
+				ft.counts[i]++
+			}
+			total += int(sp[1] - sp[0])
+		}
+		ft.pool = grow(ft.pool, total)
+		at := 0
+		for i, c := range ft.counts {
+			ft.facts[i] = ft.pool[at : at : at+int(c)]
+			at += int(c)
+		}
+		for k, sp := range ft.spans {
+			for i := sp[0]; i < sp[1]; i++ {
+				ft.facts[i] = append(ft.facts[i], int32(k))
+			}
+		}
+	}()
 	// An entry of applied is this function's only when its gen is
 	// ft.gen: nothing to reset at each instruction (two passes over all
 	// of them, with the collector's barriers, cost more than prepare).
