@@ -843,6 +843,9 @@ const (
 // Version is the unit's DWARF version.
 func (s *Unit) Version() int { return s.ver }
 
+// AddrSize is the size of an address in the unit (its header's).
+func (s *Unit) AddrSize() int { return s.addrSize }
+
 // Err returns what stopped the scan, or nil.
 func (s *Unit) Err() error { return s.r.Err() }
 
