@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/klasy/klasy/dwarfmap/table"
@@ -399,6 +400,8 @@ func (d *decoder) fileOf(k int) uint32 {
 func (d *decoder) run(p program, rows []table.Row) ([]table.Row, error) {
 	r := &d.r
 	r.Reset(p.code)
+	// Sized once: kernels' programs take 3 to 4 bytes a row.
+	rows = slices.Grow(rows, len(p.code)/3+16)
 	var (
 		addr                                 uint64
 		opIndex, line, column, discriminator int

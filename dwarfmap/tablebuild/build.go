@@ -419,16 +419,19 @@ type merger struct {
 	in         *interner
 	fileIDs    map[string]uint32
 	structSeen map[string]bool
+	// typedefSeen are the typedef names, kept apart from the tags.
+	typedefSeen map[string]bool
 }
 
 // newMerger sizes the row table from the line section (Debian's vmlinux:
 // 4 bytes of .debug_line per row), so 4.3 M rows are not copied on growth.
 func newMerger(lineBytes int) *merger {
 	return &merger{
-		x:          &table.Tables{Rows: make([]table.Row, 0, lineBytes/3+1024)},
-		in:         &interner{m: map[string]table.StrRef{}},
-		fileIDs:    map[string]uint32{},
-		structSeen: map[string]bool{},
+		x:           &table.Tables{Rows: make([]table.Row, 0, lineBytes/3+1024)},
+		in:          &interner{m: map[string]table.StrRef{}},
+		fileIDs:     map[string]uint32{},
+		structSeen:  map[string]bool{},
+		typedefSeen: map[string]bool{},
 	}
 }
 
@@ -477,14 +480,14 @@ func (m *merger) add(ui int, res *unitResult, bounds [2]uint64) {
 		x.InlRanges = append(x.InlRanges, f.ranges...)
 	}
 	for _, s := range res.structs {
-		key := string(s.name)
+		seen := m.structSeen
 		if s.kind == table.KindTypedef {
-			key = "typedef " + key // C keeps tags and typedef names apart
+			seen = m.typedefSeen // C keeps tags and typedef names apart
 		}
-		if m.structSeen[key] {
+		if seen[string(s.name)] {
 			continue
 		}
-		m.structSeen[key] = true
+		seen[string(s.name)] = true
 		x.Structs = append(x.Structs, table.Struct{Name: in.addBytes(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
 	}
 }
