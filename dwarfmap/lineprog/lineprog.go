@@ -81,7 +81,7 @@ var ErrMalformed = errors.New("malformed line table")
 // fileEntry is one entry of the file table; a nil one (entry 0 before
 // DWARF 5) names no file.
 type fileEntry struct {
-	name  string
+	name  string // joined to its directory and cleaned
 	isNil bool
 	slot  int32 // index into the files Decode returns, -1 until used
 }
@@ -97,21 +97,56 @@ type decoder struct {
 	entries  []fileEntry
 	files    []string
 	nilSlot  int32
+	names    *Names
 }
 
-// Decode appends the rows of u's line program to rows. Each row's File
+// Names are the file names of line tables, joined to their directories
+// and cleaned, by directory and name: a kernel's units name the same
+// headers in the same directories thousands of times, so one caller that
+// decodes many units joins and cleans each name once (and keeps one copy
+// of it). A Names is not safe for concurrent use.
+type Names struct{ byDir map[string]map[string]string }
+
+// NewNames returns an empty Names.
+func NewNames() *Names { return &Names{byDir: map[string]map[string]string{}} }
+
+// name is path.Clean(debug/dwarf's pathJoin(dir, p)) (no join if dir or
+// p is empty), as debug/dwarf names the file and the index cleans it.
+func (n *Names) name(dir string, p []byte) string {
+	byName := n.byDir[dir]
+	if byName == nil {
+		byName = map[string]string{}
+		n.byDir[dir] = byName
+	}
+	if s, ok := byName[string(p)]; ok {
+		return s
+	}
+	s := string(p)
+	if dir != "" && s != "" {
+		s = pathJoin(dir, s)
+	}
+	s = path.Clean(s)
+	byName[string(p)] = s
+	return s
+}
+
+// Decode appends the rows of u's line program to rows, with names (nil:
+// a new one) for its file names. Each row's File
 // indexes the files returned: the header's file table in order, then
 // the files the program defines or names out of the table, in the order
 // rows first use them ("" for a file number outside the table); names
 // are cleaned (path.Clean).
-func Decode(s Sections, u Unit, rows []table.Row) (files []string, _ []table.Row, err error) {
+func Decode(s Sections, u Unit, rows []table.Row, names *Names) (files []string, _ []table.Row, err error) {
 	if s.Line == nil || u.StmtList < 0 {
 		return nil, rows, nil
 	}
 	if u.StmtList > int64(len(s.Line)) {
 		return nil, rows, fmt.Errorf("DW_AT_stmt_list %#x past .debug_line (%d bytes): %w", u.StmtList, len(s.Line), ErrMalformed)
 	}
-	d := &decoder{s: s, u: u, nilSlot: -1}
+	if names == nil {
+		names = NewNames()
+	}
+	d := &decoder{s: s, u: u, nilSlot: -1, names: names}
 	d.r.Reset(s.Line[u.StmtList:])
 	prog, err := d.header()
 	if err != nil {
@@ -238,8 +273,13 @@ func (d *decoder) header() (p program, err error) {
 		}
 		d.dirs = make([]string, n)
 		for i := range d.dirs {
-			if d.dirs[i], err = d.lnct(dirFormat); err != nil {
+			dp, dir, err := d.lnct(dirFormat)
+			if err != nil {
 				return p, err
+			}
+			d.dirs[i] = string(dp)
+			if dir != "" && len(dp) > 0 {
+				d.dirs[i] = pathJoin(dir, d.dirs[i])
 			}
 		}
 		fileFormat := d.lnctFormat()
@@ -249,11 +289,11 @@ func (d *decoder) header() (p program, err error) {
 		}
 		d.entries = make([]fileEntry, n)
 		for i := range d.entries {
-			name, err := d.lnct(fileFormat)
+			name, dir, err := d.lnct(fileFormat)
 			if err != nil {
 				return p, err
 			}
-			d.entries[i] = fileEntry{name: name, slot: -1}
+			d.entries[i] = fileEntry{name: d.names.name(dir, name), slot: -1}
 		}
 	}
 	if err := r.Err(); err != nil {
@@ -275,17 +315,16 @@ func (d *decoder) lnctFormat() []lnctForm {
 	return f
 }
 
-// lnct reads one directory or file entry of a DWARF 5 header: its path,
-// joined to its directory's.
-func (d *decoder) lnct(format []lnctForm) (string, error) {
+// lnct reads one directory or file entry of a DWARF 5 header: its path
+// and its directory's ("" if none).
+func (d *decoder) lnct(format []lnctForm) (p []byte, dir string, err error) {
 	r := &d.r
-	var p, dir string
 	for _, lf := range format {
-		var str string
+		var str []byte
 		var val uint64
 		switch lf.form {
 		case formString:
-			str = string(r.CString())
+			str = r.CString()
 		case formStrp, formLineStrp:
 			var off uint64
 			if d.dwarf64 {
@@ -299,12 +338,12 @@ func (d *decoder) lnct(format []lnctForm) (string, error) {
 			}
 			sr := bytereader.Reader{}
 			if off > uint64(len(sec)) {
-				return "", malformed("string at %#x past %s", off, name)
+				return nil, "", malformed("string at %#x past %s", off, name)
 			}
 			sr.Reset(sec[off:])
-			str = string(sr.CString())
+			str = sr.CString()
 			if err := sr.Err(); err != nil {
-				return "", fmt.Errorf("%s: %w", name, err)
+				return nil, "", fmt.Errorf("%s: %w", name, err)
 			}
 		case formStrpSup:
 			if d.dwarf64 {
@@ -343,38 +382,36 @@ func (d *decoder) lnct(format []lnctForm) (string, error) {
 			p = str
 		case lnctDirectoryIndex:
 			if val >= uint64(len(d.dirs)) {
-				return "", malformed("directory index %d out of range", val)
+				return nil, "", malformed("directory index %d out of range", val)
 			}
 			dir = d.dirs[val]
 		}
 	}
-	if dir != "" && p != "" {
-		p = pathJoin(dir, p)
-	}
-	return p, r.Err()
+	return p, dir, r.Err()
 }
 
 // fileEntry reads a DWARF 2-4 file entry (of the header, or of
 // DW_LNE_define_file); done at the table's empty name.
 func (d *decoder) fileEntry() (done bool, err error) {
 	r := &d.r
-	name := string(r.CString())
+	name := r.CString()
 	if err := r.Err(); err != nil {
 		return false, err
 	}
-	if name == "" {
+	if len(name) == 0 {
 		return true, nil
 	}
 	dirIndex := r.ULEB128()
-	if !pathIsAbs(name) {
+	dir := ""
+	if !pathIsAbs(string(name)) {
 		if dirIndex >= uint64(len(d.dirs)) {
 			return false, malformed("directory index %d too large", dirIndex)
 		}
-		name = pathJoin(d.dirs[dirIndex], name)
+		dir = d.dirs[dirIndex]
 	}
 	r.ULEB128() // mtime
 	r.ULEB128() // length
-	d.entries = append(d.entries, fileEntry{name: name, slot: -1})
+	d.entries = append(d.entries, fileEntry{name: d.names.name(dir, name), slot: -1})
 	return false, r.Err()
 }
 
@@ -391,7 +428,7 @@ func (d *decoder) fileOf(k int) uint32 {
 	e := &d.entries[k]
 	if e.slot < 0 {
 		e.slot = int32(len(d.files))
-		d.files = append(d.files, path.Clean(e.name))
+		d.files = append(d.files, e.name)
 	}
 	return uint32(e.slot)
 }

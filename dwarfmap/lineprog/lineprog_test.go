@@ -37,6 +37,7 @@ func compareAll(t *testing.T, f *elf.File) (units, rows int) {
 	}
 	s := Sections{Line: sec(".debug_line"), Str: sec(".debug_str"), LineStr: sec(".debug_line_str")}
 	r := d.Reader()
+	names := NewNames() // shared by the units, as a build's worker shares it
 	for {
 		cu, err := r.Next()
 		if err != nil {
@@ -55,7 +56,7 @@ func compareAll(t *testing.T, f *elf.File) (units, rows int) {
 		}
 		u.CompDir, _ = cu.Val(dwarf.AttrCompDir).(string)
 		wantFiles, wantRows := readerRows(t, d, cu)
-		files, got, err := Decode(s, u, nil)
+		files, got, err := Decode(s, u, nil, names)
 		if err != nil {
 			t.Fatalf("unit at %#x: %v", cu.Offset, err)
 		}
@@ -183,13 +184,13 @@ func TestDecodeTruncated(t *testing.T) {
 	body = append(append(body, hdr...), prog...)
 	line := append(le32(uint32(len(body))), body...)
 	u := Unit{StmtList: 0, CompDir: "/src", AddrSize: 8}
-	files, rows, err := Decode(Sections{Line: line}, u, nil)
+	files, rows, err := Decode(Sections{Line: line}, u, nil, nil)
 	if err != nil || fmt.Sprint(files) != "[ /src/a.c]" || len(rows) != 2 || rows[0].Addr != 0x10 || rows[1].Flags&table.RowEndSequence == 0 {
 		t.Fatalf("whole table: files %q, rows %+v, %v", files, rows, err)
 	}
 	for n := 1; n < len(line); n++ { // (0 bytes: no .debug_line, no table)
 		short := append([]byte(nil), line[:n]...)
-		if _, _, err := Decode(Sections{Line: short}, u, nil); err == nil {
+		if _, _, err := Decode(Sections{Line: short}, u, nil, nil); err == nil {
 			t.Errorf("cut to %d of %d bytes: no error", n, len(line))
 		}
 	}

@@ -148,12 +148,13 @@ func Build(img *elfimage.Image, progress Progress) (x *table.Tables, err error) 
 			// recover.
 			debug.SetPanicOnFault(true)
 			cache := diescan.Abbrevs{}
+			names := lineprog.NewNames()
 			for !stop.Load() {
 				i := int(next.Add(1) - 1)
 				if i >= len(bounds) {
 					return
 				}
-				results[i] = readUnit(secs, lsecs, bounds, i, cache)
+				results[i] = readUnit(secs, lsecs, bounds, i, cache, names)
 				failed := results[i].err != nil // results[i] is the merger's once ready
 				close(ready[i])
 				if failed {
@@ -193,7 +194,7 @@ func Build(img *elfimage.Image, progress Progress) (x *table.Tables, err error) 
 	return m.finish(code), nil
 }
 
-func readUnit(secs *diescan.Sections, lsecs lineprog.Sections, bounds [][2]uint64, ui int, cache diescan.Abbrevs) (res unitResult) {
+func readUnit(secs *diescan.Sections, lsecs lineprog.Sections, bounds [][2]uint64, ui int, cache diescan.Abbrevs, names *lineprog.Names) (res unitResult) {
 	defer func() {
 		if r := recover(); r != nil {
 			if res.err = mmapfile.FaultError(r); res.err == nil {
@@ -219,7 +220,7 @@ func readUnit(secs *diescan.Sections, lsecs lineprog.Sections, bounds [][2]uint6
 	res.name, res.compDir, res.lowPC = string(cu.Name), string(cu.CompDir), cu.Low
 
 	ua := s.UnitAttrs()
-	res.files, res.rows, err = lineprog.Decode(lsecs, lineprog.Unit{StmtList: ua.StmtList, CompDir: string(cu.CompDir), AddrSize: s.AddrSize()}, nil)
+	res.files, res.rows, err = lineprog.Decode(lsecs, lineprog.Unit{StmtList: ua.StmtList, CompDir: string(cu.CompDir), AddrSize: s.AddrSize()}, nil, names)
 	if err != nil {
 		res.err = fmt.Errorf("line table of %s: %w", res.name, err)
 		return
