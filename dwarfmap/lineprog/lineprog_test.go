@@ -6,17 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"path"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/testenv"
 )
 
-// want decodes every unit's line table of f with debug/dwarf's
+// compareAll decodes every unit's line table of f with debug/dwarf's
 // LineReader and Decode, and fails t where they differ.
 func compareAll(t *testing.T, f *elf.File) (units, rows int) {
 	t.Helper()
@@ -132,17 +130,12 @@ func readerRows(t *testing.T, d *dwarf.Data, cu *dwarf.Entry) ([]string, []table
 // TestDecodeAsDebugDwarf compiles dwarfmap's fixture with each DWARF
 // version gcc emits and checks Decode against debug/dwarf on every unit.
 func TestDecodeAsDebugDwarf(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		testenv.Need(t, "binutils", fmt.Errorf("gcc not found: apt install gcc binutils"))
-	}
 	for _, v := range []string{"2", "3", "4", "5"} {
 		t.Run("dwarf"+v, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "fixture")
 			args := []string{"-O2", "-g", "-gdwarf-" + v, "-nostdlib", "-Wl,-e,main", "-Wl,--unresolved-symbols=ignore-all",
 				"-o", out, "../testdata/fixture.c", "../testdata/strong.c"}
-			if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-				t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
-			}
+			testenv.GCC(t, args...)
 			f, err := elf.Open(out)
 			if err != nil {
 				t.Fatal(err)
