@@ -12,6 +12,7 @@
 package diescan
 
 import (
+	"bytes"
 	"debug/dwarf"
 	"encoding/binary"
 	"errors"
@@ -66,6 +67,10 @@ type attrSpec struct {
 	// (DW_AT_decl_column, DW_AT_GNU_locviews, ..., a third of a
 	// variable's) are stepped over without decoding.
 	read bool
+	// size is fixedSize(form): in a unit of the sizes it assumes
+	// (Unit.fixed) a value not kept is stepped over by it, without
+	// skipAttr's switch.
+	size int8
 	form form
 	ic   int64 // DW_FORM_implicit_const value
 }
@@ -253,7 +258,7 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 			if at == 0 && fm == 0 {
 				break
 			}
-			s := attrSpec{attr: at, form: fm, read: nextAttr(at)}
+			s := attrSpec{attr: at, form: fm, read: nextAttr(at), size: int8(fixedSize(fm))}
 			if fm == formImplicitConst {
 				s.ic = r.SLEB128()
 			}
@@ -295,6 +300,9 @@ type Unit struct {
 	abbrevs  []abbrev
 	r        bytereader.Reader
 	vars     bool // WantVariables
+	// fixed: the unit's addresses, offsets and version are those
+	// fixedSize assumes, so the sizes it gives hold.
+	fixed bool
 }
 
 // WantVariables has Next decode the DIEs of variables, parameters and
@@ -390,11 +398,11 @@ func cstrAt(sec []byte, off uint64) []byte {
 	if off >= uint64(len(sec)) {
 		return nil
 	}
+	// IndexByte's vector loop, not a byte loop: names were a quarter
+	// of readAttr's time.
 	s := sec[off:]
-	for i, c := range s {
-		if c == 0 {
-			return s[:i]
-		}
+	if i := bytes.IndexByte(s, 0); i >= 0 {
+		return s[:i]
 	}
 	return s
 }
@@ -504,12 +512,67 @@ func (s *Unit) Next(d *DIE) bool {
 	}
 	d.Tag, d.Children = a.tag, a.children
 	want := wanted(a.tag) || (s.vars && varTag(a.tag))
+	if !want && s.fixed && a.size >= 0 {
+		// A DIE nothing is kept of but its sibling, all of fixed
+		// size (call sites, members, most types): stepped over at
+		// once, as Skip does.
+		if a.sib >= 0 {
+			at0 := r.Offset()
+			r.Skip(uint64(a.sib))
+			for _, at := range a.attrs {
+				if at.attr == dwarf.AttrSibling {
+					d.Sibling = s.ref(at.form, s.readAttr(at.form, at.ic).u)
+					break
+				}
+			}
+			r.Seek(at0)
+		}
+		r.Skip(uint64(a.size))
+		return r.Err() == nil
+	}
 	for _, at := range a.attrs {
 		if (!want || !at.read) && at.attr != dwarf.AttrSibling {
-			s.skipAttr(at.form)
+			if at.size >= 0 && s.fixed {
+				r.Skip(uint64(at.size))
+			} else {
+				s.skipAttr(at.form)
+			}
 			continue
 		}
-		v := s.readAttr(at.form, at.ic)
+		// The forms GCC writes most read here, the rest by readAttr:
+		// its call and its larger result cost more than reading most
+		// values (a helper holding this switch is not inlined, and
+		// Next was then no faster).
+		var v val
+		switch at.form {
+		case formRef4, formData4:
+			v.u = uint64(r.U32())
+		case formData1, formRef1, formFlag:
+			v.u = uint64(r.U8())
+		case formData2, formRef2:
+			v.u = uint64(r.U16())
+		case formFlagPresent:
+			v.u = 1
+		case formStrp:
+			if !s.fixed {
+				v = s.readAttr(at.form, at.ic)
+				break
+			}
+			v.u = uint64(r.U32())
+			v.b, v.isStr = cstrAt(s.secs.Str, v.u), true
+		case formAddr, formSecOffset:
+			if !s.fixed {
+				v = s.readAttr(at.form, at.ic)
+				break
+			}
+			if at.form == formAddr {
+				v.u = r.U64()
+			} else {
+				v.u = uint64(r.U32())
+			}
+		default:
+			v = s.readAttr(at.form, at.ic)
+		}
 		switch at.attr {
 		case dwarf.AttrSibling:
 			d.Sibling = s.ref(at.form, v.u)
@@ -808,6 +871,7 @@ func NewUnit(secs *Sections, start, end uint64, cache Abbrevs) (*Unit, error) {
 	if r.Err() != nil || s.ver < 2 || s.ver > 5 || (s.addrSize != 4 && s.addrSize != 8) {
 		return nil, fmt.Errorf("unit at %#x: unsupported header (version %d, address size %d): %w", start, s.ver, s.addrSize, ErrMalformed)
 	}
+	s.fixed = s.addrSize == 8 && s.offSize == 4 && s.ver >= 3
 	ab, ok := cache[abOff]
 	if !ok && secs.shared != nil {
 		secs.shared.mu.Lock()
@@ -963,8 +1027,7 @@ func (s *Unit) Skip() bool {
 	if a == nil {
 		return false
 	}
-	// fixedSize's sizes hold for this unit.
-	fixed := s.addrSize == 8 && s.offSize == 4 && s.ver >= 3
+	fixed := s.fixed
 	sib := uint64(0)
 	switch {
 	case fixed && a.children && a.sib >= 0:
@@ -993,7 +1056,11 @@ func (s *Unit) Skip() bool {
 			sib = s.ref(at.form, s.readAttr(at.form, at.ic).u)
 			continue
 		}
-		s.skipAttr(at.form)
+		if fixed && at.size >= 0 {
+			r.Skip(uint64(at.size))
+		} else {
+			s.skipAttr(at.form)
+		}
 	}
 	if r.Err() != nil {
 		return false
