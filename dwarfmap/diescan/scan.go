@@ -532,9 +532,12 @@ func (s *Unit) Next(d *DIE) bool {
 	}
 	for _, at := range a.attrs {
 		if (!want || !at.read) && at.attr != dwarf.AttrSibling {
-			if at.size >= 0 && s.fixed {
+			switch {
+			case at.size >= 0 && s.fixed:
 				r.Skip(uint64(at.size))
-			} else {
+			case at.form == formExprloc:
+				r.Skip(r.ULEB128())
+			default:
 				s.skipAttr(at.form)
 			}
 			continue
@@ -553,6 +556,14 @@ func (s *Unit) Next(d *DIE) bool {
 			v.u = uint64(r.U16())
 		case formFlagPresent:
 			v.u = 1
+		case formImplicitConst:
+			v.u = uint64(at.ic)
+		case formData8:
+			v.u = r.U64()
+		case formString:
+			v.b, v.isStr = r.CString(), true
+		case formExprloc:
+			v.b = r.Bytes(r.ULEB128())
 		case formStrp:
 			if !s.fixed {
 				v = s.readAttr(at.form, at.ic)
