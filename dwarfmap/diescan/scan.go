@@ -17,6 +17,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/klasy/klasy/internal/bytereader"
@@ -128,23 +129,19 @@ func fixedSize(f form) int32 {
 	return -1
 }
 
-// sizes sets a's size and sib.
-func (a *abbrev) sizes() {
-	a.size, a.sib = 0, -1
-	for _, at := range a.attrs {
-		if at.attr == dwarf.AttrLocation {
-			a.loc = true
-		}
-		if at.attr == dwarf.AttrSibling && a.sib < 0 && a.size >= 0 {
-			a.sib = a.size
-		}
-		n := fixedSize(at.form)
-		if n < 0 || a.size < 0 {
-			a.size = -1
-			continue
-		}
-		a.size += n
+// add adds at, the next of a's attributes, to a's size, sib and loc.
+func (a *abbrev) add(at *attrSpec) {
+	if at.attr == dwarf.AttrLocation {
+		a.loc = true
 	}
+	if at.attr == dwarf.AttrSibling && a.sib < 0 && a.size >= 0 {
+		a.sib = a.size
+	}
+	if at.size < 0 || a.size < 0 {
+		a.size = -1
+		return
+	}
+	a.size += int32(at.size)
 }
 
 // form is a DW_FORM_* code (debug/dwarf keeps its names private).
@@ -198,32 +195,16 @@ const (
 	formGNUStrpAlt   form = 0x1f21
 )
 
-// countAbbrevs counts the attributes and finds the largest code of the
-// abbreviation table at off, for parseAbbrevs to size its slices; it
-// stops where the table ends or stops parsing (parseAbbrevs says why).
-func countAbbrevs(b []byte, off uint64) (nattrs int, maxCode uint64) {
-	r := bytereader.New(b)
-	r.Seek(int(off))
-	for {
-		code := r.ULEB128()
-		if code == 0 || r.Err() != nil || code > 1<<20 {
-			return nattrs, maxCode
-		}
-		maxCode = max(maxCode, code)
-		r.ULEB128()
-		r.U8()
-		for {
-			at, fm := r.ULEB128(), form(r.ULEB128())
-			if r.Err() != nil || at == 0 && fm == 0 {
-				break
-			}
-			if fm == formImplicitConst {
-				r.SLEB128()
-			}
-			nattrs++
-		}
-	}
+// abbrevScratch is where parseAbbrevs reads a table before it knows
+// its size: its arrays, reused, stay in the caches, and the table's
+// are made once at their size and copied into.
+type abbrevScratch struct {
+	attrs []attrSpec
+	tab   []abbrev   // attrs nil: span says where they are in attrs
+	span  [][2]int32 // of tab[code]
 }
+
+var abbrevScratches = sync.Pool{New: func() any { return new(abbrevScratch) }}
 
 func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 	if off >= uint64(len(b)) {
@@ -234,11 +215,10 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 	// The attributes of all the table's abbreviations go in one slice
 	// (span[code] is the code's part), not one grown per abbreviation:
 	// a vmlinux has a table per unit, thousands of abbreviations each.
-	// Counted first, so that nothing is grown.
-	nattrs, maxCode := countAbbrevs(b, off)
-	tab := make([]abbrev, 0, maxCode+1)
-	all := make([]attrSpec, 0, nattrs)
-	span := make([][2]int32, 0, maxCode+1)
+	sc := abbrevScratches.Get().(*abbrevScratch)
+	defer abbrevScratches.Put(sc)
+	all, tab, span := sc.attrs[:0], sc.tab[:0], sc.span[:0]
+	defer func() { sc.attrs, sc.tab, sc.span = all, tab, span }()
 	for {
 		code := r.ULEB128()
 		if code == 0 || r.Err() != nil {
@@ -247,7 +227,7 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 		if code > 1<<20 {
 			return nil, fmt.Errorf("abbrev code %d: %w", code, ErrMalformed)
 		}
-		a := abbrev{tag: dwarf.Tag(r.ULEB128())}
+		a := abbrev{tag: dwarf.Tag(r.ULEB128()), sib: -1}
 		a.children = r.U8() == 1 // DW_CHILDREN_yes
 		lo := len(all)
 		for {
@@ -262,26 +242,28 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 			if fm == formImplicitConst {
 				s.ic = r.SLEB128()
 			}
+			a.add(&s)
 			all = append(all, s)
 		}
 		for uint64(len(tab)) <= code {
-			tab = append(tab, abbrev{})
+			tab = append(tab, abbrev{sib: -1})
 			span = append(span, [2]int32{})
 		}
 		tab[code] = a
 		span[code] = [2]int32{int32(lo), int32(len(all))}
 	}
-	for code := range tab {
-		// nil for none, as appending to nil left it.
-		if lo, hi := span[code][0], span[code][1]; hi > lo {
-			tab[code].attrs = all[lo:hi:hi]
-		}
-		tab[code].sizes()
-	}
 	if r.Err() != nil {
 		return nil, fmt.Errorf("abbrev table at %#x: %w", off, ErrMalformed)
 	}
-	return tab, nil
+	out := slices.Clone(tab)
+	attrs := slices.Clone(all)
+	for code := range out {
+		// nil for none, as appending to nil left it.
+		if lo, hi := span[code][0], span[code][1]; hi > lo {
+			out[code].attrs = attrs[lo:hi:hi]
+		}
+	}
+	return out, nil
 }
 
 // Unit scans the DIEs of one unit.
