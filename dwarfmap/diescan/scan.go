@@ -104,6 +104,9 @@ type abbrev struct {
 	size, sib int32
 	// loc: the DIEs have a DW_AT_location (Peek).
 	loc bool
+	// sibAt is the index in attrs of the DW_AT_sibling at sib, when
+	// sib >= 0: found without a search of the attributes.
+	sibAt int32
 }
 
 // fixedSize is the size of a value of form f in a unit of DWARF 3 or
@@ -129,13 +132,13 @@ func fixedSize(f form) int32 {
 	return -1
 }
 
-// add adds at, the next of a's attributes, to a's size, sib and loc.
-func (a *abbrev) add(at *attrSpec) {
+// add adds at, a's attribute i, to a's size, sib, sibAt and loc.
+func (a *abbrev) add(at *attrSpec, i int) {
 	if at.attr == dwarf.AttrLocation {
 		a.loc = true
 	}
 	if at.attr == dwarf.AttrSibling && a.sib < 0 && a.size >= 0 {
-		a.sib = a.size
+		a.sib, a.sibAt = a.size, int32(i)
 	}
 	if at.size < 0 || a.size < 0 {
 		a.size = -1
@@ -242,7 +245,7 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 			if fm == formImplicitConst {
 				s.ic = r.SLEB128()
 			}
-			a.add(&s)
+			a.add(&s, len(all)-lo)
 			all = append(all, s)
 		}
 		for uint64(len(tab)) <= code {
@@ -483,6 +486,16 @@ func (s *Unit) abbrevOf(off uint64) *abbrev {
 	return &s.abbrevs[code]
 }
 
+// sibling reads the DW_AT_sibling of a DIE of abbreviation a, the
+// reader at its value (a.sib >= 0): GCC's are DW_FORM_ref4.
+func (s *Unit) sibling(a *abbrev) uint64 {
+	at := &a.attrs[a.sibAt]
+	if at.form == formRef4 {
+		return s.start + uint64(s.r.U32())
+	}
+	return s.ref(at.form, s.readAttr(at.form, at.ic).u)
+}
+
 // Next reads the next DIE into d. It returns false at a null entry (the
 // end of a list of children) and on an error (see Err).
 func (s *Unit) Next(d *DIE) bool {
@@ -501,12 +514,7 @@ func (s *Unit) Next(d *DIE) bool {
 		if a.sib >= 0 {
 			at0 := r.Offset()
 			r.Skip(uint64(a.sib))
-			for _, at := range a.attrs {
-				if at.attr == dwarf.AttrSibling {
-					d.Sibling = s.ref(at.form, s.readAttr(at.form, at.ic).u)
-					break
-				}
-			}
+			d.Sibling = s.sibling(a)
 			r.Seek(at0)
 		}
 		r.Skip(uint64(a.size))
@@ -1025,12 +1033,7 @@ func (s *Unit) Skip() bool {
 	switch {
 	case fixed && a.children && a.sib >= 0:
 		r.Skip(uint64(a.sib))
-		for _, at := range a.attrs {
-			if at.attr == dwarf.AttrSibling {
-				sib = s.ref(at.form, s.readAttr(at.form, at.ic).u)
-				break
-			}
-		}
+		sib = s.sibling(a)
 		if r.Err() == nil && sib > off && sib <= s.end {
 			s.Seek(sib)
 			return true
