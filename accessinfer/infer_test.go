@@ -6,7 +6,6 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -22,18 +21,13 @@ import (
 // gcc -O2 -g, with extra flags.
 func build(t testing.TB, out string, extra []string, srcs ...string) string {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		testenv.Need(t, "gcc", err)
-	}
 	args := []string{"-O2", "-g", "-no-pie", "-fno-pie", "-Wall", "-Wno-unused-function", "-o", out}
 	args = append(args, extra...)
 	for _, s := range srcs {
 		args = append(args, filepath.Join("testdata", s))
 	}
 	args = append(args, filepath.Join("testdata", "main.c"))
-	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
-	}
+	testenv.GCC(t, args...)
 	return out
 }
 

@@ -2,12 +2,11 @@ package dwarfmap
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
+	"github.com/klasy/klasy/internal/testenv"
 	"github.com/klasy/klasy/pattern"
 )
 
@@ -24,9 +23,7 @@ func compileWeak(t *testing.T, gc bool) string {
 	if gc {
 		args = append(args, "-ffunction-sections", "-Wl,--gc-sections")
 	}
-	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
-	}
+	testenv.GCC(t, args...)
 	return out
 }
 

@@ -81,9 +81,7 @@ func compile(t *testing.T, f fixture) string {
 	} else {
 		args = append(args, "-c", "-o", out, src)
 	}
-	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
-	}
+	testenv.GCC(t, args...)
 	built[f] = out
 	return out
 }

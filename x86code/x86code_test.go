@@ -98,9 +98,7 @@ func textFuncs(t *testing.T, args ...string) (code []byte, funcs []elf.Symbol, o
 	t.Helper()
 	obj = filepath.Join(t.TempDir(), "code.o")
 	args = append(args, "-c", "-o", obj, filepath.Join("testdata", "code.c"))
-	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, b)
-	}
+	testenv.GCC(t, args...)
 	f, err := elf.Open(obj)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package dwscan
 
 import (
 	"debug/dwarf"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,17 +66,12 @@ func checkFiles(t *testing.T, img *elfimage.Image) (read, units int) {
 // fixtures built as DWARF 5, 4 and strict 2 from relative paths (names
 // joined with their directories), and on the lab kernels when present.
 func TestFileNamesMatchDebugDwarf(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		testenv.Need(t, "gcc", err)
-	}
 	for _, flags := range [][]string{{"-gdwarf-5"}, {"-gdwarf-4"}, {"-gdwarf-2", "-gstrict-dwarf"}} {
 		t.Run(strings.Join(flags, " "), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "a.out")
 			args := append([]string{"-O2", "-g", "-no-pie", "-fno-pie", "-o", out,
 				"../testdata/basic.c", "../testdata/main.c"}, flags...)
-			if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-				t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
-			}
+			testenv.GCC(t, args...)
 			img, err := elfimage.Open(out)
 			if err != nil {
 				t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,17 +36,12 @@ struct wide w;
 // skip finds (binary search) as when it passes over every member
 // before it.
 func TestWalkSkip(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		testenv.Need(t, "gcc", fmt.Errorf("gcc not found: apt install gcc"))
-	}
 	dir := t.TempDir()
 	src, obj := filepath.Join(dir, "w.c"), filepath.Join(dir, "w.o")
 	if err := os.WriteFile(src, []byte(wide), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := exec.Command("gcc", "-O2", "-g", "-c", "-o", obj, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, b)
-	}
+	testenv.GCC(t, "-O2", "-g", "-c", "-o", obj, src)
 	img, err := elfimage.Open(obj)
 	if err != nil {
 		t.Fatal(err)

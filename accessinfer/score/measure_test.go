@@ -3,7 +3,6 @@ package score
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,9 +49,6 @@ func measure(t testing.TB, path string, structs []string) []Score {
 // plugin.
 func buildWithPlugin(t testing.TB, src string) string {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		testenv.Need(t, "gcc", err)
-	}
 	so, err := filepath.Abs("../../gcc-patches/klasy.so")
 	if err != nil {
 		t.Fatal(err)
@@ -65,9 +61,7 @@ func buildWithPlugin(t testing.TB, src string) string {
 	for _, s := range []string{src, "main.c"} {
 		args = append(args, filepath.Join("..", "testdata", s))
 	}
-	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
-	}
+	testenv.GCC(t, args...)
 	return out
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -35,9 +34,7 @@ func fixtureObject(t *testing.T, withPlugin bool) string {
 		testenv.Need(t, "plugin", err)
 		args = append(args, "-fplugin="+so)
 	}
-	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %v: %v\n%s", args, err, out)
-	}
+	testenv.GCC(t, args...)
 	return args[4]
 }
 

@@ -15,15 +15,10 @@ import (
 // fixtureImage compiles testdata/fixture.c into an executable.
 func fixtureImage(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		testenv.Need(t, "gcc", err)
-	}
 	out := filepath.Join(t.TempDir(), "fixture")
 	args := []string{"-O2", "-g", "-fno-asynchronous-unwind-tables", "-nostdlib", "-Wl,--build-id", "-Wl,-e,main",
 		"-Wl,--unresolved-symbols=ignore-all", "-o", out, "testdata/fixture.c"}
-	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, b)
-	}
+	testenv.GCC(t, args...)
 	return out
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,9 +46,7 @@ func init() {
 			flags = []string{"-g"}
 		}
 		args := append([]string{"-c", "-O2", "-o", out, c}, flags...)
-		if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-			testenv.Need(t, "gcc", fmt.Errorf("gcc: %v: %s", err, b))
-		}
+		testenv.GCC(t, args...)
 		return out
 	}
 	const modinfo = `__attribute__((section(".modinfo"), used)) static const char n[] = "name=fake";

@@ -262,15 +262,10 @@ func fifo(t *testing.T, dir string) string {
 // overridden by a strong one, whose code stays in .text without a symbol.
 func weakImage(t *testing.T, dir string) string {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		testenv.Need(t, "gcc", err)
-	}
 	out := filepath.Join(dir, "weak")
 	args := []string{"-O2", "-g", "-fno-asynchronous-unwind-tables", "-nostdlib", "-Wl,--build-id", "-Wl,-e,main",
 		"-o", out, "../../dwarfmap/testdata/weak.c", "../../dwarfmap/testdata/strong.c"}
-	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, b)
-	}
+	testenv.GCC(t, args...)
 	return out
 }
 

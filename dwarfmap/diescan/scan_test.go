@@ -4,7 +4,6 @@ import (
 	"debug/dwarf"
 	"encoding/binary"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,9 +17,6 @@ import (
 // -c) and opens the result.
 func compile(t *testing.T, flags ...string) *elfimage.Image {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		testenv.Need(t, "gcc", fmt.Errorf("gcc not found: apt install gcc"))
-	}
 	out := filepath.Join(t.TempDir(), "out")
 	args := append(flags, "-g", "-fno-asynchronous-unwind-tables", "-o", out, "testdata/a.c")
 	if slices.Contains(flags, "-c") {
@@ -28,9 +24,7 @@ func compile(t *testing.T, flags ...string) *elfimage.Image {
 	} else {
 		args = append(args, "testdata/b.c", "-nostdlib", "-Wl,-e,main", "-Wl,--unresolved-symbols=ignore-all")
 	}
-	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
-	}
+	testenv.GCC(t, args...)
 	img, err := elfimage.Open(out)
 	if err != nil {
 		t.Fatal(err)

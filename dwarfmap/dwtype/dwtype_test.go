@@ -6,7 +6,6 @@ import (
 	"debug/dwarf"
 	"debug/elf"
 	"errors"
-	"fmt"
 	"maps"
 	"os/exec"
 	"path/filepath"
@@ -28,14 +27,9 @@ type program struct {
 
 func build(t *testing.T, flags ...string) program {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		testenv.Need(t, "gcc", fmt.Errorf("gcc not found: apt install gcc"))
-	}
 	exe := filepath.Join(t.TempDir(), "types")
 	args := append(append([]string{"-g"}, flags...), "-o", exe, "testdata/types.c")
-	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
-	}
+	testenv.GCC(t, args...)
 	out, err := exec.Command(exe).Output()
 	if err != nil {
 		t.Fatalf("running types: %v", err)

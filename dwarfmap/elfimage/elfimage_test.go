@@ -46,9 +46,7 @@ func compile(t *testing.T, dir, name, src string, args ...string) string {
 	}
 	out := filepath.Join(dir, name)
 	args = append(args, "-o", out, c)
-	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
-	}
+	testenv.GCC(t, args...)
 	return out
 }
 

@@ -46,9 +46,7 @@ func TestCFAMatchesReadelf(t *testing.T) {
 		t.Run(strings.Join(flags, " "), func(t *testing.T) {
 			exe := filepath.Join(dir, "frames")
 			args := append(flags, "-g", "-nostdlib", "-Wl,-e,main", "-Wl,--unresolved-symbols=ignore-all", "-o", exe, src)
-			if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-				t.Fatalf("gcc: %v\n%s", err, b)
-			}
+			testenv.GCC(t, args...)
 			out, err := exec.Command("readelf", "--debug-dump=frames-interp", exe).Output()
 			if err != nil {
 				t.Fatal(err)

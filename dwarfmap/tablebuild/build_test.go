@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,24 +15,14 @@ import (
 	"github.com/klasy/klasy/internal/testenv"
 )
 
-func needTools(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		testenv.Need(t, "binutils", fmt.Errorf("gcc not found: apt install gcc binutils"))
-	}
-}
-
 // compileFixture links dwarfmap's testdata/fixture.c as dwarfmap's tests
 // compile their -O2 executable fixture.
 func compileFixture(t *testing.T) string {
 	t.Helper()
-	needTools(t)
 	out := filepath.Join(t.TempDir(), "fixture")
 	args := []string{"-O2", "-g", "-fno-asynchronous-unwind-tables", "-gdwarf-5", "-nostdlib", "-Wl,--build-id",
 		"-Wl,-e,main", "-Wl,--unresolved-symbols=ignore-all", "-o", out, "../testdata/fixture.c"}
-	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
-	}
+	testenv.GCC(t, args...)
 	return out
 }
 
@@ -104,7 +93,6 @@ func TestBuildImageChanged(t *testing.T) {
 // reads the unit headers and abbreviations, reads no lost page, and the
 // worker decoding the one unit (.debug_line, .debug_str) does.
 func TestBuildImageTruncatedUnderWorker(t *testing.T) {
-	needTools(t)
 	dir := t.TempDir()
 	var src strings.Builder
 	for i := range 600 {
@@ -116,9 +104,7 @@ func TestBuildImageTruncatedUnderWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := filepath.Join(dir, "big")
-	if b, err := exec.Command("gcc", "-O2", "-g", "-gdwarf-5", "-nostdlib", "-Wl,-e,main", "-o", p, c).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, b)
-	}
+	testenv.GCC(t, "-O2", "-g", "-gdwarf-5", "-nostdlib", "-Wl,-e,main", "-o", p, c)
 	ef, err := elf.Open(p)
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,10 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,6 +47,19 @@ func Required(feature string) bool {
 // hostTools are the features a -short run still uses: tools every
 // machine has, with which unit tests compile their C fixtures.
 var hostTools = map[string]bool{"gcc": true, "binutils": true}
+
+// GCC runs gcc with args, as the tests that compile their C fixtures
+// do: without gcc t skips (or fails, when required), and a compile that
+// fails fails t with gcc's command line and output.
+func GCC(t testing.TB, args ...string) {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		Need(t, "gcc", errors.New("gcc not found: apt install gcc"))
+	}
+	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+}
 
 // Need skips t (or fails it when the feature is required) if err is not
 // nil. err should say what is missing and how to get it, e.g.

@@ -121,30 +121,37 @@ func (g *cgen) numberNames(prefix string, names []string) {
 // its frame would wait for the task's next call, or be counted dropped
 // with the task's slot.
 func (g *cgen) callFrame(h *joinpoint.Hook) {
-	if len(CallVars(g.m.file)) == 0 {
-		return
-	}
 	switch {
+	case len(g.returns) == 0:
 	case h.Kind == joinpoint.Kretprobe:
 		g.p("\thit->cfa = kernel_stack_pointer(regs);")
-	case atEntry(h) && g.hookedOnReturn(h):
+	case atEntry(h) && g.returns[funcKey{h.Module, h.Function}]:
 		g.p("\thit->cfa = klasy_call_begin(&klasy_calls, kernel_stack_pointer(regs) + sizeof(long));")
 	}
 }
 
-// hookedOnReturn: the aspect has a return hook of h's function.
-func (g *cgen) hookedOnReturn(h *joinpoint.Hook) bool {
-	for _, r := range g.m.Hooks {
-		if r.Kind == joinpoint.Kretprobe && r.Module == h.Module && r.Function == h.Function {
-			return true
+// funcKey names a function: its module ("" for vmlinux) and name.
+type funcKey struct{ module, name string }
+
+// returnHooks are the functions m hooks on return when its aspect has
+// per-call variables (their entries open a call), else nil: found once,
+// not per hook, as an aspect may have thousands.
+func returnHooks(m *Module) map[funcKey]bool {
+	if len(CallVars(m.file)) == 0 {
+		return nil
+	}
+	r := map[funcKey]bool{}
+	for _, h := range m.Hooks {
+		if h.Kind == joinpoint.Kretprobe {
+			r[funcKey{h.Module, h.Function}] = true
 		}
 	}
-	return false
+	return r
 }
 
 // callEnd closes the call on a return, after its advice.
 func (g *cgen) callEnd(h *joinpoint.Hook) {
-	if h.Kind == joinpoint.Kretprobe && len(CallVars(g.m.file)) > 0 {
+	if h.Kind == joinpoint.Kretprobe && len(g.returns) > 0 {
 		g.p("\tklasy_call_end(&klasy_calls, hit->cfa);")
 	}
 }

@@ -120,7 +120,7 @@ func Generate(f *aspect.File, jps []*joinpoint.JoinPoint, opt GenOptions) (*Modu
 	if err := checkEvents(m.Hooks); err != nil {
 		return nil, err
 	}
-	g := &cgen{m: m, file: m.Name + ".c", events: events(jps), filtered: !opt.Tasks.Empty()}
+	g := &cgen{m: m, file: m.Name + ".c", events: events(jps), filtered: !opt.Tasks.Empty(), returns: returnHooks(m)}
 	if err := g.relocate(opt); err != nil {
 		return nil, err
 	}
@@ -182,6 +182,9 @@ type cgen struct {
 	// filtered: the handlers return at once for tasks opt.Tasks leaves
 	// out.
 	filtered bool
+	// returns are the functions hooked on return when the aspect has
+	// per-call variables (returnHooks).
+	returns map[funcKey]bool
 }
 
 // skip returns from a handler, with ret ("" for a void one), for a

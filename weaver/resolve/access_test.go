@@ -57,9 +57,7 @@ func fixture(t *testing.T, name string) (obj string, x *dwarfmap.Index) {
 	so := pluginPath(t)
 	obj = filepath.Join(t.TempDir(), name+".o")
 	args := []string{"-O2", "-g", "-gdwarf-5", "-fplugin=" + so, "-c", "-o", obj, filepath.Join("testdata", "access", name+".c")}
-	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	testenv.GCC(t, args...)
 	x, _, err := dwarfmap.Load(obj, dwarfmap.Options{NoCache: true})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package resolve
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,10 +17,7 @@ func twoFuncs(t *testing.T) *dwarfmap.Index {
 	t.Helper()
 	obj := filepath.Join(t.TempDir(), "two.o")
 	args := []string{"-O2", "-g", "-gdwarf-5", "-c", "-o", obj, filepath.Join("testdata", "domains", "two.c")}
-	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		testenv.Need(t, "gcc", fmt.Errorf("gcc %s: %v\n%s", strings.Join(args, " "), err, out))
-	}
-	testenv.Need(t, "gcc", nil)
+	testenv.GCC(t, args...)
 	x, _, err := dwarfmap.Load(obj, dwarfmap.Options{NoCache: true})
 	if err != nil {
 		t.Fatal(err)

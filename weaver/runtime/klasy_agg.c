@@ -407,11 +407,13 @@ static noinline struct klasy_map *klasy_make_map(struct klasy_agg *g,
 			g->fails[g->nfails] = (struct klasy_agg_fail){
 				.desc = d, .reason = reason, .with = with,
 			};
+			/* Pairs with klasy_show_aspect's acquire. */
 			smp_store_release(&g->nfails, g->nfails + 1);
 		}
 		g->nfailed++;
 		m = &g->failed;
 	}
+	/* Pairs with klasy_map_of's acquire: *m is set up. */
 	smp_store_release(&d->map, m);
 out:
 	arch_spin_unlock(&g->lock);
@@ -423,6 +425,7 @@ out:
 static __always_inline struct klasy_map *klasy_map_of(struct klasy_aspect *a,
 						      struct klasy_map_desc *d)
 {
+	/* Pairs with klasy_make_map's release: the map is set up. */
 	struct klasy_map *m = smp_load_acquire(&d->map);
 
 	if (unlikely(!m))
@@ -858,10 +861,12 @@ static void klasy_timer_stop_by(struct klasy_aspect *a, struct klasy_map *m,
 	klasy_time(cpu, &te->cpu_sum, &te->cpu_min, &te->cpu_max, te->cpu_b,
 		   !te->count);
 	WRITE_ONCE(te->count, te->count + 1);
-	if (fresh)
+	if (fresh) {
+		/* A reader that sees n sees the key and the times. */
 		smp_store_release(&e->n, 1);
-	else
+	} else {
 		WRITE_ONCE(e->n, e->n + 1);
+	}
 }
 
 void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d)
@@ -888,6 +893,7 @@ void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d)
 	cpu = klasy_task_cpu_ns() - s->cpu0;
 	if (m->by)	/* before the slot is free for another task */
 		key = m->tkeys[s - m->tasks];
+	/* Pairs with klasy_tslot's cmpxchg: the slot is read out. */
 	smp_store_release(&s->task, 0);
 	/* Two clocks: the task cannot have run longer than the wall time. */
 	if ((s64)cpu < 0)
@@ -973,6 +979,7 @@ static int klasy_show_keyed(struct seq_file *sf, struct klasy_agg *g,
 
 		dropped += READ_ONCE(t->dropped);
 		for (i = 0; i < KLASY_AGG_KEYS; i++) {
+			/* Pairs with klasy_agg_keyed's release: the key is there. */
 			u64 cnt = smp_load_acquire(&t->e[i].n);
 
 			if (!cnt)
@@ -1260,7 +1267,9 @@ static void klasy_show_timer(struct seq_file *sf, struct klasy_agg *g,
 static int klasy_show_aspect(struct seq_file *sf, struct klasy_aspect *a)
 {
 	struct klasy_agg *g = a->agg;
+	/* Pairs with klasy_new_map's release. */
 	unsigned int i, nmaps = smp_load_acquire(&g->nmaps);
+	/* Pairs with klasy_make_map's release. */
 	unsigned int nfails = smp_load_acquire(&g->nfails);
 	u64 unclaimed = 0;
 	int cpu, err;

@@ -2,7 +2,7 @@
 //go:build ignore
 
 /*
- * klasy_call.c - per-call variables (klasy_rt.h: CALL_SET, CALL_GET).
+ * Per-call variables (klasy_rt.h: CALL_SET, CALL_GET).
  *
  * Each task that has a call open keeps a slot in the aspect's table.
  * klasy_enter serialises handlers per CPU only: the slot's task runs
@@ -69,6 +69,20 @@ static u64 klasy_call_newest(struct klasy_call_task *s)
 }
 
 /*
+ * Slot s, held, becomes the current task's: the frames another task
+ * left in it are thrown away, counted in c->dropped. (A free slot has
+ * none: klasy_call_end frees a slot only when its last frame closes.)
+ */
+static void klasy_call_own(struct klasy_calls *c, struct klasy_call_task *s)
+{
+	if (s->n)
+		atomic_long_add(min_t(unsigned int, s->n, KLASY_CALL_DEPTH),
+				&c->dropped);
+	s->birth = current->start_time;
+	s->n = 0;
+}
+
+/*
  * The current task's slot, held (busy), or NULL: counted in c->missed
  * when it was being taken over. With claim, a free slot becomes its
  * own, else the one of a task whose newest call is older than
@@ -97,13 +111,8 @@ static struct klasy_call_task *klasy_call_task(struct klasy_calls *c,
 			return NULL;
 		}
 		/* A task_struct an exited task left: not our calls. */
-		if (s->birth != current->start_time) {
-			if (s->n)
-				atomic_long_add(min_t(unsigned int, s->n, KLASY_CALL_DEPTH),
-						&c->dropped);
-			s->birth = current->start_time;
-			s->n = 0;
-		}
+		if (s->birth != current->start_time)
+			klasy_call_own(c, s);
 		return s;
 	}
 	if (!claim)
@@ -124,12 +133,7 @@ static struct klasy_call_task *klasy_call_task(struct klasy_calls *c,
 			if (cmpxchg(&s->task, w, me | (w & KLASY_CALL_GEN) |
 				    KLASY_CALL_BUSY) != w)
 				continue;
-			if ((w & KLASY_CALL_TASK) && s->n)
-				atomic_long_add(min_t(unsigned int, s->n,
-						      KLASY_CALL_DEPTH),
-						&c->dropped);
-			s->birth = current->start_time;
-			s->n = 0;
+			klasy_call_own(c, s);
 			return s;
 		}
 	}

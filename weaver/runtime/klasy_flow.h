@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * klasy_flow.h - the flow table of the klasy runtime: for each flow (an
+ * The flow table of the klasy runtime: for each flow (an
  * <xflow> of an aspect), which object carries which flow ID.
  *
  * Structure. A table is two fixed arrays of 2^bits buckets (the runtime's

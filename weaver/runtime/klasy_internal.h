@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * klasy_internal.h - what the runtime module's own files share. Advice
+ * What the runtime module's own files share. Advice
  * modules never see it: their ABI with the runtime is klasy_rt.h.
  */
 #ifndef _KLASY_INTERNAL_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * klasy_rt.h - the ABI between the klasy runtime module (klasy_runtime.ko)
+ * The ABI between the klasy runtime module (klasy_runtime.ko)
  * and the advice modules klasy generates, one per woven aspect.
  *
  * An advice module fills a struct klasy_aspect with one struct klasy_hook

@@ -2,7 +2,7 @@
 //go:build ignore
 
 /*
- * klasy_tp.c - hooks on the kernel's static tracepoints
+ * Hooks on the kernel's static tracepoints
  * (KLASY_HOOK_TRACEPOINT): the advice module's probe, which has the
  * event's prototype, registered on the struct tracepoint of that name
  * with tracepoint_probe_register, the hook as its data. Registering is

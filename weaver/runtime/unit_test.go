@@ -367,7 +367,7 @@ func callHarness(t testing.TB, call []byte) string {
 	types := unitSource(t, runtime.Header, nil, "KLASY_MAX_VALUES", "struct klasy_hit", "KLASY_AGG_TASK_BITS", "KLASY_AGG_TASKS",
 		"KLASY_CALL_VARS", "KLASY_CALL_DEPTH", "struct klasy_call_frame", "struct klasy_call_task", "struct klasy_calls")
 	funcs := unitSource(t, "klasy_call.c", call, "KLASY_CALL_PROBES", "KLASY_CALL_STALE_NS", "KLASY_CALL_BUSY", "KLASY_CALL_GEN", "KLASY_CALL_TASK", "klasy_call_unlock",
-		"klasy_call_newest", "klasy_call_task", "klasy_call_frame", "klasy_call_drop",
+		"klasy_call_newest", "klasy_call_own", "klasy_call_task", "klasy_call_frame", "klasy_call_drop",
 		"klasy_call_begin", "klasy_call_end", "klasy_call_set", "klasy_call_get")
 	return unitHarness(t, "call_harness", map[string]string{"call_types.c": types, "call_funcs.c": funcs})
 }
