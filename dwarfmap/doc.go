@@ -7,7 +7,7 @@
 // to use" (dissertation 4.3.2). dwarfmap does the same with a file:
 //
 //   - Build scans a vmlinux or .ko (opened by elfimage) once: compilation
-//     units in parallel, line tables through debug/dwarf, DIEs through
+//     units in parallel, line tables through lineprog, DIEs through
 //     diescan, a scanner that decodes only what the index needs
 //     (tablebuild). The result is flat arrays of fixed-size records
 //     (table), which this package queries.

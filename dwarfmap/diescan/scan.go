@@ -12,10 +12,12 @@
 package diescan
 
 import (
+	"bytes"
 	"debug/dwarf"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/klasy/klasy/internal/bytereader"
@@ -66,6 +68,10 @@ type attrSpec struct {
 	// (DW_AT_decl_column, DW_AT_GNU_locviews, ..., a third of a
 	// variable's) are stepped over without decoding.
 	read bool
+	// size is fixedSize(form): in a unit of the sizes it assumes
+	// (Unit.fixed) a value not kept is stepped over by it, without
+	// skipAttr's switch.
+	size int8
 	form form
 	ic   int64 // DW_FORM_implicit_const value
 }
@@ -98,6 +104,9 @@ type abbrev struct {
 	size, sib int32
 	// loc: the DIEs have a DW_AT_location (Peek).
 	loc bool
+	// sibAt is the index in attrs of the DW_AT_sibling at sib, when
+	// sib >= 0: found without a search of the attributes.
+	sibAt int32
 }
 
 // fixedSize is the size of a value of form f in a unit of DWARF 3 or
@@ -123,23 +132,19 @@ func fixedSize(f form) int32 {
 	return -1
 }
 
-// sizes sets a's size and sib.
-func (a *abbrev) sizes() {
-	a.size, a.sib = 0, -1
-	for _, at := range a.attrs {
-		if at.attr == dwarf.AttrLocation {
-			a.loc = true
-		}
-		if at.attr == dwarf.AttrSibling && a.sib < 0 && a.size >= 0 {
-			a.sib = a.size
-		}
-		n := fixedSize(at.form)
-		if n < 0 || a.size < 0 {
-			a.size = -1
-			continue
-		}
-		a.size += n
+// add adds at, a's attribute i, to a's size, sib, sibAt and loc.
+func (a *abbrev) add(at *attrSpec, i int) {
+	if at.attr == dwarf.AttrLocation {
+		a.loc = true
 	}
+	if at.attr == dwarf.AttrSibling && a.sib < 0 && a.size >= 0 {
+		a.sib, a.sibAt = a.size, int32(i)
+	}
+	if at.size < 0 || a.size < 0 {
+		a.size = -1
+		return
+	}
+	a.size += int32(at.size)
 }
 
 // form is a DW_FORM_* code (debug/dwarf keeps its names private).
@@ -193,32 +198,16 @@ const (
 	formGNUStrpAlt   form = 0x1f21
 )
 
-// countAbbrevs counts the attributes and finds the largest code of the
-// abbreviation table at off, for parseAbbrevs to size its slices; it
-// stops where the table ends or stops parsing (parseAbbrevs says why).
-func countAbbrevs(b []byte, off uint64) (nattrs int, maxCode uint64) {
-	r := bytereader.New(b)
-	r.Seek(int(off))
-	for {
-		code := r.ULEB128()
-		if code == 0 || r.Err() != nil || code > 1<<20 {
-			return nattrs, maxCode
-		}
-		maxCode = max(maxCode, code)
-		r.ULEB128()
-		r.U8()
-		for {
-			at, fm := r.ULEB128(), form(r.ULEB128())
-			if r.Err() != nil || at == 0 && fm == 0 {
-				break
-			}
-			if fm == formImplicitConst {
-				r.SLEB128()
-			}
-			nattrs++
-		}
-	}
+// abbrevScratch is where parseAbbrevs reads a table before it knows
+// its size: its arrays, reused, stay in the caches, and the table's
+// are made once at their size and copied into.
+type abbrevScratch struct {
+	attrs []attrSpec
+	tab   []abbrev   // attrs nil: span says where they are in attrs
+	span  [][2]int32 // of tab[code]
 }
+
+var abbrevScratches = sync.Pool{New: func() any { return new(abbrevScratch) }}
 
 func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 	if off >= uint64(len(b)) {
@@ -229,11 +218,10 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 	// The attributes of all the table's abbreviations go in one slice
 	// (span[code] is the code's part), not one grown per abbreviation:
 	// a vmlinux has a table per unit, thousands of abbreviations each.
-	// Counted first, so that nothing is grown.
-	nattrs, maxCode := countAbbrevs(b, off)
-	tab := make([]abbrev, 0, maxCode+1)
-	all := make([]attrSpec, 0, nattrs)
-	span := make([][2]int32, 0, maxCode+1)
+	sc := abbrevScratches.Get().(*abbrevScratch)
+	defer abbrevScratches.Put(sc)
+	all, tab, span := sc.attrs[:0], sc.tab[:0], sc.span[:0]
+	defer func() { sc.attrs, sc.tab, sc.span = all, tab, span }()
 	for {
 		code := r.ULEB128()
 		if code == 0 || r.Err() != nil {
@@ -242,7 +230,7 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 		if code > 1<<20 {
 			return nil, fmt.Errorf("abbrev code %d: %w", code, ErrMalformed)
 		}
-		a := abbrev{tag: dwarf.Tag(r.ULEB128())}
+		a := abbrev{tag: dwarf.Tag(r.ULEB128()), sib: -1}
 		a.children = r.U8() == 1 // DW_CHILDREN_yes
 		lo := len(all)
 		for {
@@ -253,30 +241,32 @@ func parseAbbrevs(b []byte, off uint64) ([]abbrev, error) {
 			if at == 0 && fm == 0 {
 				break
 			}
-			s := attrSpec{attr: at, form: fm, read: nextAttr(at)}
+			s := attrSpec{attr: at, form: fm, read: nextAttr(at), size: int8(fixedSize(fm))}
 			if fm == formImplicitConst {
 				s.ic = r.SLEB128()
 			}
+			a.add(&s, len(all)-lo)
 			all = append(all, s)
 		}
 		for uint64(len(tab)) <= code {
-			tab = append(tab, abbrev{})
+			tab = append(tab, abbrev{sib: -1})
 			span = append(span, [2]int32{})
 		}
 		tab[code] = a
 		span[code] = [2]int32{int32(lo), int32(len(all))}
 	}
-	for code := range tab {
-		// nil for none, as appending to nil left it.
-		if lo, hi := span[code][0], span[code][1]; hi > lo {
-			tab[code].attrs = all[lo:hi:hi]
-		}
-		tab[code].sizes()
-	}
 	if r.Err() != nil {
 		return nil, fmt.Errorf("abbrev table at %#x: %w", off, ErrMalformed)
 	}
-	return tab, nil
+	out := slices.Clone(tab)
+	attrs := slices.Clone(all)
+	for code := range out {
+		// nil for none, as appending to nil left it.
+		if lo, hi := span[code][0], span[code][1]; hi > lo {
+			out[code].attrs = attrs[lo:hi:hi]
+		}
+	}
+	return out, nil
 }
 
 // Unit scans the DIEs of one unit.
@@ -295,6 +285,9 @@ type Unit struct {
 	abbrevs  []abbrev
 	r        bytereader.Reader
 	vars     bool // WantVariables
+	// fixed: the unit's addresses, offsets and version are those
+	// fixedSize assumes, so the sizes it gives hold.
+	fixed bool
 }
 
 // WantVariables has Next decode the DIEs of variables, parameters and
@@ -390,11 +383,11 @@ func cstrAt(sec []byte, off uint64) []byte {
 	if off >= uint64(len(sec)) {
 		return nil
 	}
+	// IndexByte's vector loop, not a byte loop: names were a quarter
+	// of readAttr's time.
 	s := sec[off:]
-	for i, c := range s {
-		if c == 0 {
-			return s[:i]
-		}
+	if i := bytes.IndexByte(s, 0); i >= 0 {
+		return s[:i]
 	}
 	return s
 }
@@ -493,6 +486,16 @@ func (s *Unit) abbrevOf(off uint64) *abbrev {
 	return &s.abbrevs[code]
 }
 
+// sibling reads the DW_AT_sibling of a DIE of abbreviation a, the
+// reader at its value (a.sib >= 0): GCC's are DW_FORM_ref4.
+func (s *Unit) sibling(a *abbrev) uint64 {
+	at := &a.attrs[a.sibAt]
+	if at.form == formRef4 {
+		return s.start + uint64(s.r.U32())
+	}
+	return s.ref(at.form, s.readAttr(at.form, at.ic).u)
+}
+
 // Next reads the next DIE into d. It returns false at a null entry (the
 // end of a list of children) and on an error (see Err).
 func (s *Unit) Next(d *DIE) bool {
@@ -504,12 +507,73 @@ func (s *Unit) Next(d *DIE) bool {
 	}
 	d.Tag, d.Children = a.tag, a.children
 	want := wanted(a.tag) || (s.vars && varTag(a.tag))
+	if !want && s.fixed && a.size >= 0 {
+		// A DIE nothing is kept of but its sibling, all of fixed
+		// size (call sites, members, most types): stepped over at
+		// once, as Skip does.
+		if a.sib >= 0 {
+			at0 := r.Offset()
+			r.Skip(uint64(a.sib))
+			d.Sibling = s.sibling(a)
+			r.Seek(at0)
+		}
+		r.Skip(uint64(a.size))
+		return r.Err() == nil
+	}
 	for _, at := range a.attrs {
 		if (!want || !at.read) && at.attr != dwarf.AttrSibling {
-			s.skipAttr(at.form)
+			switch {
+			case at.size >= 0 && s.fixed:
+				r.Skip(uint64(at.size))
+			case at.form == formExprloc:
+				r.Skip(r.ULEB128())
+			default:
+				s.skipAttr(at.form)
+			}
 			continue
 		}
-		v := s.readAttr(at.form, at.ic)
+		// The forms GCC writes most read here, the rest by readAttr:
+		// its call and its larger result cost more than reading most
+		// values (a helper holding this switch is not inlined, and
+		// Next was then no faster).
+		var v val
+		switch at.form {
+		case formRef4, formData4:
+			v.u = uint64(r.U32())
+		case formData1, formRef1, formFlag:
+			v.u = uint64(r.U8())
+		case formData2, formRef2:
+			v.u = uint64(r.U16())
+		case formFlagPresent:
+			v.u = 1
+		case formImplicitConst:
+			v.u = uint64(at.ic)
+		case formData8:
+			v.u = r.U64()
+		case formString:
+			v.b, v.isStr = r.CString(), true
+		case formExprloc:
+			v.b = r.Bytes(r.ULEB128())
+		case formStrp:
+			if !s.fixed {
+				v = s.readAttr(at.form, at.ic)
+				break
+			}
+			v.u = uint64(r.U32())
+			v.b, v.isStr = cstrAt(s.secs.Str, v.u), true
+		case formAddr, formSecOffset:
+			if !s.fixed {
+				v = s.readAttr(at.form, at.ic)
+				break
+			}
+			if at.form == formAddr {
+				v.u = r.U64()
+			} else {
+				v.u = uint64(r.U32())
+			}
+		default:
+			v = s.readAttr(at.form, at.ic)
+		}
 		switch at.attr {
 		case dwarf.AttrSibling:
 			d.Sibling = s.ref(at.form, v.u)
@@ -808,6 +872,7 @@ func NewUnit(secs *Sections, start, end uint64, cache Abbrevs) (*Unit, error) {
 	if r.Err() != nil || s.ver < 2 || s.ver > 5 || (s.addrSize != 4 && s.addrSize != 8) {
 		return nil, fmt.Errorf("unit at %#x: unsupported header (version %d, address size %d): %w", start, s.ver, s.addrSize, ErrMalformed)
 	}
+	s.fixed = s.addrSize == 8 && s.offSize == 4 && s.ver >= 3
 	ab, ok := cache[abOff]
 	if !ok && secs.shared != nil {
 		secs.shared.mu.Lock()
@@ -842,6 +907,9 @@ const (
 
 // Version is the unit's DWARF version.
 func (s *Unit) Version() int { return s.ver }
+
+// AddrSize is the size of an address in the unit (its header's).
+func (s *Unit) AddrSize() int { return s.addrSize }
 
 // Err returns what stopped the scan, or nil.
 func (s *Unit) Err() error { return s.r.Err() }
@@ -963,18 +1031,12 @@ func (s *Unit) Skip() bool {
 	if a == nil {
 		return false
 	}
-	// fixedSize's sizes hold for this unit.
-	fixed := s.addrSize == 8 && s.offSize == 4 && s.ver >= 3
+	fixed := s.fixed
 	sib := uint64(0)
 	switch {
 	case fixed && a.children && a.sib >= 0:
 		r.Skip(uint64(a.sib))
-		for _, at := range a.attrs {
-			if at.attr == dwarf.AttrSibling {
-				sib = s.ref(at.form, s.readAttr(at.form, at.ic).u)
-				break
-			}
-		}
+		sib = s.sibling(a)
 		if r.Err() == nil && sib > off && sib <= s.end {
 			s.Seek(sib)
 			return true
@@ -993,7 +1055,11 @@ func (s *Unit) Skip() bool {
 			sib = s.ref(at.form, s.readAttr(at.form, at.ic).u)
 			continue
 		}
-		s.skipAttr(at.form)
+		if fixed && at.size >= 0 {
+			r.Skip(uint64(at.size))
+		} else {
+			s.skipAttr(at.form)
+		}
 	}
 	if r.Err() != nil {
 		return false

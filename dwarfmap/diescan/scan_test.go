@@ -89,6 +89,8 @@ func TestMatchesDebugDwarf(t *testing.T) {
 					if wanted(die.Tag) {
 						check(t, d, s, &die)
 						seen[die.Tag]++
+					} else {
+						checkSibling(t, d, &die)
 					}
 					if die.Children {
 						depth++
@@ -101,6 +103,23 @@ func TestMatchesDebugDwarf(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkSibling compares the one value Next keeps of a DIE it does not
+// decode, its DW_AT_sibling (a caller skips its children by it), with
+// debug/dwarf's.
+func checkSibling(t *testing.T, d *dwarf.Data, die *DIE) {
+	t.Helper()
+	r := d.Reader()
+	r.Seek(dwarf.Offset(die.Off))
+	e, err := r.Next()
+	if err != nil || e == nil {
+		t.Fatalf("debug/dwarf has no DIE at %#x: %v", die.Off, err)
+	}
+	want, _ := e.Val(dwarf.AttrSibling).(dwarf.Offset)
+	if die.Sibling != uint64(want) {
+		t.Errorf("%v at %#x: sibling %#x, debug/dwarf %#x", e.Tag, e.Offset, die.Sibling, want)
 	}
 }
 

@@ -51,7 +51,11 @@ func (s *Unit) NextType(d *TypeDIE) bool {
 		case dwarf.AttrSibling, dwarf.AttrName, dwarf.AttrType, dwarf.AttrByteSize, dwarf.AttrDataMemberLoc,
 			dwarf.AttrBitSize, dwarf.AttrDataBitOffset, dwarf.AttrBitOffset, dwarf.AttrCount, dwarf.AttrUpperBound:
 		default:
-			s.skipAttr(at.form)
+			if s.fixed && at.size >= 0 {
+				s.r.Skip(uint64(at.size))
+			} else {
+				s.skipAttr(at.form)
+			}
 			continue
 		}
 		f := at.form

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"bytes"
 	"cmp"
 	"slices"
 	"sort"
@@ -29,7 +30,16 @@ func (t *Tables) Finish() {
 			f()
 		}()
 	}
-	liveRow := func(i int) bool { return dead == nil || !dead(t.Rows[i].Addr) }
+	// Whether each row is live, decided once for both row orders: a
+	// search of the dead ranges per row and per order cost more.
+	var liveRows []bool
+	if dead != nil {
+		liveRows = make([]bool, len(t.Rows))
+		for i := range t.Rows {
+			liveRows[i] = !dead(t.Rows[i].Addr)
+		}
+	}
+	liveRow := func(i int) bool { return liveRows == nil || liveRows[i] }
 	do(func() { t.ByAddr = sortRowsByAddr(t.Rows, liveRow) })
 	do(func() { t.ByFile = sortRowsByFile(t.Rows, len(t.Files), liveRow) })
 	do(func() {
@@ -39,9 +49,7 @@ func (t *Tables) Finish() {
 				t.ByName = append(t.ByName, uint32(i))
 			}
 		}
-		slices.SortStableFunc(t.ByName, func(a, b uint32) int {
-			return cmp.Compare(t.Str(t.Funcs[a].Name), t.Str(t.Funcs[b].Name))
-		})
+		t.ByName, _ = t.sortByName(t.ByName, func(i uint32) StrRef { return t.Funcs[i].Name })
 	})
 	do(func() {
 		t.InlName = make([]uint32, 0, len(t.Inlines))
@@ -52,14 +60,13 @@ func (t *Tables) Finish() {
 			}
 			t.InlName = append(t.InlName, uint32(i))
 		}
-		slices.SortStableFunc(t.InlName, func(a, b uint32) int {
-			return cmp.Compare(t.Str(t.Inlines[a].Name), t.Str(t.Inlines[b].Name))
-		})
+		var rank []uint32
+		t.InlName, rank = t.sortByName(t.InlName, func(i uint32) StrRef { return t.Inlines[i].Name })
 		t.InlSum = t.InlSum[:0]
-		for _, i := range t.InlName {
+		for k, i := range t.InlName {
 			in := t.Inlines[i]
-			if k := len(t.InlSum) - 1; k >= 0 && t.Str(t.InlSum[k].Name) == t.Str(in.Name) {
-				t.InlSum[k].N++
+			if n := len(t.InlSum) - 1; n >= 0 && rank[k] == rank[k-1] {
+				t.InlSum[n].N++
 				continue
 			}
 			t.InlSum = append(t.InlSum, InlineSum{Name: in.Name, N: 1, DeclFile: in.DeclFile, DeclLine: in.DeclLine})
@@ -141,38 +148,155 @@ func sortRowsByAddr(rows []Row, keep func(int) bool) []uint32 {
 }
 
 // sortRowsByFile orders the rows that keep accepts by (file, line,
-// address): a counting sort by file, then a small sort per file.
+// address, index) without comparing rows: from the order by (address,
+// index), stable counting sorts by line (two 16-bit digits) and then by
+// file. Rows are sorted this way at every cold index build: comparison
+// sorts per file cost several times more.
 func sortRowsByFile(rows []Row, nfiles int, keep func(int) bool) []uint32 {
-	count := make([]uint32, nfiles+1)
-	n := 0
-	for i, r := range rows {
-		if keep(i) {
-			count[r.File+1]++
-			n++
+	cur := rowsByAddrIndex(rows, keep)
+	next := make([]uint32, len(cur))
+	var maxLine uint32
+	for _, i := range cur {
+		maxLine = max(maxLine, rows[i].Line)
+	}
+	count := make([]uint32, 1<<16+1)
+	for shift := 0; shift < 32 && maxLine>>shift != 0; shift += 16 {
+		clear(count)
+		for _, i := range cur {
+			count[(rows[i].Line>>shift)&0xffff+1]++
 		}
-	}
-	for i := 1; i < len(count); i++ {
-		count[i] += count[i-1]
-	}
-	out := make([]uint32, n)
-	pos := slices.Clone(count)
-	for i, r := range rows {
-		if keep(i) {
-			out[pos[r.File]] = uint32(i)
-			pos[r.File]++
+		for d := 1; d < len(count); d++ {
+			count[d] += count[d-1]
 		}
+		for _, i := range cur {
+			d := (rows[i].Line >> shift) & 0xffff
+			next[count[d]] = i
+			count[d]++
+		}
+		cur, next = next, cur
 	}
-	for f := 0; f < nfiles; f++ {
-		part := out[count[f]:count[f+1]]
-		slices.SortFunc(part, func(a, b uint32) int {
-			if c := cmp.Compare(rows[a].Line, rows[b].Line); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(rows[a].Addr, rows[b].Addr); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
+	// By file, last: reading each row's file in line order would miss
+	// the cache at every row, so the files are gathered in one pass
+	// first.
+	files := next
+	for k, i := range cur {
+		files[k] = rows[i].File
+	}
+	count = make([]uint32, nfiles+1)
+	for _, f := range files {
+		count[f+1]++
+	}
+	for f := 1; f < len(count); f++ {
+		count[f] += count[f-1]
+	}
+	out := make([]uint32, len(cur))
+	for k, i := range cur {
+		out[count[files[k]]] = i
+		count[files[k]]++
 	}
 	return out
+}
+
+// rowsByAddrIndex orders the rows that keep accepts, end-of-sequence rows
+// too, by (address, index): whole sequences by their first address, then
+// the rare runs of rows at one address by index, or a full sort if
+// sequences overlap.
+func rowsByAddrIndex(rows []Row, keep func(int) bool) []uint32 {
+	type seq struct{ start, end uint32 } // end is past the end row
+	var seqs []seq
+	s := 0
+	for i := range rows {
+		if rows[i].Flags&RowEndSequence != 0 {
+			seqs = append(seqs, seq{uint32(s), uint32(i + 1)})
+			s = i + 1
+		}
+	}
+	if s < len(rows) {
+		seqs = append(seqs, seq{uint32(s), uint32(len(rows))})
+	}
+	slices.SortFunc(seqs, func(a, b seq) int {
+		if c := cmp.Compare(rows[a.start].Addr, rows[b.start].Addr); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.start, b.start)
+	})
+	out := make([]uint32, 0, len(rows))
+	for _, q := range seqs {
+		for i := q.start; i < q.end; i++ {
+			if keep(int(i)) {
+				out = append(out, i)
+			}
+		}
+	}
+	byAddrIndex := func(a, b uint32) int {
+		if c := cmp.Compare(rows[a].Addr, rows[b].Addr); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	}
+	for k := 1; k < len(out); k++ {
+		if rows[out[k]].Addr < rows[out[k-1]].Addr {
+			slices.SortFunc(out, byAddrIndex)
+			return out
+		}
+	}
+	for lo := 0; lo < len(out); {
+		hi := lo + 1
+		for hi < len(out) && rows[out[hi]].Addr == rows[out[lo]].Addr {
+			hi++
+		}
+		if hi-lo > 1 {
+			slices.Sort(out[lo:hi])
+		}
+		lo = hi
+	}
+	return out
+}
+
+// sortByName orders idx stably by the names name gives them and returns
+// each entry's name rank beside it (equal ranks, equal names): the
+// distinct names are sorted once, then idx by rank with a counting sort,
+// instead of comparing two names for each pair of entries.
+func (t *Tables) sortByName(idx []uint32, name func(uint32) StrRef) (out, ranks []uint32) {
+	ids := map[StrRef]uint32{}
+	var refs []StrRef
+	of := make([]uint32, len(idx)) // each entry's name, as an index into refs
+	for k, i := range idx {
+		r := name(i)
+		j, ok := ids[r]
+		if !ok {
+			j = uint32(len(refs))
+			ids[r] = j
+			refs = append(refs, r)
+		}
+		of[k] = j
+	}
+	str := func(j uint32) []byte { r := refs[j]; return t.Strs[r.Off : r.Off+r.Len] }
+	order := make([]uint32, len(refs))
+	for j := range order {
+		order[j] = uint32(j)
+	}
+	slices.SortFunc(order, func(a, b uint32) int { return bytes.Compare(str(a), str(b)) })
+	rank := make([]uint32, len(refs))
+	var r uint32
+	for k, j := range order {
+		if k > 0 && !bytes.Equal(str(j), str(order[k-1])) {
+			r++
+		}
+		rank[j] = r
+	}
+	count := make([]uint32, len(refs)+1)
+	for _, j := range of {
+		count[rank[j]+1]++
+	}
+	for d := 1; d < len(count); d++ {
+		count[d] += count[d-1]
+	}
+	out, ranks = make([]uint32, len(idx)), make([]uint32, len(idx))
+	for k, i := range idx {
+		rk := rank[of[k]]
+		out[count[rk]], ranks[count[rk]] = i, rk
+		count[rk]++
+	}
+	return out, ranks
 }

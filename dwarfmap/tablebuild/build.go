@@ -1,6 +1,6 @@
 // Package tablebuild builds a dwarfmap index's tables (package table)
 // from an image's DWARF: compilation units decoded in parallel, line
-// tables through debug/dwarf, DIEs through diescan, merged in unit order
+// tables through lineprog, DIEs through diescan, merged in unit order
 // so that the tables do not depend on scheduling.
 package tablebuild
 
@@ -10,8 +10,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"path"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/klasy/klasy/dwarfmap/diescan"
 	"github.com/klasy/klasy/dwarfmap/elfimage"
+	"github.com/klasy/klasy/dwarfmap/lineprog"
 	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/mmapfile"
 )
@@ -114,19 +113,12 @@ func Build(img *elfimage.Image, progress Progress) (x *table.Tables, err error) 
 	if img.ELF.ByteOrder != binary.LittleEndian {
 		return nil, errors.New("only little-endian images are supported")
 	}
-	d, err := img.DWARF()
-	if err != nil {
-		return nil, err
-	}
-	// d.Reader() seeks to the first unit, and the first seek into a
-	// DWARF 5 unit fills in its base offsets: done here once, so that the
-	// workers' readers, each seeking its own unit, do not race on it.
-	d.Reader()
 	bounds, err := unitBounds(img.Section(".debug_info"))
 	if err != nil {
 		return nil, err
 	}
 	secs := diescan.NewSections(img.Section)
+	lsecs := lineprog.Sections{Line: img.Section(".debug_line"), Str: secs.Str, LineStr: secs.LineStr}
 	// A lower GC target while tables grow keeps a vmlinux build well under
 	// 1 GB for about 20% more CPU.
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
@@ -156,12 +148,13 @@ func Build(img *elfimage.Image, progress Progress) (x *table.Tables, err error) 
 			// recover.
 			debug.SetPanicOnFault(true)
 			cache := diescan.Abbrevs{}
+			names := lineprog.NewNames()
 			for !stop.Load() {
 				i := int(next.Add(1) - 1)
 				if i >= len(bounds) {
 					return
 				}
-				results[i] = readUnit(secs, d, bounds, i, cache)
+				results[i] = readUnit(secs, lsecs, bounds, i, cache, names)
 				failed := results[i].err != nil // results[i] is the merger's once ready
 				close(ready[i])
 				if failed {
@@ -201,7 +194,7 @@ func Build(img *elfimage.Image, progress Progress) (x *table.Tables, err error) 
 	return m.finish(code), nil
 }
 
-func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int, cache diescan.Abbrevs) (res unitResult) {
+func readUnit(secs *diescan.Sections, lsecs lineprog.Sections, bounds [][2]uint64, ui int, cache diescan.Abbrevs, names *lineprog.Names) (res unitResult) {
 	defer func() {
 		if r := recover(); r != nil {
 			if res.err = mmapfile.FaultError(r); res.err == nil {
@@ -226,16 +219,9 @@ func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int,
 	}
 	res.name, res.compDir, res.lowPC = string(cu.Name), string(cu.CompDir), cu.Low
 
-	// Line tables through debug/dwarf's LineReader, which needs the unit
-	// DIE as debug/dwarf decodes it.
-	rdr := d.Reader()
-	rdr.Seek(dwarf.Offset(cu.Off))
-	cue, err := rdr.Next()
-	if err != nil || cue == nil {
-		res.err = fmt.Errorf("reading unit DIE: %v", err)
-		return
-	}
-	if err := res.readLines(d, cue); err != nil {
+	ua := s.UnitAttrs()
+	res.files, res.rows, err = lineprog.Decode(lsecs, lineprog.Unit{StmtList: ua.StmtList, CompDir: string(cu.CompDir), AddrSize: s.AddrSize()}, nil, names)
+	if err != nil {
 		res.err = fmt.Errorf("line table of %s: %w", res.name, err)
 		return
 	}
@@ -400,71 +386,6 @@ func readUnit(secs *diescan.Sections, d *dwarf.Data, bounds [][2]uint64, ui int,
 	return res
 }
 
-func (res *unitResult) readLines(d *dwarf.Data, cu *dwarf.Entry) error {
-	lr, err := d.LineReader(cu)
-	if err != nil {
-		return err
-	}
-	if lr == nil {
-		return nil
-	}
-	local := map[*dwarf.LineFile]uint32{}
-	var lastF *dwarf.LineFile
-	var lastIdx uint32
-	haveLast := false
-	fileIdx := func(f *dwarf.LineFile) uint32 {
-		if haveLast && f == lastF {
-			return lastIdx
-		}
-		i, ok := local[f]
-		if !ok {
-			i = uint32(len(res.files))
-			name := ""
-			if f != nil {
-				name = path.Clean(f.Name)
-			}
-			res.files = append(res.files, name)
-			local[f] = i
-		}
-		lastF, lastIdx, haveLast = f, i, true
-		return i
-	}
-	// The unit's file table, in order, so decl_file/call_file numbers
-	// index res.files directly.
-	for _, f := range lr.Files() {
-		fileIdx(f)
-	}
-	var le dwarf.LineEntry
-	for {
-		if err := lr.Next(&le); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		var fl uint16
-		if le.IsStmt {
-			fl |= table.RowStmt
-		}
-		if le.EndSequence {
-			fl |= table.RowEndSequence
-		}
-		if le.PrologueEnd {
-			fl |= table.RowPrologueEnd
-		}
-		if le.EpilogueBegin {
-			fl |= table.RowEpilogueBegin
-		}
-		if le.BasicBlock {
-			fl |= table.RowBasicBlock
-		}
-		res.rows = append(res.rows, table.Row{
-			Addr: le.Address, File: fileIdx(le.File), Line: uint32(le.Line),
-			Discriminator: uint32(le.Discriminator), Column: uint16(min(le.Column, 0xffff)), Flags: fl,
-		})
-	}
-}
-
 func sortRanges(r [][2]uint64) [][2]uint64 {
 	slices.SortFunc(r, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
 	return r
@@ -499,16 +420,19 @@ type merger struct {
 	in         *interner
 	fileIDs    map[string]uint32
 	structSeen map[string]bool
+	// typedefSeen are the typedef names, kept apart from the tags.
+	typedefSeen map[string]bool
 }
 
 // newMerger sizes the row table from the line section (Debian's vmlinux:
 // 4 bytes of .debug_line per row), so 4.3 M rows are not copied on growth.
 func newMerger(lineBytes int) *merger {
 	return &merger{
-		x:          &table.Tables{Rows: make([]table.Row, 0, lineBytes/3+1024)},
-		in:         &interner{m: map[string]table.StrRef{}},
-		fileIDs:    map[string]uint32{},
-		structSeen: map[string]bool{},
+		x:           &table.Tables{Rows: make([]table.Row, 0, lineBytes/3+1024)},
+		in:          &interner{m: map[string]table.StrRef{}},
+		fileIDs:     map[string]uint32{},
+		structSeen:  map[string]bool{},
+		typedefSeen: map[string]bool{},
 	}
 }
 
@@ -557,14 +481,14 @@ func (m *merger) add(ui int, res *unitResult, bounds [2]uint64) {
 		x.InlRanges = append(x.InlRanges, f.ranges...)
 	}
 	for _, s := range res.structs {
-		key := string(s.name)
+		seen := m.structSeen
 		if s.kind == table.KindTypedef {
-			key = "typedef " + key // C keeps tags and typedef names apart
+			seen = m.typedefSeen // C keeps tags and typedef names apart
 		}
-		if m.structSeen[key] {
+		if seen[string(s.name)] {
 			continue
 		}
-		m.structSeen[key] = true
+		seen[string(s.name)] = true
 		x.Structs = append(x.Structs, table.Struct{Name: in.addBytes(s.name), DIE: s.die, Unit: uint32(ui), Size: uint32(s.size), Kind: s.kind})
 	}
 }

@@ -1,0 +1,616 @@
+// Package lineprog decodes one compilation unit's line-number program
+// (.debug_line, DWARF 2 to 5) into index rows and the unit's file names,
+// exactly as debug/dwarf's LineReader decodes it, but from the unit's
+// DW_AT_stmt_list alone: an index build then needs neither dwarf.New,
+// which parses every unit's header and abbreviations before the first
+// line is read, nor a LineEntry per row and a LineFile per file.
+package lineprog
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/klasy/klasy/dwarfmap/table"
+	"github.com/klasy/klasy/internal/bytereader"
+)
+
+// Sections are the sections a line program reads.
+type Sections struct{ Line, Str, LineStr []byte }
+
+// Unit is what the program needs of its compilation unit.
+type Unit struct {
+	StmtList int64  // DW_AT_stmt_list, -1 if absent: no line table
+	CompDir  string // DW_AT_comp_dir
+	AddrSize int    // of the unit's header: DWARF 2-4 line tables do not say it
+}
+
+// Opcodes and forms, as DWARF 5 numbers them.
+const (
+	lnsCopy             = 1
+	lnsAdvancePC        = 2
+	lnsAdvanceLine      = 3
+	lnsSetFile          = 4
+	lnsSetColumn        = 5
+	lnsNegateStmt       = 6
+	lnsSetBasicBlock    = 7
+	lnsConstAddPC       = 8
+	lnsFixedAdvancePC   = 9
+	lnsSetPrologueEnd   = 10
+	lnsSetEpilogueBegin = 11
+	lnsSetISA           = 12
+
+	lneEndSequence      = 1
+	lneSetAddress       = 2
+	lneDefineFile       = 3
+	lneSetDiscriminator = 4
+
+	lnctPath           = 1
+	lnctDirectoryIndex = 2
+
+	formBlock    = 0x09
+	formData1    = 0x0b
+	formData2    = 0x05
+	formData4    = 0x06
+	formData8    = 0x07
+	formData16   = 0x1e
+	formString   = 0x08
+	formStrp     = 0x0e
+	formLineStrp = 0x1f
+	formStrpSup  = 0x1d
+	formStrx     = 0x1a
+	formStrx1    = 0x25
+	formStrx2    = 0x26
+	formStrx3    = 0x27
+	formStrx4    = 0x28
+	formUdata    = 0x0f
+)
+
+// knownOpcodeLengths are the operand counts of standard opcodes that
+// debug/dwarf checks a header against.
+var knownOpcodeLengths = map[int]int{
+	lnsCopy: 0, lnsAdvancePC: 1, lnsAdvanceLine: 1, lnsSetFile: 1, lnsNegateStmt: 0, lnsSetBasicBlock: 0,
+	lnsConstAddPC: 0, lnsSetPrologueEnd: 0, lnsSetEpilogueBegin: 0, lnsSetISA: 1,
+}
+
+// ErrMalformed wraps what is wrong with a line table.
+var ErrMalformed = errors.New("malformed line table")
+
+// fileEntry is one entry of the file table; a nil one (entry 0 before
+// DWARF 5) names no file.
+type fileEntry struct {
+	name  string // joined to its directory and cleaned
+	isNil bool
+	slot  int32 // index into the files Decode returns, -1 until used
+}
+
+type decoder struct {
+	s        Sections
+	r        bytereader.Reader
+	u        Unit
+	version  int
+	addrSize int
+	dwarf64  bool
+	dirs     []string
+	entries  []fileEntry
+	files    []string
+	nilSlot  int32
+	names    *Names
+}
+
+// Names are the file names of line tables, joined to their directories
+// and cleaned, by directory and name: a kernel's units name the same
+// headers in the same directories thousands of times, so one caller that
+// decodes many units joins and cleans each name once (and keeps one copy
+// of it). A Names is not safe for concurrent use.
+type Names struct{ byDir map[string]map[string]string }
+
+// NewNames returns an empty Names.
+func NewNames() *Names { return &Names{byDir: map[string]map[string]string{}} }
+
+// name is path.Clean(debug/dwarf's pathJoin(dir, p)) (no join if dir or
+// p is empty), as debug/dwarf names the file and the index cleans it.
+func (n *Names) name(dir string, p []byte) string {
+	byName := n.byDir[dir]
+	if byName == nil {
+		byName = map[string]string{}
+		n.byDir[dir] = byName
+	}
+	if s, ok := byName[string(p)]; ok {
+		return s
+	}
+	s := string(p)
+	if dir != "" && s != "" {
+		s = pathJoin(dir, s)
+	}
+	s = path.Clean(s)
+	byName[string(p)] = s
+	return s
+}
+
+// Decode appends the rows of u's line program to rows, with names (nil:
+// a new one) for its file names. Each row's File
+// indexes the files returned: the header's file table in order, then
+// the files the program defines or names out of the table, in the order
+// rows first use them ("" for a file number outside the table); names
+// are cleaned (path.Clean).
+func Decode(s Sections, u Unit, rows []table.Row, names *Names) (files []string, _ []table.Row, err error) {
+	if s.Line == nil || u.StmtList < 0 {
+		return nil, rows, nil
+	}
+	if u.StmtList > int64(len(s.Line)) {
+		return nil, rows, fmt.Errorf("DW_AT_stmt_list %#x past .debug_line (%d bytes): %w", u.StmtList, len(s.Line), ErrMalformed)
+	}
+	if names == nil {
+		names = NewNames()
+	}
+	d := &decoder{s: s, u: u, nilSlot: -1, names: names}
+	d.r.Reset(s.Line[u.StmtList:])
+	prog, err := d.header()
+	if err != nil {
+		return nil, rows, fmt.Errorf("line table at %#x: %w", u.StmtList, err)
+	}
+	for k := range d.entries {
+		d.fileOf(k)
+	}
+	rows, err = d.run(prog, rows)
+	if err != nil {
+		return nil, rows, fmt.Errorf("line table at %#x: %w", u.StmtList, err)
+	}
+	return d.files, rows, nil
+}
+
+func malformed(what string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(what, args...), ErrMalformed)
+}
+
+// program is what the header says of the opcodes that follow it.
+type program struct {
+	code          []byte
+	minInstLen    int
+	maxOps        int
+	defaultIsStmt bool
+	lineBase      int
+	lineRange     int
+	opcodeBase    int
+	opcodeLengths []int
+}
+
+func (d *decoder) header() (p program, err error) {
+	r := &d.r
+	length := uint64(r.U32())
+	if length == 0xffffffff {
+		d.dwarf64 = true
+		length = r.U64()
+	} else if length >= 0xfffffff0 {
+		return p, malformed("unit length has reserved value %#x", length)
+	}
+	if length > uint64(r.Len()) {
+		return p, malformed("line table end %d exceeds section size", uint64(r.Offset())+length)
+	}
+	end := uint64(r.Offset()) + length
+	d.version = int(r.U16())
+	if r.Err() == nil && (d.version < 2 || d.version > 5) {
+		return p, malformed("unknown line table version %d", d.version)
+	}
+	d.addrSize = d.u.AddrSize
+	if d.version >= 5 {
+		d.addrSize = int(r.U8())
+		r.U8() // segment selector size
+	}
+	var hdrLen uint64
+	if d.dwarf64 {
+		hdrLen = r.U64()
+	} else {
+		hdrLen = uint64(r.U32())
+	}
+	progOff := uint64(r.Offset()) + hdrLen
+	if hdrLen > end || progOff > end {
+		return p, malformed("program offset %d exceeds end offset %d", progOff, end)
+	}
+	p.minInstLen = int(r.U8())
+	p.maxOps = 1
+	if d.version >= 4 {
+		p.maxOps = int(r.U8())
+	}
+	p.defaultIsStmt = r.U8() != 0
+	p.lineBase = int(int8(r.U8()))
+	p.lineRange = int(r.U8())
+	if err := r.Err(); err != nil {
+		return p, err
+	}
+	if p.maxOps == 0 {
+		return p, malformed("invalid maximum operations per instruction: 0")
+	}
+	if p.lineRange == 0 {
+		return p, malformed("invalid line range: 0")
+	}
+	p.opcodeBase = int(r.U8())
+	p.opcodeLengths = make([]int, p.opcodeBase)
+	for i := 1; i < p.opcodeBase; i++ {
+		p.opcodeLengths[i] = int(r.U8())
+	}
+	if err := r.Err(); err != nil {
+		return p, err
+	}
+	for i, n := range p.opcodeLengths {
+		if known, ok := knownOpcodeLengths[i]; ok && known != n {
+			return p, malformed("opcode %d expected to have length %d, but has length %d", i, known, n)
+		}
+	}
+	if d.version < 5 {
+		d.dirs = []string{d.u.CompDir}
+		for {
+			dir := string(r.CString())
+			if err := r.Err(); err != nil {
+				return p, err
+			}
+			if dir == "" {
+				break
+			}
+			if !pathIsAbs(dir) {
+				dir = pathJoin(d.u.CompDir, dir)
+			}
+			d.dirs = append(d.dirs, dir)
+		}
+		d.entries = []fileEntry{{isNil: true, slot: -1}}
+		for {
+			done, err := d.fileEntry()
+			if err != nil {
+				return p, err
+			}
+			if done {
+				break
+			}
+		}
+	} else {
+		dirFormat := d.lnctFormat()
+		n := r.ULEB128()
+		if n > uint64(r.Len()) {
+			return p, malformed("%d directories in %d bytes", n, r.Len())
+		}
+		d.dirs = make([]string, n)
+		for i := range d.dirs {
+			dp, dir, err := d.lnct(dirFormat)
+			if err != nil {
+				return p, err
+			}
+			d.dirs[i] = string(dp)
+			if dir != "" && len(dp) > 0 {
+				d.dirs[i] = pathJoin(dir, d.dirs[i])
+			}
+		}
+		fileFormat := d.lnctFormat()
+		n = r.ULEB128()
+		if n > uint64(r.Len()) {
+			return p, malformed("%d files in %d bytes", n, r.Len())
+		}
+		d.entries = make([]fileEntry, n)
+		for i := range d.entries {
+			name, dir, err := d.lnct(fileFormat)
+			if err != nil {
+				return p, err
+			}
+			d.entries[i] = fileEntry{name: d.names.name(dir, name), slot: -1}
+		}
+	}
+	if err := r.Err(); err != nil {
+		return p, err
+	}
+	p.code = d.s.Line[uint64(d.u.StmtList)+progOff : uint64(d.u.StmtList)+end]
+	return p, nil
+}
+
+type lnctForm struct{ lnct, form uint64 }
+
+func (d *decoder) lnctFormat() []lnctForm {
+	n := d.r.U8()
+	f := make([]lnctForm, n)
+	for i := range f {
+		f[i].lnct = d.r.ULEB128()
+		f[i].form = d.r.ULEB128()
+	}
+	return f
+}
+
+// lnct reads one directory or file entry of a DWARF 5 header: its path
+// and its directory's ("" if none).
+func (d *decoder) lnct(format []lnctForm) (p []byte, dir string, err error) {
+	r := &d.r
+	for _, lf := range format {
+		var str []byte
+		var val uint64
+		switch lf.form {
+		case formString:
+			str = r.CString()
+		case formStrp, formLineStrp:
+			var off uint64
+			if d.dwarf64 {
+				off = r.U64()
+			} else {
+				off = uint64(r.U32())
+			}
+			sec, name := d.s.Str, ".debug_str"
+			if lf.form == formLineStrp {
+				sec, name = d.s.LineStr, ".debug_line_str"
+			}
+			sr := bytereader.Reader{}
+			if off > uint64(len(sec)) {
+				return nil, "", malformed("string at %#x past %s", off, name)
+			}
+			sr.Reset(sec[off:])
+			str = sr.CString()
+			if err := sr.Err(); err != nil {
+				return nil, "", fmt.Errorf("%s: %w", name, err)
+			}
+		case formStrpSup:
+			if d.dwarf64 {
+				r.U64()
+			} else {
+				r.U32()
+			}
+		case formStrx, formUdata:
+			val = r.ULEB128()
+			if lf.form == formStrx {
+				val = 0
+			}
+		case formStrx1:
+			r.U8()
+		case formStrx2:
+			r.U16()
+		case formStrx3:
+			r.Uint(3)
+		case formStrx4:
+			r.U32()
+		case formData1:
+			val = uint64(r.U8())
+		case formData2:
+			val = uint64(r.U16())
+		case formData4:
+			val = uint64(r.U32())
+		case formData8:
+			val = r.U64()
+		case formData16:
+			r.Skip(16)
+		case formBlock:
+			r.Skip(r.ULEB128())
+		}
+		switch lf.lnct {
+		case lnctPath:
+			p = str
+		case lnctDirectoryIndex:
+			if val >= uint64(len(d.dirs)) {
+				return nil, "", malformed("directory index %d out of range", val)
+			}
+			dir = d.dirs[val]
+		}
+	}
+	return p, dir, r.Err()
+}
+
+// fileEntry reads a DWARF 2-4 file entry (of the header, or of
+// DW_LNE_define_file); done at the table's empty name.
+func (d *decoder) fileEntry() (done bool, err error) {
+	r := &d.r
+	name := r.CString()
+	if err := r.Err(); err != nil {
+		return false, err
+	}
+	if len(name) == 0 {
+		return true, nil
+	}
+	dirIndex := r.ULEB128()
+	dir := ""
+	if !pathIsAbs(string(name)) {
+		if dirIndex >= uint64(len(d.dirs)) {
+			return false, malformed("directory index %d too large", dirIndex)
+		}
+		dir = d.dirs[dirIndex]
+	}
+	r.ULEB128() // mtime
+	r.ULEB128() // length
+	d.entries = append(d.entries, fileEntry{name: d.names.name(dir, name), slot: -1})
+	return false, r.Err()
+}
+
+// fileOf returns the index in d.files of file table entry k (-1 or past
+// the table: no file).
+func (d *decoder) fileOf(k int) uint32 {
+	if k < 0 || k >= len(d.entries) || d.entries[k].isNil {
+		if d.nilSlot < 0 {
+			d.nilSlot = int32(len(d.files))
+			d.files = append(d.files, "")
+		}
+		return uint32(d.nilSlot)
+	}
+	e := &d.entries[k]
+	if e.slot < 0 {
+		e.slot = int32(len(d.files))
+		d.files = append(d.files, e.name)
+	}
+	return uint32(e.slot)
+}
+
+// run executes the program, appending a row per row it emits.
+func (d *decoder) run(p program, rows []table.Row) ([]table.Row, error) {
+	r := &d.r
+	r.Reset(p.code)
+	// Sized once: kernels' programs take 3 to 4 bytes a row.
+	rows = slices.Grow(rows, len(p.code)/3+16)
+	var (
+		addr                                 uint64
+		opIndex, line, column, discriminator int
+		fileIndex, file                      int
+		isStmt, basicBlock, prologueEnd      bool
+		epilogueBegin                        bool
+	)
+	// file is the entry fileIndex named when last set (-1: none), as
+	// debug/dwarf's state.File is.
+	updateFile := func() {
+		file = -1
+		if fileIndex >= 0 && fileIndex < len(d.entries) {
+			file = fileIndex
+		}
+	}
+	reset := func() {
+		addr, opIndex, line, column, discriminator = 0, 0, 1, 0, 0
+		isStmt, basicBlock, prologueEnd, epilogueBegin = p.defaultIsStmt, false, false, false
+		fileIndex = 1
+		updateFile()
+	}
+	emit := func(endSeq bool) {
+		var fl uint16
+		if isStmt {
+			fl |= table.RowStmt
+		}
+		if endSeq {
+			fl |= table.RowEndSequence
+		}
+		if prologueEnd {
+			fl |= table.RowPrologueEnd
+		}
+		if epilogueBegin {
+			fl |= table.RowEpilogueBegin
+		}
+		if basicBlock {
+			fl |= table.RowBasicBlock
+		}
+		rows = append(rows, table.Row{Addr: addr, File: d.fileOf(file), Line: uint32(line),
+			Discriminator: uint32(discriminator), Column: uint16(min(column, 0xffff)), Flags: fl})
+		basicBlock, prologueEnd, epilogueBegin, discriminator = false, false, false, 0
+	}
+	advancePC := func(ops int) {
+		i := opIndex + ops
+		addr += uint64(p.minInstLen * (i / p.maxOps))
+		opIndex = i % p.maxOps
+	}
+	reset()
+	for r.Len() > 0 {
+		op := int(r.U8())
+		if op >= p.opcodeBase {
+			adj := op - p.opcodeBase
+			advancePC(adj / p.lineRange)
+			line += p.lineBase + adj%p.lineRange
+			emit(false)
+			continue
+		}
+		switch op {
+		case 0:
+			n := r.ULEB128()
+			start := r.Offset()
+			switch r.U8() {
+			case lneEndSequence:
+				emit(true)
+				reset()
+			case lneSetAddress:
+				switch d.addrSize {
+				case 1, 2, 4, 8:
+					addr = r.Uint(d.addrSize)
+				default:
+					return rows, malformed("unknown address size %d", d.addrSize)
+				}
+			case lneDefineFile:
+				done, err := d.fileEntry()
+				if err != nil {
+					return rows, err
+				}
+				if done {
+					return rows, malformed("malformed DW_LNE_define_file operation")
+				}
+				updateFile()
+			case lneSetDiscriminator:
+				discriminator = int(r.ULEB128())
+			}
+			used := uint64(r.Offset() - start)
+			if n < used {
+				return rows, malformed("extended opcode at %#x longer than its length %d", start, n)
+			}
+			r.Skip(n - used)
+		case lnsCopy:
+			emit(false)
+		case lnsAdvancePC:
+			advancePC(int(r.ULEB128()))
+		case lnsAdvanceLine:
+			line += int(r.SLEB128())
+		case lnsSetFile:
+			fileIndex = int(r.ULEB128())
+			updateFile()
+		case lnsSetColumn:
+			column = int(r.ULEB128())
+		case lnsNegateStmt:
+			isStmt = !isStmt
+		case lnsSetBasicBlock:
+			basicBlock = true
+		case lnsConstAddPC:
+			advancePC((255 - p.opcodeBase) / p.lineRange)
+		case lnsFixedAdvancePC:
+			addr += uint64(r.U16())
+		case lnsSetPrologueEnd:
+			prologueEnd = true
+		case lnsSetEpilogueBegin:
+			epilogueBegin = true
+		case lnsSetISA:
+			r.ULEB128()
+		default:
+			for i := 0; i < p.opcodeLengths[op]; i++ {
+				r.ULEB128()
+			}
+		}
+		if err := r.Err(); err != nil {
+			return rows, err
+		}
+	}
+	return rows, r.Err()
+}
+
+// pathIsAbs and pathJoin are debug/dwarf's (line.go), so that file names
+// come out as its LineReader gives them.
+func pathIsAbs(path string) bool {
+	_, path = splitDrive(path)
+	return len(path) > 0 && (path[0] == '/' || path[0] == '\\')
+}
+
+func pathJoin(dirname, filename string) string {
+	if len(dirname) == 0 {
+		return filename
+	}
+	drive, dirname := splitDrive(dirname)
+	if drive == "" {
+		return path.Join(dirname, filename)
+	}
+	drive2, filename := splitDrive(filename)
+	if drive2 != "" {
+		if !strings.EqualFold(drive, drive2) {
+			return drive2 + filename
+		}
+	}
+	if !(strings.HasSuffix(dirname, "/") || strings.HasSuffix(dirname, `\`)) && dirname != "" {
+		sep := `\`
+		if strings.HasPrefix(dirname, "/") {
+			sep = `/`
+		}
+		dirname += sep
+	}
+	return drive + dirname + filename
+}
+
+func splitDrive(path string) (drive, rest string) {
+	if len(path) >= 2 && path[1] == ':' {
+		if c := path[0]; 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' {
+			return path[:2], path[2:]
+		}
+	}
+	if len(path) > 3 && (path[0] == '\\' || path[0] == '/') && (path[1] == '\\' || path[1] == '/') {
+		npath := strings.ReplaceAll(path, "/", `\`)
+		slash1 := strings.IndexByte(npath[2:], '\\') + 2
+		if slash1 > 2 {
+			slash2 := strings.IndexByte(npath[slash1+1:], '\\') + slash1 + 1
+			if slash2 > slash1 {
+				return path[:slash2], path[slash2:]
+			}
+		}
+	}
+	return "", path
+}
