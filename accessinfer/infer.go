@@ -128,6 +128,27 @@ type worker struct {
 	ft   fnTrack // its buffers reused from one function to the next
 	// retTypes caches retPointee by callee.
 	retTypes map[uint64]*members.Type
+	// whys are the provenances tracked values name by number (val.why;
+	// 0: none), whyIx their numbers.
+	whys  []string
+	whyIx map[string]uint32
+	wbuf  []byte
+}
+
+// whyRet is the provenance "ret": a value a call returned.
+const whyRet = 1
+
+// why numbers the provenance a+b+c: looked up in a buffer, a string
+// made only for a new one.
+func (w *worker) why(a, b, c string) uint32 {
+	w.wbuf = append(append(append(w.wbuf[:0], a...), b...), c...)
+	if id, ok := w.whyIx[string(w.wbuf)]; ok {
+		return id
+	}
+	s := string(w.wbuf)
+	w.whyIx[s] = uint32(len(w.whys))
+	w.whys = append(w.whys, s)
+	return uint32(len(w.whys) - 1)
 }
 
 // retPointee is the type a call to target returns a pointer to, nil
@@ -268,7 +289,8 @@ func Infer(img *elfimage.Image, opt Options) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wk := &worker{ts: tss[w], g: gl, rets: rets, img: img, res: reserved, retTypes: map[uint64]*members.Type{}}
+			wk := &worker{ts: tss[w], g: gl, rets: rets, img: img, res: reserved, retTypes: map[uint64]*members.Type{},
+				whys: []string{"", "ret"}, whyIx: map[string]uint32{"": 0, "ret": whyRet}}
 			for q := 0; q < nw; q++ {
 				queue := queues[(w+q)%nw]
 				pos := &taken[(w+q)%nw]
@@ -436,7 +458,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 				s = newState()
 				s.copyFrom(outs[p])
 			case !(b == entry && g.Blocks[b].Start == g.Entry):
-				s.merge(outs[p])
+				s.merge(outs[p], ft)
 			}
 		}
 		if uses != nil {
@@ -536,7 +558,7 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 			for i := lo; i < hi; i++ {
 				ft.step(s, i, hi, pats[b], skips[b], nil)
 			}
-			if outs[b] == nil || !outs[b].equal(s) {
+			if outs[b] == nil || !outs[b].equal(s, ft) {
 				if outs[b] != nil {
 					free = append(free, outs[b])
 				}
@@ -590,7 +612,7 @@ func (ft *fnTrack) emit(accs *[]Access, i int, r *memResult) {
 			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.Name, Struct: h.Container.Name, Member: h.Member.Name,
 				Union: h.Container.Kind == members.Union, Bitfield: h.Member.BitSize > 0, BitOffset: h.BitOff, BitSize: h.BitSize,
 				BitTest: r.test && (h.Member.BitSize > 0 || (len(r.chains) > 1 && d == len(c)-1)),
-				Kind:    r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: r.obj.why, Calls: calls,
+				Kind:    r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: ft.w.whys[r.obj.why], Calls: calls,
 				ContainerOff: off, ContainerKnown: known})
 			off += h.BitOff / 8
 			if mt := ft.w.ts.Get(h.Member.Type); mt == nil || mt.Kind == members.Array {
@@ -829,7 +851,7 @@ func (ft *fnTrack) transfer(s *state, in *x86code.Insn, r *memResult, hasMem boo
 		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
 			target := uint64(int64(in.End()) + int64(rel))
 			if p := ft.w.retPointee(target); p != nil {
-				s.regs[0] = val{kind: vPtr, t: p, why: "ret"}
+				s.regs[0] = val{kind: vPtr, t: p.ID(), why: whyRet}
 			}
 		}
 	case x86asm.XCHG:
@@ -873,7 +895,7 @@ func (ft *fnTrack) addrVal(a uint64, percpu bool) val {
 			if percpu {
 				why = "per-CPU "
 			}
-			return val{kind: vPtr, t: t, k: off, why: why + g.Name}
+			return val{kind: vPtr, t: t.ID(), k: off, why: ft.w.why(why, g.Name, "")}
 		}
 	}
 	return val{kind: vConst, k: int64(a), percpu: percpu}

@@ -25,58 +25,53 @@ const (
 	vPercpuOff       // this CPU's (or some CPU's) per-CPU offset
 )
 
-// val is copied at every instruction (a state holds 16): 48 bytes.
+// val is copied at every instruction (a state holds 16): 24 bytes,
+// and no pointers (the type, the provenance and the alternatives by
+// number), so that copying states needs no write barriers and the
+// collector has nothing in them to scan.
 type val struct {
 	kind   vkind
 	percpu bool // vConst: a per-CPU offset was added (per_cpu_ptr, this_cpu_ptr)
 	// deref: a vPtr loaded from a global or per-CPU pointer variable
 	// (current is current_task's value), not a variable's own value.
 	deref bool
-	t     *members.Type
+	t     uint32 // the type's members.Type.ID in the worker's types
 	k     int64
-	why   string // where the type came from (provenance)
+	why   uint32 // where the type came from (provenance): worker.whys
 	// alts are other typings of a vPtr that DWARF gives at once (a
-	// pointer and the container_of of it in one register); nil: none.
-	alts *[]val
+	// pointer and the container_of of it in one register), an index
+	// into fnTrack.alts; 0: none.
+	alts uint32
 }
 
-func (v val) altv() []val {
-	if v.alts == nil {
-		return nil
-	}
-	return *v.alts
-}
+// typ is v's type.
+func (ft *fnTrack) typ(v val) *members.Type { return ft.w.ts.ByID(v.t) }
 
-// addK moves the pointer by d bytes, in every typing.
-func (v val) addK(d int64) val {
-	v.k += d
-	if len(v.altv()) > 0 {
-		alts := make([]val, len(*v.alts))
-		for i, a := range *v.alts {
-			alts[i] = a
-			alts[i].k += d
-		}
-		v.alts = &alts
-	}
-	return v
-}
+// altv is v's other typings.
+func (ft *fnTrack) altv(v val) []val { return ft.alts[v.alts] }
 
-func (v val) same(o val) bool {
+// same reports whether v and o are the same value (types by Key).
+func (ft *fnTrack) same(v, o val) bool {
 	if v.kind != o.kind || v.k != o.k || v.percpu != o.percpu {
 		return false
 	}
 	if v.kind != vPtr {
 		return true
 	}
-	if v.t.Key() != o.t.Key() || len(v.altv()) != len(o.altv()) {
+	if !ft.sameType(v.t, o.t) || len(ft.alts[v.alts]) != len(ft.alts[o.alts]) {
 		return false
 	}
-	for i := range v.altv() {
-		if !(*v.alts)[i].same((*o.alts)[i]) {
+	for i, a := range ft.alts[v.alts] {
+		if !ft.same(a, ft.alts[o.alts][i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameType reports whether types a and b (IDs) have one Key.
+func (ft *fnTrack) sameType(a, b uint32) bool {
+	return a == b || ft.typ(val{t: a}).Key() == ft.typ(val{t: b}).Key()
 }
 
 // slot is a stack slot holding a value, by its offset from the stack
@@ -142,17 +137,17 @@ func (s *state) setSlot(off int64, n int64, v val) {
 // only is not a type at the join (perf's path walk picks one path
 // instead; a join that keeps only agreements never names a member from
 // a type that one of the paths into it does not have).
-func (s *state) merge(o *state) bool {
+func (s *state) merge(o *state, ft *fnTrack) bool {
 	changed := false
 	for i := range s.regs {
-		if s.regs[i].kind != vNone && !s.regs[i].same(o.regs[i]) {
+		if s.regs[i].kind != vNone && !ft.same(s.regs[i], o.regs[i]) {
 			s.regs[i] = val{}
 			changed = true
 		}
 	}
 	out := s.slots[:0] // s owns its slots: filtered in place
 	for _, sl := range s.slots {
-		if v, ok := o.slot(sl.off); ok && v.same(sl.v) {
+		if v, ok := o.slot(sl.off); ok && ft.same(v, sl.v) {
 			out = append(out, sl)
 		} else {
 			changed = true
@@ -163,9 +158,9 @@ func (s *state) merge(o *state) bool {
 	return changed
 }
 
-func (s *state) equal(o *state) bool {
+func (s *state) equal(o *state, ft *fnTrack) bool {
 	for i := range s.regs {
-		if s.regs[i].kind != o.regs[i].kind || (s.regs[i].kind != vNone && !s.regs[i].same(o.regs[i])) {
+		if s.regs[i].kind != o.regs[i].kind || (s.regs[i].kind != vNone && !ft.same(s.regs[i], o.regs[i])) {
 			return false
 		}
 	}
@@ -173,7 +168,7 @@ func (s *state) equal(o *state) bool {
 		return false
 	}
 	for i := range s.slots {
-		if s.slots[i].off != o.slots[i].off || !s.slots[i].v.same(o.slots[i].v) {
+		if s.slots[i].off != o.slots[i].off || !ft.same(s.slots[i].v, o.slots[i].v) {
 			return false
 		}
 	}
@@ -218,7 +213,7 @@ type constPtr struct {
 func (ft *fnTrack) constVar(a, pc uint64) (object, bool) {
 	for _, c := range ft.consts {
 		if pc >= c.lo && pc < c.hi && a >= c.addr && a < c.addr+uint64(max(c.t.Size, 0)) {
-			return object{t: c.t, off: int64(a - c.addr), why: "var " + c.name, reg: -1}, true
+			return object{t: c.t, off: int64(a - c.addr), why: ft.w.why("var ", c.name, ""), reg: -1}, true
 		}
 	}
 	return object{}, false
@@ -245,6 +240,7 @@ type fnTrack struct {
 	// sitesAt[i] are the inlined copies holding instruction i (indexes
 	// into f.inlines), worked out at the first access emitted.
 	free       []*state // states no block holds any more
+	alts       [][]val  // val.alts' typings, this function's (0: none)
 	sitesBuilt bool
 	sitesAt    [][]int32
 	siteCounts []int32
@@ -283,6 +279,8 @@ func (ft *fnTrack) reset(w *worker, f *dwscan.Function) {
 	ft.sitesBuilt = false
 	ft.lastCalls = nil
 	ft.named = nil
+	clear(ft.alts)
+	ft.alts = append(ft.alts[:0], nil)
 	clear(ft.fs)
 	ft.fs = ft.fs[:0]
 	ft.spans = ft.spans[:0]
@@ -371,7 +369,7 @@ func (ft *fnTrack) buildFacts() {
 			if !members.Useful(p) {
 				continue
 			}
-			pv = val{kind: vPtr, t: p, why: "var " + v.Name}
+			pv = val{kind: vPtr, t: p.ID(), why: ft.w.why("var ", v.Name, "")}
 		case t.Kind == members.Struct || t.Kind == members.Union || t.Kind == members.Array:
 			obj = true
 		default:
@@ -402,7 +400,7 @@ func (ft *fnTrack) buildFacts() {
 						// which the plugin records.
 						continue
 					}
-					ft.consts = append(ft.consts, constPtr{addr: uint64(w.Off), t: pv.t, name: v.Name, lo: lo, hi: hi})
+					ft.consts = append(ft.consts, constPtr{addr: uint64(w.Off), t: ft.typ(pv), name: v.Name, lo: lo, hi: hi})
 					continue
 				}
 				if obj {
@@ -518,52 +516,53 @@ func (ft *fnTrack) prepare(i int) {
 		case f.depth > b.depth:
 			old := b.v
 			b.v, b.depth = f.v, f.depth
-			if old.t.Key() != f.v.t.Key() {
+			if !ft.sameType(old.t, f.v.t) {
 				// An outer scope's variable of another type in the
 				// same register (n, and va = rb_entry(n, ..) in a block
 				// inside): both typings, as at one depth.
-				for _, a := range append([]val{old}, old.altv()...) {
-					a.alts = nil
-					b.addAlt(a)
+				for _, a := range append([]val{old}, ft.altv(old)...) {
+					a.alts = 0
+					ft.addAlt(b, a)
 				}
 			}
-		case f.depth < b.depth && b.v.t.Key() != f.v.t.Key(), f.depth == b.depth && !b.v.same(f.v):
-			b.addAlt(f.v)
+		case f.depth < b.depth && !ft.sameType(b.v.t, f.v.t), f.depth == b.depth && !ft.same(b.v, f.v):
+			ft.addAlt(b, f.v)
 		}
 	}
 }
 
 // addAlt adds v to b's typings, once.
-func (b *regVal) addAlt(v val) {
+func (ft *fnTrack) addAlt(b *regVal, v val) {
 	m := b.v
-	m.alts = nil
-	if m.same(v) {
+	m.alts = 0
+	if ft.same(m, v) {
 		return
 	}
-	as := b.v.altv()
+	as := ft.altv(b.v)
 	for _, a := range as {
-		if a.same(v) {
+		if ft.same(a, v) {
 			return
 		}
 	}
-	as = append(as[:len(as):len(as)], v)
-	b.v.alts = &as
+	ft.alts = append(ft.alts, append(as[:len(as):len(as)], v))
+	b.v.alts = uint32(len(ft.alts) - 1)
 }
 
 // object is what a memory operand addresses, when tracking knows.
 type object struct {
 	t     *members.Type
-	off   int64 // of the access in t
-	why   string
-	reg   int   // DWARF register of the base, -1 if none
-	base  int64 // the object starts at reg + base
-	stack bool  // a stack slot that is no known object
-	frame bool  // a struct variable in the frame
+	off   int64  // of the access in t
+	why   uint32 // worker.whys
+	reg   int    // DWARF register of the base, -1 if none
+	base  int64  // the object starts at reg + base
+	stack bool   // a stack slot that is no known object
+	frame bool   // a struct variable in the frame
 	slot  int64
 	// indexed: an index register adds to the address.
 	indexed bool
-	gname   string
-	deref   bool // val.deref of the base
+	// percpuBase: the kernel's per-CPU offsets (isPercpuBase).
+	percpuBase bool
+	deref      bool // val.deref of the base
 }
 
 // objects resolves a memory operand in state s: one object, or one per
@@ -584,9 +583,9 @@ func (ft *fnTrack) objects(s *state, m x86asm.Mem, next uint64, pc uint64) []obj
 	o.indexed = m.Index != 0
 	out := append(ft.objBuf[:0], o) // valid until the next call
 	if bi, _, ok := regs.Index(m.Base); ok && m.Base != x86asm.RIP && s.regs[bi].kind == vPtr {
-		for _, alt := range s.regs[bi].altv() {
+		for _, alt := range ft.altv(s.regs[bi]) {
 			ao := o
-			ao.t, ao.off, ao.why, ao.base, ao.deref = alt.t, alt.k+m.Disp, alt.why, -alt.k, alt.deref
+			ao.t, ao.off, ao.why, ao.base, ao.deref = ft.typ(alt), alt.k+m.Disp, alt.why, -alt.k, alt.deref
 			out = append(out, ao)
 		}
 	}
@@ -615,7 +614,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if !ok {
 			return object{}, false
 		}
-		return object{t: ft.w.ts.Get(g.Type), off: off, why: "per-CPU " + g.Name, reg: -1, gname: g.Name}, true
+		return object{t: ft.w.ts.Get(g.Type), off: off, why: ft.w.why("per-CPU ", g.Name, ""), reg: -1, percpuBase: isPercpuBase(g.Name)}, true
 	}
 	if m.Segment != 0 {
 		return object{}, false
@@ -632,7 +631,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if indexed && (t == nil || t.Kind != members.Array) {
 			return object{}, false
 		}
-		return object{t: t, off: off, why: why + g.Name, reg: -1, gname: g.Name}, true
+		return object{t: t, off: off, why: ft.w.why(why, g.Name, ""), reg: -1, percpuBase: isPercpuBase(g.Name)}, true
 	}
 	switch {
 	case m.Base == x86asm.RIP:
@@ -647,7 +646,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 	v := s.regs[bi]
 	switch v.kind {
 	case vPtr:
-		return object{t: v.t, off: v.k + m.Disp, why: v.why, reg: regs.ToDWARF[bi], base: -v.k, deref: v.deref}, true
+		return object{t: ft.typ(v), off: v.k + m.Disp, why: v.why, reg: regs.ToDWARF[bi], base: -v.k, deref: v.deref}, true
 	case vStack:
 		if m.Index != 0 {
 			return object{}, false
@@ -655,7 +654,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		so := v.k + m.Disp
 		for _, o := range ft.objs {
 			if so >= o.off && so < o.off+o.t.Size && pc >= o.ranges[0][0] && pc < o.ranges[0][1] {
-				return object{t: o.t, off: so - o.off, why: "stack var " + o.name, reg: regs.ToDWARF[bi], base: o.off - v.k, frame: true}, true
+				return object{t: o.t, off: so - o.off, why: ft.w.why("stack var ", o.name, ""), reg: regs.ToDWARF[bi], base: o.off - v.k, frame: true}, true
 			}
 		}
 		return object{stack: true, slot: so}, true
@@ -675,7 +674,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if v.percpu {
 			why = "per-CPU "
 		}
-		return object{t: ft.w.ts.Get(g.Type), off: off, why: why + g.Name, reg: regs.ToDWARF[bi], base: int64(g.Addr) - v.k}, true
+		return object{t: ft.w.ts.Get(g.Type), off: off, why: ft.w.why(why, g.Name, ""), reg: regs.ToDWARF[bi], base: int64(g.Addr) - v.k}, true
 	}
 	return object{}, false
 }
@@ -736,7 +735,7 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip ma
 			key[k] = s.regs[ri]
 		}
 	}
-	if e.cached && key[0].same(e.key[0]) && key[1].same(e.key[1]) && key[2].same(e.key[2]) {
+	if e.cached && ft.same(key[0], e.key[0]) && ft.same(key[1], e.key[1]) && ft.same(key[2], e.key[2]) {
 		return &e.r, true
 	}
 	e.key, e.r = key, ft.lookSlow(s, i, end, e.acc, pats, skip)
@@ -842,7 +841,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		return nil, loaded
 	}
 	ts := ft.w.ts
-	if isPercpuBase(obj.gname) {
+	if obj.percpuBase {
 		return nil, val{kind: vPercpuOff}
 	}
 	t := obj.t
@@ -857,7 +856,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	// A pointer loaded from the object.
 	if t.Kind == members.Ptr && obj.off == 0 && n == 8 && acc.Kind == x86code.Load {
 		if p := ts.Pointee(t); members.Useful(p) {
-			loaded = val{kind: vPtr, t: p, why: obj.why, deref: true}
+			loaded = val{kind: vPtr, t: p.ID(), why: obj.why, deref: true}
 		}
 		return nil, loaded
 	}
@@ -914,7 +913,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	}
 	a.Hint = ft.hintFor(s, i, end, acc)
 	for _, p := range []string{"var ", "stack var ", "global ", "per-CPU "} {
-		a.Declared = a.Declared || strings.HasPrefix(obj.why, p)
+		a.Declared = a.Declared || strings.HasPrefix(ft.w.whys[obj.why], p)
 	}
 	// A pointer loaded from a global is typed by the global's declared
 	// pointee as a loaded member's is by the member's: the source may
@@ -965,12 +964,12 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 		case mt != nil && mt.Kind == members.Ptr && last.BitSize == 64:
 			// The only member the 8 bytes touch is this pointer: the load is it.
 			if p := ts.Pointee(mt); members.Useful(p) {
-				loaded = val{kind: vPtr, t: p, why: nameOf(last.Container) + "." + last.Member.Name}
+				loaded = val{kind: vPtr, t: p.ID(), why: ft.w.why(nameOf(last.Container), ".", last.Member.Name)}
 			}
 		case mt != nil && mt.Kind == members.Array:
 			if el := ts.Get(mt.Elem); el != nil && el.Kind == members.Ptr {
 				if p := ts.Pointee(el); members.Useful(p) {
-					loaded = val{kind: vPtr, t: p, why: nameOf(last.Container) + "." + last.Member.Name + "[]"}
+					loaded = val{kind: vPtr, t: p.ID(), why: ft.w.why(nameOf(last.Container), ".", last.Member.Name+"[]")}
 				}
 			}
 		}
@@ -1052,7 +1051,7 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 		case x86asm.Reg:
 			if ri, full, ok := regs.Index(src); ok && full {
 				if v := s.regs[ri]; v.kind == vPtr && v.k == 0 {
-					h.PtrTo = v.t.Key()
+					h.PtrTo = ft.typ(v).Key()
 				}
 			}
 		}
@@ -1070,7 +1069,7 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 			for _, k := range ft.facts[i+1] {
 				f := &ft.fs[k]
 				if f.reg == ri && f.v.k == 0 {
-					h.PtrTo = f.v.t.Key()
+					h.PtrTo = ft.typ(f.v).Key()
 				}
 			}
 		}

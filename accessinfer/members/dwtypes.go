@@ -32,6 +32,7 @@ type Type struct {
 	Name   string // struct/union tag, or the typedef naming an anonymous one (as the plugin names it)
 	Size   int64
 	Elem   dwarf.Offset // pointee or element type (unstripped); 0 for void
+	id     uint32       // ID's answer: in Elem's padding
 	count  int64        // array elements; 0 when unknown (flexible)
 	// memberList is read when first asked for (Types.mems, never this
 	// field): most struct types read, the pointees of locals and
@@ -104,14 +105,29 @@ type Types struct {
 		t   *Type
 	}
 	mbuf []Member // members' buffer
+	// all[id] is the type of that ID (all[0]: nil).
+	all []*Type
 }
 
 // NewTypes reads types from the sections secs, whose units are units
 // (dwscan.Units).
 func NewTypes(secs *diescan.Sections, units [][2]uint64) *Types {
 	return &Types{secs: secs, units: units, unit: map[uint64]*diescan.Unit{}, abbrevs: diescan.Abbrevs{},
-		cache: map[dwarf.Offset]*Type{}}
+		cache: map[dwarf.Offset]*Type{}, all: []*Type{nil}}
 }
+
+// ID numbers t among the types ts has read (0: nil): a tracked value
+// holds the number, not the pointer, so that copying it needs no write
+// barrier and the collector has nothing in it to scan.
+func (t *Type) ID() uint32 {
+	if t == nil {
+		return 0
+	}
+	return t.id
+}
+
+// ByID is the type of ID id (nil for 0).
+func (ts *Types) ByID(id uint32) *Type { return ts.all[id] }
 
 // Abbrevs is the cache of abbreviation tables, for a scanner of the same
 // goroutine to share.
@@ -194,7 +210,8 @@ func (ts *Types) read(off dwarf.Offset, typedef string, depth int) *Type {
 		}
 		return t
 	}
-	t := &Type{off: off}
+	t := &Type{off: off, id: uint32(len(ts.all))}
+	ts.all = append(ts.all, t)
 	t.Size = e.ByteSize
 	switch e.Tag {
 	case dwarf.TagPointerType:
