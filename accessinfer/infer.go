@@ -599,19 +599,20 @@ func (ft *fnTrack) run(memInsns *int) []Access {
 
 // emit adds the accesses of instruction i.
 func (ft *fnTrack) emit(accs *[]Access, i int, r *memResult) {
-	if len(r.chains) == 0 {
+	chains := ft.chainSets[r.chains]
+	if len(chains) == 0 {
 		return
 	}
 	in := &ft.insns[i]
 	calls := ft.callsAt(i)
-	for _, c := range r.chains {
+	for _, c := range chains {
 		// Each level's container is its outer member, at the sum of the
 		// outer levels' offsets; past an array the element is unknown.
 		off, known := int64(0), true
 		for d, h := range c {
 			*accs = append(*accs, Access{PC: in.PC, Func: ft.f.Name, Struct: h.Container.Name, Member: h.Member.Name,
 				Union: h.Container.Kind == members.Union, Bitfield: h.Member.BitSize > 0, BitOffset: h.BitOff, BitSize: h.BitSize,
-				BitTest: r.test && (h.Member.BitSize > 0 || (len(r.chains) > 1 && d == len(c)-1)),
+				BitTest: r.test && (h.Member.BitSize > 0 || (len(chains) > 1 && d == len(c)-1)),
 				Kind:    r.acc.Kind, Depth: d, Reg: r.obj.reg, Base: r.obj.base, Why: ft.w.whys[r.obj.why], Calls: calls,
 				ContainerOff: off, ContainerKnown: known})
 			off += h.BitOff / 8

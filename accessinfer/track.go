@@ -213,7 +213,7 @@ type constPtr struct {
 func (ft *fnTrack) constVar(a, pc uint64) (object, bool) {
 	for _, c := range ft.consts {
 		if pc >= c.lo && pc < c.hi && a >= c.addr && a < c.addr+uint64(max(c.t.Size, 0)) {
-			return object{t: c.t, off: int64(a - c.addr), why: ft.w.why("var ", c.name, ""), reg: -1}, true
+			return object{t: c.t.ID(), off: int64(a - c.addr), why: ft.w.why("var ", c.name, ""), reg: -1}, true
 		}
 	}
 	return object{}, false
@@ -229,7 +229,7 @@ type fnTrack struct {
 	arcs   x86code.Arcs  // g's arcs, and run's blocks' instructions
 	rng    [][2]int
 	objBuf []object      // objects' result
-	got    []memResult   // lookObjs' buffer
+	got    []found       // lookObjs' buffer
 	moves  [2][][2]int64 // copyMoves' [0], storesBeside's [1] results until their next call
 	accs   []Access      // run's arena: its free part
 	facts  [][]int32     // by instruction index: indexes into fs
@@ -239,8 +239,9 @@ type fnTrack struct {
 	pool   []int32
 	// sitesAt[i] are the inlined copies holding instruction i (indexes
 	// into f.inlines), worked out at the first access emitted.
-	free       []*state // states no block holds any more
-	alts       [][]val  // val.alts' typings, this function's (0: none)
+	free       []*state          // states no block holds any more
+	alts       [][]val           // val.alts' typings, this function's (0: none)
+	chainSets  [][]members.Chain // memResult.chains', this function's
 	sitesBuilt bool
 	sitesAt    [][]int32
 	siteCounts []int32
@@ -281,6 +282,8 @@ func (ft *fnTrack) reset(w *worker, f *dwscan.Function) {
 	ft.named = nil
 	clear(ft.alts)
 	ft.alts = append(ft.alts[:0], nil)
+	clear(ft.chainSets)
+	ft.chainSets = append(ft.chainSets[:0], nil)
 	clear(ft.fs)
 	ft.fs = ft.fs[:0]
 	ft.spans = ft.spans[:0]
@@ -550,7 +553,7 @@ func (ft *fnTrack) addAlt(b *regVal, v val) {
 
 // object is what a memory operand addresses, when tracking knows.
 type object struct {
-	t     *members.Type
+	t     uint32 // members.Type.ID
 	off   int64  // of the access in t
 	why   uint32 // worker.whys
 	reg   int    // DWARF register of the base, -1 if none
@@ -585,7 +588,7 @@ func (ft *fnTrack) objects(s *state, m x86asm.Mem, next uint64, pc uint64) []obj
 	if bi, _, ok := regs.Index(m.Base); ok && m.Base != x86asm.RIP && s.regs[bi].kind == vPtr {
 		for _, alt := range ft.altv(s.regs[bi]) {
 			ao := o
-			ao.t, ao.off, ao.why, ao.base, ao.deref = ft.typ(alt), alt.k+m.Disp, alt.why, -alt.k, alt.deref
+			ao.t, ao.off, ao.why, ao.base, ao.deref = alt.t, alt.k+m.Disp, alt.why, -alt.k, alt.deref
 			out = append(out, ao)
 		}
 	}
@@ -614,7 +617,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if !ok {
 			return object{}, false
 		}
-		return object{t: ft.w.ts.Get(g.Type), off: off, why: ft.w.why("per-CPU ", g.Name, ""), reg: -1, percpuBase: isPercpuBase(g.Name)}, true
+		return object{t: ft.w.ts.Get(g.Type).ID(), off: off, why: ft.w.why("per-CPU ", g.Name, ""), reg: -1, percpuBase: isPercpuBase(g.Name)}, true
 	}
 	if m.Segment != 0 {
 		return object{}, false
@@ -631,7 +634,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if indexed && (t == nil || t.Kind != members.Array) {
 			return object{}, false
 		}
-		return object{t: t, off: off, why: ft.w.why(why, g.Name, ""), reg: -1, percpuBase: isPercpuBase(g.Name)}, true
+		return object{t: t.ID(), off: off, why: ft.w.why(why, g.Name, ""), reg: -1, percpuBase: isPercpuBase(g.Name)}, true
 	}
 	switch {
 	case m.Base == x86asm.RIP:
@@ -646,7 +649,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 	v := s.regs[bi]
 	switch v.kind {
 	case vPtr:
-		return object{t: ft.typ(v), off: v.k + m.Disp, why: v.why, reg: regs.ToDWARF[bi], base: -v.k, deref: v.deref}, true
+		return object{t: v.t, off: v.k + m.Disp, why: v.why, reg: regs.ToDWARF[bi], base: -v.k, deref: v.deref}, true
 	case vStack:
 		if m.Index != 0 {
 			return object{}, false
@@ -654,7 +657,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		so := v.k + m.Disp
 		for _, o := range ft.objs {
 			if so >= o.off && so < o.off+o.t.Size && pc >= o.ranges[0][0] && pc < o.ranges[0][1] {
-				return object{t: o.t, off: so - o.off, why: ft.w.why("stack var ", o.name, ""), reg: regs.ToDWARF[bi], base: o.off - v.k, frame: true}, true
+				return object{t: o.t.ID(), off: so - o.off, why: ft.w.why("stack var ", o.name, ""), reg: regs.ToDWARF[bi], base: o.off - v.k, frame: true}, true
 			}
 		}
 		return object{stack: true, slot: so}, true
@@ -674,7 +677,7 @@ func (ft *fnTrack) object(s *state, m x86asm.Mem, next uint64, pc uint64) (objec
 		if v.percpu {
 			why = "per-CPU "
 		}
-		return object{t: ft.w.ts.Get(g.Type), off: off, why: ft.w.why(why, g.Name, ""), reg: regs.ToDWARF[bi], base: int64(g.Addr) - v.k}, true
+		return object{t: ft.w.ts.Get(g.Type).ID(), off: off, why: ft.w.why(why, g.Name, ""), reg: regs.ToDWARF[bi], base: int64(g.Addr) - v.k}, true
 	}
 	return object{}, false
 }
@@ -683,9 +686,12 @@ var noMem memResult // look's result without a memory operand
 
 // result of looking at one instruction's memory operand.
 type memResult struct {
-	acc    x86code.MemAccess
-	obj    object
-	chains []members.Chain
+	acc x86code.MemAccess
+	obj object
+	// chains are the members, an index into fnTrack.chainSets (0:
+	// none): a memResult holds no pointers, copied with no write
+	// barriers, its array not scanned by the collector.
+	chains uint32
 	loaded val  // the value a load gives its destination
 	test   bool // the bits picked out are tested against a constant
 }
@@ -763,21 +769,32 @@ type lookEntry struct {
 
 // lookSlow is look without the cache.
 func (ft *fnTrack) lookSlow(s *state, i, end int, acc x86code.MemAccess, pats map[int]members.Bits, skip map[int]bool) memResult {
-	r := ft.lookObjs(s, i, end, acc, pats, skip)
+	f := ft.lookObjs(s, i, end, acc, pats, skip)
+	r := f.r
+	if len(f.chains) > 0 {
+		ft.chainSets = append(ft.chainSets, f.chains)
+		r.chains = uint32(len(ft.chainSets) - 1)
+	}
 	r.test = pats[i].Test
 	return r
 }
 
-func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats map[int]members.Bits, skip map[int]bool) memResult {
+// found is lookObjs' answer: a memResult and its members.
+type found struct {
+	r      memResult
+	chains []members.Chain
+}
+
+func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats map[int]members.Bits, skip map[int]bool) found {
 	in := &ft.insns[i]
-	r := memResult{acc: acc}
+	r := found{r: memResult{acc: acc}}
 	objs := ft.objects(s, acc.Mem, in.End(), in.PC)
 	if len(objs) == 0 {
 		return r
 	}
 	if len(objs) == 1 {
-		r.obj = objs[0]
-		r.chains, r.loaded = ft.resolveObj(s, i, end, acc, objs[0], pats, skip)
+		r.r.obj = objs[0]
+		r.chains, r.r.loaded = ft.resolveObj(s, i, end, acc, objs[0], pats, skip)
 		return r
 	}
 	got := ft.got[:0]
@@ -785,7 +802,7 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 	for _, o := range objs {
 		c, l := ft.resolveObj(s, i, end, acc, o, pats, skip)
 		if len(c) > 0 {
-			got = append(got, memResult{acc: acc, obj: o, chains: c, loaded: l})
+			got = append(got, found{memResult{acc: acc, obj: o, loaded: l}, c})
 		}
 	}
 	switch {
@@ -793,7 +810,7 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 		for _, o := range objs {
 			// Also a pointer to a struct the typing's holds at offset 0 (tp, sk),
 			// not fitting: a cast (inet_csk(sk)->icsk_ack), to which is not told.
-			if o.off == got[0].obj.off && ft.w.ts.EmbedsAtZero(got[0].obj.t, o.t) {
+			if o.off == got[0].r.obj.off && ft.w.ts.EmbedsAtZero(ft.w.ts.ByID(got[0].r.obj.t), ft.w.ts.ByID(o.t)) {
 				got[0].chains = members.TrimZeroLevels(ft.w.ts, got[0].chains)
 				// Left with a struct at offset 0 and nothing decided
 				// inside it (a union there): nothing is decided.
@@ -844,7 +861,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if obj.percpuBase {
 		return nil, val{kind: vPercpuOff}
 	}
-	t := obj.t
+	t := ts.ByID(obj.t)
 	if t == nil {
 		return nil, loaded
 	}
