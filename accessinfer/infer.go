@@ -629,7 +629,8 @@ func (ft *fnTrack) callsAt(i int) []CallSite {
 	if !ft.sitesBuilt {
 		ft.buildSites()
 	}
-	ks := ft.sitesAt[i]
+	f := ft.sitesAt[i]
+	ks := ft.sitePool[f[0] : f[0]+f[1]]
 	if len(ks) == 0 {
 		return nil
 	}
@@ -680,14 +681,15 @@ func (ft *fnTrack) buildSites() {
 	}
 	each(func(k, i int) { ft.siteCounts[i]++; total++ })
 	ft.sitePool = grow(ft.sitePool, total)
-	at := 0
+	at := int32(0)
 	for i, c := range ft.siteCounts {
-		ft.sitesAt[i] = ft.sitePool[at : at : at+int(c)]
-		at += int(c)
+		ft.sitesAt[i] = [2]int32{at, 0}
+		at += c
 	}
 	each(func(k, i int) {
-		if l := len(ft.sitesAt[i]); l == 0 || ft.sitesAt[i][l-1] != int32(k) {
-			ft.sitesAt[i] = append(ft.sitesAt[i], int32(k))
+		if f := &ft.sitesAt[i]; f[1] == 0 || ft.sitePool[f[0]+f[1]-1] != int32(k) {
+			ft.sitePool[f[0]+f[1]] = int32(k)
+			f[1]++
 		}
 	})
 }

@@ -232,7 +232,10 @@ type fnTrack struct {
 	got    []found       // lookObjs' buffer
 	moves  [2][][2]int64 // copyMoves' [0], storesBeside's [1] results until their next call
 	accs   []Access      // run's arena: its free part
-	facts  [][]int32     // by instruction index: indexes into fs
+	// facts[i] are the facts at instruction i (factsAt): where in pool
+	// their indexes into fs start, and how many; no slice headers, so
+	// setting them needs no write barriers.
+	facts  [][2]int32
 	fs     []fact
 	spans  [][2]int32 // of fs[k]: instructions [i, j)
 	counts []int32
@@ -243,7 +246,7 @@ type fnTrack struct {
 	alts       [][]val           // val.alts' typings, this function's (0: none)
 	chainSets  [][]members.Chain // memResult.chains', this function's
 	sitesBuilt bool
-	sitesAt    [][]int32
+	sitesAt    [][2]int32 // in sitePool, as facts in pool (sitesOf)
 	siteCounts []int32
 	sitePool   []int32
 	// callsAt's last answer, and the copies it was for.
@@ -269,6 +272,12 @@ type fnTrack struct {
 	// (its variables', its inlined copies' parameters'), worked out at
 	// the first access that asks.
 	named map[members.Key]bool
+}
+
+// factsAt are the indexes into fs of the facts at instruction i.
+func (ft *fnTrack) factsAt(i int) []int32 {
+	f := ft.facts[i]
+	return ft.pool[f[0] : f[0]+f[1]]
 }
 
 // insnIndex is the index of the first instruction at pc or after.
@@ -329,14 +338,16 @@ func (ft *fnTrack) buildFacts() {
 			total += int(sp[1] - sp[0])
 		}
 		ft.pool = grow(ft.pool, total)
-		at := 0
+		at := int32(0)
 		for i, c := range ft.counts {
-			ft.facts[i] = ft.pool[at : at : at+int(c)]
-			at += int(c)
+			ft.facts[i] = [2]int32{at, 0}
+			at += c
 		}
 		for k, sp := range ft.spans {
 			for i := sp[0]; i < sp[1]; i++ {
-				ft.facts[i] = append(ft.facts[i], int32(k))
+				f := &ft.facts[i]
+				ft.pool[f[0]+f[1]] = int32(k)
+				f[1]++
 			}
 		}
 	}()
@@ -446,7 +457,7 @@ func (ft *fnTrack) buildFacts() {
 // one register (a pointer and its container_of, at one depth or in
 // nested scopes) are both kept, as alternatives.
 func (ft *fnTrack) apply(s *state, i int) {
-	if len(ft.facts[i]) == 0 {
+	if ft.facts[i][1] == 0 {
 		return
 	}
 	ap := &ft.applied[i]
@@ -461,7 +472,7 @@ func (ft *fnTrack) apply(s *state, i int) {
 		s.regs[rv.reg] = rv.v
 	}
 	if sp := s.regs[rsp]; sp.kind == vStack {
-		for _, k := range ft.facts[i] {
+		for _, k := range ft.factsAt(i) {
 			if f := &ft.fs[k]; f.reg < 0 {
 				s.setSlot(f.slot, 8, f.v)
 			}
@@ -492,7 +503,7 @@ func (ft *fnTrack) prepare(i int) {
 	ap.gen, ap.from = ft.gen, -1
 	clear(ap.regs) // an earlier function's
 	ap.regs = ap.regs[:0]
-	if i > 0 && ft.applied[i-1].gen == ft.gen && slices.Equal(ft.facts[i-1], ft.facts[i]) {
+	if i > 0 && ft.applied[i-1].gen == ft.gen && slices.Equal(ft.factsAt(i-1), ft.factsAt(i)) {
 		// The same facts as the instruction before (a location covers
 		// a range): the same registers, read from there.
 		ap.from = int32(i - 1)
@@ -501,7 +512,7 @@ func (ft *fnTrack) prepare(i int) {
 		}
 		return
 	}
-	for _, k := range ft.facts[i] {
+	for _, k := range ft.factsAt(i) {
 		f := &ft.fs[k]
 		if f.reg < 0 {
 			continue
@@ -1083,7 +1094,7 @@ func (ft *fnTrack) hintFor(s *state, i, end int, acc x86code.MemAccess) members.
 		}
 		// DWARF names the loaded value at the next instruction.
 		if i+1 < len(ft.insns) {
-			for _, k := range ft.facts[i+1] {
+			for _, k := range ft.factsAt(i + 1) {
 				f := &ft.fs[k]
 				if f.reg == ri && f.v.k == 0 {
 					h.PtrTo = ft.typ(f.v).Key()
