@@ -755,7 +755,8 @@ func (ft *fnTrack) look(s *state, i, end int, pats map[int]members.Bits, skip ma
 	if e.cached && ft.same(key[0], e.key[0]) && ft.same(key[1], e.key[1]) && ft.same(key[2], e.key[2]) {
 		return &e.r, true
 	}
-	e.key, e.r = key, ft.lookSlow(s, i, end, e.acc, pats, skip)
+	e.key = key
+	ft.lookSlow(&e.r, s, i, end, e.acc, pats, skip)
 	e.cached = !e.r.obj.stack
 	return &e.r, true // valid until look's next call at i: not copied
 }
@@ -778,16 +779,15 @@ type lookEntry struct {
 	r      memResult
 }
 
-// lookSlow is look without the cache.
-func (ft *fnTrack) lookSlow(s *state, i, end int, acc x86code.MemAccess, pats map[int]members.Bits, skip map[int]bool) memResult {
-	f := ft.lookObjs(s, i, end, acc, pats, skip)
-	r := f.r
-	if len(f.chains) > 0 {
-		ft.chainSets = append(ft.chainSets, f.chains)
+// lookSlow is look without the cache, into r.
+func (ft *fnTrack) lookSlow(r *memResult, s *state, i, end int, acc x86code.MemAccess, pats map[int]members.Bits, skip map[int]bool) {
+	var cs []members.Chain
+	*r, cs = ft.lookObjs(s, i, end, acc, pats, skip)
+	if len(cs) > 0 {
+		ft.chainSets = append(ft.chainSets, cs)
 		r.chains = uint32(len(ft.chainSets) - 1)
 	}
 	r.test = pats[i].Test
-	return r
 }
 
 // found is lookObjs' answer: a memResult and its members.
@@ -796,17 +796,17 @@ type found struct {
 	chains []members.Chain
 }
 
-func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats map[int]members.Bits, skip map[int]bool) found {
+func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats map[int]members.Bits, skip map[int]bool) (memResult, []members.Chain) {
 	in := &ft.insns[i]
 	r := found{r: memResult{acc: acc}}
 	objs := ft.objects(s, acc.Mem, in.End(), in.PC)
 	if len(objs) == 0 {
-		return r
+		return r.r, r.chains
 	}
 	if len(objs) == 1 {
 		r.r.obj = objs[0]
 		r.chains, r.r.loaded = ft.resolveObj(s, i, end, acc, objs[0], pats, skip)
-		return r
+		return r.r, r.chains
 	}
 	got := ft.got[:0]
 	defer func() { ft.got = got[:0] }()
@@ -836,17 +836,17 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 				break
 			}
 		}
-		return got[0]
+		return got[0].r, got[0].chains
 	case len(got) > 1:
 		// Agreeing typings: keep the innermost member they share.
 		best := got[0]
 		for _, g := range got[1:] {
 			if len(g.chains) != 1 || len(best.chains) != 1 {
-				return r
+				return r.r, r.chains
 			}
 			x, y := g.chains[0][len(g.chains[0])-1], best.chains[0][len(best.chains[0])-1]
 			if x.Member.Name != y.Member.Name || x.Container.Key() != y.Container.Key() || x.BitOff != y.BitOff {
-				return r
+				return r.r, r.chains
 			}
 			if len(g.chains[0]) < len(best.chains[0]) {
 				best = g
@@ -854,9 +854,9 @@ func (ft *fnTrack) lookObjs(s *state, i, end int, acc x86code.MemAccess, pats ma
 		}
 		c := best.chains[0]
 		best.chains = []members.Chain{c[len(c)-1:]}
-		return best
+		return best.r, best.chains
 	}
-	return r
+	return r.r, r.chains
 }
 
 // resolveObj is look for one typing of the base: the members and the
