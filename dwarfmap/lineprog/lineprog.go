@@ -106,7 +106,7 @@ type decoder struct {
 	s       Sections
 	r       bytereader.Reader
 	u       Unit
-	h       Header
+	h       *Header // names.h
 	files   []string
 	nilSlot int32
 	names   *Names
@@ -116,8 +116,12 @@ type decoder struct {
 // and cleaned, by directory and name: a kernel's units name the same
 // headers in the same directories thousands of times, so one caller that
 // decodes many units joins and cleans each name once (and keeps one copy
-// of it). A Names is not safe for concurrent use.
-type Names struct{ byDir map[string]map[string]string }
+// of it), and reads their headers into one Header, whose lists keep
+// their memory from unit to unit. A Names is not safe for concurrent use.
+type Names struct {
+	byDir map[string]map[string]string
+	h     Header
+}
 
 // NewNames returns an empty Names.
 func NewNames() *Names { return &Names{byDir: map[string]map[string]string{}} }
@@ -213,7 +217,7 @@ func Decode(s Sections, u Unit, rows []table.Row, names *Names) (files []string,
 	if names == nil {
 		names = NewNames()
 	}
-	d := &decoder{s: s, u: u, nilSlot: -1, names: names}
+	d := &decoder{s: s, u: u, nilSlot: -1, names: names, h: &names.h}
 	d.r.Reset(s.Line[u.StmtList:])
 	if err := d.h.read(&d.r, s, u); err != nil {
 		return nil, rows, fmt.Errorf("line table at %#x: %w", u.StmtList, err)
@@ -246,7 +250,7 @@ type program struct {
 
 // read reads the header at r's start into h (h.prog: the program).
 func (h *Header) read(r *bytereader.Reader, s Sections, u Unit) error {
-	h.dwarf64 = false
+	h.dwarf64, h.entries = false, h.entries[:0]
 	p := &h.prog
 	length := uint64(r.U32())
 	if length == 0xffffffff {
@@ -345,10 +349,7 @@ func (h *Header) read(r *bytereader.Reader, s Sections, u Unit) error {
 			if err != nil {
 				return err
 			}
-			h.dirs[i] = string(dp)
-			if dir != "" && len(dp) > 0 {
-				h.dirs[i] = pathJoin(dir, h.dirs[i])
-			}
+			h.dirs[i] = joinFile(dir, dp)
 		}
 		fileFormat := h.lnctFormat(r)
 		n = r.ULEB128()
@@ -520,13 +521,14 @@ func (d *decoder) run(p program, rows []table.Row) ([]table.Row, error) {
 		addr                                 uint64
 		opIndex, line, column, discriminator int
 		fileIndex, file                      int
+		slot                                 int64 // fileOf(file), -1 until a row asks
 		isStmt, basicBlock, prologueEnd      bool
 		epilogueBegin                        bool
 	)
 	// file is the entry fileIndex named when last set (-1: none), as
 	// debug/dwarf's state.File is.
 	updateFile := func() {
-		file = -1
+		file, slot = -1, -1
 		if fileIndex >= 0 && fileIndex < len(d.h.entries) {
 			file = fileIndex
 		}
@@ -554,7 +556,10 @@ func (d *decoder) run(p program, rows []table.Row) ([]table.Row, error) {
 		if basicBlock {
 			fl |= table.RowBasicBlock
 		}
-		rows = append(rows, table.Row{Addr: addr, File: d.fileOf(file), Line: uint32(line),
+		if slot < 0 {
+			slot = int64(d.fileOf(file))
+		}
+		rows = append(rows, table.Row{Addr: addr, File: uint32(slot), Line: uint32(line),
 			Discriminator: uint32(discriminator), Column: uint16(min(column, 0xffff)), Flags: fl})
 		basicBlock, prologueEnd, epilogueBegin, discriminator = false, false, false, 0
 	}
