@@ -8,6 +8,7 @@ import (
 	"io"
 	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/klasy/klasy/dwarfmap/table"
@@ -161,11 +162,12 @@ func readerRows(t *testing.T, d *dwarf.Data, cu *dwarf.Entry) ([]string, []table
 // TestDecodeAsDebugDwarf compiles dwarfmap's fixture with each DWARF
 // version gcc emits and checks Decode against debug/dwarf on every unit.
 func TestDecodeAsDebugDwarf(t *testing.T) {
-	for _, v := range []string{"2", "3", "4", "5"} {
+	// "2 -gstrict-dwarf": no DWARF 3+ extensions in a DWARF 2 unit.
+	for _, v := range []string{"2", "2 -gstrict-dwarf", "3", "4", "5"} {
 		t.Run("dwarf"+v, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "fixture")
-			args := []string{"-O2", "-g", "-gdwarf-" + v, "-nostdlib", "-Wl,-e,main", "-Wl,--unresolved-symbols=ignore-all",
-				"-o", out, "../testdata/fixture.c", "../testdata/strong.c"}
+			args := append(strings.Fields("-O2 -g -gdwarf-"+v), "-nostdlib", "-Wl,-e,main", "-Wl,--unresolved-symbols=ignore-all",
+				"-o", out, "../testdata/fixture.c", "../testdata/strong.c")
 			testenv.GCC(t, args...)
 			f, err := elf.Open(out)
 			if err != nil {
