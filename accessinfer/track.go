@@ -112,6 +112,14 @@ func (s *state) slot(off int64) (val, bool) {
 // forgets the slots it overlaps.
 // The state owns its slots (copyFrom copies them): they change in place.
 func (s *state) setSlot(off int64, n int64, v val) {
+	if n == 8 && v.kind != vNone {
+		// DWARF's facts set a slot at every instruction of a
+		// variable's range: most often to what it holds already.
+		i := sort.Search(len(s.slots), func(i int) bool { return s.slots[i].off >= off })
+		if i < len(s.slots) && s.slots[i].off == off && s.slots[i].v == v {
+			return // slots never overlap: nothing else to forget
+		}
+	}
 	out := s.slots[:0]
 	for _, sl := range s.slots {
 		if sl.off+8 <= off || sl.off >= off+n {
@@ -245,6 +253,7 @@ type fnTrack struct {
 	lastSites []int32
 	lastCalls []CallSite
 	applied   []appliedFacts
+	gen       uint32 // applied's entries of this function
 	// memAt[i] is instruction i's entry in looked, -1 if it has no
 	// memory operand.
 	memAt  []int32
@@ -330,21 +339,14 @@ func (ft *fnTrack) buildFacts() {
 			}
 		}
 	}()
-	for i := range ft.applied {
-		// Past len the elements were cleared before: clearing to cap
-		// each time cost 2% of inference's CPU time.
-		clear(ft.applied[i].regs)
-		ft.applied[i].regs = ft.applied[i].regs[:0]
-	}
+	// An entry of applied is this function's only when its gen is
+	// ft.gen: nothing to reset at each instruction (two passes over all
+	// of them, with the collector's barriers, cost more than prepare).
+	ft.gen++
 	if cap(ft.applied) < n {
 		ft.applied = make([]appliedFacts, n, n+n/4)
 	}
 	ft.applied = ft.applied[:n]
-	for i := range ft.applied {
-		ft.applied[i].done = false
-		ft.applied[i].from = -1
-		ft.applied[i].regs = ft.applied[i].regs[:0]
-	}
 	ft.memAt = grow(ft.memAt, n)
 	clear(ft.looked)
 	ft.looked = ft.looked[:0]
@@ -447,7 +449,7 @@ func (ft *fnTrack) apply(s *state, i int) {
 		return
 	}
 	ap := &ft.applied[i]
-	if !ap.done {
+	if ap.gen != ft.gen {
 		ft.prepare(i)
 	}
 	rs := ap.regs
@@ -475,7 +477,7 @@ type regVal struct {
 
 // appliedFacts are what apply sets at an instruction, worked out once.
 type appliedFacts struct {
-	done bool
+	gen  uint32 // done for the function of this fnTrack.gen
 	regs []regVal
 	// from >= 0: the same as instruction from's regs (not copied).
 	from int32
@@ -486,8 +488,10 @@ type appliedFacts struct {
 // cleared for each.
 func (ft *fnTrack) prepare(i int) {
 	ap := &ft.applied[i]
-	ap.done = true
-	if i > 0 && ft.applied[i-1].done && slices.Equal(ft.facts[i-1], ft.facts[i]) {
+	ap.gen, ap.from = ft.gen, -1
+	clear(ap.regs) // an earlier function's
+	ap.regs = ap.regs[:0]
+	if i > 0 && ft.applied[i-1].gen == ft.gen && slices.Equal(ft.facts[i-1], ft.facts[i]) {
 		// The same facts as the instruction before (a location covers
 		// a range): the same registers, read from there.
 		ap.from = int32(i - 1)
@@ -936,7 +940,7 @@ func (ft *fnTrack) resolveObj(s *state, i, end int, acc x86code.MemAccess, obj o
 	if lo, hi, ok := ft.copySpan(i, end, true, false); ok {
 		a.Init, a.InitLo, a.InitHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 	}
-	if a.Init && acc.Kind == x86code.Store && ft.immStore(i) {
+	if a.Init && acc.Kind == x86code.Store && regs.ImmStore(ft.insns, i) {
 		if lo, hi, ok := ft.copySpan(i, end, true, true); ok {
 			a.Consts, a.ConstLo, a.ConstHi = true, obj.off+lo-acc.Mem.Disp, obj.off+hi-acc.Mem.Disp
 		}
@@ -1115,7 +1119,7 @@ func (ft *fnTrack) copyAtSlow(i, end int) bool {
 	}
 	if dst, ok := in.Args[0].(x86asm.Reg); ok {
 		if _, isMem := in.Args[1].(x86asm.Mem); isMem {
-			return ft.storedNext(i, end, dst)
+			return regs.StoredNext(ft.insns, i, end, dst)
 		}
 		return false
 	}
@@ -1136,7 +1140,7 @@ func (ft *fnTrack) copyAtSlow(i, end int) bool {
 		p := &ft.insns[j].Inst
 		if d, ok := p.Args[0].(x86asm.Reg); ok && d == src && p.Op == x86asm.MOV {
 			if _, isMem := p.Args[1].(x86asm.Mem); isMem {
-				return ft.storedNext(j, end, src)
+				return regs.StoredNext(ft.insns, j, end, src)
 			}
 			return false
 		}
@@ -1179,7 +1183,7 @@ func (ft *fnTrack) copyMoves(i, end int, imm, only bool) ([][2]int64, bool) {
 	rip := m.Base == x86asm.RIP
 	// Immediates stored to a global: most often INIT_LIST_HEAD's address.
 	moves := func(j int) bool {
-		return (!only && (ft.copyAt(j, end) || ft.retStore(j))) || (imm && !rip && ft.immStore(j))
+		return (!only && (ft.copyAt(j, end) || ft.retStore(j))) || (imm && !rip && regs.ImmStore(ft.insns, j))
 	}
 	if !moves(i) || m.Index != 0 || m.Base == 0 {
 		return nil, false
@@ -1288,64 +1292,10 @@ func (ft *fnTrack) storesBeside(i int, shift int64) [][2]int64 {
 	return out
 }
 
-// retStore reports whether instruction j stores %rax or %rdx as a
-// call before it in its block left them: a struct returned in
-// registers (inode->i_mtime = current_time(inode)) stored whole.
+// retStore is regs.RetStore within instruction j's block (not looked
+// up for an instruction that is no mov).
 func (ft *fnTrack) retStore(j int) bool {
-	in := &ft.insns[j].Inst
-	if in.Op != x86asm.MOV {
-		return false
-	}
-	r, ok := in.Args[1].(x86asm.Reg)
-	if _, isMem := in.Args[0].(x86asm.Mem); !isMem || !ok || (r != x86asm.RAX && r != x86asm.RDX) {
-		return false
-	}
-	ri, _, _ := regs.Index(r)
-	lo := ft.blockStart(j)
-	for k := j - 1; k >= lo && k >= j-16; k-- {
-		p := &ft.insns[k].Inst
-		if p.Op == x86asm.CALL {
-			return true
-		}
-		if regs.Writes(p, ri) {
-			return false
-		}
-	}
-	return false
-}
-
-// immStore reports whether instruction j is a mov of an immediate to
-// memory.
-func (ft *fnTrack) immStore(j int) bool {
-	in := &ft.insns[j].Inst
-	if in.Op != x86asm.MOV {
-		return false
-	}
-	_, isMem := in.Args[0].(x86asm.Mem)
-	_, isImm := in.Args[1].(x86asm.Imm)
-	return isMem && isImm
-}
-
-// storedNext reports whether the register r that instruction i loads
-// is next used, before end, by a mov storing all of it to memory.
-func (ft *fnTrack) storedNext(i, end int, r x86asm.Reg) bool {
-	ri, _, ok := regs.Index(r)
-	if !ok {
-		return false
-	}
-	for j := i + 1; j < end && j <= i+8; j++ {
-		nx := &ft.insns[j].Inst
-		if nx.Op == x86asm.MOV {
-			if s, ok := nx.Args[1].(x86asm.Reg); ok && s == r {
-				m, isMem := nx.Args[0].(x86asm.Mem)
-				return isMem && !regs.MemUses(m, ri)
-			}
-		}
-		if regs.Uses(nx, ri) || regs.Writes(nx, ri) {
-			return false
-		}
-	}
-	return false
+	return ft.insns[j].Inst.Op == x86asm.MOV && regs.RetStore(ft.insns, ft.blockStart(j), j)
 }
 
 // blockStart is the first instruction of the block holding i.

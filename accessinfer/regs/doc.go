@@ -4,5 +4,6 @@
 // rules look for in a block: an address that reaches a rep stos or rep
 // movs (an inlined memset or memcpy), two memory operands at one
 // address (%rip-relative ones by where they point), a register a lea
-// set to another plus a constant (two bases of one memcpy).
+// set to another plus a constant (two bases of one memcpy), a load whose
+// register is next stored whole, a store of what a call returned.
 package regs

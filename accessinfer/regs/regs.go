@@ -9,21 +9,39 @@ import (
 // Index maps any width of a general register to its index (x86asm's
 // 64-bit order), and reports whether it is the full 64-bit register.
 func Index(r x86asm.Reg) (int, bool, bool) {
+	e := regTable[r] // asked at nearly every instruction: a table, not a search
+	return int(e & 15), e&full != 0, e&known != 0
+}
+
+const (
+	full  = 1 << 4
+	known = 1 << 5
+)
+
+// regTable holds Index's answer for every register, by value.
+var regTable = func() (t [256]uint8) {
+	for r := range t {
+		t[r] = indexOf(x86asm.Reg(r))
+	}
+	return t
+}()
+
+func indexOf(r x86asm.Reg) uint8 {
 	switch {
 	case r >= x86asm.RAX && r <= x86asm.R15:
-		return int(r - x86asm.RAX), true, true
+		return uint8(r-x86asm.RAX) | full | known
 	case r >= x86asm.EAX && r <= x86asm.R15L:
-		return int(r - x86asm.EAX), false, true
+		return uint8(r-x86asm.EAX) | known
 	case r >= x86asm.AX && r <= x86asm.R15W:
-		return int(r - x86asm.AX), false, true
+		return uint8(r-x86asm.AX) | known
 	case r >= x86asm.AL && r <= x86asm.BL:
-		return int(r - x86asm.AL), false, true
+		return uint8(r-x86asm.AL) | known
 	case r >= x86asm.AH && r <= x86asm.BH:
-		return int(r - x86asm.AH), false, true
+		return uint8(r-x86asm.AH) | known
 	case r >= x86asm.SPB && r <= x86asm.R15B:
-		return int(r-x86asm.SPB) + 4, false, true
+		return uint8(r-x86asm.SPB+4) | known
 	}
-	return 0, false, false
+	return 0
 }
 
 // FromDWARF maps DWARF register numbers 0-15 to Index's order; ToDWARF
@@ -72,6 +90,22 @@ func ReadsOnly(op x86asm.Op) bool {
 // KnownOp: the instruction writes no register but its first operand
 // (and the flags), or none.
 func KnownOp(op x86asm.Op) bool {
+	// Asked at every instruction: a table, not the switch's search.
+	if int(op) < len(knownOps) {
+		return knownOps[op]
+	}
+	return knownOp(op)
+}
+
+var knownOps = func() []bool {
+	t := make([]bool, x86asm.XTEST+1)
+	for op := range t {
+		t[op] = knownOp(x86asm.Op(op))
+	}
+	return t
+}()
+
+func knownOp(op x86asm.Op) bool {
 	switch op {
 	case x86asm.MOV, x86asm.MOVZX, x86asm.MOVSX, x86asm.MOVSXD, x86asm.LEA,
 		x86asm.ADD, x86asm.SUB, x86asm.AND, x86asm.OR, x86asm.XOR, x86asm.ADC, x86asm.SBB,
@@ -312,4 +346,64 @@ func RSPDelta(insns []x86code.Insn, from, to int) (int64, bool) {
 		}
 	}
 	return d, true
+}
+
+// RetStore reports whether instruction j stores %rax or %rdx as a
+// call before it in its block (which starts at lo) left them: a struct
+// returned in registers (inode->i_mtime = current_time(inode)) stored
+// whole.
+func RetStore(insns []x86code.Insn, lo, j int) bool {
+	in := &insns[j].Inst
+	if in.Op != x86asm.MOV {
+		return false
+	}
+	r, ok := in.Args[1].(x86asm.Reg)
+	if _, isMem := in.Args[0].(x86asm.Mem); !isMem || !ok || (r != x86asm.RAX && r != x86asm.RDX) {
+		return false
+	}
+	ri, _, _ := Index(r)
+	for k := j - 1; k >= lo && k >= j-16; k-- {
+		p := &insns[k].Inst
+		if p.Op == x86asm.CALL {
+			return true
+		}
+		if Writes(p, ri) {
+			return false
+		}
+	}
+	return false
+}
+
+// ImmStore reports whether instruction j is a mov of an immediate to
+// memory.
+func ImmStore(insns []x86code.Insn, j int) bool {
+	in := &insns[j].Inst
+	if in.Op != x86asm.MOV {
+		return false
+	}
+	_, isMem := in.Args[0].(x86asm.Mem)
+	_, isImm := in.Args[1].(x86asm.Imm)
+	return isMem && isImm
+}
+
+// StoredNext reports whether the register r that instruction i loads
+// is next used, before end, by a mov storing all of it to memory.
+func StoredNext(insns []x86code.Insn, i, end int, r x86asm.Reg) bool {
+	ri, _, ok := Index(r)
+	if !ok {
+		return false
+	}
+	for j := i + 1; j < end && j <= i+8; j++ {
+		nx := &insns[j].Inst
+		if nx.Op == x86asm.MOV {
+			if s, ok := nx.Args[1].(x86asm.Reg); ok && s == r {
+				m, isMem := nx.Args[0].(x86asm.Mem)
+				return isMem && !MemUses(m, ri)
+			}
+		}
+		if Uses(nx, ri) || Writes(nx, ri) {
+			return false
+		}
+	}
+	return false
 }

@@ -862,7 +862,7 @@ static void klasy_timer_stop_by(struct klasy_aspect *a, struct klasy_map *m,
 		   !te->count);
 	WRITE_ONCE(te->count, te->count + 1);
 	if (fresh) {
-		/* A reader that sees n sees the key and the times. */
+		/* Pairs with klasy_show_by's acquire: key and times are there. */
 		smp_store_release(&e->n, 1);
 	} else {
 		WRITE_ONCE(e->n, e->n + 1);
@@ -893,7 +893,7 @@ void klasy_timer_stop(struct klasy_aspect *a, struct klasy_map_desc *d)
 	cpu = klasy_task_cpu_ns() - s->cpu0;
 	if (m->by)	/* before the slot is free for another task */
 		key = m->tkeys[s - m->tasks];
-	/* Pairs with klasy_tslot's cmpxchg: the slot is read out. */
+	/* Pairs with klasy_tslot's claim (0 -> me): the slot is done with. */
 	smp_store_release(&s->task, 0);
 	/* Two clocks: the task cannot have run longer than the wall time. */
 	if ((s64)cpu < 0)
@@ -979,7 +979,7 @@ static int klasy_show_keyed(struct seq_file *sf, struct klasy_agg *g,
 
 		dropped += READ_ONCE(t->dropped);
 		for (i = 0; i < KLASY_AGG_KEYS; i++) {
-			/* Pairs with klasy_agg_keyed's release: the key is there. */
+			/* Pairs with klasy_agg_keyed's release. */
 			u64 cnt = smp_load_acquire(&t->e[i].n);
 
 			if (!cnt)
@@ -1131,7 +1131,7 @@ static int klasy_show_by(struct seq_file *sf, struct klasy_agg *g,
 		for (i = 0; i < nkeys; i++) {
 			struct klasy_tentry *e = klasy_tentry_at(t, esize, i);
 
-			/* Pairs with klasy_agg_by's release: the key is there. */
+			/* Pairs with klasy_agg_by's and klasy_timer_stop_by's release. */
 			if (smp_load_acquire(&e->n))
 				all[n++] = e;
 		}

@@ -71,7 +71,8 @@ static u64 klasy_call_newest(struct klasy_call_task *s)
 /*
  * Slot s, held, becomes the current task's: the frames another task
  * left in it are thrown away, counted in c->dropped. (A free slot has
- * none: klasy_call_end frees a slot only when its last frame closes.)
+ * none: the table starts zeroed and klasy_call_end frees a slot only
+ * when its last frame closes.)
  */
 static void klasy_call_own(struct klasy_calls *c, struct klasy_call_task *s)
 {
