@@ -66,6 +66,7 @@ type template struct {
 	key  shapeKey
 	ok   bool // a template of shape key
 	ext  immExt
+	acc  accCode // inst's, for each instruction of its shape
 	inst x86asm.Inst
 }
 
@@ -284,17 +285,17 @@ func (s *shape) rel(b []byte) x86asm.Rel {
 // sign-extended (decode).
 func (d *Decoder) Decode(b []byte) (x86asm.Inst, error) {
 	var inst x86asm.Inst
-	err := d.decodeInto(&inst, b)
+	_, err := d.decodeInto(&inst, b)
 	return inst, err
 }
 
-// decodeInto is Decode into *inst.
-func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) error {
+// decodeInto is Decode into *inst, with its accCode.
+func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) (accCode, error) {
 	s, ok := shapeOf(b)
 	if !ok {
 		var err error
 		*inst, err = decode(b)
-		return err
+		return accessCode(inst), err
 	}
 	if d.slots == nil {
 		d.slots = make([]template, 1<<slotBits)
@@ -311,7 +312,7 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) error {
 			for i := range inst.Args {
 				switch a := inst.Args[i].(type) {
 				case nil:
-					return nil
+					return t.acc, nil
 				case x86asm.Mem:
 					if s.dispLen > 0 {
 						if v := s.disp(b); v != a.Disp {
@@ -332,13 +333,14 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) error {
 				}
 			}
 		}
-		return nil
+		return t.acc, nil
 	}
 	var err error
 	*inst, err = decode(b)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	acc := accessCode(inst)
 	if ext, ok := s.fits(inst, b); ok {
 		if t.ok && t.key == s.key {
 			// The same shape: what its immediate's extension is, now known.
@@ -346,10 +348,10 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) error {
 		} else {
 			// The newest first, the one it pushes aside second.
 			d.slots[at+1] = d.slots[at]
-			d.slots[at] = template{key: s.key, ok: true, ext: ext, inst: *inst}
+			d.slots[at] = template{key: s.key, ok: true, ext: ext, acc: acc, inst: *inst}
 		}
 	}
-	return nil
+	return acc, nil
 }
 
 // fits reports whether x86asm's inst is of the shape s found: the
@@ -406,7 +408,8 @@ func (d *Decoder) DecodeAppend(dst []Insn, code []byte, base uint64) []Insn {
 		dst = dst[:len(dst)+1]
 		in := &dst[len(dst)-1]
 		in.PC = pc
-		err := d.decodeInto(&in.Inst, code[off:])
+		var err error
+		in.acc, err = d.decodeInto(&in.Inst, code[off:])
 		if err != nil || in.Inst.Len == 0 {
 			dst = dst[:len(dst)-1]
 			off++
