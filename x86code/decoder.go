@@ -18,12 +18,21 @@ import (
 // immediate sign- or zero-extended as the one the template was made
 // from shows, until a negative one does: until then only immediates
 // both extend alike are put in). Any other instruction, and the first
-// of each shape, goes to x86asm. The templates are kept in a table
-// indexed by a hash of the shape, two places each (a map cost more
-// than the decoding it saved): a shape pushed out of both by others is
-// decoded again. Not safe for concurrent use: one per goroutine.
+// of each shape, goes to x86asm. The templates are all kept, found by
+// a hash of the shape in a table of their numbers (a map cost more
+// than the decoding it saved): a kernel has some 30,000 shapes (5 MB
+// of templates). Not safe for concurrent use: one per goroutine.
 type Decoder struct {
-	slots []template
+	// index holds, by a hash of the shape (on a collision the next
+	// place), 1 + the number of its template in temps, 0 where empty;
+	// never more than half full. Four bytes a place, not the template:
+	// the table of 8,192 templates in two places a shape it replaces
+	// (1.5 MB, no larger for the caches' sake) pushed out and decoded
+	// again 63,000 of the built kernel's instructions, 3,500
+	// instructions of x86asm each.
+	index []uint32
+	shift uint8 // 64 - log2(len(index))
+	temps []template
 	// mems are memory operands put in an instruction's Args lately, by
 	// a hash: an operand put in again (the same base register and
 	// displacement) shares its Arg rather than taking a new one.
@@ -48,11 +57,8 @@ func (d *Decoder) memArg(m x86asm.Mem) x86asm.Arg {
 	return e.a
 }
 
-// 8,192 places: a table that stays in the caches decoded a kernel's
-// .text 15% faster than one of 65,536 that missed fewer shapes. Two
-// places a shape (the newest first) missed 6% of the built kernel's
-// instructions' shapes, one place 8.5%.
-const slotBits = 13
+// indexBits is the starting size of a Decoder's index.
+const indexBits = 14
 
 // shapeKey is an instruction's bytes but its displacement, immediate
 // and branch offset: REX, opcode (two bytes after 0f), ModRM, SIB,
@@ -64,7 +70,6 @@ type shapeKey struct {
 
 type template struct {
 	key  shapeKey
-	ok   bool // a template of shape key
 	ext  immExt
 	acc  accCode // inst's, for each instruction of its shape
 	inst x86asm.Inst
@@ -297,16 +302,15 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) (accCode, error) {
 		*inst, err = decode(b)
 		return accessCode(inst), err
 	}
-	if d.slots == nil {
-		d.slots = make([]template, 1<<slotBits)
+	if d.index == nil {
+		d.index, d.shift = make([]uint32, 1<<indexBits), 64-indexBits
 	}
-	h := (s.key.bytes ^ uint64(s.key.pfx)<<29) * 0x9e3779b97f4a7c15
-	at := int(h>>(64-slotBits)) &^ 1
-	t := &d.slots[at]
-	if !t.ok || t.key != s.key {
-		t = &d.slots[at+1]
+	at := d.place(s.key)
+	var t *template
+	if e := d.index[at]; e != 0 {
+		t = &d.temps[e-1]
 	}
-	if t.ok && t.key == s.key && (t.ext != immEither || !s.immNeg()) {
+	if t != nil && (t.ext != immEither || !s.immNeg()) {
 		*inst = t.inst
 		if s.dispLen > 0 || s.relLen > 0 || s.immLen > 0 {
 			for i := range inst.Args {
@@ -342,16 +346,39 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) (accCode, error) {
 	}
 	acc := accessCode(inst)
 	if ext, ok := s.fits(inst, b); ok {
-		if t.ok && t.key == s.key {
+		if t != nil {
 			// The same shape: what its immediate's extension is, now known.
 			t.ext, t.inst = max(t.ext, ext), *inst
 		} else {
-			// The newest first, the one it pushes aside second.
-			d.slots[at+1] = d.slots[at]
-			d.slots[at] = template{key: s.key, ok: true, ext: ext, acc: acc, inst: *inst}
+			d.temps = append(d.temps, template{key: s.key, ext: ext, acc: acc, inst: *inst})
+			d.index[at] = uint32(len(d.temps))
+			if 2*len(d.temps) > len(d.index) {
+				d.grow()
+			}
 		}
 	}
 	return acc, nil
+}
+
+// place is where key's template is in d.index, or the empty place it
+// goes to.
+func (d *Decoder) place(key shapeKey) int {
+	h := (key.bytes ^ uint64(key.pfx)<<29) * 0x9e3779b97f4a7c15
+	mask := len(d.index) - 1
+	for at := int(h >> d.shift); ; at = (at + 1) & mask {
+		e := d.index[at]
+		if e == 0 || d.temps[e-1].key == key {
+			return at
+		}
+	}
+}
+
+// grow doubles d.index, its templates placed again.
+func (d *Decoder) grow() {
+	d.index, d.shift = make([]uint32, 2*len(d.index)), d.shift-1
+	for i := range d.temps {
+		d.index[d.place(d.temps[i].key)] = uint32(i + 1)
+	}
 }
 
 // fits reports whether x86asm's inst is of the shape s found: the
