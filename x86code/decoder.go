@@ -69,10 +69,27 @@ type shapeKey struct {
 }
 
 type template struct {
-	key  shapeKey
-	ext  immExt
-	acc  accCode // inst's, for each instruction of its shape
-	inst x86asm.Inst
+	key shapeKey
+	ext immExt
+	acc accCode // inst's, for each instruction of its shape
+	// The arguments holding the memory operand, the branch offset and
+	// the immediate (argsAt): where the shape's parts go.
+	memAt, relAt, immAt uint8
+	inst                x86asm.Inst
+}
+
+// argsAt sets t's memAt, relAt and immAt from its instruction.
+func (t *template) argsAt() {
+	for i, a := range t.inst.Args {
+		switch a.(type) {
+		case x86asm.Mem:
+			t.memAt = uint8(i)
+		case x86asm.Rel:
+			t.relAt = uint8(i)
+		case x86asm.Imm:
+			t.immAt = uint8(i)
+		}
+	}
 }
 
 // immExt is how x86asm extends a shape's immediate to an Imm.
@@ -312,29 +329,20 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) (accCode, error) {
 	}
 	if t != nil && (t.ext != immEither || !s.immNeg()) {
 		*inst = t.inst
-		if s.dispLen > 0 || s.relLen > 0 || s.immLen > 0 {
-			for i := range inst.Args {
-				switch a := inst.Args[i].(type) {
-				case nil:
-					return t.acc, nil
-				case x86asm.Mem:
-					if s.dispLen > 0 {
-						if v := s.disp(b); v != a.Disp {
-							a.Disp = v
-							inst.Args[i] = d.memArg(a)
-						}
-					}
-				case x86asm.Rel:
-					if s.relLen > 0 {
-						inst.Args[i] = s.rel(b)
-					}
-				case x86asm.Imm:
-					if s.immLen > 0 {
-						if v := s.immArg(t.ext); v != a {
-							inst.Args[i] = v
-						}
-					}
-				}
+		// Straight to the arguments the shape's parts go in (fits made
+		// sure each is there, one of its kind).
+		if s.dispLen > 0 {
+			if a := inst.Args[t.memAt].(x86asm.Mem); s.disp(b) != a.Disp {
+				a.Disp = s.disp(b)
+				inst.Args[t.memAt] = d.memArg(a)
+			}
+		}
+		if s.relLen > 0 {
+			inst.Args[t.relAt] = s.rel(b)
+		}
+		if s.immLen > 0 {
+			if v := s.immArg(t.ext); v != inst.Args[t.immAt].(x86asm.Imm) {
+				inst.Args[t.immAt] = v
 			}
 		}
 		return t.acc, nil
@@ -351,6 +359,7 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) (accCode, error) {
 			t.ext, t.inst = max(t.ext, ext), *inst
 		} else {
 			d.temps = append(d.temps, template{key: s.key, ext: ext, acc: acc, inst: *inst})
+			d.temps[len(d.temps)-1].argsAt()
 			d.index[at] = uint32(len(d.temps))
 			if 2*len(d.temps) > len(d.index) {
 				d.grow()
