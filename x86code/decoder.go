@@ -20,7 +20,7 @@ import (
 // both extend alike are put in). Any other instruction, and the first
 // of each shape, goes to x86asm. The templates are all kept, found by
 // a hash of the shape in a table of their numbers (a map cost more
-// than the decoding it saved): a kernel has some 30,000 shapes (5 MB
+// than the decoding it saved): a kernel has some 30,000 shapes (7 MB
 // of templates). Not safe for concurrent use: one per goroutine.
 type Decoder struct {
 	// index holds, by a hash of the shape (on a collision the next
@@ -32,7 +32,11 @@ type Decoder struct {
 	// instructions of x86asm each.
 	index []uint32
 	shift uint8 // 64 - log2(len(index))
-	temps []template
+	// temps are the templates, in blocks of 1,024 (a growing slice
+	// would leave its old arrays, 8 MB for Debian's, to the collector,
+	// and the peak memory with them).
+	temps [][]template
+	ntemp int
 	// mems are memory operands put in an instruction's Args lately, by
 	// a hash: an operand put in again (the same base register and
 	// displacement) shares its Arg rather than taking a new one.
@@ -325,7 +329,7 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) (accCode, error) {
 	at := d.place(s.key)
 	var t *template
 	if e := d.index[at]; e != 0 {
-		t = &d.temps[e-1]
+		t = d.temp(e)
 	}
 	if t != nil && (t.ext != immEither || !s.immNeg()) {
 		*inst = t.inst
@@ -358,15 +362,27 @@ func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) (accCode, error) {
 			// The same shape: what its immediate's extension is, now known.
 			t.ext, t.inst = max(t.ext, ext), *inst
 		} else {
-			d.temps = append(d.temps, template{key: s.key, ext: ext, acc: acc, inst: *inst})
-			d.temps[len(d.temps)-1].argsAt()
-			d.index[at] = uint32(len(d.temps))
-			if 2*len(d.temps) > len(d.index) {
+			if d.ntemp%tempBlock == 0 {
+				d.temps = append(d.temps, make([]template, 0, tempBlock))
+			}
+			last := &d.temps[len(d.temps)-1]
+			*last = append(*last, template{key: s.key, ext: ext, acc: acc, inst: *inst})
+			(*last)[len(*last)-1].argsAt()
+			d.ntemp++
+			d.index[at] = uint32(d.ntemp)
+			if 2*d.ntemp > len(d.index) {
 				d.grow()
 			}
 		}
 	}
 	return acc, nil
+}
+
+const tempBlock = 1024
+
+// temp is template number e (1 up) of d.temps.
+func (d *Decoder) temp(e uint32) *template {
+	return &d.temps[(e-1)/tempBlock][(e-1)%tempBlock]
 }
 
 // place is where key's template is in d.index, or the empty place it
@@ -376,7 +392,7 @@ func (d *Decoder) place(key shapeKey) int {
 	mask := len(d.index) - 1
 	for at := int(h >> d.shift); ; at = (at + 1) & mask {
 		e := d.index[at]
-		if e == 0 || d.temps[e-1].key == key {
+		if e == 0 || d.temp(e).key == key {
 			return at
 		}
 	}
@@ -385,8 +401,8 @@ func (d *Decoder) place(key shapeKey) int {
 // grow doubles d.index, its templates placed again.
 func (d *Decoder) grow() {
 	d.index, d.shift = make([]uint32, 2*len(d.index)), d.shift-1
-	for i := range d.temps {
-		d.index[d.place(d.temps[i].key)] = uint32(i + 1)
+	for e := 1; e <= d.ntemp; e++ {
+		d.index[d.place(d.temp(uint32(e)).key)] = uint32(e)
 	}
 }
 
