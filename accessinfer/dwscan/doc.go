@@ -4,7 +4,7 @@
 // functions with their ranges and parameters and the locals that can
 // type an access, those of the copies inlined into them (with the file
 // and line they were called from, the file named by the line table's
-// header) and of lexical blocks, each with its location list (DWARF
+// header, read by dwarfmap/lineprog) and of lexical blocks, each with its location list (DWARF
 // 2-4 .debug_loc and DWARF 5 .debug_loclists);
 // the variables at fixed addresses (globals, statics, per-CPU variables
 // at their offset in .data..percpu); each function's return type; and

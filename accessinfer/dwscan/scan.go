@@ -8,6 +8,7 @@ import (
 
 	"github.com/klasy/klasy/accessinfer/members"
 	"github.com/klasy/klasy/dwarfmap/diescan"
+	"github.com/klasy/klasy/dwarfmap/lineprog"
 )
 
 // Variable is a parameter or local of a function (or of a copy inlined
@@ -73,8 +74,8 @@ type Ret struct {
 
 type Scanner struct {
 	// dw gives debug/dwarf's view of the image, read when first asked:
-	// for the line tables fileTable does not read, and to tell whether
-	// a unit diescan cannot read makes the image an error.
+	// to tell whether a unit diescan cannot read makes the image an
+	// error.
 	dw     func() (*dwarf.Data, error)
 	err    error
 	ts     *members.Types
@@ -83,14 +84,14 @@ type Scanner struct {
 	u, uo  *diescan.Unit // the scan, and the reads of origins
 	e      diescan.DIE
 	locs   unitLocs
-	files  []string // from debug/dwarf, when ft cannot read the table
-	ft     fileTable
-	// fromTable: the unit's files are ft's.
-	fromTable bool
-	line      [3][]byte // .debug_line, .debug_str, .debug_line_str
-	origin    map[dwarf.Offset]originInfo
-	names     *members.NameCache
-	out       *Unit
+	// files is the unit's line table's header, for the inlined
+	// copies' call files: its names are joined when a call site asks
+	// (the headers name hundreds of files, a unit's call sites a few).
+	files  lineprog.Header
+	line   lineprog.Sections
+	origin map[dwarf.Offset]originInfo
+	names  *members.NameCache
+	out    *Unit
 	// The lists of the function being scanned grow here and are copied
 	// out at its end: growing each function's own left half its
 	// variables' memory behind as garbage.
@@ -151,7 +152,7 @@ func NewScanner(dw func() (*dwarf.Data, error), ts *members.Types, sec Sections)
 	s.locs.loc = sec.Loc
 	s.locs.loclists = sec.Loclists
 	s.locs.addr = sec.Addr
-	s.line = [3][]byte{sec.Line, sec.Str, sec.LineStr}
+	s.line = lineprog.Sections{Line: sec.Line, Str: sec.Str, LineStr: sec.LineStr}
 	return s
 }
 
@@ -277,12 +278,9 @@ func (s *Scanner) scanUnit(start, end uint64) {
 	ua := u.UnitAttrs()
 	s.locs.addrBase = ua.AddrBase
 	s.locs.llBase = int64(ua.LoclistsBase)
-	s.files = s.files[:0]
-	compDir := string(cud.CompDir)
-	s.fromTable = ua.StmtList >= 0 && s.ft.read(s.line[0], s.line[1], s.line[2], uint64(ua.StmtList), compDir)
-	if !s.fromTable && ua.StmtList >= 0 {
-		s.filesFromDebugDwarf(cud.Off)
-	}
+	// A table debug/dwarf's LineReader would refuse gives no files, as
+	// it did when the scan asked debug/dwarf.
+	_ = s.files.Read(s.line, lineprog.Unit{StmtList: ua.StmtList, CompDir: string(cud.CompDir), AddrSize: u.AddrSize()})
 	// Emptied, not made anew: its buckets serve the next unit.
 	if s.origin == nil {
 		s.origin = map[dwarf.Offset]originInfo{}
@@ -332,45 +330,6 @@ func (s *Scanner) unreadable() {
 
 // Err is the error of the image's DWARF a scan met, if any.
 func (s *Scanner) Err() error { return s.err }
-
-// filesFromDebugDwarf reads the files of the unit whose DIE is at off
-// with debug/dwarf's LineReader: the tables fileTable does not read.
-func (s *Scanner) filesFromDebugDwarf(off uint64) {
-	d, err := s.dw()
-	if err != nil {
-		return
-	}
-	r := d.Reader()
-	r.Seek(dwarf.Offset(off))
-	cu, err := r.Next()
-	if err != nil || cu == nil {
-		return
-	}
-	if lr, err := d.LineReader(cu); err == nil && lr != nil {
-		for _, f := range lr.Files() {
-			if f == nil {
-				s.files = append(s.files, "")
-			} else {
-				s.files = append(s.files, f.Name)
-			}
-		}
-	}
-}
-
-// file is the name of the unit's file i, "" if none.
-func (s *Scanner) file(i int64) string {
-	switch {
-	case i < 0:
-		return ""
-	case s.fromTable:
-		if i < int64(len(s.ft.names)) {
-			return s.ft.name(int(i))
-		}
-	case i < int64(len(s.files)):
-		return s.files[i]
-	}
-	return ""
-}
 
 // langAssembler is DW_LANG_Mips_Assembler, which gas gives its units.
 const langAssembler = 0x8001
@@ -506,7 +465,7 @@ func (s *Scanner) children(f *Function, depth int, scope [][2]uint64) {
 				rs = s.ranges(e)
 				oi := s.lookupOrigin(e)
 				site := InlineSite{Name: s.str(oi.name), Ranges: rs, Depth: depth + 1}
-				site.CallFile = s.file(e.CallFile)
+				site.CallFile = s.files.File(int(e.CallFile))
 				site.CallLine = int(e.CallLine)
 				f.Inlines = append(f.Inlines, site)
 			}

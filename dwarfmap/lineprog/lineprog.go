@@ -3,7 +3,10 @@
 // exactly as debug/dwarf's LineReader decodes it, but from the unit's
 // DW_AT_stmt_list alone: an index build then needs neither dwarf.New,
 // which parses every unit's header and abbreviations before the first
-// line is read, nor a LineEntry per row and a LineFile per file.
+// line is read, nor a LineEntry per row and a LineFile per file. A
+// Header reads a header alone and names its files as LineFile.Name,
+// joining each when asked: accessinfer's scan names a few call files
+// of a unit whose header lists hundreds.
 package lineprog
 
 import (
@@ -81,37 +84,53 @@ var ErrMalformed = errors.New("malformed line table")
 // fileEntry is one entry of the file table; a nil one (entry 0 before
 // DWARF 5) names no file.
 type fileEntry struct {
-	name  string // joined to its directory and cleaned
+	path  []byte // as the table gives it, in the section
+	dir   string // its directory, "" if none (absolute, or none given)
 	isNil bool
 	slot  int32 // index into the files Decode returns, -1 until used
 }
 
-type decoder struct {
-	s        Sections
-	r        bytereader.Reader
-	u        Unit
+// Header is a line table's header: what its program needs, and its file
+// table, each name joined to its directory only when asked (File). A
+// Header is reused from unit to unit: its lists keep their memory.
+type Header struct {
 	version  int
 	addrSize int
 	dwarf64  bool
 	dirs     []string
 	entries  []fileEntry
-	files    []string
-	nilSlot  int32
-	names    *Names
+	prog     program
+	lnct     []lnctForm
+	joined   []string // File's names, by entry
+	done     []bool
+}
+
+type decoder struct {
+	s       Sections
+	r       bytereader.Reader
+	u       Unit
+	h       *Header // names.h
+	files   []string
+	nilSlot int32
+	names   *Names
 }
 
 // Names are the file names of line tables, joined to their directories
 // and cleaned, by directory and name: a kernel's units name the same
 // headers in the same directories thousands of times, so one caller that
 // decodes many units joins and cleans each name once (and keeps one copy
-// of it). A Names is not safe for concurrent use.
-type Names struct{ byDir map[string]map[string]string }
+// of it), and reads their headers into one Header, whose lists keep
+// their memory from unit to unit. A Names is not safe for concurrent use.
+type Names struct {
+	byDir map[string]map[string]string
+	h     Header
+}
 
 // NewNames returns an empty Names.
 func NewNames() *Names { return &Names{byDir: map[string]map[string]string{}} }
 
-// name is path.Clean(debug/dwarf's pathJoin(dir, p)) (no join if dir or
-// p is empty), as debug/dwarf names the file and the index cleans it.
+// name is path.Clean(joinFile(dir, p)), as debug/dwarf names the file
+// and the index cleans it.
 func (n *Names) name(dir string, p []byte) string {
 	byName := n.byDir[dir]
 	if byName == nil {
@@ -121,13 +140,68 @@ func (n *Names) name(dir string, p []byte) string {
 	if s, ok := byName[string(p)]; ok {
 		return s
 	}
-	s := string(p)
-	if dir != "" && s != "" {
-		s = pathJoin(dir, s)
-	}
-	s = path.Clean(s)
+	s := path.Clean(joinFile(dir, p))
 	byName[string(p)] = s
 	return s
+}
+
+// joinFile is debug/dwarf's name of the file at p in directory dir
+// (LineFile.Name): joined unless dir or p is empty.
+func joinFile(dir string, p []byte) string {
+	if dir == "" || len(p) == 0 {
+		return string(p)
+	}
+	return pathJoin(dir, string(p))
+}
+
+// Read reads the header of u's line table (none: no files). The file
+// names are debug/dwarf's LineReader's (LineFile.Name, not cleaned), for
+// a reader that wants a few names of a unit rather than its rows.
+func (h *Header) Read(s Sections, u Unit) error {
+	h.entries = h.entries[:0]
+	if s.Line == nil || u.StmtList < 0 {
+		h.grow()
+		return nil
+	}
+	if u.StmtList > int64(len(s.Line)) {
+		h.grow()
+		return fmt.Errorf("DW_AT_stmt_list %#x past .debug_line (%d bytes): %w", u.StmtList, len(s.Line), ErrMalformed)
+	}
+	var r bytereader.Reader
+	r.Reset(s.Line[u.StmtList:])
+	err := h.read(&r, s, u)
+	if err != nil {
+		h.entries = h.entries[:0]
+		err = fmt.Errorf("line table at %#x: %w", u.StmtList, err)
+	}
+	h.grow()
+	return err
+}
+
+// grow sizes File's names to the table, none joined yet.
+func (h *Header) grow() {
+	n := len(h.entries)
+	if cap(h.joined) < n {
+		h.joined, h.done = make([]string, n), make([]bool, n)
+		return
+	}
+	h.joined, h.done = h.joined[:n], h.done[:n]
+	clear(h.done)
+}
+
+// Files is the number of entries of the file table.
+func (h *Header) Files() int { return len(h.entries) }
+
+// File is the name of entry i of the file table, "" if none.
+func (h *Header) File(i int) string {
+	if i < 0 || i >= len(h.entries) {
+		return ""
+	}
+	if !h.done[i] {
+		e := &h.entries[i]
+		h.joined[i], h.done[i] = joinFile(e.dir, e.path), true
+	}
+	return h.joined[i]
 }
 
 // Decode appends the rows of u's line program to rows, with names (nil:
@@ -146,16 +220,15 @@ func Decode(s Sections, u Unit, rows []table.Row, names *Names) (files []string,
 	if names == nil {
 		names = NewNames()
 	}
-	d := &decoder{s: s, u: u, nilSlot: -1, names: names}
+	d := &decoder{s: s, u: u, nilSlot: -1, names: names, h: &names.h}
 	d.r.Reset(s.Line[u.StmtList:])
-	prog, err := d.header()
-	if err != nil {
+	if err := d.h.read(&d.r, s, u); err != nil {
 		return nil, rows, fmt.Errorf("line table at %#x: %w", u.StmtList, err)
 	}
-	for k := range d.entries {
+	for k := range d.h.entries {
 		d.fileOf(k)
 	}
-	rows, err = d.run(prog, rows)
+	rows, err = d.run(d.h.prog, rows)
 	if err != nil {
 		return nil, rows, fmt.Errorf("line table at %#x: %w", u.StmtList, err)
 	}
@@ -178,147 +251,156 @@ type program struct {
 	opcodeLengths []int
 }
 
-func (d *decoder) header() (p program, err error) {
-	r := &d.r
+// read reads the header at r's start into h (h.prog: the program).
+func (h *Header) read(r *bytereader.Reader, s Sections, u Unit) error {
+	h.dwarf64, h.entries = false, h.entries[:0]
+	p := &h.prog
 	length := uint64(r.U32())
 	if length == 0xffffffff {
-		d.dwarf64 = true
+		h.dwarf64 = true
 		length = r.U64()
 	} else if length >= 0xfffffff0 {
-		return p, malformed("unit length has reserved value %#x", length)
+		return malformed("unit length has reserved value %#x", length)
 	}
 	if length > uint64(r.Len()) {
-		return p, malformed("line table end %d exceeds section size", uint64(r.Offset())+length)
+		return malformed("line table end %d exceeds section size", uint64(r.Offset())+length)
 	}
 	end := uint64(r.Offset()) + length
-	d.version = int(r.U16())
-	if r.Err() == nil && (d.version < 2 || d.version > 5) {
-		return p, malformed("unknown line table version %d", d.version)
+	h.version = int(r.U16())
+	if r.Err() == nil && (h.version < 2 || h.version > 5) {
+		return malformed("unknown line table version %d", h.version)
 	}
-	d.addrSize = d.u.AddrSize
-	if d.version >= 5 {
-		d.addrSize = int(r.U8())
+	h.addrSize = u.AddrSize
+	if h.version >= 5 {
+		h.addrSize = int(r.U8())
 		r.U8() // segment selector size
 	}
 	var hdrLen uint64
-	if d.dwarf64 {
+	if h.dwarf64 {
 		hdrLen = r.U64()
 	} else {
 		hdrLen = uint64(r.U32())
 	}
 	progOff := uint64(r.Offset()) + hdrLen
 	if hdrLen > end || progOff > end {
-		return p, malformed("program offset %d exceeds end offset %d", progOff, end)
+		return malformed("program offset %d exceeds end offset %d", progOff, end)
 	}
 	p.minInstLen = int(r.U8())
 	p.maxOps = 1
-	if d.version >= 4 {
+	if h.version >= 4 {
 		p.maxOps = int(r.U8())
 	}
 	p.defaultIsStmt = r.U8() != 0
 	p.lineBase = int(int8(r.U8()))
 	p.lineRange = int(r.U8())
 	if err := r.Err(); err != nil {
-		return p, err
+		return err
 	}
 	if p.maxOps == 0 {
-		return p, malformed("invalid maximum operations per instruction: 0")
+		return malformed("invalid maximum operations per instruction: 0")
 	}
 	if p.lineRange == 0 {
-		return p, malformed("invalid line range: 0")
+		return malformed("invalid line range: 0")
 	}
 	p.opcodeBase = int(r.U8())
-	p.opcodeLengths = make([]int, p.opcodeBase)
+	p.opcodeLengths = resize(p.opcodeLengths, p.opcodeBase)
 	for i := 1; i < p.opcodeBase; i++ {
 		p.opcodeLengths[i] = int(r.U8())
 	}
 	if err := r.Err(); err != nil {
-		return p, err
+		return err
 	}
 	for i, n := range p.opcodeLengths {
 		if known, ok := knownOpcodeLengths[i]; ok && known != n {
-			return p, malformed("opcode %d expected to have length %d, but has length %d", i, known, n)
+			return malformed("opcode %d expected to have length %d, but has length %d", i, known, n)
 		}
 	}
-	if d.version < 5 {
-		d.dirs = []string{d.u.CompDir}
+	if h.version < 5 {
+		h.dirs = append(h.dirs[:0], u.CompDir)
 		for {
 			dir := string(r.CString())
 			if err := r.Err(); err != nil {
-				return p, err
+				return err
 			}
 			if dir == "" {
 				break
 			}
 			if !pathIsAbs(dir) {
-				dir = pathJoin(d.u.CompDir, dir)
+				dir = pathJoin(u.CompDir, dir)
 			}
-			d.dirs = append(d.dirs, dir)
+			h.dirs = append(h.dirs, dir)
 		}
-		d.entries = []fileEntry{{isNil: true, slot: -1}}
+		h.entries = append(h.entries[:0], fileEntry{isNil: true, slot: -1})
 		for {
-			done, err := d.fileEntry()
+			done, err := h.fileEntry(r)
 			if err != nil {
-				return p, err
+				return err
 			}
 			if done {
 				break
 			}
 		}
 	} else {
-		dirFormat := d.lnctFormat()
+		dirFormat := h.lnctFormat(r)
 		n := r.ULEB128()
 		if n > uint64(r.Len()) {
-			return p, malformed("%d directories in %d bytes", n, r.Len())
+			return malformed("%d directories in %d bytes", n, r.Len())
 		}
-		d.dirs = make([]string, n)
-		for i := range d.dirs {
-			dp, dir, err := d.lnct(dirFormat)
+		h.dirs = resize(h.dirs, int(n))
+		for i := range h.dirs {
+			dp, dir, err := h.lnctEntry(r, s, dirFormat)
 			if err != nil {
-				return p, err
+				return err
 			}
-			d.dirs[i] = string(dp)
-			if dir != "" && len(dp) > 0 {
-				d.dirs[i] = pathJoin(dir, d.dirs[i])
-			}
+			h.dirs[i] = joinFile(dir, dp)
 		}
-		fileFormat := d.lnctFormat()
+		fileFormat := h.lnctFormat(r)
 		n = r.ULEB128()
 		if n > uint64(r.Len()) {
-			return p, malformed("%d files in %d bytes", n, r.Len())
+			return malformed("%d files in %d bytes", n, r.Len())
 		}
-		d.entries = make([]fileEntry, n)
-		for i := range d.entries {
-			name, dir, err := d.lnct(fileFormat)
+		h.entries = resize(h.entries, int(n))
+		for i := range h.entries {
+			name, dir, err := h.lnctEntry(r, s, fileFormat)
 			if err != nil {
-				return p, err
+				return err
 			}
-			d.entries[i] = fileEntry{name: d.names.name(dir, name), slot: -1}
+			h.entries[i] = fileEntry{path: name, dir: dir, slot: -1}
 		}
 	}
 	if err := r.Err(); err != nil {
-		return p, err
+		return err
 	}
-	p.code = d.s.Line[uint64(d.u.StmtList)+progOff : uint64(d.u.StmtList)+end]
-	return p, nil
+	p.code = s.Line[uint64(u.StmtList)+progOff : uint64(u.StmtList)+end]
+	return nil
+}
+
+// resize is s with n zero elements, in s's memory if it has room.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 type lnctForm struct{ lnct, form uint64 }
 
-func (d *decoder) lnctFormat() []lnctForm {
-	n := d.r.U8()
-	f := make([]lnctForm, n)
-	for i := range f {
-		f[i].lnct = d.r.ULEB128()
-		f[i].form = d.r.ULEB128()
+// lnctFormat reads an entry format, into h.lnct: the directories' is
+// done with when the files' is read.
+func (h *Header) lnctFormat(r *bytereader.Reader) []lnctForm {
+	h.lnct = resize(h.lnct, int(r.U8()))
+	for i := range h.lnct {
+		h.lnct[i].lnct = r.ULEB128()
+		h.lnct[i].form = r.ULEB128()
 	}
-	return f
+	return h.lnct
 }
 
 // lnct reads one directory or file entry of a DWARF 5 header: its path
 // and its directory's ("" if none).
-func (d *decoder) lnct(format []lnctForm) (p []byte, dir string, err error) {
-	r := &d.r
+func (h *Header) lnctEntry(r *bytereader.Reader, s Sections, format []lnctForm) (p []byte, dir string, err error) {
 	for _, lf := range format {
 		var str []byte
 		var val uint64
@@ -327,14 +409,14 @@ func (d *decoder) lnct(format []lnctForm) (p []byte, dir string, err error) {
 			str = r.CString()
 		case formStrp, formLineStrp:
 			var off uint64
-			if d.dwarf64 {
+			if h.dwarf64 {
 				off = r.U64()
 			} else {
 				off = uint64(r.U32())
 			}
-			sec, name := d.s.Str, ".debug_str"
+			sec, name := s.Str, ".debug_str"
 			if lf.form == formLineStrp {
-				sec, name = d.s.LineStr, ".debug_line_str"
+				sec, name = s.LineStr, ".debug_line_str"
 			}
 			sr := bytereader.Reader{}
 			if off > uint64(len(sec)) {
@@ -346,7 +428,7 @@ func (d *decoder) lnct(format []lnctForm) (p []byte, dir string, err error) {
 				return nil, "", fmt.Errorf("%s: %w", name, err)
 			}
 		case formStrpSup:
-			if d.dwarf64 {
+			if h.dwarf64 {
 				r.U64()
 			} else {
 				r.U32()
@@ -381,10 +463,10 @@ func (d *decoder) lnct(format []lnctForm) (p []byte, dir string, err error) {
 		case lnctPath:
 			p = str
 		case lnctDirectoryIndex:
-			if val >= uint64(len(d.dirs)) {
+			if val >= uint64(len(h.dirs)) {
 				return nil, "", malformed("directory index %d out of range", val)
 			}
-			dir = d.dirs[val]
+			dir = h.dirs[val]
 		}
 	}
 	return p, dir, r.Err()
@@ -392,8 +474,7 @@ func (d *decoder) lnct(format []lnctForm) (p []byte, dir string, err error) {
 
 // fileEntry reads a DWARF 2-4 file entry (of the header, or of
 // DW_LNE_define_file); done at the table's empty name.
-func (d *decoder) fileEntry() (done bool, err error) {
-	r := &d.r
+func (h *Header) fileEntry(r *bytereader.Reader) (done bool, err error) {
 	name := r.CString()
 	if err := r.Err(); err != nil {
 		return false, err
@@ -404,31 +485,31 @@ func (d *decoder) fileEntry() (done bool, err error) {
 	dirIndex := r.ULEB128()
 	dir := ""
 	if !pathIsAbs(string(name)) {
-		if dirIndex >= uint64(len(d.dirs)) {
+		if dirIndex >= uint64(len(h.dirs)) {
 			return false, malformed("directory index %d too large", dirIndex)
 		}
-		dir = d.dirs[dirIndex]
+		dir = h.dirs[dirIndex]
 	}
 	r.ULEB128() // mtime
 	r.ULEB128() // length
-	d.entries = append(d.entries, fileEntry{name: d.names.name(dir, name), slot: -1})
+	h.entries = append(h.entries, fileEntry{path: name, dir: dir, slot: -1})
 	return false, r.Err()
 }
 
 // fileOf returns the index in d.files of file table entry k (-1 or past
 // the table: no file).
 func (d *decoder) fileOf(k int) uint32 {
-	if k < 0 || k >= len(d.entries) || d.entries[k].isNil {
+	if k < 0 || k >= len(d.h.entries) || d.h.entries[k].isNil {
 		if d.nilSlot < 0 {
 			d.nilSlot = int32(len(d.files))
 			d.files = append(d.files, "")
 		}
 		return uint32(d.nilSlot)
 	}
-	e := &d.entries[k]
+	e := &d.h.entries[k]
 	if e.slot < 0 {
 		e.slot = int32(len(d.files))
-		d.files = append(d.files, e.name)
+		d.files = append(d.files, d.names.name(e.dir, e.path))
 	}
 	return uint32(e.slot)
 }
@@ -443,14 +524,15 @@ func (d *decoder) run(p program, rows []table.Row) ([]table.Row, error) {
 		addr                                 uint64
 		opIndex, line, column, discriminator int
 		fileIndex, file                      int
+		slot                                 int64 // fileOf(file), -1 until a row asks
 		isStmt, basicBlock, prologueEnd      bool
 		epilogueBegin                        bool
 	)
 	// file is the entry fileIndex named when last set (-1: none), as
 	// debug/dwarf's state.File is.
 	updateFile := func() {
-		file = -1
-		if fileIndex >= 0 && fileIndex < len(d.entries) {
+		file, slot = -1, -1
+		if fileIndex >= 0 && fileIndex < len(d.h.entries) {
 			file = fileIndex
 		}
 	}
@@ -477,7 +559,10 @@ func (d *decoder) run(p program, rows []table.Row) ([]table.Row, error) {
 		if basicBlock {
 			fl |= table.RowBasicBlock
 		}
-		rows = append(rows, table.Row{Addr: addr, File: d.fileOf(file), Line: uint32(line),
+		if slot < 0 {
+			slot = int64(d.fileOf(file))
+		}
+		rows = append(rows, table.Row{Addr: addr, File: uint32(slot), Line: uint32(line),
 			Discriminator: uint32(discriminator), Column: uint16(min(column, 0xffff)), Flags: fl})
 		basicBlock, prologueEnd, epilogueBegin, discriminator = false, false, false, 0
 	}
@@ -505,14 +590,14 @@ func (d *decoder) run(p program, rows []table.Row) ([]table.Row, error) {
 				emit(true)
 				reset()
 			case lneSetAddress:
-				switch d.addrSize {
+				switch d.h.addrSize {
 				case 1, 2, 4, 8:
-					addr = r.Uint(d.addrSize)
+					addr = r.Uint(d.h.addrSize)
 				default:
-					return rows, malformed("unknown address size %d", d.addrSize)
+					return rows, malformed("unknown address size %d", d.h.addrSize)
 				}
 			case lneDefineFile:
-				done, err := d.fileEntry()
+				done, err := d.h.fileEntry(r)
 				if err != nil {
 					return rows, err
 				}

@@ -8,14 +8,17 @@ import (
 	"io"
 	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/klasy/klasy/dwarfmap/table"
 	"github.com/klasy/klasy/internal/testenv"
+	"github.com/klasy/klasy/lab"
 )
 
 // compareAll decodes every unit's line table of f with debug/dwarf's
-// LineReader and Decode, and fails t where they differ.
+// LineReader and Decode, and reads its header with a Header (one for
+// all units, as a scan reuses it), and fails t where they differ.
 func compareAll(t *testing.T, f *elf.File) (units, rows int) {
 	t.Helper()
 	d, err := f.DWARF()
@@ -36,6 +39,7 @@ func compareAll(t *testing.T, f *elf.File) (units, rows int) {
 	s := Sections{Line: sec(".debug_line"), Str: sec(".debug_str"), LineStr: sec(".debug_line_str")}
 	r := d.Reader()
 	names := NewNames() // shared by the units, as a build's worker shares it
+	var h Header
 	for {
 		cu, err := r.Next()
 		if err != nil {
@@ -53,6 +57,7 @@ func compareAll(t *testing.T, f *elf.File) (units, rows int) {
 			u.StmtList = off
 		}
 		u.CompDir, _ = cu.Val(dwarf.AttrCompDir).(string)
+		checkHeader(t, d, cu, s, u, &h)
 		wantFiles, wantRows := readerRows(t, d, cu)
 		files, got, err := Decode(s, u, nil, names)
 		if err != nil {
@@ -73,6 +78,33 @@ func compareAll(t *testing.T, f *elf.File) (units, rows int) {
 		r.SkipChildren()
 	}
 	return units, rows
+}
+
+// checkHeader fails t unless h reads u's header where debug/dwarf's
+// LineReader does, and names its files as LineFile.Name does.
+func checkHeader(t *testing.T, d *dwarf.Data, cu *dwarf.Entry, s Sections, u Unit, h *Header) {
+	t.Helper()
+	lr, lrErr := d.LineReader(cu)
+	if err := h.Read(s, u); (err != nil) != (lrErr != nil) {
+		t.Fatalf("unit at %#x: Header.Read: %v, debug/dwarf: %v", cu.Offset, err, lrErr)
+	}
+	var want []string
+	if lr != nil {
+		for _, f := range lr.Files() {
+			name := ""
+			if f != nil {
+				name = f.Name
+			}
+			want = append(want, name)
+		}
+	}
+	got := make([]string, h.Files())
+	for i := range got {
+		got[i] = h.File(i)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || h.File(len(got)) != "" || h.File(-1) != "" {
+		t.Fatalf("unit at %#x: header's files\n%q, debug/dwarf's\n%q", cu.Offset, got, want)
+	}
 }
 
 // readerRows is what dwarfmap's index build made of debug/dwarf's
@@ -130,11 +162,12 @@ func readerRows(t *testing.T, d *dwarf.Data, cu *dwarf.Entry) ([]string, []table
 // TestDecodeAsDebugDwarf compiles dwarfmap's fixture with each DWARF
 // version gcc emits and checks Decode against debug/dwarf on every unit.
 func TestDecodeAsDebugDwarf(t *testing.T) {
-	for _, v := range []string{"2", "3", "4", "5"} {
+	// "2 -gstrict-dwarf": no DWARF 3+ extensions in a DWARF 2 unit.
+	for _, v := range []string{"2", "2 -gstrict-dwarf", "3", "4", "5"} {
 		t.Run("dwarf"+v, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "fixture")
-			args := []string{"-O2", "-g", "-gdwarf-" + v, "-nostdlib", "-Wl,-e,main", "-Wl,--unresolved-symbols=ignore-all",
-				"-o", out, "../testdata/fixture.c", "../testdata/strong.c"}
+			args := append(strings.Fields("-O2 -g -gdwarf-"+v), "-nostdlib", "-Wl,-e,main", "-Wl,--unresolved-symbols=ignore-all",
+				"-o", out, "../testdata/fixture.c", "../testdata/strong.c")
 			testenv.GCC(t, args...)
 			f, err := elf.Open(out)
 			if err != nil {
@@ -148,19 +181,25 @@ func TestDecodeAsDebugDwarf(t *testing.T) {
 	}
 }
 
-// TestDecodeVmlinux checks Decode against debug/dwarf on every unit of
-// Debian's vmlinux.
+// TestDecodeVmlinux checks Decode and Header against debug/dwarf on
+// every unit of the lab kernels' vmlinux.
 func TestDecodeVmlinux(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
+	for _, flavor := range []string{lab.Built, lab.Debian} {
+		t.Run(flavor, func(t *testing.T) {
+			if testing.Short() {
+				t.Skip("-short: reads a whole kernel")
+			}
+			k, err := lab.FindKernel(flavor)
+			testenv.Need(t, flavor+"-kernel", err)
+			f, err := elf.Open(k.Vmlinux)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			units, rows := compareAll(t, f)
+			t.Logf("%d units, %d rows as debug/dwarf decodes them", units, rows)
+		})
 	}
-	f, err := elf.Open(testenv.DebianVmlinux(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	units, rows := compareAll(t, f)
-	t.Logf("%d units, %d rows as debug/dwarf decodes them", units, rows)
 }
 
 // TestDecodeTruncated checks that a line table cut short is an error,
@@ -181,10 +220,19 @@ func TestDecodeTruncated(t *testing.T) {
 	if err != nil || fmt.Sprint(files) != "[ /src/a.c]" || len(rows) != 2 || rows[0].Addr != 0x10 || rows[1].Flags&table.RowEndSequence == 0 {
 		t.Fatalf("whole table: files %q, rows %+v, %v", files, rows, err)
 	}
+	var h Header
+	if err := h.Read(Sections{Line: line}, u); err != nil || h.Files() != 2 || h.File(0) != "" || h.File(1) != "/src/a.c" {
+		t.Fatalf("whole header: %d files (%q), %v", h.Files(), h.File(1), err)
+	}
 	for n := 1; n < len(line); n++ { // (0 bytes: no .debug_line, no table)
 		short := append([]byte(nil), line[:n]...)
 		if _, _, err := Decode(Sections{Line: short}, u, nil, nil); err == nil {
 			t.Errorf("cut to %d of %d bytes: no error", n, len(line))
+		}
+		// The table's length covers its program: a Header refuses
+		// any cut too, and names no file after it.
+		if err := h.Read(Sections{Line: short}, u); err == nil || h.Files() != 0 || h.File(1) != "" {
+			t.Errorf("header cut to %d of %d bytes: %d files, %v", n, len(line), h.Files(), err)
 		}
 	}
 }
