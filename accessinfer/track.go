@@ -364,7 +364,7 @@ func (ft *fnTrack) buildFacts() {
 	ft.looked = ft.looked[:0]
 	for i := range ft.insns {
 		ft.memAt[i] = -1
-		if acc, ok := x86code.Access(&ft.insns[i].Inst); ok {
+		if acc, ok := ft.insns[i].Access(); ok {
 			ft.memAt[i] = int32(len(ft.looked))
 			ft.looked = append(ft.looked, lookEntry{acc: acc})
 		}

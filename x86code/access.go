@@ -11,6 +11,21 @@ import (
 type Insn struct {
 	PC   uint64
 	Inst x86asm.Inst
+	// acc is Access(&Inst) as an accCode, worked out when decoding
+	// (a Decoder's once per template); 0 when not (an Insn made by
+	// hand): Access then asks Inst.
+	acc accCode
+}
+
+// Access is Access(&in.Inst). From a Decoder's template it costs no
+// walk of the arguments: that walk's type tests, which branch one way
+// or the other instruction after instruction, cost more than the rest.
+func (in *Insn) Access() (MemAccess, bool) {
+	c := in.acc
+	if c == 0 {
+		c = accessCode(&in.Inst)
+	}
+	return c.access(&in.Inst)
 }
 
 // End is the address of the next instruction.
@@ -28,7 +43,7 @@ func Decode(code []byte, base uint64) []Insn {
 func DecodeAppend(dst []Insn, code []byte, base uint64) []Insn {
 	sweep(code, base, func(pc uint64, inst *x86asm.Inst) bool {
 		if inst != nil {
-			dst = append(dst, Insn{PC: pc, Inst: *inst})
+			dst = append(dst, Insn{PC: pc, Inst: *inst, acc: accessCode(inst)})
 		}
 		return true
 	})
@@ -78,6 +93,46 @@ type MemAccess struct {
 // Access returns the memory operand of inst and how it is used, ok false
 // when inst has none (or only implicit ones: push, string instructions).
 func Access(inst *x86asm.Inst) (MemAccess, bool) {
+	return accessCode(inst).access(inst)
+}
+
+// accCode is what Access says of an instruction but its operand's
+// displacement: 0 not known; accNone no memory operand; otherwise its
+// argument's index (bits 0-1), its MemKind (bits 2-4) and Branch (5).
+type accCode uint8
+
+const (
+	accNone   accCode = 1 << 7
+	accBranch accCode = 1 << 5
+)
+
+// access is the MemAccess c describes, of inst.
+func (c accCode) access(inst *x86asm.Inst) (MemAccess, bool) {
+	if c == accNone {
+		return MemAccess{}, false
+	}
+	acc := MemAccess{Mem: inst.Args[c&3].(x86asm.Mem), Kind: MemKind(c >> 2 & 7), Bytes: inst.MemBytes, Branch: c&accBranch != 0}
+	if acc.Kind == Addr {
+		acc.Bytes = 0
+	}
+	return acc, true
+}
+
+// accessCode works out inst's accCode (never 0).
+func accessCode(inst *x86asm.Inst) accCode {
+	acc, mi, ok := accessOf(inst)
+	if !ok {
+		return accNone
+	}
+	c := accCode(mi) | accCode(acc.Kind)<<2
+	if acc.Branch {
+		c |= accBranch
+	}
+	return c
+}
+
+// accessOf is Access, with the index of the operand.
+func accessOf(inst *x86asm.Inst) (MemAccess, int, bool) {
 	mi := -1
 	for i, a := range inst.Args {
 		if a == nil {
@@ -89,7 +144,7 @@ func Access(inst *x86asm.Inst) (MemAccess, bool) {
 		}
 	}
 	if mi < 0 {
-		return MemAccess{}, false
+		return MemAccess{}, mi, false
 	}
 	m := inst.Args[mi].(x86asm.Mem)
 	acc := MemAccess{Mem: m, Bytes: inst.MemBytes}
@@ -98,7 +153,7 @@ func Access(inst *x86asm.Inst) (MemAccess, bool) {
 		acc.Kind, acc.Bytes = Addr, 0
 	case x86asm.NOP, x86asm.PREFETCHNTA, x86asm.PREFETCHT0, x86asm.PREFETCHT1, x86asm.PREFETCHT2, x86asm.PREFETCHW,
 		x86asm.CLFLUSH, x86asm.INVLPG:
-		return MemAccess{}, false
+		return MemAccess{}, mi, false
 	case x86asm.CALL, x86asm.JMP, x86asm.LCALL, x86asm.LJMP:
 		acc.Kind, acc.Branch = Load, true
 	case x86asm.CMP, x86asm.TEST, x86asm.BT, x86asm.PUSH, x86asm.UCOMISS, x86asm.UCOMISD, x86asm.COMISS, x86asm.COMISD:
@@ -134,7 +189,7 @@ func Access(inst *x86asm.Inst) (MemAccess, bool) {
 			acc.Kind = Load
 		}
 	}
-	return acc, true
+	return acc, mi, true
 }
 
 func isSetcc(op x86asm.Op) bool {

@@ -61,6 +61,15 @@ func TestAccess(t *testing.T) {
 			t.Errorf("%s: no memory operand", tc.asm)
 			continue
 		}
+		// Insn.Access the same: decoded (its accCode from the
+		// decoding; the Decoder's twice, the second from a template)
+		// and made by hand.
+		var d Decoder
+		for _, in := range append(append(Decode(tc.code, 0), d.DecodeAppend(nil, tc.code, 0)...), d.DecodeAppend(nil, tc.code, 0)[0], Insn{Inst: inst}) {
+			if got, ok := in.Access(); !ok || got != acc {
+				t.Errorf("%s: Insn.Access gives %+v %v, Access %+v", tc.asm, got, ok, acc)
+			}
+		}
 		if acc.Kind != tc.kind || acc.Mem.Base != tc.base || acc.Mem.Index != tc.index || acc.Mem.Disp != tc.disp ||
 			acc.Bytes != tc.bytes || acc.Branch != tc.branch {
 			t.Errorf("%s: %s [%v+%v+%#x] %d bytes branch %v; want %s [%v+%v+%#x] %d bytes branch %v",
@@ -75,6 +84,9 @@ func TestAccess(t *testing.T) {
 		}
 		if acc, ok := Access(&inst); ok {
 			t.Errorf("%v: memory access %+v, want none", inst, acc)
+		}
+		if acc, ok := Decode(code, 0)[0].Access(); ok {
+			t.Errorf("%v: Insn.Access: memory access %+v, want none", inst, acc)
 		}
 	}
 }

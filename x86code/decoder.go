@@ -18,12 +18,25 @@ import (
 // immediate sign- or zero-extended as the one the template was made
 // from shows, until a negative one does: until then only immediates
 // both extend alike are put in). Any other instruction, and the first
-// of each shape, goes to x86asm. The templates are kept in a table
-// indexed by a hash of the shape, two places each (a map cost more
-// than the decoding it saved): a shape pushed out of both by others is
-// decoded again. Not safe for concurrent use: one per goroutine.
+// of each shape, goes to x86asm. The templates are all kept, found by
+// a hash of the shape in a table of their numbers (a map cost more
+// than the decoding it saved): a kernel has some 30,000 shapes (7 MB
+// of templates). Not safe for concurrent use: one per goroutine.
 type Decoder struct {
-	slots []template
+	// index holds, by a hash of the shape (on a collision the next
+	// place), 1 + the number of its template in temps, 0 where empty;
+	// never more than half full. Four bytes a place, not the template:
+	// the table of 8,192 templates in two places a shape it replaces
+	// (1.5 MB, no larger for the caches' sake) pushed out and decoded
+	// again 63,000 of the built kernel's instructions, 3,500
+	// instructions of x86asm each.
+	index []uint32
+	shift uint8 // 64 - log2(len(index))
+	// temps are the templates, in blocks of 1,024 (a growing slice
+	// would leave its old arrays, 8 MB for Debian's, to the collector,
+	// and the peak memory with them).
+	temps [][]template
+	ntemp int
 	// mems are memory operands put in an instruction's Args lately, by
 	// a hash: an operand put in again (the same base register and
 	// displacement) shares its Arg rather than taking a new one.
@@ -48,11 +61,8 @@ func (d *Decoder) memArg(m x86asm.Mem) x86asm.Arg {
 	return e.a
 }
 
-// 8,192 places: a table that stays in the caches decoded a kernel's
-// .text 15% faster than one of 65,536 that missed fewer shapes. Two
-// places a shape (the newest first) missed 6% of the built kernel's
-// instructions' shapes, one place 8.5%.
-const slotBits = 13
+// indexBits is the starting size of a Decoder's index.
+const indexBits = 14
 
 // shapeKey is an instruction's bytes but its displacement, immediate
 // and branch offset: REX, opcode (two bytes after 0f), ModRM, SIB,
@@ -63,10 +73,27 @@ type shapeKey struct {
 }
 
 type template struct {
-	key  shapeKey
-	ok   bool // a template of shape key
-	ext  immExt
-	inst x86asm.Inst
+	key shapeKey
+	ext immExt
+	acc accCode // inst's, for each instruction of its shape
+	// The arguments holding the memory operand, the branch offset and
+	// the immediate (argsAt): where the shape's parts go.
+	memAt, relAt, immAt uint8
+	inst                x86asm.Inst
+}
+
+// argsAt sets t's memAt, relAt and immAt from its instruction.
+func (t *template) argsAt() {
+	for i, a := range t.inst.Args {
+		switch a.(type) {
+		case x86asm.Mem:
+			t.memAt = uint8(i)
+		case x86asm.Rel:
+			t.relAt = uint8(i)
+		case x86asm.Imm:
+			t.immAt = uint8(i)
+		}
+	}
 }
 
 // immExt is how x86asm extends a shape's immediate to an Imm.
@@ -284,72 +311,99 @@ func (s *shape) rel(b []byte) x86asm.Rel {
 // sign-extended (decode).
 func (d *Decoder) Decode(b []byte) (x86asm.Inst, error) {
 	var inst x86asm.Inst
-	err := d.decodeInto(&inst, b)
+	_, err := d.decodeInto(&inst, b)
 	return inst, err
 }
 
-// decodeInto is Decode into *inst.
-func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) error {
+// decodeInto is Decode into *inst, with its accCode.
+func (d *Decoder) decodeInto(inst *x86asm.Inst, b []byte) (accCode, error) {
 	s, ok := shapeOf(b)
 	if !ok {
 		var err error
 		*inst, err = decode(b)
-		return err
+		return accessCode(inst), err
 	}
-	if d.slots == nil {
-		d.slots = make([]template, 1<<slotBits)
+	if d.index == nil {
+		d.index, d.shift = make([]uint32, 1<<indexBits), 64-indexBits
 	}
-	h := (s.key.bytes ^ uint64(s.key.pfx)<<29) * 0x9e3779b97f4a7c15
-	at := int(h>>(64-slotBits)) &^ 1
-	t := &d.slots[at]
-	if !t.ok || t.key != s.key {
-		t = &d.slots[at+1]
+	at := d.place(s.key)
+	var t *template
+	if e := d.index[at]; e != 0 {
+		t = d.temp(e)
 	}
-	if t.ok && t.key == s.key && (t.ext != immEither || !s.immNeg()) {
+	if t != nil && (t.ext != immEither || !s.immNeg()) {
 		*inst = t.inst
-		if s.dispLen > 0 || s.relLen > 0 || s.immLen > 0 {
-			for i := range inst.Args {
-				switch a := inst.Args[i].(type) {
-				case nil:
-					return nil
-				case x86asm.Mem:
-					if s.dispLen > 0 {
-						if v := s.disp(b); v != a.Disp {
-							a.Disp = v
-							inst.Args[i] = d.memArg(a)
-						}
-					}
-				case x86asm.Rel:
-					if s.relLen > 0 {
-						inst.Args[i] = s.rel(b)
-					}
-				case x86asm.Imm:
-					if s.immLen > 0 {
-						if v := s.immArg(t.ext); v != a {
-							inst.Args[i] = v
-						}
-					}
-				}
+		// Straight to the arguments the shape's parts go in (fits made
+		// sure each is there, one of its kind).
+		if s.dispLen > 0 {
+			if a := inst.Args[t.memAt].(x86asm.Mem); s.disp(b) != a.Disp {
+				a.Disp = s.disp(b)
+				inst.Args[t.memAt] = d.memArg(a)
 			}
 		}
-		return nil
+		if s.relLen > 0 {
+			inst.Args[t.relAt] = s.rel(b)
+		}
+		if s.immLen > 0 {
+			if v := s.immArg(t.ext); v != inst.Args[t.immAt].(x86asm.Imm) {
+				inst.Args[t.immAt] = v
+			}
+		}
+		return t.acc, nil
 	}
 	var err error
 	*inst, err = decode(b)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	acc := accessCode(inst)
 	if ext, ok := s.fits(inst, b); ok {
-		if t.ok && t.key == s.key {
+		if t != nil {
 			// The same shape: what its immediate's extension is, now known.
 			t.ext, t.inst = max(t.ext, ext), *inst
 		} else {
-			// The newest first, the one it pushes aside second.
-			d.slots[at+1] = d.slots[at]
-			d.slots[at] = template{key: s.key, ok: true, ext: ext, inst: *inst}
+			if d.ntemp%tempBlock == 0 {
+				d.temps = append(d.temps, make([]template, 0, tempBlock))
+			}
+			last := &d.temps[len(d.temps)-1]
+			*last = append(*last, template{key: s.key, ext: ext, acc: acc, inst: *inst})
+			(*last)[len(*last)-1].argsAt()
+			d.ntemp++
+			d.index[at] = uint32(d.ntemp)
+			if 2*d.ntemp > len(d.index) {
+				d.grow()
+			}
 		}
 	}
-	return nil
+	return acc, nil
+}
+
+const tempBlock = 1024
+
+// temp is template number e (1 up) of d.temps.
+func (d *Decoder) temp(e uint32) *template {
+	return &d.temps[(e-1)/tempBlock][(e-1)%tempBlock]
+}
+
+// place is where key's template is in d.index, or the empty place it
+// goes to.
+func (d *Decoder) place(key shapeKey) int {
+	h := (key.bytes ^ uint64(key.pfx)<<29) * 0x9e3779b97f4a7c15
+	mask := len(d.index) - 1
+	for at := int(h >> d.shift); ; at = (at + 1) & mask {
+		e := d.index[at]
+		if e == 0 || d.temp(e).key == key {
+			return at
+		}
+	}
+}
+
+// grow doubles d.index, its templates placed again.
+func (d *Decoder) grow() {
+	d.index, d.shift = make([]uint32, 2*len(d.index)), d.shift-1
+	for e := 1; e <= d.ntemp; e++ {
+		d.index[d.place(d.temp(uint32(e)).key)] = uint32(e)
+	}
 }
 
 // fits reports whether x86asm's inst is of the shape s found: the
@@ -406,7 +460,8 @@ func (d *Decoder) DecodeAppend(dst []Insn, code []byte, base uint64) []Insn {
 		dst = dst[:len(dst)+1]
 		in := &dst[len(dst)-1]
 		in.PC = pc
-		err := d.decodeInto(&in.Inst, code[off:])
+		var err error
+		in.acc, err = d.decodeInto(&in.Inst, code[off:])
 		if err != nil || in.Inst.Len == 0 {
 			dst = dst[:len(dst)-1]
 			off++

@@ -160,9 +160,9 @@ func TestDecoderOnKernels(t *testing.T) {
 		for off := 0; off < len(code) && bad < 10; {
 			want, werr := decode(code[off:])
 			var got x86asm.Inst
-			gerr := d.decodeInto(&got, code[off:])
-			if (werr == nil) != (gerr == nil) || want != got {
-				t.Errorf("%s: % x: Decoder gives %#v (%v), x86asm %#v (%v)", kind, code[off:off+max(want.Len, 1)], got, gerr, want, werr)
+			acc, gerr := d.decodeInto(&got, code[off:])
+			if (werr == nil) != (gerr == nil) || want != got || werr == nil && acc != accessCode(&want) {
+				t.Errorf("%s: % x: Decoder gives %#v (%v, access %#x), x86asm %#v (%v, access %#x)", kind, code[off:off+max(want.Len, 1)], got, gerr, acc, want, werr, accessCode(&want))
 				bad++
 			}
 			n++

@@ -31,7 +31,8 @@ type Graph struct {
 	// succs holds the blocks' Succs, three places each (a branch's
 	// target, a patched one, the next instruction), reused.
 	succs   []uint64
-	reached []bool // markPadding's, reused
+	reached []bool   // markPadding's, reused
+	cands   []uint64 // markPadding's, reused
 	// starts are the blocks' starts, by address: Block searches them
 	// (8 bytes apart) rather than the blocks (over 200 bytes each).
 	starts []uint64
@@ -273,22 +274,37 @@ func (b *GraphBlock) close(next uint64, inCode, isStart func(uint64) bool, patch
 }
 
 // markPadding marks the blocks of int3 and nop that nothing reaches.
+// Only a block ending in one may be padding: the arcs are searched for
+// those alone (few, mostly the int3 after each ret), not each arc's
+// block.
 func (g *Graph) markPadding(insns func(lo, hi uint64) []Insn) {
+	cands := g.cands[:0]
+	for i := range g.Blocks {
+		b := &g.Blocks[i]
+		if b.Start != g.Entry && (isInt3(&b.Last.Inst) || b.Last.Inst.Op == x86asm.NOP) {
+			cands = append(cands, b.Start)
+		}
+	}
+	g.cands = cands
+	if len(cands) == 0 {
+		return
+	}
 	reached := g.reached[:0]
-	reached = append(reached, make([]bool, len(g.Blocks))...)
+	reached = append(reached, make([]bool, len(cands))...)
 	g.reached = reached
 	for _, b := range g.Blocks {
 		for _, s := range b.Succs {
-			if j, ok := g.Block(s); ok {
+			if j, ok := slices.BinarySearch(cands, s); ok {
 				reached[j] = true
 			}
 		}
 	}
-	for i := range g.Blocks {
-		b := &g.Blocks[i]
-		if reached[i] || b.Start == g.Entry {
+	for k, start := range cands {
+		if reached[k] {
 			continue
 		}
+		i, _ := g.Block(start)
+		b := &g.Blocks[i]
 		pad := true
 		for _, in := range insns(b.Start, b.End) {
 			if !isInt3(&in.Inst) && in.Inst.Op != x86asm.NOP {
@@ -302,20 +318,27 @@ func (g *Graph) markPadding(insns func(lo, hi uint64) []Insn) {
 
 // branchTargets are the addresses a direct branch (or a patched one) at
 // in may go to besides the next instruction.
+// Most functions have no patched branch: no look-up then (a call
+// even into a nil map).
 func branchTargets(in *Insn, patched PatchedBranches) (out [2]uint64, n int) {
 	if t, ok := branchTarget(&in.Inst, in.End()); ok {
 		out[n], n = t, n+1
 	}
-	if t, ok := patched[in.PC]; ok {
-		out[n], n = t, n+1
+	if len(patched) > 0 {
+		if t, ok := patched[in.PC]; ok {
+			out[n], n = t, n+1
+		}
 	}
 	return out, n
 }
 
 // endsGraphBlock reports whether the block ends after in.
 func endsGraphBlock(in *Insn, patched PatchedBranches) bool {
+	if endsBlock(in.Inst.Op) {
+		return true
+	}
 	_, ok := patched[in.PC]
-	return ok || endsBlock(in.Inst.Op)
+	return ok
 }
 
 // isIndirectJump reports whether inst is a jmp through a register or
