@@ -622,7 +622,7 @@ func (c *comparer) reachableAt(r *debugklasy.Access) (uint64, bool) {
 			c.insns[bl[0]] = insns
 		}
 		for i := range insns {
-			acc, ok := x86code.Access(&insns[i].Inst)
+			acc, ok := insns[i].Access()
 			if !ok || !r.Mode.Fits(acc.Kind) {
 				continue
 			}

@@ -308,7 +308,7 @@ func hostEntry(b *dwarfmap.Batch, inst dwarfmap.Instance) uint64 {
 // candidate reports whether the instruction's memory operand falls on
 // the member at off (size bytes) of a struct at base+k.
 func candidate(in *x86code.Insn, a debugklasy.Access, off, size, k int64) (x86code.MemAccess, bool) {
-	acc, ok := x86code.Access(&in.Inst)
+	acc, ok := in.Access()
 	if !ok || acc.Mem.Segment != 0 || acc.Mem.Base == 0 || x86code.DWARFReg(acc.Mem.Base) < 0 || !a.Mode.Fits(acc.Kind) {
 		return acc, false
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/klasy/klasy/weaver/ctxvalue"
 	"github.com/klasy/klasy/weaver/joinpoint"
 	"github.com/klasy/klasy/weaver/resolve/linecode"
-	"github.com/klasy/klasy/x86code"
 )
 
 // On an image built without the plugin (a distribution's kernel), the
@@ -54,7 +53,7 @@ func (ag *Group) Inferred(b *dwarfmap.Batch, im *linecode.Image, a *accessinfer.
 	if ag.Timing == joinpoint.After {
 		jp.Kind = joinpoint.KprobePost
 		if ins := b.Insns(a.PC, a.PC+16); len(ins) > 0 {
-			if acc, ok := x86code.Access(&ins[0].Inst); ok && acc.Branch {
+			if acc, ok := ins[0].Access(); ok && acc.Branch {
 				jp.Skipped = "after a call through the member: the callee runs before the advice could"
 				ag.Add(jp)
 				return
