@@ -106,9 +106,7 @@ type Header struct {
 }
 
 type decoder struct {
-	s       Sections
 	r       bytereader.Reader
-	u       Unit
 	h       *Header // names.h
 	files   []string
 	nilSlot int32
@@ -158,7 +156,7 @@ func joinFile(dir string, p []byte) string {
 // names are debug/dwarf's LineReader's (LineFile.Name, not cleaned), for
 // a reader that wants a few names of a unit rather than its rows.
 func (h *Header) Read(s Sections, u Unit) error {
-	h.entries = h.entries[:0]
+	h.entries, h.prog.code = h.entries[:0], nil
 	if s.Line == nil || u.StmtList < 0 {
 		h.grow()
 		return nil
@@ -211,19 +209,12 @@ func (h *Header) File(i int) string {
 // rows first use them ("" for a file number outside the table); names
 // are cleaned (path.Clean).
 func Decode(s Sections, u Unit, rows []table.Row, names *Names) (files []string, _ []table.Row, err error) {
-	if s.Line == nil || u.StmtList < 0 {
-		return nil, rows, nil
-	}
-	if u.StmtList > int64(len(s.Line)) {
-		return nil, rows, fmt.Errorf("DW_AT_stmt_list %#x past .debug_line (%d bytes): %w", u.StmtList, len(s.Line), ErrMalformed)
-	}
 	if names == nil {
 		names = NewNames()
 	}
-	d := &decoder{s: s, u: u, nilSlot: -1, names: names, h: &names.h}
-	d.r.Reset(s.Line[u.StmtList:])
-	if err := d.h.read(&d.r, s, u); err != nil {
-		return nil, rows, fmt.Errorf("line table at %#x: %w", u.StmtList, err)
+	d := &decoder{nilSlot: -1, names: names, h: &names.h}
+	if err := d.h.Read(s, u); err != nil || d.h.prog.code == nil {
+		return nil, rows, err
 	}
 	for k := range d.h.entries {
 		d.fileOf(k)
