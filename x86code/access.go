@@ -208,16 +208,16 @@ func isSetcc(op x86asm.Op) bool {
 func DWARFReg(r x86asm.Reg) int {
 	switch {
 	case r >= x86asm.RAX && r <= x86asm.R15:
-		return dwarfOf[r-x86asm.RAX]
+		return DWARFOf[r-x86asm.RAX]
 	case r >= x86asm.EAX && r <= x86asm.R15L:
-		return dwarfOf[r-x86asm.EAX]
+		return DWARFOf[r-x86asm.EAX]
 	}
 	return -1
 }
 
-// dwarfOf maps rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8..r15 (x86asm's
+// DWARFOf maps rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8..r15 (x86asm's
 // order) to DWARF numbers.
-var dwarfOf = [16]int{0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}
+var DWARFOf = [16]int{0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}
 
 // LeadersOf is Leaders for code already decoded (Decode) that spans
 // [base, end).

@@ -44,11 +44,17 @@ func indexOf(r x86asm.Reg) uint8 {
 	return 0
 }
 
-// FromDWARF maps DWARF register numbers 0-15 to Index's order; ToDWARF
-// maps back.
-var FromDWARF = [16]int{0, 2, 1, 3, 6, 7, 5, 4, 8, 9, 10, 11, 12, 13, 14, 15}
-
-var ToDWARF = [16]int{0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}
+// ToDWARF maps Index's order (x86asm's) to DWARF register numbers;
+// FromDWARF maps DWARF's 0-15 back.
+var (
+	ToDWARF   = x86code.DWARFOf
+	FromDWARF = func() (t [16]int) {
+		for i, d := range ToDWARF {
+			t[d] = i
+		}
+		return t
+	}()
+)
 
 // CallerSaved are clobbered by a call (System V), by Index.
 var CallerSaved = []int{0, 1, 2, 6, 7, 8, 9, 10, 11}
